@@ -1,0 +1,1 @@
+"""Steward: event-sourced governance for shared GPU clusters."""
