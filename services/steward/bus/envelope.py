@@ -1,0 +1,59 @@
+"""The message envelope on Kafka: an id (for deduplication), the command or event type, its payload,
+and metadata (actor, role, correlation and causation ids). Keyed by the aggregate it touches."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from steward.domain.commands import Command, command_to_dict
+
+
+class MalformedMessage(ValueError):
+    """A message that cannot be decoded into an envelope (goes to the dead-letter topic)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Envelope:
+    id: str
+    type: str
+    key: str
+    payload: dict[str, Any]
+    meta: dict[str, Any] = field(default_factory=dict)
+
+    def encode(self) -> bytes:
+        return json.dumps(asdict(self), separators=(",", ":"), sort_keys=True).encode()
+
+    @staticmethod
+    def decode(raw: bytes | None) -> Envelope:
+        if raw is None:
+            raise MalformedMessage("empty message")
+        try:
+            data = json.loads(raw)
+        except (UnicodeDecodeError, json.JSONDecodeError) as err:
+            raise MalformedMessage(f"not JSON: {err}") from None
+        if not isinstance(data, dict):
+            raise MalformedMessage("message is not a JSON object")
+        missing = [k for k in ("id", "type", "key", "payload") if k not in data]
+        if missing:
+            raise MalformedMessage(f"missing field(s) {', '.join(missing)}")
+        if not isinstance(data["payload"], dict) or not isinstance(data.get("meta", {}), dict):
+            raise MalformedMessage("payload and meta must be objects")
+        return Envelope(str(data["id"]), str(data["type"]), str(data["key"]), data["payload"],
+                        data.get("meta", {}))
+
+
+def command_envelope(
+    command: Command, *, actor: str, role: str, correlation_id: str | None = None,
+    causation_id: str | None = None, message_id: str | None = None,
+) -> Envelope:
+    mid = message_id or str(uuid.uuid4())
+    meta = {
+        "actor": actor,
+        "role": role,
+        "correlation_id": correlation_id or mid,
+        "causation_id": causation_id,
+    }
+    return Envelope(mid, command.TYPE, command.aggregate, command_to_dict(command), meta)

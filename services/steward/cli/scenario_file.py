@@ -1,0 +1,108 @@
+"""Reading the `tree:` and `cluster:` sections of a scenario YAML into commands, refusing bad files
+with a message that names the node or key, before anything is recorded."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from steward.domain.commands import ROOT, RegisterNode, SetAllocations
+from steward.domain.decide import decide
+from steward.domain.errors import DomainError
+from steward.domain.state import LedgerState, evolve
+
+
+class ScenarioFileError(ValueError):
+    pass
+
+
+def load_yaml(path: Path) -> dict[str, Any]:
+    try:
+        data = yaml.safe_load(path.read_text())
+    except OSError as err:
+        raise ScenarioFileError(f"cannot read {path}: {err.strerror}") from None
+    except yaml.YAMLError as err:
+        mark = getattr(err, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        raise ScenarioFileError(f"{path} is not valid YAML{where}: {getattr(err, 'problem', err)}") from None
+    if not isinstance(data, dict):
+        raise ScenarioFileError(f"{path}: expected a mapping at the top level")
+    return data
+
+
+def _share(value: Any, where: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ScenarioFileError(f"tree node '{where}': share must be a number, got {value!r}")
+    return float(value)
+
+
+def tree_commands(data: dict[str, Any], reason: str) -> list[SetAllocations]:
+    """One SetAllocations per parent, top-down. A child is `name: share` or `name: {share, children}`."""
+    tree = data.get("tree")
+    if not isinstance(tree, dict) or not tree:
+        raise ScenarioFileError("the file has no 'tree:' section (a mapping of node name to share)")
+    out: list[SetAllocations] = []
+
+    def walk(parent: str, children: dict[str, Any]) -> None:
+        shares: dict[str, float] = {}
+        nested: list[tuple[str, dict[str, Any]]] = []
+        for name, spec in children.items():
+            name = str(name)
+            if isinstance(spec, dict):
+                unknown = set(spec) - {"share", "children"}
+                if unknown:
+                    raise ScenarioFileError(f"tree node '{name}': unknown key(s) {', '.join(sorted(unknown))}")
+                if "share" not in spec:
+                    raise ScenarioFileError(f"tree node '{name}': missing 'share'")
+                shares[name] = _share(spec["share"], name)
+                kids = spec.get("children") or {}
+                if not isinstance(kids, dict):
+                    raise ScenarioFileError(f"tree node '{name}': 'children' must be a mapping")
+                if kids:
+                    nested.append((name, kids))
+            else:
+                shares[name] = _share(spec, name)
+        out.append(SetAllocations(parent=parent, shares=shares, reason=reason))
+        for name, kids in nested:
+            walk(name, kids)
+
+    walk(ROOT, tree)
+    return out
+
+
+def cluster_commands(data: dict[str, Any], executor: str) -> list[RegisterNode]:
+    cluster = data.get("cluster")
+    if not isinstance(cluster, dict):
+        raise ScenarioFileError("the file has no 'cluster:' section")
+    try:
+        count = int(cluster["nodes"])
+        gpus = int(cluster["gpus_per_node"])
+    except KeyError as err:
+        raise ScenarioFileError(f"cluster: missing '{err.args[0]}'") from None
+    except (TypeError, ValueError):
+        raise ScenarioFileError("cluster: 'nodes' and 'gpus_per_node' must be integers") from None
+    if count < 1 or gpus < 1:
+        raise ScenarioFileError(f"cluster: needs at least one node and one GPU, got {count} x {gpus}")
+    model = str(cluster.get("gpu_model", "generic"))
+    topo = cluster.get("topology") or {}
+    per_block = int(topo.get("nodes_per_block", count))
+    if per_block < 1:
+        raise ScenarioFileError("cluster.topology: 'nodes_per_block' must be at least 1")
+    width = len(str(count - 1))
+    return [
+        RegisterNode(node_id=f"node-{i:0{width}d}", gpus=gpus, gpu_model=model,
+                     path=[f"block-{i // per_block}", f"node-{i:0{width}d}"], executor=executor)
+        for i in range(count)
+    ]
+
+
+def check_locally(state: LedgerState, commands: list[SetAllocations] | list[RegisterNode]) -> None:
+    """Run the same pure guards the ledger runs, so a bad file is refused before anything is sent."""
+    for cmd in commands:
+        try:
+            for ev in decide(state, cmd, 0.0):
+                state = evolve(state, ev, 0.0)
+        except DomainError as err:
+            raise ScenarioFileError(err.message) from None

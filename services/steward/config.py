@@ -1,0 +1,81 @@
+"""Configuration by environment (prefix STEWARD_) and an optional settings file (STEWARD_SETTINGS_FILE,
+KEY=VALUE lines). Every server binds to loopback by default."""
+
+from __future__ import annotations
+
+import os
+from functools import lru_cache
+from pathlib import Path
+
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+
+
+def _default_run_dir() -> Path:
+    return Path(os.environ.get("STEWARD_RUN_DIR", REPO_ROOT / ".run"))
+
+
+def _settings_files() -> tuple[Path, ...]:
+    """The stack file written by `steward up` (so every command talks to the stack it started), then an
+    explicit STEWARD_SETTINGS_FILE, which wins. Environment variables win over both."""
+    files = [_default_run_dir() / "stack.env"]
+    if os.environ.get("STEWARD_SETTINGS_FILE"):
+        files.append(Path(os.environ["STEWARD_SETTINGS_FILE"]))
+    return tuple(files)
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(
+        env_prefix="STEWARD_", env_file=_settings_files(), extra="ignore"
+    )
+
+    run_dir: Path = _default_run_dir()
+    # The application's store URL; empty means the embedded SQLite file under the run folder.
+    store_url: str = ""
+    # The schema owner's URL (migrations); empty means the same as store_url.
+    store_owner_url: str = ""
+    kafka_bootstrap: str = "127.0.0.1:9092"
+    temporal_address: str = "127.0.0.1:7233"
+    temporal_namespace: str = "default"
+    api_host: str = "127.0.0.1"
+    api_port: int = 8000
+    api_url: str = ""
+    topic_prefix: str = "steward"
+    executor_id: str = "local"
+    executor_gpus: int = 4
+    scheduler_interval_s: float = 0.5
+    mutation_timeout_s: float = 15.0
+    pg_port: int = 55432
+
+    @property
+    def resolved_store_url(self) -> str:
+        if self.store_url:
+            return self.store_url
+        return f"sqlite:///{self.run_dir / 'steward.db'}"
+
+    @property
+    def resolved_owner_url(self) -> str:
+        return self.store_owner_url or self.resolved_store_url
+
+    @property
+    def resolved_api_url(self) -> str:
+        return self.api_url or f"http://{self.api_host}:{self.api_port}/graphql"
+
+    def topic(self, name: str) -> str:
+        return f"{self.topic_prefix}.{name}"
+
+    def postgres_urls(self) -> tuple[str, str]:
+        """The app and owner URLs of the PostgreSQL that `infra/postgres.sh` starts."""
+        app_pw = os.environ.get("STEWARD_PG_APP_PASSWORD", "steward_app")
+        owner_pw = os.environ.get("STEWARD_PG_OWNER_PASSWORD", "steward_owner")
+        base = f"127.0.0.1:{self.pg_port}/steward"
+        return (
+            f"postgresql+psycopg://steward_app:{app_pw}@{base}",
+            f"postgresql+psycopg://steward_owner:{owner_pw}@{base}",
+        )
+
+
+@lru_cache(maxsize=1)
+def get_settings() -> Settings:
+    return Settings()

@@ -1,0 +1,187 @@
+"""decide(state, command, now) -> events: the ledger's pure validation of every command.
+
+Each guard is a small named function citing the rule of DESIGN.md it enforces. A guard that fails
+raises a `DomainError`; `decide_or_reject` turns it into a `CommandRejected` event with the reason.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict
+
+from steward.domain.commands import (
+    JOB_CLASSES,
+    ROOT,
+    CancelJob,
+    Command,
+    PlaceJob,
+    RegisterNode,
+    ReportJobExited,
+    ReportJobStarted,
+    SetAllocations,
+    SubmitJob,
+)
+from steward.domain.errors import (
+    CapacityConflict,
+    DomainError,
+    InvalidAllocation,
+    InvalidCommand,
+    InvalidTransition,
+    UnknownJob,
+    UnknownNode,
+    UnknownProject,
+)
+from steward.domain.events import Event
+from steward.domain.state import TERMINAL_STATES, Job, LedgerState
+
+MAX_TREE_DEPTH = 8
+MAX_MIN_RUNTIME_S = 8 * 3600.0
+
+
+def require_known_parent(state: LedgerState, parent: str) -> None:
+    """Org tree: a manager sets shares of the children of an existing node (the root always exists)."""
+    if parent != ROOT and parent not in state.allocations:
+        raise InvalidAllocation(f"unknown parent node '{parent}'")
+
+
+def require_shares_in_unit_interval(shares: dict[str, float]) -> None:
+    """Org tree: a share is a fraction of the parent's allocation, in [0, 1]."""
+    for child, share in shares.items():
+        if not (0.0 <= share <= 1.0) or math.isnan(share):
+            raise InvalidAllocation(f"share of '{child}' must be in [0, 1], got {share}")
+
+
+def require_children_sum_at_most_one(state: LedgerState, parent: str, shares: dict[str, float]) -> None:
+    """Org tree: the children's shares of one node sum to at most 1."""
+    merged = {n: a.share for n, a in state.children(parent).items()} | shares
+    total = sum(merged.values())
+    if total > 1.0 + 1e-9:
+        raise InvalidAllocation(f"children of '{parent}' would sum to {total:.4f} > 1")
+
+
+def require_no_cycle_and_depth(state: LedgerState, parent: str, shares: dict[str, float]) -> None:
+    """Org tree: a tree (no node moves under its own subtree, no node re-parented) of depth <= 8."""
+    for child in shares:
+        if child in (ROOT, parent):
+            raise InvalidAllocation(f"node '{child}' cannot be a child of '{parent}'")
+        existing = state.allocations.get(child)
+        if existing is not None and existing.parent != parent:
+            raise InvalidAllocation(f"node '{child}' already belongs to '{existing.parent}'")
+    if state.depth(parent) + 1 > MAX_TREE_DEPTH:
+        raise InvalidAllocation(f"node '{parent}' is at the maximum depth {MAX_TREE_DEPTH}")
+
+
+def require_valid_job_shape(cmd: SubmitJob) -> None:
+    """Contract: gpus >= 1, min_runtime in [0, 8 h], a known job class, a command to run."""
+    if cmd.gpus < 1:
+        raise InvalidCommand(f"gpus must be at least 1, got {cmd.gpus}")
+    if not (0 <= cmd.min_runtime_s <= MAX_MIN_RUNTIME_S):
+        raise InvalidCommand(
+            f"min_runtime_s must be in [0, {MAX_MIN_RUNTIME_S:.0f}], got {cmd.min_runtime_s}"
+        )
+    if cmd.job_class not in JOB_CLASSES:
+        raise InvalidCommand(f"job_class must be one of {', '.join(JOB_CLASSES)}, got '{cmd.job_class}'")
+    if not cmd.command:
+        raise InvalidCommand("command must not be empty")
+    if not cmd.job_id:
+        raise InvalidCommand("job_id must not be empty")
+
+
+def require_known_project(state: LedgerState, project: str) -> None:
+    """Contract: a job names the allocation (a project, a leaf of the tree) that funds it."""
+    if not state.is_project(project):
+        raise UnknownProject(f"unknown project '{project}'")
+
+
+def require_job(state: LedgerState, job_id: str) -> Job:
+    job = state.jobs.get(job_id)
+    if job is None:
+        raise UnknownJob(f"unknown job '{job_id}'")
+    return job
+
+
+def require_free_gpus(state: LedgerState, cmd: PlaceJob, job: Job) -> None:
+    """Placement: a job gets exactly its GPUs, all at once (gang), on registered nodes with them free."""
+    total = 0
+    for node_id, gpus in cmd.assignments.items():
+        if node_id not in state.nodes:
+            raise UnknownNode(f"unknown node '{node_id}'")
+        if len(set(gpus)) != len(gpus):
+            raise InvalidCommand(f"GPU indices on '{node_id}' repeat: {gpus}")
+        busy = set(gpus) - state.free_gpus(node_id)
+        if busy:
+            raise CapacityConflict(f"GPUs {sorted(busy)} on '{node_id}' are not free")
+        total += len(gpus)
+    if total != job.gpus:
+        raise InvalidCommand(f"job '{job.job_id}' needs {job.gpus} GPUs, placement gives {total}")
+
+
+def require_current_attempt(job: Job, attempt: int) -> None:
+    """Reports from an executor count only for the job's current attempt (stale reports are refused)."""
+    if attempt != job.attempt:
+        raise InvalidTransition(f"job '{job.job_id}' is at attempt {job.attempt}, report is for {attempt}")
+
+
+def decide(state: LedgerState, command: Command, now: float) -> list[Event]:
+    """Validate `command` against `state` at time `now` and return the events that record it."""
+    if isinstance(command, SetAllocations):
+        if not command.reason.strip():
+            raise InvalidCommand("an allocation change needs a reason")
+        require_known_parent(state, command.parent)
+        require_shares_in_unit_interval(command.shares)
+        require_no_cycle_and_depth(state, command.parent, command.shares)
+        require_children_sum_at_most_one(state, command.parent, command.shares)
+        return [Event(command.aggregate, "AllocationsSet", asdict(command))]
+    if isinstance(command, RegisterNode):
+        if command.gpus < 1:
+            raise InvalidCommand(f"node '{command.node_id}' needs at least 1 GPU, got {command.gpus}")
+        if not command.node_id or not command.path:
+            raise InvalidCommand("a node needs an id and a topology path")
+        return [Event(command.aggregate, "NodeRegistered", asdict(command))]
+    if isinstance(command, SubmitJob):
+        require_valid_job_shape(command)
+        require_known_project(state, command.project)
+        if command.job_id in state.jobs:
+            raise InvalidCommand(f"job '{command.job_id}' already exists")
+        return [Event(command.aggregate, "JobSubmitted", asdict(command) | {"submitted_at": now})]
+    if isinstance(command, CancelJob):
+        job = require_job(state, command.job_id)
+        if job.state in TERMINAL_STATES:
+            raise InvalidTransition(f"job '{job.job_id}' is already {job.state}")
+        return [Event(command.aggregate, "JobCancelled", {"job_id": job.job_id, "reason": command.reason})]
+    if isinstance(command, PlaceJob):
+        job = require_job(state, command.job_id)
+        if job.state not in ("QUEUED", "PREEMPTED"):
+            raise InvalidTransition(f"job '{job.job_id}' is {job.state}, only queued jobs are placed")
+        require_free_gpus(state, command, job)
+        payload = asdict(command) | {"attempt": job.attempt + 1, "command": list(job.command)}
+        payload["executor"] = state.nodes[sorted(command.assignments)[0]].executor
+        return [Event(command.aggregate, "JobPlaced", payload)]
+    if isinstance(command, ReportJobStarted):
+        job = require_job(state, command.job_id)
+        require_current_attempt(job, command.attempt)
+        if job.state != "PLACED":
+            raise InvalidTransition(f"job '{job.job_id}' is {job.state}, cannot start")
+        return [Event(command.aggregate, "JobStarted", asdict(command))]
+    if isinstance(command, ReportJobExited):
+        job = require_job(state, command.job_id)
+        require_current_attempt(job, command.attempt)
+        if job.state in TERMINAL_STATES:
+            raise InvalidTransition(f"job '{job.job_id}' is already {job.state}")
+        kind = "JobCompleted" if command.exit_code == 0 else "JobFailed"
+        return [Event(command.aggregate, kind, asdict(command))]
+    raise InvalidCommand(f"unhandled command {type(command).__name__}")
+
+
+def decide_or_reject(state: LedgerState, command: Command, now: float) -> list[Event]:
+    """Like `decide`, but a rule violation becomes a `CommandRejected` event (rejections are events)."""
+    try:
+        return decide(state, command, now)
+    except DomainError as err:
+        return [
+            Event(
+                command.aggregate,
+                "CommandRejected",
+                {"command": command.TYPE, "code": err.code, "reason": err.message},
+            )
+        ]

@@ -1,0 +1,265 @@
+"""The event store: an append-only log with optimistic concurrency, a hash chain and, in the same
+transaction, the projections and the consumed Kafka offsets (DESIGN: "one transaction")."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from sqlalchemy import Connection, Engine, create_engine, event, func, select, text
+from sqlalchemy.dialects import postgresql, sqlite
+
+from steward.domain.events import Event
+from steward.store import schema
+from steward.store.hashing import GENESIS, event_hash
+
+# Positions are allocated under this lock so that they follow commit order (readers never skip a
+# late-committing event).
+POSITION_LOCK_KEY = 7_730_001
+
+
+@dataclass(frozen=True, slots=True)
+class RecordedEvent:
+    position: int
+    stream_id: str
+    version: int
+    type: str
+    schema_version: int
+    payload: dict[str, Any]
+    metadata: dict[str, Any]
+    message_id: str | None
+    recorded_at: float
+    prev_hash: str
+    hash: str
+
+    def as_event(self) -> Event:
+        return Event(self.stream_id, self.type, self.payload)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "position": self.position,
+            "stream_id": self.stream_id,
+            "version": self.version,
+            "type": self.type,
+            "schema_version": self.schema_version,
+            "payload": self.payload,
+            "metadata": self.metadata,
+            "message_id": self.message_id,
+            "recorded_at": self.recorded_at,
+            "prev_hash": self.prev_hash,
+            "hash": self.hash,
+        }
+
+
+@dataclass(slots=True)
+class PendingAppend:
+    """Events decided for one message, with the message's metadata."""
+
+    events: Sequence[Event]
+    metadata: dict[str, Any]
+    message_id: str | None = None
+    expected_versions: dict[str, int] = field(default_factory=dict)
+
+
+class ConcurrencyError(Exception):
+    """Another writer appended to a stream first (optimistic concurrency)."""
+
+
+def make_engine(url: str) -> Engine:
+    if url.startswith("sqlite"):
+        engine = create_engine(url, connect_args={"timeout": 30})
+
+        @event.listens_for(engine, "connect")
+        def _sqlite_pragmas(dbapi_conn: Any, _record: Any) -> None:
+            dbapi_conn.isolation_level = None  # we issue BEGIN ourselves
+            cur = dbapi_conn.cursor()
+            cur.execute("PRAGMA journal_mode=WAL")
+            cur.execute("PRAGMA synchronous=NORMAL")
+            cur.execute("PRAGMA busy_timeout=30000")
+            cur.close()
+
+        @event.listens_for(engine, "begin")
+        def _sqlite_begin(conn: Connection) -> None:
+            conn.exec_driver_sql("BEGIN IMMEDIATE")
+
+        return engine
+    return create_engine(url, pool_pre_ping=True, pool_size=5, max_overflow=5)
+
+
+def row_to_recorded(row: Any) -> RecordedEvent:
+    return RecordedEvent(
+        position=row.position,
+        stream_id=row.stream_id,
+        version=row.version,
+        type=row.type,
+        schema_version=row.schema_version,
+        payload=row.payload,
+        metadata=row.metadata,
+        message_id=row.message_id,
+        recorded_at=row.recorded_at,
+        prev_hash=row.prev_hash,
+        hash=row.hash,
+    )
+
+
+class EventStore:
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+        self.dialect = engine.dialect.name
+
+    @classmethod
+    def from_url(cls, url: str) -> EventStore:
+        return cls(make_engine(url))
+
+    # -- writing -------------------------------------------------------------------------------
+
+    def lock_head(self, conn: Connection) -> tuple[int, str]:
+        """Serialise appends (commit order = position order) and return the head (position, hash)."""
+        if self.dialect == "postgresql":
+            conn.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": POSITION_LOCK_KEY})
+        row = conn.execute(
+            select(schema.events.c.position, schema.events.c.hash)
+            .order_by(schema.events.c.position.desc())
+            .limit(1)
+        ).first()
+        return (row.position, row.hash) if row else (0, GENESIS)
+
+    def stream_versions(self, conn: Connection, streams: Iterable[str]) -> dict[str, int]:
+        names = sorted(set(streams))
+        if not names:
+            return {}
+        rows = conn.execute(
+            select(schema.events.c.stream_id, func.max(schema.events.c.version))
+            .where(schema.events.c.stream_id.in_(names))
+            .group_by(schema.events.c.stream_id)
+        ).all()
+        found = {r[0]: r[1] for r in rows}
+        return {n: found.get(n, 0) for n in names}
+
+    def append(
+        self, conn: Connection, batch: Sequence[PendingAppend], now: float | None = None
+    ) -> list[RecordedEvent]:
+        """Append every event of `batch` inside the caller's transaction; returns what was recorded."""
+        recorded_at = time.time() if now is None else now
+        position, prev = self.lock_head(conn)
+        versions = self.stream_versions(conn, (e.stream for p in batch for e in p.events))
+        out: list[RecordedEvent] = []
+        rows: list[dict[str, Any]] = []
+        for pending in batch:
+            for stream, expected in pending.expected_versions.items():
+                if versions.get(stream, 0) != expected:
+                    raise ConcurrencyError(
+                        f"stream '{stream}' is at version {versions.get(stream, 0)}, expected {expected}"
+                    )
+            for ev in pending.events:
+                position += 1
+                version = versions.get(ev.stream, 0) + 1
+                versions[ev.stream] = version
+                h = event_hash(
+                    prev, position=position, stream_id=ev.stream, version=version, type=ev.type,
+                    schema_version=ev.schema_version, payload=ev.payload, metadata=pending.metadata,
+                    recorded_at=recorded_at,
+                )
+                rec = RecordedEvent(
+                    position, ev.stream, version, ev.type, ev.schema_version, ev.payload,
+                    pending.metadata, pending.message_id, recorded_at, prev, h,
+                )
+                prev = h
+                out.append(rec)
+                rows.append(rec.to_dict())
+        if rows:
+            conn.execute(schema.events.insert(), rows)
+        return out
+
+    def seen_messages(self, conn: Connection, message_ids: Iterable[str]) -> set[str]:
+        ids = sorted(set(message_ids))
+        if not ids:
+            return set()
+        rows = conn.execute(
+            select(schema.processed_messages.c.message_id).where(
+                schema.processed_messages.c.message_id.in_(ids)
+            )
+        ).all()
+        return {r[0] for r in rows}
+
+    def mark_processed(self, conn: Connection, items: Sequence[tuple[str, int | None]]) -> None:
+        if items:
+            conn.execute(
+                schema.processed_messages.insert(),
+                [{"message_id": m, "position": p} for m, p in items],
+            )
+
+    def save_offsets(self, conn: Connection, consumer: str, offsets: dict[tuple[str, int], int]) -> None:
+        """Store the next offset to read per (topic, partition), in the caller's transaction."""
+        if not offsets:
+            return
+        rows = [
+            {"consumer": consumer, "topic": t, "partition": p, "next_offset": o}
+            for (t, p), o in offsets.items()
+        ]
+        table = schema.consumer_offsets
+        if self.dialect == "postgresql":
+            stmt = postgresql.insert(table).values(rows)
+            conn.execute(stmt.on_conflict_do_update(
+                index_elements=["consumer", "topic", "partition"],
+                set_={"next_offset": stmt.excluded.next_offset},
+            ))
+        else:
+            s = sqlite.insert(table).values(rows)
+            conn.execute(s.on_conflict_do_update(
+                index_elements=["consumer", "topic", "partition"],
+                set_={"next_offset": s.excluded.next_offset},
+            ))
+
+    def load_offsets(self, consumer: str) -> dict[tuple[str, int], int]:
+        with self.engine.connect() as conn:
+            rows = conn.execute(
+                select(schema.consumer_offsets).where(schema.consumer_offsets.c.consumer == consumer)
+            ).all()
+            conn.rollback()
+        return {(r.topic, r.partition): r.next_offset for r in rows}
+
+    # -- reading -------------------------------------------------------------------------------
+
+    def read(self, after: int = 0, limit: int | None = None, to: int | None = None) -> list[RecordedEvent]:
+        q = select(schema.events).where(schema.events.c.position > after).order_by(schema.events.c.position)
+        if to is not None:
+            q = q.where(schema.events.c.position <= to)
+        if limit is not None:
+            q = q.limit(limit)
+        with self.engine.connect() as conn:
+            rows = conn.execute(q).all()
+            conn.rollback()
+        return [row_to_recorded(r) for r in rows]
+
+    def iterate(self, after: int = 0, batch: int = 5000) -> Iterator[RecordedEvent]:
+        while True:
+            chunk = self.read(after, limit=batch)
+            if not chunk:
+                return
+            yield from chunk
+            after = chunk[-1].position
+
+    def stream(self, stream_id: str) -> list[RecordedEvent]:
+        q = select(schema.events).where(schema.events.c.stream_id == stream_id).order_by(schema.events.c.version)
+        with self.engine.connect() as conn:
+            rows = conn.execute(q).all()
+            conn.rollback()
+        return [row_to_recorded(r) for r in rows]
+
+    def by_message(self, message_id: str) -> list[RecordedEvent]:
+        q = select(schema.events).where(schema.events.c.message_id == message_id).order_by(
+            schema.events.c.position
+        )
+        with self.engine.connect() as conn:
+            rows = conn.execute(q).all()
+            conn.rollback()
+        return [row_to_recorded(r) for r in rows]
+
+    def head(self) -> int:
+        with self.engine.connect() as conn:
+            value = conn.execute(select(func.max(schema.events.c.position))).scalar()
+            conn.rollback()
+        return int(value or 0)

@@ -1,0 +1,107 @@
+"""The store's tables: the immutable event log, consumer offsets, and the projections (read models)."""
+
+from __future__ import annotations
+
+from sqlalchemy import (
+    JSON,
+    BigInteger,
+    Column,
+    Float,
+    Index,
+    Integer,
+    MetaData,
+    String,
+    Table,
+    UniqueConstraint,
+)
+
+metadata = MetaData()
+
+events = Table(
+    "events",
+    metadata,
+    Column("position", BigInteger().with_variant(Integer, "sqlite"), primary_key=True, autoincrement=False),
+    Column("stream_id", String(200), nullable=False),
+    Column("version", Integer, nullable=False),
+    Column("type", String(100), nullable=False),
+    Column("schema_version", Integer, nullable=False),
+    Column("payload", JSON, nullable=False),
+    Column("metadata", JSON, nullable=False),
+    Column("message_id", String(100), nullable=True),
+    Column("recorded_at", Float, nullable=False),
+    Column("prev_hash", String(64), nullable=False),
+    Column("hash", String(64), nullable=False),
+    UniqueConstraint("stream_id", "version", name="uq_events_stream_version"),
+    Index("ix_events_message_id", "message_id"),
+    Index("ix_events_type", "type"),
+)
+
+consumer_offsets = Table(
+    "consumer_offsets",
+    metadata,
+    Column("consumer", String(100), primary_key=True),
+    Column("topic", String(200), primary_key=True),
+    Column("partition", Integer, primary_key=True),
+    Column("next_offset", BigInteger, nullable=False),
+)
+
+processed_messages = Table(
+    "processed_messages",
+    metadata,
+    Column("message_id", String(100), primary_key=True),
+    Column("position", BigInteger, nullable=True),
+)
+
+relay_positions = Table(
+    "relay_positions",
+    metadata,
+    Column("relay", String(100), primary_key=True),
+    Column("position", BigInteger, nullable=False),
+)
+
+proj_allocations = Table(
+    "proj_allocations",
+    metadata,
+    Column("name", String(200), primary_key=True),
+    Column("parent", String(200), nullable=False),
+    Column("share", Float, nullable=False),
+    Column("position", BigInteger, nullable=False),
+)
+
+proj_nodes = Table(
+    "proj_nodes",
+    metadata,
+    Column("node_id", String(200), primary_key=True),
+    Column("gpus", Integer, nullable=False),
+    Column("gpu_model", String(100), nullable=False),
+    Column("path", JSON, nullable=False),
+    Column("executor", String(100), nullable=False),
+    Column("state", String(20), nullable=False),
+    Column("position", BigInteger, nullable=False),
+)
+
+proj_jobs = Table(
+    "proj_jobs",
+    metadata,
+    Column("job_id", String(200), primary_key=True),
+    Column("project", String(200), nullable=False),
+    Column("state", String(20), nullable=False),
+    Column("gpus", Integer, nullable=False),
+    Column("min_runtime_s", Float, nullable=False),
+    Column("resumable", Integer, nullable=False),
+    Column("job_class", String(20), nullable=False),
+    Column("priority", Integer, nullable=False),
+    Column("command", JSON, nullable=False),
+    Column("submitted_at", Float, nullable=False),
+    Column("attempt", Integer, nullable=False),
+    Column("assignments", JSON, nullable=False),
+    Column("funded", Integer, nullable=False),
+    Column("started_at", Float, nullable=True),
+    Column("ended_at", Float, nullable=True),
+    Column("exit_code", Integer, nullable=True),
+    Column("position", BigInteger, nullable=False),
+    Index("ix_proj_jobs_state", "state"),
+    Index("ix_proj_jobs_project", "project"),
+)
+
+PROJECTION_TABLES = (proj_allocations, proj_nodes, proj_jobs)

@@ -1,0 +1,147 @@
+"""The ledger's guards, case by case (DESIGN: org tree, contract shape, placement)."""
+
+from __future__ import annotations
+
+import pytest
+
+from steward.domain.commands import (
+    CancelJob,
+    RegisterNode,
+    ReportJobExited,
+    ReportJobStarted,
+    SetAllocations,
+    command_from_dict,
+)
+from steward.domain.decide import decide, decide_or_reject
+from steward.domain.errors import (
+    CapacityConflict,
+    DomainError,
+    InvalidAllocation,
+    InvalidCommand,
+    InvalidTransition,
+    UnknownProject,
+)
+from tests.unit.domain.builders import apply, place, small_cluster, submit, tree
+
+ALLOCATION_CASES = [
+    ("share above one", SetAllocations("cluster", {"x": 1.2}, "r"), InvalidAllocation, "'x'"),
+    ("negative share", SetAllocations("cluster", {"x": -0.1}, "r"), InvalidAllocation, "'x'"),
+    ("children over one", SetAllocations("a", {"a2": 0.5}, "r"), InvalidAllocation, "'a'"),
+    ("unknown parent", SetAllocations("nope", {"x": 0.1}, "r"), InvalidAllocation, "'nope'"),
+    ("re-parenting", SetAllocations("b", {"a1": 0.1}, "r"), InvalidAllocation, "'a1'"),
+    ("root as child", SetAllocations("a", {"cluster": 0.0}, "r"), InvalidAllocation, "'cluster'"),
+    ("no reason", SetAllocations("b", {"b2": 0.1}, " "), InvalidCommand, "reason"),
+]
+
+
+@pytest.mark.parametrize(("name", "command", "error", "names"), ALLOCATION_CASES,
+                         ids=[c[0] for c in ALLOCATION_CASES])
+def test_allocation_guards(name: str, command: SetAllocations, error: type[DomainError], names: str) -> None:
+    with pytest.raises(error, match=names):
+        decide(small_cluster(), command, 0.0)
+
+
+def test_valid_allocation_change_is_recorded_with_its_reason() -> None:
+    (event,) = decide(small_cluster(), SetAllocations("b", {"b2": 0.5}, "new project"), 5.0)
+    assert event.type == "AllocationsSet"
+    assert event.payload["reason"] == "new project"
+    assert event.stream == "allocation-b"
+
+
+def test_tree_depth_is_capped_at_eight() -> None:
+    levels = {"cluster": {"l1": 1.0}} | {f"l{i}": {f"l{i + 1}": 1.0} for i in range(1, 8)}
+    state = tree(**levels)
+    with pytest.raises(InvalidAllocation, match="maximum depth"):
+        decide(state, SetAllocations("l8", {"l9": 1.0}, "r"), 0.0)
+
+
+SUBMIT_CASES = [
+    ("zero gpus", submit(gpus=0), InvalidCommand, "gpus"),
+    ("negative gpus", submit(gpus=-2), InvalidCommand, "gpus"),
+    ("protection beyond 8 h", submit(min_runtime_s=9 * 3600), InvalidCommand, "min_runtime_s"),
+    ("unknown class", submit(job_class="huge"), InvalidCommand, "job_class"),
+    ("empty command", submit(command=[]), InvalidCommand, "command"),
+    ("unknown project", submit(project="zz"), UnknownProject, "'zz'"),
+    ("inner node is not a project", submit(project="a"), UnknownProject, "'a'"),
+]
+
+
+@pytest.mark.parametrize(("name", "command", "error", "names"), SUBMIT_CASES, ids=[c[0] for c in SUBMIT_CASES])
+def test_submit_guards(name: str, command: object, error: type[DomainError], names: str) -> None:
+    with pytest.raises(error, match=names):
+        decide(small_cluster(), command, 0.0)  # type: ignore[arg-type]
+
+
+def test_submit_records_the_submit_time_from_the_clock_argument() -> None:
+    (event,) = decide(small_cluster(), submit(), 1234.5)
+    assert event.payload["submitted_at"] == 1234.5
+
+
+def test_duplicate_job_id_is_refused() -> None:
+    state = apply(small_cluster(), submit())
+    with pytest.raises(InvalidCommand, match="already exists"):
+        decide(state, submit(), 1.0)
+
+
+def test_job_lifecycle_to_completed_frees_its_gpus() -> None:
+    state = apply(small_cluster(), submit(gpus=2), place(n0=[0, 1]))
+    assert state.jobs["j1"].state == "PLACED" and state.jobs["j1"].attempt == 1
+    assert state.free_gpus("n0") == frozenset(range(2, 8))
+    state = apply(state, ReportJobStarted("j1", 1, 99), ReportJobExited("j1", 1, 0))
+    assert state.jobs["j1"].state == "COMPLETED"
+    assert state.free_gpus("n0") == frozenset(range(8))
+
+
+def test_nonzero_exit_is_failed() -> None:
+    state = apply(small_cluster(), submit(), place(), ReportJobStarted("j1", 1, 9), ReportJobExited("j1", 1, 3))
+    assert state.jobs["j1"].state == "FAILED" and state.jobs["j1"].exit_code == 3
+
+
+PLACE_CASES = [
+    ("busy gpus", [submit("j0"), place("j0", n0=[0])], place(n0=[0]), CapacityConflict),
+    ("wrong gpu count", [], place(n0=[0, 1]), InvalidCommand),
+    ("unknown node", [], place(n9=[0]), DomainError),
+    ("repeated index", [], place(n0=[1, 1]), InvalidCommand),
+]
+
+
+@pytest.mark.parametrize(("name", "before", "command", "error"), PLACE_CASES, ids=[c[0] for c in PLACE_CASES])
+def test_place_guards(name: str, before: list[object], command: object, error: type[DomainError]) -> None:
+    state = apply(small_cluster(), *before, submit())
+    with pytest.raises(error):
+        decide(state, command, 0.0)  # type: ignore[arg-type]
+
+
+def test_stale_reports_are_refused() -> None:
+    state = apply(small_cluster(), submit(), place())
+    with pytest.raises(InvalidTransition, match="attempt"):
+        decide(state, ReportJobStarted("j1", 7, 1), 0.0)
+
+
+def test_cancel_of_finished_job_is_refused_and_rejection_is_an_event() -> None:
+    state = apply(small_cluster(), submit(), CancelJob("j1", "no longer needed"))
+    (event,) = decide_or_reject(state, CancelJob("j1"), 0.0)
+    assert event.type == "CommandRejected"
+    assert event.payload["code"] == "invalid_transition"
+
+
+def test_node_needs_gpus() -> None:
+    with pytest.raises(InvalidCommand, match="'n1'"):
+        decide(small_cluster(), RegisterNode("n1", 0, "V100", ["b", "n1"]), 0.0)
+
+
+DECODE_CASES = [
+    ("unknown type", "Explode", {}, "unknown command type"),
+    ("missing field", "CancelJob", {}, "missing field 'job_id'"),
+    ("unknown field", "CancelJob", {"job_id": "x", "boom": 1}, "unknown field"),
+    ("wrong type", "SubmitJob", {"job_id": "x", "project": "p", "gpus": "2", "min_runtime_s": 0,
+                                 "command": ["a"]}, "'gpus' must be int"),
+    ("bool for number", "SubmitJob", {"job_id": "x", "project": "p", "gpus": 1, "min_runtime_s": True,
+                                      "command": ["a"]}, "must be a number"),
+]
+
+
+@pytest.mark.parametrize(("name", "kind", "payload", "message"), DECODE_CASES, ids=[c[0] for c in DECODE_CASES])
+def test_command_decoding_names_the_problem(name: str, kind: str, payload: dict[str, object], message: str) -> None:
+    with pytest.raises(InvalidCommand, match=message):
+        command_from_dict(kind, payload)

@@ -1,0 +1,84 @@
+"""The ledger's unit of work on an SQLite store: decide, record, dedup, dead-letter, offsets, rebuild."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from steward.bus.envelope import Envelope, command_envelope
+from steward.domain.commands import SetAllocations, SubmitJob
+from steward.ledger.core import Ledger, fold
+from steward.store import projections, schema
+from steward.store.eventstore import EventStore
+from steward.store.migrate import upgrade
+
+
+@pytest.fixture()
+def store(tmp_path: Path) -> EventStore:
+    url = f"sqlite:///{tmp_path / 'store.db'}"
+    upgrade(url)
+    return EventStore.from_url(url)
+
+
+def msg(command: object, mid: str | None = None) -> tuple[str, bytes]:
+    env = command_envelope(command, actor="alice", role="manager", message_id=mid)  # type: ignore[arg-type]
+    return ("t/0@0", env.encode())
+
+
+TREE = [SetAllocations("cluster", {"a": 1.0}, "setup"), SetAllocations("a", {"a1": 1.0}, "setup")]
+
+
+def test_records_events_projections_and_offsets_in_one_unit(store: EventStore) -> None:
+    ledger = Ledger(store, clock=lambda: 100.0)
+    sub = SubmitJob("j1", "a1", 2, 600, ["true"])
+    recorded, dead = ledger.process([msg(c) for c in [*TREE, sub]], {("steward.commands", 0): 3})
+    assert not dead
+    assert [r.type for r in recorded] == ["AllocationsSet", "AllocationsSet", "JobSubmitted"]
+    assert [r.position for r in recorded] == [1, 2, 3]
+    assert recorded[-1].metadata["actor"] == "alice"
+    assert store.load_offsets("ledger") == {("steward.commands", 0): 3}
+    with store.engine.connect() as conn:
+        (job,) = projections.read_rows(conn, schema.proj_jobs)
+    assert job["state"] == "QUEUED" and job["submitted_at"] == 100.0
+
+
+def test_redelivered_message_is_recorded_once(store: EventStore) -> None:
+    ledger = Ledger(store)
+    ledger.process([msg(TREE[0], "m-1")], {})
+    recorded, _ = ledger.process([msg(TREE[0], "m-1"), msg(TREE[0], "m-1")], {})
+    assert recorded == []
+    assert store.head() == 1
+
+
+def test_rule_violation_becomes_a_rejection_event(store: EventStore) -> None:
+    ledger = Ledger(store)
+    (rec,), _ = ledger.process([msg(SubmitJob("j1", "ghost", 1, 0, ["true"]))], {})
+    assert rec.type == "CommandRejected"
+    assert rec.payload["code"] == "unknown_project"
+    assert "ghost" in rec.payload["reason"]
+
+
+@pytest.mark.parametrize("raw", [b"not json", b"[]", b'{"id": "x"}', None,
+                                 Envelope("x", "Nope", "k", {}).encode(),
+                                 Envelope("y", "CancelJob", "k", {"job": 1}).encode()])
+def test_malformed_messages_are_dead_lettered_and_the_rest_goes_on(store: EventStore, raw: bytes | None) -> None:
+    ledger = Ledger(store)
+    recorded, dead = ledger.process([("t/0@7", raw), msg(TREE[0])], {("t", 0): 9})
+    assert len(dead) == 1 and dead[0].source == "t/0@7" and dead[0].error
+    assert [r.type for r in recorded] == ["AllocationsSet"]
+    assert store.load_offsets("ledger") == {("t", 0): 9}
+
+
+def test_hash_chain_links_every_event(store: EventStore) -> None:
+    Ledger(store).process([msg(c) for c in TREE], {})
+    first, second = store.read()
+    assert second.prev_hash == first.hash
+    assert first.prev_hash == "0" * 64
+
+
+def test_restarted_ledger_folds_the_same_state(store: EventStore) -> None:
+    ledger = Ledger(store)
+    ledger.process([msg(c) for c in [*TREE, SubmitJob("j1", "a1", 1, 0, ["true"])]], {})
+    again, head = fold(store)
+    assert again == ledger.state and head == ledger.head
