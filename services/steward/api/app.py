@@ -7,7 +7,7 @@ from typing import Any
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse
-from starlette.routing import Mount, Route
+from starlette.routing import Route, WebSocketRoute
 from strawberry.asgi import GraphQL
 
 from steward.api.commands import CommandGateway
@@ -36,8 +36,10 @@ def create_app(settings: Settings) -> Starlette:
     async def healthz(_: Request) -> JSONResponse:
         return JSONResponse({"ok": True, "head": store.head()})
 
+    graphql = StewardGraphQL(store, gateway)
     app = Starlette(routes=[
         Route("/healthz", healthz),
-        Mount("/graphql", StewardGraphQL(store, gateway)),
+        Route("/graphql", graphql, methods=["GET", "POST"]),
+        WebSocketRoute("/graphql", graphql),
     ], on_shutdown=[publisher.close])
     return app

@@ -1,0 +1,53 @@
+# Steward: the two commands a newcomer runs are `make demo` and `make test` (both idempotent).
+SHELL := /bin/bash
+.SHELLFLAGS := -euo pipefail -c
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+STEWARD := $(VENV)/bin/steward
+STAMP := $(VENV)/.installed-$(shell sha1sum pyproject.toml | cut -c1-12)
+
+.PHONY: setup services up down demo test lint typecheck unit integration e2e bench-cycle schema clean
+
+## setup: the Python environment and the real services' software (Kafka jars, PostgreSQL, Temporal CLI)
+setup: $(STAMP)
+	bash infra/services.sh install
+
+$(STAMP): pyproject.toml
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e '.[dev]'
+	rm -f $(VENV)/.installed-* && touch $@
+
+## up / down: the whole stack (Kafka, PostgreSQL, Temporal, ledger, scheduler, API, worker, executor)
+up: setup
+	$(STEWARD) up
+
+down:
+	@if [ -x $(STEWARD) ]; then $(STEWARD) down; else bash infra/services.sh down; fi
+
+## demo: set everything up, start the stack, run the walking skeleton on a small cluster
+demo: up
+	$(PY) -m steward.demo
+
+## test: set everything up and run every tier (lint, types, unit, property, integration, e2e)
+test: setup lint typecheck
+	$(PY) -m pytest -q -p no:cacheprovider tests
+
+lint:
+	$(VENV)/bin/ruff check services workflows tests bench migrations
+
+typecheck:
+	$(VENV)/bin/mypy
+
+unit:
+	$(PY) -m pytest -q tests/unit tests/property
+
+integration: setup
+	$(PY) -m pytest -q tests/integration
+
+e2e: setup
+	$(PY) -m pytest -q tests/e2e
+
+clean: down
+	rm -rf .run
