@@ -116,6 +116,7 @@ def upgrade() -> None:
             DO $$ BEGIN
               IF EXISTS (SELECT FROM pg_roles WHERE rolname = '{APP_ROLE}') THEN
                 GRANT SELECT, INSERT ON events TO {APP_ROLE};
+                GRANT SELECT ON alembic_version TO {APP_ROLE};
                 GRANT SELECT, INSERT, UPDATE, DELETE ON consumer_offsets, processed_messages,
                   relay_positions, proj_allocations, proj_nodes, proj_jobs TO {APP_ROLE};
               END IF;

@@ -95,7 +95,8 @@ def check_store(settings: Settings) -> dict[str, Any]:
             conn.rollback()
         engine.dispose()
     except Exception as err:
-        return _result(False, fix=f"run `steward migrate` (or `make up`) ({err.__class__.__name__})", kind=kind)
+        reason = str(err).splitlines()[0][:200]
+        return _result(False, fix=f"run `steward migrate` (or `make up`): {reason}", kind=kind)
     return _result(True, f"schema {rev}", kind=kind, head=int(head or 0))
 
 

@@ -1,0 +1,87 @@
+"""Integration tier: the real services (Kafka, PostgreSQL, Temporal) started by the project's own
+infra scripts, on test ports and in a test run folder that starts clean every session.
+
+Where a Docker engine answers, testcontainers could run the same services; this machine kind has no
+engine, so the local processes are what CI exercises (see docs/adr/0001-real-services-locally.md).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+TEST_RUN_DIR = REPO / ".run" / "test"
+
+TEST_ENV = {
+    "STEWARD_RUN_DIR": str(TEST_RUN_DIR),
+    "STEWARD_KAFKA_PORT": "19092",
+    "STEWARD_KAFKA_CONTROLLER_PORT": "19093",
+    "STEWARD_KAFKA_BOOTSTRAP": "127.0.0.1:19092",
+    "STEWARD_PG_PORT": "55433",
+    "STEWARD_TEMPORAL_PORT": "17233",
+    "STEWARD_TEMPORAL_ADDRESS": "127.0.0.1:17233",
+    "STEWARD_API_PORT": "18000",
+}
+# Set at import so that every module of this tier (and the processes it starts) sees the test stack.
+os.environ.update(TEST_ENV)
+for leftover in ("STEWARD_STORE_URL", "STEWARD_STORE_OWNER_URL", "STEWARD_API_URL", "STEWARD_SETTINGS_FILE"):
+    os.environ.pop(leftover, None)
+
+KEEP = os.environ.get("STEWARD_KEEP_SERVICES") == "1"
+
+
+def services(*args: str) -> None:
+    proc = subprocess.run(["bash", str(REPO / "infra" / "services.sh"), *args], capture_output=True, text=True,
+                          timeout=600)
+    if proc.returncode != 0:
+        raise RuntimeError(f"infra/services.sh {' '.join(args)} failed:\n{proc.stderr[-3000:]}")
+
+
+def clean_run_dir() -> None:
+    """Everything but the downloaded software goes, so each session starts from empty stores."""
+    services("down")
+    for name in ("kafka/data", "kafka/cluster.id", "postgres", "temporal", "steward.db", "executor", "stack.env",
+                 "pids"):
+        path = TEST_RUN_DIR / name
+        if path.is_dir():
+            shutil.rmtree(path)
+        else:
+            path.unlink(missing_ok=True)
+
+
+@pytest.fixture(scope="session")
+def real_services() -> Iterator[None]:
+    clean_run_dir()
+    services("up")
+    yield
+    if not KEEP:
+        services("down")
+
+
+@pytest.fixture(scope="session")
+def stack(real_services: None) -> Iterator[dict[str, object]]:
+    """The whole stack as `steward up` starts it (PostgreSQL store), and stopped after the session."""
+    from steward.cli.stack import OWN_PROCESSES, bring_up
+    from steward.config import Settings
+    from steward.infra.processes import Paths, stop_own
+
+    settings = Settings()
+    info = bring_up(settings, postgres=True)
+    yield info
+    for name in reversed(OWN_PROCESSES):
+        stop_own(name, Paths(settings.run_dir))
+
+
+def steward(*args: str, check: bool = True, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    """Run the real CLI as a user would."""
+    proc = subprocess.run([str(REPO / ".venv" / "bin" / "steward"), *args], capture_output=True, text=True,
+                          timeout=timeout, env=os.environ.copy())
+    if check and proc.returncode != 0:
+        raise AssertionError(f"steward {' '.join(args)} exited {proc.returncode}: {proc.stderr}")
+    return proc
