@@ -16,17 +16,21 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
-TEST_RUN_DIR = REPO / ".run" / "test"
+# STEWARD_TEST_SLOT=N gives a session its own run folder and ports, so that several sessions (several
+# engineers on one machine) can run the integration tier at once.
+SLOT = int(os.environ.get("STEWARD_TEST_SLOT", "0"))
+TEST_RUN_DIR = REPO / ".run" / ("test" if SLOT == 0 else f"test-{SLOT}")
+_OFF = SLOT * 20
 
 TEST_ENV = {
     "STEWARD_RUN_DIR": str(TEST_RUN_DIR),
-    "STEWARD_KAFKA_PORT": "19092",
-    "STEWARD_KAFKA_CONTROLLER_PORT": "19093",
-    "STEWARD_KAFKA_BOOTSTRAP": "127.0.0.1:19092",
-    "STEWARD_PG_PORT": "55433",
-    "STEWARD_TEMPORAL_PORT": "17233",
-    "STEWARD_TEMPORAL_ADDRESS": "127.0.0.1:17233",
-    "STEWARD_API_PORT": "18000",
+    "STEWARD_KAFKA_PORT": str(19092 + _OFF),
+    "STEWARD_KAFKA_CONTROLLER_PORT": str(19093 + _OFF),
+    "STEWARD_KAFKA_BOOTSTRAP": f"127.0.0.1:{19092 + _OFF}",
+    "STEWARD_PG_PORT": str(55433 + _OFF),
+    "STEWARD_TEMPORAL_PORT": str(17233 + _OFF),
+    "STEWARD_TEMPORAL_ADDRESS": f"127.0.0.1:{17233 + _OFF}",
+    "STEWARD_API_PORT": str(18000 + _OFF),
 }
 # Set at import so that every module of this tier (and the processes it starts) sees the test stack.
 os.environ.update(TEST_ENV)

@@ -50,7 +50,7 @@ def test_submitted_job_runs_as_a_real_process_and_completes(applied: None) -> No
     types = [e["type"] for e in job["events"]]  # type: ignore[attr-defined]
     assert types == ["JobSubmitted", "JobPlaced", "JobStarted", "JobCompleted"]
     log = next((TEST_RUN_DIR / "executor" / "local" / "jobs" / job_id).glob("attempt-1.log")).read_text()
-    (node, gpus), = job["assignments"].items()  # type: ignore[attr-defined]
+    (_node, gpus), = job["assignments"].items()  # type: ignore[attr-defined]
     assert log.strip() == "gpus=" + ",".join(str(g) for g in gpus)
 
 
