@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import logging
 import os
 import signal
 import threading
@@ -25,12 +24,7 @@ from steward.infra.processes import (
     stop_own,
     write_stack_env,
 )
-
-
-def _configure_logging() -> None:
-    logging.basicConfig(level=os.environ.get("STEWARD_LOG_LEVEL", "INFO"),
-                        format="%(asctime)s %(levelname)s %(name)s %(message)s")
-    logging.getLogger("kafka").setLevel(logging.WARNING)
+from steward.logs import configure as configure_logging
 
 
 def _wait_for_api(settings: Settings, timeout: float = 60.0) -> None:
@@ -83,7 +77,7 @@ def bring_down(settings: Settings, services: bool = True) -> dict[str, Any]:
 
 def run_process(name: str, settings: Settings) -> None:
     """Run one of Steward's processes in the foreground until SIGTERM/SIGINT."""
-    _configure_logging()
+    configure_logging(name)
     stop = threading.Event()
     if name in ("ledger", "scheduler"):
         signal.signal(signal.SIGTERM, lambda *_: stop.set())
