@@ -12,6 +12,7 @@ STAMP := $(VENV)/.installed-$(shell sha1sum pyproject.toml | cut -c1-12)
 ## setup: the Python environment and the real services' software (Kafka jars, PostgreSQL, Temporal CLI)
 setup: $(STAMP)
 	bash infra/services.sh install
+	bash infra/tools.sh install
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)

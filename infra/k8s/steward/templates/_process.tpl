@@ -1,0 +1,79 @@
+{{/*
+The container of a Steward background process (ledger, scheduler, worker, executor):
+(list $ "ledger" resources extraEnvYaml)
+*/}}
+{{- define "steward.processContainer" -}}
+{{- $ctx := index . 0 -}}
+{{- $proc := index . 1 -}}
+- name: {{ $proc }}
+  image: {{ include "steward.image" $ctx }}
+  imagePullPolicy: {{ $ctx.Values.image.pullPolicy }}
+  args: ["run", {{ $proc | quote }}]
+  ports:
+    - name: metrics
+      containerPort: {{ $ctx.Values.metrics.port }}
+  envFrom:
+    {{- include "steward.envFrom" $ctx | nindent 4 }}
+  env:
+    {{- with index . 3 }}
+    {{- . | nindent 4 }}
+    {{- end }}
+    {{- if has $proc (list "ledger" "scheduler") }}
+    {{- include "steward.storeEnv" $ctx | nindent 4 }}
+    {{- end }}
+    {{- include "steward.extraEnv" $ctx | nindent 4 }}
+  {{- if $ctx.Values.metrics.serving }}
+  readinessProbe:
+    httpGet:
+      path: /metrics
+      port: metrics
+    periodSeconds: 10
+    failureThreshold: 3
+  livenessProbe:
+    httpGet:
+      path: /metrics
+      port: metrics
+    initialDelaySeconds: 30
+    periodSeconds: 20
+    failureThreshold: 6
+  {{- end }}
+  resources:
+    {{- toYaml (index . 2) | nindent 4 }}
+  securityContext:
+    {{- include "steward.containerSecurityContext" $ctx | nindent 4 }}
+  volumeMounts:
+    {{- include "steward.volumeMounts" (list $ctx (eq $proc "ledger")) | nindent 4 }}
+{{- end -}}
+
+{{/* Pod spec lines shared by the Steward processes. */}}
+{{- define "steward.podCommon" -}}
+serviceAccountName: {{ include "steward.serviceAccountName" . }}
+automountServiceAccountToken: false
+{{- with .Values.imagePullSecrets }}
+imagePullSecrets:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+securityContext:
+  {{- include "steward.podSecurityContext" . | nindent 2 }}
+{{- end -}}
+
+{{/* A headless Service for a StatefulSet's pods, exposing the metrics port: (list $ "ledger") */}}
+{{- define "steward.metricsService" -}}
+{{- $ctx := index . 0 -}}
+{{- $proc := index . 1 -}}
+apiVersion: v1
+kind: Service
+metadata:
+  name: {{ include "steward.component" (list $ctx $proc) }}
+  labels:
+    {{- include "steward.labels" (list $ctx $proc) | nindent 4 }}
+    steward.io/metrics: "true"
+spec:
+  clusterIP: None
+  selector:
+    {{- include "steward.selectorLabels" (list $ctx $proc) | nindent 4 }}
+  ports:
+    - name: metrics
+      port: {{ $ctx.Values.metrics.port }}
+      targetPort: metrics
+{{- end -}}
