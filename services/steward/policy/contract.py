@@ -1,0 +1,122 @@
+"""The time-slicing contract (DESIGN.md "The time-slicing contract"): funded vs unfunded occupancy,
+protection from each start, lost work, grace and requeue.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from steward.policy.model import JobClass, PendingJob, Placement, RunningJob
+from steward.policy.settings import PolicySettings
+
+
+def protection_s(klass: JobClass, min_runtime_s: float, settings: PolicySettings) -> float:
+    """DESIGN.md "Funded occupancy": protected for `min_runtime` from each start, capped by policy
+    (`max_min_runtime_s`, 8 h by default). DESIGN.md "Interactive sessions": a session is protected
+    for its cap instead."""
+    if klass == "interactive":
+        return settings.session_cap_s
+    return min(max(min_runtime_s, 0.0), settings.max_min_runtime_s)
+
+
+def asks_for_funding(job: PendingJob, settings: PolicySettings) -> bool:
+    """DESIGN.md "Unfunded occupancy": a job with `min_runtime = 0` is unfunded by its own choice
+    (a session always asks for funding: it is protected for its cap). With `funding` off (the
+    pre-budget baseline) every job counts as funded."""
+    if not settings.funding:
+        return True
+    return job.klass == "interactive" or job.min_runtime_s > 0
+
+
+def has_entitlement_left(
+    path: tuple[str, ...],
+    funded_in_use: Mapping[str, float],
+    quota: Mapping[str, float],
+) -> str | None:
+    """DESIGN.md "Funded occupancy": a job is funded while its allocation has entitlement left:
+    at every level of its path, funded GPUs in use (including this cycle's placements) are below
+    entitlement × capacity. Returns the first allocation on the path without entitlement left, or
+    None when the job can be funded. An empty path (no allocation) returns "" (never funded)."""
+    if not path:
+        return ""
+    for node in path:
+        if funded_in_use.get(node, 0.0) >= quota.get(node, 0.0):
+            return node
+    return None
+
+
+def protected_until(job: PendingJob, start: float, funded: bool, settings: PolicySettings) -> float:
+    """Protection ends `protection_s` after this start for funded work; unfunded work has none
+    ("preemptible at once")."""
+    if not funded:
+        return start
+    return start + protection_s(job.klass, job.min_runtime_s, settings)
+
+
+def is_protected(job: RunningJob, now: float) -> bool:
+    """DESIGN.md: "nothing preempts it for fairness during that time"; unfunded jobs are never
+    protected."""
+    return job.funded and now < job.protected_until
+
+
+def in_grace(job: RunningJob) -> bool:
+    """A preemption was already requested; the job is checkpointing and will stop after the grace."""
+    return job.preemption_requested_at is not None
+
+
+def grace_ends_at(job: RunningJob, settings: PolicySettings) -> float:
+    requested = job.preemption_requested_at
+    assert requested is not None
+    return requested + settings.preemption_grace_s
+
+
+def lost_work_s(job: RunningJob, now: float, settings: PolicySettings) -> float:
+    """DESIGN.md "choose victims to free the fewest GPU-hours of lost work": seconds of work a
+    preemption now throws away — since the last checkpoint (since the start when the job is not
+    resumable or never checkpointed) — plus the restart overhead paid on the next start."""
+    since = job.started_at
+    if job.resumable and job.last_checkpoint_at is not None:
+        since = max(since, job.last_checkpoint_at)
+    return max(0.0, now - since) + settings.restart_overhead_s
+
+
+def lost_gpu_s(job: RunningJob, now: float, settings: PolicySettings) -> float:
+    """Lost work in GPU-seconds (the unit of `lost_gpu_hours_fraction`)."""
+    return job.gpus * lost_work_s(job, now, settings)
+
+
+def requeue(job: RunningJob) -> PendingJob:
+    """DESIGN.md "requeue with its original submit time (and auto-resume when resumable)"."""
+    return PendingJob(
+        id=job.id,
+        project=job.project,
+        gpus=job.gpus,
+        submitted_at=job.submitted_at,
+        min_runtime_s=job.min_runtime_s,
+        resumable=job.resumable,
+        klass=job.klass,
+        priority=job.priority,
+        topology_depth=job.topology_depth,
+        previous_node=job.placement[0][0] if job.klass == "interactive" and job.placement else None,
+    )
+
+
+def start(job: PendingJob, placement: Placement, now: float) -> RunningJob:
+    """The running job a `Placement` creates (for the ledger and the simulator)."""
+    return RunningJob(
+        id=job.id,
+        project=job.project,
+        gpus=job.gpus,
+        placement=placement.assignments,
+        started_at=now,
+        protected_until=placement.protected_until,
+        funded=placement.funded,
+        last_checkpoint_at=None,
+        resumable=job.resumable,
+        klass=job.klass,
+        submitted_at=job.submitted_at,
+        preemption_requested_at=None,
+        min_runtime_s=job.min_runtime_s,
+        priority=job.priority,
+        topology_depth=job.topology_depth,
+    )

@@ -1,0 +1,644 @@
+"""The scheduling cycle: a pure function from a `Snapshot` to decisions with evidence.
+
+Numbered phases over an immutable snapshot; every tentative decision goes into one plan (the
+`CapacityIndex` and the lists below) that only this call sees, and the result is built from it at
+the end. The same snapshot always gives the same result, whatever the order of its tuples.
+
+1. Expire and drain — grace periods that ended, sessions at their cap, jobs on draining or
+   unhealthy nodes whose protection ended: stops (DESIGN.md "Interactive sessions"; issue 3
+   "Draining").
+2. Order and fund — fair-share standing of every allocation, the global order of waiting jobs, and
+   the funding state (DESIGN.md "Ordering", "Funded occupancy").
+3. Place funded work in order, best fit in the smallest domain; the first large gang that does not
+   fit gets a reservation, after which only work whose protection ends before it may use the
+   reserved nodes (DESIGN.md "Placement").
+4. Preempt with strict improvement for funded work still blocked, choosing victims by least lost
+   work (DESIGN.md "The time-slicing contract").
+5. Backfill unfunded work on idle capacity (DESIGN.md "Unfunded occupancy").
+6. Explain every waiting job and measure fragmentation (issue 3 "Explanations").
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator
+from typing import Any
+
+from steward.policy.contract import (
+    asks_for_funding,
+    grace_ends_at,
+    has_entitlement_left,
+    protected_until,
+    protection_s,
+)
+from steward.policy.draining import drain_stop
+from steward.policy.errors import InvalidNode
+from steward.policy.explain import (
+    ENTITLEMENT_USED,
+    NO_ALLOCATION,
+    PREEMPTING,
+    RESERVED,
+    UNFUNDED_BY_REQUEST,
+    CapacityFigures,
+    ExplainContext,
+    Explanations,
+    Special,
+)
+from steward.policy.model import (
+    CycleResult,
+    Node,
+    PendingJob,
+    Placement,
+    Preemption,
+    PreemptionReason,
+    Reservation,
+    RunningJob,
+    Snapshot,
+    Stop,
+)
+from steward.policy.ordering import Order, order_pending, standing
+from steward.policy.placement import CapacityIndex, Fit, fragmentation, level_name
+from steward.policy.preemption import Branches, VictimPlan, VictimSearch, strictly_improves
+from steward.policy.reservation import (
+    ReservationPlan,
+    may_backfill,
+    plan_reservation,
+    release_time,
+    wants_reservation,
+)
+from steward.policy.sessions import restore_node, session_cap_stop
+
+__all__ = ["schedule"]
+
+
+def schedule(snapshot: Snapshot) -> CycleResult:
+    """One scheduling cycle (see the module docstring for the phases)."""
+    return _Cycle(snapshot).run()
+
+
+class _Cycle:
+    """The plan of one cycle. Private and short-lived: built, run once, discarded."""
+
+    def __init__(self, snapshot: Snapshot) -> None:
+        self.snap = snapshot
+        self.s = snapshot.settings
+        self.now = snapshot.now
+        self.nodes_by_id: dict[str, Node] = {}
+        for node in snapshot.nodes:
+            if node.id in self.nodes_by_id:
+                raise InvalidNode(node.id, "appears twice in the snapshot")
+            self.nodes_by_id[node.id] = node
+        self.stops: list[Stop] = []
+        self.leaving: set[str] = set()
+        self.placements: list[Placement] = []
+        self.preemptions: list[Preemption] = []
+        self.specials: dict[str, Special] = {}
+        self.reservation: Reservation | None = None
+        self.res_plan: ReservationPlan | None = None
+        self.reserved: set[int] = set()
+        self.claimed: set[int] = set()
+        self.reserved_room: int | None = None
+        self.reserved_shape: tuple[int, int] | None = None
+        self.blocked_by_reservation: set[str] = set()
+        self.fail_reserved: dict[bool, float] = {True: math.inf, False: math.inf}
+        self.reservation_tried = False
+        self.paths: dict[str, tuple[str, ...]] = {}
+        self.rank_cache: dict[str, dict[str, Any]] = {}
+        self.fail_single = math.inf
+        self.fail_gang: dict[int, float] = {}
+        self.counters: dict[str, int] = {}
+        self.fund_version = 0
+        self.fund_memo: dict[str, tuple[int, bool]] = {}
+
+    # --- helpers -----------------------------------------------------------------------------------
+
+    def path(self, project: str) -> tuple[str, ...]:
+        p = self.paths.get(project)
+        if p is None:
+            tree = self.snap.tree
+            p = tree.path(project) if tree.is_leaf(project) else ()
+            self.paths[project] = p
+        return p
+
+    def rank(self, project: str) -> dict[str, Any]:
+        r = self.rank_cache.get(project)
+        if r is None:
+            r = self.stand.evidence(self.snap.tree, project)
+            self.rank_cache[project] = r
+        return r
+
+    def funding_gap(self, job: PendingJob, path: tuple[str, ...]) -> str | None:
+        """None when the job would be funded now; else why not (DESIGN.md "Unfunded occupancy:
+        min_runtime = 0, or no allocation left to fund it")."""
+        if not self.s.funding:
+            return None
+        if not path:
+            return NO_ALLOCATION
+        if not asks_for_funding(job, self.s):
+            return UNFUNDED_BY_REQUEST
+        memo = self.fund_memo.get(job.project)
+        if memo is None or memo[0] != self.fund_version:  # funding moves only when something is charged
+            memo = (self.fund_version, has_entitlement_left(path, self.funded_in_use, self.quota) is None)
+            self.fund_memo[job.project] = memo
+        return None if memo[1] else ENTITLEMENT_USED
+
+    def charge(self, path: tuple[str, ...], gpus: int) -> None:
+        self.fund_version += 1
+        for a in path:
+            self.funded_in_use[a] = self.funded_in_use.get(a, 0.0) + gpus
+
+    # --- phase 1 -----------------------------------------------------------------------------------
+
+    def phase1_expire_and_drain(self) -> None:
+        """Grace ended → stop; session at cap → checkpoint and stop; on a draining or unhealthy node
+        and out of protection → checkpoint, stop, requeue."""
+        now, s = self.now, self.s
+        for job in self.snap.running:
+            if job.preemption_requested_at is not None:
+                if now >= grace_ends_at(job, s):
+                    self.stops.append(
+                        Stop(
+                            job.id,
+                            "grace_ended",
+                            checkpoint=job.resumable,
+                            requeue=True,
+                            evidence={
+                                "preemption_requested_at": job.preemption_requested_at,
+                                "grace_s": s.preemption_grace_s,
+                                "now": now,
+                            },
+                        )
+                    )
+                    self.leaving.add(job.id)
+                continue
+            stop = session_cap_stop(job, now, s) or drain_stop(job, self.nodes_by_id, now)
+            if stop is not None:
+                self.stops.append(stop)
+                self.leaving.add(job.id)
+
+    # --- phase 2 -----------------------------------------------------------------------------------
+
+    def phase2_order_and_fund(self) -> None:
+        snap, s = self.snap, self.s
+        used: dict[str, int] = {}
+        funded_by_project: dict[str, int] = {}
+        leaving = self.leaving
+        for job in snap.running:
+            placement = job.placement
+            if len(placement) == 1:
+                nid, c = placement[0]
+                used[nid] = used.get(nid, 0) + c
+            else:
+                for nid, c in placement:
+                    used[nid] = used.get(nid, 0) + c
+            if job.funded and job.preemption_requested_at is None and job.id not in leaving:
+                funded_by_project[job.project] = funded_by_project.get(job.project, 0) + job.gpus
+        self.index = CapacityIndex(snap.nodes, used, s.placement)
+        self.capacity = sum(n.gpus for n in snap.nodes if n.state == "ready")
+        self.stand = standing(snap.tree, snap.usage, self.capacity, s)
+        self.order: Order = order_pending(snap.pending, self.stand, snap.usage, s)
+        tree = snap.tree
+        self.quota = {a: tree.entitlement(a) * self.capacity for a in tree.allocations}
+        self.funded_in_use: dict[str, float] = {}
+        for project in sorted(funded_by_project):
+            self.charge(self.path(project), funded_by_project[project])
+        self.branches = Branches(self.stand.delivered, self.stand.entitled, self.funded_in_use)
+        jobs = self.order.jobs
+        suffix = [0] * (len(jobs) + 1)
+        suffix[len(jobs)] = 1 << 62
+        m = 1 << 62
+        for k in range(len(jobs) - 1, -1, -1):
+            g = jobs[k].gpus
+            if g < m:
+                m = g
+            suffix[k] = m
+        self.suffix_min = suffix
+
+    # --- placement primitives ----------------------------------------------------------------------
+
+    def reserved_free(self) -> int:
+        """Free GPUs on reserved nodes not claimed by a preemption (cached: changes only when work
+        lands on them or a claim is made)."""
+        if self.reserved_room is None:
+            self.reserved_room = sum(self.index.free[i] for i in self.reserved if i not in self.claimed)
+        return self.reserved_room
+
+    def try_place(self, job: PendingJob, allow_reserved: bool) -> tuple[Fit | None, str]:
+        """Where the job goes now (visible capacity first, then reserved nodes when allowed)."""
+        index = self.index
+        g = job.gpus
+        fit: Fit | None = None
+        rule: str = self.s.placement
+        if g <= index.maxcap:
+            if g < self.fail_single:
+                if job.previous_node is not None:
+                    i, rule = restore_node(job, index)
+                else:
+                    i = index.find_single(g)
+                if i >= 0:
+                    n = index.nodes[i]
+                    fit = Fit(((i, g),), len(n.path) + 1, (*n.path, n.id))
+                else:
+                    self.fail_single = g
+        else:
+            d = min(job.topology_depth or 0, index.depth)
+            if g < self.fail_gang.get(d, math.inf):
+                fit = index.find_gang(g, d)
+                if fit is None:
+                    self.fail_gang[d] = g
+                else:
+                    rule = f"{rule}_gang"
+        if fit is None and self.reserved and allow_reserved:
+            fit = self.fit_reserved(g)
+            if fit is not None:
+                rule = "backfill_reserved"
+        return fit, rule
+
+    def fit_reserved(self, g: int) -> Fit | None:
+        """Best fit among the reserved nodes (a gang: their wholly free nodes). Their room only
+        shrinks during a cycle, so a size that did not fit is not tried again."""
+        index = self.index
+        single = g <= index.maxcap
+        if g >= self.fail_reserved[single]:
+            return None
+        nodes = sorted(self.reserved - self.claimed)
+        if single:
+            cands = [(index.free[i], i) for i in nodes if index.free[i] >= g]
+            if not cands:
+                self.fail_reserved[single] = g
+                return None
+            _, i = min(cands)
+            n = index.nodes[i]
+            return Fit(((i, g),), len(n.path) + 1, (*n.path, n.id))
+        whole = [i for i in nodes if index.free[i] == index.cap[i] > 0]
+        if sum(index.cap[i] for i in whole) < g:
+            self.fail_reserved[single] = g
+            return None
+        out, left = [], g
+        for i in whole:
+            take = min(index.cap[i], left)
+            out.append((i, take))
+            left -= take
+            if not left:
+                break
+        assert self.res_plan is not None
+        return Fit(tuple(out), self.res_plan.domain_depth, self.res_plan.domain)
+
+    def place(self, job: PendingJob, fit: Fit, rule: str, funded: bool, path: tuple[str, ...], pos: int) -> None:
+        before = {a: self.funded_in_use.get(a, 0.0) for a in path[-1:]}
+        fitting = self.index.nodes_fitting(job.gpus)  # the candidates it was chosen among
+        assignments = self.index.commit(fit)
+        self.reserved_room = self.reserved_shape = None
+        if funded:
+            self.charge(path, job.gpus)
+        until = protected_until(job, self.now, funded, self.s)
+        evidence: dict[str, Any] = {
+            "rule": rule,
+            "position": pos + 1,
+            "fitting_nodes": fitting,
+            "domain": list(fit.domain),
+            "funded": funded,
+            "protected_until": until,
+            "rank": self.rank(job.project),
+        }
+        if path and self.s.funding:
+            leaf = path[-1]
+            evidence["funding"] = {
+                "allocation": leaf,
+                "funded_gpus_before": before.get(leaf, 0.0),
+                "quota_gpus": self.quota.get(leaf, 0.0),
+            }
+        if self.reservation is not None and any(i in self.reserved for i, _ in fit.nodes):
+            evidence["reservation"] = {"job_id": self.reservation.job_id, "ready_at": self.reservation.ready_at}
+        self.placements.append(Placement(job.id, job.project, assignments, funded, until, evidence))
+
+    # --- phase 3 -----------------------------------------------------------------------------------
+
+    def phase3_place_funded(self) -> None:
+        """In global order: funded work is placed where it fits; work that cannot be funded waits
+        for phase 5; the first blocked large gang gets a reservation."""
+        jobs = self.order.jobs
+        index = self.index
+        self.unfunded: list[tuple[int, PendingJob]] = []
+        self.blocked: list[tuple[int, PendingJob]] = []
+        k = 0
+        n = len(jobs)
+        while k < n:
+            job = jobs[k]
+            if index.total_free == 0 and not self.reserved_has_room():
+                break
+            path = self.path(job.project)
+            gap = self.funding_gap(job, path)
+            if gap is not None:
+                self.unfunded.append((k, job))
+                k += 1
+                continue
+            allow = self.reservation is None or may_backfill(
+                protection_s(job.klass, job.min_runtime_s, self.s), self.now, self.reservation.ready_at
+            )
+            fit, rule = self.try_place(job, allow)
+            if fit is not None:
+                self.place(job, fit, rule, True, path, k)
+                k += 1
+                continue
+            self.blocked.append((k, job))
+            if self.reservation is not None and not allow and self.reserved_would_hold(job.gpus):
+                self.blocked_by_reservation.add(job.id)
+            if not self.reservation_tried and wants_reservation(job, self.s):
+                self.reservation_tried = True  # the head large gang only, once a cycle
+                self.make_reservation(job, path)
+            k += 1
+            if self.nothing_fits_after(k):
+                break
+        self.tail_start = k
+        self.counters["walked"] = k
+
+    def reserved_would_hold(self, gpus: int) -> bool:
+        """Would the (unclaimed) reserved nodes hold a job of `gpus` GPUs right now?"""
+        if self.reserved_shape is None:
+            nodes = [i for i in self.reserved if i not in self.claimed]
+            free, cap = self.index.free, self.index.cap
+            self.reserved_shape = (
+                max((free[i] for i in nodes), default=0),
+                sum(cap[i] for i in nodes if free[i] == cap[i]),
+            )
+        single, whole = self.reserved_shape
+        return gpus <= (single if gpus <= self.index.maxcap else whole)
+
+    def reserved_has_room(self) -> bool:
+        return bool(self.reserved) and self.reserved_free() > 0
+
+    def nothing_fits_after(self, k: int) -> bool:
+        """Stop walking once no remaining job can fit in the visible capacity (the rest are
+        explained in bulk) — unless reserved nodes still have room for backfill."""
+        rest_min = self.suffix_min[k]
+        index = self.index
+        if rest_min <= index.max_free() or rest_min <= index.whole_free:
+            return False
+        return not self.reserved_has_room() or rest_min >= max(self.fail_reserved.values())
+
+    def make_reservation(self, job: PendingJob, path: tuple[str, ...]) -> None:
+        """Issue 3: a reservation for the head large gang, assembled from protection expiries."""
+        index, s, now = self.index, self.s, self.now
+        horizon = protection_s(job.klass, job.min_runtime_s, s)
+        memo: dict[str, bool] = {}
+
+        def may_preempt_project(project: str) -> bool:
+            ok = memo.get(project)
+            if ok is None:
+                ok, _ = strictly_improves(path, job.gpus, self.path(project), 0.0, horizon, self.branches)
+                memo[project] = ok
+            return ok
+
+        def may_preempt(victim: RunningJob) -> bool:
+            return may_preempt_project(victim.project)
+
+        on_node: list[list[tuple[float, int]]] = [[] for _ in index.ids]
+        pos = index.pos
+        for r in self.snap.running:
+            t = release_time(r, now, s, r.id in self.leaving, may_preempt)
+            for nid, g in r.placement:
+                i = pos.get(nid)
+                if i is not None:
+                    on_node[i].append((t, g))
+        preemptible = s.fairness_preemption and s.preemptible_after_protection
+        for p in self.placements:  # this cycle's placements hold their nodes too
+            if not p.funded:
+                t = now
+            elif preemptible and may_preempt_project(p.project):
+                t = p.protected_until
+            else:
+                t = math.inf
+            for nid, g in p.assignments:
+                on_node[pos[nid]].append((t, g))
+        plan = plan_reservation(job, index, on_node, now)
+        if plan is None:
+            return
+        self.res_plan = plan
+        for i in plan.nodes:
+            index.mask(i)
+            self.reserved.add(i)
+        self.reserved_room = self.reserved_shape = None
+        nodes = tuple(index.ids[i] for i in plan.nodes)
+        evidence = {
+            "domain": list(plan.domain),
+            "level": level_name(self.snap.topology_levels, plan.domain_depth),
+            "nodes": list(nodes),
+            "ready_at": plan.ready_at,
+            "gpus": job.gpus,
+            "rank": self.rank(job.project),
+        }
+        self.reservation = Reservation(job.id, plan.domain, nodes, plan.ready_at, evidence)
+        self.specials[job.id] = Special(RESERVED, job.gpus, "/".join(plan.domain), plan.ready_at, evidence)
+
+    # --- phase 4 -----------------------------------------------------------------------------------
+
+    def blocked_funded(self) -> Iterator[tuple[int, PendingJob]]:
+        """Blocked funded jobs in order: those phase 3 tried, then the rest of the queue."""
+        yield from self.blocked
+        jobs = self.order.jobs
+        for k in range(self.tail_start, len(jobs)):
+            if self.suffix_min[k] >= self.fail_search:
+                return
+            job = jobs[k]
+            if self.funding_gap(job, self.path(job.project)) is None:
+                yield k, job
+
+    def phase4_preempt(self) -> None:
+        """For blocked funded work, in order, up to `preemption_attempts_per_cycle` searches."""
+        s = self.s
+        self.fail_search = math.inf
+        if s.preemption_attempts_per_cycle == 0 or not self.snap.running:
+            return
+        search: VictimSearch | None = None
+        attempts = 0
+        gang_searches = 0
+        for k, job in self.blocked_funded():
+            if attempts >= s.preemption_attempts_per_cycle:
+                break
+            special = self.specials.get(job.id)
+            if job.gpus >= self.fail_search or (special is not None and special.reason != RESERVED):
+                continue
+            path = self.path(job.project)
+            if self.funding_gap(job, path) is not None:
+                continue
+            gang = job.gpus > self.index.maxcap
+            if gang and gang_searches >= s.gang_preemption_searches_per_cycle:
+                continue
+            if search is None:
+                search = VictimSearch(
+                    self.index, self.snap.running, self.leaving, self.path, self.branches, self.now, s
+                )
+            gang_searches += gang
+            allowed = self.reserved if self.reservation is not None and self.reservation.job_id == job.id else None
+            plan = search.search(job, path, allowed)
+            attempts += 1
+            if plan is None:
+                self.fail_search = min(self.fail_search, job.gpus)
+                continue
+            search.take(plan)
+            self.commit_preemption(job, path, plan, k)
+        self.counters["preemption_searches"] = attempts
+
+    def commit_preemption(self, job: PendingJob, path: tuple[str, ...], plan: VictimPlan, k: int) -> None:
+        now, s = self.now, self.s
+        for i, _g in plan.nodes:
+            self.index.mask(i)  # claimed: the job starts here once the victims stop
+            self.claimed.add(i)
+        self.reserved_room = self.reserved_shape = None
+        self.charge(path, job.gpus)
+        until = now
+        nodes = [self.index.ids[i] for i, _ in plan.nodes]
+        fresh = 0
+        for v in plan.victims:
+            if v.leaving:
+                rq = v.job.preemption_requested_at
+                until = max(until, now if rq is None else rq + s.preemption_grace_s)
+                continue
+            fresh += 1
+            until = max(until, now + s.preemption_grace_s)
+            reason: PreemptionReason = "fair_share" if v.job.funded else "unfunded"
+            self.preemptions.append(
+                Preemption(
+                    victim_id=v.job.id,
+                    for_job_id=job.id,
+                    reason=reason,
+                    grace_ends_at=now + s.preemption_grace_s,
+                    lost_gpu_s=v.cost,
+                    evidence={
+                        "rule": "strict_improvement" if v.job.funded else "unfunded_preemptible_at_once",
+                        "waiting": {
+                            "job_id": job.id,
+                            "project": job.project,
+                            "gpus": job.gpus,
+                            "position": k + 1,
+                            "rank": self.rank(job.project),
+                        },
+                        "victim": {
+                            "job_id": v.job.id,
+                            "project": v.job.project,
+                            "funded": v.job.funded,
+                            "started_at": v.job.started_at,
+                            "protected_until": v.job.protected_until,
+                            "protected": False,
+                            "last_checkpoint_at": v.job.last_checkpoint_at,
+                            "lost_gpu_s": v.cost,
+                            "rank": self.rank(v.job.project),
+                        },
+                        "check": plan.checks.get(v.job.id),
+                        "plan": {
+                            "nodes": nodes,
+                            "victims": len(plan.victims),
+                            "lost_gpu_s": plan.cost,
+                            "nodes_considered": plan.considered,
+                        },
+                        "now": now,
+                    },
+                )
+            )
+        self.specials[job.id] = Special(
+            PREEMPTING,
+            0,
+            "one node" if len(nodes) == 1 else "whole nodes",
+            until,
+            {"victims": len(plan.victims), "new_preemptions": fresh, "nodes": nodes, "lost_gpu_s": plan.cost},
+        )
+
+    # --- phase 5 -----------------------------------------------------------------------------------
+
+    def phase5_backfill_unfunded(self) -> None:
+        """DESIGN.md "Unfunded occupancy ... runs only on idle capacity, is not charged, and is
+        preemptible at once. This keeps the cluster full." Reserved nodes too: no protection."""
+        for k, job in self.unfunded:
+            if self.index.total_free == 0 and not self.reserved_has_room():
+                break
+            fit, rule = self.try_place(job, True)
+            if fit is not None:
+                self.place(job, fit, rule, False, self.path(job.project), k)
+
+    # --- phase 6 -----------------------------------------------------------------------------------
+
+    def phase6_explain(self) -> tuple[Explanations, float, dict[str, Any]]:
+        placed = {p.job_id for p in self.placements}
+        waiting = [j for j in self.order.jobs if j.id not in placed] if placed else list(self.order.jobs)
+        index = self.index
+        depth = index.depth
+        largest_by_depth = []
+        for d in range(depth + 1):
+            best = 0
+            for lo, hi in index.dom_range[d]:
+                total = sum(index.cap[i] for i in range(lo, hi) if index.nodes[i].state == "ready")
+                best = max(best, total)
+            largest_by_depth.append(best)
+        room = [index.free[i] for i in sorted(self.reserved - self.claimed)]
+        whole_room = sum(
+            f for i, f in zip(sorted(self.reserved - self.claimed), room, strict=True) if f == index.cap[i]
+        )
+        figures = CapacityFigures(
+            reserved_for=self.reservation.job_id if self.reservation else None,
+            reserved_until=self.reservation.ready_at if self.reservation else None,
+            reserved_domain=tuple(self.reservation.domain) if self.reservation else (),
+            reserved_max_free=max(room, default=0),
+            reserved_whole=whole_room,
+            maxcap=index.maxcap,
+            max_free=index.max_free(),
+            whole_by_depth=tuple(index.max_whole_at(d) for d in range(depth + 1)),
+            depth=depth,
+            levels=self.snap.topology_levels,
+            total_capacity=self.capacity,
+            largest_domain_by_depth=tuple(largest_by_depth),
+        )
+        ctx = ExplainContext(
+            now=self.now,
+            waiting=waiting,
+            by_project=self.order.by_project,
+            specials=self.specials,
+            tree=self.snap.tree,
+            standing=self.stand,
+            settings=self.s,
+            funded_in_use=self.funded_in_use,
+            quota=self.quota,
+            capacity=figures,
+            running=self.snap.running,
+            index=index,
+            leaving=frozenset(self.leaving),
+            placements=self.placements,
+            blocked_by_reservation=frozenset(self.blocked_by_reservation),
+        )
+        ctx.rank_cache.update(self.rank_cache)
+        largest = max((j.gpus for j in waiting), default=0)
+        frag = fragmentation(index, largest)
+        free_after = sum(f for _, f in index.physical_free())
+        evidence = {
+            "capacity_gpus": self.capacity,
+            "free_gpus_after": free_after,
+            "waiting": len(waiting),
+            "placed": len(self.placements),
+            "preempted": len(self.preemptions),
+            "stopped": len(self.stops),
+            "largest_waiting_gang": largest,
+            "settings": self.s.to_dict(),
+            **self.counters,
+        }
+        return Explanations(ctx), frag, evidence
+
+    # --- run ---------------------------------------------------------------------------------------
+
+    def run(self) -> CycleResult:
+        self.phase1_expire_and_drain()
+        self.phase2_order_and_fund()
+        self.phase3_place_funded()
+        self.phase4_preempt()
+        self.phase5_backfill_unfunded()
+        explanations, frag, evidence = self.phase6_explain()
+        return CycleResult(
+            now=self.now,
+            placements=tuple(self.placements),
+            preemptions=tuple(self.preemptions),
+            stops=tuple(sorted(self.stops, key=lambda x: x.job_id)),
+            explanations=explanations,
+            reservation=self.reservation,
+            fragmentation=frag,
+            order=tuple(j.id for j in self.order.jobs),
+            evidence=evidence,
+        )

@@ -1,0 +1,48 @@
+"""Draining (issue 3 "Draining"): a node marked draining or unhealthy takes no new work, and its jobs
+are stopped (with a checkpoint, and requeued) as soon as their protection ends, so hosts empty
+themselves for repair without anyone negotiating.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from steward.policy.contract import in_grace, is_protected
+from steward.policy.model import Node, RunningJob, Stop
+
+
+def takes_new_work(node: Node) -> bool:
+    """Issue 3 "Draining": only a `ready` node takes new work."""
+    return node.state == "ready"
+
+
+def on_drained_node(job: RunningJob, nodes: Mapping[str, Node]) -> str | None:
+    """The first node of the job's placement that is draining, unhealthy or gone (None if none)."""
+    for node_id, _count in job.placement:
+        node = nodes.get(node_id)
+        if node is None or node.state != "ready":
+            return node_id
+    return None
+
+
+def drain_stop(job: RunningJob, nodes: Mapping[str, Node], now: float) -> Stop | None:
+    """Issue 3 "Draining": stop a job on a draining/unhealthy node once its protection has ended
+    (never inside it: DESIGN.md "nothing preempts it ... during that time"); checkpoint when the job
+    can resume, and requeue it with its original submit time."""
+    node_id = on_drained_node(job, nodes)
+    if node_id is None or is_protected(job, now) or in_grace(job):
+        return None
+    node = nodes.get(node_id)
+    return Stop(
+        job_id=job.id,
+        reason="drain",
+        checkpoint=job.resumable,
+        requeue=True,
+        evidence={
+            "node": node_id,
+            "node_state": node.state if node is not None else "gone",
+            "protected_until": job.protected_until,
+            "funded": job.funded,
+            "now": now,
+        },
+    )

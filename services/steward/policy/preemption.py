@@ -1,0 +1,490 @@
+"""Preemption (DESIGN.md "The time-slicing contract").
+
+- Never inside protection: a funded job is not preempted for fairness before `protected_until`.
+- Unfunded occupancy is preemptible at once, by funded work.
+- After protection, a funded job is preempted only with strict improvement: the waiting job's
+  allocation is more under-served than the victim's after the move, compared at the level where
+  their paths in the org tree part.
+- Victims are chosen to free the fewest GPU-seconds of lost work (time since the last checkpoint
+  plus restart overhead, so a recent checkpoint is preferred), then the fewest jobs.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from steward.policy.contract import in_grace, is_protected, protection_s
+from steward.policy.model import PendingJob, RunningJob
+from steward.policy.placement import CapacityIndex
+from steward.policy.settings import PolicySettings
+
+
+def projected_ratio(delivered: float, running_gpus: float, entitled: float, horizon_s: float) -> float:
+    """Issue 3 "strict improvement ... after the move": an allocation's delivered ÷ entitled when its
+    running funded GPUs keep running for `horizon_s` more (the waiting job's protection)."""
+    if entitled <= 0.0:
+        return math.inf
+    return (delivered + running_gpus * horizon_s) / entitled
+
+
+def divergence(a: tuple[str, ...], b: tuple[str, ...]) -> int:
+    """Index of the level where two tree paths part; -1 when they are the same allocation."""
+    for k, (x, y) in enumerate(zip(a, b, strict=False)):
+        if x != y:
+            return k
+    if len(a) == len(b):
+        return -1
+    return min(len(a), len(b))
+
+
+@dataclass(frozen=True, slots=True)
+class Branches:
+    """What strict improvement reads, per allocation (subtree totals)."""
+
+    delivered: Mapping[str, float]
+    entitled: Mapping[str, float]
+    running: Mapping[str, float]
+    """Funded GPUs running in the subtree, not counting jobs already leaving."""
+
+
+def strictly_improves(
+    waiting_path: tuple[str, ...],
+    waiting_gpus: int,
+    victim_path: tuple[str, ...],
+    freed_from_branch: float,
+    horizon_s: float,
+    branches: Branches,
+) -> tuple[bool, dict[str, Any]]:
+    """DESIGN.md "Preemption needs strict improvement: never preempt for a waiting job whose
+    allocation is not more under-served than the victim's". At the level where the two paths part,
+    the waiting side after gaining `waiting_gpus` must stay strictly below the victim side after
+    losing `freed_from_branch` GPUs (both projected over the waiting job's protection)."""
+    if not victim_path:
+        return True, {"victim_allocation": None, "rule": "victim has no allocation"}
+    k = divergence(waiting_path, victim_path)
+    if k < 0 or k >= len(waiting_path) or k >= len(victim_path):
+        return False, {"rule": "same allocation"}
+    a_w, a_v = waiting_path[k], victim_path[k]
+    after_w = projected_ratio(
+        branches.delivered.get(a_w, 0.0),
+        branches.running.get(a_w, 0.0) + waiting_gpus,
+        branches.entitled.get(a_w, 0.0),
+        horizon_s,
+    )
+    after_v = projected_ratio(
+        branches.delivered.get(a_v, 0.0),
+        branches.running.get(a_v, 0.0) - freed_from_branch,
+        branches.entitled.get(a_v, 0.0),
+        horizon_s,
+    )
+    ok = after_w < after_v
+    return ok, {
+        "level": k + 1,
+        "waiting_allocation": a_w,
+        "victim_allocation": a_v,
+        "waiting_ratio_after": None if math.isinf(after_w) else after_w,
+        "victim_ratio_after": None if math.isinf(after_v) else after_v,
+        "horizon_s": horizon_s,
+    }
+
+
+@dataclass(slots=True)
+class Victim:
+    """A running job that could give up its GPUs this cycle."""
+
+    job: RunningJob
+    nodes: tuple[tuple[int, int], ...]
+    cost: float
+    """Lost work in GPU-seconds (0 when it is already leaving)."""
+    per_gpu: float
+    path: tuple[str, ...]
+    leaving: bool
+    taken: bool = False
+
+    def on(self, i: int) -> int:
+        nodes = self.nodes
+        if len(nodes) == 1:
+            return nodes[0][1]
+        return sum(g for n, g in nodes if n == i)
+
+
+def victim_key(v: Victim) -> tuple[float, float, str]:
+    """DESIGN.md "choose victims to free the fewest GPU-hours of lost work, preferring jobs with a
+    recent checkpoint": cheapest lost work per GPU first, then the most recent checkpoint, then id."""
+    ckpt = v.job.last_checkpoint_at
+    return (v.per_gpu, -(ckpt if ckpt is not None else -math.inf), v.job.id)
+
+
+def is_candidate(job: RunningJob, now: float, settings: PolicySettings) -> bool:
+    """Can this job be a victim at all (before strict improvement)? Never inside protection; unfunded
+    at once; funded after protection only when the policy preempts for fairness."""
+    if in_grace(job):
+        return True
+    if is_protected(job, now):
+        return False
+    if not job.funded:
+        return settings.funding
+    return settings.fairness_preemption and settings.preemptible_after_protection
+
+
+@dataclass(slots=True)
+class VictimPlan:
+    """Victims (new and already leaving) and the nodes the waiting job will take once they stop."""
+
+    nodes: tuple[tuple[int, int], ...]
+    victims: list[Victim]
+    cost: float
+    checks: dict[str, dict[str, Any]] = field(default_factory=dict)
+    considered: int = 0
+    """Nodes whose victims were examined (the candidates of the search)."""
+
+
+class _Attempt:
+    """Strict improvement for one waiting job, with the per-level figures of its side computed once
+    and each victim allocation's comparison memoised (the same rule as `strictly_improves`)."""
+
+    __slots__ = ("branches", "div", "gpus", "horizon", "job", "level", "path", "w_after")
+
+    def __init__(self, job: PendingJob, path: tuple[str, ...], horizon: float, branches: Branches) -> None:
+        self.job = job
+        self.path = path
+        self.gpus = job.gpus
+        self.horizon = horizon
+        self.branches = branches
+        b = branches
+        self.w_after = [
+            projected_ratio(b.delivered.get(a, 0.0), b.running.get(a, 0.0) + job.gpus, b.entitled.get(a, 0.0), horizon)
+            for a in path
+        ]
+        self.div: dict[str, str | None] = {}
+        self.level: dict[str, int] = {}
+
+    def branch(self, v: Victim) -> str | None:
+        """The victim-side allocation where the paths part, when the waiting side is strictly more
+        under-served there even with nothing freed yet (None: never eligible; "": the victim has
+        no allocation)."""
+        return self.branch_of(v.job.project, v.path)
+
+    def branch_of(self, project: str, vpath: tuple[str, ...]) -> str | None:
+        if project in self.div:
+            return self.div[project]
+        out: str | None = None
+        if not vpath:
+            out = ""
+        else:
+            k = divergence(self.path, vpath)
+            if 0 <= k < len(self.path) and k < len(vpath):
+                a_v = vpath[k]
+                if self.w_after[k] < self._v_after(a_v, 0.0):
+                    out = a_v
+                self.level[a_v] = k
+        self.div[project] = out
+        return out
+
+    def _v_after(self, a_v: str, freed: float) -> float:
+        b = self.branches
+        return projected_ratio(
+            b.delivered.get(a_v, 0.0), b.running.get(a_v, 0.0) - freed, b.entitled.get(a_v, 0.0), self.horizon
+        )
+
+    def eligible(self, v: Victim, freed: dict[str, float]) -> bool:
+        """Rules in order: already leaving → free; unfunded → preemptible at once by funded work;
+        funded → strict improvement with every GPU this plan takes from the same branch. Records
+        the GPUs taken in `freed` when eligible."""
+        if v.taken:
+            return False
+        if v.leaving or not v.job.funded:
+            return True
+        a_v = self.branch(v)
+        if a_v is None:
+            return False
+        if a_v == "":
+            return True
+        total = freed.get(a_v, 0.0) + v.job.gpus
+        k = self.level[a_v]
+        if not self.w_after[k] < self._v_after(a_v, total):
+            return False
+        freed[a_v] = total
+        return True
+
+    def evidence(self, v: Victim, freed: float) -> dict[str, Any]:
+        _ok, ev = strictly_improves(self.path, self.gpus, v.path, freed, self.horizon, self.branches)
+        return ev
+
+
+_Raw = tuple[float, float, str, float, bool, RunningJob, tuple[tuple[int, int], ...]]
+"""(lost work per GPU, -last checkpoint, id, lost GPU-seconds, leaving, job, node placement): sorts
+as `victim_key` does."""
+
+
+class VictimSearch:
+    """Candidate victims indexed by node, built once per cycle when some funded job is blocked.
+
+    Only figures are computed for every running job; `Victim` objects are built per node when a
+    search first visits it (one object per job, shared by its nodes, so `taken` is seen everywhere).
+    """
+
+    def __init__(
+        self,
+        index: CapacityIndex,
+        running: Sequence[RunningJob],
+        leaving: set[str],
+        path_of: Callable[[str], tuple[str, ...]],
+        branches: Branches,
+        now: float,
+        settings: PolicySettings,
+    ) -> None:
+        self.index = index
+        self.branches = branches
+        self.settings = settings
+        self.now = now
+        self.path_of = path_of
+        n = len(index.ids)
+        self.raw: list[list[_Raw]] = [[] for _ in range(n)]
+        self.held: list[int] = [0] * n  # GPUs held by jobs that can never be victims this cycle
+        self._cands: list[list[Victim] | None] = [None] * n
+        self._shared: dict[str, Victim] = {}
+        pos = index.pos
+        restart = settings.restart_overhead_s
+        funding = settings.funding
+        fairness = settings.fairness_preemption and settings.preemptible_after_protection
+        raw, held = self.raw, self.held
+        inf = math.inf
+        for job in running:
+            placement = job.placement
+            if len(placement) == 1:
+                i = pos.get(placement[0][0], -1)
+                nodes: tuple[tuple[int, int], ...] = ((i, placement[0][1]),) if i >= 0 else ()
+            else:
+                nodes = tuple((pos[nid], g) for nid, g in placement if nid in pos)
+            going = job.preemption_requested_at is not None or job.id in leaving
+            if going:
+                cost = 0.0
+            else:
+                # is_candidate(), inlined: never inside protection; unfunded at once; funded only
+                # when the policy preempts for fairness.
+                candidate = (fairness and now >= job.protected_until) if job.funded else funding
+                if not candidate:
+                    for i, g in nodes:
+                        held[i] += g
+                    continue
+                # lost_gpu_s(), inlined
+                since = job.started_at
+                ckpt = job.last_checkpoint_at
+                if job.resumable and ckpt is not None and ckpt > since:
+                    since = ckpt
+                lost = now - since
+                cost = job.gpus * ((lost if lost > 0.0 else 0.0) + restart)
+            ckpt = job.last_checkpoint_at
+            item: _Raw = (cost / job.gpus, -ckpt if ckpt is not None else inf, job.id, cost, going, job, nodes)
+            for i, _g in nodes:
+                raw[i].append(item)
+        for lst in raw:
+            if len(lst) > 1:
+                lst.sort()
+        self.node_order = sorted((i for i in range(n) if raw[i]), key=lambda i: (raw[i][0][0], i))
+        self.touched: list[bool] = [False] * n
+        self._gangs: tuple[list[int], list[float], list[frozenset[str]], dict[str, tuple[str, ...]]] | None = None
+
+    def cands(self, i: int) -> list[Victim]:
+        """Victims on node `i`, cheapest lost work per GPU first (`victim_key` order)."""
+        got = self._cands[i]
+        if got is None:
+            got = []
+            shared = self._shared
+            for per_gpu, _ck, job_id, cost, going, job, nodes in self.raw[i]:
+                v = shared.get(job_id)
+                if v is None:
+                    v = Victim(job, nodes, cost, per_gpu, self.path_of(job.project), going)
+                    if len(nodes) > 1:
+                        shared[job_id] = v
+                got.append(v)
+            self._cands[i] = got
+        return got
+
+    def _prepare_gangs(self) -> tuple[list[int], list[float], list[frozenset[str]], dict[str, tuple[str, ...]]]:
+        """For multi-node gangs, built at the first gang: the nodes that could be emptied (no job on
+        them is out of reach, and emptying them frees the whole node), their lost work, and the
+        funded allocations whose consent (strict improvement) emptying them needs."""
+        if self._gangs is not None:
+            return self._gangs
+        index = self.index
+        n = len(self.raw)
+        cost = [0.0] * n
+        projects: list[frozenset[str]] = [frozenset()] * n
+        paths: dict[str, tuple[str, ...]] = {}
+        clearable = []
+        free, cap = index.free, index.cap
+        for i in range(n):
+            if self.held[i] or cap[i] == 0:
+                continue
+            items = self.raw[i]
+            gain = 0
+            for item in items:
+                nodes = item[6]
+                gain += nodes[0][1] if len(nodes) == 1 else sum(g for k, g in nodes if k == i)
+            if free[i] + gain < cap[i]:
+                continue
+            cost[i] = sum(item[3] for item in items)
+            funded = set()
+            for item in items:
+                job = item[5]
+                if job.funded and not item[4]:
+                    funded.add(job.project)
+                    if job.project not in paths:
+                        paths[job.project] = self.path_of(job.project)
+            projects[i] = frozenset(funded)
+            clearable.append(i)
+        self._gangs = (clearable, cost, projects, paths)
+        return self._gangs
+
+    def search(self, job: PendingJob, wpath: tuple[str, ...], allowed: set[int] | None = None) -> VictimPlan | None:
+        """The cheapest plan for `job`, or None. `allowed` adds masked nodes the job may use (its
+        reservation)."""
+        horizon = protection_s(job.klass, job.min_runtime_s, self.settings)
+        attempt = _Attempt(job, wpath, horizon, self.branches)
+        if job.gpus <= self.index.maxcap:
+            plan = self._search_single(attempt, allowed or set())
+        else:
+            plan = self._search_gang(attempt, allowed or set())
+        if plan is not None:
+            freed: dict[str, float] = {}
+            for v in plan.victims:
+                if v.job.funded and not v.leaving:
+                    a_v = attempt.branch(v) or ""
+                    freed[a_v] = freed.get(a_v, 0.0) + v.job.gpus
+                    plan.checks[v.job.id] = attempt.evidence(v, freed[a_v])
+        return plan
+
+    def _visible(self, i: int, allowed: set[int]) -> bool:
+        return self.index.ok[i] or i in allowed
+
+    def _search_single(self, attempt: _Attempt, allowed: set[int]) -> VictimPlan | None:
+        """One-node job: on each node, take eligible victims cheapest-first until the job fits; keep
+        the plan with the least lost work, then fewest jobs, then topology order. Nodes are visited by
+        their cheapest victim, and the scan stops once no node can beat the best plan (lost work of
+        the missing GPUs at that node's cheapest rate already costs more)."""
+        g = attempt.gpus
+        index = self.index
+        free, ok, cap, held = index.free, index.ok, index.cap, self.held
+        min_need = max(1, g - index.max_free())
+        best: VictimPlan | None = None
+        best_key: tuple[float, int, int] | None = None
+        considered = 0
+        div = attempt.div
+        raw = self.raw
+        for i in self.node_order:
+            if best_key is not None and min_need * raw[i][0][0] > best_key[0]:
+                break
+            if not (ok[i] or i in allowed) or cap[i] - held[i] < g:
+                continue
+            acc = free[i]
+            if acc >= g:
+                continue  # fits already: a claimed node
+            if best_key is not None:
+                bound = (g - acc) * raw[i][0][0]  # no plan here can lose less work than this
+                if bound > best_key[0] or (bound == best_key[0] and best_key[1] == 1 and i > best_key[2]):
+                    continue
+            considered += 1
+            cands = self.cands(i)
+            chosen: list[Victim] = []
+            cost = 0.0
+            freed: dict[str, float] = {}
+            for v in cands:
+                if v.taken:
+                    continue
+                # fast path of attempt.eligible(): leaving and unfunded victims, and allocations
+                # already known not to qualify
+                if v.leaving or not v.job.funded:
+                    pass
+                elif div.get(v.job.project, "") is None or not attempt.eligible(v, freed):
+                    continue
+                chosen.append(v)
+                cost += v.cost
+                acc += v.on(i)
+                if acc >= g or (best_key is not None and cost > best_key[0]):
+                    break
+            if acc < g:
+                continue
+            key = (cost, len(chosen), i)
+            if best_key is None or key < best_key:
+                best_key = key
+                best = VictimPlan(((i, g),), chosen, cost)
+        if best is not None:
+            best.considered = considered
+        return best
+
+    def _search_gang(self, attempt: _Attempt, allowed: set[int]) -> VictimPlan | None:
+        """Multi-node gang: whole nodes. A node can be cleared when every job on it is an eligible
+        victim; its cost is their lost work. DESIGN.md "place into the smallest topology domain that
+        fits": the deepest level with a domain that can be cleared wins, and at that level the domain
+        whose cheapest nodes lose the least work (then topology order)."""
+        g = attempt.gpus
+        index = self.index
+        ok, cap = index.ok, index.cap
+        clearable, node_cost, node_projects, paths = self._prepare_gangs()
+        touched = self.touched
+        bad = {p for p, path in paths.items() if attempt.branch_of(p, path) is None}
+        clear: dict[int, float] = {}
+        for i in clearable:
+            if touched[i] or not (ok[i] or i in allowed):
+                continue
+            if not bad or bad.isdisjoint(node_projects[i]):
+                clear[i] = node_cost[i]
+        if sum(cap[i] for i in clear) < g:
+            return None
+        min_depth = min(attempt.job.topology_depth or 0, index.depth)
+        best: tuple[float, int] | None = None
+        best_nodes: list[int] = []
+        for d in range(index.depth, min_depth - 1, -1):
+            if best is not None:
+                break
+            of = index.dom_of[d]
+            by_dom: dict[int, list[tuple[float, int]]] = {}
+            for i, c in clear.items():
+                if of[i] >= 0:
+                    by_dom.setdefault(of[i], []).append((c, i))
+            for dom in sorted(by_dom):
+                nodes = by_dom[dom]
+                if sum(cap[i] for _c, i in nodes) < g:
+                    continue
+                nodes.sort()
+                total, picked, cost = 0, [], 0.0
+                for c, i in nodes:
+                    picked.append(i)
+                    cost += c
+                    total += cap[i]
+                    if total >= g:
+                        break
+                key = (cost, dom)
+                if best is None or key < best:
+                    best, best_nodes = key, picked
+        if best is None:
+            return None
+        seen: set[str] = set()
+        victims = []
+        freed: dict[str, float] = {}
+        for i in best_nodes:
+            for v in self.cands(i):
+                if v.job.id in seen:
+                    continue
+                seen.add(v.job.id)
+                if not attempt.eligible(v, freed):
+                    return None  # the branch would no longer be strictly more served
+                victims.append(v)
+        left = g
+        assignment = []
+        for i in best_nodes:
+            take = min(cap[i], left)
+            assignment.append((i, take))
+            left -= take
+        return VictimPlan(tuple(assignment), victims, sum(v.cost for v in victims), considered=len(clear))
+
+    def take(self, plan: VictimPlan) -> None:
+        for v in plan.victims:
+            v.taken = True
+            for i, _g in v.nodes:
+                self.touched[i] = True

@@ -1,0 +1,193 @@
+"""Policy settings: every knob of DESIGN.md "The policy", plus the switches that turn the same code
+into the baselines of issue 4 (`ai2`, `fair-tree`, `fifo-priority`).
+
+All durations are float seconds. Settings are immutable; derive a variant with `dataclasses.replace`
+or `with_(...)`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any, Literal
+
+from steward.policy.errors import InvalidSettings
+
+UsageMode = Literal["window", "decay"]
+OrderingMode = Literal["fair_share", "fifo_priority"]
+PlacementMode = Literal["best_fit", "first_fit"]
+SessionAtCap = Literal["stop", "preemptible"]
+
+DAY_S = 86400.0
+HOUR_S = 3600.0
+
+
+def _frozen_weights(weights: Mapping[str, float] | None) -> Mapping[str, float]:
+    return MappingProxyType(dict(weights or {}))
+
+
+@dataclass(frozen=True, slots=True)
+class PolicySettings:
+    """The knobs of the policy. Defaults are the `steward` policy of DESIGN.md."""
+
+    # Usage window (DESIGN.md "Usage window")
+    window_s: float = 7 * DAY_S
+    usage_mode: UsageMode = "window"
+    half_life_s: float = 7 * DAY_S
+    gpu_model_weights: Mapping[str, float] = field(
+        default_factory=lambda: _frozen_weights(None), hash=False, compare=True
+    )
+
+    # The time-slicing contract (DESIGN.md "The time-slicing contract")
+    max_min_runtime_s: float = 8 * HOUR_S
+    checkpoint_interval_s: float = 1800.0
+    restart_overhead_s: float = 60.0
+    preemption_grace_s: float = 120.0
+
+    # Interactive sessions (DESIGN.md "Interactive sessions")
+    session_cap_s: float = 8 * HOUR_S
+    session_warnings_s: tuple[float, ...] = (1800.0, 300.0)
+    session_at_cap: SessionAtCap = "stop"
+
+    # Baseline switches (issue 4): the same cycle runs every policy
+    ordering: OrderingMode = "fair_share"
+    placement: PlacementMode = "best_fit"
+    reservations: bool = True
+    fairness_preemption: bool = True
+    """False: only unfunded work is ever preempted (no preemption for fairness)."""
+    preemptible_after_protection: bool = True
+    """False: a funded job is never preempted for fairness, even after its protection ends."""
+    funding: bool = True
+    """False: the pre-budget world; every job counts as funded (charged, protected, never unfunded)."""
+
+    # Cycle bounds (speed; see docs/benchmarks.md)
+    reservation_min_gpus: int = 8
+    """A blocked gang of at least this many GPUs at the head of the order gets a reservation."""
+    preemption_attempts_per_cycle: int = 32
+    """Waiting jobs for which one cycle searches victims; the rest wait for the next cycle."""
+    gang_preemption_searches_per_cycle: int = 4
+    """Of those, searches for multi-node gangs (each looks at every node); reservations serve the rest."""
+    max_tree_depth: int = 8
+
+    def __post_init__(self) -> None:
+        _check_settings(self)
+
+    # --- presets (issue 4) ------------------------------------------------------------------------
+
+    @classmethod
+    def steward(cls, **overrides: Any) -> PolicySettings:
+        """The full policy of DESIGN.md: fair share over a 7-day window, the contract, best-fit
+        topology placement, reservations for large gangs, preemption with strict improvement."""
+        return cls(**overrides)
+
+    @classmethod
+    def ai2(cls, **overrides: Any) -> PolicySettings:
+        """Budgets + 7-day window + min-runtime contract, first-fit placement, no reservations."""
+        base: dict[str, Any] = {"placement": "first_fit", "reservations": False}
+        return cls(**{**base, **overrides})
+
+    @classmethod
+    def fair_tree(cls, **overrides: Any) -> PolicySettings:
+        """Slurm-like Fair Tree ordering with usage decay (half-life 7 days), no preemption for
+        fairness (only unfunded work is preemptible), first fit, no reservations."""
+        base: dict[str, Any] = {
+            "usage_mode": "decay",
+            "half_life_s": 7 * DAY_S,
+            "placement": "first_fit",
+            "reservations": False,
+            "fairness_preemption": False,
+            "preemptible_after_protection": False,
+        }
+        return cls(**{**base, **overrides})
+
+    @classmethod
+    def fifo_priority(cls, **overrides: Any) -> PolicySettings:
+        """The pre-budget world: strict priority then FIFO, every job funded, nothing preempted."""
+        base: dict[str, Any] = {
+            "ordering": "fifo_priority",
+            "placement": "first_fit",
+            "reservations": False,
+            "fairness_preemption": False,
+            "preemptible_after_protection": False,
+            "funding": False,
+        }
+        return cls(**{**base, **overrides})
+
+    @classmethod
+    def preset(cls, name: str, **overrides: Any) -> PolicySettings:
+        """A preset by its issue-4 name: `steward`, `ai2`, `fair-tree`, `fifo-priority`."""
+        factories = {
+            "steward": cls.steward,
+            "ai2": cls.ai2,
+            "fair-tree": cls.fair_tree,
+            "fair_tree": cls.fair_tree,
+            "fifo-priority": cls.fifo_priority,
+            "fifo_priority": cls.fifo_priority,
+        }
+        if name not in factories:
+            raise InvalidSettings("preset", f"unknown preset {name!r}; one of {sorted(factories)}")
+        return factories[name](**overrides)
+
+    def with_(self, **changes: Any) -> PolicySettings:
+        """A copy with some knobs changed (validated again)."""
+        return dataclasses.replace(self, **changes)
+
+    def model_weight(self, model: str) -> float:
+        """Weight of one GPU-second on `model` (DESIGN.md "Usage window": optionally weighted)."""
+        return self.gpu_model_weights.get(model, 1.0)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-serialisable form (for evidence and event payloads)."""
+        out: dict[str, Any] = {}
+        for f in dataclasses.fields(self):
+            value = getattr(self, f.name)
+            if isinstance(value, Mapping):
+                value = dict(value)
+            elif isinstance(value, tuple):
+                value = list(value)
+            out[f.name] = value
+        return out
+
+
+PRESETS: tuple[str, ...] = ("steward", "ai2", "fair-tree", "fifo-priority")
+
+
+def _check_settings(s: PolicySettings) -> None:
+    if not isinstance(s.gpu_model_weights, MappingProxyType):
+        object.__setattr__(s, "gpu_model_weights", _frozen_weights(s.gpu_model_weights))
+    positive = ("window_s", "half_life_s")
+    for name in positive:
+        if not getattr(s, name) > 0:
+            raise InvalidSettings(name, "must be > 0")
+    non_negative = (
+        "max_min_runtime_s",
+        "checkpoint_interval_s",
+        "restart_overhead_s",
+        "preemption_grace_s",
+        "session_cap_s",
+    )
+    for name in non_negative:
+        if not getattr(s, name) >= 0:
+            raise InvalidSettings(name, "must be >= 0")
+    if s.usage_mode not in ("window", "decay"):
+        raise InvalidSettings("usage_mode", f"{s.usage_mode!r} is not 'window' or 'decay'")
+    if s.ordering not in ("fair_share", "fifo_priority"):
+        raise InvalidSettings("ordering", f"{s.ordering!r} is not 'fair_share' or 'fifo_priority'")
+    if s.placement not in ("best_fit", "first_fit"):
+        raise InvalidSettings("placement", f"{s.placement!r} is not 'best_fit' or 'first_fit'")
+    if s.session_at_cap not in ("stop", "preemptible"):
+        raise InvalidSettings("session_at_cap", f"{s.session_at_cap!r} is not 'stop' or 'preemptible'")
+    if any(w < 0 for w in s.session_warnings_s):
+        raise InvalidSettings("session_warnings_s", "warnings are seconds before the cap, >= 0")
+    if any(w < 0 for w in s.gpu_model_weights.values()):
+        raise InvalidSettings("gpu_model_weights", "weights must be >= 0")
+    if s.reservation_min_gpus < 1:
+        raise InvalidSettings("reservation_min_gpus", "must be >= 1")
+    if s.gang_preemption_searches_per_cycle < 0:
+        raise InvalidSettings("gang_preemption_searches_per_cycle", "must be >= 0")
+    if s.preemption_attempts_per_cycle < 0:
+        raise InvalidSettings("preemption_attempts_per_cycle", "must be >= 0")
+    if not 1 <= s.max_tree_depth <= 8:
+        raise InvalidSettings("max_tree_depth", "must be in [1, 8] (DESIGN.md: any depth up to 8)")

@@ -1,0 +1,266 @@
+"""Invariants of the scheduling cycle (issue 3 "Tests"), over random small clusters."""
+
+from __future__ import annotations
+
+import json
+import random
+from dataclasses import replace
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from steward.policy.contract import asks_for_funding
+from steward.policy.cycle import schedule
+from steward.policy.explain import REASONS
+from steward.policy.model import AllocationTree, Node, PendingJob, RunningJob, Snapshot
+from steward.policy.ordering import order_pending, standing
+from steward.policy.preemption import Branches, strictly_improves
+from steward.policy.settings import PolicySettings
+
+NOW = 100_000.0
+PROJECTS = ("p1", "p2", "p3", "q1", "q2")
+
+
+@st.composite
+def trees(draw: st.DrawFn) -> AllocationTree:
+    sp = draw(st.floats(0.1, 0.9))
+    sq = draw(st.floats(0.0, 1.0 - sp))
+    p_shares = draw(st.lists(st.floats(0.0, 0.33), min_size=3, max_size=3))
+    q_shares = draw(st.lists(st.floats(0.0, 0.5), min_size=2, max_size=2))
+    triples = [("p", None, sp), ("q", None, sq)]
+    triples += [(f"p{i + 1}", "p", s) for i, s in enumerate(p_shares)]
+    triples += [(f"q{i + 1}", "q", s) for i, s in enumerate(q_shares)]
+    return AllocationTree.build(triples)
+
+
+@st.composite
+def snapshots(draw: st.DrawFn) -> Snapshot:
+    n = draw(st.integers(1, 6))
+    size = draw(st.sampled_from([4, 8]))
+    states = draw(st.lists(st.sampled_from(["ready"] * 6 + ["draining", "unhealthy"]), min_size=n, max_size=n))
+    node_list = tuple(Node(f"n{i}", size, "default", (f"s{i // 4}", f"b{i // 2}"), states[i]) for i in range(n))
+    tree = draw(trees())
+    usage = {p: draw(st.floats(0, 5e7)) for p in PROJECTS}
+    projects = st.sampled_from((*PROJECTS, "nobody"))
+    running: list[RunningJob] = []
+    k = 0
+    whole = draw(st.booleans()) and n >= 2
+    free = [size] * n
+    if whole:  # one multi-node job on n0, n1
+        running.append(_running(draw, "w0", draw(projects), (("n0", size), ("n1", size))))
+        free[0] = free[1] = 0
+    for i in range(n):
+        while free[i] and draw(st.integers(0, 3)):
+            g = draw(st.integers(1, free[i]))
+            free[i] -= g
+            k += 1
+            running.append(_running(draw, f"r{k}", draw(projects), ((f"n{i}", g),)))
+    pending = []
+    for j in range(draw(st.integers(0, 12))):
+        gpus = draw(st.sampled_from([1, 1, 2, 3, 4, 8, 12, 16]))
+        pending.append(
+            PendingJob(
+                id=f"j{j}",
+                project=draw(projects),
+                gpus=gpus,
+                submitted_at=draw(st.floats(0, NOW)),
+                min_runtime_s=draw(st.sampled_from([0.0, 600.0, 3600.0, 8 * 3600.0, 12 * 3600.0])),
+                resumable=draw(st.booleans()),
+                klass=draw(st.sampled_from(["batch", "batch", "debug", "interactive"])),
+                priority=draw(st.integers(0, 2)),
+                topology_depth=draw(st.sampled_from([None, None, 1, 2])),
+                previous_node=draw(st.sampled_from([None, "n0", "n3"])),
+            )
+        )
+    preset = draw(st.sampled_from(["steward", "steward", "ai2", "fair-tree", "fifo-priority"]))
+    s = PolicySettings.preset(preset, reservation_min_gpus=draw(st.sampled_from([4, 8, 16])))
+    return Snapshot(NOW, node_list, tree, usage, tuple(running), tuple(pending), s, ("spine", "block"))
+
+
+def _running(draw: st.DrawFn, id: str, project: str, placement: tuple[tuple[str, int], ...]) -> RunningJob:
+    started = NOW - draw(st.floats(0, 12 * 3600))
+    funded = draw(st.booleans())
+    protection = draw(st.sampled_from([0.0, 600.0, 3600.0, 8 * 3600.0]))
+    ckpt = draw(st.one_of(st.none(), st.floats(started, NOW)))
+    grace = draw(st.sampled_from([None, None, None, NOW - 30, NOW - 500]))
+    return RunningJob(
+        id=id,
+        project=project,
+        gpus=sum(g for _, g in placement),
+        placement=placement,
+        started_at=started,
+        protected_until=started + protection if funded else started,
+        funded=funded,
+        last_checkpoint_at=ckpt,
+        resumable=draw(st.booleans()),
+        klass=draw(st.sampled_from(["batch", "debug", "interactive"])),
+        submitted_at=started - 10,
+        preemption_requested_at=grace,
+    )
+
+
+EXAMPLES = settings(deadline=None)  # max_examples from the profile (tests/conftest.py: fast 60, ci 200)
+
+
+@EXAMPLES
+@given(snapshots())
+def test_capacity_is_never_exceeded_and_only_ready_nodes_take_work(snap: Snapshot) -> None:
+    result = schedule(snap)
+    caps = {n.id: n.gpus for n in snap.nodes}
+    ready = {n.id for n in snap.nodes if n.state == "ready"}
+    used: dict[str, int] = {}
+    for r in snap.running:
+        for node, g in r.placement:
+            used[node] = used.get(node, 0) + g
+    for p in result.placements:
+        for node, g in p.assignments:
+            assert node in ready
+            used[node] = used.get(node, 0) + g
+    assert all(used[node] <= caps[node] for node in used)
+
+
+@EXAMPLES
+@given(snapshots())
+def test_gangs_are_all_or_nothing(snap: Snapshot) -> None:
+    result = schedule(snap)
+    jobs = {j.id: j for j in snap.pending}
+    before: dict[str, int] = {}
+    for r in snap.running:
+        for node, g in r.placement:
+            before[node] = before.get(node, 0) + g
+    caps = {n.id: n.gpus for n in snap.nodes}
+    largest = max((n.gpus for n in snap.nodes if n.state == "ready"), default=0)
+    seen: set[str] = set()
+    for p in result.placements:
+        assert p.job_id not in seen
+        seen.add(p.job_id)
+        assert sum(g for _, g in p.assignments) == jobs[p.job_id].gpus
+        nodes = [node for node, _ in p.assignments]
+        assert len(nodes) == len(set(nodes))
+        if jobs[p.job_id].gpus > largest:  # whole nodes beyond one node's GPUs
+            assert all(before.get(node, 0) == 0 for node in nodes)
+            assert all(g == caps[node] for node, g in p.assignments[:-1])
+        else:
+            assert len(nodes) == 1
+    assert not seen & set(result.explanations)
+
+
+@EXAMPLES
+@given(snapshots())
+def test_no_protection_violations(snap: Snapshot) -> None:
+    result = schedule(snap)
+    by_id = {r.id: r for r in snap.running}
+    stopped = {s.job_id for s in result.stops}
+    victims = [p.victim_id for p in result.preemptions]
+    assert len(victims) == len(set(victims))
+    for vid in victims:
+        v = by_id[vid]
+        assert not (v.funded and v.protected_until > NOW), vid
+        assert v.preemption_requested_at is None and vid not in stopped
+    for s in result.stops:
+        v = by_id[s.job_id]
+        if s.reason == "drain":
+            assert not (v.funded and v.protected_until > NOW)
+
+
+def _paths(tree: AllocationTree, project: str) -> tuple[str, ...]:
+    return tree.path(project) if tree.is_leaf(project) else ()
+
+
+@EXAMPLES
+@given(snapshots())
+def test_strict_improvement_on_every_preemption(snap: Snapshot) -> None:
+    """Recomputed from the snapshot: funded victims only for a waiting job whose allocation stays
+    strictly more under-served at the level where their paths part, after the move; unfunded victims
+    only for work that is funded."""
+    result = schedule(snap)
+    s, tree = snap.settings, snap.tree
+    capacity = sum(n.gpus for n in snap.nodes if n.state == "ready")
+    stand = standing(tree, snap.usage, capacity, s)
+    leaving = {x.job_id for x in result.stops}
+    run: dict[str, float] = {}
+
+    def charge(project: str, gpus: int) -> None:
+        for a in _paths(tree, project):
+            run[a] = run.get(a, 0.0) + gpus
+
+    for r in snap.running:
+        if r.funded and r.preemption_requested_at is None and r.id not in leaving:
+            charge(r.project, r.gpus)
+    for p in result.placements:
+        if p.funded:
+            charge(p.project, sum(g for _, g in p.assignments))
+    jobs = {j.id: j for j in snap.pending}
+    by_id = {r.id: r for r in snap.running}
+    groups: dict[str, list[RunningJob]] = {}
+    for p in result.preemptions:
+        groups.setdefault(p.for_job_id, []).append(by_id[p.victim_id])
+    for for_id, victims in groups.items():
+        w = jobs[for_id]
+        wpath = _paths(tree, w.project)
+        assert wpath and asks_for_funding(w, s) and s.funding
+        horizon = 8 * 3600.0 if w.klass == "interactive" else min(w.min_runtime_s, s.max_min_runtime_s)
+        branches = Branches(stand.delivered, stand.entitled, run)
+        freed: dict[str, float] = {}
+        for v in victims:
+            if not v.funded:
+                continue
+            assert s.fairness_preemption and s.preemptible_after_protection
+            vpath = _paths(tree, v.project)
+            k = next((i for i, (a, b) in enumerate(zip(wpath, vpath, strict=False)) if a != b), None)
+            branch = vpath[k] if k is not None and vpath else ""
+            freed[branch] = freed.get(branch, 0.0) + v.gpus
+        for v in victims:
+            if v.funded:
+                vpath = _paths(tree, v.project)
+                k = next((i for i, (a, b) in enumerate(zip(wpath, vpath, strict=False)) if a != b), None)
+                branch = vpath[k] if k is not None and vpath else ""
+                ok, ev = strictly_improves(wpath, w.gpus, vpath, freed[branch], horizon, branches)
+                assert ok, (for_id, v.id, ev)
+        charge(w.project, w.gpus)
+
+
+@EXAMPLES
+@given(snapshots(), st.randoms(use_true_random=False))
+def test_determinism_whatever_the_order_of_the_inputs(snap: Snapshot, rng: random.Random) -> None:
+    first = json.dumps(schedule(snap).to_dict(), sort_keys=True)
+    assert json.dumps(schedule(snap).to_dict(), sort_keys=True) == first
+    shuffled = replace(
+        snap,
+        nodes=tuple(rng.sample(snap.nodes, len(snap.nodes))),
+        running=tuple(rng.sample(snap.running, len(snap.running))),
+        pending=tuple(rng.sample(snap.pending, len(snap.pending))),
+    )
+    assert json.dumps(schedule(shuffled).to_dict(), sort_keys=True) == first
+
+
+@EXAMPLES
+@given(snapshots(), st.sampled_from(PROJECTS), st.floats(1.0, 1e8))
+def test_a_jobs_rank_falls_when_its_allocations_usage_rises(snap: Snapshot, project: str, more: float) -> None:
+    s = snap.settings
+    capacity = sum(n.gpus for n in snap.nodes)
+
+    def positions(usage: dict[str, float]) -> dict[str, int]:
+        stand = standing(snap.tree, usage, capacity, s)
+        order = order_pending(snap.pending, stand, usage, s)
+        return {j.id: k for k, j in enumerate(order.jobs)}
+
+    before = positions(dict(snap.usage))
+    after = positions({**snap.usage, project: snap.usage.get(project, 0.0) + more})
+    for job in snap.pending:
+        if job.project == project:
+            assert after[job.id] >= before[job.id]
+
+
+@EXAMPLES
+@given(snapshots())
+def test_every_waiting_job_is_explained(snap: Snapshot) -> None:
+    result = schedule(snap)
+    placed = {p.job_id for p in result.placements}
+    waiting = [j.id for j in snap.pending if j.id not in placed]
+    assert sorted(result.explanations) == sorted(waiting)
+    positions = sorted(e.position for e in result.explanations.values())
+    assert positions == list(range(1, len(waiting) + 1))
+    for e in result.explanations.values():
+        assert e.reason in REASONS and e.text and e.position_in_project >= 1 and e.blocking_gpus >= 0
+        json.dumps(e.to_dict())

@@ -1,0 +1,106 @@
+"""Builders for policy tests: each test says only what matters to its case."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from steward.policy.model import AllocationTree, Node, PendingJob, RunningJob, Snapshot
+from steward.policy.settings import PolicySettings
+
+NOW = 100_000.0
+HOUR = 3600.0
+
+
+def node(id: str, gpus: int = 8, path: tuple[str, ...] = ("b0",), state: Any = "ready", model: str = "default") -> Node:
+    return Node(id, gpus, model, path, state)
+
+
+def nodes(count: int, gpus: int = 8, per_block: int = 2, blocks_per_spine: int | None = None) -> tuple[Node, ...]:
+    """`count` nodes n0.. in blocks of `per_block` (paths ("b0",), ...), or spine/block paths when
+    `blocks_per_spine` is given."""
+    out = []
+    for i in range(count):
+        block = i // per_block
+        if blocks_per_spine:
+            path: tuple[str, ...] = (f"s{block // blocks_per_spine}", f"b{block}")
+        else:
+            path = (f"b{block}",)
+        out.append(Node(f"n{i}", gpus, "default", path))
+    return tuple(out)
+
+
+def tree(**shares: float) -> AllocationTree:
+    """A flat tree: tree(a=.5, b=.5)."""
+    return AllocationTree.flat(shares)
+
+
+def nested(spec: dict[str, Any]) -> AllocationTree:
+    return AllocationTree.from_nested(spec)
+
+
+def pending(
+    id: str,
+    project: str = "a",
+    gpus: int = 1,
+    submitted_at: float = 0.0,
+    min_runtime_s: float = HOUR,
+    **kw: Any,
+) -> PendingJob:
+    return PendingJob(id, project, gpus, submitted_at, min_runtime_s, **kw)
+
+
+def running(
+    id: str,
+    project: str = "a",
+    gpus: int = 1,
+    on: str | tuple[tuple[str, int], ...] = "n0",
+    started_at: float = NOW - 2 * HOUR,
+    protected_for: float = HOUR,
+    funded: bool = True,
+    last_checkpoint_at: float | None = None,
+    **kw: Any,
+) -> RunningJob:
+    placement = ((on, gpus),) if isinstance(on, str) else on
+    return RunningJob(
+        id=id,
+        project=project,
+        gpus=gpus,
+        placement=placement,
+        started_at=started_at,
+        protected_until=started_at + protected_for if funded else started_at,
+        funded=funded,
+        last_checkpoint_at=last_checkpoint_at,
+        **kw,
+    )
+
+
+def snapshot(
+    nodes: tuple[Node, ...] | None = None,
+    tree: AllocationTree | None = None,
+    usage: dict[str, float] | None = None,
+    running: tuple[RunningJob, ...] | list[RunningJob] = (),
+    pending: tuple[PendingJob, ...] | list[PendingJob] = (),
+    settings: PolicySettings | None = None,
+    now: float = NOW,
+    levels: tuple[str, ...] = (),
+) -> Snapshot:
+    return Snapshot(
+        now=now,
+        nodes=nodes if nodes is not None else (node("n0"),),
+        tree=tree if tree is not None else AllocationTree.flat({"a": 0.5, "b": 0.5}),
+        usage=usage or {},
+        running=tuple(running),
+        pending=tuple(pending),
+        settings=settings or PolicySettings(),
+        topology_levels=levels,
+    )
+
+
+def placed(result: Any) -> dict[str, tuple[tuple[str, int], ...]]:
+    """job id → assignments of a CycleResult's placements."""
+    return {p.job_id: p.assignments for p in result.placements}
+
+
+def preempted(result: Any) -> dict[str, str]:
+    """victim id → the job it was preempted for."""
+    return {p.victim_id: p.for_job_id for p in result.preemptions}

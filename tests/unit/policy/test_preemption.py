@@ -1,0 +1,170 @@
+"""Preemption rules (DESIGN.md "The time-slicing contract"), through the cycle."""
+
+from __future__ import annotations
+
+import pytest
+
+from steward.policy.cycle import schedule
+from steward.policy.explain import OUTRANKED, PREEMPTING, WAITING_FOR_PROTECTION
+from steward.policy.preemption import Branches, divergence, strictly_improves
+from steward.policy.settings import PolicySettings
+from tests.unit.policy.builders import HOUR, NOW, nodes, pending, placed, preempted, running, snapshot, tree
+
+T = HOUR  # the waiting job's protection (min_runtime 1 h)
+E = 0.5 * 8 * 7 * 86400  # entitled-in-window of a half share of one 8-GPU node
+
+
+def one_node(victims, waiting, usage, settings=None, n=1):
+    return schedule(
+        snapshot(
+            nodes=nodes(n), tree=tree(a=0.5, b=0.5), usage=usage, running=victims, pending=waiting, settings=settings
+        )
+    )
+
+
+@pytest.mark.parametrize(
+    ("victim", "usage", "settings", "expected", "reason"),
+    [
+        # funded, past protection, victim's allocation far more served: preempt
+        (running("rb", "b", 8), {"a": 0, "b": 1e7}, None, {"rb": "pa"}, None),
+        # not strictly more under-served after the move: keep
+        (running("rb", "b", 8), {"a": 0, "b": 0}, None, {}, OUTRANKED),
+        # inside protection: never
+        (running("rb", "b", 8, started_at=NOW - 10), {"a": 0, "b": 1e7}, None, {}, WAITING_FOR_PROTECTION),
+        # unfunded: preemptible at once, whatever the ranks
+        (running("rb", "b", 8, funded=False, started_at=NOW - 5), {"a": 1e7, "b": 0}, None, {"rb": "pa"}, None),
+        # fair-tree: no preemption for fairness
+        (running("rb", "b", 8), {"a": 0, "b": 1e7}, PolicySettings.fair_tree(), {}, OUTRANKED),
+        # fair-tree: unfunded still preemptible
+        (running("rb", "b", 8, funded=False), {"a": 0, "b": 1e7}, PolicySettings.fair_tree(), {"rb": "pa"}, None),
+        # fifo-priority: nothing is preemptible
+        (running("rb", "b", 8), {"a": 0, "b": 1e7}, PolicySettings.fifo_priority(), {}, OUTRANKED),
+    ],
+    ids=[
+        "strict-improvement",
+        "not-more-under-served",
+        "protected",
+        "unfunded",
+        "fair-tree-funded",
+        "fair-tree-unfunded",
+        "fifo",
+    ],
+)
+def test_who_may_be_preempted(victim, usage, settings, expected, reason):
+    result = one_node([victim], [pending("pa", "a", 8)], usage, settings)
+    assert preempted(result) == expected
+    if expected:
+        p = result.preemptions[0]
+        assert p.reason == ("fair_share" if victim.funded else "unfunded")
+        assert p.grace_ends_at == NOW + 120
+        assert result.explanations["pa"].reason == PREEMPTING
+        assert p.evidence["victim"]["protected"] is False
+    else:
+        assert result.explanations["pa"].reason == reason
+
+
+def test_unfunded_waiting_work_preempts_nothing():
+    result = one_node([running("rb", "b", 8, funded=False)], [pending("pa", "a", 8, min_runtime_s=0)], {"b": 1e7})
+    assert result.preemptions == ()
+
+
+def test_strict_improvement_counts_every_gpu_taken_from_the_branch():
+    # b runs 8 GPUs; taking 4 keeps b more served than a after the move, taking all 8 does not
+    victims = [running("b1", "b", 4), running("b2", "b", 4)]
+    usage = {"a": 0.0, "b": 6 * T}
+    assert preempted(one_node(victims, [pending("pa", "a", 4)], usage)) in ({"b1": "pa"}, {"b2": "pa"})
+    assert preempted(one_node(victims, [pending("pa", "a", 8)], usage)) == {}
+
+
+@pytest.mark.parametrize(
+    ("victims", "expected"),
+    [
+        # least lost work: the recent checkpoint
+        (
+            [
+                running("old", "b", 4, last_checkpoint_at=NOW - 1000),
+                running("new", "b", 4, last_checkpoint_at=NOW - 100),
+            ],
+            {"new"},
+        ),
+        # non-resumable loses everything since its start
+        (
+            [
+                running("nores", "b", 4, last_checkpoint_at=NOW - 10, resumable=False),
+                running("res", "b", 4, last_checkpoint_at=NOW - 1000),
+            ],
+            {"res"},
+        ),
+        # equal lost work: fewest jobs (one 4-GPU job on n1 rather than two 2-GPU jobs on n0)
+        (
+            [
+                running("s1", "b", 2, on="n0", last_checkpoint_at=NOW - 100),
+                running("s2", "b", 2, on="n0", last_checkpoint_at=NOW - 100),
+                running("x", "b", 4, on="n0", last_checkpoint_at=NOW - 5000),
+                running("big", "b", 4, on="n1", last_checkpoint_at=NOW - 100),
+                running("y", "b", 4, on="n1", last_checkpoint_at=NOW - 9000),
+            ],
+            {"big"},
+        ),
+    ],
+    ids=["recent-checkpoint", "resumable", "fewest-jobs"],
+)
+def test_victims_minimise_lost_work_then_jobs(victims, expected):
+    n = len({node for v in victims for node, _ in v.placement})
+    result = one_node(victims, [pending("pa", "a", 4)], {"a": 0, "b": 1e8}, n=n)
+    assert set(preempted(result)) == expected
+
+
+def test_a_job_already_in_grace_is_not_preempted_again():
+    victim = running("rb", "b", 8, preemption_requested_at=NOW - 10)
+    result = one_node([victim], [pending("pa", "a", 8)], {"a": 0, "b": 1e7})
+    assert result.preemptions == ()
+    e = result.explanations["pa"]
+    assert e.reason == PREEMPTING and e.blocking_until == NOW - 10 + 120
+
+
+def test_grace_end_stops_the_victim():
+    victim = running("rb", "b", 8, preemption_requested_at=NOW - 121)
+    result = one_node([victim], [], {})
+    assert [(s.job_id, s.reason, s.requeue) for s in result.stops] == [("rb", "grace_ended", True)]
+
+
+def test_gang_preemption_clears_whole_nodes():
+    victims = [running("b0", "b", 8, on="n0"), running("b1", "b", 4, on="n1"), running("b1x", "b", 4, on="n1")]
+    result = one_node(victims, [pending("pa", "a", 16)], {"a": 0, "b": 1e8}, n=2)
+    assert set(preempted(result)) == {"b0", "b1", "b1x"}
+    assert "pa" not in placed(result)
+
+
+def test_preemption_evidence_carries_ranks_and_the_check():
+    result = one_node([running("rb", "b", 8)], [pending("pa", "a", 8)], {"a": 0, "b": 1e7})
+    ev = result.preemptions[0].evidence
+    assert ev["rule"] == "strict_improvement"
+    assert ev["check"]["waiting_ratio_after"] < ev["check"]["victim_ratio_after"]
+    assert ev["waiting"]["rank"]["levels"][0]["rank"] == 1
+    assert ev["victim"]["lost_gpu_s"] == result.preemptions[0].lost_gpu_s
+
+
+@pytest.mark.parametrize(
+    ("a", "b", "expected"),
+    [(("x", "y"), ("x", "z"), 1), (("x",), ("y",), 0), (("x", "y"), ("x", "y"), -1)],
+)
+def test_divergence(a, b, expected):
+    assert divergence(a, b) == expected
+
+
+def test_strictly_improves_compares_where_paths_part():
+    br = Branches({"x": 0.0, "y": 100.0}, {"x": 10.0, "y": 10.0}, {"x": 0.0, "y": 1.0})
+    ok, ev = strictly_improves(("x", "x1"), 1, ("y", "y1"), 1.0, 1.0, br)
+    assert ok and ev["level"] == 1
+    ok, _ = strictly_improves(("y", "y1"), 1, ("x", "x1"), 0.0, 1.0, br)
+    assert not ok
+    assert strictly_improves(("x",), 1, ("x",), 0.0, 1.0, br)[0] is False
+
+
+def test_gang_preemption_prefers_the_smallest_domain_then_least_lost_work():
+    ckpt = {"n0": NOW - 100, "n1": NOW - 10_000, "n2": NOW - 3000, "n3": NOW - 3000}
+    victims = [running(f"v{n}", "b", 8, on=n, last_checkpoint_at=t) for n, t in ckpt.items()]
+    result = one_node(victims, [pending("pa", "a", 16)], {"a": 0, "b": 1e9}, n=4)
+    # n0 + n2 would lose the least work, but they are in different blocks; b1 loses less than b0
+    assert set(preempted(result)) == {"vn2", "vn3"}

@@ -1,0 +1,95 @@
+"""Policy settings and the baseline presets of issue 4."""
+
+from __future__ import annotations
+
+import pytest
+
+from steward.policy.errors import InvalidSettings
+from steward.policy.settings import PRESETS, PolicySettings
+
+
+@pytest.mark.parametrize(
+    ("name", "expected"),
+    [
+        (
+            "steward",
+            {
+                "ordering": "fair_share",
+                "placement": "best_fit",
+                "reservations": True,
+                "fairness_preemption": True,
+                "usage_mode": "window",
+                "funding": True,
+            },
+        ),
+        (
+            "ai2",
+            {
+                "ordering": "fair_share",
+                "placement": "first_fit",
+                "reservations": False,
+                "fairness_preemption": True,
+                "usage_mode": "window",
+            },
+        ),
+        (
+            "fair-tree",
+            {
+                "usage_mode": "decay",
+                "half_life_s": 7 * 86400.0,
+                "fairness_preemption": False,
+                "placement": "first_fit",
+                "reservations": False,
+            },
+        ),
+        (
+            "fifo-priority",
+            {
+                "ordering": "fifo_priority",
+                "fairness_preemption": False,
+                "preemptible_after_protection": False,
+                "funding": False,
+            },
+        ),
+    ],
+)
+def test_presets_match_issue_4(name, expected):
+    s = PolicySettings.preset(name)
+    for key, value in expected.items():
+        assert getattr(s, key) == value, key
+
+
+def test_defaults_match_design():
+    s = PolicySettings()
+    assert (s.window_s, s.max_min_runtime_s, s.session_cap_s) == (7 * 86400.0, 28800.0, 28800.0)
+    assert s.session_warnings_s == (1800.0, 300.0)
+    assert set(PRESETS) == {"steward", "ai2", "fair-tree", "fifo-priority"}
+
+
+@pytest.mark.parametrize(
+    ("changes", "field"),
+    [
+        ({"window_s": 0}, "window_s"),
+        ({"usage_mode": "bogus"}, "usage_mode"),
+        ({"ordering": "bogus"}, "ordering"),
+        ({"placement": "bogus"}, "placement"),
+        ({"max_min_runtime_s": -1}, "max_min_runtime_s"),
+        ({"gpu_model_weights": {"A100": -1.0}}, "gpu_model_weights"),
+        ({"max_tree_depth": 9}, "max_tree_depth"),
+    ],
+)
+def test_bad_settings_are_refused(changes, field):
+    with pytest.raises(InvalidSettings) as info:
+        PolicySettings(**changes)
+    assert info.value.field == field
+
+
+def test_settings_are_frozen_and_serialisable():
+    s = PolicySettings(gpu_model_weights={"H100": 2.0})
+    assert s.model_weight("H100") == 2.0 and s.model_weight("V100") == 1.0
+    assert s.to_dict()["gpu_model_weights"] == {"H100": 2.0}
+    assert s.with_(window_s=10.0).window_s == 10.0
+    with pytest.raises(AttributeError):
+        s.window_s = 1.0  # type: ignore[misc]
+    with pytest.raises(InvalidSettings):
+        PolicySettings.preset("nope")
