@@ -7,7 +7,7 @@ PY := $(VENV)/bin/python
 STEWARD := $(VENV)/bin/steward
 STAMP := $(VENV)/.installed-$(shell sha1sum pyproject.toml | cut -c1-12)
 
-.PHONY: setup services up down demo test lint typecheck unit integration e2e bench-cycle schema clean
+.PHONY: setup services up down demo test lint typecheck unit integration e2e bench-cycle schema clean web web-test chromium
 
 ## setup: the Python environment and the real services' software (Kafka jars, PostgreSQL, Temporal CLI)
 setup: $(STAMP)
@@ -20,8 +20,28 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install -q -e '.[dev]'
 	rm -f $(VENV)/.installed-* && touch $@
 
+## web: the UI (web/), built into web/dist from the committed lockfile; the API serves it at /
+WEB_SRC := $(shell find web/src -type f 2>/dev/null) web/index.html web/vite.config.ts web/tsconfig.json \
+	$(wildcard schema/graphql/schema.graphql)
+
+web: web/dist/index.html
+
+web/node_modules/.ci-stamp: web/package-lock.json web/package.json
+	cd web && npm ci --no-audit --no-fund
+	touch $@
+
+web/dist/index.html: web/node_modules/.ci-stamp $(WEB_SRC)
+	cd web && npm run build
+
+web-test: web/node_modules/.ci-stamp
+	cd web && npm test
+
+## chromium: Debian's browser for the e2e tests (Playwright drives it through executable_path)
+chromium:
+	@test -x /usr/bin/chromium || { apt-get update -qq && apt-get install -y -qq chromium; }
+
 ## up / down: the whole stack (Kafka, PostgreSQL, Temporal, ledger, scheduler, API, worker, executor)
-up: setup
+up: setup web
 	$(STEWARD) up
 
 down:
@@ -32,7 +52,7 @@ demo: up
 	$(PY) -m steward.demo
 
 ## test: set everything up and run every tier (lint, types, unit, property, integration, e2e)
-test: setup lint typecheck
+test: setup web web-test chromium lint typecheck
 	$(PY) -m pytest -q -p no:cacheprovider tests
 
 lint:
@@ -47,7 +67,7 @@ unit:
 integration: setup
 	$(PY) -m pytest -q tests/integration
 
-e2e: setup
+e2e: setup web chromium
 	$(PY) -m pytest -q tests/e2e
 
 clean: down

@@ -1,0 +1,196 @@
+import { useEffect, useMemo, useState } from "react";
+import { useApp, useData } from "../context";
+import { type Allocation, fetchAllocations, fetchJobs, fetchNodes, setAllocations, whatIf, WHATIF_CANDIDATES, type WhatIfResult } from "../api/queries";
+import { CAN } from "../api/auth";
+import { firstOf, has } from "../api/schema";
+import { ErrorNote, Missing, Panel } from "../components/common";
+import { TreeTable } from "../components/TreeTable";
+import { childrenOf, editableParents, ROOT } from "../lib/tree";
+import { type ShareRow, validateShares } from "../lib/shares";
+import { formatDuration, formatPercent, formatShare } from "../lib/format";
+
+const WINDOW_S = 7 * 86400;
+
+export function TreeScreen() {
+  const { schema, identity, now } = useApp();
+  const { data, error, reload } = useData(async () => {
+    const [allocations, jobs, nodes] = await Promise.all([fetchAllocations(schema), fetchJobs(schema, {}, 1000), fetchNodes(schema)]);
+    return { allocations, jobs, nodes };
+  }, [schema]);
+  const [selected, setSelected] = useState<string | null>(null);
+  const canEdit = CAN.editAllocations(identity.role);
+  const parents = useMemo(() => (data ? editableParents(data.allocations, identity.role, identity.scope) : []), [data, identity]);
+
+  // Usage in window and burn, from jobs, where the API does not serve them (Allocation.usageInWindow).
+  const usage = useMemo(() => {
+    const m = new Map<string, { usage: number; burn: number | null }>();
+    if (!data) return m;
+    const capacity = data.nodes.reduce((s, n) => s + n.gpus, 0);
+    const byName = new Map(data.allocations.map((a) => [a.name, a]));
+    const from = now - WINDOW_S;
+    for (const j of data.jobs) {
+      if (!j.startedAt || j.funded === false) continue;
+      const end = j.endedAt ?? now;
+      const gs = Math.max(0, Math.min(end, now) - Math.max(j.startedAt, from)) * j.gpus;
+      for (let n: string | undefined = j.project, i = 0; n && byName.has(n) && i < 10; n = byName.get(n)?.parent, i++) {
+        const cur = m.get(n) ?? { usage: 0, burn: null };
+        cur.usage += gs;
+        m.set(n, cur);
+      }
+    }
+    for (const [name, u] of m) {
+      const ent = data.allocations.find((a) => a.name === name)?.entitlement ?? 0;
+      u.burn = ent && capacity ? u.usage / (ent * capacity * WINDOW_S) : null;
+    }
+    return m;
+  }, [data, now]);
+
+  useEffect(() => {
+    if (selected === null && parents.length) setSelected(identity.scope && parents.includes(identity.scope) ? identity.scope : parents.includes(ROOT) ? ROOT : parents[0]);
+  }, [parents, selected, identity.scope]);
+  const editing = selected && parents.includes(selected) ? selected : null;
+
+  return (
+    <div className="grid-tree">
+      <Panel title="Allocation tree" id="tree">
+        <ErrorNote error={error} />
+        {data ? (
+          <TreeTable rows={data.allocations} selected={selected} onSelect={setSelected} usage={usage} label="Allocation tree" testid="tree-table" />
+        ) : <p aria-busy="true">Loading…</p>}
+        {!has(schema, "Allocation.usageInWindow") && (
+          <Missing fields={["Allocation.usageInWindow", "Allocation.burn"]}>usage and burn computed in the browser from the latest 1,000 jobs over a 7-day window</Missing>
+        )}
+      </Panel>
+      <Panel title="Edit shares" id="edit">
+        {!canEdit ? (
+          <p data-testid="read-only">Read-only: your role (<strong>{identity.role}</strong>) cannot change allocations. Managers re-share their node among its children.</p>
+        ) : !data ? null : (
+          <>
+            <label htmlFor="parent-pick">Node whose children to re-share</label>
+            <select id="parent-pick" value={editing ?? ""} onChange={(e) => setSelected(e.target.value || null)}>
+              <option value="">— choose a node —</option>
+              {parents.map((p) => <option key={p} value={p}>{p}</option>)}
+            </select>
+            {editing && <ShareEditor key={editing} parent={editing} rows={data.allocations} onSaved={reload} />}
+          </>
+        )}
+      </Panel>
+    </div>
+  );
+}
+
+function ShareEditor({ parent, rows, onSaved }: { parent: string; rows: Allocation[]; onSaved: () => void }) {
+  const { schema } = useApp();
+  const kids = childrenOf(rows, parent);
+  const [texts, setTexts] = useState<Record<string, string>>(Object.fromEntries(kids.map((k) => [k.name, formatShare(k.share)])));
+  const [reason, setReason] = useState("");
+  const [touchedReason, setTouchedReason] = useState(false);
+  const [saving, setSaving] = useState(false);
+  const [result, setResult] = useState<{ ok: boolean; message: string } | null>(null);
+  const [preview, setPreview] = useState<{ loading: boolean; data: WhatIfResult | null; error: string | null }>({ loading: false, data: null, error: null });
+  const shareRows: ShareRow[] = kids.map((k) => ({ child: k.name, text: texts[k.name] ?? "", original: k.share }));
+  const v = validateShares(shareRows, reason);
+  const whatIfPath = firstOf(schema, ...WHATIF_CANDIDATES);
+
+  // The what-if re-runs (debounced) whenever the proposed shares are valid and changed.
+  const key = JSON.stringify(v.changed);
+  useEffect(() => {
+    if (!whatIfPath || !v.changed.length || v.sumError || Object.keys(v.rowErrors).length) return;
+    setPreview((p) => ({ ...p, loading: true }));
+    const timer = window.setTimeout(() => {
+      whatIf(schema, parent, v.changed).then(
+        (data) => setPreview({ loading: false, data, error: null }),
+        (err: unknown) => setPreview({ loading: false, data: null, error: err instanceof Error ? err.message : String(err) }),
+      );
+    }, 400);
+    return () => window.clearTimeout(timer);
+    // eslint-disable-next-line react-hooks/exhaustive-deps
+  }, [key, whatIfPath, parent]);
+
+  const save = async (e: React.FormEvent) => {
+    e.preventDefault();
+    setTouchedReason(true);
+    if (!v.ok) return;
+    setSaving(true);
+    setResult(null);
+    try {
+      const out = await setAllocations(schema, parent, v.changed, reason.trim());
+      setResult({ ok: out.ok, message: out.ok ? `Saved${out.raw.position ? ` at position ${out.raw.position}` : ""}. The change is in the audit stream.` : `Refused: ${out.message}` });
+      if (out.ok) {
+        setReason("");
+        setTouchedReason(false);
+        onSaved();
+      }
+    } catch (err) {
+      setResult({ ok: false, message: err instanceof Error ? err.message : String(err) });
+    } finally {
+      setSaving(false);
+    }
+  };
+
+  const pct = Math.min(100, v.total * 100);
+  return (
+    <form onSubmit={save} aria-label={`Shares of the children of ${parent}`} noValidate>
+      <table className="compact shares">
+        <caption>Children of <strong>{parent}</strong>: each share is a fraction of {parent}'s allocation</caption>
+        <thead><tr><th scope="col">child</th><th scope="col">share</th><th scope="col">now</th></tr></thead>
+        <tbody>
+          {kids.map((k) => {
+            const err = v.rowErrors[k.name];
+            return (
+              <tr key={k.name}>
+                <th scope="row"><label htmlFor={`share-${k.name}`}>{k.name}</label></th>
+                <td>
+                  <input id={`share-${k.name}`} inputMode="decimal" value={texts[k.name] ?? ""} aria-invalid={!!err}
+                    aria-describedby={err ? `share-${k.name}-err` : "sum-status"}
+                    onChange={(e) => setTexts((t) => ({ ...t, [k.name]: e.target.value }))} />
+                  {err && <span id={`share-${k.name}-err`} className="field-error">{err}</span>}
+                </td>
+                <td className="num muted">{formatShare(k.share)}</td>
+              </tr>
+            );
+          })}
+        </tbody>
+      </table>
+      <div className={`sum ${v.sumError ? "bad" : ""}`} id="sum-status" role="status" aria-live="polite" data-testid="sum-status">
+        <div className="meter" aria-hidden="true"><span className={v.sumError ? "over" : "funded"} style={{ width: `${pct}%` }} /></div>
+        {v.sumError ?? `Sum ${formatShare(v.total)} of 1 — ${formatPercent(Math.max(0, v.remaining))} of ${parent} left unallocated`}
+      </div>
+      <label htmlFor="reason">Reason (required, recorded in the audit log)</label>
+      <textarea id="reason" rows={2} value={reason} onChange={(e) => setReason(e.target.value)} onBlur={() => setTouchedReason(true)}
+        aria-invalid={touchedReason && !!v.reasonError} aria-describedby={touchedReason && v.reasonError ? "reason-err" : undefined} />
+      {touchedReason && v.reasonError && <span id="reason-err" className="field-error">{v.reasonError}</span>}
+
+      <section className="whatif" aria-labelledby="whatif-h" data-testid="whatif">
+        <h3 id="whatif-h">What-if preview</h3>
+        {!whatIfPath ? (
+          <div className="disabled" aria-disabled="true">
+            <Missing fields={["Query.whatIf(parent: String!, shares: [ShareInput!]!): WhatIfResult"]}>
+              the simulator's preview on recent history (owed vs delivered and p90 waits with and without the change) appears here once the API offers it
+            </Missing>
+          </div>
+        ) : !v.changed.length ? <p className="muted">Change a share to preview its effect on recent history.</p>
+          : preview.loading ? <p aria-busy="true">Simulating recent history…</p>
+          : preview.error ? <p className="error">{preview.error}</p>
+          : preview.data ? (
+            <>
+              {preview.data.summary && <p>{preview.data.summary}</p>}
+              <table className="compact">
+                <thead><tr><th scope="col">allocation</th><th scope="col">delivered/owed now</th><th scope="col">with change</th><th scope="col">p90 wait now</th><th scope="col">with change</th></tr></thead>
+                <tbody>{preview.data.rows.map((r) => (
+                  <tr key={r.project}><th scope="row">{r.project}</th><td>{formatPercent(r.beforeRatio, 0)}</td><td>{formatPercent(r.afterRatio, 0)}</td><td>{formatDuration(r.beforeWait)}</td><td>{formatDuration(r.afterWait)}</td></tr>
+                ))}</tbody>
+              </table>
+            </>
+          ) : null}
+      </section>
+
+      {result && <p className={result.ok ? "ok" : "error"} role={result.ok ? "status" : "alert"} data-testid="save-result">{result.message}{result.ok && <> <a href="#/audit">Open the audit explorer</a></>}</p>}
+      <div className="actions">
+        <button type="submit" disabled={saving || !v.changed.length || !!v.sumError || Object.keys(v.rowErrors).length > 0}>{saving ? "Saving…" : "Save shares"}</button>
+        <button type="button" className="ghost" onClick={() => { setTexts(Object.fromEntries(kids.map((k) => [k.name, formatShare(k.share)]))); setResult(null); }}>Reset</button>
+        {!v.changed.length && !Object.keys(v.rowErrors).length && <span className="muted">No change yet.</span>}
+      </div>
+    </form>
+  );
+}
