@@ -221,10 +221,11 @@ format_storage_once() {
     return 0
   fi
   local cid_file="$KAFKA_DIR/cluster.id" cid
-  if [[ ! -s $cid_file ]]; then
-    # a Kafka Uuid: 16 random bytes, URL-safe base64 without padding (22 chars)
+  # a Kafka Uuid: 16 random bytes, URL-safe base64 without padding (22 chars). One that starts with
+  # "-" would be read by StorageTool as an option, so draw again until it does not.
+  while [[ ! -s $cid_file || $(head -c1 "$cid_file") == "-" ]]; do
     head -c16 /dev/urandom | base64 | tr '+/' '-_' | tr -d '=\n' >"$cid_file"
-  fi
+  done
   cid="$(cat "$cid_file")"
   log "formatting KRaft storage in $DATA (cluster id $cid)"
   "$JAVA" -Xmx256m -Dlog4j2.configurationFile="$CONF/tools-log4j2.properties" -cp "$LIBS/*" \
