@@ -48,7 +48,13 @@ def services(*args: str) -> None:
 
 
 def clean_run_dir() -> None:
-    """Everything but the downloaded software goes, so each session starts from empty stores."""
+    """Everything but the downloaded software goes, so each session starts from empty stores. Steward's
+    own processes left by an earlier session (STEWARD_KEEP_SERVICES=1) are stopped first: deleting
+    their PID files alone would leave them bound to the test ports."""
+    from steward.infra.processes import OWN_PROCESSES, Paths, stop_own
+
+    for name in OWN_PROCESSES:
+        stop_own(name, Paths(TEST_RUN_DIR))
     services("down")
     for name in ("kafka/data", "kafka/cluster.id", "postgres", "temporal", "steward.db", "executor", "stack.env",
                  "pids"):
