@@ -1,44 +1,45 @@
 """The ledger service: Kafka `commands` -> decide -> event store, and the outbox relay to `events`.
 
-Offsets live in the store (auto-commit off); on partition assignment the consumer seeks to them.
+Offsets live in the store (auto-commit off). The ledger is the single writer of the store, so it takes
+every partition of the commands topic itself (`assign`, no group membership: a restart after a crash
+does not wait for the group to notice the dead member) and seeks each to its stored offset.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import os
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
-from kafka import ConsumerRebalanceListener, TopicPartition
+from kafka import TopicPartition
 from sqlalchemy import select
 
+from steward.audit.checkpoints import key_path, latest_checkpoint, load_or_create_key, make_checkpoint
+from steward.audit.snapshots import SNAPSHOT_EVERY, take_snapshots
 from steward.bus.kafka import make_consumer, make_producer
 from steward.config import Settings
 from steward.ledger.core import DeadLetter, Ledger
 from steward.store import schema
-from steward.store.eventstore import EventStore
+from steward.store.eventstore import EventStore, RecordedEvent
 
 log = logging.getLogger("steward.ledger")
 
 
-class _SeekToStored(ConsumerRebalanceListener):  # type: ignore[misc]
-    def __init__(self, ledger: Ledger, consumer: Any) -> None:
-        self.ledger = ledger
-        self.consumer = consumer
-
-    def on_partitions_revoked(self, revoked: Any) -> None:
-        pass
-
-    def on_partitions_assigned(self, assigned: Any) -> None:
-        stored = self.ledger.store.load_offsets(self.ledger.consumer_name)
-        for tp in assigned:
-            offset = stored.get((tp.topic, tp.partition))
-            if offset is None:
-                self.consumer.seek_to_beginning(tp)
-            else:
-                self.consumer.seek(tp, offset)
+def assign_all(consumer: Any, topic: str, ledger: Ledger, stop: threading.Event, timeout: float = 60.0) -> None:
+    """Take every partition of `topic` and seek each to the offset stored with the events."""
+    deadline = time.monotonic() + timeout
+    partitions = consumer.partitions_for_topic(topic)
+    while not partitions and not stop.is_set():
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"topic {topic} has no partitions (is it created?)")
+        stop.wait(0.5)
+        partitions = consumer.partitions_for_topic(topic)
+    consumer.assign([TopicPartition(topic, p) for p in sorted(partitions or ())])
+    _rewind(ledger, consumer, stop)
 
 
 class OutboxRelay:
@@ -90,20 +91,63 @@ class OutboxRelay:
                 stop.wait(1.0)
 
 
-def run_ledger(settings: Settings, stop: threading.Event | None = None) -> None:
+class Auditor:
+    """Signs a Merkle checkpoint every `checkpoint_every` events (or `checkpoint_s` seconds when events
+    came meanwhile) and saves a projection snapshot every `snapshot_every` events. Both are derived from
+    the committed log, in their own transactions: a crash here loses nothing."""
+
+    def __init__(self, settings: Settings, store: EventStore) -> None:
+        self.settings = settings
+        self.store = store
+        self.checkpoint_every = int(os.environ.get("STEWARD_CHECKPOINT_EVERY", "1000"))
+        self.checkpoint_s = float(os.environ.get("STEWARD_CHECKPOINT_SECONDS", "30"))
+        self.snapshot_every = int(os.environ.get("STEWARD_SNAPSHOT_EVERY", str(SNAPSHOT_EVERY)))
+        self.key = load_or_create_key(key_path(settings.run_dir))
+        self.last_checkpoint_at = time.monotonic()
+
+    def tick(self) -> None:
+        head = self.store.head()
+        last = latest_checkpoint(self.store)
+        size = last["tree_size"] if last else 0
+        due = head - size >= self.checkpoint_every or (
+            head > size and time.monotonic() - self.last_checkpoint_at >= self.checkpoint_s)
+        if due:
+            make_checkpoint(self.store, self.key, upto=head)
+            self.last_checkpoint_at = time.monotonic()
+        take_snapshots(self.store, self.snapshot_every, upto=head)
+
+    def run(self, stop: threading.Event) -> None:
+        while not stop.wait(1.0):
+            try:
+                self.tick()
+            except Exception:
+                log.exception("checkpoint/snapshot failed; retrying")
+                stop.wait(5.0)
+
+
+def run_ledger(settings: Settings, stop: threading.Event | None = None,
+               on_batch: Callable[[list[RecordedEvent]], None] | None = None, background: bool = True) -> None:
+    """Consume commands until `stop`; `on_batch` sees each committed batch (benchmarks); `background`
+    runs the outbox relay and the checkpoint/snapshot thread."""
     stop = stop or threading.Event()
     store = EventStore.from_url(settings.resolved_store_url)
     ledger = Ledger(store)
     log.info("ledger started at position %d", ledger.head)
-    relay = OutboxRelay(settings, store)
-    relay_thread = threading.Thread(target=relay.run, args=(stop,), name="outbox-relay", daemon=True)
-    relay_thread.start()
-    consumer = make_consumer(settings, "steward-ledger")
-    consumer.subscribe([settings.topic("commands")], listener=_SeekToStored(ledger, consumer))
+    relay_thread: threading.Thread | None = None
+    if background:
+        relay = OutboxRelay(settings, store)
+        relay_thread = threading.Thread(target=relay.run, args=(stop,), name="outbox-relay", daemon=True)
+        relay_thread.start()
+        auditor = Auditor(settings, store)
+        threading.Thread(target=auditor.run, args=(stop,), name="auditor", daemon=True).start()
+    batch = int(os.environ.get("STEWARD_LEDGER_BATCH", "2000"))
+    consumer = make_consumer(settings, f"{settings.topic_prefix}-ledger", max_poll_records=batch,
+                             fetch_max_bytes=64 * 1024 * 1024, max_partition_fetch_bytes=4 * 1024 * 1024)
     dead_producer = make_producer(settings)
     try:
+        assign_all(consumer, settings.topic("commands"), ledger, stop)
         while not stop.is_set():
-            polled = consumer.poll(timeout_ms=200, max_records=500)
+            polled = consumer.poll(timeout_ms=200, max_records=batch)
             if not polled:
                 continue
             messages: list[tuple[str, bytes | None]] = []
@@ -112,20 +156,28 @@ def run_ledger(settings: Settings, stop: threading.Event | None = None) -> None:
                 for r in records:
                     messages.append((f"{tp.topic}/{tp.partition}@{r.offset}", r.value))
                     offsets[(tp.topic, tp.partition)] = r.offset + 1
-            recorded, dead = ledger.process(messages, offsets)
-            for d in dead:
-                _dead_letter(dead_producer, settings, d)
-            if dead:
-                dead_producer.flush(timeout=10)
-            # also commit to Kafka, for visibility in consumer-group tools; the store's copy is the truth
-            consumer.commit({TopicPartition(t, p): _offset_meta(o) for (t, p), o in offsets.items()})
+            try:
+                recorded, _ = ledger.process(messages, offsets,
+                                             before_commit=lambda dead: _dead_letters(dead_producer, settings, dead))
+            except Exception as err:  # the store or the dead-letter topic is away: nothing was committed
+                log.warning("batch not recorded (%s: %s); re-reading from the stored offsets",
+                            type(err).__name__, str(err).splitlines()[0] if str(err) else "")
+                _rewind(ledger, consumer, stop)
+                continue
+            try:  # also commit to Kafka, for consumer-group tools; the store's copy is the truth
+                consumer.commit({TopicPartition(t, p): _offset_meta(o) for (t, p), o in offsets.items()})
+            except Exception as err:
+                log.info("offsets not committed to Kafka (%s); the store has them", type(err).__name__)
             if recorded:
                 log.info("recorded %d events up to position %d", len(recorded), ledger.head)
+                if on_batch is not None:
+                    on_batch(recorded)
     finally:
         consumer.close()
         dead_producer.close(timeout=5)
         stop.set()
-        relay_thread.join(timeout=5)
+        if relay_thread is not None:
+            relay_thread.join(timeout=5)
 
 
 def _offset_meta(offset: int) -> Any:
@@ -137,8 +189,34 @@ def _offset_meta(offset: int) -> Any:
         return OffsetAndMetadata(offset, "")
 
 
-def _dead_letter(producer: Any, settings: Settings, d: DeadLetter) -> None:
-    value = json.dumps({"error": d.error, "source": d.source, "at": time.time(),
-                        "raw": (d.raw or b"").decode("utf-8", "replace")[:100_000]}).encode()
-    producer.send(settings.topic("deadletter"), value=value)
-    log.warning("dead-lettered %s: %s", d.source, d.error)
+def _dead_letters(producer: Any, settings: Settings, dead: list[DeadLetter]) -> None:
+    """Publish and flush before the batch commits: a dead letter is never lost (a crash in between
+    repeats it; its `source` offset identifies it)."""
+    for d in dead:
+        value = json.dumps({"error": d.error, "source": d.source, "at": time.time(),
+                            "raw": (d.raw or b"").decode("utf-8", "replace")[:100_000]}).encode()
+        producer.send(settings.topic("deadletter"), key=d.source.encode(), value=value)
+        log.warning("dead-lettered %s: %s", d.source, d.error)
+    if dead:
+        producer.flush(timeout=30)
+
+
+def _rewind(ledger: Ledger, consumer: Any, stop: threading.Event) -> None:
+    """Seek every assigned partition back to the offsets the store holds (retrying while it is away)."""
+    delay = 0.5
+    while not stop.is_set():
+        try:
+            stored = ledger.store.load_offsets(ledger.consumer_name)
+            break
+        except Exception as err:
+            log.warning("store unavailable (%s); retrying in %.1f s", type(err).__name__, delay)
+            stop.wait(delay)
+            delay = min(delay * 2, 5.0)
+    else:
+        return
+    for tp in consumer.assignment():
+        offset = stored.get((tp.topic, tp.partition))
+        if offset is None:
+            consumer.seek_to_beginning(tp)
+        else:
+            consumer.seek(tp, offset)

@@ -3,6 +3,8 @@ transaction, the projections and the consumed Kafka offsets (DESIGN: "one transa
 
 from __future__ import annotations
 
+import hashlib
+import json
 import time
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -11,9 +13,11 @@ from typing import Any
 from sqlalchemy import Connection, Engine, create_engine, event, func, select, text
 from sqlalchemy.dialects import postgresql, sqlite
 
+from steward.audit.verifier import Row
 from steward.domain.events import Event
 from steward.store import schema
-from steward.store.hashing import GENESIS, event_hash
+from steward.store.hashing import GENESIS, REDACTED_KEY, canonical_text, event_body_text, payload_digest
+from steward.store.upcasting import upcast
 
 # Positions are allocated under this lock so that they follow commit order (readers never skip a
 # late-committing event).
@@ -35,7 +39,8 @@ class RecordedEvent:
     hash: str
 
     def as_event(self) -> Event:
-        return Event(self.stream_id, self.type, self.payload)
+        """The event as the domain folds it today: older schema versions are upcast on the way."""
+        return Event(self.stream_id, self.type, upcast(self.type, self.schema_version, self.payload))
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -67,9 +72,15 @@ class ConcurrencyError(Exception):
     """Another writer appended to a stream first (optimistic concurrency)."""
 
 
+EVENT_COLUMNS = ("position", "stream_id", "version", "type", "schema_version", "payload", "metadata",
+                 "message_id", "recorded_at", "prev_hash", "hash")
+
+
 def make_engine(url: str) -> Engine:
+    """JSON columns are written in their RFC 8785 form, so the stored text of a payload is exactly what
+    its digest covers (verification hashes the stored text without re-encoding it)."""
     if url.startswith("sqlite"):
-        engine = create_engine(url, connect_args={"timeout": 30})
+        engine = create_engine(url, connect_args={"timeout": 30}, json_serializer=canonical_text)
 
         @event.listens_for(engine, "connect")
         def _sqlite_pragmas(dbapi_conn: Any, _record: Any) -> None:
@@ -85,7 +96,30 @@ def make_engine(url: str) -> Engine:
             conn.exec_driver_sql("BEGIN IMMEDIATE")
 
         return engine
-    return create_engine(url, pool_pre_ping=True, pool_size=5, max_overflow=5)
+    return create_engine(url, pool_pre_ping=True, pool_size=5, max_overflow=5, json_serializer=canonical_text)
+
+
+_COPY_ESCAPES = str.maketrans({"\\": "\\\\", "\t": "\\t", "\n": "\\n", "\r": "\\r"})
+
+
+def _copy_value(v: Any) -> str:
+    if v is None:
+        return "\\N"
+    if isinstance(v, str):
+        return v.translate(_COPY_ESCAPES)
+    if isinstance(v, float):
+        return repr(v)
+    return str(int(v))
+
+
+def copy_rows(conn: Connection, table: str, columns: Sequence[str], rows: Iterable[Sequence[Any]]) -> None:
+    """COPY rows (str, int, float or None values; JSON already as text) into `table` in one buffer."""
+    lines = ["\t".join(map(_copy_value, r)) for r in rows]
+    if not lines:
+        return
+    cursor = conn.connection.driver_connection.cursor()  # type: ignore[union-attr]
+    with cursor.copy(f"COPY {table} ({', '.join(columns)}) FROM STDIN") as copy:
+        copy.write("\n".join(lines) + "\n")
 
 
 def row_to_recorded(row: Any) -> RecordedEvent:
@@ -141,37 +175,59 @@ class EventStore:
     def append(
         self, conn: Connection, batch: Sequence[PendingAppend], now: float | None = None
     ) -> list[RecordedEvent]:
-        """Append every event of `batch` inside the caller's transaction; returns what was recorded."""
-        recorded_at = time.time() if now is None else now
+        """Append every event of `batch` inside the caller's transaction; returns what was recorded.
+
+        Positions are taken under the head lock, so they are gap-free and in commit order."""
+        recorded_at = float(time.time() if now is None else now)
         position, prev = self.lock_head(conn)
         versions = self.stream_versions(conn, (e.stream for p in batch for e in p.events))
         out: list[RecordedEvent] = []
-        rows: list[dict[str, Any]] = []
+        texts: list[tuple[str, str]] = []
         for pending in batch:
             for stream, expected in pending.expected_versions.items():
                 if versions.get(stream, 0) != expected:
                     raise ConcurrencyError(
                         f"stream '{stream}' is at version {versions.get(stream, 0)}, expected {expected}"
                     )
+            meta_text = canonical_text(pending.metadata)
             for ev in pending.events:
                 position += 1
                 version = versions.get(ev.stream, 0) + 1
                 versions[ev.stream] = version
-                h = event_hash(
-                    prev, position=position, stream_id=ev.stream, version=version, type=ev.type,
-                    schema_version=ev.schema_version, payload=ev.payload, metadata=pending.metadata,
-                    recorded_at=recorded_at,
+                payload_text = canonical_text(ev.payload)
+                texts.append((payload_text, meta_text))
+                digest = (payload_digest(ev.payload) if REDACTED_KEY in ev.payload
+                          else hashlib.sha256(payload_text.encode("utf-8")).hexdigest())
+                body = event_body_text(
+                    position=position, stream_id=ev.stream, version=version, type=ev.type,
+                    schema_version=ev.schema_version, payload_sha256=digest,
+                    metadata_text=meta_text, message_id=pending.message_id, recorded_at=recorded_at,
                 )
-                rec = RecordedEvent(
+                h = hashlib.sha256((prev + body).encode("utf-8")).hexdigest()
+                out.append(RecordedEvent(
                     position, ev.stream, version, ev.type, ev.schema_version, ev.payload,
                     pending.metadata, pending.message_id, recorded_at, prev, h,
-                )
+                ))
                 prev = h
-                out.append(rec)
-                rows.append(rec.to_dict())
-        if rows:
-            conn.execute(schema.events.insert(), rows)
+        self.insert_recorded(conn, out, texts)
         return out
+
+    def insert_recorded(self, conn: Connection, records: Sequence[RecordedEvent],
+                        texts: Sequence[tuple[str, str]] | None = None) -> None:
+        """Insert already-hashed events (with their payload and metadata canonical texts, when known):
+        COPY on PostgreSQL, executemany on SQLite."""
+        if not records:
+            return
+        if texts is None:
+            texts = [(canonical_text(r.payload), canonical_text(r.metadata)) for r in records]
+        if self.dialect == "postgresql":
+            copy_rows(conn, "events", EVENT_COLUMNS, (
+                (r.position, r.stream_id, r.version, r.type, r.schema_version, p, m, r.message_id, r.recorded_at,
+                 r.prev_hash, r.hash) for r, (p, m) in zip(records, texts, strict=True)))
+            return
+        conn.execute(text(
+            f"INSERT INTO events ({', '.join(EVENT_COLUMNS)}) VALUES ({', '.join(':' + c for c in EVENT_COLUMNS)})"),
+            [r.to_dict() | {"payload": p, "metadata": m} for r, (p, m) in zip(records, texts, strict=True)])
 
     def seen_messages(self, conn: Connection, message_ids: Iterable[str]) -> set[str]:
         ids = sorted(set(message_ids))
@@ -185,7 +241,9 @@ class EventStore:
         return {r[0] for r in rows}
 
     def mark_processed(self, conn: Connection, items: Sequence[tuple[str, int | None]]) -> None:
-        if items:
+        if items and self.dialect == "postgresql":
+            copy_rows(conn, "processed_messages", ("message_id", "position"), items)
+        elif items:
             conn.execute(
                 schema.processed_messages.insert(),
                 [{"message_id": m, "position": p} for m, p in items],
@@ -257,6 +315,70 @@ class EventStore:
             rows = conn.execute(q).all()
             conn.rollback()
         return [row_to_recorded(r) for r in rows]
+
+    def rows(self, after: int = 0, to: int | None = None, batch: int = 50_000) -> Iterator[Row]:
+        """The log as the chain check reads it: payload and metadata as their stored (canonical) text."""
+        upper = "" if to is None else " AND position <= :to"
+        sql = (
+            "SELECT position, stream_id, version, type, schema_version, CAST(payload AS TEXT), "
+            "CAST(metadata AS TEXT), message_id, recorded_at, prev_hash, hash FROM events "
+            f"WHERE position > :after{upper} ORDER BY position LIMIT :limit"
+        )
+        with self.engine.connect() as conn:
+            while True:
+                params: dict[str, Any] = {"after": after, "limit": batch}
+                if to is not None:
+                    params["to"] = to
+                chunk = conn.execute(text(sql), params).all()
+                if not chunk:
+                    break
+                for r in chunk:
+                    yield Row(int(r[0]), str(r[1]), int(r[2]), str(r[3]), int(r[4]), str(r[5]), str(r[6]),
+                              r[7], float(r[8]), str(r[9]), str(r[10]))
+                after = chunk[-1][0]
+                if len(chunk) < batch:
+                    break
+            conn.rollback()
+
+    def fold_rows(self, after: int = 0, to: int | None = None,
+                  batch: int = 50_000) -> Iterator[tuple[int, str, str, int, dict[str, Any], float, str]]:
+        """(position, stream_id, type, schema_version, payload, recorded_at, hash) for folding, through
+        the driver's cursor (no ORM rows: a rebuild reads millions)."""
+        mark = "%s" if self.dialect == "postgresql" else "?"
+        upper = f" AND position <= {mark}" if to is not None else ""
+        sql = (f"SELECT position, stream_id, type, schema_version, CAST(payload AS TEXT), recorded_at, hash "
+               f"FROM events WHERE position > {mark}{upper} ORDER BY position LIMIT {int(batch)}")
+        loads = json.loads
+        with self.engine.connect() as conn:
+            cursor = conn.connection.driver_connection.cursor()  # type: ignore[union-attr]
+            try:
+                while True:
+                    cursor.execute(sql, (after, to) if to is not None else (after,))
+                    chunk = cursor.fetchall()
+                    for p, sid, t, sv, payload, at, h in chunk:
+                        yield p, sid, t, sv, loads(payload), at, h
+                    if len(chunk) < batch:
+                        break
+                    after = chunk[-1][0]
+            finally:
+                cursor.close()
+                conn.rollback()
+
+    def position_at(self, at: float) -> int:
+        """The last position recorded at or before `at` (0 when none)."""
+        with self.engine.connect() as conn:
+            value = conn.execute(
+                select(func.max(schema.events.c.position)).where(schema.events.c.recorded_at <= at)
+            ).scalar()
+            conn.rollback()
+        return int(value or 0)
+
+    def head_hash(self) -> tuple[int, str]:
+        with self.engine.connect() as conn:
+            row = conn.execute(select(schema.events.c.position, schema.events.c.hash)
+                               .order_by(schema.events.c.position.desc()).limit(1)).first()
+            conn.rollback()
+        return (int(row.position), str(row.hash)) if row else (0, GENESIS)
 
     def head(self) -> int:
         with self.engine.connect() as conn:

@@ -9,9 +9,11 @@ from sqlalchemy import (
     Float,
     Index,
     Integer,
+    LargeBinary,
     MetaData,
     String,
     Table,
+    Text,
     UniqueConstraint,
 )
 
@@ -34,6 +36,34 @@ events = Table(
     UniqueConstraint("stream_id", "version", name="uq_events_stream_version"),
     Index("ix_events_message_id", "message_id"),
     Index("ix_events_type", "type"),
+    Index("ix_events_recorded_at", "recorded_at"),
+)
+
+# Signed RFC 6962 Merkle checkpoints over the event hashes (append-only, like the events).
+checkpoints = Table(
+    "checkpoints",
+    metadata,
+    Column("tree_size", BigInteger().with_variant(Integer, "sqlite"), primary_key=True, autoincrement=False),
+    Column("root", String(64), nullable=False),
+    Column("head_hash", String(64), nullable=False),
+    Column("created_at", Float, nullable=False),
+    Column("key_id", String(16), nullable=False),
+    Column("public_key", Text, nullable=False),
+    Column("signature", Text, nullable=False),
+    Column("frontier", JSON, nullable=False),
+)
+
+# Projection snapshots (a cache: derived from the log, checked by digest, rebuilt when unreadable).
+snapshots = Table(
+    "snapshots",
+    metadata,
+    Column("position", BigInteger().with_variant(Integer, "sqlite"), primary_key=True, autoincrement=False),
+    Column("recorded_at", Float, nullable=False),
+    Column("head_hash", String(64), nullable=False),
+    Column("format", String(40), nullable=False),
+    Column("digest", String(64), nullable=False),
+    Column("state", LargeBinary, nullable=False),
+    Index("ix_snapshots_recorded_at", "recorded_at"),
 )
 
 consumer_offsets = Table(

@@ -82,3 +82,26 @@ def test_restarted_ledger_folds_the_same_state(store: EventStore) -> None:
     ledger.process([msg(c) for c in [*TREE, SubmitJob("j1", "a1", 1, 0, ["true"])]], {})
     again, head = fold(store)
     assert again == ledger.state and head == ledger.head
+
+
+def test_an_oversized_message_is_dead_lettered_unread_and_the_rest_goes_on(store: EventStore) -> None:
+    ledger = Ledger(store, max_message_bytes=1024)
+    big = Envelope("big", "SetAllocations", "k", {"parent": "cluster", "shares": {}, "reason": "x" * 2000}).encode()
+    recorded, dead = ledger.process([("t/0@1", big), msg(TREE[0])], {("t", 0): 2})
+    assert [d.source for d in dead] == ["t/0@1"] and dead[0].error.startswith("oversized: ")
+    assert [r.type for r in recorded] == ["AllocationsSet"]
+
+
+def test_dead_letters_are_handed_over_before_the_batch_commits(store: EventStore) -> None:
+    """If the dead-letter topic cannot take them, the batch (and the offsets that skip them) is not
+    committed: the messages are read again."""
+    def unavailable(dead: list[object]) -> None:
+        assert len(dead) == 1
+        raise ConnectionError("dead-letter topic unavailable")
+
+    ledger = Ledger(store)
+    with pytest.raises(ConnectionError):
+        ledger.process([("t/0@0", b"junk"), msg(TREE[0])], {("t", 0): 2}, before_commit=unavailable)
+    assert store.load_offsets("ledger") == {} and store.head() == 0 and ledger.head == 0
+    ledger.process([("t/0@0", b"junk"), msg(TREE[0])], {("t", 0): 2}, before_commit=lambda dead: None)
+    assert store.load_offsets("ledger") == {("t", 0): 2} and store.head() == 1

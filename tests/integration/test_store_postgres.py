@@ -1,0 +1,130 @@
+"""The store on PostgreSQL: the shared contract suite, positions in commit order under concurrency,
+and an append-only log that neither the application nor the owner can change."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+from sqlalchemy import Engine, text
+from sqlalchemy.exc import DBAPIError, InternalError, ProgrammingError
+
+from steward.audit.verify import verify
+from steward.domain.events import Event
+from steward.store.eventstore import EventStore, PendingAppend
+from tests.integration.pg import pg_owner, pg_store, pg_tamper, store_test_urls
+from tests.unit.store.contract import StoreContract, Tamper
+
+pytestmark = pytest.mark.integration
+
+__all__ = ["pg_owner", "pg_store", "pg_tamper"]
+
+
+@pytest.fixture()
+def store(pg_store: EventStore) -> EventStore:
+    return pg_store
+
+
+@pytest.fixture()
+def tamper(pg_tamper: Tamper) -> Tamper:
+    return pg_tamper
+
+
+class TestPostgresStore(StoreContract):
+    pass
+
+
+def append_one(store: EventStore, stream: str, hold_s: float = 0.0, started: threading.Event | None = None) -> int:
+    with store.engine.begin() as conn:
+        (rec,) = store.append(conn, [PendingAppend([Event(stream, "X", {"s": stream})], {"actor": "t"})])
+        if started is not None:
+            started.set()
+        time.sleep(hold_s)
+    return rec.position
+
+
+def test_a_slow_transaction_holding_a_lower_position_is_never_skipped_by_a_tailing_reader(
+        pg_store: EventStore) -> None:
+    append_one(pg_store, "before")
+    slow_started = threading.Event()
+    results: dict[str, int] = {}
+    slow = threading.Thread(target=lambda: results.__setitem__("slow", append_one(pg_store, "slow", 1.5, slow_started)))
+    slow.start()
+    assert slow_started.wait(10)
+    fast = threading.Thread(target=lambda: results.__setitem__("fast", append_one(pg_store, "fast")))
+    fast.start()
+    # a reader tailing the log the usual way: everything after the last position it saw
+    seen: list[int] = []
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and len(seen) < 3:
+        for rec in pg_store.read(after=seen[-1] if seen else 0):
+            seen.append(rec.position)
+        if len(seen) == 1:
+            assert "fast" not in results, "a later append committed while a lower position was still open"
+        time.sleep(0.02)
+    slow.join(10)
+    fast.join(10)
+    assert results == {"slow": 2, "fast": 3}
+    assert seen == [1, 2, 3]  # nothing skipped: the fast append waited for the slow one's commit
+
+
+def test_concurrent_writers_get_gap_free_positions_and_one_chain(pg_store: EventStore) -> None:
+    def writer(n: int) -> None:
+        for i in range(25):
+            append_one(pg_store, f"w{n}-{i % 3}")
+
+    threads = [threading.Thread(target=writer, args=(n,)) for n in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert [r.position for r in pg_store.read()] == list(range(1, 101))
+    report = verify(pg_store)
+    assert report["ok"] and report["events"] == 100, report
+
+
+@pytest.mark.parametrize("statement", [
+    "UPDATE events SET type = 'Y' WHERE position = 1",
+    "DELETE FROM events WHERE position = 1",
+    "TRUNCATE events",
+    "UPDATE checkpoints SET root = 'x'",
+    "DELETE FROM checkpoints",
+])
+def test_the_application_role_cannot_change_history(pg_store: EventStore, statement: str) -> None:
+    append_one(pg_store, "a")
+    with pytest.raises(ProgrammingError, match="permission denied"), pg_store.engine.begin() as conn:
+        conn.execute(text(statement))
+    assert [r.type for r in pg_store.read()] == ["X"]
+
+
+@pytest.mark.parametrize("statement", [
+    "UPDATE events SET type = 'Y' WHERE position = 1",
+    "DELETE FROM events WHERE position = 1",
+    "TRUNCATE events",
+])
+def test_even_the_owner_is_refused_by_the_append_only_trigger(pg_store: EventStore, pg_owner: Engine,
+                                                              statement: str) -> None:
+    append_one(pg_store, "a")
+    with pytest.raises((InternalError, DBAPIError), match="append-only"), pg_owner.begin() as conn:
+        conn.execute(text(statement))
+    assert [r.type for r in pg_store.read()] == ["X"]
+
+
+def test_the_application_may_insert_and_read_events(pg_store: EventStore) -> None:
+    assert append_one(pg_store, "a") == 1
+    assert store_test_urls()[0].startswith("postgresql+psycopg://steward_app:")
+    with pg_store.engine.connect() as conn:
+        assert conn.execute(text("SELECT current_user")).scalar() == "steward_app"
+
+
+@pytest.mark.parametrize("now", [1_700_000_000.0, 1_700_000_000.123456, 0.5, 1e-7, 123456789012345678.0])
+def test_the_server_side_check_hashes_exactly_as_the_python_one(pg_store: EventStore, now: float) -> None:
+    odd = ['quo"te', "back\\slash", "tab\tnew\nline", "ünïcødé ✓", "ctl\x01", "plain"]
+    with pg_store.engine.begin() as conn:
+        pg_store.append(conn, [PendingAppend([Event(s, s, {"v": s, "f": 0.1, "n": [1.5e300, -0.0]}) for s in odd],
+                                             {"actor": "é\"", "k": None}, None),
+                               PendingAppend([Event("x", "X", {})], {}, "mid-\u2028")], now)
+    fast, slow = verify(pg_store, checkpoints=False), verify(pg_store, independent=True, checkpoints=False)
+    assert fast["engine"] == "postgresql" and slow["engine"] == "python"
+    assert fast["ok"] and slow["ok"] and fast["head_hash"] == slow["head_hash"], (fast, slow)
