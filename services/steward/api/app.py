@@ -1,45 +1,319 @@
-"""The API process: Strawberry's GraphQL app on Starlette, served by uvicorn on loopback."""
+"""The API process: Strawberry's GraphQL app on Starlette, served by uvicorn on loopback.
+
+In front of GraphQL, a guard refuses before any resolver runs: bodies over the size limit (413), missing
+or invalid bearer tokens (401), and requests over the token's rate (429). Inside, the schema's
+extensions refuse documents that are too deep, too long or have too many aliases, and mask internal
+errors. Websockets speak graphql-transport-ws only, check the Origin of the handshake, authenticate in
+`connection_init` (or the handshake's Authorization header) and cap subscriptions per connection.
+"""
 
 from __future__ import annotations
 
+import asyncio
+import logging
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from datetime import timedelta
+from pathlib import Path
 from typing import Any
 
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route, WebSocketRoute
+from starlette.staticfiles import StaticFiles
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from starlette.websockets import WebSocket
 from strawberry.asgi import GraphQL
+from strawberry.exceptions import ConnectionRejectionError
+from strawberry.extensions import SchemaExtension
+from strawberry.subscriptions import GRAPHQL_TRANSPORT_WS_PROTOCOL
+from strawberry.types.graphql import OperationType
 
-from steward.api.commands import CommandGateway
-from steward.api.schema import schema
-from steward.bus.kafka import CommandPublisher
+from steward.api.commands import CommandGateway, Gateway
+from steward.api.context import Context, Services, UserError
+from steward.api.readmodel import ReadModel
+from steward.api.schema import build_schema
+from steward.api.settings import ApiSettings, get_api_settings
+from steward.api.tail import HeadWatch
+from steward.auth.authenticate import Authenticator, bearer
+from steward.auth.denials import Denial, DenialRecorder
+from steward.auth.jwt import JwtVerifier
+from steward.auth.principal import Principal
+from steward.auth.ratelimit import RateLimiter
+from steward.auth.tokens import TokenError, TokenStore
 from steward.config import Settings
 from steward.store.eventstore import EventStore
 
-
-class StewardGraphQL(GraphQL[dict[str, Any], None]):
-    def __init__(self, store: EventStore, gateway: CommandGateway) -> None:
-        super().__init__(schema)
-        self.store = store
-        self.gateway = gateway
-
-    async def get_context(self, request: Any, response: Any = None) -> dict[str, Any]:
-        return {"store": self.store, "gateway": self.gateway, "request": request,
-                "actor": "anonymous", "role": "admin"}
+log = logging.getLogger("steward.api")
+GRAPHQL_PATH = "/graphql"
+WEB_DIST = Path(__file__).resolve().parents[3] / "web" / "dist"
 
 
-def create_app(settings: Settings) -> Starlette:
-    store = EventStore.from_url(settings.resolved_store_url)
-    publisher = CommandPublisher(settings)
-    gateway = CommandGateway(publisher, store, settings.mutation_timeout_s)
+def _error(status: int, message: str, code: str, headers: dict[str, str] | None = None) -> JSONResponse:
+    return JSONResponse({"data": None, "errors": [{"message": message, "extensions": {"code": code}}]},
+                        status_code=status, headers=headers)
+
+
+def _client(scope: Scope) -> str:
+    client = scope.get("client")
+    return str(client[0]) if client else ""
+
+
+class ResultCache:
+    """Answers to queries, per (principal, request body, store head, time bucket): the projections only
+    change when the head moves, and the figures age in buckets. A request whose execution recorded a
+    denial, ran a mutation or read data outside the log is never stored."""
+
+    def __init__(self, size: int, bucket_s: float) -> None:
+        self.size = size
+        self.bucket_s = bucket_s
+        self._entries: dict[tuple[Any, ...], tuple[int, list[tuple[bytes, bytes]], bytes]] = {}
+        self._version: tuple[int, int] = (-1, -1)
+
+    def version(self, head: int) -> tuple[int, int]:
+        v = (head, int(time.time() // self.bucket_s))
+        if v != self._version:
+            self._entries.clear()
+            self._version = v
+        return v
+
+    def get(self, key: tuple[Any, ...]) -> tuple[int, list[tuple[bytes, bytes]], bytes] | None:
+        return self._entries.get(key)
+
+    def put(self, key: tuple[Any, ...], value: tuple[int, list[tuple[bytes, bytes]], bytes]) -> None:
+        if key[-1] != self._version:
+            return
+        if len(self._entries) >= self.size:
+            self._entries.pop(next(iter(self._entries)))
+        self._entries[key] = value
+
+
+class Guard:
+    """Size limit, authentication and rate limit for HTTP GraphQL requests, before any resolver; then the
+    result cache."""
+
+    def __init__(self, app: ASGIApp, services: Services, limiter: RateLimiter, ide: bool) -> None:
+        self.app = app
+        self.services = services
+        self.limiter = limiter
+        self.max_body = services.settings.api_max_body_bytes
+        self.ide = ide
+        s = services.settings
+        self.cache = ResultCache(s.api_result_cache_size, services.read.figures_ttl_s) if s.api_result_cache \
+            else None
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope["path"] != GRAPHQL_PATH:
+            await self.app(scope, receive, send)
+            return
+        if scope["method"] != "POST":
+            if self.ide and scope["method"] == "GET":
+                await self.app(scope, receive, send)
+                return
+            await _error(405, "GraphQL is served over POST", "METHOD_NOT_ALLOWED", {"Allow": "POST"})(
+                scope, receive, send)
+            return
+        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
+        declared = headers.get("content-length")
+        if declared is not None and (not declared.isdigit() or int(declared) > self.max_body):
+            await _error(413, f"request body over {self.max_body} bytes", "PAYLOAD_TOO_LARGE")(scope, receive, send)
+            return
+        body = bytearray()
+        while True:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                return
+            body.extend(message.get("body", b""))
+            if len(body) > self.max_body:
+                await _error(413, f"request body over {self.max_body} bytes", "PAYLOAD_TOO_LARGE")(
+                    scope, receive, send)
+                return
+            if not message.get("more_body", False):
+                break
+        client = _client(scope)
+        principal = await self._authenticate(headers.get("authorization"), client)
+        if principal is None:
+            await _error(401, "not authenticated: send 'Authorization: Bearer <token>' with a valid token "
+                              "(steward token create)", "UNAUTHENTICATED",
+                         {"WWW-Authenticate": 'Bearer realm="steward"'})(scope, receive, send)
+            return
+        wait = self.limiter.take(principal.rate_key)
+        if wait > 0:
+            await _error(429, f"rate limit: retry in {wait:.1f} s", "RATE_LIMITED",
+                         {"Retry-After": str(max(1, round(wait)))})(scope, receive, send)
+            return
+        state = scope.setdefault("state", {})
+        state["principal"] = principal
+        sent = False
+
+        async def replay() -> Message:
+            nonlocal sent
+            if not sent:
+                sent = True
+                return {"type": "http.request", "body": bytes(body), "more_body": False}
+            return await receive()
+
+        cache = self.cache
+        if cache is None:
+            await self.app(scope, replay, send)
+            return
+        read = self.services.read
+        head = read.fresh_head()
+        if head is None:
+            head = await asyncio.to_thread(read.head)
+        key = (principal, bytes(body), cache.version(head))
+        hit = cache.get(key)
+        if hit is not None:
+            status, cached_headers, content = hit
+            await send({"type": "http.response.start", "status": status, "headers": cached_headers})
+            await send({"type": "http.response.body", "body": content})
+            return
+        flag = state["cache"] = {"ok": True}
+        start: dict[str, Any] = {}
+        chunks: list[bytes] = []
+
+        async def capture(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                start.update(message)
+            elif message["type"] == "http.response.body":
+                chunks.append(message.get("body", b""))
+                if not message.get("more_body", False) and flag["ok"] and start.get("status") == 200:
+                    cache.put(key, (200, list(start.get("headers", [])), b"".join(chunks)))
+            await send(message)
+
+        await self.app(scope, replay, capture)
+
+    async def _authenticate(self, header: str | None, client: str) -> Principal | None:
+        token = bearer(header)
+        try:
+            if token is None:
+                raise TokenError("no bearer token")
+            return await authenticate(self.services.auth, token)
+        except TokenError as err:
+            # unauthenticated attempts are limited per client address, then recorded
+            if self.limiter.take(f"addr:{client}") == 0:
+                await asyncio.to_thread(self.services.denials.record, None,
+                                        Denial("authenticate", "*", str(err)), client)
+            return None
+
+
+async def authenticate(auth: Authenticator, token: str) -> Principal:
+    hit = auth._cache.get(token)
+    if hit is not None and auth.clock() - hit[0] < auth.cache_s:
+        return hit[1]
+    return await asyncio.to_thread(auth.authenticate, token)
+
+
+class RateLimitWebsocketOperations(SchemaExtension):
+    """HTTP requests are charged by the guard; operations sent over a websocket are charged here. Only a
+    query's answer may be cached."""
+
+    limiter: RateLimiter | None = None
+
+    def on_execute(self) -> Iterator[None]:
+        ctx = self.execution_context.context
+        if isinstance(ctx, Context) and self.execution_context.operation_type is not OperationType.QUERY:
+            ctx.no_cache()
+        if self.limiter is not None and isinstance(ctx, Context) and isinstance(ctx.request, WebSocket) \
+                and ctx.principal is not None:
+            wait = self.limiter.take(ctx.principal.rate_key)
+            if wait > 0:
+                raise UserError(f"rate limit: retry in {wait:.1f} s", "RATE_LIMITED")
+        yield
+
+
+class StewardGraphQL(GraphQL[Context, None]):
+    def __init__(self, services: Services, limiter: RateLimiter,
+                 extra_extensions: Sequence[SchemaExtension | type[SchemaExtension]] = ()) -> None:
+        s = services.settings
+        ws_ext = type("RateLimitWs", (RateLimitWebsocketOperations,), {"limiter": limiter})
+        schema = build_schema(max_depth=s.api_max_depth, max_tokens=s.api_max_tokens, max_aliases=s.api_max_aliases,
+                              introspection=s.introspection, extra=[ws_ext, *extra_extensions])
+        super().__init__(
+            schema,
+            graphql_ide="graphiql" if s.api_mode == "development" else None,
+            allow_queries_via_get=False,
+            subscription_protocols=(GRAPHQL_TRANSPORT_WS_PROTOCOL,),
+            connection_init_wait_timeout=timedelta(seconds=10),
+            max_subscriptions_per_connection=s.api_max_subscriptions_per_connection,
+            allowed_origins=s.allowed_origins,
+        )
+        self.services = services
+        self.limiter = limiter
+
+    async def get_context(self, request: Any, response: Any = None) -> Context:
+        principal, cache = None, None
+        if isinstance(request, Request):
+            state = request.scope.get("state", {})
+            principal, cache = state.get("principal"), state.get("cache")
+        return Context(self.services, request, response, principal, _client(request.scope), cache=cache)
+
+    async def on_ws_connect(self, context: Context) -> None:
+        params = context.connection_params or {}
+        raw = params.get("Authorization") or params.get("authorization")
+        token = bearer(raw) if isinstance(raw, str) else None
+        if token is None and isinstance(params.get("token"), str):
+            token = params["token"]
+        if token is None:
+            token = bearer(context.request.headers.get("authorization"))
+        try:
+            if token is None:
+                raise TokenError("no bearer token")
+            context.principal = await authenticate(self.services.auth, token)
+        except TokenError as err:
+            if self.limiter.take(f"addr:{context.client}") == 0:
+                await asyncio.to_thread(self.services.denials.record, None,
+                                        Denial("authenticate", "websocket", str(err)), context.client)
+            raise ConnectionRejectionError() from None
+        if self.limiter.take(context.principal.rate_key) > 0:
+            raise ConnectionRejectionError()
+
+
+@dataclass
+class Built:
+    app: Starlette
+    services: Services
+
+
+def build_app(settings: Settings, api: ApiSettings, *, store: EventStore | None = None,
+              gateway: Gateway | None = None,
+              extra_extensions: Sequence[SchemaExtension | type[SchemaExtension]] = ()) -> Built:
+    store = store or EventStore.from_url(settings.resolved_store_url)
+    if gateway is None:
+        from steward.bus.kafka import CommandPublisher
+
+        gateway = CommandGateway(CommandPublisher(settings), store, settings.mutation_timeout_s)
+    jwt_config = api.jwt_config()
+    tokens = TokenStore(store)
+    services = Services(
+        settings=api, store=store, gateway=gateway, read=ReadModel(store), tokens=tokens,
+        auth=Authenticator(tokens, JwtVerifier(jwt_config) if jwt_config.enabled else None, api.api_auth_cache_s),
+        denials=DenialRecorder(store), heads=HeadWatch(store, api.api_subscription_poll_s),
+    )
+    limiter = RateLimiter(api.api_rate_per_s, api.api_rate_burst)
+    graphql = StewardGraphQL(services, limiter, extra_extensions)
 
     async def healthz(_: Request) -> JSONResponse:
-        return JSONResponse({"ok": True, "head": store.head()})
+        return JSONResponse({"ok": True, "head": await asyncio.to_thread(store.head)})
 
-    graphql = StewardGraphQL(store, gateway)
+    async def shutdown() -> None:
+        await services.heads.close()
+        gateway.close()
+
     app = Starlette(routes=[
         Route("/healthz", healthz),
-        Route("/graphql", graphql, methods=["GET", "POST"]),
-        WebSocketRoute("/graphql", graphql),
-    ], on_shutdown=[publisher.close])
-    return app
+        Route(GRAPHQL_PATH, graphql, methods=["GET", "POST"]),
+        WebSocketRoute(GRAPHQL_PATH, graphql),
+    ], on_shutdown=[shutdown])
+    if WEB_DIST.is_dir():  # the web UI (`make web`), mounted after /graphql and /healthz
+        app.mount("/", StaticFiles(directory=WEB_DIST, html=True), name="web")
+    app.add_middleware(Guard, services=services, limiter=limiter, ide=api.api_mode == "development")
+    return Built(app, services)
+
+
+def create_app(settings: Settings, api: ApiSettings | None = None) -> Starlette:
+    return build_app(settings, api or get_api_settings()).app
+
+

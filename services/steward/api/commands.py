@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import asyncio
+import threading
 import time
 from dataclasses import dataclass
+from typing import Protocol
 
 from steward.bus.envelope import command_envelope
 from steward.bus.kafka import CommandPublisher
 from steward.domain.commands import Command
+from steward.ledger.core import Ledger
 from steward.store.eventstore import EventStore, RecordedEvent
 
 
@@ -25,8 +28,20 @@ class Outcome:
     def rejected(self) -> RecordedEvent | None:
         return next((e for e in self.events if e.type == "CommandRejected"), None)
 
+    @property
+    def position(self) -> int:
+        return self.events[-1].position if self.events else 0
+
+
+class Gateway(Protocol):
+    async def execute(self, command: Command, *, actor: str, role: str) -> Outcome: ...
+
+    def close(self) -> None: ...
+
 
 class CommandGateway:
+    """The production path: Kafka `commands` topic -> ledger -> store; the outcome is found by message id."""
+
     def __init__(self, publisher: CommandPublisher, store: EventStore, timeout_s: float) -> None:
         self.publisher = publisher
         self.store = store
@@ -47,3 +62,28 @@ class CommandGateway:
             f"command {env.id} was published but no outcome was recorded within {self.timeout_s:.0f} s; "
             "is the ledger running? (steward doctor)"
         )
+
+    def close(self) -> None:
+        self.publisher.close()
+
+
+class LocalGateway:
+    """The ledger in this process (no Kafka): for tests, benchmarks and a single-process embedding.
+    Decides and records through the same `Ledger` unit of work the ledger service runs."""
+
+    def __init__(self, store: EventStore) -> None:
+        self.ledger = Ledger(store, consumer_name="local")
+        self._lock = threading.Lock()
+
+    def _process(self, raw: bytes) -> None:
+        with self._lock:
+            self.ledger.process([("local", raw)], {})
+
+    async def execute(self, command: Command, *, actor: str, role: str) -> Outcome:
+        env = command_envelope(command, actor=actor, role=role)
+        await asyncio.to_thread(self._process, env.encode())
+        events = await asyncio.to_thread(self.ledger.store.by_message, env.id)
+        return Outcome(env.id, events)
+
+    def close(self) -> None:
+        pass

@@ -1,167 +1,132 @@
-"""The GraphQL schema (Strawberry): queries over projections, mutations that publish commands to Kafka
-and wait for their outcome. Business outcomes are union payloads; top-level errors are system faults."""
+"""The GraphQL schema (Strawberry): queries over the projections and the log, mutations that publish
+commands to Kafka and wait for their outcome, subscriptions that follow the log.
+
+Authorisation happens in every resolver, on every id: a principal sees only what its role and scopes
+allow (steward.auth.access); anything else is answered exactly as if it did not exist, and the denial is
+recorded. Business outcomes of mutations are union payloads; top-level errors are system faults, or
+typed user errors (`extensions.code`) for role-level refusals and bad arguments.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import uuid
-from typing import Annotated, Any, cast
+from collections.abc import AsyncGenerator, Sequence
+from typing import Any
 
 import strawberry
-from strawberry.scalars import JSON
+from strawberry.extensions import (
+    AddValidationRules,
+    MaskErrors,
+    MaxAliasesLimiter,
+    MaxTokensLimiter,
+    ParserCache,
+    QueryDepthLimiter,
+    SchemaExtension,
+    ValidationCache,
+)
 from strawberry.types import Info
 
-from steward.api.commands import CommandGateway, Outcome
-from steward.api.queries import allocation_state, job_row, job_rows, node_rows
-from steward.domain.commands import RegisterNode, SetAllocations, SubmitJob
-from steward.domain.decide import require_known_project, require_valid_job_shape
+from steward.api import audit, fields
+from steward.api.commands import Outcome, OutcomeTimeout
+from steward.api.context import BadInput, Context, UserError
+from steward.api.explain import WAITING, derive_pending, why_pending, why_preempted
+from steward.api.figures import DEFAULT_WINDOW_S
+from steward.api.payloads import (
+    AllocationsChanged,
+    CancelJobResult,
+    CreateTokenResult,
+    DrainNodeResult,
+    EventFilter,
+    InvalidInput,
+    JobAccepted,
+    JobCancelled,
+    JobFilter,
+    NodeDraining,
+    NodeRegistered,
+    NodeResumed,
+    NotAuthorised,
+    OpenSessionInput,
+    OpenSessionResult,
+    PolicyInput,
+    RegisterNodeInput,
+    RegisterNodeResult,
+    Rejected,
+    RestoreSessionResult,
+    ResumeNodeResult,
+    RevokeTokenResult,
+    SessionOpened,
+    SessionRestored,
+    SetAllocationsResult,
+    SetPolicyResult,
+    ShareInput,
+    SubmitJobInput,
+    SubmitJobResult,
+    TokenCreated,
+    TokenRevoked,
+)
+from steward.api.readmodel import Snapshot
+from steward.api.types import (
+    AccessDenial,
+    AccessDenialConnection,
+    Allocation,
+    AllocationAt,
+    ApiToken,
+    Domain,
+    Event,
+    EventConnection,
+    EventEdge,
+    Explanation,
+    Job,
+    JobAt,
+    JobConnection,
+    JobEdge,
+    Me,
+    Node,
+    NodeAt,
+    NodeOccupancy,
+    Occupancy,
+    PageInfo,
+    Queue,
+    QueueEntry,
+    StateAt,
+    StateCount,
+    Verification,
+    decode_cursor,
+    encode_cursor,
+)
+from steward.auth.access import ROOT, Access, Capability, subtree
+from steward.auth.principal import Role
+from steward.auth.tokens import InvalidTokenRequest, TokenInfo
+from steward.domain.commands import (
+    JOB_CLASSES,
+    CancelJob,
+    Command,
+    DrainNode,
+    RegisterNode,
+    RestoreSession,
+    ResumeNode,
+    SetAllocations,
+    SubmitJob,
+)
+from steward.domain.decide import MAX_MIN_RUNTIME_S, require_known_project, require_valid_job_shape
 from steward.domain.errors import DomainError
-from steward.store.eventstore import EventStore, RecordedEvent
+from steward.domain.state import JOB_STATES, AllocationNode, LedgerState
+
+NOT_FOUND_OR_NOT_YOURS = "no {kind} '{id}' that you may {verb}"
+SESSION_CAP_S = 8 * 3600.0
+MAX_WINDOW_S = 90 * 24 * 3600.0
 
 
-@strawberry.type
-class Event:
-    position: int
-    stream_id: str
-    version: int
-    type: str
-    payload: JSON
-    metadata: JSON
-    recorded_at: float
-    hash: str
-
-    @staticmethod
-    def of(rec: RecordedEvent) -> Event:
-        return Event(position=rec.position, stream_id=rec.stream_id, version=rec.version, type=rec.type,
-                     payload=cast(JSON, rec.payload), metadata=cast(JSON, rec.metadata), recorded_at=rec.recorded_at, hash=rec.hash)
+def _ctx(info: Info[Context, None]) -> Context:
+    return info.context
 
 
-@strawberry.type
-class Job:
-    id: str
-    project: str
-    state: str
-    gpus: int
-    min_runtime_s: float
-    resumable: bool
-    job_class: str
-    priority: int
-    command: list[str]
-    submitted_at: float
-    attempt: int
-    assignments: JSON
-    funded: bool
-    started_at: float | None
-    ended_at: float | None
-    exit_code: int | None
-
-    @strawberry.field
-    async def events(self, info: Info) -> list[Event]:
-        store: EventStore = info.context["store"]
-        return [Event.of(r) for r in await asyncio.to_thread(store.stream, f"job-{self.id}")]
-
-    @staticmethod
-    def of(row: dict[str, Any]) -> Job:
-        return Job(
-            id=row["job_id"], project=row["project"], state=row["state"], gpus=row["gpus"],
-            min_runtime_s=row["min_runtime_s"], resumable=bool(row["resumable"]), job_class=row["job_class"],
-            priority=row["priority"], command=row["command"], submitted_at=row["submitted_at"],
-            attempt=row["attempt"], assignments=cast(JSON, row["assignments"]), funded=bool(row["funded"]),
-            started_at=row["started_at"], ended_at=row["ended_at"], exit_code=row["exit_code"],
-        )
-
-
-@strawberry.type
-class Allocation:
-    name: str
-    parent: str
-    share: float
-    entitlement: float
-
-
-@strawberry.type
-class Node:
-    id: str
-    gpus: int
-    gpu_model: str
-    path: list[str]
-    executor: str
-    state: str
-
-
-# -- mutation payloads -----------------------------------------------------------------------------
-
-
-@strawberry.type
-class Rejected:
-    code: str
-    reason: str
-
-
-@strawberry.type
-class InvalidInput:
-    field: str | None
-    message: str
-
-
-@strawberry.type
-class NotAuthorised:
-    message: str
-
-
-@strawberry.type
-class JobAccepted:
-    job: Job
-
-
-@strawberry.type
-class AllocationsChanged:
-    parent: str
-    position: int
-
-
-@strawberry.type
-class NodeRegistered:
-    id: str
-    position: int
-
-
-SubmitJobResult = Annotated[
-    JobAccepted | Rejected | InvalidInput | NotAuthorised, strawberry.union("SubmitJobResult")
-]
-SetAllocationsResult = Annotated[
-    AllocationsChanged | Rejected | InvalidInput | NotAuthorised, strawberry.union("SetAllocationsResult")
-]
-RegisterNodeResult = Annotated[
-    NodeRegistered | Rejected | InvalidInput | NotAuthorised, strawberry.union("RegisterNodeResult")
-]
-
-
-@strawberry.input
-class ShareInput:
-    child: str
-    share: float
-
-
-@strawberry.input
-class SubmitJobInput:
-    project: str
-    gpus: int
-    min_runtime_s: float
-    command: list[str]
-    resumable: bool = False
-    job_class: str = "batch"
-    priority: int = 0
-    job_id: str | None = None
-
-
-@strawberry.input
-class RegisterNodeInput:
-    id: str
-    gpus: int
-    gpu_model: str
-    path: list[str]
-    executor: str = "local"
+def _page_size(ctx: Context, first: int) -> int:
+    cap = ctx.services.settings.api_max_page
+    if not 1 <= first <= cap:
+        raise BadInput(f"'first' must be between 1 and {cap}, got {first}")
+    return first
 
 
 def _rejected(outcome: Outcome) -> Rejected | None:
@@ -169,105 +134,639 @@ def _rejected(outcome: Outcome) -> Rejected | None:
     return Rejected(code=rec.payload["code"], reason=rec.payload["reason"]) if rec else None
 
 
-def _actor(info: Info) -> tuple[str, str]:
-    return info.context.get("actor", "anonymous"), info.context.get("role", "admin")
+async def _execute(ctx: Context, command: Command) -> Outcome:
+    principal = ctx.who(command.TYPE)
+    try:
+        outcome = await ctx.services.gateway.execute(command, actor=principal.subject, role=principal.role.value)
+    except OutcomeTimeout as err:
+        raise UserError(str(err), "OUTCOME_TIMEOUT") from None
+    ctx.services.read.saw(outcome.position)
+    ctx._snapshot = None
+    return outcome
 
 
-def _entitlements(rows: list[dict[str, Any]]) -> dict[str, float]:
-    by_name = {r["name"]: r for r in rows}
-    memo: dict[str, float] = {}
+def _ledger_state(snap: Snapshot) -> LedgerState:
+    return LedgerState(allocations={a["name"]: AllocationNode(a["name"], a["parent"], a["share"])
+                                    for a in snap.allocations})
 
-    def ent(name: str) -> float:
-        if name not in memo:
-            r = by_name[name]
-            memo[name] = r["share"] * (ent(r["parent"]) if r["parent"] in by_name else 1.0)
-        return memo[name]
 
-    return {n: ent(n) for n in by_name}
+async def _visible_job(ctx: Context, job_id: str, operation: str) -> tuple[dict[str, Any] | None, Access]:
+    """The job row if it exists and the principal may see it; otherwise None, with the denial recorded
+    when it exists (the answer is the same either way)."""
+    access = await ctx.access(operation)
+    row = await asyncio.to_thread(ctx.services.read.job, job_id)
+    if row is not None and not access.sees(row["project"]):
+        await ctx.deny(operation, f"job:{job_id}", "outside the principal's scopes")
+        return None, access
+    return row, access
+
+
+# -- queries ---------------------------------------------------------------------------------------
 
 
 @strawberry.type
 class Query:
-    @strawberry.field
+    @fields.field("Liveness (needs no data access).")
     def health(self) -> str:
         return "ok"
 
-    @strawberry.field
-    async def job(self, info: Info, id: str) -> Job | None:
-        row = await asyncio.to_thread(job_row, info.context["store"], id)
+    @fields.field("Who you are: subject, role, scopes and what the role may do.")
+    async def me(self, info: Info[Context, None]) -> Me:
+        access = await _ctx(info).access("me")
+        p = access.principal
+        return Me(subject=p.subject, role=p.role.value, scopes=list(p.scopes), token_id=p.token_id, via=p.via,
+                  capabilities=sorted(c.value for c in Capability if access.can(c)))
+
+    @fields.field("The allocation tree (depth-first, flat: name, parent, depth) with "
+                                  "entitlement, usage in the window, owed vs delivered and burn. "
+                                  "Amounts are GPU-seconds; the window defaults to 7 days.")
+    async def allocations(self, info: Info[Context, None], window_s: float = DEFAULT_WINDOW_S,
+                          under: str | None = None) -> list[Allocation]:
+        return await _allocations(_ctx(info), window_s, under, "allocations")
+
+    @fields.field("Projects (leaves of the tree) you may see, with their figures.")
+    async def projects(self, info: Info[Context, None], window_s: float = DEFAULT_WINDOW_S) -> list[Allocation]:
+        return [a for a in await _allocations(_ctx(info), window_s, None, "projects") if a.is_project]
+
+    @fields.field("Jobs you may see, newest first (a Relay connection).")
+    async def jobs(self, info: Info[Context, None], first: int = 50, after: str | None = None,
+                   filter: JobFilter | None = None) -> JobConnection:
+        return await _jobs(_ctx(info), first, after, filter, None, "jobs")
+
+    @fields.field("Interactive sessions you may see, newest first (a Relay connection).")
+    async def sessions(self, info: Info[Context, None], first: int = 50, after: str | None = None,
+                       filter: JobFilter | None = None) -> JobConnection:
+        return await _jobs(_ctx(info), first, after, filter, "interactive", "sessions")
+
+    @fields.field("One job (null when it does not exist or you may not see it).")
+    async def job(self, info: Info[Context, None], id: strawberry.ID) -> Job | None:
+        row, _ = await _visible_job(_ctx(info), str(id), "job")
         return Job.of(row) if row else None
 
-    @strawberry.field
-    async def jobs(self, info: Info, state: str | None = None, project: str | None = None,
-                   limit: int = 100) -> list[Job]:
-        rows = await asyncio.to_thread(job_rows, info.context["store"], state, project, min(limit, 1000))
-        return [Job.of(r) for r in rows]
+    @fields.field("How many jobs are in each state, cluster-wide (counts only).")
+    async def job_counts(self, info: Info[Context, None]) -> list[StateCount]:
+        ctx = _ctx(info)
+        ctx.who("jobCounts")
+        counts = await asyncio.to_thread(ctx.services.read.job_counts)
+        return [StateCount(state=s, count=counts.get(s, 0)) for s in JOB_STATES]
 
-    @strawberry.field
-    async def allocations(self, info: Info) -> list[Allocation]:
-        from steward.api.queries import allocation_rows
+    @fields.field("The queue in the order the scheduler takes it: position overall and in "
+                                  "the project, reason code and GPUs blocking. Other tenants' jobs appear "
+                                  "only as positions.")
+    async def queue(self, info: Info[Context, None], first: int = 100, project: str | None = None) -> Queue:
+        ctx = _ctx(info)
+        n = _page_size(ctx, first)
+        access = await ctx.access("queue")
+        snap = await ctx.snapshot()
+        if project is not None and not access.sees(project):
+            await ctx.deny("queue", f"project:{project}", "outside the principal's scopes")
+            return Queue(waiting=0, waiting_gpus=0, entries=[])
+        items = snap.queue()
+        entries: list[QueueEntry] = []
+        for item in items:
+            if len(entries) == n:
+                break
+            job = item.job
+            if project is not None and job["project"] != project:
+                continue
+            if access.sees(job["project"]):
+                why = derive_pending(job, snap, item)
+                entries.append(QueueEntry(position=item.position, mine=True,
+                                          position_in_project=item.position_in_project, job=Job.of(job),
+                                          reason=why.reason, text=why.text, blocking_gpus=why.blocking_gpus))
+            else:
+                entries.append(QueueEntry(position=item.position, mine=False, position_in_project=None, job=None,
+                                          reason=None, text=None, blocking_gpus=None))
+        scoped = [i for i in items if project is None or i.job["project"] == project]
+        return Queue(waiting=len(scoped), waiting_gpus=sum(int(i.job["gpus"]) for i in scoped), entries=entries)
 
-        rows = await asyncio.to_thread(allocation_rows, info.context["store"])
-        ents = _entitlements(rows)
-        return [Allocation(name=r["name"], parent=r["parent"], share=r["share"], entitlement=ents[r["name"]])
-                for r in sorted(rows, key=lambda r: (r["parent"], r["name"]))]
+    @fields.field("Why a job waits: plain words and evidence (null: no such job you may see).")
+    async def why_pending(self, info: Info[Context, None], job: strawberry.ID) -> Explanation | None:
+        ctx = _ctx(info)
+        row, _ = await _visible_job(ctx, str(job), "whyPending")
+        if row is None:
+            return None
+        events = await asyncio.to_thread(ctx.services.store.stream, f"job-{row['job_id']}")
+        return Explanation.of(why_pending(row, events, await ctx.snapshot()))
 
-    @strawberry.field
-    async def nodes(self, info: Info) -> list[Node]:
-        rows = await asyncio.to_thread(node_rows, info.context["store"])
-        return [Node(id=r["node_id"], gpus=r["gpus"], gpu_model=r["gpu_model"], path=r["path"],
-                     executor=r["executor"], state=r["state"]) for r in rows]
+    @fields.field("Why a job was preempted: plain words and evidence (null: no such job).")
+    async def why_preempted(self, info: Info[Context, None], job: strawberry.ID) -> Explanation | None:
+        ctx = _ctx(info)
+        row, _ = await _visible_job(ctx, str(job), "whyPreempted")
+        if row is None:
+            return None
+        events = await asyncio.to_thread(ctx.services.store.stream, f"job-{row['job_id']}")
+        return Explanation.of(why_preempted(row, events))
+
+    @fields.field("Nodes with topology path and occupancy.")
+    async def nodes(self, info: Info[Context, None]) -> list[Node]:
+        ctx = _ctx(info)
+        access = await ctx.access("nodes")
+        snap = await ctx.snapshot()
+        used = snap.used_gpus()
+        on_node: dict[str, list[str]] = {}
+        others: dict[str, int] = {}
+        for j in snap.active_jobs:
+            if j["state"] in ("PLACED", "RUNNING"):
+                for node in j["assignments"] or {}:
+                    if access.sees(j["project"]):
+                        on_node.setdefault(node, []).append(j["job_id"])
+                    else:
+                        others[node] = others.get(node, 0) + 1
+        return [Node(id=n["node_id"], gpus=n["gpus"], gpu_model=n["gpu_model"], path=list(n["path"]),
+                     executor=n["executor"], state=n["state"], used_gpus=used.get(n["node_id"], 0),
+                     free_gpus=n["gpus"] - used.get(n["node_id"], 0), jobs=sorted(on_node.get(n["node_id"], [])),
+                     other_jobs=others.get(n["node_id"], 0)) for n in snap.nodes]
+
+    @fields.field("Topology domains (every prefix of the nodes' paths) with occupancy.")
+    async def topology(self, info: Info[Context, None]) -> list[Domain]:
+        ctx = _ctx(info)
+        await ctx.access("topology")
+        snap = await ctx.snapshot()
+        used = snap.used_gpus()
+        agg: dict[tuple[str, ...], list[int]] = {}
+        for n in snap.nodes:
+            path = tuple(n["path"])
+            free = n["gpus"] - used.get(n["node_id"], 0) if n["state"] == "ready" else 0
+            for d in range(len(path) + 1):
+                a = agg.setdefault(path[:d], [0, 0, 0, 0])
+                a[0] += 1
+                a[1] += n["gpus"]
+                a[2] += used.get(n["node_id"], 0)
+                a[3] = max(a[3], free)
+        return [Domain(path=list(p), depth=len(p), nodes=a[0], gpus=a[1], used_gpus=a[2], free_gpus=a[1] - a[2],
+                       largest_free_on_one_node=a[3]) for p, a in sorted(agg.items())]
+
+    @fields.field("The audit event stream, filtered, after a cursor (auditors, admins).")
+    async def audit_events(self, info: Info[Context, None], first: int = 100, after: str | None = None,
+                           filter: EventFilter | None = None) -> EventConnection:
+        ctx = _ctx(info)
+        await ctx.require(Capability.read_audit, "auditEvents")
+        n = _page_size(ctx, first)
+        start = _position_cursor(after, "ev")
+        f = filter or EventFilter()
+        q = audit.EventQuery(f.stream_id, f.stream_prefix, tuple(f.types or ()), f.actor, f.since, f.until)
+        events, scanned, more = await asyncio.to_thread(audit.read_events, ctx.services.store, q, start, n)
+        edges = [EventEdge(cursor=encode_cursor("ev", str(e.position)), node=Event.of(e)) for e in events]
+        end = encode_cursor("ev", str(events[-1].position if events and more else scanned))
+        return EventConnection(edges=edges, scanned_to=scanned, page_info=PageInfo(
+            has_next_page=more, has_previous_page=start > 0,
+            start_cursor=edges[0].cursor if edges else None, end_cursor=end))
+
+    @fields.field("Recorded access denials, oldest first (auditors, admins).")
+    async def access_denials(self, info: Info[Context, None], first: int = 100, after: str | None = None,
+                             subject: str | None = None) -> AccessDenialConnection:
+        ctx = _ctx(info)
+        ctx.no_cache()
+        await ctx.require(Capability.read_audit, "accessDenials")
+        n = _page_size(ctx, first)
+        start = _position_cursor(after, "den")
+        rows = await asyncio.to_thread(ctx.services.denials.read, start, n + 1, subject)
+        more = len(rows) > n
+        rows = rows[:n]
+        return AccessDenialConnection(
+            edges=[AccessDenial(**r) for r in rows],
+            page_info=PageInfo(has_next_page=more, has_previous_page=start > 0,
+                               start_cursor=encode_cursor("den", str(rows[0]["id"])) if rows else None,
+                               end_cursor=encode_cursor("den", str(rows[-1]["id"])) if rows else after))
+
+    @fields.field("The state folded from the log up to a position or a time "
+                                  "(auditors, admins); the head when neither is given.")
+    async def state_at(self, info: Info[Context, None], position: int | None = None, time: float | None = None,
+                       jobs_first: int = 200) -> StateAt:
+        ctx = _ctx(info)
+        await ctx.require(Capability.read_audit, "stateAt")
+        n = _page_size(ctx, jobs_first)
+        store = ctx.services.store
+        if position is not None and time is not None:
+            raise BadInput("give 'position' or 'time', not both")
+        if position is not None:
+            target = position
+        elif time is not None:
+            target = await asyncio.to_thread(audit.position_at, store, time)
+        else:
+            target = await asyncio.to_thread(store.head)
+        state, last, at = await asyncio.to_thread(audit.state_at, store, target)
+        counts: dict[str, int] = {}
+        for j in state.jobs.values():
+            counts[j.state] = counts.get(j.state, 0) + 1
+        jobs = sorted(state.jobs.values(), key=lambda j: (j.submitted_at, j.job_id))
+        return StateAt(
+            position=last, recorded_at=at,
+            allocations=[AllocationAt(name=a.name, parent=a.parent, share=a.share)
+                         for a in sorted(state.allocations.values(), key=lambda a: a.name)],
+            nodes=[NodeAt(id=x.node_id, gpus=x.gpus, gpu_model=x.gpu_model, path=list(x.path), state=x.state)
+                   for x in sorted(state.nodes.values(), key=lambda x: x.node_id)],
+            job_counts=[StateCount(state=s, count=counts[s]) for s in JOB_STATES if s in counts],
+            jobs=[JobAt(id=j.job_id, project=j.project, state=j.state, gpus=j.gpus, attempt=j.attempt)
+                  for j in jobs[:n]],
+            jobs_truncated=len(jobs) > n)
+
+    @fields.field("Recompute the hash chain over [fromPosition, toPosition] "
+                                  "(auditors, admins); toPosition defaults to the head.")
+    async def verify(self, info: Info[Context, None], from_position: int = 1,
+                     to_position: int | None = None) -> Verification:
+        ctx = _ctx(info)
+        await ctx.require(Capability.read_audit, "verify")
+        store = ctx.services.store
+        to = to_position if to_position is not None else await asyncio.to_thread(store.head)
+        if from_position < 1 or to < from_position - 1:
+            raise BadInput("need 1 <= fromPosition <= toPosition + 1")
+        r = await asyncio.to_thread(audit.verify_range, store, from_position, to)
+        return Verification(from_position=r.from_position, to_position=r.to_position, checked=r.checked, ok=r.ok,
+                            first_bad_position=r.first_bad_position, problem=r.problem)
+
+    @fields.field("API tokens (admins); secrets are never shown again.")
+    async def tokens(self, info: Info[Context, None]) -> list[ApiToken]:
+        ctx = _ctx(info)
+        ctx.no_cache()
+        await ctx.require(Capability.manage_tokens, "tokens")
+        return [_token(t) for t in await asyncio.to_thread(ctx.services.tokens.list)]
+
+
+async def _allocations(ctx: Context, window_s: float, root: str | None, operation: str) -> list[Allocation]:
+    if not 3600.0 <= window_s <= MAX_WINDOW_S:
+        raise BadInput(f"'windowS' must be between 3600 and {MAX_WINDOW_S:.0f} seconds")
+    access = await ctx.access(operation)
+    if root is not None and root != ROOT and not access.sees(root):
+        await ctx.deny(operation, f"allocation:{root}", "outside the principal's scopes")
+        return []
+    figs = await asyncio.to_thread(ctx.services.read.figures, window_s)
+    under = subtree((await ctx.snapshot()).parents, [root]) if root is not None and root != ROOT else None
+    return [Allocation.of(f) for f in figs if access.sees(f.name) and (under is None or f.name in under)]
+
+
+def _token(t: TokenInfo) -> ApiToken:
+    return ApiToken(id=t.token_id, subject=t.subject, role=t.role, scopes=list(t.scopes), created_at=t.created_at,
+                    created_by=t.created_by, expires_at=t.expires_at, revoked_at=t.revoked_at)
+
+
+def _position_cursor(after: str | None, kind: str) -> int:
+    if after is None:
+        return 0
+    parts = decode_cursor(after, kind, 1)
+    if parts is None or not parts[0].isdigit():
+        raise BadInput("'after' is not a cursor this field gave out")
+    return int(parts[0])
+
+
+async def _jobs(ctx: Context, first: int, after: str | None, f: JobFilter | None, job_class: str | None,
+                operation: str) -> JobConnection:
+    n = _page_size(ctx, first)
+    access = await ctx.access(operation)
+    f = f or JobFilter()
+    if f.states and not set(f.states) <= set(JOB_STATES):
+        raise BadInput(f"'states' must be among {', '.join(JOB_STATES)}")
+    if f.job_class is not None and f.job_class not in JOB_CLASSES:
+        raise BadInput(f"'jobClass' must be one of {', '.join(JOB_CLASSES)}")
+    if f.project is not None and not access.sees(f.project):
+        await ctx.deny(operation, f"project:{f.project}", "outside the principal's scopes")
+        return JobConnection(edges=[], page_info=PageInfo(has_next_page=False, has_previous_page=False,
+                                                          start_cursor=None, end_cursor=None))
+    cursor: tuple[float, str] | None = None
+    if after is not None:
+        parts = decode_cursor(after, "job", 2)
+        try:
+            cursor = (float(parts[0]), parts[1]) if parts else None
+        except ValueError:
+            cursor = None
+        if cursor is None:
+            raise BadInput("'after' is not a cursor this field gave out")
+    rows = await asyncio.to_thread(
+        ctx.services.read.jobs_page, projects=access.visible_projects(), states=f.states, project=f.project,
+        job_class=job_class or f.job_class, submitted_after=f.submitted_after, submitted_before=f.submitted_before,
+        after=cursor, limit=n + 1)
+    more = len(rows) > n
+    rows = rows[:n]
+    edges = [JobEdge(cursor=encode_cursor("job", repr(r["submitted_at"]), r["job_id"]), node=Job.of(r)) for r in rows]
+    return JobConnection(edges=edges, page_info=PageInfo(
+        has_next_page=more, has_previous_page=after is not None,
+        start_cursor=edges[0].cursor if edges else None, end_cursor=edges[-1].cursor if edges else None))
+
+
+# -- mutations -------------------------------------------------------------------------------------
+
+
+def _not_authorised(kind: str, id: str, verb: str) -> NotAuthorised:
+    return NotAuthorised(message=NOT_FOUND_OR_NOT_YOURS.format(kind=kind, id=id, verb=verb))
+
+
+async def _role_refused(ctx: Context, access: Access, capability: Capability, operation: str) -> NotAuthorised | None:
+    if access.can(capability):
+        return None
+    await ctx.deny(operation, "*", f"role {access.role.value} lacks {capability.value}")
+    return NotAuthorised(message=f"your role ({access.role.value}) may not use '{operation}'")
+
+
+async def _submit(ctx: Context, command: SubmitJob, operation: str) -> JobAccepted | Rejected | InvalidInput | \
+        NotAuthorised:
+    access = await ctx.access(operation)
+    if (refused := await _role_refused(ctx, access, Capability.work, operation)) is not None:
+        return refused
+    if not access.works_in(command.project):
+        await ctx.deny(operation, f"project:{command.project}", "outside the principal's scopes")
+        return _not_authorised("project", command.project, "submit to")
+    try:
+        require_valid_job_shape(command)
+        require_known_project(_ledger_state(await ctx.snapshot()), command.project)
+    except DomainError as err:
+        return InvalidInput(field=None, message=err.message)
+    outcome = await _execute(ctx, command)
+    if (rej := _rejected(outcome)) is not None:
+        return rej
+    row = await asyncio.to_thread(ctx.services.read.job, command.job_id)
+    if row is None:
+        raise UserError("the job was recorded but its projection is not there yet; retry the read", "LAGGING")
+    return JobAccepted(job=Job.of(row))
+
+
+def _new_id(prefix: str, given: str | None) -> str:
+    return given if given else f"{prefix}-{uuid.uuid4().hex[:12]}"
+
+
+def _not_available(what: str) -> Rejected:
+    return Rejected(code="not_available",
+                    reason=f"the ledger has no command for {what} yet; nothing was recorded")
 
 
 @strawberry.type
 class Mutation:
-    @strawberry.mutation
-    async def submit_job(self, info: Info, input: SubmitJobInput) -> SubmitJobResult:
-        store: EventStore = info.context["store"]
-        gateway: CommandGateway = info.context["gateway"]
+    @fields.mutation("Submit a batch, debug or interactive job to a project you work in.")
+    async def submit_job(self, info: Info[Context, None], input: SubmitJobInput) -> SubmitJobResult:
+        if input.job_id is not None and not (0 < len(input.job_id) <= 100):
+            return InvalidInput(field="jobId", message="a job id has 1 to 100 characters")
         command = SubmitJob(
-            job_id=input.job_id or f"j-{uuid.uuid4().hex[:12]}", project=input.project, gpus=input.gpus,
+            job_id=_new_id("j", input.job_id), project=input.project, gpus=input.gpus,
             min_runtime_s=input.min_runtime_s, command=list(input.command), resumable=input.resumable,
             job_class=input.job_class, priority=input.priority,
         )
-        try:
-            require_valid_job_shape(command)
-            require_known_project(await asyncio.to_thread(allocation_state, store), command.project)
-        except DomainError as err:
-            return InvalidInput(field=None, message=err.message)
-        actor, role = _actor(info)
-        outcome = await gateway.execute(command, actor=actor, role=role)
+        return await _submit(_ctx(info), command, "submitJob")
+
+    @fields.mutation("Cancel a job of a project you work in.")
+    async def cancel_job(self, info: Info[Context, None], id: strawberry.ID, reason: str = "") -> CancelJobResult:
+        ctx = _ctx(info)
+        access = await ctx.access("cancelJob")
+        if (refused := await _role_refused(ctx, access, Capability.work, "cancelJob")) is not None:
+            return refused
+        row = await asyncio.to_thread(ctx.services.read.job, str(id))
+        if row is None and access.role is not Role.admin:
+            await ctx.deny("cancelJob", f"job:{id}", "no such job")
+            return _not_authorised("job", str(id), "cancel")
+        if row is not None and not access.works_in(row["project"]):
+            await ctx.deny("cancelJob", f"job:{id}", "outside the principal's scopes")
+            return _not_authorised("job", str(id), "cancel")
+        outcome = await _execute(ctx, CancelJob(job_id=str(id), reason=reason[:500]))
         if (rej := _rejected(outcome)) is not None:
             return rej
-        row = await asyncio.to_thread(job_row, store, command.job_id)
-        assert row is not None, "a recorded JobSubmitted has its projection row"
-        return JobAccepted(job=Job.of(row))
+        row = await asyncio.to_thread(ctx.services.read.job, str(id))
+        assert row is not None, "a recorded JobCancelled has its projection row"
+        return JobCancelled(job=Job.of(row))
 
-    @strawberry.mutation
-    async def set_allocations(self, info: Info, parent: str, shares: list[ShareInput],
+    @fields.mutation("Open an interactive session: protected for its cap, then checkpointed.")
+    async def open_session(self, info: Info[Context, None], input: OpenSessionInput) -> OpenSessionResult:
+        if not 0 < input.cap_s <= min(SESSION_CAP_S, MAX_MIN_RUNTIME_S):
+            return InvalidInput(field="capS", message=f"a session cap is in (0, {SESSION_CAP_S:.0f}] seconds")
+        command = SubmitJob(job_id=_new_id("s", input.session_id), project=input.project, gpus=input.gpus,
+                            min_runtime_s=input.cap_s, command=list(input.command), resumable=True,
+                            job_class="interactive")
+        res = await _submit(_ctx(info), command, "openSession")
+        return SessionOpened(job=res.job) if isinstance(res, JobAccepted) else res
+
+    @fields.mutation("Restore a session from its last checkpoint.")
+    async def restore_session(self, info: Info[Context, None], id: strawberry.ID) -> RestoreSessionResult:
+        ctx = _ctx(info)
+        access = await ctx.access("restoreSession")
+        if (refused := await _role_refused(ctx, access, Capability.work, "restoreSession")) is not None:
+            return refused
+        row = await asyncio.to_thread(ctx.services.read.job, str(id))
+        if row is None or not access.works_in(row["project"]) or row["job_class"] != "interactive":
+            await ctx.deny("restoreSession", f"session:{id}", "no such session in the principal's scopes")
+            return _not_authorised("session", str(id), "restore")
+        new_id = _new_id("s", None)
+        outcome = await _execute(ctx, RestoreSession(job_id=str(id), new_job_id=new_id))
+        if (rej := _rejected(outcome)) is not None:
+            return rej
+        new = await asyncio.to_thread(ctx.services.read.job, new_id)
+        if new is None:
+            raise UserError("the session was restored but its projection is not there yet; retry the read", "LAGGING")
+        return SessionRestored(job=Job.of(new))
+
+    @fields.mutation("Set the shares of a node's children (with a reason).")
+    async def set_allocations(self, info: Info[Context, None], parent: str, shares: list[ShareInput],
                               reason: str) -> SetAllocationsResult:
+        ctx = _ctx(info)
+        access = await ctx.access("setAllocations")
+        if (refused := await _role_refused(ctx, access, Capability.set_allocations, "setAllocations")) is not None:
+            return refused
+        if not access.manages(parent):
+            await ctx.deny("setAllocations", f"allocation:{parent}", "outside the principal's scopes")
+            return _not_authorised("node", parent, "allocate under")
         if not reason.strip():
             return InvalidInput(field="reason", message="an allocation change needs a reason")
+        if not shares:
+            return InvalidInput(field="shares", message="give at least one child and its share")
         if len({s.child for s in shares}) != len(shares):
             return InvalidInput(field="shares", message="a child appears more than once")
-        command = SetAllocations(parent=parent, shares={s.child: s.share for s in shares}, reason=reason)
-        actor, role = _actor(info)
-        outcome = await info.context["gateway"].execute(command, actor=actor, role=role)
+        if any(not s.child or len(s.child) > 200 for s in shares):
+            return InvalidInput(field="shares", message="a child's name has 1 to 200 characters")
+        outcome = await _execute(ctx, SetAllocations(parent=parent, shares={s.child: s.share for s in shares},
+                                                     reason=reason))
         if (rej := _rejected(outcome)) is not None:
             return rej
-        return AllocationsChanged(parent=parent, position=outcome.events[-1].position)
+        return AllocationsChanged(parent=parent, position=outcome.position)
 
-    @strawberry.mutation
-    async def register_node(self, info: Info, input: RegisterNodeInput) -> RegisterNodeResult:
+    @fields.mutation("Register a node with its GPUs and topology path (admins).")
+    async def register_node(self, info: Info[Context, None], input: RegisterNodeInput) -> RegisterNodeResult:
+        ctx = _ctx(info)
+        access = await ctx.access("registerNode")
+        if (refused := await _role_refused(ctx, access, Capability.operate, "registerNode")) is not None:
+            return refused
         if input.gpus < 1:
             return InvalidInput(field="gpus", message=f"a node needs at least 1 GPU, got {input.gpus}")
-        command = RegisterNode(node_id=input.id, gpus=input.gpus, gpu_model=input.gpu_model,
-                               path=list(input.path), executor=input.executor)
-        actor, role = _actor(info)
-        outcome = await info.context["gateway"].execute(command, actor=actor, role=role)
+        if not input.id or len(input.id) > 200 or not input.path:
+            return InvalidInput(field="id", message="a node needs an id (1 to 200 characters) and a topology path")
+        outcome = await _execute(ctx, RegisterNode(node_id=input.id, gpus=input.gpus, gpu_model=input.gpu_model,
+                                                   path=list(input.path), executor=input.executor))
         if (rej := _rejected(outcome)) is not None:
             return rej
-        return NodeRegistered(id=input.id, position=outcome.events[-1].position)
+        return NodeRegistered(id=input.id, position=outcome.position)
+
+    @fields.mutation("Drain a node: it takes no new work (admins).")
+    async def drain_node(self, info: Info[Context, None], id: str, reason: str) -> DrainNodeResult:
+        ctx = _ctx(info)
+        access = await ctx.access("drainNode")
+        if (refused := await _role_refused(ctx, access, Capability.operate, "drainNode")) is not None:
+            return refused
+        if not reason.strip():
+            return InvalidInput(field="reason", message="draining a node needs a reason")
+        outcome = await _execute(ctx, DrainNode(node_id=id, reason=reason[:500]))
+        if (rej := _rejected(outcome)) is not None:
+            return rej
+        return NodeDraining(id=id, position=outcome.position)
+
+    @fields.mutation("Resume a draining node: it takes new work again (admins).")
+    async def resume_node(self, info: Info[Context, None], id: str, reason: str) -> ResumeNodeResult:
+        ctx = _ctx(info)
+        access = await ctx.access("resumeNode")
+        if (refused := await _role_refused(ctx, access, Capability.operate, "resumeNode")) is not None:
+            return refused
+        if not reason.strip():
+            return InvalidInput(field="reason", message="resuming a node needs a reason")
+        outcome = await _execute(ctx, ResumeNode(node_id=id, reason=reason[:500]))
+        if (rej := _rejected(outcome)) is not None:
+            return rej
+        return NodeResumed(id=id, position=outcome.position)
+
+    @fields.mutation("Set the scheduling policy (admins).")
+    async def set_policy(self, info: Info[Context, None], input: PolicyInput) -> SetPolicyResult:
+        ctx = _ctx(info)
+        access = await ctx.access("setPolicy")
+        if (refused := await _role_refused(ctx, access, Capability.operate, "setPolicy")) is not None:
+            return refused
+        if not isinstance(input.settings, dict):
+            return InvalidInput(field="settings", message="policy settings are a JSON object")
+        if not input.reason.strip():
+            return InvalidInput(field="reason", message="a policy change needs a reason")
+        return _not_available("setting the policy")
+
+    @fields.mutation("Create an API token (admins). The token is shown once.")
+    async def create_token(self, info: Info[Context, None], role: str, subject: str,
+                           scopes: list[str] | None = None, ttl_s: float | None = None) -> CreateTokenResult:
+        ctx = _ctx(info)
+        access = await ctx.access("createToken")
+        if not access.can(Capability.manage_tokens):
+            await ctx.deny("createToken", "*", f"role {access.role.value} lacks manage_tokens")
+            return NotAuthorised(message=f"your role ({access.role.value}) may not use 'createToken'")
+        scopes = scopes or []
+        if not subject.strip() or len(subject) > 200:
+            return InvalidInput(field="subject", message="a subject has 1 to 200 characters")
+        if ttl_s is not None and ttl_s <= 0:
+            return InvalidInput(field="ttlS", message="a lifetime is a positive number of seconds")
+        snap = await ctx.snapshot()
+        unknown = [s for s in scopes if s != ROOT and s not in snap.parents]
+        if unknown:
+            return InvalidInput(field="scopes", message=f"no node {', '.join(repr(s) for s in unknown)} in the tree")
+        try:
+            token, tinfo = await asyncio.to_thread(
+                lambda: ctx.services.tokens.create(role=role, scopes=scopes, subject=subject,
+                                                   created_by=access.principal.subject, ttl_s=ttl_s))
+        except InvalidTokenRequest as err:
+            return InvalidInput(field="role", message=str(err))
+        return TokenCreated(token=token, info=_token(tinfo))
+
+    @fields.mutation("Revoke an API token by id (admins).")
+    async def revoke_token(self, info: Info[Context, None], id: str) -> RevokeTokenResult:
+        ctx = _ctx(info)
+        access = await ctx.access("revokeToken")
+        if not access.can(Capability.manage_tokens):
+            await ctx.deny("revokeToken", f"token:{id}", f"role {access.role.value} lacks manage_tokens")
+            return NotAuthorised(message=f"your role ({access.role.value}) may not use 'revokeToken'")
+        done = await asyncio.to_thread(ctx.services.tokens.revoke, id, access.principal.subject)
+        if not done:
+            return InvalidInput(field="id", message=f"no live token '{id}'")
+        ctx.services.auth.forget(id)
+        return TokenRevoked(id=id)
 
 
-schema = strawberry.Schema(query=Query, mutation=Mutation)
+# -- subscriptions (graphql-transport-ws only) -----------------------------------------------------
+
+
+def _occupancy(snap: Snapshot) -> Occupancy:
+    used = snap.used_gpus()
+    total = sum(int(n["gpus"]) for n in snap.nodes)
+    in_use = sum(used.values())
+    return Occupancy(
+        position=snap.head, total_gpus=total, used_gpus=in_use, free_gpus=total - in_use,
+        running_jobs=sum(1 for j in snap.active_jobs if j["state"] in ("PLACED", "RUNNING")),
+        waiting_jobs=sum(1 for j in snap.active_jobs if j["state"] in WAITING),
+        nodes=[NodeOccupancy(id=n["node_id"], gpus=n["gpus"], used_gpus=used.get(n["node_id"], 0), state=n["state"])
+               for n in snap.nodes])
+
+
+@strawberry.type
+class Subscription:
+    @fields.subscription("Events as they are recorded, filtered (auditors, admins).")
+    async def events(self, info: Info[Context, None], filter: EventFilter | None = None,
+                     after_position: int | None = None) -> AsyncGenerator[Event, None]:
+        ctx = _ctx(info)
+        await ctx.require(Capability.read_audit, "events")
+        f = filter or EventFilter()
+        q = audit.EventQuery(f.stream_id, f.stream_prefix, tuple(f.types or ()), f.actor, f.since, f.until)
+        store = ctx.services.store
+        pos = after_position if after_position is not None else await asyncio.to_thread(store.head)
+        while True:
+            events, scanned, more = await asyncio.to_thread(audit.read_events, store, q, pos, 200)
+            for ev in events:
+                yield Event.of(ev)
+            pos = events[-1].position if more and events else scanned
+            if not more:
+                await ctx.services.heads.wait_beyond(pos, timeout=30)
+
+    @fields.subscription("A job's state each time it changes, until it ends.")
+    async def job_progress(self, info: Info[Context, None], id: strawberry.ID) -> AsyncGenerator[Job | None, None]:
+        ctx = _ctx(info)
+        row, _ = await _visible_job(ctx, str(id), "jobProgress")
+        if row is None:
+            yield None
+            return
+        seen = -1
+        while True:
+            row = await asyncio.to_thread(ctx.services.read.job, str(id))
+            if row is None:
+                return
+            if row["position"] != seen:
+                seen = row["position"]
+                yield Job.of(row)
+            if row["state"] in ("COMPLETED", "FAILED", "CANCELLED"):
+                return
+            await ctx.services.heads.wait_beyond(max(seen, ctx.services.heads.head), timeout=30)
+
+    @fields.subscription("Cluster occupancy each time the log moves.")
+    async def occupancy(self, info: Info[Context, None]) -> AsyncGenerator[Occupancy, None]:
+        ctx = _ctx(info)
+        await ctx.access("occupancy")
+        read = ctx.services.read
+        last = -1
+        while True:
+            snap = await asyncio.to_thread(read.snapshot)
+            if snap.head != last:
+                last = snap.head
+                yield _occupancy(snap)
+            await ctx.services.heads.wait_beyond(last, timeout=30)
+
+
+# -- the schema with its protections ---------------------------------------------------------------
+
+
+def _should_mask(error: Any) -> bool:
+    """Typed user errors and GraphQL's own (parse, validation) pass; anything else is a fault, masked."""
+    original = getattr(error, "original_error", None)
+    return original is not None and not isinstance(original, UserError)
+
+
+def build_schema(*, max_depth: int = 10, max_tokens: int = 2000, max_aliases: int = 30,
+                 introspection: bool = False, extra: Sequence[SchemaExtension | type[SchemaExtension]] = ()
+                 ) -> strawberry.Schema:
+    from graphql.validation import NoSchemaIntrospectionCustomRule
+
+    extensions: list[Any] = [
+        MaxTokensLimiter(max_token_count=max_tokens),
+        ParserCache(maxsize=256),
+        QueryDepthLimiter(max_depth=max_depth),
+        MaxAliasesLimiter(max_alias_count=max_aliases),
+        ValidationCache(maxsize=256),
+        MaskErrors(should_mask_error=_should_mask, error_message="internal error (it was logged)"),
+    ]
+    if not introspection:
+        extensions.append(AddValidationRules([NoSchemaIntrospectionCustomRule]))
+    extensions.extend(extra)
+    return strawberry.Schema(query=Query, mutation=Mutation, subscription=Subscription, extensions=extensions)
+
+
+# The schema as exported to schema/graphql/schema.graphql (the protections do not change the SDL).
+schema = build_schema(introspection=True)
+
+
+def sdl() -> str:
+    return schema.as_str() + "\n"
+

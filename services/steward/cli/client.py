@@ -1,7 +1,9 @@
-"""A small GraphQL client over HTTP for the CLI."""
+"""A small GraphQL client over HTTP for the CLI: the bearer token comes from STEWARD_TOKEN, else the
+token file in the run folder (written by `steward up`)."""
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 import httpx
@@ -10,10 +12,24 @@ from steward.cli.output import fail
 from steward.config import Settings
 
 
+def default_token() -> str | None:
+    token = os.environ.get("STEWARD_TOKEN", "").strip()
+    if token:
+        return token
+    from steward.api.settings import ApiSettings
+
+    path = ApiSettings().resolved_token_file
+    try:
+        return path.read_text().strip() or None
+    except OSError:
+        return None
+
+
 class GraphQLClient:
     def __init__(self, settings: Settings, token: str | None = None, timeout: float = 60.0) -> None:
         self.url = settings.resolved_api_url
-        self.headers = {"Authorization": f"Bearer {token}"} if token else {}
+        self.token = token if token is not None else default_token()
+        self.headers = {"Authorization": f"Bearer {self.token}"} if self.token else {}
         self.timeout = timeout
 
     def execute(self, query: str, variables: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -22,6 +38,14 @@ class GraphQLClient:
                               headers=self.headers, timeout=self.timeout)
         except httpx.HTTPError as err:
             fail(f"cannot reach the API at {self.url} ({err.__class__.__name__}); start it with `make up`")
+        if resp.status_code == 401:
+            where = "STEWARD_TOKEN" if os.environ.get("STEWARD_TOKEN") else "the run folder's token file"
+            fail(f"the API did not accept the token from {where}; set STEWARD_TOKEN to a valid token "
+                 "(an admin creates one with `steward token create --role ROLE --scope NODE`)")
+        if resp.status_code == 429:
+            fail(f"rate limited by the API; retry in {resp.headers.get('Retry-After', '1')} s")
+        if resp.status_code == 413:
+            fail("the request is larger than the API accepts; send less at once")
         if resp.status_code >= 500:
             fail(f"the API at {self.url} failed with HTTP {resp.status_code}; see .run/logs/api.log")
         try:

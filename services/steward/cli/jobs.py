@@ -1,6 +1,8 @@
-"""Researcher commands: submit, job show, jobs."""
+"""Researcher commands: submit, jobs, job show, why, cancel, queue (and session open|restore)."""
 
 from __future__ import annotations
+
+from typing import Any
 
 import typer
 
@@ -11,25 +13,70 @@ from steward.config import get_settings
 JOB_FIELDS = """id project state gpus minRuntimeS resumable jobClass priority command submittedAt attempt
 assignments funded startedAt endedAt exitCode"""
 
-SUBMIT = f"""
-mutation($input: SubmitJobInput!) {{
-  submitJob(input: $input) {{
+PAYLOAD = """
     __typename
-    ... on JobAccepted {{ job {{ {JOB_FIELDS} }} }}
     ... on Rejected {{ code reason }}
     ... on InvalidInput {{ field message }}
     ... on NotAuthorised {{ message }}
-  }}
-}}"""
+    ... on {ok} {{ job {{ {fields} }} }}"""
 
-JOB = f"""query($id: String!) {{ job(id: $id) {{ {JOB_FIELDS}
-  events {{ position streamId version type payload metadata recordedAt hash }} }} }}"""
+SUBMIT = f"""mutation($input: SubmitJobInput!) {{ submitJob(input: $input) {{
+{PAYLOAD.format(ok="JobAccepted", fields=JOB_FIELDS)} }} }}"""
 
-JOBS = f"""query($state: String, $project: String, $limit: Int!) {{
-  jobs(state: $state, project: $project, limit: $limit) {{ {JOB_FIELDS} }} }}"""
+CANCEL = f"""mutation($id: ID!, $reason: String!) {{ cancelJob(id: $id, reason: $reason) {{
+{PAYLOAD.format(ok="JobCancelled", fields=JOB_FIELDS)} }} }}"""
+
+OPEN_SESSION = f"""mutation($input: OpenSessionInput!) {{ openSession(input: $input) {{
+{PAYLOAD.format(ok="SessionOpened", fields=JOB_FIELDS)} }} }}"""
+
+RESTORE_SESSION = f"""mutation($id: ID!) {{ restoreSession(id: $id) {{
+{PAYLOAD.format(ok="SessionRestored", fields=JOB_FIELDS)} }} }}"""
+
+JOB = f"""query($id: ID!) {{ job(id: $id) {{ {JOB_FIELDS}
+  events {{ position streamId version type payload metadata recordedAt hash }}
+  decisions {{ position type recordedAt actor evidence }} }} }}"""
+
+JOBS = f"""query($first: Int!, $after: String, $filter: JobFilter) {{
+  jobs(first: $first, after: $after, filter: $filter) {{
+    edges {{ node {{ {JOB_FIELDS} }} }} pageInfo {{ hasNextPage endCursor }} }} }}"""
+
+WHY_FIELDS = "jobId reason text source blockingGpus blockingScope blockingUntil position positionInProject evidence"
+WHY = f"""query($id: ID!) {{ job(id: $id) {{ id state }}
+  whyPending(job: $id) {{ {WHY_FIELDS} }} whyPreempted(job: $id) {{ {WHY_FIELDS} }} }}"""
+
+QUEUE = f"""query($first: Int!, $project: String) {{ queue(first: $first, project: $project) {{
+  waiting waitingGpus entries {{ position mine positionInProject reason text blockingGpus
+    job {{ {JOB_FIELDS} }} }} }} }}"""
 
 
-def register(app: typer.Typer) -> None:
+def refusal(res: dict[str, Any]) -> str | None:
+    kind = res["__typename"]
+    if kind == "Rejected":
+        return f"rejected ({res['code']}): {res['reason']}"
+    if kind == "InvalidInput":
+        return f"invalid input{' (' + res['field'] + ')' if res.get('field') else ''}: {res['message']}"
+    if kind == "NotAuthorised":
+        return f"not authorised: {res['message']}"
+    return None
+
+
+def _job_row(job: dict[str, Any]) -> list[Any]:
+    return [job["id"], job["project"], job["state"], job["gpus"], job["jobClass"]]
+
+
+def fetch_jobs(client: GraphQLClient, limit: int, flt: dict[str, Any]) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    after = None
+    while len(out) < limit:
+        page = client.execute(JOBS, {"first": min(500, limit - len(out)), "after": after, "filter": flt})["jobs"]
+        out.extend(e["node"] for e in page["edges"])
+        if not page["pageInfo"]["hasNextPage"]:
+            break
+        after = page["pageInfo"]["endCursor"]
+    return out
+
+
+def register(app: typer.Typer, with_sessions: bool = True) -> None:
     job_app = typer.Typer(no_args_is_help=True, help="One job.")
     app.add_typer(job_app, name="job")
 
@@ -54,38 +101,112 @@ def register(app: typer.Typer) -> None:
                                "command": command, "resumable": resumable, "jobClass": job_class,
                                "priority": priority}}
         res = GraphQLClient(get_settings()).execute(SUBMIT, variables)["submitJob"]
-        kind = res["__typename"]
-        if kind == "Rejected":
-            fail(f"submission rejected ({res['code']}): {res['reason']}", 2)
-        if kind in ("InvalidInput", "NotAuthorised"):
-            fail(f"submission refused: {res['message']}", 2)
+        if (why := refusal(res)) is not None:
+            fail(f"submission {why}", 2)
         job = res["job"]
         emit(job, output, [[job["id"], job["project"], job["state"], job["gpus"]]],
              ["id", "project", "state", "gpus"])
 
     @job_app.command("show")
     def job_show(job_id: str = typer.Argument(...), output: OutputFormat = OutputOption) -> None:
-        """A job's state and its events in order."""
+        """A job's state, its events in order and the evidence of its decisions."""
         job = GraphQLClient(get_settings()).execute(JOB, {"id": job_id})["job"]
         if job is None:
             fail(f"no job '{job_id}' (or not visible to you); list yours with `steward jobs`", 1)
         if output is OutputFormat.json:
             emit(job, output)
             return
-        emit({k: v for k, v in job.items() if k != "events"}, output)
+        emit({k: v for k, v in job.items() if k not in ("events", "decisions")}, output)
         typer.echo("")
         emit(None, output, [[e["position"], e["type"], e["metadata"].get("actor", "")] for e in job["events"]],
              ["position", "event", "actor"])
 
     @app.command("jobs")
     def jobs_list(
-        state: str = typer.Option(None, help="QUEUED, RUNNING, COMPLETED, ..."),
+        state: list[str] = typer.Option([], help="QUEUED, RUNNING, COMPLETED, ... (repeatable)"),
         project: str = typer.Option(None),
-        limit: int = typer.Option(50),
+        job_class: str = typer.Option(None, "--class", help="batch, debug or interactive"),
+        limit: int = typer.Option(50, help="at most this many, newest first"),
         output: OutputFormat = OutputOption,
     ) -> None:
-        """Jobs, newest first."""
-        rows = GraphQLClient(get_settings()).execute(
-            JOBS, {"state": state, "project": project, "limit": limit})["jobs"]
-        emit(rows, output, [[j["id"], j["project"], j["state"], j["gpus"], j["jobClass"]] for j in rows],
-             ["id", "project", "state", "gpus", "class"])
+        """Jobs you may see, newest first."""
+        if limit < 1:
+            fail(f"--limit must be at least 1, got {limit}", 2)
+        flt = {"states": state or None, "project": project, "jobClass": job_class}
+        rows = fetch_jobs(GraphQLClient(get_settings()), limit, flt)
+        emit(rows, output, [_job_row(j) for j in rows], ["id", "project", "state", "gpus", "class"])
+
+    @app.command("why")
+    def why(job_id: str = typer.Argument(...), output: OutputFormat = OutputOption) -> None:
+        """Why a job waits (or why it was preempted), in words and with the evidence."""
+        data = GraphQLClient(get_settings()).execute(WHY, {"id": job_id})
+        if data["job"] is None:
+            fail(f"no job '{job_id}' (or not visible to you); list yours with `steward jobs`", 1)
+        pending, preempted = data["whyPending"], data["whyPreempted"]
+        main = pending if pending["reason"] != "not_waiting" else preempted
+        if output is OutputFormat.json:
+            emit({"job": data["job"], "whyPending": pending, "whyPreempted": preempted}, output)
+            return
+        typer.echo(f"{job_id} ({data['job']['state']}): {main['text']}")
+        typer.echo(f"reason: {main['reason']} (from {main['source']})")
+        if preempted["reason"] != "not_preempted" and main is not preempted:
+            typer.echo(f"last preemption: {preempted['text']}")
+        if main["evidence"]:
+            emit(main["evidence"], output)
+
+    @app.command("cancel")
+    def cancel(job_id: str = typer.Argument(...), reason: str = typer.Option("", help="recorded with it"),
+               output: OutputFormat = OutputOption) -> None:
+        """Cancel a job of one of your projects."""
+        res = GraphQLClient(get_settings()).execute(CANCEL, {"id": job_id, "reason": reason})["cancelJob"]
+        if (why := refusal(res)) is not None:
+            fail(f"cancel {why}", 2)
+        job = res["job"]
+        emit(job, output, [_job_row(job)], ["id", "project", "state", "gpus", "class"])
+
+    @app.command("queue")
+    def queue(project: str = typer.Option(None), limit: int = typer.Option(100),
+              output: OutputFormat = OutputOption) -> None:
+        """The queue in scheduling order: your jobs in full, others' as positions only."""
+        if not 1 <= limit <= 500:
+            fail(f"--limit must be between 1 and 500, got {limit}", 2)
+        q = GraphQLClient(get_settings()).execute(QUEUE, {"first": limit, "project": project})["queue"]
+        rows = [[e["position"], e["positionInProject"] or "", e["job"]["id"] if e["job"] else "(another tenant)",
+                 e["job"]["project"] if e["job"] else "", e["job"]["gpus"] if e["job"] else "", e["reason"] or ""]
+                for e in q["entries"]]
+        emit(q, output, rows, ["position", "in project", "job", "project", "gpus", "reason"])
+
+    if with_sessions:
+        register_sessions(app)
+
+
+def register_sessions(app: typer.Typer) -> None:
+    session_app = typer.Typer(no_args_is_help=True, help="Interactive sessions.")
+    app.add_typer(session_app, name="session")
+
+    @session_app.command("open", context_settings={"allow_interspersed_args": False})
+    def session_open(
+        command: list[str] = typer.Argument(..., help="the command to run, after --"),
+        project: str = typer.Option(..., "--project", "-p"),
+        gpus: int = typer.Option(1, "--gpus", "-g"),
+        cap: float = typer.Option(8 * 3600, "--cap", help="protected time in seconds (at most 8 h)"),
+        output: OutputFormat = OutputOption,
+    ) -> None:
+        """Open an interactive session."""
+        if gpus < 1:
+            fail(f"--gpus must be at least 1, got {gpus}", 2)
+        res = GraphQLClient(get_settings()).execute(OPEN_SESSION, {"input": {
+            "project": project, "gpus": gpus, "command": command, "capS": cap}})["openSession"]
+        if (why := refusal(res)) is not None:
+            fail(f"session {why}", 2)
+        job = res["job"]
+        emit(job, output, [_job_row(job)], ["id", "project", "state", "gpus", "class"])
+
+    @session_app.command("restore")
+    def session_restore(session_id: str = typer.Argument(...), output: OutputFormat = OutputOption) -> None:
+        """Restore a session from its last checkpoint."""
+        res = GraphQLClient(get_settings()).execute(RESTORE_SESSION, {"id": session_id})["restoreSession"]
+        if (why := refusal(res)) is not None:
+            fail(f"restore {why}", 2)
+        job = res["job"]
+        emit(job, output, [_job_row(job)], ["id", "project", "state", "gpus", "class"])

@@ -13,6 +13,7 @@ import httpx
 import typer
 
 from steward.cli.output import OutputFormat, OutputOption, emit, fail
+from steward.cli.tokens import ensure_admin_token
 from steward.config import Settings, get_settings
 from steward.infra import doctor as doctor_checks
 from steward.infra.processes import (
@@ -58,11 +59,12 @@ def bring_up(settings: Settings, postgres: bool = True) -> dict[str, Any]:
         values |= {"STEWARD_STORE_URL": settings.resolved_store_url}
     write_stack_env(paths, values)
     upgrade(values.get("STEWARD_STORE_OWNER_URL", values["STEWARD_STORE_URL"]))
+    token_file = ensure_admin_token(settings, values["STEWARD_STORE_URL"])
     env = os.environ | values | {"STEWARD_RUN_DIR": str(settings.run_dir)}
     pids = {name: start_own(name, paths, env) for name in OWN_PROCESSES}
     _wait_for_api(settings)
     return {"run_dir": str(settings.run_dir), "store": "postgresql" if postgres else "sqlite",
-            "api": settings.resolved_api_url, "processes": pids}
+            "api": settings.resolved_api_url, "processes": pids, "admin_token_file": str(token_file)}
 
 
 def bring_down(settings: Settings, services: bool = True) -> dict[str, Any]:
@@ -92,12 +94,18 @@ def run_process(name: str, settings: Settings) -> None:
             run_scheduler(settings, stop)
         return
     if name == "api":
+        import importlib.util
+
         import uvicorn
 
         from steward.api.app import create_app
+        from steward.api.settings import get_api_settings
 
-        uvicorn.run(create_app(settings), host=settings.api_host, port=settings.api_port,
-                    log_level="warning", lifespan="on")
+        api = get_api_settings()
+        ws = "websockets-sansio" if importlib.util.find_spec("websockets") else "auto"
+        uvicorn.run(create_app(settings, api), host=settings.api_host, port=settings.api_port,
+                    log_level="warning", lifespan="on", ws=ws,
+                    ws_max_size=api.api_max_ws_message_bytes, ws_max_queue=8)
         return
 
     async def main() -> None:

@@ -1,0 +1,100 @@
+"""Reads of the log for auditors (synchronous; called in a thread): the filtered event stream, the state
+folded up to a position or time, and verification of the hash chain over a range."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from sqlalchemy import select
+
+from steward.domain.state import LedgerState
+from steward.store import schema
+from steward.store.eventstore import EventStore, RecordedEvent, row_to_recorded
+
+SCAN_LIMIT = 20_000
+VERIFY_LIMIT = 500_000
+
+
+@dataclass(frozen=True, slots=True)
+class EventQuery:
+    stream_id: str | None = None
+    stream_prefix: str | None = None
+    types: tuple[str, ...] = ()
+    actor: str | None = None
+    since: float | None = None
+    until: float | None = None
+
+
+def read_events(store: EventStore, q: EventQuery, after: int, limit: int) -> tuple[list[RecordedEvent], int, bool]:
+    """Up to `limit` events after position `after` that match; (events, last scanned position, more?).
+    Filters on columns run in SQL; the actor (in metadata) is matched here, scanning at most SCAN_LIMIT."""
+    t = schema.events
+    base = select(t).order_by(t.c.position)
+    if q.stream_id:
+        base = base.where(t.c.stream_id == q.stream_id)
+    if q.stream_prefix:
+        base = base.where(t.c.stream_id.startswith(q.stream_prefix, autoescape=True))
+    if q.types:
+        base = base.where(t.c.type.in_(q.types))
+    if q.since is not None:
+        base = base.where(t.c.recorded_at >= q.since)
+    if q.until is not None:
+        base = base.where(t.c.recorded_at < q.until)
+    out: list[RecordedEvent] = []
+    scanned = after
+    batch = limit + 1 if q.actor is None else 1000
+    budget = SCAN_LIMIT
+    with store.engine.connect() as conn:
+        while budget > 0:
+            rows = conn.execute(base.where(t.c.position > scanned).limit(batch)).all()
+            if not rows:
+                conn.rollback()
+                return out, scanned, False
+            for row in rows:
+                rec = row_to_recorded(row)
+                if q.actor is None or rec.metadata.get("actor") == q.actor:
+                    if len(out) == limit:
+                        conn.rollback()
+                        return out, scanned, True
+                    out.append(rec)
+                scanned = rec.position
+            budget -= len(rows)
+            if len(rows) < batch:
+                conn.rollback()
+                return out, scanned, False
+        conn.rollback()
+    return out, scanned, True
+
+
+def state_at(store: EventStore, position: int) -> tuple[LedgerState, int, float | None]:
+    """The state at `position`: the audit's nearest snapshot plus the tail, folded by the domain's code."""
+    from steward.audit.snapshots import fold_to
+
+    proj = fold_to(store, position)
+    return proj.state(), proj.position, proj.recorded_at if proj.position else None
+
+
+def position_at(store: EventStore, at: float) -> int:
+    return store.position_at(at)
+
+
+@dataclass(frozen=True, slots=True)
+class VerifyResult:
+    from_position: int
+    to_position: int
+    checked: int
+    ok: bool
+    first_bad_position: int | None
+    problem: str | None
+
+
+def verify_range(store: EventStore, from_position: int, to_position: int) -> VerifyResult:
+    """Recompute every hash and link in [from, to] (and the signed checkpoints when the range is the whole
+    log), with the auditors' own verifier."""
+    from steward.audit.verify import verify
+
+    to_position = min(to_position, from_position + VERIFY_LIMIT - 1)
+    rep = verify(store, from_position, to_position, checkpoints=False)
+    problem = f"{rep['problem']}: {rep.get('detail', '')}".rstrip(": ") if not rep["ok"] else None
+    return VerifyResult(from_position, int(rep["to"]), int(rep["events"]), bool(rep["ok"]),
+                        rep.get("first_bad_position"), problem)

@@ -1,0 +1,100 @@
+"""Per-request context: the services, who is asking, and what they may see; errors users may read."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+from typing import Any
+
+from graphql import GraphQLError
+
+from steward.api.commands import Gateway
+from steward.api.readmodel import ReadModel, Snapshot
+from steward.api.settings import ApiSettings
+from steward.api.tail import HeadWatch
+from steward.auth.access import Access, Capability
+from steward.auth.authenticate import Authenticator
+from steward.auth.denials import Denial, DenialRecorder
+from steward.auth.principal import Principal
+from steward.auth.tokens import TokenStore
+from steward.store.eventstore import EventStore
+
+
+class UserError(GraphQLError):
+    """An error the user may read (passed through the error mask), with a stable `code`."""
+
+    def __init__(self, message: str, code: str) -> None:
+        super().__init__(message, extensions={"code": code})
+
+
+class Forbidden(UserError):
+    def __init__(self, operation: str) -> None:
+        super().__init__(f"not authorised: your role may not use '{operation}'", "FORBIDDEN")
+
+
+class Unauthenticated(UserError):
+    def __init__(self) -> None:
+        super().__init__("not authenticated: send 'Authorization: Bearer <token>'", "UNAUTHENTICATED")
+
+
+class BadInput(UserError):
+    def __init__(self, message: str) -> None:
+        super().__init__(message, "BAD_USER_INPUT")
+
+
+@dataclass(slots=True)
+class Services:
+    settings: ApiSettings
+    store: EventStore
+    gateway: Gateway
+    read: ReadModel
+    tokens: TokenStore
+    auth: Authenticator
+    denials: DenialRecorder
+    heads: HeadWatch
+
+
+@dataclass(slots=True)
+class Context:
+    services: Services
+    request: Any
+    response: Any
+    principal: Principal | None = None
+    client: str = ""
+    connection_params: dict[str, Any] | None = None
+    cache: dict[str, bool] | None = None  # the guard's result-cache flag for this request
+    _snapshot: Snapshot | None = field(default=None, repr=False)
+
+    async def snapshot(self) -> Snapshot:
+        if self._snapshot is None:
+            self._snapshot = await asyncio.to_thread(self.services.read.snapshot)
+        return self._snapshot
+
+    def who(self, operation: str) -> Principal:
+        if self.principal is None:
+            raise Unauthenticated()
+        return self.principal
+
+    async def access(self, operation: str = "query") -> Access:
+        principal = self.who(operation)
+        snap = await self.snapshot()
+        return Access.of(principal, snap.parents)
+
+    def no_cache(self) -> None:
+        """This answer must not be served again from the result cache (a denial, a side effect, or data
+        that changes without the log moving)."""
+        if self.cache is not None:
+            self.cache["ok"] = False
+
+    async def deny(self, operation: str, target: str, reason: str) -> None:
+        """Record a denial (the caller then answers as if the object did not exist, or NotAuthorised)."""
+        self.no_cache()
+        await asyncio.to_thread(self.services.denials.record, self.principal, Denial(operation, target, reason),
+                                self.client)
+
+    async def require(self, capability: Capability, operation: str) -> Access:
+        access = await self.access(operation)
+        if not access.can(capability):
+            await self.deny(operation, "*", f"role {access.role.value} lacks {capability.value}")
+            raise Forbidden(operation)
+        return access

@@ -1,0 +1,119 @@
+"""Why a job waits or was preempted, in plain words and structured evidence.
+
+The answer comes from what was recorded, newest first:
+1. an explanation in the job's events: any event whose payload carries `explanation` (the scheduler's
+   `steward.policy.explain` output: reason, blocking_gpus, blocking_scope, blocking_until, position,
+   position_in_project, evidence), or whose payload is one (types `JobExplained`/`JobDeferred`);
+2. otherwise one derived from the projections: free GPUs per node against the job's gang, and its place
+   in the queue. `source` says which.
+
+Preemption: the newest event of a preemption type (`JobPreempted`, `PreemptionRequested`, ...) with its
+payload's evidence (victim choice, the waiting job it made room for, ranks, protection state).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from steward.api.readmodel import QueueItem, Snapshot
+from steward.store.eventstore import RecordedEvent
+
+EXPLANATION_EVENTS = ("JobExplained", "JobDeferred")
+PREEMPTION_EVENTS = ("JobPreempted", "PreemptionRequested", "JobPreemptionRequested", "JobCheckpointRequested")
+WAITING = ("QUEUED", "PREEMPTED")
+
+# reason codes (the scheduler's own are passed through as recorded)
+TOO_LARGE = "too_large"
+INSUFFICIENT_CAPACITY = "insufficient_capacity"
+WAITING_FOR_CYCLE = "waiting_for_cycle"
+NOT_WAITING = "not_waiting"
+NOT_PREEMPTED = "not_preempted"
+
+
+@dataclass(frozen=True, slots=True)
+class Why:
+    job_id: str
+    reason: str
+    text: str
+    source: str  # "recorded" (from an event) or "derived" (from the projections)
+    blocking_gpus: int = 0
+    blocking_scope: str = ""
+    blocking_until: float | None = None
+    position: int | None = None
+    position_in_project: int | None = None
+    event_position: int | None = None
+    evidence: dict[str, Any] = field(default_factory=dict)
+
+
+def _recorded(events: Sequence[RecordedEvent], types: tuple[str, ...], key: str) -> RecordedEvent | None:
+    for ev in reversed(events):
+        if ev.type in types or isinstance(ev.payload.get(key), dict):
+            return ev
+    return None
+
+
+def _from_recorded(job_id: str, ev: RecordedEvent, key: str) -> Why:
+    nested = ev.payload.get(key)
+    data: dict[str, Any] = nested if isinstance(nested, dict) else ev.payload
+    raw_evidence = data.get("evidence")
+    evidence: dict[str, Any] = raw_evidence if isinstance(raw_evidence, dict) else {}
+    reason = str(data.get("reason") or data.get("code") or ev.type)
+    text = str(data.get("text") or data.get("words") or f"{reason} (recorded at position {ev.position})")
+    until = data.get("blocking_until")
+    return Why(
+        job_id, reason, text, "recorded", int(data.get("blocking_gpus") or 0), str(data.get("blocking_scope") or ""),
+        float(until) if isinstance(until, int | float) else None,
+        data.get("position") if isinstance(data.get("position"), int) else None,
+        data.get("position_in_project") if isinstance(data.get("position_in_project"), int) else None,
+        ev.position, dict(evidence),
+    )
+
+
+def why_pending(job: dict[str, Any], events: Sequence[RecordedEvent], snap: Snapshot) -> Why:
+    job_id = job["job_id"]
+    if job["state"] not in WAITING:
+        return Why(job_id, NOT_WAITING, f"job {job_id} is not waiting: it is {job['state']}", "derived")
+    rec = _recorded(events, EXPLANATION_EVENTS, "explanation")
+    if rec is not None and rec.position >= max((e.position for e in events if e.type != "CommandRejected"), default=0):
+        return _from_recorded(job_id, rec, "explanation")
+    return derive_pending(job, snap)
+
+
+def derive_pending(job: dict[str, Any], snap: Snapshot, item: QueueItem | None = None) -> Why:
+    if item is None:
+        item = next((q for q in snap.queue() if q.job["job_id"] == job["job_id"]), None)
+    position = item.position if item else None
+    in_project = item.position_in_project if item else None
+    max_node, max_free, total, total_free = snap.capacity_figures()
+    gpus = int(job["gpus"])
+    ahead = (position - 1) if position else 0
+    place = f"position {position} of {len(snap.queue())} in the queue, {in_project} in project {job['project']}"
+    evidence: dict[str, Any] = {
+        "gpus": gpus, "largest_node_gpus": max_node, "largest_free_on_one_node": max_free,
+        "cluster_gpus": total, "cluster_free_gpus": total_free, "jobs_ahead": ahead,
+        "order": "priority, then submit time", "priority": job["priority"], "submitted_at": job["submitted_at"],
+    }
+    if gpus > total:
+        blocking, scope = gpus - total, "the cluster"
+        return Why(job["job_id"], TOO_LARGE, f"can never fit: needs {blocking} more GPUs than the cluster has",
+                   "derived", blocking, scope, None, position, in_project, None, evidence)
+    if gpus <= max_node:
+        scope, usable = "one node", max_free
+    else:
+        scope, usable = "the cluster (whole nodes)", total_free
+    if usable < gpus:
+        blocking = gpus - usable
+        return Why(job["job_id"], INSUFFICIENT_CAPACITY, f"needs {blocking} more GPUs in {scope}; {place}",
+                   "derived", blocking, scope, None, position, in_project, None, evidence)
+    return Why(job["job_id"], WAITING_FOR_CYCLE,
+               f"room exists in {scope}; the scheduler places it at its next cycle unless jobs ahead take it; {place}",
+               "derived", 0, scope, None, position, in_project, None, evidence)
+
+
+def why_preempted(job: dict[str, Any], events: Sequence[RecordedEvent]) -> Why:
+    rec = _recorded(events, PREEMPTION_EVENTS, "preemption")
+    if rec is None:
+        return Why(job["job_id"], NOT_PREEMPTED, f"job {job['job_id']} has not been preempted", "derived")
+    return _from_recorded(job["job_id"], rec, "preemption")

@@ -1,0 +1,177 @@
+"""Mutation inputs and union payloads: success | Rejected (the ledger said no, with its reason) |
+NotAuthorised (says nothing about whether the object exists) | InvalidInput (refused before publishing).
+Top-level `errors` are kept for system faults."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import strawberry
+from strawberry.scalars import JSON
+
+from steward.api.types import ApiToken, Job
+
+
+@strawberry.type
+class Rejected:
+    code: str
+    reason: str
+
+
+@strawberry.type
+class InvalidInput:
+    field: str | None
+    message: str
+
+
+@strawberry.type
+class NotAuthorised:
+    message: str
+
+
+@strawberry.type
+class JobAccepted:
+    job: Job
+
+
+@strawberry.type
+class JobCancelled:
+    job: Job
+
+
+@strawberry.type
+class SessionOpened:
+    job: Job
+
+
+@strawberry.type
+class SessionRestored:
+    job: Job
+
+
+@strawberry.type
+class AllocationsChanged:
+    parent: str
+    position: int
+
+
+@strawberry.type
+class NodeRegistered:
+    id: str
+    position: int
+
+
+@strawberry.type
+class NodeDraining:
+    id: str
+    position: int
+
+
+@strawberry.type
+class NodeResumed:
+    id: str
+    position: int
+
+
+@strawberry.type
+class PolicySet:
+    position: int
+
+
+@strawberry.type
+class TokenCreated:
+    token: str = strawberry.field(description="Shown once; only its digest is stored.")
+    info: ApiToken
+
+
+@strawberry.type
+class TokenRevoked:
+    id: str
+
+
+SubmitJobResult = Annotated[JobAccepted | Rejected | InvalidInput | NotAuthorised, strawberry.union("SubmitJobResult")]
+CancelJobResult = Annotated[JobCancelled | Rejected | InvalidInput | NotAuthorised, strawberry.union("CancelJobResult")]
+OpenSessionResult = Annotated[
+    SessionOpened | Rejected | InvalidInput | NotAuthorised, strawberry.union("OpenSessionResult")
+]
+RestoreSessionResult = Annotated[
+    SessionRestored | Rejected | InvalidInput | NotAuthorised, strawberry.union("RestoreSessionResult")
+]
+SetAllocationsResult = Annotated[
+    AllocationsChanged | Rejected | InvalidInput | NotAuthorised, strawberry.union("SetAllocationsResult")
+]
+RegisterNodeResult = Annotated[
+    NodeRegistered | Rejected | InvalidInput | NotAuthorised, strawberry.union("RegisterNodeResult")
+]
+DrainNodeResult = Annotated[NodeDraining | Rejected | InvalidInput | NotAuthorised, strawberry.union("DrainNodeResult")]
+ResumeNodeResult = Annotated[
+    NodeResumed | Rejected | InvalidInput | NotAuthorised, strawberry.union("ResumeNodeResult")
+]
+SetPolicyResult = Annotated[PolicySet | Rejected | InvalidInput | NotAuthorised, strawberry.union("SetPolicyResult")]
+CreateTokenResult = Annotated[
+    TokenCreated | Rejected | InvalidInput | NotAuthorised, strawberry.union("CreateTokenResult")
+]
+RevokeTokenResult = Annotated[
+    TokenRevoked | Rejected | InvalidInput | NotAuthorised, strawberry.union("RevokeTokenResult")
+]
+
+
+@strawberry.input
+class ShareInput:
+    child: str
+    share: float
+
+
+@strawberry.input
+class SubmitJobInput:
+    project: str
+    gpus: int
+    min_runtime_s: float
+    command: list[str]
+    resumable: bool = False
+    job_class: str = "batch"
+    priority: int = 0
+    job_id: str | None = None
+
+
+@strawberry.input
+class OpenSessionInput:
+    project: str
+    gpus: int
+    command: list[str]
+    cap_s: float = strawberry.field(default=8 * 3600.0, description="The session's protected time (≤ 8 h).")
+    session_id: str | None = None
+
+
+@strawberry.input
+class RegisterNodeInput:
+    id: str
+    gpus: int
+    gpu_model: str
+    path: list[str]
+    executor: str = "local"
+
+
+@strawberry.input
+class JobFilter:
+    states: list[str] | None = None
+    project: str | None = None
+    job_class: str | None = None
+    submitted_after: float | None = None
+    submitted_before: float | None = None
+
+
+@strawberry.input
+class EventFilter:
+    stream_id: str | None = None
+    stream_prefix: str | None = None
+    types: list[str] | None = None
+    actor: str | None = None
+    since: float | None = None
+    until: float | None = None
+
+
+@strawberry.input
+class PolicyInput:
+    settings: JSON
+    reason: str

@@ -1,0 +1,202 @@
+"""What the API reads: the projections, taken once per store head and shared by every request until the
+head moves (the figures also age with the clock). Synchronous; the schema calls it in a thread."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from sqlalchemy import or_, select
+
+from steward.api import figures
+from steward.store import schema
+from steward.store.eventstore import EventStore
+
+ACTIVE = ("QUEUED", "PREEMPTED", "PLACED", "RUNNING")
+
+
+@dataclass(frozen=True, slots=True)
+class QueueItem:
+    job: dict[str, Any]
+    position: int
+    position_in_project: int
+
+
+@dataclass(slots=True)
+class Snapshot:
+    head: int
+    allocations: list[dict[str, Any]]
+    nodes: list[dict[str, Any]]
+    active_jobs: list[dict[str, Any]]
+    parents: dict[str, str] = field(default_factory=dict)
+    _queue: list[QueueItem] | None = None
+    _used: dict[str, int] | None = None
+    _capacity: tuple[int, int, int, int] | None = None
+
+    @property
+    def capacity(self) -> int:
+        return sum(int(n["gpus"]) for n in self.nodes if n["state"] != "unhealthy")
+
+    def queue(self) -> list[QueueItem]:
+        """Waiting jobs in the order the scheduler takes them (today: priority, then submit time), with
+        their position overall and inside their project."""
+        if self._queue is None:
+            waiting = sorted((j for j in self.active_jobs if j["state"] in ("QUEUED", "PREEMPTED")),
+                             key=lambda j: (-j["priority"], j["submitted_at"], j["job_id"]))
+            per_project: dict[str, int] = {}
+            items = []
+            for i, j in enumerate(waiting, 1):
+                per_project[j["project"]] = per_project.get(j["project"], 0) + 1
+                items.append(QueueItem(j, i, per_project[j["project"]]))
+            self._queue = items
+        return self._queue
+
+    def capacity_figures(self) -> tuple[int, int, int, int]:
+        """(largest ready node, most free GPUs on one ready node, ready GPUs, free ready GPUs)."""
+        if self._capacity is None:
+            used = self.used_gpus()
+            ready = [n for n in self.nodes if n["state"] == "ready"]
+            free = [int(n["gpus"]) - used.get(n["node_id"], 0) for n in ready]
+            self._capacity = (max((int(n["gpus"]) for n in ready), default=0), max(free, default=0),
+                              sum(int(n["gpus"]) for n in ready), sum(free))
+        return self._capacity
+
+    def used_gpus(self) -> dict[str, int]:
+        if self._used is None:
+            used: dict[str, int] = {}
+            for j in self.active_jobs:
+                if j["state"] in ("PLACED", "RUNNING"):
+                    for node, gpus in (j["assignments"] or {}).items():
+                        used[node] = used.get(node, 0) + len(gpus)
+            self._used = used
+        return self._used
+
+
+class ReadModel:
+    def __init__(self, store: EventStore, clock: Callable[[], float] = time.time, head_ttl_s: float = 0.05,
+                 figures_ttl_s: float = 5.0) -> None:
+        self.store = store
+        self.clock = clock
+        self.head_ttl_s = head_ttl_s
+        self.figures_ttl_s = figures_ttl_s
+        self._lock = threading.Lock()
+        self._head: tuple[float, int] = (-1.0, -1)
+        self._snapshot: Snapshot | None = None
+        self._figures: dict[float, tuple[int, float, list[figures.AllocationFigures]]] = {}
+        self._counts: tuple[int, dict[str, int]] | None = None
+
+    def head(self) -> int:
+        now = time.monotonic()
+        checked, head = self._head
+        if now - checked < self.head_ttl_s:
+            return head
+        head = self.store.head()
+        self._head = (now, head)
+        return head
+
+    def fresh_head(self) -> int | None:
+        """The head if it was read from the store within `head_ttl_s`, else None (read it with `head`)."""
+        checked, head = self._head
+        return head if time.monotonic() - checked < self.head_ttl_s else None
+
+    def saw(self, position: int) -> None:
+        """A mutation's outcome was recorded at `position`: read-your-writes from here on."""
+        if position > self._head[1]:
+            self._head = (-1.0, position)
+
+    def snapshot(self) -> Snapshot:
+        head = self.head()
+        snap = self._snapshot
+        if snap is not None and snap.head >= head:
+            return snap
+        with self._lock:
+            snap = self._snapshot
+            if snap is not None and snap.head >= head:
+                return snap
+            with self.store.engine.connect() as conn:
+                allocations = [dict(r._mapping) for r in conn.execute(
+                    select(schema.proj_allocations).order_by(schema.proj_allocations.c.name))]
+                nodes = [dict(r._mapping) for r in conn.execute(
+                    select(schema.proj_nodes).order_by(schema.proj_nodes.c.node_id))]
+                jobs = [dict(r._mapping) for r in conn.execute(
+                    select(schema.proj_jobs).where(schema.proj_jobs.c.state.in_(ACTIVE)))]
+                conn.rollback()
+            snap = Snapshot(head, allocations, nodes, jobs, {a["name"]: a["parent"] for a in allocations})
+            self._snapshot = snap
+            return snap
+
+    def figures(self, window_s: float) -> list[figures.AllocationFigures]:
+        snap = self.snapshot()
+        now = self.clock()
+        hit = self._figures.get(window_s)
+        if hit is not None and hit[0] == snap.head and now - hit[1] < self.figures_ttl_s:
+            return hit[2]
+        with self._lock:
+            hit = self._figures.get(window_s)
+            if hit is not None and hit[0] == snap.head and now - hit[1] < self.figures_ttl_s:
+                return hit[2]
+            q = select(schema.proj_jobs.c.project, schema.proj_jobs.c.state, schema.proj_jobs.c.gpus,
+                       schema.proj_jobs.c.submitted_at, schema.proj_jobs.c.started_at,
+                       schema.proj_jobs.c.ended_at).where(
+                or_(schema.proj_jobs.c.ended_at.is_(None), schema.proj_jobs.c.ended_at >= now - window_s))
+            with self.store.engine.connect() as conn:
+                rows = [dict(r._mapping) for r in conn.execute(q)]
+                conn.rollback()
+            out = figures.compute(snap.allocations, rows, snap.capacity, now, window_s)
+            if len(self._figures) > 16:
+                self._figures.clear()
+            self._figures[window_s] = (snap.head, now, out)
+            return out
+
+    # -- rows that are not cached ----------------------------------------------------------------
+
+    def job(self, job_id: str) -> dict[str, Any] | None:
+        with self.store.engine.connect() as conn:
+            row = conn.execute(select(schema.proj_jobs).where(schema.proj_jobs.c.job_id == job_id)).first()
+            conn.rollback()
+        return dict(row._mapping) if row else None
+
+    def jobs_page(self, *, projects: frozenset[str] | None, states: list[str] | None, project: str | None,
+                  job_class: str | None, submitted_after: float | None, submitted_before: float | None,
+                  after: tuple[float, str] | None, limit: int) -> list[dict[str, Any]]:
+        """Newest first, keyset-paginated on (submitted_at, job_id)."""
+        t = schema.proj_jobs
+        q = select(t).order_by(t.c.submitted_at.desc(), t.c.job_id.desc()).limit(limit)
+        if projects is not None:
+            q = q.where(t.c.project.in_(sorted(projects)))
+        if states:
+            q = q.where(t.c.state.in_(states))
+        if project:
+            q = q.where(t.c.project == project)
+        if job_class:
+            q = q.where(t.c.job_class == job_class)
+        if submitted_after is not None:
+            q = q.where(t.c.submitted_at >= submitted_after)
+        if submitted_before is not None:
+            q = q.where(t.c.submitted_at < submitted_before)
+        if after is not None:
+            ts, jid = after
+            q = q.where(or_(t.c.submitted_at < ts, (t.c.submitted_at == ts) & (t.c.job_id < jid)))
+        with self.store.engine.connect() as conn:
+            rows = [dict(r._mapping) for r in conn.execute(q)]
+            conn.rollback()
+        return rows
+
+    def job_counts(self) -> dict[str, int]:
+        """Jobs per state, once per head."""
+        from sqlalchemy import func
+
+        head = self.head()
+        hit = self._counts
+        if hit is not None and hit[0] >= head:
+            return hit[1]
+        t = schema.proj_jobs
+        with self.store.engine.connect() as conn:
+            rows = conn.execute(select(t.c.state, func.count()).group_by(t.c.state)).all()
+            conn.rollback()
+        counts = {r[0]: int(r[1]) for r in rows}
+        self._counts = (head, counts)
+        return counts

@@ -1,0 +1,71 @@
+"""The API's own settings (prefix STEWARD_, the same files as steward.config): mode, protections and
+identity. Production mode (the default) turns introspection and the GraphQL IDE off."""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from pathlib import Path
+from typing import Literal
+
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from steward.auth.jwt import JwtConfig
+from steward.config import _default_run_dir, _settings_files
+
+
+class ApiSettings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="STEWARD_", env_file=_settings_files(), extra="ignore")
+
+    run_dir: Path = _default_run_dir()
+    api_mode: Literal["production", "development"] = "production"
+    # None: follow the mode (on in development, off in production).
+    api_introspection: bool | None = None
+    api_max_body_bytes: int = 64 * 1024
+    api_max_ws_message_bytes: int = 64 * 1024
+    api_max_depth: int = 10
+    api_max_tokens: int = 2000
+    api_max_aliases: int = 30
+    api_max_subscriptions_per_connection: int = 20
+    api_max_page: int = 500
+    # per token (or JWT subject, or client address when unauthenticated)
+    api_rate_per_s: float = 50.0
+    api_rate_burst: float = 100.0
+    # Comma-separated origins whose pages may open a websocket (same-origin and no-Origin always may).
+    api_allowed_origins: str = ""
+    api_auth_cache_s: float = 2.0
+    api_subscription_poll_s: float = 0.25
+    # Query results cached per (token, document, store head, 5 s bucket); denials and non-queries never.
+    api_result_cache: bool = True
+    api_result_cache_size: int = 2048
+    # JWT bearer tokens (off unless an issuer and a key are configured)
+    jwt_issuer: str = ""
+    jwt_audience: str = "steward"
+    jwt_hs256_secret: str = ""
+    jwt_jwks_file: str = ""
+    jwt_jwks_url: str = ""
+    jwt_role_claim: str = "steward_role"
+    jwt_scopes_claim: str = "steward_scopes"
+    # The CLI's token when STEWARD_TOKEN is not set (written by `steward up`).
+    token_file: Path | None = None
+
+    @property
+    def introspection(self) -> bool:
+        return self.api_introspection if self.api_introspection is not None else self.api_mode == "development"
+
+    @property
+    def allowed_origins(self) -> tuple[str, ...]:
+        return tuple(o.strip() for o in self.api_allowed_origins.split(",") if o.strip())
+
+    @property
+    def resolved_token_file(self) -> Path:
+        return self.token_file or self.run_dir / "token"
+
+    def jwt_config(self) -> JwtConfig:
+        return JwtConfig(audience=self.jwt_audience, issuer=self.jwt_issuer, hs256_secret=self.jwt_hs256_secret,
+                         jwks_file=self.jwt_jwks_file, jwks_url=self.jwt_jwks_url, role_claim=self.jwt_role_claim,
+                         scopes_claim=self.jwt_scopes_claim)
+
+
+@lru_cache(maxsize=1)
+def get_api_settings() -> ApiSettings:
+    return ApiSettings()

@@ -1,0 +1,352 @@
+"""The GraphQL object types (Strawberry). Field names are snake_case here and camelCase in the schema."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+from typing import Any, cast
+
+import strawberry
+from strawberry.scalars import JSON
+from strawberry.types import Info
+
+from steward.api import fields
+from steward.api.context import Context
+from steward.api.explain import Why
+from steward.api.figures import AllocationFigures
+from steward.store.eventstore import RecordedEvent
+
+DECISION_TYPES = ("JobPlaced", "CommandRejected", "JobPreempted", "PreemptionRequested", "JobExplained",
+                  "JobDeferred", "JobCancelled")
+
+
+def encode_cursor(kind: str, *parts: str) -> str:
+    return base64.urlsafe_b64encode("|".join((kind, *parts)).encode()).decode()
+
+
+def decode_cursor(cursor: str, kind: str, n: int) -> list[str] | None:
+    """The parts of a cursor of `kind`, or None when it is not one (a bad cursor is a user error)."""
+    try:
+        parts = base64.urlsafe_b64decode(cursor.encode()).decode().split("|")
+    except (ValueError, UnicodeDecodeError):
+        return None
+    if len(parts) != n + 1 or parts[0] != kind:
+        return None
+    return parts[1:]
+
+
+@strawberry.type
+class PageInfo:
+    has_next_page: bool
+    has_previous_page: bool
+    start_cursor: str | None
+    end_cursor: str | None
+
+
+@strawberry.type(description="One recorded event: immutable, hash-chained to the one before it.")
+class Event:
+    position: int
+    stream_id: str
+    version: int
+    type: str
+    schema_version: int
+    payload: JSON
+    metadata: JSON
+    recorded_at: float
+    prev_hash: str
+    hash: str
+
+    @staticmethod
+    def of(rec: RecordedEvent) -> Event:
+        return Event(position=rec.position, stream_id=rec.stream_id, version=rec.version, type=rec.type,
+                     schema_version=rec.schema_version, payload=cast(JSON, rec.payload),
+                     metadata=cast(JSON, rec.metadata), recorded_at=rec.recorded_at, prev_hash=rec.prev_hash,
+                     hash=rec.hash)
+
+
+@strawberry.type
+class EventEdge:
+    cursor: str
+    node: Event
+
+
+@strawberry.type
+class EventConnection:
+    edges: list[EventEdge]
+    page_info: PageInfo
+    scanned_to: int = strawberry.field(description="The last position examined (filters may skip events).")
+
+
+@strawberry.type(description="A decision about a job and the evidence recorded with it.")
+class Decision:
+    position: int
+    type: str
+    recorded_at: float
+    actor: str | None
+    evidence: JSON
+
+
+@strawberry.type(description="Why a job waits, or was preempted: plain words and structured evidence.")
+class Explanation:
+    job_id: str
+    reason: str = strawberry.field(description="A stable reason code.")
+    text: str
+    source: str = strawberry.field(description="'recorded' (from the job's events) or 'derived' (projections).")
+    blocking_gpus: int
+    blocking_scope: str
+    blocking_until: float | None
+    position: int | None
+    position_in_project: int | None
+    event_position: int | None
+    evidence: JSON
+
+    @staticmethod
+    def of(w: Why) -> Explanation:
+        return Explanation(job_id=w.job_id, reason=w.reason, text=w.text, source=w.source,
+                           blocking_gpus=w.blocking_gpus, blocking_scope=w.blocking_scope,
+                           blocking_until=w.blocking_until, position=w.position,
+                           position_in_project=w.position_in_project, event_position=w.event_position,
+                           evidence=cast(JSON, w.evidence))
+
+
+@strawberry.type
+class Job:
+    id: strawberry.ID
+    project: str
+    state: str
+    gpus: int
+    min_runtime_s: float
+    resumable: bool
+    job_class: str
+    priority: int
+    command: list[str]
+    submitted_at: float
+    attempt: int
+    assignments: JSON
+    funded: bool
+    started_at: float | None
+    ended_at: float | None
+    exit_code: int | None
+    position: int = strawberry.field(description="The store position of the job's latest change.")
+
+    @fields.field("The job's events in order.")
+    async def events(self, info: Info[Context, None]) -> list[Event]:
+        recs = await asyncio.to_thread(info.context.services.store.stream, f"job-{self.id}")
+        return [Event.of(r) for r in recs]
+
+    @fields.field("Every decision about the job with the evidence that justified it.")
+    async def decisions(self, info: Info[Context, None]) -> list[Decision]:
+        recs = await asyncio.to_thread(info.context.services.store.stream, f"job-{self.id}")
+        return [Decision(position=r.position, type=r.type, recorded_at=r.recorded_at,
+                         actor=r.metadata.get("actor"),
+                         evidence=cast(JSON, r.payload.get("evidence", r.payload)))
+                for r in recs if r.type in DECISION_TYPES]
+
+    @staticmethod
+    def of(row: dict[str, Any]) -> Job:
+        return Job(
+            id=strawberry.ID(row["job_id"]), project=row["project"], state=row["state"], gpus=row["gpus"],
+            min_runtime_s=row["min_runtime_s"], resumable=bool(row["resumable"]), job_class=row["job_class"],
+            priority=row["priority"], command=list(row["command"]), submitted_at=row["submitted_at"],
+            attempt=row["attempt"], assignments=cast(JSON, row["assignments"]), funded=bool(row["funded"]),
+            started_at=row["started_at"], ended_at=row["ended_at"], exit_code=row["exit_code"],
+            position=row["position"],
+        )
+
+
+@strawberry.type
+class JobEdge:
+    cursor: str
+    node: Job
+
+
+@strawberry.type
+class JobConnection:
+    edges: list[JobEdge]
+    page_info: PageInfo
+
+
+@strawberry.type(description="An allocation (a node of the org tree) with its figures over the window. "
+                             "Amounts are GPU-seconds.")
+class Allocation:
+    name: str
+    parent: str
+    depth: int
+    share: float
+    entitlement: float = strawberry.field(description="Product of the shares on its path (claim on the cluster).")
+    is_project: bool
+    entitled_in_window: float
+    usage_in_window: float
+    demand_in_window: float
+    owed: float
+    delivered: float
+    delivered_over_owed: float | None
+    burn: float | None = strawberry.field(description="GPUs running now ÷ GPUs entitled now.")
+    running_gpus: int
+    running_jobs: int
+    waiting_jobs: int
+    waiting_gpus: int
+
+    @staticmethod
+    def of(f: AllocationFigures) -> Allocation:
+        return Allocation(name=f.name, parent=f.parent, depth=f.depth, share=f.share, entitlement=f.entitlement,
+                          is_project=f.is_project, entitled_in_window=f.entitled_in_window,
+                          usage_in_window=f.usage_in_window, demand_in_window=f.demand_in_window, owed=f.owed,
+                          delivered=f.delivered, delivered_over_owed=f.delivered_over_owed, burn=f.burn,
+                          running_gpus=f.running_gpus, running_jobs=f.running_jobs, waiting_jobs=f.waiting_jobs,
+                          waiting_gpus=f.waiting_gpus)
+
+
+@strawberry.type
+class Node:
+    id: str
+    gpus: int
+    gpu_model: str
+    path: list[str]
+    executor: str
+    state: str
+    used_gpus: int
+    free_gpus: int
+    jobs: list[str] = strawberry.field(description="Ids of the jobs on it that you may see.")
+    other_jobs: int = strawberry.field(description="How many jobs on it you may not see.")
+
+
+@strawberry.type(description="A topology domain (a prefix of node paths) with its capacity and occupancy.")
+class Domain:
+    path: list[str]
+    depth: int
+    nodes: int
+    gpus: int
+    used_gpus: int
+    free_gpus: int
+    largest_free_on_one_node: int
+
+
+@strawberry.type
+class QueueEntry:
+    position: int
+    mine: bool = strawberry.field(description="False: another tenant's job, shown only as its position.")
+    position_in_project: int | None
+    job: Job | None
+    reason: str | None
+    text: str | None
+    blocking_gpus: int | None
+
+
+@strawberry.type
+class Queue:
+    waiting: int
+    waiting_gpus: int
+    entries: list[QueueEntry]
+
+
+@strawberry.type
+class StateCount:
+    state: str
+    count: int
+
+
+@strawberry.type
+class Me:
+    subject: str
+    role: str
+    scopes: list[str]
+    token_id: str | None
+    via: str
+    capabilities: list[str]
+
+
+@strawberry.type
+class AccessDenial:
+    id: int
+    at: float
+    subject: str
+    role: str
+    token_id: str | None
+    operation: str
+    target: str
+    reason: str
+    client: str
+
+
+@strawberry.type
+class AccessDenialConnection:
+    edges: list[AccessDenial]
+    page_info: PageInfo
+
+
+@strawberry.type
+class AllocationAt:
+    name: str
+    parent: str
+    share: float
+
+
+@strawberry.type
+class NodeAt:
+    id: str
+    gpus: int
+    gpu_model: str
+    path: list[str]
+    state: str
+
+
+@strawberry.type
+class JobAt:
+    id: str
+    project: str
+    state: str
+    gpus: int
+    attempt: int
+
+
+@strawberry.type(description="The ledger's state folded from the log up to a position (or time).")
+class StateAt:
+    position: int
+    recorded_at: float | None
+    allocations: list[AllocationAt]
+    nodes: list[NodeAt]
+    job_counts: list[StateCount]
+    jobs: list[JobAt]
+    jobs_truncated: bool
+
+
+@strawberry.type
+class Verification:
+    from_position: int
+    to_position: int
+    checked: int
+    ok: bool
+    first_bad_position: int | None
+    problem: str | None
+
+
+@strawberry.type
+class NodeOccupancy:
+    id: str
+    gpus: int
+    used_gpus: int
+    state: str
+
+
+@strawberry.type
+class Occupancy:
+    position: int
+    total_gpus: int
+    used_gpus: int
+    free_gpus: int
+    running_jobs: int
+    waiting_jobs: int
+    nodes: list[NodeOccupancy]
+
+
+@strawberry.type
+class ApiToken:
+    id: str
+    subject: str
+    role: str
+    scopes: list[str]
+    created_at: float
+    created_by: str
+    expires_at: float | None
+    revoked_at: float | None

@@ -1,0 +1,64 @@
+"""Bearer token -> Principal: API tokens (`stw_...`) are looked up in the store, anything else must be a
+JWT. Positive answers are cached briefly (`cache_s`), so a revocation made elsewhere takes effect within
+that time; one made through this process takes effect at once."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+
+from steward.auth.jwt import JwtVerifier
+from steward.auth.principal import Principal
+from steward.auth.tokens import TokenError, TokenStore, looks_like_api_token, parse
+
+
+class Authenticator:
+    def __init__(self, tokens: TokenStore, jwt: JwtVerifier | None, cache_s: float = 2.0,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.tokens = tokens
+        self.jwt = jwt
+        self.cache_s = cache_s
+        self.clock = clock
+        self._cache: dict[str, tuple[float, Principal]] = {}
+        self._lock = threading.Lock()
+
+    def authenticate(self, token: str) -> Principal:
+        if not token or len(token) > 8192:
+            raise TokenError("invalid token")
+        now = self.clock()
+        with self._lock:
+            hit = self._cache.get(token)
+        if hit is not None and now - hit[0] < self.cache_s:
+            return hit[1]
+        if looks_like_api_token(token):
+            principal = self.tokens.authenticate(token)
+        elif self.jwt is not None:
+            principal = self.jwt.verify(token)
+        else:
+            raise TokenError("invalid token")
+        with self._lock:
+            if len(self._cache) > 10_000:
+                self._cache.clear()
+            self._cache[token] = (now, principal)
+        return principal
+
+    def forget(self, token_id: str) -> None:
+        """Drop cached answers for a revoked token id."""
+        with self._lock:
+            for key in [k for k in self._cache if looks_like_api_token(k) and _id(k) == token_id]:
+                del self._cache[key]
+
+
+def _id(token: str) -> str:
+    try:
+        return parse(token)[0]
+    except TokenError:
+        return ""
+
+
+def bearer(header: str | None) -> str | None:
+    if not header:
+        return None
+    scheme, _, value = header.partition(" ")
+    return value.strip() if scheme.lower() == "bearer" and value.strip() else None

@@ -1,0 +1,102 @@
+"""Operator commands on the API: `node register|drain|list`, `policy set`."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import typer
+
+from steward.cli.client import GraphQLClient
+from steward.cli.jobs import refusal
+from steward.cli.output import OutputFormat, OutputOption, emit, fail
+from steward.config import get_settings
+
+REGISTER = """mutation($input: RegisterNodeInput!) { registerNode(input: $input) {
+  __typename ... on NodeRegistered { id position } ... on Rejected { code reason }
+  ... on InvalidInput { field message } ... on NotAuthorised { message } } }"""
+
+DRAIN = """mutation($id: String!, $reason: String!) { drainNode(id: $id, reason: $reason) {
+  __typename ... on NodeDraining { id position } ... on Rejected { code reason }
+  ... on InvalidInput { field message } ... on NotAuthorised { message } } }"""
+
+SET_POLICY = """mutation($input: PolicyInput!) { setPolicy(input: $input) {
+  __typename ... on PolicySet { position } ... on Rejected { code reason }
+  ... on InvalidInput { field message } ... on NotAuthorised { message } } }"""
+
+RESUME = """mutation($id: String!, $reason: String!) { resumeNode(id: $id, reason: $reason) {
+  __typename ... on NodeResumed { id position } ... on Rejected { code reason }
+  ... on InvalidInput { field message } ... on NotAuthorised { message } } }"""
+
+NODES = "{ nodes { id gpus gpuModel path executor state usedGpus freeGpus jobs otherJobs } }"
+
+
+def register(app: typer.Typer) -> None:
+    node_app = typer.Typer(no_args_is_help=True, help="Cluster nodes (operators).")
+    policy_app = typer.Typer(no_args_is_help=True, help="The scheduling policy (operators).")
+    app.add_typer(node_app, name="node")
+    app.add_typer(policy_app, name="policy")
+
+    @node_app.command("register")
+    def node_register(
+        node_id: str = typer.Argument(...),
+        gpus: int = typer.Option(..., "--gpus"),
+        path: str = typer.Option(..., "--path", help="topology path, outermost first: zone/spine/block"),
+        gpu_model: str = typer.Option("generic", "--gpu-model"),
+        executor: str = typer.Option("local", "--executor"),
+        output: OutputFormat = OutputOption,
+    ) -> None:
+        """Register a node with its GPUs and topology path."""
+        if gpus < 1:
+            fail(f"--gpus must be at least 1, got {gpus}", 2)
+        parts = [p for p in path.split("/") if p]
+        if not parts:
+            fail("--path needs at least one element, e.g. zone-a/block-1", 2)
+        res = GraphQLClient(get_settings()).execute(REGISTER, {"input": {
+            "id": node_id, "gpus": gpus, "gpuModel": gpu_model, "path": parts, "executor": executor}})["registerNode"]
+        if (why := refusal(res)) is not None:
+            fail(f"node '{node_id}' {why}", 2)
+        emit(res, output, [[res["id"], gpus, "/".join(parts), res["position"]]], ["node", "gpus", "path", "position"])
+
+    @node_app.command("drain")
+    def node_drain(node_id: str = typer.Argument(...), reason: str = typer.Option(..., "--reason"),
+                   output: OutputFormat = OutputOption) -> None:
+        """Drain a node: it takes no new work."""
+        res = GraphQLClient(get_settings()).execute(DRAIN, {"id": node_id, "reason": reason})["drainNode"]
+        if (why := refusal(res)) is not None:
+            fail(f"drain of '{node_id}' {why}", 2)
+        emit(res, output)
+
+    @node_app.command("resume")
+    def node_resume(node_id: str = typer.Argument(...), reason: str = typer.Option(..., "--reason"),
+                    output: OutputFormat = OutputOption) -> None:
+        """Resume a draining node: it takes new work again."""
+        res = GraphQLClient(get_settings()).execute(RESUME, {"id": node_id, "reason": reason})["resumeNode"]
+        if (why := refusal(res)) is not None:
+            fail(f"resume of '{node_id}' {why}", 2)
+        emit(res, output)
+
+    @node_app.command("list")
+    def node_list(output: OutputFormat = OutputOption) -> None:
+        """Nodes with topology and occupancy."""
+        nodes = GraphQLClient(get_settings()).execute(NODES)["nodes"]
+        emit(nodes, output, [[n["id"], "/".join(n["path"]), n["state"], n["gpus"], n["usedGpus"], n["freeGpus"]]
+                             for n in nodes], ["node", "path", "state", "gpus", "used", "free"])
+
+    @policy_app.command("set")
+    def policy_set(file: Path = typer.Argument(..., help="a JSON file of policy settings"),
+                   reason: str = typer.Option(..., "--reason"), output: OutputFormat = OutputOption) -> None:
+        """Set the scheduling policy from a JSON file."""
+        try:
+            settings = json.loads(file.read_text())
+        except OSError as err:
+            fail(f"cannot read {file}: {err.strerror}", 2)
+        except json.JSONDecodeError as err:
+            fail(f"{file} is not valid JSON at line {err.lineno}, column {err.colno}: {err.msg}", 2)
+        if not isinstance(settings, dict):
+            fail(f"{file}: expected a JSON object of settings", 2)
+        res = GraphQLClient(get_settings()).execute(SET_POLICY, {"input": {"settings": settings,
+                                                                           "reason": reason}})["setPolicy"]
+        if (why := refusal(res)) is not None:
+            fail(f"policy {why}", 2)
+        emit(res, output)

@@ -1,0 +1,145 @@
+"""Contract commands: interactive sessions (`session open|restore|show`, through the API), an operator's
+`preempt` and the simulated executor (`executor sim`). Registered by cli/main.py when present.
+
+`preempt` publishes its command to Kafka and waits for its outcome in the store (as the API's mutations
+do) until the API has a mutation for it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import typer
+
+from steward.cli.client import GraphQLClient
+from steward.cli.jobs import OPEN_SESSION, RESTORE_SESSION, refusal
+from steward.cli.output import OutputFormat, OutputOption, emit, fail
+from steward.config import Settings, get_settings
+from steward.domain.commands import DEFAULT_GRACE_S, Command, RequestPreemption
+
+SESSION_EVENTS = ("JobSubmitted", "JobPlaced", "JobStarted", "SessionOpened", "SessionWarned", "SessionIdle",
+                  "SessionActive", "ProtectionRevoked", "SessionCapReached", "CheckpointSaved", "JobPreempted",
+                  "SessionRestored", "JobCompleted", "JobFailed", "JobCancelled", "JobLost", "JobRequeued")
+
+JOB_EVENTS = """query($id: ID!) { job(id: $id) { id state attempt assignments
+  events { position type payload recordedAt } } }"""
+
+
+def execute(command: Command, settings: Settings | None = None, actor: str = "cli") -> dict[str, Any]:
+    """Publish `command` and wait for its recorded outcome; a rejection ends the CLI with its reason."""
+    from steward.api.commands import CommandGateway, OutcomeTimeout
+    from steward.bus.kafka import CommandPublisher
+    from steward.store.eventstore import EventStore
+
+    settings = settings or get_settings()
+    publisher = CommandPublisher(settings)
+    try:
+        gateway = CommandGateway(publisher, EventStore.from_url(settings.resolved_store_url),
+                                 settings.mutation_timeout_s)
+        outcome = asyncio.run(gateway.execute(command, actor=actor, role="operator"))
+    except OutcomeTimeout as err:
+        fail(str(err))
+    finally:
+        publisher.close()
+    if (rejected := outcome.rejected) is not None:
+        fail(f"{command.TYPE} rejected ({rejected.payload['code']}): {rejected.payload['reason']}", 2)
+    return {"events": [{"position": e.position, "type": e.type, "stream": e.stream_id} for e in outcome.events]}
+
+
+def register(app: typer.Typer) -> None:
+    session_app = typer.Typer(no_args_is_help=True, help="Interactive sessions (researchers).")
+    executor_app = typer.Typer(no_args_is_help=True, help="Executors (node agents).")
+    app.add_typer(session_app, name="session")
+    app.add_typer(executor_app, name="executor")
+
+    @session_app.command("open", context_settings={"allow_interspersed_args": False})
+    def session_open(
+        command: list[str] = typer.Argument(..., help="the session's command, after --"),
+        project: str = typer.Option(..., "--project", "-p"),
+        gpus: int = typer.Option(1, "--gpus", "-g"),
+        cap: float = typer.Option(8 * 3600, "--cap", help="protected time in seconds until the cap (at most 8 h)"),
+        output: OutputFormat = OutputOption,
+    ) -> None:
+        """Open an interactive session: protected until its cap, warned 30 and 5 minutes before it."""
+        if gpus < 1:
+            fail(f"--gpus must be at least 1, got {gpus}", 2)
+        res = GraphQLClient(get_settings()).execute(OPEN_SESSION, {"input": {
+            "project": project, "gpus": gpus, "command": command, "capS": cap}})["openSession"]
+        if (why := refusal(res)) is not None:
+            fail(f"session {why}", 2)
+        job = res["job"]
+        emit(job, output, [[job["id"], job["project"], job["state"], job["gpus"]]], ["id", "project", "state", "gpus"])
+
+    @session_app.command("restore")
+    def session_restore(session_id: str = typer.Argument(..., help="the stopped session"),
+                        output: OutputFormat = OutputOption) -> None:
+        """Re-open a stopped session from its last checkpoint, on its previous node when that has room."""
+        res = GraphQLClient(get_settings()).execute(RESTORE_SESSION, {"id": session_id})["restoreSession"]
+        if (why := refusal(res)) is not None:
+            fail(f"restore {why}", 2)
+        job = res["job"]
+        emit(job, output, [[session_id, job["id"], job["state"]]], ["session", "restored as", "state"])
+
+    @session_app.command("show")
+    def session_show(job_id: str = typer.Argument(...), output: OutputFormat = OutputOption) -> None:
+        """A session's timeline: opened, warnings, idleness, cap, checkpoints, restores."""
+        job = GraphQLClient(get_settings()).execute(JOB_EVENTS, {"id": job_id})["job"]
+        if job is None:
+            fail(f"no session '{job_id}'", 1)
+        timeline = [e for e in job["events"] if e["type"] in SESSION_EVENTS]
+        emit({"id": job["id"], "state": job["state"], "attempt": job["attempt"], "events": timeline}, output,
+             [[e["position"], e["type"], _summary(e["type"], e["payload"])] for e in timeline],
+             ["position", "event", "detail"])
+
+    @app.command("preempt")
+    def preempt(
+        job_id: str = typer.Argument(...),
+        reason: str = typer.Option("operator", help="fair_share, unfunded, drain or operator"),
+        grace: float = typer.Option(DEFAULT_GRACE_S, help="seconds between the checkpoint request and SIGKILL"),
+        requeue: bool = typer.Option(True, "--requeue/--no-requeue"),
+        output: OutputFormat = OutputOption,
+    ) -> None:
+        """Ask for a job's preemption (refused inside its protection): checkpoint, grace, stop, requeue."""
+        result = execute(RequestPreemption(job_id, reason, grace_s=grace, requeue=requeue))
+        emit(result, output, [[e["position"], e["type"]] for e in result["events"]], ["position", "event"])
+
+    @executor_app.command("sim")
+    def executor_sim(
+        executor_id: str = typer.Option("sim", "--id", help="serves task queue executor-<id>"),
+        speed: float = typer.Option(60.0, help="virtual seconds per real second"),
+        duration: float = typer.Option(3600.0, help="virtual seconds of a job that does not say"),
+        nodes: int = typer.Option(0, help="register this many virtual nodes <id>-n<i> first"),
+        gpus: int = typer.Option(8, help="GPUs per virtual node"),
+    ) -> None:
+        """Run a simulated executor in the foreground (load tests of the live stack)."""
+        import signal
+
+        from steward.executor.sim import run_sim_executor
+
+        settings = get_settings().model_copy(update={"executor_id": executor_id})
+
+        async def main() -> None:
+            stop = asyncio.Event()
+            loop = asyncio.get_running_loop()
+            for sig in (signal.SIGTERM, signal.SIGINT):
+                loop.add_signal_handler(sig, stop.set)
+            await run_sim_executor(settings, stop, speed, duration, nodes, gpus)
+
+        asyncio.run(main())
+
+
+def _summary(kind: str, p: dict[str, Any]) -> str:
+    if kind == "SessionOpened":
+        return f"cap at {p.get('cap_at')}, warnings at {p.get('warnings_at')}"
+    if kind == "SessionWarned":
+        return f"{p.get('kind')}: {p.get('seconds_left')} s left"
+    if kind in ("JobPreempted", "JobLost"):
+        return f"{p.get('reason')} (exit {p.get('exit_code')})"
+    if kind == "SessionRestored":
+        return f"restored as {p.get('new_job_id')} from {p.get('checkpoint_path')}"
+    if kind == "CheckpointSaved":
+        return str(p.get("path"))
+    if kind == "JobSubmitted" and p.get("restored_from"):
+        return f"restored from {p['restored_from']}"
+    return ""

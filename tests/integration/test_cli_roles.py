@@ -1,0 +1,116 @@
+"""The CLI on the API, as each role uses it (tokens from STEWARD_TOKEN), against the whole stack: every
+command takes `--output table|json`; refusals go to stderr, one line, non-zero, saying what to do."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tests.integration.conftest import REPO, steward
+
+pytestmark = pytest.mark.integration
+
+SCENARIO = Path(__file__).resolve().parents[3] / "shared" / "data" / "scenarios" / "philly.yaml"
+
+
+def as_(token: str, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+    proc = subprocess.run([str(REPO / ".venv" / "bin" / "steward"), *args], capture_output=True, text=True,
+                          timeout=120, env=os.environ | {"STEWARD_TOKEN": token})
+    if check and proc.returncode != 0:
+        raise AssertionError(f"steward {' '.join(args)} exited {proc.returncode}: {proc.stderr}")
+    assert "Traceback" not in proc.stderr
+    return proc
+
+
+def token(role: str, *scopes: str) -> str:
+    args = ["token", "create", "--role", role, "--output", "json"]
+    for s in scopes:
+        args += ["--scope", s]
+    value: str = json.loads(steward(*args).stdout)["token"]
+    return value
+
+
+@pytest.fixture(scope="module")
+def roles(stack: dict[str, object]) -> dict[str, str]:
+    steward("tree", "apply", str(SCENARIO))
+    steward("cluster", "apply", str(SCENARIO))
+    return {"researcher": token("researcher", "7f04ca"), "manager": token("manager", "platform"),
+            "auditor": token("auditor")}
+
+
+def test_token_create_prints_the_token_as_json(stack: dict[str, object]) -> None:
+    out = json.loads(steward("token", "create", "--role", "auditor", "--output", "json").stdout)
+    assert out["token"].startswith("stw_") and out["role"] == "auditor"
+    proc = steward("token", "create", "--role", "manager", "--output", "json", check=False)
+    assert proc.returncode == 2 and "--scope" in proc.stderr
+
+
+def test_researcher_commands(roles: dict[str, str]) -> None:
+    r = roles["researcher"]
+    assert json.loads(as_(r, "whoami", "--output", "json").stdout)["role"] == "researcher"
+    job = json.loads(as_(r, "submit", "-p", "7f04ca", "-g", "1000", "--output", "json", "--", "true").stdout)
+    assert job["state"] == "QUEUED"
+    jobs = json.loads(as_(r, "jobs", "--output", "json").stdout)
+    assert job["id"] in {j["id"] for j in jobs} and {j["project"] for j in jobs} == {"7f04ca"}
+    why = json.loads(as_(r, "why", job["id"], "--output", "json").stdout)
+    assert why["whyPending"]["reason"] == "too_large"
+    assert "can never fit" in as_(r, "why", job["id"]).stdout
+    queue = json.loads(as_(r, "queue", "--output", "json").stdout)
+    assert any(e["job"] and e["job"]["id"] == job["id"] for e in queue["entries"])
+    assert job["id"] in as_(r, "queue").stdout
+    assert as_(r, "job", "show", job["id"]).stdout.count("JobSubmitted") == 1
+    cancelled = json.loads(as_(r, "cancel", job["id"], "--reason", "too big", "--output", "json").stdout)
+    assert cancelled["state"] == "CANCELLED"
+    again = as_(r, "cancel", job["id"], check=False)
+    assert again.returncode == 2 and "already CANCELLED" in again.stderr
+    session = json.loads(as_(r, "session", "open", "-p", "7f04ca", "-g", "1", "--cap", "600", "--output", "json",
+                             "--", "sleep", "1").stdout)
+    assert session["jobClass"] == "interactive"
+    foreign = as_(r, "submit", "-p", "b436b2", "--", "true", check=False)
+    assert foreign.returncode == 2 and "not authorised" in foreign.stderr
+
+
+def test_manager_commands(roles: dict[str, str]) -> None:
+    m = roles["manager"]
+    tree = json.loads(as_(m, "tree", "show", "--output", "json").stdout)
+    assert {a["name"] for a in tree} == {"platform", "6c71a0", "2869ce", "0e4a51", "ed69ec"}
+    assert "platform" in as_(m, "tree", "show").stdout
+    done = json.loads(as_(m, "allocate", "platform", "6c71a0=0.35", "2869ce=0.35", "--reason", "review",
+                          "--output", "json").stdout)
+    assert done["__typename"] == "AllocationsChanged"
+    refused = as_(m, "allocate", "research", "ee9e8c=0.45", "--reason", "not mine", check=False)
+    assert refused.returncode == 2 and "not authorised" in refused.stderr
+    bad = as_(m, "allocate", "platform", "6c71a0", "--reason", "x", check=False)
+    assert bad.returncode == 2 and "CHILD=SHARE" in bad.stderr
+
+
+def test_auditor_reads_but_cannot_act(roles: dict[str, str]) -> None:
+    a = roles["auditor"]
+    assert json.loads(as_(a, "whoami", "--output", "json").stdout)["capabilities"] == ["read_audit"]
+    refused = as_(a, "submit", "-p", "7f04ca", "--", "true", check=False)
+    assert refused.returncode == 2 and "may not use 'submitJob'" in refused.stderr
+
+
+def test_operator_node_commands(stack: dict[str, object], roles: dict[str, str]) -> None:
+    nodes = json.loads(steward("node", "list", "--output", "json").stdout)
+    last = sorted(n["id"] for n in nodes)[-1]
+    drained = json.loads(steward("node", "drain", last, "--reason", "maintenance", "--output", "json").stdout)
+    assert drained["__typename"] == "NodeDraining"
+    assert any(n["id"] == last and n["state"] == "draining"
+               for n in json.loads(steward("node", "list", "--output", "json").stdout))
+    assert json.loads(steward("node", "resume", last, "--reason", "done", "--output", "json").stdout)["id"] == last
+    refused = as_(roles["manager"], "node", "drain", last, "--reason", "x", check=False)
+    assert refused.returncode == 2 and "not authorised" in refused.stderr
+
+
+def test_revoked_and_bad_tokens_say_what_to_do(stack: dict[str, object]) -> None:
+    out = json.loads(steward("token", "create", "--role", "auditor", "--output", "json").stdout)
+    assert as_(out["token"], "whoami").returncode == 0
+    steward("token", "revoke", out["id"])
+    proc = as_(out["token"], "whoami", check=False)
+    assert proc.returncode == 1 and "STEWARD_TOKEN" in proc.stderr and "steward token create" in proc.stderr
+    assert as_("garbage", "jobs", check=False).returncode == 1

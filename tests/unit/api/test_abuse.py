@@ -1,0 +1,241 @@
+"""Abuse: deep, long and alias-heavy documents, many subscriptions on one socket, a foreign Origin,
+oversized bodies, floods. Each is refused before any resolver runs, and normal queries keep working."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from strawberry.extensions import SchemaExtension
+from websockets.exceptions import InvalidStatus
+from websockets.sync.client import connect
+
+from steward.api.settings import ApiSettings
+from tests.unit.api.harness import Server, serve
+
+
+class CountResolvers(SchemaExtension):
+    calls = 0
+    lock = threading.Lock()
+
+    def resolve(self, _next: Callable[..., Any], root: Any, info: Any, *args: Any, **kwargs: Any) -> Any:
+        with CountResolvers.lock:
+            CountResolvers.calls += 1
+        return _next(root, info, *args, **kwargs)
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    api = ApiSettings(run_dir=tmp_path_factory.mktemp("run"), api_rate_per_s=10_000, api_rate_burst=10_000)
+    with serve(Path(tmp_path_factory.mktemp("abuse")), api, extra_extensions=[CountResolvers]) as s:
+        yield s
+
+
+def init(server: Server) -> str:
+    return json.dumps({"type": "connection_init", "payload": {"Authorization": f"Bearer {server.tokens['admin']}"}})
+
+
+@pytest.fixture()
+def no_resolver_runs(server: Server) -> Iterator[None]:
+    before = CountResolvers.calls
+    yield
+    assert CountResolvers.calls == before, "a resolver ran for a refused request"
+    fresh = f"{{ me {{ subject }} }} # {time.monotonic_ns()}"  # a new body: not served from the result cache
+    body = server.gql(fresh, token=server.tokens["admin"])
+    assert body == {"data": {"me": {"subject": "root"}}}, "normal queries must keep working"
+    assert CountResolvers.calls > before
+
+
+def messages(body: dict[str, Any]) -> str:
+    return " | ".join(e["message"] for e in body.get("errors") or [])
+
+
+def test_depth_50_is_refused(server: Server, no_resolver_runs: None) -> None:
+    inner = "id"
+    for _ in range(48):
+        inner = f"node {{ {inner} }}"
+    body = server.gql(f"{{ jobs {{ edges {{ {inner} }} }} }}", token=server.tokens["admin"])
+    assert body["data"] is None and "exceeds maximum operation depth" in messages(body)
+
+
+def test_depth_through_fragments_is_refused(server: Server, no_resolver_runs: None) -> None:
+    frags = "fragment F0 on Job { id }\n" + "\n".join(
+        f"fragment F{i} on Job {{ events {{ position }} decisions {{ position }} ...F{i - 1} }}" for i in range(1, 5))
+    deep = "...F4"
+    for _ in range(12):
+        deep = f"edges {{ node {{ {deep} }} }}"
+    body = server.gql(f"{{ jobs {{ {deep} }} }}\n{frags}", token=server.tokens["admin"])
+    assert body["data"] is None and "exceeds maximum operation depth" in messages(body)
+
+
+def test_1000_aliases_are_refused(server: Server, no_resolver_runs: None) -> None:
+    doc = "{ " + " ".join(f"a{i}: health" for i in range(1000)) + " }"
+    body = server.gql(doc, token=server.tokens["admin"])
+    assert body["data"] is None and messages(body)  # over the token limit before the alias count
+
+
+def test_40_aliases_are_refused_by_the_alias_limit(server: Server, no_resolver_runs: None) -> None:
+    doc = "{ " + " ".join(f"a{i}: health" for i in range(40)) + " }"
+    body = server.gql(doc, token=server.tokens["admin"])
+    assert body["data"] is None and "aliases found" in messages(body)
+
+
+def test_1000_aliases_through_fragments_are_refused(server: Server, no_resolver_runs: None) -> None:
+    frag = "fragment A on Query { " + " ".join(f"x{i}: health" for i in range(40)) + " }"
+    outer = "fragment B on Query { " + " ".join(["...A"] * 5) + " }"
+    doc = "{ " + " ".join(["...B"] * 5) + " }\n" + frag + "\n" + outer  # 40 × 5 × 5 = 1,000 aliases
+    body = server.gql(doc, token=server.tokens["admin"])
+    assert body["data"] is None and "1000 aliases found" in messages(body)
+
+
+def test_10000_token_document_is_refused(server: Server, no_resolver_runs: None) -> None:
+    doc = "{ " + " ".join(["health"] * 5000) + " }"  # over the 2,000-token limit, under the body limit
+    resp = server.post(doc, token=server.tokens["admin"])
+    body = resp.json()
+    assert body["data"] is None and "tokens" in messages(body)
+    doc = "{" + "a " * 9998 + "}"  # 10,000 tokens
+    body = server.post(doc, token=server.tokens["admin"]).json()
+    assert body["data"] is None and "tokens" in messages(body)
+
+
+def test_oversized_bodies_are_refused(server: Server, no_resolver_runs: None) -> None:
+    big = {"query": "{ health }", "variables": {"pad": "x" * 200_000}}
+    resp = httpx.post(server.url, json=big, headers={"Authorization": f"Bearer {server.tokens['admin']}"})
+    assert resp.status_code == 413
+
+    def chunks() -> Iterator[bytes]:  # no Content-Length: counted as it arrives
+        yield b'{"query": "{ health }", "variables": {"pad": "'
+        for _ in range(100):
+            yield b"x" * 10_000
+        yield b'"}}'
+
+    resp = httpx.post(server.url, content=chunks(), headers={"Authorization": f"Bearer {server.tokens['admin']}",
+                                                            "Content-Type": "application/json"})
+    assert resp.status_code == 413
+
+
+def test_unauthenticated_and_get_requests_are_refused(server: Server, no_resolver_runs: None) -> None:
+    assert server.post("{ health }").status_code == 401
+    resp = httpx.get(server.url, params={"query": "{ health }"},
+                     headers={"Authorization": f"Bearer {server.tokens['admin']}"})
+    assert resp.status_code == 405
+
+
+def test_introspection_is_off_in_production_mode(server: Server, no_resolver_runs: None) -> None:
+    body = server.gql("{ __schema { types { name } } }", token=server.tokens["admin"])
+    assert body["data"] is None and "introspection" in messages(body).lower()
+
+
+def test_foreign_origin_is_refused_on_the_websocket_handshake(server: Server, no_resolver_runs: None) -> None:
+    with pytest.raises(InvalidStatus) as err:
+        connect(server.ws_url, subprotocols=["graphql-transport-ws"],  # type: ignore[list-item]
+                additional_headers={"Origin": "https://evil.example"}, open_timeout=5)
+    assert err.value.response.status_code == 403
+    host = server.ws_url.split("/")[2]
+    with connect(server.ws_url, subprotocols=["graphql-transport-ws"],  # type: ignore[list-item]
+                 additional_headers={"Origin": f"http://{host}"}, open_timeout=5) as ws:
+        ws.send(init(server))
+        assert json.loads(ws.recv(timeout=5))["type"] == "connection_ack"
+
+
+def test_only_graphql_transport_ws_is_spoken(server: Server, no_resolver_runs: None) -> None:
+    with connect(server.ws_url, subprotocols=["graphql-ws"], open_timeout=5) as ws:  # type: ignore[list-item]
+        with pytest.raises(Exception):  # noqa: B017 - closed with 4406, whatever the client raises
+            ws.recv(timeout=5)
+        assert ws.protocol.close_code == 4406
+
+
+def test_websocket_without_a_valid_token_is_refused(server: Server, no_resolver_runs: None) -> None:
+    for payload in ({}, {"Authorization": "Bearer stw_nope_nope"}):
+        with connect(server.ws_url, subprotocols=["graphql-transport-ws"], open_timeout=5) as ws:  # type: ignore[list-item]
+            ws.send(json.dumps({"type": "connection_init", "payload": payload}))
+            with pytest.raises(Exception):  # noqa: B017
+                ws.recv(timeout=5)
+            assert ws.protocol.close_code == 4403
+
+
+def test_1000_subscriptions_on_one_socket_are_capped(server: Server) -> None:
+    limit = server.services.settings.api_max_subscriptions_per_connection
+    before = CountResolvers.calls
+    with connect(server.ws_url, subprotocols=["graphql-transport-ws"], open_timeout=5,  # type: ignore[list-item]
+                 max_queue=None) as ws:
+        ws.send(init(server))
+        assert json.loads(ws.recv(timeout=5))["type"] == "connection_ack"
+        for i in range(1000):
+            ws.send(json.dumps({"id": str(i), "type": "subscribe",
+                                "payload": {"query": "subscription { occupancy { position } }"}}))
+        errors, nexts = 0, set()
+        while errors + len(nexts) < 1000:
+            msg = json.loads(ws.recv(timeout=20))
+            if msg["type"] == "error":
+                assert msg["payload"][0]["message"] == "Subscription limit reached"
+                errors += 1
+            elif msg["type"] == "next":
+                nexts.add(msg["id"])
+        assert len(nexts) == limit and errors == 1000 - limit
+    # only the accepted subscriptions resolved anything (one root field each, plus its fields)
+    assert CountResolvers.calls - before <= limit * 20
+
+
+def test_websocket_messages_over_the_limit_close_the_socket(server: Server, no_resolver_runs: None) -> None:
+    with connect(server.ws_url, subprotocols=["graphql-transport-ws"], open_timeout=5) as ws:  # type: ignore[list-item]
+        ws.send(init(server))
+        assert json.loads(ws.recv(timeout=5))["type"] == "connection_ack"
+        ws.send(json.dumps({"id": "1", "type": "subscribe", "payload": {"query": "{ health }", "pad": "x" * 200_000}}))
+        with pytest.raises(Exception):  # noqa: B017
+            ws.recv(timeout=5)
+        assert ws.protocol.close_code == 1009
+
+
+def test_internal_errors_are_masked(server: Server, monkeypatch: pytest.MonkeyPatch) -> None:
+    def broken(job_id: str) -> None:
+        raise RuntimeError("password=hunter2 at db-7")
+
+    monkeypatch.setattr(server.services.read, "job", broken)
+    body = server.gql('{ job(id: "a1-run") { id } }', token=server.tokens["admin"])
+    assert body["errors"][0]["message"] == "internal error (it was logged)"
+    assert "hunter2" not in json.dumps(body)
+
+
+def test_typed_user_errors_pass_the_mask(server: Server) -> None:
+    body = server.gql("{ jobs(first: 100000) { edges { cursor } } }", token=server.tokens["admin"])
+    assert body["errors"][0]["extensions"]["code"] == "BAD_USER_INPUT"
+    assert "'first' must be between 1 and" in body["errors"][0]["message"]
+
+
+def test_rate_limit_per_token(tmp_path: Path) -> None:
+    api = ApiSettings(run_dir=tmp_path, api_rate_per_s=1, api_rate_burst=5)
+    with serve(tmp_path, api, seeded=False) as s:
+        codes = [s.post("{ health }", token=s.tokens["admin"]).status_code for _ in range(8)]
+        assert codes[:5] == [200] * 5 and codes[5:] == [429] * 3
+        resp = s.post("{ health }", token=s.tokens["admin"])
+        assert int(resp.headers["Retry-After"]) >= 1
+        assert s.post("{ health }", token=s.tokens["auditor"]).status_code == 200  # another token, its own bucket
+
+
+def test_results_are_cached_per_token_and_head_but_denials_never(server: Server) -> None:
+    q = '{ job(id: "a1-run") { id state } }'
+    first = CountResolvers.calls
+    assert server.gql(q, token=server.tokens["admin"])["data"]["job"]["id"] == "a1-run"
+    ran = CountResolvers.calls - first
+    assert server.gql(q, token=server.tokens["admin"])["data"]["job"]["id"] == "a1-run"
+    assert CountResolvers.calls - first == ran  # served from the cache
+    assert server.gql(q, token=server.tokens["auditor"])["data"]["job"]["id"] == "a1-run"
+    assert CountResolvers.calls - first == 2 * ran  # another token: its own entry
+    before = CountResolvers.calls
+    for _ in range(2):  # a denial runs (and is recorded) every time
+        assert server.gql(q, token=server.tokens["other"])["data"]["job"] is None
+    assert CountResolvers.calls - before == 2  # the job resolver ran both times
+
+
+def test_introspection_and_ide_in_development_mode(tmp_path: Path) -> None:
+    api = ApiSettings(run_dir=tmp_path, api_mode="development", api_rate_per_s=100, api_rate_burst=100)
+    with serve(tmp_path, api, seeded=False) as s:
+        body = s.gql("{ __schema { queryType { name } } }", token=s.tokens["admin"])
+        assert body["data"]["__schema"]["queryType"]["name"] == "Query"
