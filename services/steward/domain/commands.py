@@ -91,10 +91,14 @@ class PlaceJob:
 
 @dataclass(frozen=True, slots=True)
 class ReportJobStarted:
+    """An executor started the attempt's process. `started_at` is the executor's clock (0: the ledger's);
+    protection runs from it, so the ledger and the JobRun workflow compute the same end."""
+
     TYPE: ClassVar[str] = "ReportJobStarted"
     job_id: str
     attempt: int
     pid: int
+    started_at: float = 0.0
 
     @property
     def aggregate(self) -> str:
@@ -113,12 +117,265 @@ class ReportJobExited:
         return f"job-{self.job_id}"
 
 
+# -- the time-slicing contract (DESIGN.md "The time-slicing contract") ------------------------------
+
+PREEMPTION_REASONS = ("fair_share", "unfunded", "drain", "operator")
+DEFAULT_GRACE_S = 120.0
+
+
+@dataclass(frozen=True, slots=True)
+class RequestPreemption:
+    """The scheduler (or an operator, or a drain) asks to preempt a running job: checkpoint request,
+    grace period, stop, requeue with its original submit time. `attempt` 0 means the current one."""
+
+    TYPE: ClassVar[str] = "RequestPreemption"
+    job_id: str
+    reason: str
+    attempt: int = 0
+    grace_s: float = DEFAULT_GRACE_S
+    requeue: bool = True
+    for_job_id: str = ""
+    evidence: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def aggregate(self) -> str:
+        return f"job-{self.job_id}"
+
+
+@dataclass(frozen=True, slots=True)
+class ReportJobPreempted:
+    """The JobRun workflow stopped the attempt after a checkpoint request (preemption or session cap)."""
+
+    TYPE: ClassVar[str] = "ReportJobPreempted"
+    job_id: str
+    attempt: int
+    reason: str
+    exit_code: int
+    grace_expired: bool = False
+    checkpoint_path: str = ""
+    checkpoint_at: float | None = None
+    evidence: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def aggregate(self) -> str:
+        return f"job-{self.job_id}"
+
+
+@dataclass(frozen=True, slots=True)
+class ReportJobLost:
+    """The JobRun workflow stopped hearing from the attempt's executor (heartbeat timeout, no return)."""
+
+    TYPE: ClassVar[str] = "ReportJobLost"
+    job_id: str
+    attempt: int
+    reason: str
+
+    @property
+    def aggregate(self) -> str:
+        return f"job-{self.job_id}"
+
+
+@dataclass(frozen=True, slots=True)
+class ReportCheckpointSaved:
+    """An executor saw the attempt write its checkpoint folder (`saved_at`: the executor's clock)."""
+
+    TYPE: ClassVar[str] = "ReportCheckpointSaved"
+    job_id: str
+    attempt: int
+    path: str
+    saved_at: float
+    details: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def aggregate(self) -> str:
+        return f"job-{self.job_id}"
+
+
+@dataclass(frozen=True, slots=True)
+class ReportHeartbeat:
+    """An executor is alive and runs these attempts (job id -> attempt) on these nodes."""
+
+    TYPE: ClassVar[str] = "ReportHeartbeat"
+    executor_id: str
+    jobs: dict[str, int]
+    nodes: list[str] = field(default_factory=list)
+
+    @property
+    def aggregate(self) -> str:
+        return f"executor-{self.executor_id}"
+
+
+# -- interactive sessions (DESIGN.md "Interactive sessions") ------------------------------------------
+
+SESSION_WARNING_KINDS = ("cap", "idle")
+SESSION_AT_CAP = ("stop", "preemptible")
+
+
+@dataclass(frozen=True, slots=True)
+class OpenSession:
+    """The Session workflow began timing an interactive attempt: its cap and warning times."""
+
+    TYPE: ClassVar[str] = "OpenSession"
+    job_id: str
+    attempt: int
+    cap_at: float
+    warnings_at: list[float]
+    at_cap: str = "stop"
+    idle_limit_s: float = 0.0
+
+    @property
+    def aggregate(self) -> str:
+        return f"job-{self.job_id}"
+
+
+@dataclass(frozen=True, slots=True)
+class WarnSession:
+    """A warning the UI and CLI show: `kind` "cap" (the cap is near) or "idle" (protection will go)."""
+
+    TYPE: ClassVar[str] = "WarnSession"
+    job_id: str
+    attempt: int
+    kind: str
+    seconds_left: float
+    detail: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def aggregate(self) -> str:
+        return f"job-{self.job_id}"
+
+
+@dataclass(frozen=True, slots=True)
+class ReachSessionCap:
+    """The session reached its cap: it is checkpointed and stopped, or made preemptible (`action`)."""
+
+    TYPE: ClassVar[str] = "ReachSessionCap"
+    job_id: str
+    attempt: int
+    action: str
+
+    @property
+    def aggregate(self) -> str:
+        return f"job-{self.job_id}"
+
+
+@dataclass(frozen=True, slots=True)
+class ReportUtilisation:
+    """An executor's utilisation report on a session, sent when it turns idle or busy again."""
+
+    TYPE: ClassVar[str] = "ReportUtilisation"
+    job_id: str
+    attempt: int
+    idle: bool
+    since: float
+    gpu_util: float | None = None
+    cpu_percent: float | None = None
+    source: str = ""
+
+    @property
+    def aggregate(self) -> str:
+        return f"job-{self.job_id}"
+
+
+@dataclass(frozen=True, slots=True)
+class RevokeProtection:
+    """A session idle past the policy's limit loses its protection (it stays charged while it holds GPUs)."""
+
+    TYPE: ClassVar[str] = "RevokeProtection"
+    job_id: str
+    attempt: int
+    reason: str
+    evidence: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def aggregate(self) -> str:
+        return f"job-{self.job_id}"
+
+
+@dataclass(frozen=True, slots=True)
+class RestoreSession:
+    """Re-open a stopped session as a new job from its last checkpoint, preferring its previous node."""
+
+    TYPE: ClassVar[str] = "RestoreSession"
+    job_id: str
+    new_job_id: str
+
+    @property
+    def aggregate(self) -> str:
+        return f"job-{self.job_id}"
+
+
+# -- nodes ------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class DrainNode:
+    """An operator drains a host: it takes no new work and empties as its jobs' protections end."""
+
+    TYPE: ClassVar[str] = "DrainNode"
+    node_id: str
+    reason: str
+
+    @property
+    def aggregate(self) -> str:
+        return f"node-{self.node_id}"
+
+
+@dataclass(frozen=True, slots=True)
+class ReportNodeDrained:
+    TYPE: ClassVar[str] = "ReportNodeDrained"
+    node_id: str
+
+    @property
+    def aggregate(self) -> str:
+        return f"node-{self.node_id}"
+
+
+@dataclass(frozen=True, slots=True)
+class ResumeNode:
+    TYPE: ClassVar[str] = "ResumeNode"
+    node_id: str
+    reason: str
+
+    @property
+    def aggregate(self) -> str:
+        return f"node-{self.node_id}"
+
+
+# -- budget periods ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class ClosePeriod:
+    """Close a budget period [start, end): owed vs delivered GPU-seconds per allocation, so reports never
+    recompute history (DESIGN.md "Owed vs delivered")."""
+
+    TYPE: ClassVar[str] = "ClosePeriod"
+    period_id: str
+    start: float
+    end: float
+    capacity_gpu_s: float
+    allocations: dict[str, dict[str, float]]
+    evidence: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def aggregate(self) -> str:
+        return f"period-{self.period_id}"
+
+
 Command = (
     SetAllocations | RegisterNode | SubmitJob | CancelJob | PlaceJob | ReportJobStarted | ReportJobExited
+    | RequestPreemption | ReportJobPreempted | ReportJobLost | ReportCheckpointSaved | ReportHeartbeat
+    | OpenSession | WarnSession | ReachSessionCap | ReportUtilisation | RevokeProtection | RestoreSession
+    | DrainNode | ReportNodeDrained | ResumeNode | ClosePeriod
 )
 COMMAND_TYPES: dict[str, type[Any]] = {
     c.TYPE: c
-    for c in (SetAllocations, RegisterNode, SubmitJob, CancelJob, PlaceJob, ReportJobStarted, ReportJobExited)
+    for c in (
+        SetAllocations, RegisterNode, SubmitJob, CancelJob, PlaceJob, ReportJobStarted, ReportJobExited,
+        RequestPreemption, ReportJobPreempted, ReportJobLost, ReportCheckpointSaved, ReportHeartbeat,
+        OpenSession, WarnSession, ReachSessionCap, ReportUtilisation, RevokeProtection, RestoreSession,
+        DrainNode, ReportNodeDrained, ResumeNode, ClosePeriod,
+    )
 }
 
 
@@ -142,7 +399,14 @@ def _check(name: str, value: Any, hint: Any) -> Any:
             raise InvalidCommand(f"field '{name}' must be an object, got {value!r}")
         key_t, val_t = get_args(hint)
         return {_check(f"{name} key", k, key_t): _check(f"{name}[{k}]", v, val_t) for k, v in value.items()}
-    if hint is Any or origin is types.UnionType:
+    if origin is types.UnionType:
+        args = [a for a in get_args(hint) if a is not type(None)]
+        if value is None and len(args) < len(get_args(hint)):
+            return None
+        if len(args) == 1:
+            return _check(name, value, args[0])
+        return value
+    if hint is Any:
         return value
     return value
 

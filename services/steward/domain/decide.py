@@ -7,19 +7,37 @@ raises a `DomainError`; `decide_or_reject` turns it into a `CommandRejected` eve
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import asdict
+from typing import Any
 
+from steward.domain import contract, nodes, periods, sessions
 from steward.domain.commands import (
     JOB_CLASSES,
     ROOT,
     CancelJob,
+    ClosePeriod,
     Command,
+    DrainNode,
+    OpenSession,
     PlaceJob,
+    ReachSessionCap,
     RegisterNode,
+    ReportCheckpointSaved,
+    ReportHeartbeat,
     ReportJobExited,
+    ReportJobLost,
+    ReportJobPreempted,
     ReportJobStarted,
+    ReportNodeDrained,
+    ReportUtilisation,
+    RequestPreemption,
+    RestoreSession,
+    ResumeNode,
+    RevokeProtection,
     SetAllocations,
     SubmitJob,
+    WarnSession,
 )
 from steward.domain.errors import (
     CapacityConflict,
@@ -27,15 +45,17 @@ from steward.domain.errors import (
     InvalidAllocation,
     InvalidCommand,
     InvalidTransition,
-    UnknownJob,
     UnknownNode,
     UnknownProject,
 )
 from steward.domain.events import Event
+from steward.domain.guards import require_active, require_current_attempt, require_job
+from steward.domain.protection import MAX_MIN_RUNTIME_S, protection_s, session_cap_s
 from steward.domain.state import TERMINAL_STATES, Job, LedgerState
 
+__all__ = ["MAX_MIN_RUNTIME_S", "decide", "decide_or_reject", "require_current_attempt", "require_job"]
+
 MAX_TREE_DEPTH = 8
-MAX_MIN_RUNTIME_S = 8 * 3600.0
 
 
 def require_known_parent(state: LedgerState, parent: str) -> None:
@@ -93,13 +113,6 @@ def require_known_project(state: LedgerState, project: str) -> None:
         raise UnknownProject(f"unknown project '{project}'")
 
 
-def require_job(state: LedgerState, job_id: str) -> Job:
-    job = state.jobs.get(job_id)
-    if job is None:
-        raise UnknownJob(f"unknown job '{job_id}'")
-    return job
-
-
 def require_free_gpus(state: LedgerState, cmd: PlaceJob, job: Job) -> None:
     """Placement: a job gets exactly its GPUs, all at once (gang), on registered nodes with them free."""
     total = 0
@@ -116,10 +129,24 @@ def require_free_gpus(state: LedgerState, cmd: PlaceJob, job: Job) -> None:
         raise InvalidCommand(f"job '{job.job_id}' needs {job.gpus} GPUs, placement gives {total}")
 
 
-def require_current_attempt(job: Job, attempt: int) -> None:
-    """Reports from an executor count only for the job's current attempt (stale reports are refused)."""
-    if attempt != job.attempt:
-        raise InvalidTransition(f"job '{job.job_id}' is at attempt {job.attempt}, report is for {attempt}")
+def require_nodes_take_work(state: LedgerState, cmd: PlaceJob) -> None:
+    """Issue 3 "Draining": a node marked draining (or otherwise not ready) takes no new work."""
+    for node_id in cmd.assignments:
+        node = state.nodes.get(node_id)
+        if node is not None and node.state != "ready":
+            raise InvalidTransition(f"node '{node_id}' is {node.state} and takes no new work")
+
+
+def placement_contract(job: Job, funded: bool) -> dict[str, object]:
+    """What the JobRun workflow needs to keep the contract for this attempt (DESIGN.md "The time-slicing
+    contract"): its protection, a session's cap, and the checkpoint to resume from."""
+    return {
+        "job_class": job.job_class, "resumable": job.resumable, "min_runtime_s": job.min_runtime_s,
+        "protection_s": protection_s(job.job_class, job.min_runtime_s, funded),
+        "session_cap_s": session_cap_s(job.min_runtime_s) if job.job_class == "interactive" else 0.0,
+        "resume_from": job.resume_from if job.resumable or job.restored_from else None,
+        "restored_from": job.restored_from, "submitted_at": job.submitted_at,
+    }
 
 
 def decide(state: LedgerState, command: Command, now: float) -> list[Event]:
@@ -148,29 +175,58 @@ def decide(state: LedgerState, command: Command, now: float) -> list[Event]:
         job = require_job(state, command.job_id)
         if job.state in TERMINAL_STATES:
             raise InvalidTransition(f"job '{job.job_id}' is already {job.state}")
-        return [Event(command.aggregate, "JobCancelled", {"job_id": job.job_id, "reason": command.reason})]
+        return [Event(command.aggregate, "JobCancelled", {"job_id": job.job_id, "reason": command.reason,
+                                                          "attempt": job.attempt, "was": job.state})]
     if isinstance(command, PlaceJob):
         job = require_job(state, command.job_id)
         if job.state not in ("QUEUED", "PREEMPTED"):
             raise InvalidTransition(f"job '{job.job_id}' is {job.state}, only queued jobs are placed")
         require_free_gpus(state, command, job)
+        require_nodes_take_work(state, command)
         payload = asdict(command) | {"attempt": job.attempt + 1, "command": list(job.command)}
         payload["executor"] = state.nodes[sorted(command.assignments)[0]].executor
+        payload |= placement_contract(job, command.funded)
         return [Event(command.aggregate, "JobPlaced", payload)]
     if isinstance(command, ReportJobStarted):
         job = require_job(state, command.job_id)
         require_current_attempt(job, command.attempt)
         if job.state != "PLACED":
             raise InvalidTransition(f"job '{job.job_id}' is {job.state}, cannot start")
-        return [Event(command.aggregate, "JobStarted", asdict(command))]
+        started = command.started_at or now
+        until = started + protection_s(job.job_class, job.min_runtime_s, job.funded)
+        return [Event(command.aggregate, "JobStarted", asdict(command) | {"started_at": started,
+                                                                           "protected_until": until})]
     if isinstance(command, ReportJobExited):
         job = require_job(state, command.job_id)
         require_current_attempt(job, command.attempt)
         if job.state in TERMINAL_STATES:
             raise InvalidTransition(f"job '{job.job_id}' is already {job.state}")
+        require_active(job)
         kind = "JobCompleted" if command.exit_code == 0 else "JobFailed"
         return [Event(command.aggregate, kind, asdict(command))]
+    handler = _HANDLERS.get(type(command))
+    if handler is not None:
+        return handler(state, command, now)
     raise InvalidCommand(f"unhandled command {type(command).__name__}")
+
+
+_HANDLERS: dict[type[Any], Callable[[LedgerState, Any, float], list[Event]]] = {
+    RequestPreemption: contract.decide_request_preemption,
+    ReportJobPreempted: contract.decide_report_preempted,
+    ReportJobLost: contract.decide_report_lost,
+    ReportCheckpointSaved: contract.decide_checkpoint_saved,
+    ReportHeartbeat: contract.decide_heartbeat,
+    OpenSession: sessions.decide_open,
+    WarnSession: sessions.decide_warn,
+    ReachSessionCap: sessions.decide_reach_cap,
+    ReportUtilisation: sessions.decide_utilisation,
+    RevokeProtection: sessions.decide_revoke,
+    RestoreSession: sessions.decide_restore,
+    DrainNode: nodes.decide_drain,
+    ReportNodeDrained: nodes.decide_drained,
+    ResumeNode: nodes.decide_resume,
+    ClosePeriod: periods.decide_close,
+}
 
 
 def decide_or_reject(state: LedgerState, command: Command, now: float) -> list[Event]:

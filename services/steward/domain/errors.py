@@ -39,3 +39,9 @@ class InvalidTransition(DomainError):
 
 class CapacityConflict(DomainError):
     code = "capacity_conflict"
+
+
+class ProtectedJob(DomainError):
+    """DESIGN.md "Funded occupancy": nothing preempts a job inside its protection."""
+
+    code = "protected"

@@ -18,6 +18,27 @@ EVENT_TYPES: dict[str, int] = {
     "JobFailed": 1,
     "JobCancelled": 1,
     "CommandRejected": 1,
+    # the time-slicing contract
+    "JobPreemptionRequested": 1,
+    "JobPreempted": 1,
+    "JobRequeued": 1,
+    "JobLost": 1,
+    "CheckpointSaved": 1,
+    "ExecutorHeartbeat": 1,
+    # interactive sessions
+    "SessionOpened": 1,
+    "SessionWarned": 1,
+    "SessionCapReached": 1,
+    "SessionIdle": 1,
+    "SessionActive": 1,
+    "ProtectionRevoked": 1,
+    "SessionRestored": 1,
+    # nodes
+    "NodeDrainRequested": 1,
+    "NodeDrained": 1,
+    "NodeResumed": 1,
+    # budget periods
+    "PeriodClosed": 1,
 }
 
 

@@ -7,9 +7,16 @@ from typing import Any
 
 from steward.domain.commands import ROOT
 from steward.domain.events import Event
+from steward.domain.protection import protection_s
 
-JOB_STATES = ("QUEUED", "PLACED", "RUNNING", "COMPLETED", "FAILED", "PREEMPTED", "CANCELLED")
-TERMINAL_STATES = frozenset({"COMPLETED", "FAILED", "CANCELLED"})
+JOB_STATES = (
+    "QUEUED", "PLACED", "RUNNING", "COMPLETED", "FAILED", "PREEMPTED", "CANCELLED",
+    # LOST and PREEMPTED are followed by JobRequeued in the same transaction (back to QUEUED);
+    # SUSPENDED is a session stopped at its cap (restorable); RESTORED is one that was restored.
+    "LOST", "SUSPENDED", "RESTORED",
+)
+TERMINAL_STATES = frozenset({"COMPLETED", "FAILED", "CANCELLED", "RESTORED"})
+ACTIVE_STATES = frozenset({"PLACED", "RUNNING"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,6 +54,35 @@ class Job:
     started_at: float | None = None
     ended_at: float | None = None
     exit_code: int | None = None
+    # the time-slicing contract (plain values only: snapshots marshal every field)
+    protected_until: float | None = None
+    protection_revoked: bool = False
+    preemption_requested_at: float | None = None  # a recorded request, pending until the stop is reported
+    preemption_reason: str | None = None
+    preemption_grace_s: float | None = None
+    preemption_requeue: bool = True
+    preemption_for: str = ""
+    preemptions: int = 0
+    losses: int = 0
+    last_checkpoint_at: float | None = None
+    checkpoint_path: str | None = None
+    resume_from: str | None = None
+    requeued_at: float | None = None
+    # interactive sessions
+    session_cap_at: float | None = None
+    cap_reached_at: float | None = None
+    idle_since: float | None = None
+    restored_from: str | None = None
+    restored_to: str | None = None
+    preferred_node: str | None = None
+
+    @property
+    def nodes(self) -> tuple[str, ...]:
+        return tuple(n for n, _ in self.assignments)
+
+    @property
+    def preempting(self) -> bool:
+        return self.preemption_requested_at is not None
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,6 +119,80 @@ def _release(state: LedgerState, job: Job) -> dict[str, frozenset[int]]:
     return used
 
 
+def _evolve_node(state: LedgerState, event: Event, at: float) -> LedgerState:
+    p = event.payload
+    node = state.nodes.get(p["node_id"])
+    if node is None:
+        return state
+    if event.type == "NodeDrainRequested":
+        node = replace(node, state="draining")
+    elif event.type == "NodeResumed":
+        node = replace(node, state="ready")
+    return replace(state, nodes={**state.nodes, node.node_id: node})
+
+
+def _no_preemption(job: Job) -> Job:
+    return replace(job, preemption_requested_at=None, preemption_reason=None, preemption_grace_s=None,
+                   preemption_requeue=True, preemption_for="")
+
+
+def _set_node_states(state: LedgerState, node_ids: Any, from_state: str, to_state: str) -> LedgerState:
+    changed = {n: replace(state.nodes[n], state=to_state) for n in node_ids
+               if n in state.nodes and state.nodes[n].state == from_state}
+    return replace(state, nodes={**state.nodes, **changed}) if changed else state
+
+
+def _ended_protection(job: Job, at: float) -> float:
+    return at if job.protected_until is None else min(job.protected_until, at)
+
+
+def _evolve_job(job: Job, event: Event, at: float) -> Job:
+    """The contract's and the sessions' events on one job (placement and release are done by the caller)."""
+    p: dict[str, Any] = event.payload
+    kind = event.type
+    if kind == "JobStarted":
+        started = p.get("started_at") or at
+        until = p.get("protected_until")
+        if until is None:
+            until = started + protection_s(job.job_class, job.min_runtime_s, job.funded)
+        return replace(job, state="RUNNING", started_at=started, protected_until=until)
+    if kind == "JobPreemptionRequested":
+        return replace(job, preemption_requested_at=at, preemption_reason=p["reason"],
+                       preemption_grace_s=p["grace_s"], preemption_requeue=p["requeue"],
+                       preemption_for=p.get("for_job_id", ""))
+    if kind == "JobPreempted":
+        if p.get("checkpoint_path"):
+            job = replace(job, checkpoint_path=p["checkpoint_path"],
+                          last_checkpoint_at=p.get("checkpoint_at") or job.last_checkpoint_at)
+        job = replace(_no_preemption(job), preemptions=job.preemptions + 1, exit_code=p.get("exit_code"),
+                      idle_since=None)
+        if p.get("requeue", True):
+            return replace(job, state="PREEMPTED")
+        return replace(job, state="SUSPENDED", ended_at=at)
+    if kind == "JobLost":
+        return replace(_no_preemption(job), state="LOST", losses=job.losses + 1, idle_since=None)
+    if kind == "JobRequeued":
+        return replace(job, state="QUEUED", resume_from=p.get("resume_from"), requeued_at=at)
+    if kind == "CheckpointSaved":
+        job = replace(job, checkpoint_path=p["path"], last_checkpoint_at=p["saved_at"])
+        if job.state == "QUEUED" and job.resumable:  # saved during the stop, reported after the requeue
+            job = replace(job, resume_from=p["path"])
+        return job
+    if kind == "SessionOpened":
+        return replace(job, session_cap_at=p["cap_at"])
+    if kind == "SessionCapReached":
+        return replace(job, protected_until=_ended_protection(job, at), cap_reached_at=at)
+    if kind == "ProtectionRevoked":
+        return replace(job, protection_revoked=True, protected_until=_ended_protection(job, at))
+    if kind == "SessionIdle":
+        return replace(job, idle_since=p["since"])
+    if kind == "SessionActive":
+        return replace(job, idle_since=None)
+    if kind == "SessionRestored":
+        return replace(job, state="RESTORED", restored_to=p["new_job_id"])
+    return job
+
+
 def evolve(state: LedgerState, event: Event, at: float) -> LedgerState:
     """Apply one recorded event to the state. Unknown event types leave the state unchanged."""
     p: dict[str, Any] = event.payload
@@ -94,11 +204,16 @@ def evolve(state: LedgerState, event: Event, at: float) -> LedgerState:
     if event.type == "NodeRegistered":
         node = ClusterNode(p["node_id"], p["gpus"], p["gpu_model"], tuple(p["path"]), p["executor"])
         return replace(state, nodes={**state.nodes, node.node_id: node})
+    if event.type in ("NodeDrainRequested", "NodeDrained", "NodeResumed"):
+        return _evolve_node(state, event, at)
+    if event.type == "ExecutorHeartbeat":
+        return _set_node_states(state, p.get("recovered", ()), "unhealthy", "ready")
     if event.type == "JobSubmitted":
         job = Job(
             job_id=p["job_id"], project=p["project"], gpus=p["gpus"], min_runtime_s=p["min_runtime_s"],
             command=tuple(p["command"]), resumable=p["resumable"], job_class=p["job_class"],
-            priority=p["priority"], submitted_at=p["submitted_at"],
+            priority=p["priority"], submitted_at=p["submitted_at"], resume_from=p.get("resume_from"),
+            restored_from=p.get("restored_from"), preferred_node=p.get("preferred_node"),
         )
         return replace(state, jobs={**state.jobs, job.job_id: job})
     job_id = p.get("job_id")
@@ -108,14 +223,24 @@ def evolve(state: LedgerState, event: Event, at: float) -> LedgerState:
     used = state.used
     if event.type == "JobPlaced":
         assignments = tuple((n, tuple(g)) for n, g in sorted(p["assignments"].items()))
-        job = replace(job, state="PLACED", attempt=p["attempt"], assignments=assignments, funded=p["funded"])
+        job = replace(job, state="PLACED", attempt=p["attempt"], assignments=assignments, funded=p["funded"],
+                      protected_until=None, protection_revoked=False, session_cap_at=None,
+                      cap_reached_at=None, idle_since=None)
+        job = _no_preemption(job)
         used = dict(used)
         for node_id, gpus in assignments:
             used[node_id] = used.get(node_id, frozenset()) | frozenset(gpus)
-    elif event.type == "JobStarted":
-        job = replace(job, state="RUNNING", started_at=at)
     elif event.type in ("JobCompleted", "JobFailed", "JobCancelled"):
-        used = _release(state, job)
+        if job.state in ACTIVE_STATES:
+            used = _release(state, job)
         new_state = {"JobCompleted": "COMPLETED", "JobFailed": "FAILED", "JobCancelled": "CANCELLED"}
-        job = replace(job, state=new_state[event.type], ended_at=at, exit_code=p.get("exit_code"))
+        job = replace(_no_preemption(job), state=new_state[event.type], ended_at=at, exit_code=p.get("exit_code"))
+    elif event.type in ("JobPreempted", "JobLost"):
+        if job.state in ACTIVE_STATES:
+            used = _release(state, job)
+        job = _evolve_job(job, event, at)
+        if event.type == "JobLost":
+            state = _set_node_states(state, p.get("unhealthy", ()), "ready", "unhealthy")
+    else:
+        job = _evolve_job(job, event, at)
     return replace(state, jobs={**state.jobs, job_id: job}, used=used)

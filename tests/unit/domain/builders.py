@@ -40,3 +40,18 @@ def place(job_id: str = "j1", **assignments: list[int]) -> PlaceJob:
 
 def small_cluster() -> LedgerState:
     return with_nodes(tree(cluster={"a": 0.6, "b": 0.4}, a={"a1": 1.0}, b={"b1": 0.5}))
+
+
+def running(state: LedgerState | None = None, job_id: str = "j1", at: float = 100.0, **over: Any) -> LedgerState:
+    """A job placed on n0 and started at `at` (funded unless `funded=False`)."""
+    from steward.domain.commands import ReportJobStarted
+
+    funded = over.pop("funded", True)
+    gpus = over.get("gpus", 1)
+    state = apply(state or small_cluster(), submit(job_id, **over), now=0.0)
+    state = apply(state, PlaceJob(job_id, {"n0": list(range(gpus))}, funded=funded), now=at)
+    return apply(state, ReportJobStarted(job_id, state.jobs[job_id].attempt, 4242, started_at=at), now=at)
+
+
+def events_of(state: LedgerState, command: Any, now: float) -> list[str]:
+    return [e.type for e in decide(state, command, now)]

@@ -1,0 +1,216 @@
+"""Sessions, draining and budget periods in the ledger (DESIGN.md "Interactive sessions", "Owed vs
+delivered"; issue 3 "Draining")."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from steward.domain.commands import (
+    CancelJob,
+    ClosePeriod,
+    DrainNode,
+    OpenSession,
+    PlaceJob,
+    ReachSessionCap,
+    ReportCheckpointSaved,
+    ReportJobExited,
+    ReportJobPreempted,
+    ReportNodeDrained,
+    ReportUtilisation,
+    RequestPreemption,
+    RestoreSession,
+    ResumeNode,
+    RevokeProtection,
+    WarnSession,
+)
+from steward.domain.decide import decide
+from steward.domain.errors import DomainError, InvalidCommand, InvalidTransition, UnknownNode
+from steward.domain.periods import period_bounds, period_figures, period_id
+from steward.domain.state import LedgerState
+from tests.unit.domain.builders import apply, events_of, running, small_cluster, submit
+
+
+def session(at: float = 0.0, cap: float = 60.0, **over: Any) -> LedgerState:
+    state = running(at=at, job_class="interactive", min_runtime_s=cap, resumable=True, **over)
+    return apply(state, OpenSession("j1", 1, at + cap, [at + cap - 30, at + cap - 5]), now=at + 0.1)
+
+
+def test_session_is_protected_for_its_cap_and_opened_once() -> None:
+    state = session(at=10.0, cap=60.0)
+    job = state.jobs["j1"]
+    assert job.protected_until == 70.0 and job.session_cap_at == 70.0
+    with pytest.raises(InvalidTransition, match="already open"):
+        decide(state, OpenSession("j1", 1, 70.0, []), 11.0)
+
+
+SESSION_CASES: list[tuple[str, Any, type[DomainError], str]] = [
+    ("warning of unknown kind", WarnSession("j1", 1, "boredom", 5.0), InvalidCommand, "kind"),
+    ("cap with unknown action", ReachSessionCap("j1", 1, "explode"), InvalidCommand, "action"),
+    ("stale attempt", WarnSession("j1", 2, "cap", 5.0), InvalidTransition, "attempt"),
+    ("revoke without reason", RevokeProtection("j1", 1, " "), InvalidCommand, "reason"),
+    ("restore of a running session", RestoreSession("j1", "j2"), InvalidTransition, "RUNNING"),
+]
+
+
+@pytest.mark.parametrize(("name", "command", "error", "message"), SESSION_CASES, ids=[c[0] for c in SESSION_CASES])
+def test_session_guards(name: str, command: Any, error: type[DomainError], message: str) -> None:
+    with pytest.raises(error, match=message):
+        decide(session(), command, 1.0)
+
+
+def test_session_commands_are_refused_for_batch_jobs() -> None:
+    with pytest.raises(InvalidTransition, match="not an interactive session"):
+        decide(running(at=0.0), OpenSession("j1", 1, 60.0, []), 1.0)
+
+
+def test_warnings_are_events_with_the_cap() -> None:
+    (ev,) = decide(session(), WarnSession("j1", 1, "cap", 30.0), 30.0)
+    assert ev.type == "SessionWarned" and ev.payload["cap_at"] == 60.0 and ev.payload["seconds_left"] == 30.0
+
+
+def test_cap_ends_protection_and_the_stop_suspends_the_session() -> None:
+    state = apply(session(), ReportCheckpointSaved("j1", 1, "/ck/j1", 59.0), ReachSessionCap("j1", 1, "stop"),
+                  now=60.0)
+    assert state.jobs["j1"].protected_until == 60.0
+    with pytest.raises(InvalidTransition, match="already reached"):
+        decide(state, ReachSessionCap("j1", 1, "stop"), 61.0)
+    events = decide(state, ReportJobPreempted("j1", 1, "session_cap", 0), 62.0)
+    assert [e.type for e in events] == ["JobPreempted"] and events[0].payload["requeue"] is False
+    state = apply(state, ReportJobPreempted("j1", 1, "session_cap", 0), now=62.0)
+    assert state.jobs["j1"].state == "SUSPENDED" and state.free_gpus("n0") == frozenset(range(8))
+
+
+def test_a_session_cap_stop_before_the_cap_is_refused() -> None:
+    with pytest.raises(InvalidTransition, match="not reached its cap"):
+        decide(session(), ReportJobPreempted("j1", 1, "session_cap", 0), 10.0)
+
+
+def test_restore_opens_a_new_session_linked_to_the_old_with_its_checkpoint_and_node() -> None:
+    state = apply(session(), ReportCheckpointSaved("j1", 1, "/ck/j1", 59.0), ReachSessionCap("j1", 1, "stop"),
+                  ReportJobPreempted("j1", 1, "session_cap", 0), now=60.0)
+    events = decide(state, RestoreSession("j1", "j2"), 100.0)
+    assert [(e.stream, e.type) for e in events] == [("job-j1", "SessionRestored"), ("job-j2", "JobSubmitted")]
+    submitted = events[1].payload
+    assert submitted["restored_from"] == "j1" and submitted["resume_from"] == "/ck/j1"
+    assert submitted["preferred_node"] == "n0" and submitted["job_class"] == "interactive"
+    state = apply(state, RestoreSession("j1", "j2"), now=100.0)
+    assert state.jobs["j1"].state == "RESTORED" and state.jobs["j1"].restored_to == "j2"
+    assert state.jobs["j2"].state == "QUEUED" and state.jobs["j2"].preferred_node == "n0"
+    with pytest.raises(InvalidTransition, match="already restored"):
+        decide(state, RestoreSession("j1", "j3"), 101.0)
+    placed = decide(state, PlaceJob("j2", {"n0": [0]}, funded=True), 102.0)[0]
+    assert placed.payload["resume_from"] == "/ck/j1" and placed.payload["restored_from"] == "j1"
+
+
+def test_restore_refuses_a_taken_id() -> None:
+    state = apply(session(), CancelJob("j1"), submit("j2"), now=5.0)
+    with pytest.raises(InvalidCommand, match="already exists"):
+        decide(state, RestoreSession("j1", "j2"), 6.0)
+
+
+def test_idle_and_active_reports_are_recorded_on_change_only() -> None:
+    state = session()
+    assert events_of(state, ReportUtilisation("j1", 1, False, 3.0), 4.0) == []
+    state = apply(state, ReportUtilisation("j1", 1, True, 3.0, cpu_percent=0.0, source="cpu"), now=4.0)
+    assert state.jobs["j1"].idle_since == 3.0
+    assert events_of(state, ReportUtilisation("j1", 1, True, 3.0), 5.0) == []
+    assert events_of(state, ReportUtilisation("j1", 1, False, 6.0), 6.0) == ["SessionActive"]
+
+
+def test_revoked_protection_makes_a_session_preemptible_and_stays_charged() -> None:
+    state = apply(session(cap=3600), RevokeProtection("j1", 1, "idle", {"idle_since": 3.0}), now=100.0)
+    job = state.jobs["j1"]
+    assert job.protection_revoked and job.protected_until == 100.0 and job.funded
+    assert events_of(state, RequestPreemption("j1", "fair_share"), 101.0) == ["JobPreemptionRequested"]
+    with pytest.raises(InvalidTransition, match="already lost"):
+        decide(state, RevokeProtection("j1", 1, "idle"), 102.0)
+
+
+def test_drain_takes_no_new_work_and_is_drained_once_empty() -> None:
+    state = running(at=0.0)
+    (ev,) = decide(state, DrainNode("n0", "disk"), 1.0)
+    assert ev.payload["jobs"] == ["j1"]
+    state = apply(state, DrainNode("n0", "disk"), submit("j2"), now=1.0)
+    assert state.nodes["n0"].state == "draining"
+    with pytest.raises(InvalidTransition, match="takes no new work"):
+        decide(state, PlaceJob("j2", {"n0": [1]}, funded=True), 2.0)
+    with pytest.raises(InvalidTransition, match="still runs j1"):
+        decide(state, ReportNodeDrained("n0"), 2.0)
+    state = apply(state, ReportJobExited("j1", 1, 0), now=3.0)
+    assert events_of(state, ReportNodeDrained("n0"), 4.0) == ["NodeDrained"]
+    state = apply(state, ReportNodeDrained("n0"), ResumeNode("n0", "fixed"), now=5.0)
+    assert state.nodes["n0"].state == "ready"
+
+
+NODE_CASES: list[tuple[str, Any, type[DomainError]]] = [
+    ("unknown node", DrainNode("n9", "x"), UnknownNode),
+    ("no reason", DrainNode("n0", ""), InvalidCommand),
+    ("resume a ready node", ResumeNode("n0", "x"), InvalidTransition),
+    ("drained when not draining", ReportNodeDrained("n0"), InvalidTransition),
+]
+
+
+@pytest.mark.parametrize(("name", "command", "error"), NODE_CASES, ids=[c[0] for c in NODE_CASES])
+def test_node_guards(name: str, command: Any, error: type[DomainError]) -> None:
+    with pytest.raises(error):
+        decide(small_cluster(), command, 0.0)
+
+
+def _history() -> list[tuple[str, dict[str, Any], float]]:
+    """Two projects sharing 8 GPUs 50/50 (a1 via a at 0.6 × 1.0 -> share .6; b1 .4 × .5 = .2)."""
+    return [
+        ("AllocationsSet", {"parent": "cluster", "shares": {"a": 0.6, "b": 0.4}}, 0.0),
+        ("AllocationsSet", {"parent": "a", "shares": {"a1": 1.0}}, 0.0),
+        ("AllocationsSet", {"parent": "b", "shares": {"b1": 0.5}}, 0.0),
+        ("NodeRegistered", {"node_id": "n0", "gpus": 8}, 0.0),
+        ("JobSubmitted", {"job_id": "x", "project": "a1", "gpus": 8}, 0.0),
+        ("JobStarted", {"job_id": "x"}, 1800.0),
+        ("JobCompleted", {"job_id": "x"}, 5400.0),
+        ("JobSubmitted", {"job_id": "y", "project": "b1", "gpus": 2}, 3600.0),
+        ("JobStarted", {"job_id": "y"}, 5400.0),
+    ]
+
+
+def test_owed_is_min_of_entitled_and_demand_per_hour_and_delivered_is_what_ran() -> None:
+    figures, capacity = period_figures(_history(), 0.0, 7200.0)
+    assert capacity == 8 * 7200
+    a1, b1 = figures["a1"], figures["b1"]
+    # a1: demand 8 GPUs for 1.5 h (0 .. 5400); entitled 0.6 × 8 = 4.8 GPUs per hour
+    assert a1["demand_gpu_s"] == pytest.approx(8 * 5400)
+    assert a1["owed_gpu_s"] == pytest.approx(4.8 * 3600 + min(4.8 * 3600, 8 * 1800))
+    assert a1["delivered_gpu_s"] == pytest.approx(8 * 3600)
+    # b1: wants 2 GPUs from 1 h, runs from 1.5 h; entitled 0.2 × 8 = 1.6 per hour
+    assert b1["owed_gpu_s"] == pytest.approx(1.6 * 3600)
+    assert b1["delivered_gpu_s"] == pytest.approx(2 * 1800)
+    assert figures["a"]["delivered_gpu_s"] == a1["delivered_gpu_s"]  # inner nodes sum their projects
+
+
+def test_period_close_is_recorded_with_the_aggregate_ratio() -> None:
+    figures, capacity = period_figures(_history(), 0.0, 7200.0)
+    (ev,) = decide(small_cluster(), ClosePeriod("p1", 0.0, 7200.0, capacity, figures), 7300.0)
+    assert ev.type == "PeriodClosed" and 0 < ev.payload["delivered_of_owed"] <= 1
+
+
+@pytest.mark.parametrize(("name", "command", "message"), [
+    ("empty period", ClosePeriod("p", 5.0, 5.0, 0.0, {}), "after its start"),
+    ("negative figure", ClosePeriod("p", 0.0, 1.0, 1.0, {"a1": {"owed_gpu_s": -1, "delivered_gpu_s": 0}}),
+     "negative"),
+    ("missing figure", ClosePeriod("p", 0.0, 1.0, 1.0, {"a1": {"owed_gpu_s": 1}}), "delivered_gpu_s"),
+])
+def test_period_guards(name: str, command: ClosePeriod, message: str) -> None:
+    with pytest.raises(InvalidCommand, match=message):
+        decide(small_cluster(), command, 0.0)
+
+
+def test_periods_are_aligned_so_every_closer_agrees() -> None:
+    assert period_bounds(90_000.0, 86_400.0) == (0.0, 86_400.0)
+    assert period_id(0.0, 86_400.0) == "19700101T000000Z-19700102T000000Z"
+
+
+def test_an_allocation_counts_from_its_event_time_within_the_hour() -> None:
+    history = [("NodeRegistered", {"node_id": "n0", "gpus": 8}, 0.0),
+               ("AllocationsSet", {"parent": "cluster", "shares": {"a1": 0.5}}, 1800.0)]
+    figures, capacity = period_figures(history, 0.0, 3600.0)
+    assert capacity == 8 * 3600 and figures["a1"]["entitled_gpu_s"] == pytest.approx(0.5 * 8 * 1800)
