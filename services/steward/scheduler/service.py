@@ -1,6 +1,10 @@
-"""The scheduler service: a cycle over the projections, decisions published as commands to Kafka.
+"""The scheduler service: the policy cycle over the ledger's state, decisions published as commands.
 
-The cycle itself is pure (`steward.scheduler.plan`); this shell only reads, calls and publishes.
+It folds the event log into the same `LedgerState` the ledger keeps (tailing the store), feeds the
+usage window with the funded intervals of ended attempts, runs `steward.policy.cycle.schedule` on a
+snapshot, and publishes the decisions to Kafka. It then waits until the ledger has recorded an
+outcome for each command before the next cycle, so no cycle plans on a state its own decisions have
+not yet reached (a plan commits as a whole or is re-planned, never half-applied twice).
 """
 
 from __future__ import annotations
@@ -8,58 +12,121 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from dataclasses import dataclass, field
 
-from sqlalchemy import select
+from kafka.errors import KafkaError
+from sqlalchemy.exc import DBAPIError
 
 from steward.bus.envelope import command_envelope
 from steward.bus.kafka import CommandPublisher
 from steward.config import Settings
-from steward.scheduler.plan import ClusterView, JobView, NodeView, plan_placements
-from steward.store import schema
+from steward.domain.state import LedgerState, evolve
+from steward.policy.cycle import schedule
+from steward.policy.model import CycleResult
+from steward.policy.settings import PolicySettings
+from steward.policy.usage import UsageWindow
+from steward.scheduler.bridge import (
+    HOLDING_STATES,
+    commands_of,
+    funded_interval,
+    policy_node,
+    running_job,
+    snapshot_of,
+)
 from steward.store.eventstore import EventStore
 
 log = logging.getLogger("steward.scheduler")
 
-ACTIVE_STATES = ("QUEUED", "PREEMPTED", "PLACED", "RUNNING")
+ENDING_EVENTS = frozenset({"JobCompleted", "JobFailed", "JobCancelled", "JobPreempted", "JobLost"})
 
 
-def read_view(store: EventStore) -> ClusterView:
-    with store.engine.connect() as conn:
-        nodes = [
-            NodeView(r.node_id, r.gpus, r.gpu_model, tuple(r.path), r.state)
-            for r in conn.execute(select(schema.proj_nodes).order_by(schema.proj_nodes.c.node_id))
-        ]
-        jobs = [
-            JobView(r.job_id, r.project, r.state, r.gpus, r.priority, r.submitted_at,
-                    {n: tuple(g) for n, g in r.assignments.items()})
-            for r in conn.execute(
-                select(schema.proj_jobs).where(schema.proj_jobs.c.state.in_(ACTIVE_STATES))
-            )
-        ]
-        conn.rollback()
-    return ClusterView(tuple(nodes), tuple(jobs))
+@dataclass
+class SchedulerState:
+    """The scheduler's view, folded from the log (the same `evolve` as the ledger) plus usage."""
+
+    settings: PolicySettings
+    state: LedgerState = field(default_factory=LedgerState)
+    head: int = 0
+    usage: UsageWindow = field(init=False)
+    last_result: CycleResult | None = None
+
+    def __post_init__(self) -> None:
+        self.usage = UsageWindow(self.settings)
+
+    def catch_up(self, store: EventStore) -> int:
+        n = 0
+        for rec in store.iterate(self.head):
+            if rec.type in ENDING_EVENTS:
+                job = self.state.jobs.get(rec.payload.get("job_id", ""))
+                if job is not None and job.state in HOLDING_STATES:
+                    models = {nid: node.gpu_model for nid, node in self.state.nodes.items()}
+                    for interval in funded_interval(job, rec.recorded_at, models):
+                        if interval.end >= self.usage.now:
+                            self.usage.add(interval)
+            self.state = evolve(self.state, rec.as_event(), rec.recorded_at)
+            self.head = rec.position
+            n += 1
+        return n
+
+    def cycle(self, now: float) -> CycleResult:
+        running = [running_job(j, now) for j in self.state.jobs.values() if j.state in HOLDING_STATES]
+        nodes = {nid: policy_node(node) for nid, node in self.state.nodes.items()}
+        usage = self.usage.usage(max(now, self.usage.now), running, nodes)
+        result = schedule(snapshot_of(self.state, usage, self.settings, now))
+        self.last_result = result
+        return result
 
 
-def run_scheduler(settings: Settings, stop: threading.Event | None = None) -> None:
+def wait_for_outcomes(store: EventStore, message_ids: list[str], timeout_s: float) -> bool:
+    deadline = time.monotonic() + timeout_s
+    remaining = list(message_ids)
+    while remaining and time.monotonic() < deadline:
+        remaining = [m for m in remaining if not store.by_message(m)]
+        if remaining:
+            time.sleep(0.05)
+    return not remaining
+
+
+def run_cycle(view: SchedulerState, store: EventStore, publisher: CommandPublisher) -> bool:
+    """One cycle: catch up on the log, decide, publish, wait for the ledger's outcomes. True when it
+    decided something (the next cycle then runs at once, on the state those decisions made)."""
+    view.catch_up(store)
+    if not view.state.nodes:
+        return False
+    result = view.cycle(time.time())
+    commands = commands_of(result, view.state, view.settings.preemption_grace_s)
+    if not commands:
+        return False
+    ids = []
+    for command in commands:
+        env = command_envelope(command, actor="scheduler", role="system")
+        publisher.publish(env, wait=False)
+        ids.append(env.id)
+    publisher.flush()
+    log.info("cycle decided %d placement(s), %d preemption(s)", len(result.placements),
+             len(commands) - len(result.placements))
+    if not wait_for_outcomes(store, ids, timeout_s=15.0):
+        log.warning("the ledger has not recorded all decisions within 15 s; re-planning")
+    return True
+
+
+def run_scheduler(settings: Settings, stop: threading.Event | None = None,
+                  policy: PolicySettings | None = None) -> None:
     stop = stop or threading.Event()
     store = EventStore.from_url(settings.resolved_store_url)
     publisher = CommandPublisher(settings)
-    in_flight: dict[str, float] = {}  # job id -> when its PlaceJob was published
+    view = SchedulerState(policy or PolicySettings.steward())
     log.info("scheduler started")
     try:
         while not stop.is_set():
-            now = time.time()
-            view = read_view(store)
-            queued_ids = {j.job_id for j in view.jobs if j.state in ("QUEUED", "PREEMPTED")}
-            in_flight = {j: t for j, t in in_flight.items() if j in queued_ids and now - t < 10.0}
-            decisions = plan_placements(view, frozenset(in_flight))
-            for d in decisions:
-                env = command_envelope(d, actor="scheduler", role="system")
-                publisher.publish(env, wait=False)
-                in_flight[d.job_id] = now
-            if decisions:
-                publisher.flush()
-                log.info("placed %d job(s)", len(decisions))
-            stop.wait(settings.scheduler_interval_s)
+            try:
+                decided = run_cycle(view, store, publisher)
+            except (DBAPIError, KafkaError, OSError) as err:
+                # the store or the broker restarts: keep the folded view, retry after a pause
+                log.warning("cycle failed (%s: %s); retrying", err.__class__.__name__, str(err).splitlines()[0])
+                stop.wait(2.0)
+                continue
+            if not decided:
+                stop.wait(settings.scheduler_interval_s)
     finally:
         publisher.close()

@@ -1,0 +1,69 @@
+"""The scheduler's bridge: ledger state -> policy snapshot -> commands, with concrete GPU indices."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from steward.domain.commands import PlaceJob, RegisterNode, ReportJobStarted, RequestPreemption
+from steward.domain.state import LedgerState
+from steward.policy.cycle import schedule
+from steward.policy.settings import PolicySettings
+from steward.scheduler.bridge import commands_of, policy_node, snapshot_of
+from tests.unit.domain.builders import apply, place, submit, tree
+
+SETTINGS = PolicySettings.steward()
+
+
+def cluster(nodes: int = 2, gpus: int = 4) -> LedgerState:
+    state = tree(cluster={"a": 0.5, "b": 0.5}, a={"a1": 1.0}, b={"b1": 1.0})
+    return apply(state, *[RegisterNode(f"n{i}", gpus, "V100", ["blk0", f"n{i}"]) for i in range(nodes)])
+
+
+def decide_cycle(state: LedgerState, now: float = 1000.0) -> list[PlaceJob | RequestPreemption]:
+    return commands_of(schedule(snapshot_of(state, {}, SETTINGS, now)), state, SETTINGS.preemption_grace_s)
+
+
+def test_node_path_drops_the_node_itself() -> None:
+    state = cluster(1)
+    assert policy_node(state.nodes["n0"]).path == ("blk0",)
+
+
+def test_root_allocations_become_top_level_of_the_policy_tree() -> None:
+    snap = snapshot_of(cluster(), {}, SETTINGS, 0.0)
+    assert snap.tree.entitlement("a1") == pytest.approx(0.5)
+    assert snap.tree.parent("a") is None
+
+
+def test_waiting_jobs_get_concrete_free_gpu_indices_without_overlap() -> None:
+    state = apply(cluster(1, 4), submit("j1", "a1", gpus=2), submit("j2", "b1", gpus=2))
+    cmds = decide_cycle(state)
+    placed = [c for c in cmds if isinstance(c, PlaceJob)]
+    assert {c.job_id for c in placed} == {"j1", "j2"}
+    indices = [g for c in placed for gs in c.assignments.values() for g in gs]
+    assert sorted(indices) == [0, 1, 2, 3]
+    assert all(c.evidence for c in placed)
+
+
+def test_gpus_held_by_placed_jobs_are_not_reused() -> None:
+    state = apply(cluster(1, 4), submit("j0", "a1", gpus=3), place("j0", n0=[0, 1, 2]), submit("j1", "b1", gpus=1))
+    (cmd,) = decide_cycle(state)
+    assert isinstance(cmd, PlaceJob) and cmd.assignments == {"n0": [3]}
+
+
+def test_unfunded_running_job_is_preempted_for_funded_waiting_work() -> None:
+    state = apply(cluster(1, 4), submit("u", "a1", gpus=4, min_runtime_s=0), place("u", n0=[0, 1, 2, 3]))
+    state = apply(state, ReportJobStarted("u", 1, 42), now=10.0)
+    state = apply(state, submit("f", "b1", gpus=4, min_runtime_s=600), now=20.0)
+    # the job ran unfunded (no allocation left when it started): preemptible at once
+    state = replace(state, jobs={**state.jobs, "u": replace(state.jobs["u"], funded=False, protected_until=10.0)})
+    cmds = decide_cycle(state, now=30.0)
+    pre = [c for c in cmds if isinstance(c, RequestPreemption)]
+    assert [(p.job_id, p.for_job_id) for p in pre] == [("u", "f")]
+    assert pre[0].attempt == 1 and pre[0].evidence
+
+
+def test_same_state_gives_the_same_commands() -> None:
+    state = apply(cluster(2, 8), *[submit(f"j{i}", "a1" if i % 2 else "b1", gpus=1 + i % 3) for i in range(12)])
+    assert decide_cycle(state) == decide_cycle(state)
