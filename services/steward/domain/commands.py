@@ -362,8 +362,23 @@ class ClosePeriod:
         return f"period-{self.period_id}"
 
 
+@dataclass(frozen=True, slots=True)
+class ExplainWaiting:
+    """The scheduler's explanations for waiting jobs whose reason changed (DESIGN: "Every decision has
+    evidence"; "why pending" is answered from these events). `explanations` maps a job id to the
+    policy's explanation (reason code, plain words, the amount blocking, positions, evidence)."""
+
+    TYPE: ClassVar[str] = "ExplainWaiting"
+    explanations: dict[str, dict[str, Any]]
+
+    @property
+    def aggregate(self) -> str:
+        return "queue"
+
+
 Command = (
-    SetAllocations | RegisterNode | SubmitJob | CancelJob | PlaceJob | ReportJobStarted | ReportJobExited
+    ExplainWaiting | SetAllocations | RegisterNode | SubmitJob | CancelJob | PlaceJob | ReportJobStarted
+    | ReportJobExited
     | RequestPreemption | ReportJobPreempted | ReportJobLost | ReportCheckpointSaved | ReportHeartbeat
     | OpenSession | WarnSession | ReachSessionCap | ReportUtilisation | RevokeProtection | RestoreSession
     | DrainNode | ReportNodeDrained | ResumeNode | ClosePeriod
@@ -374,7 +389,7 @@ COMMAND_TYPES: dict[str, type[Any]] = {
         SetAllocations, RegisterNode, SubmitJob, CancelJob, PlaceJob, ReportJobStarted, ReportJobExited,
         RequestPreemption, ReportJobPreempted, ReportJobLost, ReportCheckpointSaved, ReportHeartbeat,
         OpenSession, WarnSession, ReachSessionCap, ReportUtilisation, RevokeProtection, RestoreSession,
-        DrainNode, ReportNodeDrained, ResumeNode, ClosePeriod,
+        DrainNode, ReportNodeDrained, ResumeNode, ClosePeriod, ExplainWaiting,
     )
 }
 

@@ -19,6 +19,7 @@ from steward.domain.commands import (
     ClosePeriod,
     Command,
     DrainNode,
+    ExplainWaiting,
     OpenSession,
     PlaceJob,
     ReachSessionCap,
@@ -149,8 +150,24 @@ def placement_contract(job: Job, funded: bool) -> dict[str, object]:
     }
 
 
+def deferred_events(state: LedgerState, command: ExplainWaiting) -> list[Event]:
+    """DESIGN "Every decision has evidence": one `JobDeferred` per job that still waits; an explanation
+    for a job that has meanwhile been placed, cancelled or finished is stale and dropped."""
+    out = []
+    for job_id, explanation in sorted(command.explanations.items()):
+        job = state.jobs.get(job_id)
+        if job is None or job.state != "QUEUED":
+            continue
+        if not isinstance(explanation.get("reason"), str):
+            raise InvalidCommand(f"the explanation of '{job_id}' needs a reason code")
+        out.append(Event(f"job-{job_id}", "JobDeferred", {"job_id": job_id, "explanation": explanation}))
+    return out
+
+
 def decide(state: LedgerState, command: Command, now: float) -> list[Event]:
     """Validate `command` against `state` at time `now` and return the events that record it."""
+    if isinstance(command, ExplainWaiting):
+        return deferred_events(state, command)
     if isinstance(command, SetAllocations):
         if not command.reason.strip():
             raise InvalidCommand("an allocation change needs a reason")

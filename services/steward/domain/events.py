@@ -18,6 +18,7 @@ EVENT_TYPES: dict[str, int] = {
     "JobFailed": 1,
     "JobCancelled": 1,
     "CommandRejected": 1,
+    "JobDeferred": 1,
     # the time-slicing contract
     "JobPreemptionRequested": 1,
     "JobPreempted": 1,

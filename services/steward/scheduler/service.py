@@ -9,10 +9,12 @@ not yet reached (a plan commits as a whole or is re-planned, never half-applied 
 
 from __future__ import annotations
 
+import json
 import logging
 import threading
 import time
 from dataclasses import dataclass, field
+from typing import Any
 
 from kafka.errors import KafkaError
 from sqlalchemy.exc import DBAPIError
@@ -20,6 +22,7 @@ from sqlalchemy.exc import DBAPIError
 from steward.bus.envelope import command_envelope
 from steward.bus.kafka import CommandPublisher
 from steward.config import Settings
+from steward.domain.commands import Command, ExplainWaiting
 from steward.domain.state import LedgerState, evolve
 from steward.policy.cycle import schedule
 from steward.policy.model import CycleResult
@@ -49,6 +52,8 @@ class SchedulerState:
     head: int = 0
     usage: UsageWindow = field(init=False)
     last_result: CycleResult | None = None
+    explained: dict[str, tuple[str, int, str]] = field(default_factory=dict)
+    explained_at: float = 0.0
 
     def __post_init__(self) -> None:
         self.usage = UsageWindow(self.settings)
@@ -77,6 +82,31 @@ class SchedulerState:
         return result
 
 
+EXPLAIN_EVERY_S = 5.0
+EXPLANATIONS_PER_COMMAND = 100
+MAX_EVIDENCE_BYTES = 1500
+
+
+def changed_explanations(view: SchedulerState, result: CycleResult) -> list[ExplainWaiting]:
+    """The explanations whose reason or blocking amount changed since they were last recorded, in
+    commands of bounded size (a waiting job's position alone changing is not worth an event)."""
+    changed: dict[str, dict[str, Any]] = {}
+    seen: dict[str, tuple[str, int, str]] = {}
+    for e in result.iter_explanations():
+        key = (e.reason, e.blocking_gpus, e.blocking_scope)
+        seen[e.job_id] = key
+        if view.explained.get(e.job_id) != key:
+            data = e.to_dict()
+            data.pop("job_id")
+            if len(json.dumps(data["evidence"], default=str)) > MAX_EVIDENCE_BYTES:
+                data["evidence"] = {"truncated": True, "keys": sorted(data["evidence"])}
+            changed[e.job_id] = data
+    view.explained = seen
+    ids = sorted(changed)
+    return [ExplainWaiting({j: changed[j] for j in ids[i:i + EXPLANATIONS_PER_COMMAND]})
+            for i in range(0, len(ids), EXPLANATIONS_PER_COMMAND)]
+
+
 def wait_for_outcomes(store: EventStore, message_ids: list[str], timeout_s: float) -> bool:
     deadline = time.monotonic() + timeout_s
     remaining = list(message_ids)
@@ -93,8 +123,13 @@ def run_cycle(view: SchedulerState, store: EventStore, publisher: CommandPublish
     view.catch_up(store)
     if not view.state.nodes:
         return False
-    result = view.cycle(time.time())
-    commands = commands_of(result, view.state, view.settings.preemption_grace_s)
+    now = time.time()
+    result = view.cycle(now)
+    decisions = commands_of(result, view.state, view.settings.preemption_grace_s)
+    commands: list[Command] = list(decisions)
+    if now - view.explained_at >= EXPLAIN_EVERY_S:
+        commands.extend(changed_explanations(view, result))
+        view.explained_at = now
     if not commands:
         return False
     ids = []
@@ -103,11 +138,12 @@ def run_cycle(view: SchedulerState, store: EventStore, publisher: CommandPublish
         publisher.publish(env, wait=False)
         ids.append(env.id)
     publisher.flush()
-    log.info("cycle decided %d placement(s), %d preemption(s)", len(result.placements),
-             len(commands) - len(result.placements))
+    if decisions:
+        log.info("cycle decided %d placement(s), %d preemption(s)", len(result.placements),
+                 len(decisions) - len(result.placements))
     if not wait_for_outcomes(store, ids, timeout_s=15.0):
         log.warning("the ledger has not recorded all decisions within 15 s; re-planning")
-    return True
+    return bool(decisions)
 
 
 def run_scheduler(settings: Settings, stop: threading.Event | None = None,

@@ -67,3 +67,27 @@ def test_unfunded_running_job_is_preempted_for_funded_waiting_work() -> None:
 def test_same_state_gives_the_same_commands() -> None:
     state = apply(cluster(2, 8), *[submit(f"j{i}", "a1" if i % 2 else "b1", gpus=1 + i % 3) for i in range(12)])
     assert decide_cycle(state) == decide_cycle(state)
+
+
+def test_explanations_are_recorded_once_per_change_of_reason() -> None:
+    from steward.scheduler.service import SchedulerState, changed_explanations
+
+    view = SchedulerState(SETTINGS)
+    view.state = apply(cluster(1, 4), submit("big", "a1", gpus=4), place("big", n0=[0, 1, 2, 3]),
+                       submit("w", "b1", gpus=2))
+    result = schedule(snapshot_of(view.state, {}, SETTINGS, 1000.0))
+    (first,) = changed_explanations(view, result)
+    assert set(first.explanations) == {"w"}
+    assert first.explanations["w"]["reason"] and first.explanations["w"]["text"]
+    assert changed_explanations(view, result) == []
+    view.explained["w"] = ("something_else", 0, "")
+    assert len(changed_explanations(view, result)) == 1
+
+
+def test_deferred_events_only_for_jobs_still_waiting() -> None:
+    from steward.domain.commands import ExplainWaiting
+    from steward.domain.decide import decide
+
+    state = apply(cluster(1, 4), submit("q", "a1"), submit("p", "b1"), place("p", n0=[0]))
+    events = decide(state, ExplainWaiting({"q": {"reason": "r"}, "p": {"reason": "r"}, "gone": {"reason": "r"}}), 0.0)
+    assert [(e.type, e.stream) for e in events] == [("JobDeferred", "job-q")]
