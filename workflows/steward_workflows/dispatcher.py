@@ -1,7 +1,18 @@
-"""Starts a JobRun workflow for every `JobPlaced` event read from the `events` topic.
+"""Turns recorded events (the Kafka `events` topic) into workflow actions:
 
-The workflow id names the job and attempt and duplicates are refused, so re-reading the topic after a
-crash (at-least-once) starts each run exactly once.
+| event                    | action                                                                  |
+| ------------------------ | ----------------------------------------------------------------------- |
+| JobPlaced                | start JobRun `job-<id>-attempt-<n>` (duplicates refused)                |
+| JobPreemptionRequested   | update `request_preemption` (update id = the event's position)          |
+| JobCancelled (running)   | signal `cancel`: stop the process                                       |
+| SessionIdle / Active     | signal `utilisation` to `session-<id>-attempt-<n>`                      |
+| NodeDrainRequested       | start NodeDrain `drain-<node>-<position>`                               |
+
+Events of one stream are handled in order; streams of a batch concurrently; offsets (of the consumer
+group `steward-dispatcher`, all partitions assigned, no rebalancing) are committed after the batch, so
+a crash re-reads it and every action is idempotent (workflow ids, update ids, signals of
+absolute state). A placement is started only if the store still shows that attempt placed or running,
+so re-reading an old topic never re-runs finished jobs.
 """
 
 from __future__ import annotations
@@ -9,29 +20,53 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import time
+from collections.abc import Callable
 from typing import Any
 
-from temporalio.client import Client
+from kafka import TopicPartition
+from temporalio.client import Client, WorkflowUpdateFailedError
 from temporalio.common import WorkflowIDReusePolicy
-from temporalio.exceptions import WorkflowAlreadyStartedError
+from temporalio.exceptions import ApplicationError, WorkflowAlreadyStartedError
+from temporalio.service import RPCError
 
 from steward.bus.kafka import make_consumer
 from steward.config import Settings
-from steward_workflows.contracts import WORKFLOW_TASK_QUEUE, JobRunInput
-from steward_workflows.job_run import JobRunWorkflow
+from steward_workflows.contracts import (
+    WORKFLOW_TASK_QUEUE,
+    CancelRun,
+    ContractTimings,
+    DrainInput,
+    JobRunInput,
+    PreemptionRequest,
+    UtilisationSignal,
+    job_run_workflow_id,
+    session_workflow_id,
+)
+from steward_workflows.drain import NodeDrainWorkflow
+from steward_workflows.job_run import ALREADY_STOPPING, NOT_STARTED, PROTECTED, JobRunWorkflow
+from steward_workflows.settings import ContractSettings
 
 log = logging.getLogger("steward.dispatcher")
 
+__all__ = ["dispatch", "job_run_input", "job_run_workflow_id", "request_preemption", "start_run"]
 
-def job_run_workflow_id(job_id: str, attempt: int) -> str:
-    return f"job-{job_id}-attempt-{attempt}"
+# A refusal for these reasons is retried this long (the ledger and the workflow agree on protection up to
+# clock skew; an attempt the ledger saw start may not yet be known to its workflow).
+RETRY_REFUSED_FOR_S = 30.0
+
+AttemptCheck = Callable[[str, int], bool]
 
 
-def job_run_input(event: dict[str, Any]) -> JobRunInput:
+def job_run_input(event: dict[str, Any], timings: ContractTimings | None = None) -> JobRunInput:
     p = event["payload"]
     return JobRunInput(
         job_id=p["job_id"], attempt=p["attempt"], executor=p["executor"], command=p["command"],
         assignments=p["assignments"], correlation_id=event["metadata"].get("correlation_id") or "",
+        job_class=p.get("job_class", "batch"), resumable=bool(p.get("resumable", False)),
+        funded=bool(p.get("funded", True)), protection_s=float(p.get("protection_s", 0.0)),
+        session_cap_s=float(p.get("session_cap_s", 0.0)), resume_from=p.get("resume_from") or "",
+        restored_from=p.get("restored_from") or "", timings=timings or ContractTimings(),
     )
 
 
@@ -40,25 +75,117 @@ async def start_run(client: Client, run: JobRunInput) -> bool:
         await client.start_workflow(
             JobRunWorkflow.run, run, id=job_run_workflow_id(run.job_id, run.attempt),
             task_queue=WORKFLOW_TASK_QUEUE, id_reuse_policy=WorkflowIDReusePolicy.REJECT_DUPLICATE,
+            request_eager_start=True,  # the worker in this process takes the first task at once
         )
     except WorkflowAlreadyStartedError:
         return False
     return True
 
 
-async def dispatch(settings: Settings, client: Client, stop: asyncio.Event) -> None:
+async def request_preemption(client: Client, job_id: str, attempt: int, request: PreemptionRequest,
+                             retry_for_s: float = RETRY_REFUSED_FOR_S) -> str:
+    """Send the update; returns "accepted" or why not. Refusals that may pass shortly are retried."""
+    handle = client.get_workflow_handle(job_run_workflow_id(job_id, attempt))
+    deadline = time.monotonic() + retry_for_s
+    while True:
+        try:
+            await handle.execute_update(JobRunWorkflow.request_preemption, request, id=request.request_id or None)
+            return "accepted"
+        except WorkflowUpdateFailedError as err:
+            cause = err.cause
+            kind = cause.type if isinstance(cause, ApplicationError) else type(cause).__name__
+            if kind in (NOT_STARTED, PROTECTED) and time.monotonic() < deadline:
+                await asyncio.sleep(0.5)
+                continue
+            if kind != ALREADY_STOPPING:
+                log.warning("preemption of %s attempt %s refused: %s", job_id, attempt, cause)
+            return f"refused: {kind}"
+        except RPCError as err:
+            log.warning("preemption of %s attempt %s: no run to update (%s)", job_id, attempt, err)
+            return "no run"
+
+
+async def _signal(client: Client, workflow_id: str, name: str, arg: Any) -> str:
+    try:
+        await client.get_workflow_handle(workflow_id).signal(name, arg)
+    except RPCError as err:
+        return f"no run ({err.status.name})"
+    return "signalled"
+
+
+async def handle_event(client: Client, event: dict[str, Any], contract: ContractSettings,
+                       attempt_current: AttemptCheck | None = None) -> str:
+    kind, p = event["type"], event["payload"]
+    if kind == "JobPlaced":
+        if attempt_current is not None and not await asyncio.to_thread(attempt_current, p["job_id"], p["attempt"]):
+            return "stale placement"
+        return "started" if await start_run(client, job_run_input(event, contract.timings())) else "already running"
+    if kind == "JobPreemptionRequested":
+        request = PreemptionRequest(p["reason"], f"preempt-{event['position']}", float(p["grace_s"]),
+                                    bool(p["requeue"]), p.get("for_job_id", ""))
+        return await request_preemption(client, p["job_id"], p["attempt"], request)
+    if kind == "JobCancelled" and p.get("was") in ("PLACED", "RUNNING"):
+        return await _signal(client, job_run_workflow_id(p["job_id"], p["attempt"]), "cancel",
+                             CancelRun(p.get("reason", "")))
+    if kind in ("SessionIdle", "SessionActive"):
+        return await _signal(client, session_workflow_id(p["job_id"], p["attempt"]), "utilisation",
+                             UtilisationSignal(kind == "SessionIdle", float(p["since"])))
+    if kind == "NodeDrainRequested":
+        drain = DrainInput(p["node_id"], p.get("executor", "local"), p.get("reason", ""), contract.drain_poll_s,
+                           contract.grace_s, contract.lost_after_s)
+        try:
+            await client.start_workflow(NodeDrainWorkflow.run, drain, id=f"drain-{p['node_id']}-{event['position']}",
+                                        task_queue=WORKFLOW_TASK_QUEUE)
+        except WorkflowAlreadyStartedError:
+            return "already draining"
+        return "draining"
+    return "ignored"
+
+
+async def _handle_stream(client: Client, events: list[dict[str, Any]], contract: ContractSettings,
+                         attempt_current: AttemptCheck | None) -> None:
+    for event in events:
+        try:
+            outcome = await handle_event(client, event, contract, attempt_current)
+        except Exception:
+            log.exception("event %s (%s) not dispatched", event.get("position"), event.get("type"))
+            raise
+        if outcome != "ignored":
+            log.info("%s %s at %s: %s", event["type"], event["stream_id"], event["position"], outcome)
+
+
+async def assign_all(consumer: Any, topic: str, stop: asyncio.Event) -> None:
+    """Read every partition of `topic` from the group's committed offsets, without group membership: a
+    restarted worker dispatches at once instead of waiting for a rebalance (every action is idempotent,
+    so two workers reading the same events is harmless)."""
+    while not stop.is_set():
+        partitions = await asyncio.to_thread(consumer.partitions_for_topic, topic)
+        if partitions:
+            consumer.assign([TopicPartition(topic, p) for p in sorted(partitions)])
+            return
+        await asyncio.sleep(0.5)
+
+
+async def dispatch(settings: Settings, client: Client, stop: asyncio.Event,
+                   contract: ContractSettings | None = None, attempt_current: AttemptCheck | None = None) -> None:
+    contract = contract or ContractSettings()
     consumer = make_consumer(settings, "steward-dispatcher")
-    consumer.subscribe([settings.topic("events")])
+    await assign_all(consumer, settings.topic("events"), stop)
     try:
         while not stop.is_set():
             polled = await asyncio.to_thread(consumer.poll, 200, 200)
+            streams: dict[str, list[dict[str, Any]]] = {}
             for records in polled.values():
                 for r in records:
                     event = json.loads(r.value)
-                    if event["type"] == "JobPlaced":
-                        started = await start_run(client, job_run_input(event))
-                        log.info("job %s attempt %s: %s", event["payload"]["job_id"],
-                                 event["payload"]["attempt"], "started" if started else "already running")
+                    streams.setdefault(event["stream_id"], []).append(event)
+            while streams and not stop.is_set():
+                try:
+                    await asyncio.gather(*(_handle_stream(client, evs, contract, attempt_current)
+                                           for evs in streams.values()))
+                    break
+                except Exception:  # Temporal unreachable, say: every action is idempotent, so try again
+                    await asyncio.sleep(1.0)
             if polled:
                 await asyncio.to_thread(consumer.commit)
     finally:

@@ -1,49 +1,385 @@
-"""JobRunWorkflow: one workflow per placed attempt of a job.
+"""JobRunWorkflow ("JobRun"): one workflow per placed attempt of a job, keeping the time-slicing contract
+(DESIGN.md "The time-slicing contract") through crashes of the worker, the executor or the server.
 
-It runs the job on its executor (a long activity that heartbeats), and when the executor is lost (no
-heartbeat) it records the attempt as lost through a command, so the store stays the one record.
+1. start the process on its executor (`start_job`, idempotent: an executor never starts an attempt twice);
+2. protect it: a durable timer until `started_at + protection_s` (0 when unfunded); for a session, a child
+   `Session` workflow times the cap, its warnings and idleness;
+3. watch it: `watch_job` long-polls (answers at the exit or after `watch_window_s`, heartbeating), again
+   and again; an exit is recorded as completed or failed; a silent executor (heartbeat timeout, then no
+   executor taking the retry within `lost_after_s`) as lost, exactly once. Polls rather than one endless
+   activity keep the history small, make continue-as-new clean, and let the test server skip time;
+4. a preemption is the update `request_preemption`, whose validator refuses it while the attempt is
+   protected (a refused update writes nothing to the history); once accepted: checkpoint request (the
+   executor's checkpoint signal), grace period (a durable timer), SIGKILL if the grace ran out, then
+   `ReportJobPreempted` with its evidence — the ledger requeues it with its original submit time and
+   the checkpoint to resume from;
+5. continue-as-new when the history grows past `max_history`, between two polls (the process keeps
+   running; the new run watches it again).
+
+Every outcome leaves as a command through Kafka (`publish_command`), so the event store stays the record.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+from dataclasses import dataclass, replace
 from datetime import timedelta
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy
-from temporalio.exceptions import ActivityError
+from temporalio.exceptions import ActivityError, ApplicationError
+from temporalio.workflow import ParentClosePolicy
 
 with workflow.unsafe.imports_passed_through():
+    from steward.domain.commands import ReachSessionCap, ReportJobExited, ReportJobLost, ReportJobPreempted
     from steward_workflows.contracts import (
+        CancelRun,
+        CapReached,
         JobRunInput,
         JobRunResult,
-        LostReport,
+        PreemptionAccepted,
+        PreemptionRequest,
         ProcessOutcome,
+        ProcessStarted,
+        Revocation,
+        RunCarry,
+        RunStatus,
+        SessionInput,
+        SessionResult,
+        SignalJob,
+        WatchJob,
         executor_task_queue,
+        session_workflow_id,
     )
+    from steward_workflows.publishing import publish, seconds
+    from steward_workflows.session import SessionWorkflow
 
-HEARTBEAT_TIMEOUT = timedelta(seconds=30)
-RUN_LIMIT = timedelta(days=30)
+START_TIMEOUT = timedelta(seconds=60)
+POLL_MARGIN = timedelta(seconds=60)
+SIGNAL_TIMEOUT = timedelta(seconds=30)
+EXECUTOR_RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), maximum_interval=timedelta(seconds=5),
+                             non_retryable_error_types=["UnknownAttempt"])
+SESSION_CAP_REASON = "session_cap"
+
+# Validator refusals: their `type` tells the dispatcher whether to try again shortly.
+NOT_STARTED = "NotStarted"
+PROTECTED = "Protected"
+ALREADY_STOPPING = "AlreadyStopping"
+
+
+@dataclass
+class StopOrder:
+    reason: str
+    grace_s: float
+    requested_at: float
+    report: bool = True  # False for a cancelled job: the ledger already recorded its end
+    for_job_id: str = ""
 
 
 @workflow.defn(name="JobRun")
 class JobRunWorkflow:
+    def __init__(self) -> None:
+        self._job: JobRunInput | None = None
+        self._phase = "starting"
+        self._started_at: float | None = None
+        self._pid = 0
+        self._protection_over = False
+        self._revoked = False
+        self._session_started = False
+        self._cap_action: str | None = None
+        self._cap_handled = False
+        self._stop: StopOrder | None = None
+        self._session: workflow.ChildWorkflowHandle[SessionWorkflow, SessionResult] | None = None
+        self._outcome: ProcessOutcome | None = None
+        self._lost_reason: str | None = None
+        self._polls = 0
+        self._poll_now = False
+        self._can_ready = False
+
+    # -- the run ----------------------------------------------------------------------------------
+
     @workflow.run
     async def run(self, job: JobRunInput) -> JobRunResult:
+        self._job = job
+        t = job.timings
+        if job.carry is not None:
+            self._resume_from_carry(job.carry)
+        else:
+            try:
+                started: ProcessStarted = await workflow.execute_activity(
+                    "start_job", job, task_queue=executor_task_queue(job.executor),
+                    start_to_close_timeout=START_TIMEOUT, schedule_to_start_timeout=seconds(t.lost_after_s),
+                    retry_policy=EXECUTOR_RETRY, result_type=ProcessStarted,
+                )
+            except ActivityError as err:
+                return await self._lost(f"executor '{job.executor}' did not start the attempt: {_cause(err)}")
+            self._started_at, self._pid = started.started_at, started.pid
+        self._phase = "running"
+        timer = asyncio.create_task(self._protection_timer())
+        if job.job_class == "interactive" and not self._session_started:
+            await self._start_session()
+        watcher = asyncio.create_task(self._watch(allow_continue_as_new=True))
+        while True:
+            await workflow.wait_condition(
+                lambda: self._ended() or self._stop is not None or self._cap_pending() or self._can_ready
+            )
+            if self._ended() or self._stop is not None:
+                break
+            if self._cap_pending():
+                await self._on_cap()
+                continue
+            timer.cancel()
+            await workflow.wait_condition(workflow.all_handlers_finished)
+            workflow.continue_as_new(replace(job, carry=self._carry()))
+        if self._stop is not None and not self._ended():
+            if watcher.done():  # it stopped for a continue-as-new that a stop overtook
+                watcher = asyncio.create_task(self._watch(allow_continue_as_new=False))
+            return await self._stop_saga(self._stop)
+        if self._lost_reason is not None:
+            return await self._lost(self._lost_reason)
+        assert self._outcome is not None
+        return await self._exited(self._outcome)
+
+    async def _watch(self, allow_continue_as_new: bool) -> None:
+        """Poll the executor until the attempt ends; a poll that fails (heartbeat timeout, then nobody
+        taking the retry within `lost_after_s`) means the executor is lost."""
+        job = self._job
+        assert job is not None
+        t = job.timings
+        while True:
+            try:
+                outcome: ProcessOutcome = await workflow.execute_activity(
+                    "watch_job", WatchJob(job.job_id, job.attempt, job.job_class, t.watch_window_s),
+                    task_queue=executor_task_queue(job.executor),
+                    start_to_close_timeout=timedelta(seconds=t.watch_window_s) + POLL_MARGIN,
+                    heartbeat_timeout=seconds(t.heartbeat_timeout_s),
+                    schedule_to_start_timeout=seconds(t.lost_after_s), retry_policy=EXECUTOR_RETRY,
+                    result_type=ProcessOutcome,
+                )
+            except ActivityError as err:
+                self._lost_reason = f"executor '{job.executor}' stopped answering: {_cause(err)}"
+                return
+            self._polls += 1
+            if outcome.status != "running":
+                self._outcome = outcome
+                return
+            if t.watch_gap_s > 0:
+                self._poll_now = False
+                with contextlib.suppress(TimeoutError):
+                    await workflow.wait_condition(
+                        lambda: self._poll_now or (allow_continue_as_new and self._history_full()),
+                        timeout=t.watch_gap_s)
+            if allow_continue_as_new and self._history_full():
+                self._can_ready = True  # between two polls: nothing outstanding to abandon
+                return
+
+    async def _protection_timer(self) -> None:
+        """DESIGN.md "Funded occupancy": protected for `min_runtime` from each start (a durable timer)."""
+        until = self._protected_until()
+        if until is not None:
+            delay = until - workflow.now().timestamp()
+            if delay > 0:
+                await workflow.sleep(delay)
+        self._protection_over = True
+
+    async def _start_session(self) -> None:
+        job = self._job
+        assert job is not None and self._started_at is not None
+        self._session = await workflow.start_child_workflow(
+            SessionWorkflow.run,
+            SessionInput(job.job_id, job.attempt, workflow.info().workflow_id, self._started_at,
+                         job.session_cap_s, job.timings, job.restored_from, job.correlation_id),
+            id=session_workflow_id(job.job_id, job.attempt),
+            parent_close_policy=ParentClosePolicy.ABANDON,
+        )
+        self._session_started = True
+
+    async def _end_session(self) -> None:
+        job = self._job
+        assert job is not None
+        if not self._session_started or self._cap_action is not None:  # none, or it ended at its cap
+            return
+        if self._session is not None and self._session.done():
+            return
         try:
-            outcome: ProcessOutcome = await workflow.execute_activity(
-                "run_job",
-                job,
-                task_queue=executor_task_queue(job.executor),
-                start_to_close_timeout=RUN_LIMIT,
-                heartbeat_timeout=HEARTBEAT_TIMEOUT,
-                retry_policy=RetryPolicy(maximum_attempts=1),
-                result_type=ProcessOutcome,
-            )
-        except ActivityError as err:
+            await workflow.get_external_workflow_handle(session_workflow_id(job.job_id, job.attempt)).cancel()
+        except Exception:
+            workflow.logger.debug("session of %s attempt %s already closed", job.job_id, job.attempt)
+
+    async def _on_cap(self) -> None:
+        """DESIGN.md "Interactive sessions": at the cap, checkpointed and stopped (or made preemptible)."""
+        job = self._job
+        assert job is not None and self._cap_action is not None
+        action = self._cap_action
+        self._cap_handled = True
+        await publish(ReachSessionCap(job.job_id, job.attempt, action),
+                      f"cap-{job.job_id}-{job.attempt}", job.correlation_id)
+        self._protection_over = True
+        if action == "stop" and self._stop is None:
+            self._stop = StopOrder(SESSION_CAP_REASON, job.timings.grace_s, workflow.now().timestamp())
+
+    async def _stop_saga(self, order: StopOrder) -> JobRunResult:
+        """Checkpoint request, grace period, stop; then record the preemption with its evidence."""
+        job = self._job
+        assert job is not None
+        self._phase = "stopping"
+        queue = executor_task_queue(job.executor)
+        lost_after = seconds(job.timings.lost_after_s)
+        signalled = True
+        try:
             await workflow.execute_activity(
-                "report_lost",
-                LostReport(job.job_id, job.attempt, f"executor lost: {err.cause or err}", job.correlation_id),
-                start_to_close_timeout=timedelta(minutes=5),
+                "signal_job", SignalJob(job.job_id, job.attempt), task_queue=queue,
+                start_to_close_timeout=SIGNAL_TIMEOUT, schedule_to_start_timeout=lost_after,
+                retry_policy=EXECUTOR_RETRY,
             )
-            return JobRunResult(job.job_id, job.attempt, "lost", None)
+        except ActivityError:
+            signalled = False  # the executor is gone; the watcher will say so
+        self._poll_now = True
+        grace_expired = False
+        if signalled:
+            try:
+                await workflow.wait_condition(self._ended, timeout=max(order.grace_s, 0.001))
+            except TimeoutError:
+                grace_expired = True
+                with contextlib.suppress(ActivityError):
+                    await workflow.execute_activity(
+                        "signal_job", SignalJob(job.job_id, job.attempt, kill=True), task_queue=queue,
+                        start_to_close_timeout=SIGNAL_TIMEOUT, schedule_to_start_timeout=lost_after,
+                        retry_policy=EXECUTOR_RETRY,
+                    )
+                self._poll_now = True
+        await workflow.wait_condition(self._ended)
+        if self._lost_reason is not None:
+            return await self._lost(f"{self._lost_reason} (during a stop: {order.reason})")
+        outcome = self._outcome
+        assert outcome is not None
+        await self._end_session()
+        self._phase = "ended"
+        if not order.report:
+            return JobRunResult(job.job_id, job.attempt, "cancelled", outcome.exit_code)
+        evidence = {
+            "requested_at": order.requested_at, "grace_s": order.grace_s, "signalled": signalled,
+            "stopped_at": outcome.ended_at or workflow.now().timestamp(), "killed": outcome.killed,
+            "pid": self._pid, "protected_until": self._protected_until(), "workflow_id": workflow.info().workflow_id,
+        }
+        if order.for_job_id:
+            evidence["for_job_id"] = order.for_job_id
+        await publish(
+            ReportJobPreempted(job.job_id, job.attempt, order.reason, outcome.exit_code, grace_expired,
+                               outcome.checkpoint_path, outcome.checkpoint_at, evidence),
+            f"preempted-{job.job_id}-{job.attempt}", job.correlation_id,
+        )
+        kind = "session_cap" if order.reason == SESSION_CAP_REASON else "preempted"
+        return JobRunResult(job.job_id, job.attempt, kind, outcome.exit_code)
+
+    async def _exited(self, outcome: ProcessOutcome) -> JobRunResult:
+        job = self._job
+        assert job is not None
+        await self._end_session()
+        self._phase = "ended"
+        if outcome.status != "exited":
+            return await self._lost(f"the process vanished without an exit code ({outcome.status})")
+        await publish(ReportJobExited(job.job_id, job.attempt, outcome.exit_code),
+                      f"exited-{job.job_id}-{job.attempt}", job.correlation_id)
         return JobRunResult(job.job_id, job.attempt, "exited", outcome.exit_code)
+
+    async def _lost(self, reason: str) -> JobRunResult:
+        """The attempt is lost: recorded once (the message id names the attempt), then requeued by the ledger."""
+        job = self._job
+        assert job is not None
+        await self._end_session()
+        self._phase = "ended"
+        await publish(ReportJobLost(job.job_id, job.attempt, reason), f"lost-{job.job_id}-{job.attempt}",
+                      job.correlation_id)
+        return JobRunResult(job.job_id, job.attempt, "lost", None)
+
+    # -- state ------------------------------------------------------------------------------------
+
+    def _protected_until(self) -> float | None:
+        job = self._job
+        if job is None or self._started_at is None:
+            return None
+        return self._started_at + (job.protection_s if job.funded else 0.0)
+
+    def _protected(self) -> bool:
+        """DESIGN.md: "nothing preempts it for fairness during that time"; an idle session's protection
+        is revoked; at a session's cap it ends."""
+        until = self._protected_until()
+        if self._protection_over or self._revoked or until is None:
+            return False
+        return workflow.now().timestamp() < until
+
+    def _ended(self) -> bool:
+        return self._outcome is not None or self._lost_reason is not None
+
+    def _cap_pending(self) -> bool:
+        return self._cap_action is not None and not self._cap_handled
+
+    def _history_full(self) -> bool:
+        job = self._job
+        if job is None or self._phase != "running" or self._stop is not None:
+            return False
+        info = workflow.info()
+        return info.get_current_history_length() > job.timings.max_history or info.is_continue_as_new_suggested()
+
+    def _carry(self) -> RunCarry:
+        assert self._started_at is not None
+        return RunCarry(self._started_at, self._pid, self._protection_over, self._revoked, self._session_started,
+                        self._cap_handled)
+
+    def _resume_from_carry(self, carry: RunCarry) -> None:
+        self._started_at, self._pid = carry.started_at, carry.pid
+        self._protection_over, self._revoked = carry.protection_over, carry.revoked
+        self._session_started, self._cap_handled = carry.session_started, carry.cap_handled
+
+    # -- messages ---------------------------------------------------------------------------------
+
+    @workflow.update
+    async def request_preemption(self, request: PreemptionRequest) -> PreemptionAccepted:
+        job = self._job
+        assert job is not None
+        grace = request.grace_s if request.grace_s >= 0 else job.timings.grace_s
+        self._stop = StopOrder(request.reason, grace, workflow.now().timestamp(), True, request.for_job_id)
+        return PreemptionAccepted(job.job_id, job.attempt, request.reason, grace)
+
+    @request_preemption.validator
+    def _validate_preemption(self, request: PreemptionRequest) -> None:
+        """Refuse while protected (DESIGN.md "Funded occupancy"); a refused update leaves no history."""
+        if self._phase == "starting" or self._started_at is None:
+            raise ApplicationError("the attempt has not started yet", type=NOT_STARTED)
+        if self._stop is not None or self._phase in ("stopping", "ended"):
+            raise ApplicationError(f"the attempt is already {self._phase}", type=ALREADY_STOPPING)
+        if self._protected():
+            until = self._protected_until()
+            assert until is not None
+            left = until - workflow.now().timestamp()
+            raise ApplicationError(f"protected for {left:.1f} s more", {"protected_until": until}, type=PROTECTED)
+
+    @workflow.signal
+    def session_cap_reached(self, cap: CapReached) -> None:
+        if self._cap_action is None:
+            self._cap_action = cap.action
+
+    @workflow.signal
+    def revoke_protection(self, revocation: Revocation) -> None:
+        self._revoked = True
+
+    @workflow.signal
+    def cancel(self, request: CancelRun) -> None:
+        """The job was cancelled (already recorded): stop the process, report nothing more."""
+        if self._stop is None:
+            grace = self._job.timings.grace_s if self._job is not None else 0.0
+            self._stop = StopOrder("cancelled", grace, workflow.now().timestamp(), report=False)
+
+    @workflow.query
+    def status(self) -> RunStatus:
+        job = self._job
+        assert job is not None
+        return RunStatus(job.job_id, job.attempt, self._phase, self._started_at, self._protected_until(),
+                         self._protected(), self._stop.reason if self._stop else "", self._polls)
+
+
+def _cause(err: ActivityError) -> str:
+    cause = err.cause
+    return f"{type(cause).__name__}: {cause}" if cause is not None else str(err)

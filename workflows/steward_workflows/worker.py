@@ -1,33 +1,91 @@
-"""The Temporal worker process: workflows and the worker's activities, plus the run dispatcher."""
+"""The Temporal worker process: workflows and the worker's activities, the event dispatcher, and the
+schedule that closes budget periods."""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
+from collections.abc import Callable
+from datetime import timedelta
+from typing import Any
 
-from temporalio.client import Client
-from temporalio.worker import Worker
+from temporalio.client import (
+    Client,
+    Schedule,
+    ScheduleActionStartWorkflow,
+    ScheduleAlreadyRunningError,
+    ScheduleIntervalSpec,
+    ScheduleOverlapPolicy,
+    SchedulePolicy,
+    ScheduleSpec,
+)
+from temporalio.worker import UnsandboxedWorkflowRunner, Worker, WorkflowRunner
+from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
 
 from steward.bus.kafka import CommandPublisher
 from steward.config import Settings
+from steward.store.eventstore import EventStore
 from steward_workflows.activities import WorkerActivities
-from steward_workflows.contracts import WORKFLOW_TASK_QUEUE
+from steward_workflows.contracts import WORKFLOW_TASK_QUEUE, PeriodCloseInput
 from steward_workflows.dispatcher import dispatch
+from steward_workflows.drain import NodeDrainWorkflow
+from steward_workflows.facts import StoreFacts
 from steward_workflows.job_run import JobRunWorkflow
+from steward_workflows.periods import SCHEDULE_ID, PeriodCloseWorkflow
+from steward_workflows.session import SessionWorkflow
+from steward_workflows.settings import ContractSettings
 
 log = logging.getLogger("steward.worker")
 
-WORKFLOWS = [JobRunWorkflow]
+WORKFLOWS = [JobRunWorkflow, SessionWorkflow, NodeDrainWorkflow, PeriodCloseWorkflow]
+
+
+def workflow_runner(sandbox: bool) -> WorkflowRunner:
+    """With the sandbox (our own deterministic modules passed through, imported once) or without it.
+    Without, a new run's first task costs milliseconds instead of hundreds (most of a job's start
+    latency on a busy machine, docs/benchmarks.md "Lease"); determinism is then guarded by the replay
+    tests, which always run in the sandbox (tests/replay/)."""
+    if not sandbox:
+        return UnsandboxedWorkflowRunner()
+    return SandboxedWorkflowRunner(
+        restrictions=SandboxRestrictions.default.with_passthrough_modules("steward", "steward_workflows"))
+
+
+def activities_of(acts: WorkerActivities) -> list[Callable[..., Any]]:
+    return [acts.publish_command, acts.report_lost, acts.node_occupancy, acts.compute_period]
+
+
+async def ensure_period_schedule(client: Client, contract: ContractSettings) -> bool:
+    """Create the schedule that closes each budget period (idempotent); False when periods are off."""
+    if contract.period_s <= 0:
+        return False
+    schedule = Schedule(
+        action=ScheduleActionStartWorkflow(PeriodCloseWorkflow.run, PeriodCloseInput(contract.period_s),
+                                           id="period-close", task_queue=WORKFLOW_TASK_QUEUE),
+        spec=ScheduleSpec(intervals=[ScheduleIntervalSpec(every=timedelta(seconds=contract.period_s),
+                                                          offset=timedelta(seconds=contract.period_lag_s))]),
+        policy=SchedulePolicy(overlap=ScheduleOverlapPolicy.SKIP),
+    )
+    with contextlib.suppress(ScheduleAlreadyRunningError):
+        await client.create_schedule(SCHEDULE_ID, schedule)
+    return True
 
 
 async def run_worker(settings: Settings, stop: asyncio.Event | None = None) -> None:
     stop = stop or asyncio.Event()
+    contract = ContractSettings()
     client = await Client.connect(settings.temporal_address, namespace=settings.temporal_namespace)
     publisher = CommandPublisher(settings)
-    acts = WorkerActivities(publisher)
-    worker = Worker(client, task_queue=WORKFLOW_TASK_QUEUE, workflows=WORKFLOWS,
-                    activities=[acts.report_lost])
-    dispatcher = asyncio.create_task(dispatch(settings, client, stop))
+    facts = StoreFacts(EventStore.from_url(settings.resolved_store_url))
+    acts = WorkerActivities(publisher, facts)
+    worker = Worker(client, task_queue=WORKFLOW_TASK_QUEUE, workflows=WORKFLOWS, activities=activities_of(acts),
+                    workflow_runner=workflow_runner(contract.sandbox))
+    try:
+        await ensure_period_schedule(client, contract)
+    except Exception:  # the worker runs without it; the next start tries again
+        log.exception("could not create the period-close schedule")
+    dispatcher = asyncio.create_task(dispatch(settings, client, stop, contract, facts.attempt_current))
     log.info("temporal worker started on %s", settings.temporal_address)
     async with worker:
         await stop.wait()

@@ -1,9 +1,21 @@
-"""The local executor (node agent): runs each job attempt as a real subprocess.
+"""The local executor (node agent): runs each job attempt as a real subprocess, for the JobRun workflow.
 
-It serves the Temporal task queue `executor-<id>` with the `run_job` activity: start the process with
-`CUDA_VISIBLE_DEVICES` (its assigned GPU indices) and `STEWARD_CHECKPOINT_DIR` set, report the start
-through Kafka, heartbeat while it runs, report the exit (with its code) through Kafka. A cancelled
-activity (a stop) sends SIGTERM, waits the grace period, then SIGKILL.
+It serves the Temporal task queue `executor-<id>` with four activities:
+
+- `start_job`: start the attempt under the shim (`steward.executor.shim`, its own process group) with
+  `CUDA_VISIBLE_DEVICES` (its GPU indices; emulated slots without GPUs) and `STEWARD_CHECKPOINT_DIR` (one
+  folder per job when resumable, so the next attempt resumes; restored sessions get the old session's
+  checkpoint copied in), report `ReportJobStarted` through Kafka. Idempotent: an attempt with a record is
+  never started again, so a retried or re-delivered start does not run a job twice.
+- `watch_job`: a long poll — answers at the attempt's exit (its code comes from the shim's exit file, so
+  this works after an executor restart too) or after the poll's window ("running"), heartbeating
+  meanwhile; reports `ReportCheckpointSaved` when its checkpoint folder changes and, for sessions,
+  `ReportUtilisation` when it turns idle or busy. Cancelling it never stops the job.
+- `signal_job`: the checkpoint request (SIGTERM, or STEWARD_EXECUTOR_CHECKPOINT_SIGNAL) or SIGKILL.
+- `drain_node`: remember a node as draining (reported in heartbeats; starts there are logged).
+
+On start it re-attaches to its records and stops orphans (attempts whose JobRun ended while it was down),
+and it sends `ReportHeartbeat` through Kafka when what it runs changes, and at a low rate otherwise.
 """
 
 from __future__ import annotations
@@ -12,93 +24,299 @@ import asyncio
 import contextlib
 import logging
 import os
+import shutil
 import signal
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from temporalio import activity
-from temporalio.client import Client
-from temporalio.worker import Worker
+from temporalio.client import Client, WorkflowExecutionStatus
+from temporalio.exceptions import ApplicationError
+from temporalio.service import RPCError
+from temporalio.worker import PollerBehaviorSimpleMaximum, Worker
 
 from steward.bus.envelope import command_envelope
 from steward.bus.kafka import CommandPublisher
 from steward.config import Settings
-from steward.domain.commands import ReportJobExited, ReportJobStarted
-from steward_workflows.contracts import JobRunInput, ProcessOutcome, executor_task_queue
+from steward.domain.commands import (
+    Command,
+    ReportCheckpointSaved,
+    ReportHeartbeat,
+    ReportJobStarted,
+    ReportUtilisation,
+)
+from steward.executor.attempts import (
+    AttemptRecord,
+    AttemptStore,
+    alive,
+    newest_mtime,
+    process_start_time,
+)
+from steward.executor.monitor import IdleTracker, Sample, TreeCpu, gpu_utilisation
+from steward.executor.settings import ExecutorSettings
+from steward_workflows.contracts import (
+    JobRunInput,
+    NodeRef,
+    ProcessOutcome,
+    ProcessStarted,
+    SignalJob,
+    SignalResult,
+    WatchJob,
+    executor_task_queue,
+    job_run_workflow_id,
+)
+
+# enough pollers to cover every partition of the task queue at once (a burst of starts otherwise waits
+# for the server to forward tasks between partitions; docs/benchmarks.md "Lease")
+ACTIVITY_POLLERS = 16
 
 log = logging.getLogger("steward.executor")
 
 HEARTBEAT_EVERY_S = 5.0
+KILLED_EXIT_CODE = -9
 
 
 class LocalExecutor:
-    def __init__(self, settings: Settings, publisher: CommandPublisher, grace_s: float = 120.0) -> None:
+    def __init__(self, settings: Settings, publisher: CommandPublisher, grace_s: float = 120.0,
+                 options: ExecutorSettings | None = None) -> None:
         self.settings = settings
         self.publisher = publisher
         self.grace_s = grace_s
+        self.options = options or ExecutorSettings()
         self.root = settings.run_dir / "executor" / settings.executor_id
+        self.attempts = AttemptStore(self.root)
+        root = self.options.checkpoint_root
+        self.checkpoint_root = Path(root) if root else settings.run_dir / "checkpoints"
+        self._children: dict[tuple[str, int], subprocess.Popen[bytes]] = {}
+        self._changed = asyncio.Event()
+
+    # -- paths ------------------------------------------------------------------------------------
 
     def job_dir(self, job_id: str) -> Path:
-        return self.root / "jobs" / job_id
+        return self.attempts.job_dir(job_id)
 
-    async def _report(self, command: ReportJobStarted | ReportJobExited, run: JobRunInput, mid: str) -> None:
+    def checkpoint_dir(self, run: JobRunInput) -> Path:
+        """One folder per job when it can resume (or is a restored session), one per attempt otherwise."""
+        base = self.checkpoint_root / run.job_id
+        return base if run.resumable or run.restored_from else base / f"attempt-{run.attempt}"
+
+    # -- reporting --------------------------------------------------------------------------------
+
+    async def _report(self, command: Command, mid: str, correlation_id: str = "") -> None:
         env = command_envelope(command, actor=f"executor:{self.settings.executor_id}", role="system",
-                               correlation_id=run.correlation_id or None, message_id=mid)
+                               correlation_id=correlation_id or None, message_id=mid)
         await asyncio.to_thread(self.publisher.publish, env)
 
-    @activity.defn(name="run_job")
-    async def run_job(self, run: JobRunInput) -> ProcessOutcome:
-        job_dir = self.job_dir(run.job_id)
-        checkpoint_dir = job_dir / "checkpoint"
-        checkpoint_dir.mkdir(parents=True, exist_ok=True)
-        gpus = sorted(g for indices in run.assignments.values() for g in indices)
-        env = os.environ | run.env | {
-            "CUDA_VISIBLE_DEVICES": ",".join(str(g) for g in gpus),
-            "STEWARD_CHECKPOINT_DIR": str(checkpoint_dir),
-            "STEWARD_JOB_ID": run.job_id,
-            "STEWARD_ATTEMPT": str(run.attempt),
-        }
-        log_path = job_dir / f"attempt-{run.attempt}.log"
-        with log_path.open("ab") as out:
-            try:
-                proc = await asyncio.create_subprocess_exec(
-                    *run.command, stdout=out, stderr=asyncio.subprocess.STDOUT, env=env,
-                    cwd=job_dir, start_new_session=True,
-                )
-            except OSError as err:
-                out.write(f"steward: cannot start {run.command[0]!r}: {err}\n".encode())
-                await self._report(ReportJobStarted(run.job_id, run.attempt, 0), run,
-                                   f"started-{run.job_id}-{run.attempt}")
-                await self._report(ReportJobExited(run.job_id, run.attempt, 127), run,
-                                   f"exited-{run.job_id}-{run.attempt}")
-                return ProcessOutcome(run.job_id, run.attempt, 127)
-        await self._report(ReportJobStarted(run.job_id, run.attempt, proc.pid), run,
-                           f"started-{run.job_id}-{run.attempt}")
-        try:
-            while True:
-                try:
-                    code = await asyncio.wait_for(proc.wait(), timeout=HEARTBEAT_EVERY_S)
-                    break
-                except TimeoutError:
-                    activity.heartbeat(proc.pid)
-        except asyncio.CancelledError:
-            code = await self._stop(proc)
-            await self._report(ReportJobExited(run.job_id, run.attempt, code), run,
-                               f"exited-{run.job_id}-{run.attempt}")
-            raise
-        await self._report(ReportJobExited(run.job_id, run.attempt, code), run,
-                           f"exited-{run.job_id}-{run.attempt}")
-        return ProcessOutcome(run.job_id, run.attempt, code)
+    # -- activities -------------------------------------------------------------------------------
 
-    async def _stop(self, proc: asyncio.subprocess.Process) -> int:
-        """Checkpoint request (SIGTERM to the process group), grace period, then SIGKILL."""
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGTERM)
+    @activity.defn(name="start_job")
+    async def start_job(self, run: JobRunInput) -> ProcessStarted:
+        rec = self.attempts.load(run.job_id, run.attempt)
+        if rec is None or rec.pid <= 0:
+            rec = await asyncio.to_thread(self._start, run, rec)
+        await self._report(ReportJobStarted(run.job_id, run.attempt, rec.pid, rec.started_at),
+                           f"started-{run.job_id}-{run.attempt}", run.correlation_id)
+        self._changed.set()
+        return ProcessStarted(run.job_id, run.attempt, rec.pid, rec.started_at, rec.checkpoint_dir, rec.resumed_from)
+
+    def _start(self, run: JobRunInput, previous: AttemptRecord | None) -> AttemptRecord:
+        drained = self.attempts.drained() & set(run.assignments)
+        if drained:
+            log.warning("job %s attempt %s starts on draining node(s) %s (placed before the drain)",
+                        run.job_id, run.attempt, ", ".join(sorted(drained)))
+        job_dir = self.job_dir(run.job_id)
+        job_dir.mkdir(parents=True, exist_ok=True)
+        checkpoint = self.checkpoint_dir(run)
+        checkpoint.mkdir(parents=True, exist_ok=True)
+        resumed_from = ""
+        if run.resume_from and Path(run.resume_from).is_dir():
+            resumed_from = run.resume_from
+            if Path(run.resume_from).resolve() != checkpoint.resolve() and not any(checkpoint.iterdir()):
+                shutil.copytree(run.resume_from, checkpoint, dirs_exist_ok=True)
+        # a start that crashed between launching the shim and writing its record: adopt that shim
+        pid = self.attempts.shim_pid(run.job_id, run.attempt) if previous is not None else None
+        gpus = sorted(g for indices in run.assignments.values() for g in indices)
+        rec = previous or AttemptRecord(run.job_id, run.attempt, list(run.command), dict(run.assignments),
+                                        str(checkpoint), run.job_class)
+        rec = self.attempts.update(rec, checkpoint_seen=newest_mtime(checkpoint), resumed_from=resumed_from)
+        if pid is None:
+            env = os.environ | run.env | {
+                "CUDA_VISIBLE_DEVICES": ",".join(str(g) for g in gpus),
+                "STEWARD_CHECKPOINT_DIR": str(checkpoint),
+                "STEWARD_JOB_ID": run.job_id,
+                "STEWARD_ATTEMPT": str(run.attempt),
+                "STEWARD_RESUMED": "1" if resumed_from else "0",
+                "STEWARD_RESUME_FROM": resumed_from,
+            }
+            with self.attempts.path(run.job_id, run.attempt, ".log").open("ab") as out:
+                proc = subprocess.Popen(
+                    [sys.executable, "-m", "steward.executor.shim",
+                     "--exit-file", str(self.attempts.path(run.job_id, run.attempt, ".exit")),
+                     "--pid-file", str(self.attempts.path(run.job_id, run.attempt, ".pid")), "--", *run.command],
+                    stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env, cwd=job_dir,
+                    start_new_session=True,
+                )
+            self._children[(run.job_id, run.attempt)] = proc
+            pid = proc.pid
+        return self.attempts.update(rec, pid=pid, create_time=process_start_time(pid), started_at=time.time())
+
+    @activity.defn(name="watch_job")
+    async def watch_job(self, watch: WatchJob) -> ProcessOutcome:
+        rec = self.attempts.load(watch.job_id, watch.attempt)
+        if rec is None:
+            raise ApplicationError(f"no attempt {watch.attempt} of {watch.job_id} here", type="UnknownAttempt",
+                                   non_retryable=True)
+        info = activity.info()
+        tick = self.options.tick_s
+        if info.heartbeat_timeout:
+            tick = min(tick, max(info.heartbeat_timeout.total_seconds() / 3, 0.1))
+        tracker = None
+        cpu = TreeCpu(rec.pid)
+        if rec.job_class == "interactive":
+            tracker = IdleTracker(self.options.idle_cpu_percent, self.options.idle_gpu_percent,
+                                  self.options.idle_min_s, rec.idle_since)
+        deadline = time.monotonic() + max(watch.window_s, 0.0)
+        while True:
+            child = self._children.get((rec.job_id, rec.attempt))
+            if child is not None:
+                child.poll()  # reap our own shim
+            ended = self.attempts.exit_of(rec)
+            if ended is not None or not alive(rec):
+                rec = await self._check_checkpoint(rec)
+                self._children.pop((rec.job_id, rec.attempt), None)
+                self._changed.set()
+                return self._outcome(rec, ended)
+            rec = await self._check_checkpoint(rec)
+            if tracker is not None:
+                rec = await self._check_idle(rec, tracker, cpu)
+            if time.monotonic() >= deadline:
+                return ProcessOutcome(rec.job_id, rec.attempt, 0, "running")
+            activity.heartbeat(rec.pid)
+            await asyncio.sleep(min(tick, max(deadline - time.monotonic(), 0.01)))
+
+    def _outcome(self, rec: AttemptRecord, ended: dict[str, object] | None) -> ProcessOutcome:
+        fresh = self.attempts.load(rec.job_id, rec.attempt) or rec
+        at = fresh.checkpoint_seen or None
+        path = fresh.checkpoint_dir if at else ""
+        if ended is not None:
+            code = ended.get("exit_code")
+            ended_at = ended.get("ended_at")
+            return ProcessOutcome(rec.job_id, rec.attempt, int(code) if isinstance(code, int) else -1, "exited",
+                                  float(ended_at) if isinstance(ended_at, int | float) else time.time(),
+                                  path, at, fresh.killed)
+        if fresh.killed:  # SIGKILL took the shim with it
+            return ProcessOutcome(rec.job_id, rec.attempt, KILLED_EXIT_CODE, "exited", time.time(), path, at, True)
+        return ProcessOutcome(rec.job_id, rec.attempt, -1, "vanished", time.time(), path, at, False)
+
+    async def _check_checkpoint(self, rec: AttemptRecord) -> AttemptRecord:
+        """Report a checkpoint when the attempt's checkpoint folder changed since the last report."""
+        mtime = await asyncio.to_thread(newest_mtime, Path(rec.checkpoint_dir))
+        if mtime <= rec.checkpoint_seen:
+            return rec
+        details = {"files": sum(1 for p in Path(rec.checkpoint_dir).rglob("*") if p.is_file())}
+        await self._report(ReportCheckpointSaved(rec.job_id, rec.attempt, rec.checkpoint_dir, mtime, details),
+                           f"checkpoint-{rec.job_id}-{rec.attempt}-{int(mtime * 1e6)}")
+        return self.attempts.update(rec, checkpoint_seen=mtime)
+
+    async def _check_idle(self, rec: AttemptRecord, tracker: IdleTracker, cpu: TreeCpu) -> AttemptRecord:
+        percent = await asyncio.to_thread(cpu.percent)
+        if percent is None:
+            return rec
+        gpus = sorted(g for indices in rec.assignments.values() for g in indices)
+        gpu = await asyncio.to_thread(gpu_utilisation, gpus)
+        sample = Sample(time.time(), percent, gpu, "nvidia-smi" if gpu is not None else "cpu")
+        change = tracker.observe(sample)
+        if change is None:
+            return rec
+        idle, since = change
+        await self._report(ReportUtilisation(rec.job_id, rec.attempt, idle, since, sample.gpu_util,
+                                             sample.cpu_percent, sample.source),
+                           f"util-{rec.job_id}-{rec.attempt}-{'idle' if idle else 'busy'}-{int(since * 1e6)}")
+        return self.attempts.update(rec, idle_since=since if idle else None)
+
+    @activity.defn(name="signal_job")
+    async def signal_job(self, request: SignalJob) -> SignalResult:
+        rec = self.attempts.load(request.job_id, request.attempt)
+        if rec is None:
+            raise ApplicationError(f"no attempt {request.attempt} of {request.job_id} here", type="UnknownAttempt",
+                                   non_retryable=True)
+        sig = signal.SIGKILL if request.kill else self.options.signal_number(request.signal)
+        name = "SIGKILL" if request.kill else (request.signal or self.options.checkpoint_signal)
+        if self.attempts.exit_of(rec) is not None or not alive(rec):
+            return SignalResult(rec.job_id, rec.attempt, False, name)
+        # record first: a kill that lands while we crash must still read as "killed" on re-attach
+        self.attempts.update(rec, killed=rec.killed or request.kill, signalled_at=rec.signalled_at or time.time())
         try:
-            return await asyncio.wait_for(proc.wait(), timeout=self.grace_s)
-        except TimeoutError:
+            os.killpg(rec.pid, sig)
+        except ProcessLookupError:
+            return SignalResult(rec.job_id, rec.attempt, False, name)
+        log.info("%s sent to job %s attempt %s (pid %s)", name, rec.job_id, rec.attempt, rec.pid)
+        return SignalResult(rec.job_id, rec.attempt, True, name)
+
+    @activity.defn(name="drain_node")
+    async def drain_node(self, node: NodeRef) -> None:
+        self.attempts.set_drained(self.attempts.drained() | {node.node_id})
+        self._changed.set()
+        log.info("node %s draining", node.node_id)
+
+    # -- lifecycle --------------------------------------------------------------------------------
+
+    def running(self) -> list[AttemptRecord]:
+        return [r for r in self.attempts.all() if self.attempts.exit_of(r) is None and alive(r)]
+
+    async def reconcile(self, client: Client) -> list[str]:
+        """Stop attempts whose JobRun is over (they were lost while this executor was down)."""
+        stopped = []
+        for rec in self.running():
+            wid = job_run_workflow_id(rec.job_id, rec.attempt)
+            try:
+                desc = await client.get_workflow_handle(wid).describe()
+                over = desc.status != WorkflowExecutionStatus.RUNNING
+            except RPCError:
+                over = True
+            if over:
+                await asyncio.to_thread(self._stop_orphan, rec)
+                stopped.append(wid)
+        return stopped
+
+    def _stop_orphan(self, rec: AttemptRecord) -> None:
+        log.warning("stopping orphan attempt %s of job %s (its run is over)", rec.attempt, rec.job_id)
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(rec.pid, self.options.signal_number())
+        deadline = time.monotonic() + self.options.orphan_grace_s
+        while time.monotonic() < deadline and alive(rec):
+            time.sleep(0.1)
+        if alive(rec):
+            self.attempts.update(rec, killed=True)
             with contextlib.suppress(ProcessLookupError):
-                os.killpg(proc.pid, signal.SIGKILL)
-            return await proc.wait()
+                os.killpg(rec.pid, signal.SIGKILL)
+
+    async def heartbeats(self, stop: asyncio.Event) -> None:
+        """`ReportHeartbeat` through Kafka: on every change of what runs here, and at a low rate."""
+        last: tuple[dict[str, int], list[str]] | None = None
+        sent_at = 0.0
+        while not stop.is_set():
+            recs = await asyncio.to_thread(self.running)
+            jobs = {r.job_id: r.attempt for r in recs}
+            nodes = sorted({n for r in recs for n in r.nodes} | self.attempts.drained())
+            if (jobs, nodes) != last or time.monotonic() - sent_at >= self.options.heartbeat_report_s:
+                try:
+                    await self._report(ReportHeartbeat(self.settings.executor_id, jobs, nodes),
+                                       f"hb-{self.settings.executor_id}-{uuid.uuid4().hex}")
+                    last, sent_at = (jobs, nodes), time.monotonic()
+                except Exception:  # Kafka away: the next round tries again
+                    log.exception("heartbeat not sent")
+            self._changed.clear()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._changed.wait(), timeout=min(self.options.heartbeat_report_s, 5.0))
+
+    def activities(self) -> list[Callable[..., Any]]:
+        return [self.start_job, self.watch_job, self.signal_job, self.drain_node]
 
 
 async def run_executor(settings: Settings, stop: asyncio.Event | None = None) -> None:
@@ -106,9 +324,15 @@ async def run_executor(settings: Settings, stop: asyncio.Event | None = None) ->
     client = await Client.connect(settings.temporal_address, namespace=settings.temporal_namespace)
     publisher = CommandPublisher(settings)
     executor = LocalExecutor(settings, publisher)
+    stopped = await executor.reconcile(client)
+    if stopped:
+        log.info("stopped %d orphan attempt(s): %s", len(stopped), ", ".join(stopped))
     worker = Worker(client, task_queue=executor_task_queue(settings.executor_id),
-                    activities=[executor.run_job], max_concurrent_activities=256)
+                    activities=executor.activities(), max_concurrent_activities=1024,
+                    activity_task_poller_behavior=PollerBehaviorSimpleMaximum(ACTIVITY_POLLERS))
+    beats = asyncio.create_task(executor.heartbeats(stop))
     log.info("local executor %s serving %s", settings.executor_id, executor_task_queue(settings.executor_id))
     async with worker:
         await stop.wait()
+    await beats
     publisher.close()

@@ -1,0 +1,237 @@
+"""Lease benchmark: from submit to RUNNING on an idle cluster, through the whole running stack (API,
+Kafka, ledger, scheduler, outbox, dispatcher, Temporal, executor, Kafka, ledger).
+
+    steward up                                   # the stack to measure
+    steward bench lease --jobs 200 --json        # or: python -m steward.bench.lease --jobs 200 --json
+
+Setup (not timed): a project `bench-lease` (share 0 under the root: its jobs run unfunded on idle
+capacity) and `--nodes` nodes `bench-n<i>` of `--gpus` GPUs, served by a simulated executor started for
+the run (`steward executor sim --id bench`, its own process: jobs take virtual time, so the figure is
+the control plane), or with `--executor local` by the stack's local executor (real `sleep` processes
+under the shim). Jobs are submitted
+through the API by `--concurrency` clients; a job's latency is from just before its `submitJob` call
+to the `JobStarted` event's record time (the executor has started its process and the ledger has
+recorded it). `starts_per_s` is jobs ÷ (last start − first submit). The bench waits for its jobs to
+end, stops its executor and drains the bench nodes, so nothing is placed on them afterwards.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import statistics
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+PROJECT = "bench-lease"
+EXECUTOR = "bench"
+
+
+def _percentile(values: list[float], q: float) -> float:
+    if not values:
+        return float("nan")
+    ordered = sorted(values)
+    k = (len(ordered) - 1) * q
+    lo, hi = int(k), min(int(k) + 1, len(ordered) - 1)
+    return ordered[lo] + (ordered[hi] - ordered[lo]) * (k - lo)
+
+
+def _execute(settings: Any, command: Any) -> list[Any]:
+    from steward.api.commands import CommandGateway
+    from steward.bus.kafka import CommandPublisher
+    from steward.store.eventstore import EventStore
+
+    publisher = CommandPublisher(settings)
+    try:
+        gateway = CommandGateway(publisher, EventStore.from_url(settings.resolved_store_url), 30.0)
+        outcome = asyncio.run(gateway.execute(command, actor="bench", role="operator"))
+    finally:
+        publisher.close()
+    return list(outcome.events)
+
+
+def setup(settings: Any, nodes: int, gpus: int, executor: str) -> list[str]:
+    from steward.domain.commands import RegisterNode, ResumeNode, SetAllocations
+
+    _execute(settings, SetAllocations("cluster", {PROJECT: 0.0}, "lease benchmark (unfunded, idle capacity)"))
+    names = [f"{EXECUTOR}-n{i}" for i in range(nodes)]
+    for i, name in enumerate(names):
+        _execute(settings, RegisterNode(name, gpus, "BENCH", [f"{EXECUTOR}-b{i // 8}", name], executor))
+        _execute(settings, ResumeNode(name, "lease benchmark"))  # rejected (harmless) unless draining
+    return names
+
+
+def teardown(settings: Any, names: list[str]) -> None:
+    from steward.domain.commands import DrainNode
+
+    for name in names:
+        _execute(settings, DrainNode(name, "lease benchmark done: its executor is gone"))
+
+
+def submit_all(settings: Any, jobs: int, concurrency: int, command: list[str]) -> dict[str, tuple[float, float]]:
+    """Submit through the API; job id -> (submitted at, API round trip seconds)."""
+    from steward.cli.client import GraphQLClient
+    from steward.cli.jobs import SUBMIT
+
+    client = GraphQLClient(settings)
+    run = uuid.uuid4().hex[:6]
+    out: dict[str, tuple[float, float]] = {}
+    lock = threading.Lock()
+
+    def one(i: int) -> None:
+        job_id = f"lease-{run}-{i}"
+        t0 = time.time()
+        res = client.execute(SUBMIT, {"input": {"project": PROJECT, "gpus": 1, "minRuntimeS": 0.0,
+                                                "command": command, "jobId": job_id}})["submitJob"]
+        if res["__typename"] != "JobAccepted":
+            raise RuntimeError(f"submission refused: {res}")
+        with lock:
+            out[job_id] = (t0, time.time() - t0)
+
+    with ThreadPoolExecutor(max_workers=concurrency) as pool:
+        list(pool.map(one, range(jobs)))
+    return out
+
+
+def wait_started(settings: Any, job_ids: set[str], after: int, timeout: float) -> dict[str, dict[str, float]]:
+    """Tail the log from `after` for the jobs' JobPlaced/JobStarted record times."""
+    from steward.store.eventstore import EventStore
+
+    store = EventStore.from_url(settings.resolved_store_url)
+    seen: dict[str, dict[str, float]] = {}
+    deadline = time.monotonic() + timeout
+    position = after
+    while time.monotonic() < deadline:
+        for rec in store.read(position, limit=5000):
+            position = rec.position
+            job_id = rec.payload.get("job_id")
+            if job_id in job_ids and rec.type in ("JobSubmitted", "JobPlaced", "JobStarted"):
+                seen.setdefault(job_id, {}).setdefault(rec.type, rec.recorded_at)
+        if sum(1 for j in job_ids if "JobStarted" in seen.get(j, {})) == len(job_ids):
+            return seen
+        time.sleep(0.05)
+    return seen
+
+
+def start_executor(speed: float) -> subprocess.Popen[bytes]:
+    """The simulated executor as its own process (`steward executor sim --id bench`), as a node agent
+    would be: in this process it would share the interpreter with the submitting clients."""
+    proc = subprocess.Popen([sys.executable, "-m", "steward.cli.main", "executor", "sim", "--id", EXECUTOR,
+                             "--speed", str(speed)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    return proc
+
+
+async def _pollers(settings: Any) -> int:
+    from temporalio.api.enums.v1 import TaskQueueType
+    from temporalio.api.taskqueue.v1 import TaskQueue
+    from temporalio.api.workflowservice.v1 import DescribeTaskQueueRequest
+    from temporalio.client import Client
+
+    from steward_workflows.contracts import executor_task_queue
+
+    client = await Client.connect(settings.temporal_address, namespace=settings.temporal_namespace)
+    resp = await client.workflow_service.describe_task_queue(DescribeTaskQueueRequest(
+        namespace=settings.temporal_namespace, task_queue=TaskQueue(name=executor_task_queue(EXECUTOR)),
+        task_queue_type=TaskQueueType.TASK_QUEUE_TYPE_ACTIVITY))
+    return len(resp.pollers)
+
+
+def wait_polling(settings: Any, proc: subprocess.Popen[bytes], timeout: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"the simulated executor exited with {proc.returncode}")
+        if asyncio.run(_pollers(settings)) > 0:
+            return
+        time.sleep(0.2)
+    raise RuntimeError("the simulated executor did not start polling")
+
+
+def wait_ended(settings: Any, job_ids: set[str], after: int, timeout: float) -> int:
+    """Wait until the jobs ended (before their executor goes), returns how many did."""
+    from steward.store.eventstore import EventStore
+
+    store = EventStore.from_url(settings.resolved_store_url)
+    ended: set[str] = set()
+    deadline = time.monotonic() + timeout
+    position = after
+    while time.monotonic() < deadline and ended != job_ids:
+        for rec in store.read(position, limit=5000):
+            position = rec.position
+            if rec.payload.get("job_id") in job_ids and rec.type in ("JobCompleted", "JobFailed", "JobCancelled"):
+                ended.add(rec.payload["job_id"])
+        time.sleep(0.2)
+    return len(ended)
+
+
+def run(jobs: int = 200, concurrency: int = 4, nodes: int = 32, gpus: int = 8, executor: str = "sim",
+        job_s: float = 5.0, timeout: float = 300.0) -> dict[str, Any]:
+    from steward.config import Settings
+    from steward.store.eventstore import EventStore
+
+    settings = Settings()
+    serves = executor == "sim"
+    names = setup(settings, nodes, gpus, EXECUTOR if serves else "local")
+    speed = 60.0
+    proc = start_executor(speed) if serves else None
+    command = ["sleep", str(job_s * speed if serves else job_s)]
+    try:
+        if proc is not None:
+            wait_polling(settings, proc)
+        head = EventStore.from_url(settings.resolved_store_url).head()
+        t_start = time.time()
+        submitted = submit_all(settings, jobs, concurrency, command)
+        seen = wait_started(settings, set(submitted), head, timeout)
+        ended = wait_ended(settings, set(submitted), head, timeout)
+    finally:
+        if proc is not None:
+            proc.terminate()
+            proc.wait(timeout=30)
+        teardown(settings, names)
+    latencies = [(seen[j]["JobStarted"] - t0) * 1000 for j, (t0, _) in submitted.items()
+                 if "JobStarted" in seen.get(j, {})]
+    starts = [seen[j]["JobStarted"] for j in submitted if "JobStarted" in seen.get(j, {})]
+    placed = [(seen[j]["JobPlaced"] - seen[j]["JobSubmitted"]) * 1000 for j in submitted
+              if {"JobPlaced", "JobSubmitted"} <= set(seen.get(j, {}))]
+    running = [(seen[j]["JobStarted"] - seen[j]["JobPlaced"]) * 1000 for j in submitted
+               if {"JobPlaced", "JobStarted"} <= set(seen.get(j, {}))]
+    return {
+        "jobs": jobs, "started": len(latencies), "ended": ended, "concurrency": concurrency, "executor": executor,
+        "nodes": nodes, "gpus_per_node": gpus,
+        "submit_to_running_ms_p50": round(_percentile(latencies, 0.5), 1),
+        "submit_to_running_ms_p95": round(_percentile(latencies, 0.95), 1),
+        "submit_to_running_ms_p99": round(_percentile(latencies, 0.99), 1),
+        "submit_to_running_ms_max": round(max(latencies), 1) if latencies else None,
+        "starts_per_s": round(len(starts) / max(max(starts) - t_start, 1e-9), 2) if starts else 0.0,
+        "api_submit_ms_p50": round(statistics.median(rt * 1000 for _, rt in submitted.values()), 1),
+        "submitted_to_placed_ms_p50": round(_percentile(placed, 0.5), 1),
+        "placed_to_started_ms_p50": round(_percentile(running, 0.5), 1),
+        "loadavg_1m": round(os.getloadavg()[0], 2),
+    }
+
+
+def main(argv: list[str]) -> int:
+    ap = argparse.ArgumentParser(prog="steward bench lease", description=__doc__.splitlines()[0])
+    ap.add_argument("--jobs", type=int, default=200)
+    ap.add_argument("--concurrency", type=int, default=4, help="API clients submitting at once")
+    ap.add_argument("--nodes", type=int, default=32)
+    ap.add_argument("--gpus", type=int, default=8)
+    ap.add_argument("--executor", choices=("sim", "local"), default="sim")
+    ap.add_argument("--job-s", type=float, default=5.0, help="how long each job runs (real seconds)")
+    ap.add_argument("--timeout", type=float, default=300.0)
+    ap.add_argument("--json", action="store_true", help="print JSON (the only output format)")
+    args = ap.parse_args(argv)
+    result = run(args.jobs, args.concurrency, args.nodes, args.gpus, args.executor, args.job_s, args.timeout)
+    sys.stdout.write(json.dumps(result) + "\n")
+    return 0 if result["started"] == result["jobs"] else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

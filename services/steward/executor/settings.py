@@ -1,0 +1,28 @@
+"""An executor's knobs, from the environment (prefix STEWARD_EXECUTOR_; its id and GPU count are the
+main settings' STEWARD_EXECUTOR_ID and STEWARD_EXECUTOR_GPUS)."""
+
+from __future__ import annotations
+
+import signal
+
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+class ExecutorSettings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="STEWARD_EXECUTOR_", extra="ignore")
+
+    checkpoint_signal: str = "SIGTERM"
+    checkpoint_root: str = ""  # empty: <run folder>/checkpoints, shared by the executors of one machine
+    tick_s: float = 5.0  # heartbeat and sampling period (shortened to a third of a short heartbeat timeout)
+    idle_cpu_percent: float = 5.0
+    idle_gpu_percent: float = 5.0
+    idle_min_s: float = 60.0  # idle this long before it is reported idle
+    heartbeat_report_s: float = 60.0  # a heartbeat through Kafka at least this often (and on every change)
+    orphan_grace_s: float = 10.0
+
+    def signal_number(self, name: str = "") -> int:
+        value = name or self.checkpoint_signal
+        sig = getattr(signal, value if value.startswith("SIG") else f"SIG{value}", None)
+        if not isinstance(sig, signal.Signals):
+            raise ValueError(f"unknown signal {value!r}")
+        return int(sig)

@@ -1,0 +1,238 @@
+"""The local executor's activities with real subprocesses (the sample job), outside Temporal
+(temporalio.testing.ActivityEnvironment): start once, long-poll, checkpoint signal, grace then SIGKILL,
+re-attach after a restart, orphans, idleness. The simulated executor's virtual time too."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import sys
+import time
+from collections.abc import Awaitable
+from pathlib import Path
+from typing import Any, TypeVar
+
+import pytest
+from temporalio.service import RPCError, RPCStatusCode
+from temporalio.testing import ActivityEnvironment
+
+from steward.bus.envelope import Envelope
+from steward.config import Settings
+from steward.executor.attempts import alive
+from steward.executor.local import LocalExecutor
+from steward.executor.monitor import IdleTracker, Sample
+from steward.executor.settings import ExecutorSettings
+from steward.executor.sim import SimExecutor, virtual_duration
+from steward_workflows.contracts import JobRunInput, ProcessOutcome, SignalJob, WatchJob
+
+pytestmark = pytest.mark.timeout(120)
+
+SAMPLE = Path(__file__).resolve().parents[2] / "examples" / "resumable_train.py"
+T = TypeVar("T")
+
+
+class FakePublisher:
+    def __init__(self) -> None:
+        self.sent: list[Envelope] = []
+
+    def publish(self, envelope: Envelope, *, wait: bool = True, timeout: float = 10.0) -> None:
+        self.sent.append(envelope)
+
+    def types(self) -> list[str]:
+        return [e.type for e in self.sent]
+
+    def of(self, kind: str) -> list[Envelope]:
+        return [e for e in self.sent if e.type == kind]
+
+
+def executor(tmp_path: Path, publisher: FakePublisher, **options: Any) -> LocalExecutor:
+    settings = Settings(run_dir=tmp_path, executor_id="t")
+    opts = ExecutorSettings(**({"tick_s": 0.1, "checkpoint_root": str(tmp_path / "ck")} | options))
+    return LocalExecutor(settings, publisher, options=opts)  # type: ignore[arg-type]
+
+
+def sample_run(job_id: str = "j1", attempt: int = 1, *args: str, **over: Any) -> JobRunInput:
+    command = [sys.executable, str(SAMPLE), "--step-s", "0.05", *args]
+    return JobRunInput(**({"job_id": job_id, "attempt": attempt, "executor": "t", "command": command,
+                           "assignments": {"n0": [2, 3]}, "resumable": True} | over))
+
+
+def act(coro: Awaitable[T]) -> T:
+    return asyncio.run(asyncio.wait_for(coro, 60))  # type: ignore[arg-type]
+
+
+def log_of(ex: LocalExecutor, job_id: str, attempt: int = 1) -> str:
+    return ex.attempts.path(job_id, attempt, ".log").read_text()
+
+
+def wait_for(check: Any, timeout: float = 20.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if check():
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"timed out waiting for {check}")
+
+
+def test_start_runs_once_with_its_gpus_and_checkpoint_folder(tmp_path: Path) -> None:
+    pub = FakePublisher()
+    ex = executor(tmp_path, pub)
+    run = sample_run(command=["sh", "-c", 'echo "gpus=$CUDA_VISIBLE_DEVICES ck=$STEWARD_CHECKPOINT_DIR"; sleep 30'])
+    env = ActivityEnvironment()
+    first = act(env.run(ex.start_job, run))
+    again = act(env.run(ex.start_job, run))
+    assert first.pid == again.pid and first.pid > 0  # a re-delivered start never runs the job twice
+    wait_for(lambda: "gpus=" in log_of(ex, "j1"))
+    assert log_of(ex, "j1").strip() == f"gpus=2,3 ck={tmp_path / 'ck' / 'j1'}"
+    assert pub.types() == ["ReportJobStarted", "ReportJobStarted"] and len({e.id for e in pub.sent}) == 1
+    act(env.run(ex.signal_job, SignalJob("j1", 1, kill=True)))
+
+
+def test_checkpoint_request_saves_and_the_next_attempt_resumes_not_from_zero(tmp_path: Path) -> None:
+    pub = FakePublisher()
+    ex = executor(tmp_path, pub)
+    env = ActivityEnvironment()
+    act(env.run(ex.start_job, sample_run()))
+    running = act(env.run(ex.watch_job, WatchJob("j1", 1, window_s=1.0)))
+    assert running.status == "running"
+    wait_for(lambda: "step 5\n" in log_of(ex, "j1"))
+    assert act(env.run(ex.signal_job, SignalJob("j1", 1))).delivered
+    outcome: ProcessOutcome = act(env.run(ex.watch_job, WatchJob("j1", 1, window_s=30.0)))
+    assert outcome.status == "exited" and outcome.exit_code == 0 and outcome.checkpoint_path
+    saved = json.loads((tmp_path / "ck" / "j1" / "state.json").read_text())["step"]
+    assert saved >= 5 and f"checkpointed at step {saved}" in log_of(ex, "j1")
+    (ck,) = pub.of("ReportCheckpointSaved")
+    assert ck.payload["path"] == str(tmp_path / "ck" / "j1")
+
+    act(env.run(ex.start_job, sample_run(attempt=2, resume_from=outcome.checkpoint_path)))
+    wait_for(lambda: "resumed from" in log_of(ex, "j1", 2))
+    assert log_of(ex, "j1", 2).splitlines()[0] == f"resumed from step {saved}"
+    act(env.run(ex.signal_job, SignalJob("j1", 2, kill=True)))
+
+
+def test_a_restarted_executor_reattaches_and_reads_the_exit_code(tmp_path: Path) -> None:
+    pub = FakePublisher()
+    env = ActivityEnvironment()
+    run = sample_run(command=["sh", "-c", "sleep 1; exit 7"])
+    act(env.run(executor(tmp_path, pub).start_job, run))
+    restarted = executor(tmp_path, pub)  # a new process: no children, only its records
+    outcome = act(env.run(restarted.watch_job, WatchJob("j1", 1, window_s=30.0)))
+    assert outcome.status == "exited" and outcome.exit_code == 7
+    again = act(env.run(restarted.start_job, run))  # a finished attempt is not run again
+    assert again.pid == restarted.attempts.load("j1", 1).pid  # type: ignore[union-attr]
+    assert restarted.attempts.exit_of(restarted.attempts.load("j1", 1)) is not None  # type: ignore[arg-type]
+
+
+def test_grace_then_sigkill_for_a_job_that_ignores_the_checkpoint_request(tmp_path: Path) -> None:
+    pub = FakePublisher()
+    ex = executor(tmp_path, pub)
+    env = ActivityEnvironment()
+    act(env.run(ex.start_job, sample_run(command=["sh", "-c", "trap '' TERM; echo ready; sleep 60"])))
+    wait_for(lambda: "ready" in log_of(ex, "j1"))
+    act(env.run(ex.signal_job, SignalJob("j1", 1)))
+    assert act(env.run(ex.watch_job, WatchJob("j1", 1, window_s=0.5))).status == "running"
+    act(env.run(ex.signal_job, SignalJob("j1", 1, kill=True)))
+    outcome = act(env.run(ex.watch_job, WatchJob("j1", 1, window_s=10.0)))
+    assert outcome.exit_code == -9 and outcome.killed
+
+
+def test_the_checkpoint_signal_is_configurable(tmp_path: Path) -> None:
+    pub = FakePublisher()
+    ex = executor(tmp_path, pub, checkpoint_signal="SIGUSR1")
+    env = ActivityEnvironment()
+    act(env.run(ex.start_job, sample_run()))
+    wait_for(lambda: "step 2\n" in log_of(ex, "j1"))
+    assert act(env.run(ex.signal_job, SignalJob("j1", 1))).signal == "SIGUSR1"
+    outcome = act(env.run(ex.watch_job, WatchJob("j1", 1, window_s=30.0)))
+    assert outcome.exit_code == 0 and "received SIGUSR1" in log_of(ex, "j1")
+
+
+def test_a_process_gone_without_exit_code_is_vanished(tmp_path: Path) -> None:
+    pub = FakePublisher()
+    ex = executor(tmp_path, pub)
+    env = ActivityEnvironment()
+    started = act(env.run(ex.start_job, sample_run(command=["sleep", "60"])))
+    os.killpg(started.pid, signal.SIGKILL)  # the host "restarted": nobody wrote an exit code
+    outcome = act(env.run(ex.watch_job, WatchJob("j1", 1, window_s=10.0)))
+    assert outcome.status == "vanished"
+
+
+def test_orphans_of_finished_runs_are_stopped_at_startup(tmp_path: Path) -> None:
+    pub = FakePublisher()
+    ex = executor(tmp_path, pub, orphan_grace_s=2.0)
+    env = ActivityEnvironment()
+    act(env.run(ex.start_job, sample_run("old")))
+    act(env.run(ex.start_job, sample_run("live", command=["sleep", "60"])))
+    wait_for(lambda: "step 1\n" in log_of(ex, "old"))
+
+    class Handle:
+        def __init__(self, wid: str) -> None:
+            self.wid = wid
+
+        async def describe(self) -> Any:
+            if self.wid.startswith("job-old"):
+                raise RPCError("not found", RPCStatusCode.NOT_FOUND, b"")
+            from temporalio.client import WorkflowExecutionStatus
+
+            return type("D", (), {"status": WorkflowExecutionStatus.RUNNING})()
+
+    class Client:
+        def get_workflow_handle(self, wid: str) -> Handle:
+            return Handle(wid)
+
+    stopped = act(ex.reconcile(Client()))  # type: ignore[arg-type]
+    assert stopped == ["job-old-attempt-1"]
+    old, live = ex.attempts.load("old", 1), ex.attempts.load("live", 1)
+    assert old is not None and live is not None and not alive(old) and alive(live)
+    assert "checkpointed at step" in log_of(ex, "old")  # stopped with the checkpoint signal first
+    act(env.run(ex.signal_job, SignalJob("live", 1, kill=True)))
+
+
+def test_an_idle_session_is_reported_idle_then_busy(tmp_path: Path) -> None:
+    pub = FakePublisher()
+    ex = executor(tmp_path, pub, idle_min_s=0.5)
+    env = ActivityEnvironment()
+    run = sample_run("s1", 1, "--idle-after", "10", "--work-fraction", "0.9", job_class="interactive")
+    act(env.run(ex.start_job, run))
+    act(env.run(ex.watch_job, WatchJob("s1", 1, "interactive", window_s=3.0)))
+    (idle,) = pub.of("ReportUtilisation")
+    assert idle.payload["idle"] is True and idle.payload["source"] in ("cpu", "nvidia-smi")
+    act(env.run(ex.signal_job, SignalJob("s1", 1, kill=True)))
+
+
+def test_idle_tracker_needs_quiet_for_its_minimum_and_reports_busy_once() -> None:
+    t = IdleTracker(cpu_threshold=5.0, gpu_threshold=5.0, min_idle_s=10.0)
+    quiet = [Sample(float(s), 1.0, None, "cpu") for s in (0, 5, 10, 11)]
+    assert [t.observe(s) for s in quiet] == [None, None, (True, 0.0), None]
+    assert t.observe(Sample(12.0, 80.0, None, "cpu")) == (False, 12.0)
+    assert t.observe(Sample(13.0, 80.0, None, "cpu")) is None
+    gpu = IdleTracker(5.0, 5.0, 0.0)
+    assert gpu.observe(Sample(0.0, 90.0, 1.0, "nvidia-smi")) == (True, 0.0)  # the GPU decides where there is one
+
+
+def test_the_simulated_executor_runs_virtual_time_and_resumes(tmp_path: Path) -> None:
+    pub = FakePublisher()
+    sim = SimExecutor(Settings(run_dir=tmp_path, executor_id="sim"), pub, speed=1000.0,  # type: ignore[arg-type]
+                      checkpoint_s=1.0)
+    env = ActivityEnvironment()
+
+    async def scenario() -> tuple[ProcessOutcome, ProcessOutcome, float]:
+        run = JobRunInput("v1", 1, "sim", ["sleep", "2000"], {"sim-n0": [0]}, resumable=True)
+        await env.run(sim.start_job, run)
+        await asyncio.sleep(0.5)  # ~500 virtual seconds
+        await env.run(sim.signal_job, SignalJob("v1", 1))
+        first = await env.run(sim.watch_job, WatchJob("v1", 1, window_s=5.0))
+        done = sim.progress["v1"]
+        t0 = time.monotonic()
+        await env.run(sim.start_job, JobRunInput("v1", 2, "sim", ["sleep", "2000"], {"sim-n0": [0]},
+                                                 resumable=True, resume_from=first.checkpoint_path))
+        second = await env.run(sim.watch_job, WatchJob("v1", 2, window_s=10.0))
+        return first, second, (time.monotonic() - t0) * 1000 + done
+
+    first, second, total_virtual = asyncio.run(scenario())
+    assert first.exit_code == 0 and first.checkpoint_path == "sim://v1"
+    assert second.exit_code == 0 and 1900 < total_virtual < 2300  # only the rest ran
+    assert pub.types().count("ReportCheckpointSaved") == 1
+    assert virtual_duration(["x", "--duration", "5"], {}, 1.0) == 5.0

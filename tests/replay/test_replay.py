@@ -1,0 +1,67 @@
+"""Replay the histories checked into tests/replay/histories/ with today's workflow code: a change that
+breaks determinism (a running workflow could not resume after a deploy) fails here, not in production."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pytest
+from temporalio import workflow
+from temporalio.client import WorkflowHistory
+from temporalio.worker import Replayer, UnsandboxedWorkflowRunner
+from temporalio.workflow import NondeterminismError
+
+from steward_workflows.contracts import JobRunInput, JobRunResult
+from steward_workflows.job_run import JobRunWorkflow
+from steward_workflows.worker import WORKFLOWS
+
+HISTORIES = sorted((Path(__file__).resolve().parent / "histories").glob("*.json"))
+
+pytestmark = pytest.mark.timeout(120)
+
+
+def load(path: Path) -> WorkflowHistory:
+    return WorkflowHistory.from_json(path.stem, path.read_text())
+
+
+def test_there_are_histories_of_every_workflow() -> None:
+    names = {p.stem for p in HISTORIES}
+    assert {"job_run_preempted", "job_run_session_cap", "session_cap_with_idle", "node_drain",
+            "period_close"} <= names
+
+
+@pytest.mark.parametrize("path", HISTORIES, ids=[p.stem for p in HISTORIES])
+def test_history_replays_with_todays_code(path: Path) -> None:
+    result = asyncio.run(Replayer(workflows=WORKFLOWS).replay_workflow(load(path)))
+    assert result.replay_failure is None
+
+
+@workflow.defn(name="JobRun")
+class ReorderedJobRun:
+    """A "harmless" refactor: sleep through the protection before watching the process."""
+
+    @workflow.run
+    async def run(self, job: JobRunInput) -> JobRunResult:
+        await workflow.sleep(job.protection_s)
+        return JobRunResult(job.job_id, job.attempt, "exited", 0)
+
+
+def test_a_determinism_breaking_change_fails_replay() -> None:
+    history = load(next(p for p in HISTORIES if p.stem == "job_run_preempted"))
+    replayer = Replayer(workflows=[ReorderedJobRun], workflow_runner=UnsandboxedWorkflowRunner())
+    with pytest.raises(NondeterminismError):
+        asyncio.run(replayer.replay_workflow(history))
+
+
+def test_dropping_the_protection_timer_from_the_real_workflow_fails_replay(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Today's JobRun, edited: protection as a flag instead of a durable timer."""
+
+    async def no_timer(self: JobRunWorkflow) -> None:
+        self._protection_over = True
+
+    monkeypatch.setattr(JobRunWorkflow, "_protection_timer", no_timer)
+    history = load(next(p for p in HISTORIES if p.stem == "job_run_preempted"))
+    replayer = Replayer(workflows=[JobRunWorkflow], workflow_runner=UnsandboxedWorkflowRunner())
+    with pytest.raises(NondeterminismError):
+        asyncio.run(replayer.replay_workflow(history))

@@ -1,0 +1,210 @@
+"""JobRun under time skipping (the Java test server): protection timers, preemption refused inside
+protection and accepted after, grace expiry, loss, cancel, continue-as-new."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from temporalio.api.enums.v1 import EventType
+from temporalio.client import WorkflowUpdateFailedError
+from temporalio.exceptions import ApplicationError
+
+from steward_workflows.contracts import (
+    WORKFLOW_TASK_QUEUE,
+    CancelRun,
+    JobRunResult,
+    PreemptionRequest,
+    Revocation,
+    job_run_workflow_id,
+)
+from steward_workflows.job_run import PROTECTED, JobRunWorkflow
+from tests.unit.workflows.fakes import FakeExecutor, Harness, harness, job, run, skip, timings_for_tests
+
+WORKFLOW_TASK_EVENTS = {EventType.EVENT_TYPE_WORKFLOW_TASK_SCHEDULED, EventType.EVENT_TYPE_WORKFLOW_TASK_STARTED,
+                        EventType.EVENT_TYPE_WORKFLOW_TASK_COMPLETED}
+pytestmark = pytest.mark.timeout(60)
+
+UPDATE_EVENTS = {EventType.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_ACCEPTED,
+                 EventType.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_REJECTED,
+                 EventType.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_COMPLETED}
+
+
+async def start(h: Harness, **over: Any) -> Any:
+    inp = job(**over)
+    handle = await h.client.start_workflow(JobRunWorkflow.run, inp, id=job_run_workflow_id(inp.job_id, inp.attempt),
+                                           task_queue=WORKFLOW_TASK_QUEUE)
+    await h.running(handle)
+    return handle
+
+
+def test_preemption_is_refused_inside_protection_without_history_and_accepted_after() -> None:
+    async def scenario() -> None:
+        async with harness() as h:
+            handle = await start(h, protection_s=600.0)
+            before = [e.event_type for e in (await handle.fetch_history()).events]
+            with pytest.raises(WorkflowUpdateFailedError) as refused:
+                await handle.execute_update(JobRunWorkflow.request_preemption, PreemptionRequest("fair_share"))
+            assert isinstance(refused.value.cause, ApplicationError) and refused.value.cause.type == PROTECTED
+            after = [e.event_type for e in (await handle.fetch_history()).events]
+            # nothing about the update; the Java test server (unlike the real one, see the integration test)
+            # keeps the workflow task that ran the validator, so only task bookkeeping may be added
+            assert not UPDATE_EVENTS & set(after)
+            assert set(after[len(before):]) <= WORKFLOW_TASK_EVENTS
+            assert h.executor.procs[("j1", 1)].signals == []
+
+            await h.env.sleep(skip(601))
+            accepted = await handle.execute_update(JobRunWorkflow.request_preemption,
+                                                   PreemptionRequest("fair_share", "r1", 30.0, True, "j9"))
+            assert accepted.grace_s == 30.0
+            result: JobRunResult = await handle.result()
+            assert result.outcome == "preempted" and result.exit_code == 0
+            assert h.executor.procs[("j1", 1)].signals == ["SIGTERM"]
+            (preempted,) = h.acts.of_type("ReportJobPreempted")
+            assert preempted.payload["reason"] == "fair_share" and preempted.payload["grace_expired"] is False
+            assert preempted.payload["checkpoint_path"] == "/ck/j1"
+            assert preempted.message.message_id == "preempted-j1-1"
+            assert h.acts.types() == ["ReportJobPreempted"]
+
+    run(scenario)
+
+
+def test_unfunded_attempt_is_preemptible_at_once() -> None:
+    async def scenario() -> None:
+        async with harness() as h:
+            handle = await start(h, funded=False, protection_s=600.0)
+            await handle.execute_update(JobRunWorkflow.request_preemption, PreemptionRequest("unfunded"))
+            assert (await handle.result()).outcome == "preempted"
+
+    run(scenario)
+
+
+def test_grace_expiry_ends_in_sigkill_and_is_in_the_evidence() -> None:
+    async def scenario() -> None:
+        async with harness(FakeExecutor(on_checkpoint="ignore")) as h:
+            handle = await start(h, protection_s=0.0)
+            await handle.execute_update(JobRunWorkflow.request_preemption, PreemptionRequest("fair_share", grace_s=45))
+            await h.eventually(lambda: h.executor.procs[("j1", 1)].signals == ["SIGTERM"], what="SIGTERM")
+            await h.env.sleep(skip(44))
+            assert h.executor.procs[("j1", 1)].signals == ["SIGTERM"]
+            result = await handle.result()  # skips the rest of the grace
+            assert h.executor.procs[("j1", 1)].signals == ["SIGTERM", "SIGKILL"]
+            (preempted,) = h.acts.of_type("ReportJobPreempted")
+            assert preempted.payload["grace_expired"] is True and preempted.payload["exit_code"] == -9
+            assert preempted.payload["evidence"]["killed"] is True
+            assert result.exit_code == -9
+
+    run(scenario)
+
+
+def test_a_second_preemption_is_refused_while_the_first_runs() -> None:
+    async def scenario() -> None:
+        async with harness(FakeExecutor(on_checkpoint="ignore")) as h:
+            handle = await start(h, protection_s=0.0)
+            await handle.execute_update(JobRunWorkflow.request_preemption, PreemptionRequest("fair_share"))
+            with pytest.raises(WorkflowUpdateFailedError):
+                await handle.execute_update(JobRunWorkflow.request_preemption, PreemptionRequest("drain"))
+            await handle.result()
+            assert len(h.acts.of_type("ReportJobPreempted")) == 1
+
+    run(scenario)
+
+
+def test_the_same_update_id_is_applied_once() -> None:
+    async def scenario() -> None:
+        async with harness(FakeExecutor(on_checkpoint="ignore")) as h:
+            handle = await start(h, protection_s=0.0)
+            request = PreemptionRequest("fair_share", "preempt-42")
+            first = await handle.execute_update(JobRunWorkflow.request_preemption, request, id="preempt-42")
+            again = await handle.execute_update(JobRunWorkflow.request_preemption, request, id="preempt-42")
+            assert first == again
+            await handle.result()
+
+    run(scenario)
+
+
+def test_exit_is_reported_once_with_its_code() -> None:
+    async def scenario() -> None:
+        async with harness() as h:
+            handle = await start(h)
+            h.executor.procs[("j1", 1)].exit(3)
+            result = await handle.result()
+            assert result.outcome == "exited" and result.exit_code == 3
+            (exited,) = h.acts.of_type("ReportJobExited")
+            assert exited.payload == {"job_id": "j1", "attempt": 1, "exit_code": 3}
+
+    run(scenario)
+
+
+def test_an_executor_gone_between_polls_is_lost_exactly_once() -> None:
+    """The executor answers one poll, then dies: the next poll finds nobody within `lost_after_s`.
+    (A death in the middle of a poll — heartbeat timeout, then a retry nobody takes — needs the real
+    server: the test server does not time out a retry's schedule-to-start; see
+    tests/integration/test_workflows_dev_server.py.)"""
+
+    async def scenario() -> None:
+        timings = timings_for_tests(heartbeat_timeout_s=2.0, lost_after_s=5.0)
+        async with harness() as h:
+            handle = await start(h, timings=timings)
+            await h.eventually(lambda: h.executor.procs[("j1", 1)].watches >= 1, what="a first poll")
+            await h.stop_executor()
+            result = await handle.result()
+            assert result.outcome == "lost"
+            (lost,) = h.acts.of_type("ReportJobLost")
+            assert lost.message.message_id == "lost-j1-1" and "stopped answering" in lost.payload["reason"]
+            assert h.acts.types() == ["ReportJobLost"]
+
+    run(scenario)
+
+
+def test_no_executor_at_all_is_lost_after_lost_after() -> None:
+    async def scenario() -> None:
+        timings = timings_for_tests(heartbeat_timeout_s=2.0, lost_after_s=5.0)
+        async with harness(with_executor=False) as h:
+            inp = job(timings=timings)
+            t0 = await h.now()
+            handle = await h.client.start_workflow(JobRunWorkflow.run, inp, id="job-j1-attempt-1",
+                                                   task_queue=WORKFLOW_TASK_QUEUE)
+            assert (await handle.result()).outcome == "lost"
+            (lost,) = h.acts.of_type("ReportJobLost")
+            assert "did not start" in lost.payload["reason"] and lost.at - t0 >= 5.0
+
+    run(scenario)
+
+
+def test_cancel_stops_the_process_and_reports_nothing() -> None:
+    async def scenario() -> None:
+        async with harness() as h:
+            handle = await start(h, protection_s=600.0)
+            await handle.signal(JobRunWorkflow.cancel, CancelRun("no longer needed"))
+            result = await handle.result()
+            assert result.outcome == "cancelled" and h.acts.published == []
+            assert h.executor.procs[("j1", 1)].signals == ["SIGTERM"]
+
+    run(scenario)
+
+
+def test_continue_as_new_keeps_the_promises_and_reattaches() -> None:
+    async def scenario() -> None:
+        timings = timings_for_tests(max_history=40)
+        async with harness() as h:
+            handle = await start(h, protection_s=600.0, timings=timings)
+            first_run = (await handle.describe()).run_id
+            for _ in range(12):
+                await handle.signal(JobRunWorkflow.revoke_protection, Revocation("idle"))
+            fresh = h.client.get_workflow_handle("job-j1-attempt-1")
+            await h.eventually(lambda: _run_changed(fresh, first_run), what="continue-as-new")
+            status = await fresh.query(JobRunWorkflow.status)
+            assert status.phase == "running" and status.protected is False  # the revocation was carried
+            proc = h.executor.procs[("j1", 1)]
+            assert proc.starts == 1  # never started twice
+            await h.eventually(lambda: proc.watches == 2, what="a second watch")
+            proc.exit(0)
+            assert (await handle.result()).outcome == "exited"  # follows the runs
+            assert h.acts.types() == ["ReportJobExited"]
+
+    run(scenario)
+
+
+async def _run_changed(handle: Any, first_run: str | None) -> bool:
+    return (await handle.describe()).run_id != first_run

@@ -1,0 +1,61 @@
+"""NodeDrainWorkflow ("NodeDrain"): an operator's drain request carried out (issue 3 "Draining").
+
+The ledger already refuses new placements on a draining node. This workflow tells the node's executor,
+waits for the node to empty and records `NodeDrained`; a node resumed meanwhile ends it. The jobs are
+stopped as their protection ends (never inside it: DESIGN.md "Funded occupancy") by the scheduler's
+policy cycle (`Stop(reason="drain")`); with `stop_jobs` this workflow asks for those preemptions itself
+(reason `drain`: checkpoint, grace, stop, requeue — the JobRun does the saga).
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from temporalio import workflow
+from temporalio.exceptions import ActivityError
+
+with workflow.unsafe.imports_passed_through():
+    from steward.domain.commands import ReportNodeDrained, RequestPreemption
+    from steward_workflows.contracts import DrainInput, DrainResult, NodeOccupancy, NodeRef, executor_task_queue
+    from steward_workflows.publishing import PUBLISH_RETRY, publish, seconds
+
+
+@workflow.defn(name="NodeDrain")
+class NodeDrainWorkflow:
+    @workflow.run
+    async def run(self, inp: DrainInput) -> DrainResult:
+        try:
+            await workflow.execute_activity(
+                "drain_node", NodeRef(inp.node_id), task_queue=executor_task_queue(inp.executor),
+                start_to_close_timeout=timedelta(seconds=30), schedule_to_start_timeout=seconds(inp.lost_after_s),
+                retry_policy=PUBLISH_RETRY,
+            )
+        except ActivityError:
+            workflow.logger.warning("executor %s did not take the drain of %s", inp.executor, inp.node_id)
+        requested: list[str] = []
+        while True:
+            occ: NodeOccupancy = await workflow.execute_activity(
+                "node_occupancy", NodeRef(inp.node_id), start_to_close_timeout=timedelta(seconds=60),
+                retry_policy=PUBLISH_RETRY, result_type=NodeOccupancy,
+            )
+            if occ.state != "draining":
+                return DrainResult(inp.node_id, "resumed" if occ.state == "ready" else "unknown", requested)
+            if not occ.jobs:
+                await publish(ReportNodeDrained(inp.node_id), f"drained-{inp.node_id}-{workflow.info().workflow_id}")
+                return DrainResult(inp.node_id, "drained", requested)
+            now = workflow.now().timestamp()
+            wake = now + inp.poll_s
+            for job in occ.jobs:
+                key = f"{job.job_id}-{job.attempt}"
+                if not inp.stop_jobs or job.state != "RUNNING" or job.preempting or key in requested:
+                    continue
+                until = job.protected_until or now
+                if until > now:
+                    wake = min(wake, until)
+                    continue
+                evidence = {"node": inp.node_id, "node_state": occ.state, "protected_until": job.protected_until,
+                            "drain_reason": inp.reason}
+                await publish(RequestPreemption(job.job_id, "drain", job.attempt, inp.grace_s, True, "", evidence),
+                              f"drain-{inp.node_id}-{key}")
+                requested.append(key)
+            await workflow.sleep(max(wake - workflow.now().timestamp(), 0.5))
