@@ -59,26 +59,3 @@ class CommandPublisher:
     def close(self) -> None:
         self.producer.close(timeout=5)
 
-
-def subscribe_when_ready(consumer: KafkaConsumer, topics: list[str], timeout_s: float = 60.0,
-                         **subscribe_options: Any) -> None:
-    """Subscribe only once the broker reports partitions for every topic.
-
-    A group member that joins before a fresh topic's metadata has reached it is assigned nothing and
-    stays idle until the next metadata refresh (minutes): on a fresh stack that stalled whole
-    processes. Waiting for the metadata first closes that gap.
-    """
-    import time
-
-    deadline = time.monotonic() + timeout_s
-    missing = list(topics)
-    while missing:
-        consumer.topics()  # forces a metadata refresh
-        missing = [t for t in topics if not consumer.partitions_for_topic(t)]
-        if not missing:
-            break
-        if time.monotonic() > deadline:
-            raise RuntimeError(f"Kafka reports no partitions for {', '.join(missing)}; run infra/kafka.sh topics")
-        log.info("waiting for topic metadata: %s", ", ".join(missing))
-        time.sleep(0.5)
-    consumer.subscribe(topics, **subscribe_options)
