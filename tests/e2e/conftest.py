@@ -130,9 +130,11 @@ def world(stack: dict[str, Any], tmp_path_factory: pytest.TempPathFactory) -> It
     }
     started: list[str] = []  # cancelled at the end whatever happens, so no job outlives the tests
     try:
-        # Fill 29 of 32 GPUs with protected work (1 h): an 8-GPU job waits, 3 GPUs stay free for sessions.
+        # Fill 29 of 32 GPUs with the researcher's own project's work (1 h protection): an 8-GPU job of the
+        # same project then waits (fair share never preempts a project for itself), and 3 GPUs stay free
+        # for sessions.
         for g in (8, 8, 8, 5):
-            started.append(cli_json("submit", "-p", FILLER_PROJECT, "-g", str(g), "--min-runtime", "3600", "--",
+            started.append(cli_json("submit", "-p", WAITING_PROJECT, "-g", str(g), "--min-runtime", "3600", "--",
                                     "sleep", "600")["id"])
         for f in started:
             wait_for_state(f, {"RUNNING"})

@@ -33,7 +33,8 @@ def test_researcher_sees_why_a_job_waits_and_restores_a_session(world: dict[str,
     row = page.get_by_test_id("queue-table").locator("tbody tr", has_text=world["waiting"])
     expect(row).to_be_visible()
     if not missing(page, "Query.queue"):
-        expect(row).to_contain_text("insufficient_capacity")  # the reason code the scheduler's order gives
+        # a reason code of the policy's explanations (steward.policy.explain)
+        expect(row).to_contain_text(re.compile("insufficient_capacity|entitlement_used|waiting_for_protection"))
     row.get_by_role("button", name=world["waiting"]).click()
     drawer = page.get_by_role("dialog")
     why = drawer.get_by_test_id("why-pending")
