@@ -88,3 +88,18 @@ def test_invalid_tree_is_refused_before_anything_is_sent(tmp_path: Path, stack: 
     proc = steward("tree", "apply", str(bad), check=False)
     assert proc.returncode == 2 and "children of 'research' would sum to" in proc.stderr
     assert steward("tree", "show", "--output", "json").stdout == before
+
+
+def test_policy_set_is_recorded_and_followed_and_bad_settings_are_refused(tmp_path: Path,
+                                                                          applied: None) -> None:
+    good = tmp_path / "policy.json"
+    good.write_text('{"preemption_grace_s": 60}')
+    steward("policy", "set", str(good), "--reason", "faster turnover")
+    events = json.loads(steward("audit", "export", "--json").stdout)
+    rows = events if isinstance(events, list) else events.get("events", [])
+    recorded = [e for e in rows if e["type"] == "PolicySet"]
+    assert recorded and recorded[-1]["payload"]["settings"] == {"preemption_grace_s": 60}
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"window_s": -5}')
+    proc = steward("policy", "set", str(bad), "--reason", "oops", check=False)
+    assert proc.returncode != 0 and "window_s" in proc.stderr and "Traceback" not in proc.stderr

@@ -49,6 +49,7 @@ from steward.api.payloads import (
     OpenSessionInput,
     OpenSessionResult,
     PolicyInput,
+    PolicySet,
     RegisterNodeInput,
     RegisterNodeResult,
     Rejected,
@@ -107,6 +108,7 @@ from steward.domain.commands import (
     RestoreSession,
     ResumeNode,
     SetAllocations,
+    SetPolicy,
     SubmitJob,
 )
 from steward.domain.decide import MAX_MIN_RUNTIME_S, require_known_project, require_valid_job_shape
@@ -484,11 +486,6 @@ def _new_id(prefix: str, given: str | None) -> str:
     return given if given else f"{prefix}-{uuid.uuid4().hex[:12]}"
 
 
-def _not_available(what: str) -> Rejected:
-    return Rejected(code="not_available",
-                    reason=f"the ledger has no command for {what} yet; nothing was recorded")
-
-
 @strawberry.type
 class Mutation:
     @fields.mutation("Submit a batch, debug or interactive job to a project you work in.")
@@ -627,7 +624,10 @@ class Mutation:
             return InvalidInput(field="settings", message="policy settings are a JSON object")
         if not input.reason.strip():
             return InvalidInput(field="reason", message="a policy change needs a reason")
-        return _not_available("setting the policy")
+        outcome = await _execute(ctx, SetPolicy(settings=dict(input.settings), reason=input.reason[:500]))
+        if (rej := _rejected(outcome)) is not None:
+            return rej
+        return PolicySet(position=outcome.position)
 
     @fields.mutation("Create an API token (admins). The token is shown once.")
     async def create_token(self, info: Info[Context, None], role: str, subject: str,

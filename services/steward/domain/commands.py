@@ -376,8 +376,22 @@ class ExplainWaiting:
         return "queue"
 
 
+@dataclass(frozen=True, slots=True)
+class SetPolicy:
+    """An operator sets policy settings (DESIGN: "operator ... sets policy"): a partial set of the
+    policy's knobs by name (window, protection cap, session cap, grace, ...), with a reason."""
+
+    TYPE: ClassVar[str] = "SetPolicy"
+    settings: dict[str, Any]
+    reason: str
+
+    @property
+    def aggregate(self) -> str:
+        return "policy"
+
+
 Command = (
-    ExplainWaiting | SetAllocations | RegisterNode | SubmitJob | CancelJob | PlaceJob | ReportJobStarted
+    SetPolicy | ExplainWaiting | SetAllocations | RegisterNode | SubmitJob | CancelJob | PlaceJob | ReportJobStarted
     | ReportJobExited
     | RequestPreemption | ReportJobPreempted | ReportJobLost | ReportCheckpointSaved | ReportHeartbeat
     | OpenSession | WarnSession | ReachSessionCap | ReportUtilisation | RevokeProtection | RestoreSession
@@ -389,7 +403,7 @@ COMMAND_TYPES: dict[str, type[Any]] = {
         SetAllocations, RegisterNode, SubmitJob, CancelJob, PlaceJob, ReportJobStarted, ReportJobExited,
         RequestPreemption, ReportJobPreempted, ReportJobLost, ReportCheckpointSaved, ReportHeartbeat,
         OpenSession, WarnSession, ReachSessionCap, ReportUtilisation, RevokeProtection, RestoreSession,
-        DrainNode, ReportNodeDrained, ResumeNode, ClosePeriod, ExplainWaiting,
+        DrainNode, ReportNodeDrained, ResumeNode, ClosePeriod, ExplainWaiting, SetPolicy,
     )
 }
 

@@ -37,6 +37,7 @@ from steward.domain.commands import (
     ResumeNode,
     RevokeProtection,
     SetAllocations,
+    SetPolicy,
     SubmitJob,
     WarnSession,
 )
@@ -164,8 +165,34 @@ def deferred_events(state: LedgerState, command: ExplainWaiting) -> list[Event]:
     return out
 
 
+def require_valid_policy(state: LedgerState, settings: dict[str, Any]) -> dict[str, Any]:
+    """Policy settings are the knobs of DESIGN "The policy" by name, each valid on its own and together
+    with the ones already set; the result is the whole set of overrides in force."""
+    from dataclasses import fields
+
+    from steward.policy.errors import PolicyError
+    from steward.policy.settings import PolicySettings
+
+    known = {f.name for f in fields(PolicySettings)}
+    unknown = sorted(set(settings) - known)
+    if unknown:
+        raise InvalidCommand(f"unknown policy setting(s) {', '.join(unknown)}")
+    merged = dict(state.policy) | settings
+    try:
+        PolicySettings.steward(**merged)
+    except (PolicyError, TypeError, ValueError) as err:
+        raise InvalidCommand(f"invalid policy settings: {err}") from None
+    return merged
+
+
 def decide(state: LedgerState, command: Command, now: float) -> list[Event]:
     """Validate `command` against `state` at time `now` and return the events that record it."""
+    if isinstance(command, SetPolicy):
+        if not command.reason.strip():
+            raise InvalidCommand("a policy change needs a reason")
+        merged = require_valid_policy(state, command.settings)
+        return [Event(command.aggregate, "PolicySet", {"changed": command.settings, "settings": merged,
+                                                       "reason": command.reason})]
     if isinstance(command, ExplainWaiting):
         return deferred_events(state, command)
     if isinstance(command, SetAllocations):

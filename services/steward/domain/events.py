@@ -19,6 +19,7 @@ EVENT_TYPES: dict[str, int] = {
     "JobCancelled": 1,
     "CommandRejected": 1,
     "JobDeferred": 1,
+    "PolicySet": 1,
     # the time-slicing contract
     "JobPreemptionRequested": 1,
     "JobPreempted": 1,

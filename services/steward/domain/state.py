@@ -92,6 +92,8 @@ class LedgerState:
     jobs: dict[str, Job] = field(default_factory=dict)
     # node id -> GPU indices held by non-terminal placed/running jobs
     used: dict[str, frozenset[int]] = field(default_factory=dict)
+    # the policy settings in force (overrides of the steward preset), set by `PolicySet`
+    policy: dict[str, Any] = field(default_factory=dict)
 
     def children(self, parent: str) -> dict[str, AllocationNode]:
         return {n: a for n, a in self.allocations.items() if a.parent == parent}
@@ -201,6 +203,8 @@ def evolve(state: LedgerState, event: Event, at: float) -> LedgerState:
         for child, share in p["shares"].items():
             allocations[child] = AllocationNode(child, p["parent"], float(share))
         return replace(state, allocations=allocations)
+    if event.type == "PolicySet":
+        return replace(state, policy=dict(p["settings"]))
     if event.type == "NodeRegistered":
         node = ClusterNode(p["node_id"], p["gpus"], p["gpu_model"], tuple(p["path"]), p["executor"])
         return replace(state, nodes={**state.nodes, node.node_id: node})

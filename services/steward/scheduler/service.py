@@ -54,9 +54,23 @@ class SchedulerState:
     last_result: CycleResult | None = None
     explained: dict[str, tuple[str, int, str]] = field(default_factory=dict)
     explained_at: float = 0.0
+    policy: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.usage = UsageWindow(self.settings)
+
+    def follow_policy(self, store: EventStore) -> bool:
+        """Apply the policy settings recorded in the log (`PolicySet`). The usage window depends on
+        them (window, decay), so a change re-folds the log under the new settings."""
+        if self.state.policy == self.policy:
+            return False
+        self.policy = dict(self.state.policy)
+        self.settings = PolicySettings.steward(**self.policy)
+        self.usage = UsageWindow(self.settings)
+        self.state, self.head = LedgerState(), 0
+        self.catch_up(store)
+        log.info("policy settings now %s", self.policy)
+        return True
 
     def catch_up(self, store: EventStore) -> int:
         n = 0
@@ -121,6 +135,7 @@ def run_cycle(view: SchedulerState, store: EventStore, publisher: CommandPublish
     """One cycle: catch up on the log, decide, publish, wait for the ledger's outcomes. True when it
     decided something (the next cycle then runs at once, on the state those decisions made)."""
     view.catch_up(store)
+    view.follow_policy(store)
     if not view.state.nodes:
         return False
     now = time.time()

@@ -114,6 +114,7 @@ class Projector:
     nodes: dict[str, ClusterNode] = field(default_factory=dict)
     jobs: dict[str, Job] = field(default_factory=dict)
     used: dict[str, frozenset[int]] = field(default_factory=dict)
+    policy: dict[str, Any] = field(default_factory=dict)
     positions: dict[Key, int] = field(default_factory=dict)
     position: int = 0
     recorded_at: float = 0.0
@@ -124,18 +125,20 @@ class Projector:
 
     def view(self) -> LedgerState:
         """The whole state without copying (for the pure, read-only `decide`)."""
-        return LedgerState(self.allocations, self.nodes, self.jobs, self.used)
+        return LedgerState(self.allocations, self.nodes, self.jobs, self.used, self.policy)
 
     def begin(self) -> None:
         """Start recording what `apply` changes, so that `rollback` can undo a failed batch."""
-        self._undo = (self.allocations, self.nodes, self.used, self.position, self.recorded_at, self.head_hash)
+        self._undo = (self.allocations, self.nodes, self.used, self.policy, self.position, self.recorded_at,
+                      self.head_hash)
         self._undo_jobs = {}
         self._undo_positions = {}
 
     def rollback(self) -> None:
         if self._undo is None:
             return
-        self.allocations, self.nodes, self.used, self.position, self.recorded_at, self.head_hash = self._undo
+        (self.allocations, self.nodes, self.used, self.policy, self.position, self.recorded_at,
+         self.head_hash) = self._undo
         for job_id, job in self._undo_jobs.items():
             if job is None:
                 self.jobs.pop(job_id, None)
@@ -159,7 +162,7 @@ class Projector:
         job_id = payload.get("job_id")
         if event.type in JOB_LOCAL_EVENTS and isinstance(job_id, str):
             narrow: dict[str, Job] = {job_id: self.jobs[job_id]} if job_id in self.jobs else {}
-            after = evolve(LedgerState(self.allocations, self.nodes, narrow, self.used), event, at)
+            after = evolve(LedgerState(self.allocations, self.nodes, narrow, self.used, self.policy), event, at)
             new_jobs = after.jobs
             changed = _changed(narrow, new_jobs, "j")
         else:
@@ -187,14 +190,15 @@ class Projector:
                     self.positions[(kind, key)] = position
                 else:
                     self.positions.pop((kind, key), None)
-        self.allocations, self.nodes, self.used = after.allocations, after.nodes, after.used
+        self.allocations, self.nodes, self.used, self.policy = after.allocations, after.nodes, after.used, after.policy
         self.position, self.recorded_at = position, at
         if event_hash is not None:
             self.head_hash = event_hash
         return changed
 
     def state(self) -> LedgerState:
-        return LedgerState(dict(self.allocations), dict(self.nodes), dict(self.jobs), dict(self.used))
+        return LedgerState(dict(self.allocations), dict(self.nodes), dict(self.jobs), dict(self.used),
+                           dict(self.policy))
 
     def rows(self) -> dict[str, list[dict[str, Any]]]:
         pos = self.positions
@@ -214,24 +218,27 @@ class Projector:
             {n: tuple(sorted(g)) for n, g in self.used.items()},
             [(t, k, p) for (t, k), p in self.positions.items()],
             (self.position, self.recorded_at, self.head_hash),
+            dict(self.policy),
         )
         return marshal.dumps(data)
 
     @staticmethod
     def decode(blob: bytes) -> Projector:
-        allocs, nodes, jobs, used, positions, head = marshal.loads(blob)
+        allocs, nodes, jobs, used, positions, head, policy = marshal.loads(blob)
+        position, recorded_at, head_hash = head
         return Projector(
-            {a[0]: AllocationNode(*a) for a in allocs},
-            {x[0]: ClusterNode(*x) for x in nodes},
-            {j[0]: Job(*j) for j in jobs},
-            {n: frozenset(g) for n, g in used.items()},
-            {(t, k): p for t, k, p in positions},
-            *head,
+            allocations={a[0]: AllocationNode(*a) for a in allocs},
+            nodes={x[0]: ClusterNode(*x) for x in nodes},
+            jobs={j[0]: Job(*j) for j in jobs},
+            used={n: frozenset(g) for n, g in used.items()},
+            policy=policy,
+            positions={(t, k): p for t, k, p in positions},
+            position=position, recorded_at=recorded_at, head_hash=head_hash,
         )
 
 
 JOB_FIELDS = tuple(f.name for f in fields(Job))
-SNAPSHOT_FORMAT = "marshal-1:" + hashlib.sha256(
+SNAPSHOT_FORMAT = "marshal-2:" + hashlib.sha256(
     repr((JOB_FIELDS, [f.name for f in fields(ClusterNode)], [f.name for f in fields(AllocationNode)])).encode()
 ).hexdigest()[:12]
 

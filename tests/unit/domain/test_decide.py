@@ -145,3 +145,29 @@ DECODE_CASES = [
 def test_command_decoding_names_the_problem(name: str, kind: str, payload: dict[str, object], message: str) -> None:
     with pytest.raises(InvalidCommand, match=message):
         command_from_dict(kind, payload)
+
+
+POLICY_CASES = [
+    ("unknown knob", {"windw_s": 3600}, "unknown policy setting"),
+    ("out of range", {"window_s": -1}, "window_s"),
+    ("unknown mode", {"ordering": "lottery"}, "ordering"),
+    ("wrong type", {"window_s": "a week"}, "invalid policy settings"),
+]
+
+
+@pytest.mark.parametrize(("name", "settings", "message"), POLICY_CASES, ids=[c[0] for c in POLICY_CASES])
+def test_policy_guards(name: str, settings: dict[str, object], message: str) -> None:
+    from steward.domain.commands import SetPolicy
+
+    with pytest.raises(InvalidCommand, match=message):
+        decide(small_cluster(), SetPolicy(settings, "r"), 0.0)
+
+
+def test_policy_changes_merge_and_are_recorded_with_their_reason() -> None:
+    from steward.domain.commands import SetPolicy
+
+    state = apply(small_cluster(), SetPolicy({"window_s": 3 * 86400.0}, "shorter memory"))
+    (event,) = decide(state, SetPolicy({"preemption_grace_s": 60.0}, "faster turnover"), 0.0)
+    assert event.type == "PolicySet" and event.payload["reason"] == "faster turnover"
+    assert event.payload["settings"] == {"window_s": 3 * 86400.0, "preemption_grace_s": 60.0}
+    assert apply(state, SetPolicy({"preemption_grace_s": 60.0}, "x")).policy["preemption_grace_s"] == 60.0

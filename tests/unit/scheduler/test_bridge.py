@@ -91,3 +91,25 @@ def test_deferred_events_only_for_jobs_still_waiting() -> None:
     state = apply(cluster(1, 4), submit("q", "a1"), submit("p", "b1"), place("p", n0=[0]))
     events = decide(state, ExplainWaiting({"q": {"reason": "r"}, "p": {"reason": "r"}, "gone": {"reason": "r"}}), 0.0)
     assert [(e.type, e.stream) for e in events] == [("JobDeferred", "job-q")]
+
+
+def test_recorded_policy_settings_drive_the_cycle(tmp_path: object) -> None:
+    from pathlib import Path
+
+    from steward.domain.commands import SetPolicy
+    from steward.ledger.core import Ledger
+    from steward.scheduler.service import SchedulerState
+    from steward.store.eventstore import EventStore
+    from steward.store.migrate import upgrade
+    from tests.unit.ledger.test_ledger_core import msg
+
+    url = f"sqlite:///{Path(str(tmp_path)) / 'store.db'}"
+    upgrade(url)
+    store = EventStore.from_url(url)
+    Ledger(store).process([msg(SetPolicy({"window_s": 3600.0, "ordering": "fifo_priority"}, "test"))], {})
+    view = SchedulerState(SETTINGS)
+    view.catch_up(store)
+    assert view.follow_policy(store)
+    assert view.settings.window_s == 3600.0 and view.settings.ordering == "fifo_priority"
+    assert view.usage.settings.window_s == 3600.0
+    assert not view.follow_policy(store)
