@@ -58,7 +58,9 @@ def main(scenario: Path = SCENARIO) -> int:
         events = " > ".join(str(e["type"]) for e in j["events"])  # type: ignore[attr-defined]
         print(f"{i:16} {j['project']!s:8} {j['gpus']!s:>4}  {j['state']!s:10} {j['exitCode']!s:>4}  {events}")
     print()
+    print(f"UI:            http://{settings.api_host}:{settings.api_port}/  (sign in with the token below)")
     print(f"API (GraphQL): {settings.resolved_api_url}")
+    print(f"admin token:   {settings.run_dir / 'token'}  (`steward token create --role ROLE` makes others)")
     print(f"job logs:      {settings.run_dir}/executor/{settings.executor_id}/jobs/<job>/")
     print("try:          .venv/bin/steward jobs    |    .venv/bin/steward job show <id>    |    make down")
     unfinished = [i for i in ids if jobs[i]["state"] not in ("COMPLETED", "FAILED", "CANCELLED")]

@@ -21,6 +21,7 @@ from steward.infra.processes import (
     InfraError,
     Paths,
     infra_script,
+    read_pid,
     start_own,
     stop_own,
     write_stack_env,
@@ -63,6 +64,10 @@ def bring_up(settings: Settings, postgres: bool = True) -> dict[str, Any]:
     env = os.environ | values | {"STEWARD_RUN_DIR": str(settings.run_dir)}
     pids = {name: start_own(name, paths, env) for name in OWN_PROCESSES}
     _wait_for_api(settings)
+    dead = [name for name in OWN_PROCESSES if read_pid(paths, name) is None]
+    if dead:  # e.g. the API could not bind because another process holds its port
+        logs = ", ".join(str(paths.log_file(name)) for name in dead)
+        fail(f"{', '.join(dead)} exited right after starting; see {logs}")
     return {"run_dir": str(settings.run_dir), "store": "postgresql" if postgres else "sqlite",
             "api": settings.resolved_api_url, "processes": pids, "admin_token_file": str(token_file)}
 
