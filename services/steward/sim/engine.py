@@ -1,0 +1,566 @@
+"""The virtual-time engine: replays a scenario's jobs through the policy's scheduling cycle.
+
+Time jumps from one schedulable moment to the next (arrivals, completions, protection expiries,
+grace ends, session caps); all events at the same instant are applied before one cycle runs. The
+cycle is `steward.policy.cycle.schedule(snapshot)`, the same pure function the live scheduler calls;
+the engine plays the part of the ledger and the executors: it applies the decisions, runs the jobs,
+writes checkpoints, stops victims at the end of their grace, and requeues them with their original
+submit time.
+
+Work model (documented in docs/results.md):
+- A job needs `duration_s` of work. A (re)start after a preemption first pays `restart_overhead_s`.
+- A resumable job checkpoints every `checkpoint_interval_s` of work in a run; a preemption throws
+  away the work since the last checkpoint. A non-resumable job restarts from zero.
+- A preempted job keeps its GPUs until its grace ends (it may complete meanwhile), then stops.
+- Lost GPU-seconds = GPUs × (work since the last checkpoint at the stop + restart overhead paid).
+
+Speed (docs/results.md "Speed"):
+- The snapshot is kept incrementally: immutable `PendingJob`/`RunningJob` values are built once per
+  state change, usage is kept as running sums (usage.py), the queue as sorted twin chains (view.py).
+- The cycle sees only the heads of the twin chains (`trim`), which gives the same decisions as the
+  whole queue (checked by tests/unit/sim/test_philly_slice.py).
+- A cycle runs only at an instant where something it reads changed, and only when it can decide
+  something: there is waiting work, and some waiting job fits the free GPUs or some running job is
+  preemptible. With `skip` (the default) two kinds of instants do not count as changes: an arrival
+  behind the head of its twin chain, and a protection expiry when the last cycle had no blocked
+  funded job to search victims for. Those instants change only the clock, and the clock moves the
+  fair-share ratios a little, so a cycle there can decide differently: `sim.exact: true` runs them.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import heapq
+import math
+import time
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from steward.policy.contract import requeue
+from steward.policy.model import CycleResult, Node, PendingJob, RunningJob, Snapshot
+from steward.policy.settings import PolicySettings
+from steward.policy.tree import AllocationTree
+from steward.sim.metrics import Recorder
+from steward.sim.scenario import Scenario, TraceJob
+from steward.sim.usage import SimUsage
+from steward.sim.view import PendingView
+
+Scheduler = Callable[[Snapshot], CycleResult]
+
+# event kinds, in the order they are applied at one instant
+FINISH, GRACE_END, PROTECT_END, SESSION_CAP = 0, 1, 2, 3
+
+FUTURE, PENDING, RUNNING, DONE = 0, 1, 2, 3
+ARRIVAL_BIT = 1 << 8
+TRIGGER_NAMES = ((FINISH, "finish"), (GRACE_END, "grace_end"), (PROTECT_END, "protection_end"),
+                 (SESSION_CAP, "session_cap"))
+MAX_CYCLES_PER_INSTANT = 64
+
+
+def _trigger_name(bits: int) -> str:
+    """The kinds of events that made an instant's first cycle run, e.g. "arrival+finish"."""
+    names = ["arrival"] if bits & ARRIVAL_BIT else []
+    names += [name for kind, name in TRIGGER_NAMES if bits & (1 << kind)]
+    return "+".join(names) or "none"
+
+
+class SimJob:
+    """Mutable per-job state of the simulation (the trace row is `spec`)."""
+
+    __slots__ = (
+        "counts",
+        "epoch",
+        "first_start",
+        "funded",
+        "gpus",
+        "grace_end",
+        "idx",
+        "overhead",
+        "pending",
+        "placement",
+        "preemptible",
+        "protected_until",
+        "run_start",
+        "running",
+        "saved",
+        "spec",
+        "state",
+    )
+
+    def __init__(self, idx: int, spec: TraceJob, counts: bool) -> None:
+        self.idx = idx
+        self.spec = spec
+        self.gpus = spec.gpus
+        self.counts = counts  # counts toward its allocation's demand (funded-asking, tenant in tree)
+        self.state = FUTURE
+        self.saved = 0.0  # work checkpointed before this run
+        self.overhead = 0.0  # restart overhead paid at the start of this run
+        self.run_start = 0.0
+        self.epoch = 0
+        self.first_start: float | None = None
+        self.funded = False
+        self.protected_until = 0.0
+        self.placement: tuple[tuple[str, int], ...] = ()
+        self.grace_end: float | None = None
+        self.preemptible = False  # counted in Engine.n_preemptible (past protection or unfunded, no grace)
+        self.pending: PendingJob | None = None
+        self.running: RunningJob | None = None
+
+
+@dataclass
+class EngineStats:
+    cycles: int = 0
+    skipped: int = 0
+    cycle_s: float = 0.0
+    snapshot_s: float = 0.0
+    max_pending: int = 0
+    max_view: int = 0
+    view_total: int = 0
+    pending_total: int = 0
+    events: int = 0
+    trace: list[dict[str, Any]] = field(default_factory=list)
+    by_trigger: Counter[tuple[str, bool]] = field(default_factory=Counter)
+    """Cycles by what triggered them and whether they decided anything."""
+
+
+class EngineError(Exception):
+    """The policy returned a decision the cluster cannot carry out (a bug in the policy)."""
+
+
+class Engine:
+    def __init__(
+        self,
+        scenario: Scenario,
+        settings: PolicySettings,
+        tree: AllocationTree,
+        scheduler: Scheduler,
+        record_decisions: bool = False,
+    ) -> None:
+        self.scenario = scenario
+        self.settings = settings
+        self.tree = tree
+        self.schedule = scheduler
+        self.record_decisions = record_decisions
+        sp = scenario.policy
+        self.ckpt_interval = settings.checkpoint_interval_s or sp.checkpoint_interval_s
+        self.restart_overhead = settings.restart_overhead_s
+        self.nodes = tuple(
+            Node(id=n.name, gpus=n.gpus, model=n.gpu_model, path=n.path[:-1]) for n in scenario.nodes
+        )
+        self.node_model = {n.id: n.model for n in self.nodes}
+        self.free: dict[str, int] = {n.id: n.gpus for n in self.nodes}
+        self.free_total = sum(self.free.values())
+        self.capacity = self.free_total
+        self.gpus_per_node = max(n.gpus for n in self.nodes)
+        projects = set(tree.leaves())
+        self.jobs = [
+            SimJob(i, spec, spec.tenant in projects and (spec.min_runtime_s > 0 or spec.job_class == "interactive"))
+            for i, spec in enumerate(scenario.jobs)
+        ]
+        self.by_id = {j.spec.job_id: j for j in self.jobs}
+        may_preempt = settings.funding or (settings.fairness_preemption and settings.preemptible_after_protection)
+        self.exact = scenario.sim.exact
+        self.class_bonus = dict(scenario.sim.priority_by_class)
+        self.trim = not self.exact  # hand the cycle the heads of the twin chains only (view.py)
+        self.skip = not self.exact  # no cycle for arrivals behind their chain's head, nor for idle expiries
+        # protection decides who may backfill a reservation, so with reservations it keys the chains
+        self.pending = PendingView(settings, settings.preemption_attempts_per_cycle if may_preempt else 0,
+                                   exact_protection=settings.reservations)
+        self.session_gpus = 0
+        self.running: dict[str, RunningJob] = {}
+        self.pending_sizes: Counter[int] = Counter()
+        self.events: list[tuple[float, int, int, int, int]] = []  # (time, kind, seq, job idx, epoch)
+        self.seq = 0
+        self.ckpt_heap: list[tuple[float, int, int]] = []  # (next checkpoint, job idx, epoch)
+        self.usage = SimUsage(settings)
+        # preemptible running jobs, counted so that "can a cycle do anything?" is O(1)
+        self.n_unfunded_running = 0
+        self.n_unprotected_funded = 0
+        self.fair_preemption = settings.fairness_preemption and settings.preemptible_after_protection
+        self.n_sessions = 0
+        self.now = scenario.jobs[0].submit_s if scenario.jobs else 0.0
+        entitlement = {a: tree.entitlement(a) for a in tree.allocations}
+        parents = {a: tree.parent(a) for a in tree.allocations}
+        self.rec = Recorder(
+            capacity=self.capacity, entitlement=entitlement, parents=parents, projects=tuple(sorted(projects)),
+            large_job_gpus=scenario.metrics.large_job_gpus,
+            owed_period_days=scenario.metrics.owed_period_days, start=0.0,
+        )
+        self.stats = EngineStats()
+        self.frag_dirty = True
+        self.next_cycle_at = -math.inf
+        self.last_searches: int | None = None
+        self.productive = False
+
+    # --- the loop --------------------------------------------------------------------------------
+
+    def run(self) -> Recorder:
+        jobs = self.jobs
+        n = len(jobs)
+        ai = 0
+        events = self.events
+        interval = self.scenario.sim.cycle_interval_s
+        dirty = False
+        trig = 0
+        while True:
+            t_arr = jobs[ai].spec.submit_s if ai < n else math.inf
+            t_evt = events[0][0] if events else math.inf
+            t = min(t_arr, t_evt)
+            if dirty and interval > 0 and self.next_cycle_at < t:
+                # debounced cycle between events
+                t = max(self.next_cycle_at, self.now)
+            if t == math.inf:
+                break
+            if t > self.now:
+                self._update_frag()
+                self.now = t
+            now = self.now
+            while ai < n and jobs[ai].spec.submit_s <= now:
+                if self._arrive(jobs[ai]):
+                    dirty = True
+                    trig |= ARRIVAL_BIT
+                ai += 1
+            while events and events[0][0] <= now:
+                _, kind, _, idx, epoch = heapq.heappop(events)
+                self.stats.events += 1
+                if self._handle(kind, jobs[idx], epoch):
+                    dirty = True
+                    trig |= 1 << kind
+            if dirty:
+                if interval > 0 and now < self.next_cycle_at:
+                    continue
+                dirty = False
+                for i in range(MAX_CYCLES_PER_INSTANT):
+                    if not self._cycle_useful():
+                        self.stats.skipped += 1
+                        break
+                    again = self._cycle()
+                    if i == 0:
+                        self.stats.by_trigger[(_trigger_name(trig), self.productive)] += 1
+                    if not again:
+                        break
+                trig = 0
+                self.next_cycle_at = now + interval
+        self._update_frag()
+        self.rec.unfinished = sum(1 for j in jobs if j.state != DONE)
+        self.rec.cycles = self.stats.cycles
+        self.rec.skipped_cycles = self.stats.skipped
+        self.rec.close(self.now)
+        return self.rec
+
+    # --- events ----------------------------------------------------------------------------------
+
+    def _push(self, t: float, kind: int, job: SimJob) -> None:
+        self.seq += 1
+        heapq.heappush(self.events, (t, kind, self.seq, job.idx, job.epoch))
+
+    def _arrive(self, job: SimJob) -> bool:
+        s = job.spec
+        job.state = PENDING
+        job.pending = PendingJob(
+            id=s.job_id, project=s.tenant, gpus=s.gpus, submitted_at=s.submit_s,
+            min_runtime_s=s.min_runtime_s, resumable=s.resumable, klass=s.job_class,  # type: ignore[arg-type]
+            priority=s.priority + self.class_bonus.get(s.job_class, 0),
+        )
+        pos = self._enqueue(job)
+        rec = self.rec
+        rec.demand.add(self.now, job.gpus)
+        if job.counts:
+            rec.alloc_demand[s.tenant].add(self.now, job.gpus)
+        # a job behind the head of its twin chain cannot change what a cycle decides (see view.py)
+        return not self.skip or pos < self.pending.window(job.gpus, self.free_total + self.session_gpus)
+
+    def _enqueue(self, job: SimJob) -> int:
+        assert job.pending is not None
+        pos = self.pending.add(job.pending)
+        self.pending_sizes[job.gpus] += 1
+        self.frag_dirty = True
+        return pos
+
+    def _dequeue(self, job: SimJob) -> None:
+        assert job.pending is not None
+        self.pending.remove(job.pending)
+        c = self.pending_sizes[job.gpus] - 1
+        if c:
+            self.pending_sizes[job.gpus] = c
+        else:
+            del self.pending_sizes[job.gpus]
+        self.frag_dirty = True
+
+    def _handle(self, kind: int, job: SimJob, epoch: int) -> bool:
+        """Apply one timed event; True when it may change what a cycle decides."""
+        if job.epoch != epoch or job.state != RUNNING:
+            return False  # stale: the run it belonged to has ended
+        if kind == FINISH:
+            self._end_run(job, completed=True)
+            return True
+        if kind == GRACE_END:
+            self._end_run(job, completed=False)
+            return True
+        if kind == PROTECT_END:
+            if job.grace_end is None and not job.preemptible:
+                job.preemptible = True
+                self.n_unprotected_funded += 1
+            # a new victim candidate matters only if the last cycle had blocked funded work to search
+            # for (the cycle's `preemption_searches` counter; unknown counts as "yes")
+            return bool(self.pending) and self.fair_preemption and (not self.skip or self.last_searches != 0)
+        return kind == SESSION_CAP
+
+    # --- runs ------------------------------------------------------------------------------------
+
+    def _start(self, job: SimJob, assignments: tuple[tuple[str, int], ...], funded: bool,
+               protected_until: float) -> None:
+        now = self.now
+        if job.state != PENDING:
+            raise EngineError(f"policy placed job {job.spec.job_id} which is not waiting")
+        total = 0
+        for node_id, count in assignments:
+            free = self.free.get(node_id)
+            if free is None:
+                raise EngineError(f"policy placed job {job.spec.job_id} on unknown node {node_id}")
+            if count > free:
+                raise EngineError(
+                    f"policy placed job {job.spec.job_id} on {node_id} with {count} GPUs, {free} free")
+            self.free[node_id] = free - count
+            total += count
+        if total != job.gpus:
+            raise EngineError(f"policy placed job {job.spec.job_id} on {total} GPUs, it needs {job.gpus}")
+        self.free_total -= total
+        self._dequeue(job)
+        job.state = RUNNING
+        job.epoch += 1
+        job.run_start = now
+        job.funded = funded
+        job.protected_until = protected_until
+        job.placement = assignments
+        job.grace_end = None
+        s = job.spec
+        pj = job.pending
+        assert pj is not None
+        job.running = RunningJob(
+            id=s.job_id, project=s.tenant, gpus=s.gpus, placement=assignments, started_at=now,
+            protected_until=protected_until, funded=funded, last_checkpoint_at=None,
+            resumable=s.resumable, klass=pj.klass, submitted_at=s.submit_s, preemption_requested_at=None,
+            min_runtime_s=s.min_runtime_s, priority=pj.priority, topology_depth=pj.topology_depth,
+        )
+        self.running[s.job_id] = job.running
+        if job.first_start is None:
+            job.first_start = now
+            self.rec.record_wait(s.job_class, s.gpus, now - s.submit_s)
+        remaining = max(0.0, s.duration_s - job.saved)
+        self._push(now + job.overhead + remaining, FINISH, job)
+        if funded:
+            if protected_until > now:
+                self._push(protected_until, PROTECT_END, job)
+            else:
+                job.preemptible = True
+                self.n_unprotected_funded += 1
+            self.usage.start(f"{s.job_id}#{job.epoch}", s.tenant, now, job.gpus, self._model(job))
+        else:
+            job.preemptible = True
+            self.n_unfunded_running += 1
+        if s.job_class == "interactive":
+            self.n_sessions += 1
+            self.session_gpus += job.gpus
+            self._push(now + self.settings.session_cap_s, SESSION_CAP, job)
+        if s.resumable and self.ckpt_interval > 0:
+            heapq.heappush(self.ckpt_heap, (now + job.overhead + self.ckpt_interval, job.idx, job.epoch))
+        rec = self.rec
+        (rec.busy_funded if funded else rec.busy_unfunded).add(now, job.gpus)
+        if job.counts:
+            rec.alloc_delivered[s.tenant].add(now, job.gpus)
+
+    def _end_run(self, job: SimJob, completed: bool, checkpoint: bool = False, requeue_job: bool = True) -> None:
+        """End the current run: completed, stopped by a preemption's grace end, or stopped by the
+        policy (drain, session cap). Frees the GPUs, charges usage, counts lost work, requeues."""
+        now = self.now
+        s = job.spec
+        rj = job.running
+        assert rj is not None
+        for node_id, count in job.placement:
+            self.free[node_id] += count
+        self.free_total += job.gpus
+        del self.running[s.job_id]
+        self._unmark_preemptible(job)
+        if job.funded:
+            self.usage.end(f"{s.job_id}#{job.epoch}", now)
+        if s.job_class == "interactive":
+            self.n_sessions -= 1
+            self.session_gpus -= job.gpus
+        rec = self.rec
+        (rec.busy_funded if job.funded else rec.busy_unfunded).add(now, -job.gpus)
+        if job.counts:
+            rec.alloc_delivered[s.tenant].add(now, -job.gpus)
+        elapsed = now - job.run_start
+        paid = min(elapsed, job.overhead)
+        work = elapsed - paid
+        job.running = None
+        job.epoch += 1
+        job.grace_end = None
+        self.frag_dirty = True
+        if completed or not requeue_job:
+            job.state = DONE
+            rec.demand.add(now, -job.gpus)
+            if job.counts:
+                rec.alloc_demand[s.tenant].add(now, -job.gpus)
+            if job.overhead > 0:
+                rec.lost_gpu_s += job.gpus * paid
+            return
+        # stopped and requeued: keep what was checkpointed, throw away the rest
+        if checkpoint and s.resumable:
+            kept = work
+        elif s.resumable and self.ckpt_interval > 0:
+            kept = math.floor(work / self.ckpt_interval) * self.ckpt_interval
+        else:
+            kept = 0.0
+        job.saved = job.saved + kept if s.resumable else 0.0
+        rec.lost_gpu_s += job.gpus * (work - kept + paid)
+        job.overhead = self.restart_overhead
+        job.state = PENDING
+        job.pending = requeue(rj)
+        self._enqueue(job)
+
+    def _unmark_preemptible(self, job: SimJob) -> None:
+        if job.preemptible:
+            job.preemptible = False
+            if job.funded:
+                self.n_unprotected_funded -= 1
+            else:
+                self.n_unfunded_running -= 1
+
+    def _model(self, job: SimJob) -> str:
+        return self.node_model[job.placement[0][0]] if job.placement else "default"
+
+    # --- the cycle -------------------------------------------------------------------------------
+
+    def _cycle_useful(self) -> bool:
+        """Can a cycle decide anything now? (A necessary condition, so skipping is safe.)"""
+        if self.n_sessions:
+            return True
+        if not self.pending:
+            return False
+        if self.pending_sizes and min(self.pending_sizes) <= self.free_total:
+            return True
+        return self.n_unfunded_running > 0 or (self.n_unprotected_funded > 0 and self.fair_preemption)
+
+    def _refresh_checkpoints(self) -> None:
+        now = self.now
+        heap = self.ckpt_heap
+        interval = self.ckpt_interval
+        while heap and heap[0][0] <= now:
+            _, idx, epoch = heapq.heappop(heap)
+            job = self.jobs[idx]
+            if job.epoch != epoch or job.state != RUNNING or job.running is None:
+                continue
+            base = job.run_start + job.overhead
+            k = math.floor((now - base) / interval)
+            last = base + k * interval
+            job.running = dataclasses.replace(job.running, last_checkpoint_at=last)
+            self.running[job.spec.job_id] = job.running
+            heapq.heappush(heap, (last + interval, idx, epoch))
+
+    def _cycle(self) -> bool:
+        """Run one cycle and apply its decisions; True when another cycle at this instant may help
+        (something stopped at once)."""
+        now = self.now
+        t0 = time.perf_counter()
+        self._refresh_checkpoints()
+        running = tuple(self.running.values())
+        pending = self.pending.jobs(self.free_total + self.session_gpus) if self.trim else self.pending.all_jobs()
+        usage = self.usage.usage(now)
+        snapshot = Snapshot(
+            now=now, nodes=self.nodes, tree=self.tree, usage=usage, running=running,
+            pending=tuple(pending), settings=self.settings,
+        )
+        t1 = time.perf_counter()
+        result = self.schedule(snapshot)
+        t2 = time.perf_counter()
+        self.stats.cycles += 1
+        self.stats.snapshot_s += t1 - t0
+        self.stats.cycle_s += t2 - t1
+        if len(self.pending) > self.stats.max_pending:
+            self.stats.max_pending = len(self.pending)
+        self.stats.view_total += len(pending)
+        self.stats.pending_total += len(self.pending)
+        if len(pending) > self.stats.max_view:
+            self.stats.max_view = len(pending)
+        if self.record_decisions:
+            self.stats.trace.append(_decision_digest(result))
+        self.productive = bool(result.placements or result.preemptions or result.stops)
+        searches = result.evidence.get("preemption_searches")
+        self.last_searches = searches if isinstance(searches, int) else None
+        again = False
+        for stop in result.stops:
+            job = self.by_id.get(stop.job_id)
+            if job is None or job.state != RUNNING:
+                continue
+            completed = not stop.requeue
+            self._end_run(job, completed=completed, checkpoint=stop.checkpoint, requeue_job=stop.requeue)
+            again = True
+        for pre in result.preemptions:
+            job = self.by_id.get(pre.victim_id)
+            if job is None or job.state != RUNNING or job.grace_end is not None:
+                continue
+            self._preempt(job, pre.grace_ends_at)
+            if pre.grace_ends_at <= now:
+                self._end_run(job, completed=False)
+                again = True
+        for p in result.placements:
+            job = self.by_id.get(p.job_id)
+            if job is None:
+                raise EngineError(f"policy placed unknown job {p.job_id}")
+            self._start(job, p.assignments, p.funded, p.protected_until)
+        return again
+
+    def _preempt(self, job: SimJob, grace_ends_at: float) -> None:
+        now = self.now
+        rj = job.running
+        assert rj is not None
+        rec = self.rec
+        rec.preemptions += 1
+        if job.funded and now < job.protected_until:
+            rec.protection_violations += 1
+        self._unmark_preemptible(job)
+        job.grace_end = max(grace_ends_at, now)
+        job.running = dataclasses.replace(rj, preemption_requested_at=now)
+        self.running[job.spec.job_id] = job.running
+        if grace_ends_at > now:
+            self._push(grace_ends_at, GRACE_END, job)
+
+    # --- fragmentation ---------------------------------------------------------------------------
+
+    def _update_frag(self) -> None:
+        """Free GPUs the largest waiting gang cannot use ÷ capacity (0 when it fits or none waits)."""
+        if not self.frag_dirty:
+            return
+        self.frag_dirty = False
+        now = self.now
+        gangs = [g for g in self.pending_sizes if g > 1]
+        rec = self.rec
+        if not gangs:
+            rec.gang_wait.set(now, 0.0)
+            rec.frag.set(now, 0.0)
+            return
+        g = max(gangs)
+        rec.gang_wait.set(now, 1.0)
+        rec.frag.set(now, 0.0 if self._fits(g) else self.free_total / self.capacity)
+
+    def _fits(self, gpus: int) -> bool:
+        if gpus > self.free_total:
+            return False
+        per = self.gpus_per_node
+        if gpus <= per:
+            return any(f >= gpus for f in self.free.values())
+        whole = math.ceil(gpus / per)
+        return sum(1 for f in self.free.values() if f >= per) >= whole
+
+
+def _decision_digest(result: CycleResult) -> dict[str, Any]:
+    return {
+        "now": result.now,
+        "placements": [(p.job_id, p.assignments, p.funded) for p in result.placements],
+        "preemptions": [(p.victim_id, p.for_job_id, p.reason) for p in result.preemptions],
+        "stops": [(s.job_id, s.reason) for s in result.stops],
+    }

@@ -1,0 +1,589 @@
+"""Scenarios: a scenario YAML (cluster, allocation tree, policy settings) plus a generic trace CSV.
+
+The format is ../shared/data/scenarios/README.md. Everything is validated before anything runs; a bad
+file is refused with a `ScenarioError` whose one-line message names the file and the line (CSV) or
+the node (YAML), so a person can fix it without reading a traceback.
+
+`--set KEY=VALUE` overrides (the what-if) are applied to the parsed YAML *before* validation, so an
+override that breaks the tree is refused the same way a bad file is.
+"""
+
+from __future__ import annotations
+
+import csv
+import itertools
+import math
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from steward.sim.errors import OverrideError, ScenarioError
+
+JOB_CLASSES = ("debug", "batch", "interactive")
+REQUIRED_COLUMNS = (
+    "job_id", "submit_s", "duration_s", "gpus", "tenant", "class", "min_runtime_s", "resumable",
+)
+OPTIONAL_COLUMNS = ("priority",)
+MAX_TREE_DEPTH = 8
+SHARE_SLACK = 1e-9
+
+TOP_LEVEL_KEYS = frozenset({"name", "trace", "cluster", "policy", "tree", "metrics", "sim"})
+CLUSTER_KEYS = frozenset({"nodes", "gpus_per_node", "gpu_model", "topology"})
+TOPOLOGY_KEYS = frozenset({"levels"})
+NODE_KEYS = frozenset({"name", "gpus", "gpu_model", "path"})
+TREE_NODE_KEYS = frozenset({"share", "children"})
+METRICS_KEYS = frozenset({"large_job_gpus", "owed_period_days"})
+SIM_KEYS = frozenset({"max_jobs", "cycle_interval_s", "exact", "priority_by_class"})
+
+
+@dataclass(frozen=True, slots=True)
+class TraceJob:
+    """One row of the generic trace."""
+
+    job_id: str
+    submit_s: float
+    duration_s: float
+    gpus: int
+    tenant: str
+    job_class: str
+    min_runtime_s: float
+    resumable: bool
+    priority: int = 0
+    line: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class NodeSpec:
+    name: str
+    gpus: int
+    gpu_model: str
+    path: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class AllocationSpec:
+    """One node of the allocation tree. `parent` is None under the cluster root."""
+
+    name: str
+    parent: str | None
+    share: float
+    entitlement: float
+    depth: int
+    children: tuple[str, ...]
+
+    @property
+    def is_project(self) -> bool:
+        return not self.children
+
+
+@dataclass(frozen=True, slots=True)
+class ScenarioPolicy:
+    """The scenario's `policy:` section. Unknown keys are refused."""
+
+    window_days: float = 7.0
+    half_life_days: float | None = None
+    max_min_runtime_s: float = 8 * 3600.0
+    session_cap_s: float = 8 * 3600.0
+    checkpoint_interval_s: float = 1800.0
+    restart_overhead_s: float = 60.0
+    preemption_grace_s: float = 120.0
+
+
+POLICY_KEYS = frozenset(ScenarioPolicy.__dataclass_fields__)
+
+
+@dataclass(frozen=True, slots=True)
+class MetricsSpec:
+    large_job_gpus: int = 32
+    owed_period_days: float = 30.0
+
+
+@dataclass(frozen=True)
+class SimOptions:
+    """The optional `sim:` section: a job limit (first N by submit time), a minimum spacing of cycles
+    (0: a cycle at every schedulable moment), and `exact` (no trimming of the queue handed to the
+    cycle, no skipped arrivals; slower, for checking that trimming changes no decision)."""
+
+    max_jobs: int | None = None
+    cycle_interval_s: float = 0.0
+    exact: bool = False
+    priority_by_class: Mapping[str, int] = field(default_factory=dict)
+    """Added to a job's priority by class: a submission-side what-if ("debug jobs marked urgent
+    inside their project"); priority only orders jobs inside one project."""
+
+
+@dataclass(frozen=True)
+class Scenario:
+    name: str
+    source: str
+    trace_path: str
+    nodes: tuple[NodeSpec, ...]
+    allocations: Mapping[str, AllocationSpec]
+    policy: ScenarioPolicy
+    metrics: MetricsSpec
+    sim: SimOptions
+    jobs: tuple[TraceJob, ...]
+    settings_overrides: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def capacity(self) -> int:
+        return sum(n.gpus for n in self.nodes)
+
+    @property
+    def projects(self) -> tuple[str, ...]:
+        return tuple(a.name for a in self.allocations.values() if a.is_project)
+
+
+# --------------------------------------------------------------------------------------------- YAML
+
+
+class _StringKeyLoader(yaml.SafeLoader):
+    """A safe loader whose mapping keys stay the text written (`103959` is a tenant, not an int)."""
+
+
+def _construct_mapping(loader: yaml.SafeLoader, node: yaml.MappingNode) -> dict[Any, Any]:
+    loader.flatten_mapping(node)
+    out: dict[Any, Any] = {}
+    for key_node, value_node in node.value:
+        key = key_node.value if isinstance(key_node, yaml.ScalarNode) else loader.construct_object(key_node)
+        if key in out:
+            line = key_node.start_mark.line + 1
+            raise ScenarioError(f"line {line}: duplicate key {key!r}")
+        out[key] = loader.construct_object(value_node, deep=True)
+    return out
+
+
+_StringKeyLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
+
+
+def _read_yaml(path: Path) -> dict[str, Any]:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ScenarioError(f"{path}: cannot read ({exc.strerror or exc})") from None
+    try:
+        data = yaml.load(text, Loader=_StringKeyLoader)
+    except ScenarioError as exc:
+        raise ScenarioError(f"{path.name}: {exc.message}") from None
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" line {mark.line + 1}" if mark is not None else ""
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        raise ScenarioError(f"{path.name}{where}: not valid YAML ({problem})") from None
+    if not isinstance(data, dict):
+        raise ScenarioError(f"{path.name}: a scenario is a YAML mapping (name, trace, cluster, tree, ...)")
+    return data
+
+
+def _unknown_keys(where: str, got: Mapping[str, Any], known: Iterable[str]) -> None:
+    extra = sorted(str(k) for k in got if k not in set(known))
+    if extra:
+        raise ScenarioError(f"{where}: unknown field {extra[0]!r} (known: {', '.join(sorted(known))})")
+
+
+def _number(where: str, value: Any, *, minimum: float | None = 0.0, integer: bool = False) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ScenarioError(f"{where}: expected a number, got {value!r}")
+    if not math.isfinite(value):
+        raise ScenarioError(f"{where}: expected a finite number, got {value!r}")
+    if integer and float(value) != int(value):
+        raise ScenarioError(f"{where}: expected a whole number, got {value!r}")
+    if minimum is not None and value < minimum:
+        raise ScenarioError(f"{where}: must be >= {minimum:g}, got {value!r}")
+    return float(value)
+
+
+def _mapping(where: str, value: Any) -> dict[str, Any]:
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise ScenarioError(f"{where}: expected a mapping, got {type(value).__name__}")
+    return value
+
+
+def _parse_cluster(fname: str, raw: Any) -> tuple[NodeSpec, ...]:
+    where = f"{fname}: cluster"
+    cluster = _mapping(where, raw)
+    if not cluster:
+        raise ScenarioError(f"{where}: missing (nodes, gpus_per_node)")
+    _unknown_keys(where, cluster, CLUSTER_KEYS)
+    model = str(cluster.get("gpu_model", "gpu"))
+    nodes_raw = cluster.get("nodes")
+    if isinstance(nodes_raw, list):
+        return _explicit_nodes(where, nodes_raw, model)
+    count = int(_number(f"{where}.nodes", nodes_raw, minimum=1, integer=True))
+    per_node = int(_number(f"{where}.gpus_per_node", cluster.get("gpus_per_node"), minimum=1, integer=True))
+    topo = _mapping(f"{where}.topology", cluster.get("topology"))
+    levels_raw = topo.get("levels", ["node"])
+    if not isinstance(levels_raw, list) or not levels_raw or not all(isinstance(x, str) for x in levels_raw):
+        raise ScenarioError(f"{where}.topology.levels: expected a list of level names ending with the node")
+    levels: list[str] = levels_raw
+    group_keys = {f"nodes_per_{lvl}" for lvl in levels[:-1]}
+    _unknown_keys(f"{where}.topology", topo, TOPOLOGY_KEYS | group_keys)
+    sizes: list[int] = []
+    for lvl in levels[:-1]:
+        key = f"nodes_per_{lvl}"
+        if key not in topo:
+            raise ScenarioError(f"{where}.topology: missing {key} (how many nodes one {lvl} holds)")
+        sizes.append(int(_number(f"{where}.topology.{key}", topo[key], minimum=1, integer=True)))
+    if any(b > a for a, b in itertools.pairwise(sizes)):
+        raise ScenarioError(f"{where}.topology: an inner level cannot hold more nodes than its parent level")
+    nodes = []
+    width = max(3, len(str(count - 1)))
+    for i in range(count):
+        path = tuple(f"{lvl}{i // size}" for lvl, size in zip(levels[:-1], sizes, strict=True))
+        name = f"{levels[-1]}{i:0{width}d}"
+        nodes.append(NodeSpec(name=name, gpus=per_node, gpu_model=model, path=(*path, name)))
+    return tuple(nodes)
+
+
+def _explicit_nodes(where: str, raw: list[Any], model: str) -> tuple[NodeSpec, ...]:
+    nodes: list[NodeSpec] = []
+    seen: set[str] = set()
+    for i, item in enumerate(raw):
+        w = f"{where}.nodes[{i}]"
+        entry = _mapping(w, item)
+        _unknown_keys(w, entry, NODE_KEYS)
+        name = str(entry.get("name", f"node{i:03d}"))
+        if name in seen:
+            raise ScenarioError(f"{w}: duplicate node name {name!r}")
+        seen.add(name)
+        gpus = int(_number(f"{w}.gpus", entry.get("gpus"), minimum=1, integer=True))
+        path_raw = entry.get("path", [])
+        if isinstance(path_raw, str):
+            path_raw = [p for p in path_raw.split("/") if p]
+        if not isinstance(path_raw, list):
+            raise ScenarioError(f"{w}.path: expected a list or a 'block/node' string")
+        path = tuple(str(p) for p in path_raw)
+        if not path or path[-1] != name:
+            path = (*path, name)
+        nodes.append(NodeSpec(name=name, gpus=gpus, gpu_model=str(entry.get("gpu_model", model)), path=path))
+    if not nodes:
+        raise ScenarioError(f"{where}.nodes: the cluster has no nodes")
+    return tuple(nodes)
+
+
+def _parse_tree(fname: str, raw: Any) -> dict[str, AllocationSpec]:
+    """Validate the allocation tree and compute entitlements (product of shares along the path)."""
+    top = _mapping(f"{fname}: tree", raw)
+    out: dict[str, AllocationSpec] = {}
+
+    def walk(parent: str | None, children: Mapping[str, Any], where: str, entitled: float, depth: int) -> None:
+        if depth > MAX_TREE_DEPTH:
+            raise ScenarioError(f"{where}: the tree is deeper than {MAX_TREE_DEPTH} levels")
+        total = 0.0
+        pending: list[tuple[str, float, Mapping[str, Any], str]] = []
+        for name, value in children.items():
+            here = f"{where}.{name}" if where != f"{fname}: tree" else f"{fname}: tree.{name}"
+            if not isinstance(name, str) or not name.strip():
+                raise ScenarioError(f"{here}: a node needs a non-empty name")
+            if name in out or any(p[0] == name for p in pending):
+                raise ScenarioError(f"{here}: node {name!r} appears twice in the tree")
+            if isinstance(value, dict):
+                _unknown_keys(here, value, TREE_NODE_KEYS)
+                if "share" not in value:
+                    raise ScenarioError(f"{here}: missing share")
+                share_raw: Any = value["share"]
+                grand = _mapping(f"{here}.children", value.get("children"))
+            else:
+                share_raw, grand = value, {}
+            share = _number(f"{here}: share", share_raw, minimum=None)
+            if not 0.0 <= share <= 1.0:
+                raise ScenarioError(f"{here}: share {share:g} is not in [0, 1]")
+            total += share
+            pending.append((name, share, grand, here))
+        if total > 1.0 + SHARE_SLACK:
+            owner = "the cluster" if parent is None else repr(parent)
+            raise ScenarioError(f"{where}: the shares of {owner}'s children sum to {total:g} > 1")
+        for name, share, kids, here in pending:
+            out[name] = AllocationSpec(
+                name=name, parent=parent, share=share, entitlement=entitled * share, depth=depth,
+                children=tuple(str(k) for k in kids),
+            )
+            if kids:
+                walk(name, kids, f"{here}.children", entitled * share, depth + 1)
+
+    walk(None, top, f"{fname}: tree", 1.0, 1)
+    if not out:
+        raise ScenarioError(f"{fname}: tree: no allocations (every job would run unfunded)")
+    return out
+
+
+def _parse_policy(fname: str, raw: Any) -> ScenarioPolicy:
+    where = f"{fname}: policy"
+    section = _mapping(where, raw)
+    _unknown_keys(where, section, POLICY_KEYS)
+    values: dict[str, Any] = {}
+    for key, value in section.items():
+        if key == "half_life_days" and value is None:
+            values[key] = None
+            continue
+        values[key] = _number(f"{where}.{key}", value, minimum=0.0)
+    policy = ScenarioPolicy(**values)
+    if policy.window_days <= 0:
+        raise ScenarioError(f"{where}.window_days: must be > 0")
+    if policy.checkpoint_interval_s <= 0:
+        raise ScenarioError(f"{where}.checkpoint_interval_s: must be > 0")
+    return policy
+
+
+def _parse_metrics(fname: str, raw: Any) -> MetricsSpec:
+    where = f"{fname}: metrics"
+    section = _mapping(where, raw)
+    _unknown_keys(where, section, METRICS_KEYS)
+    large = int(_number(f"{where}.large_job_gpus", section.get("large_job_gpus", 32), minimum=1, integer=True))
+    period = _number(f"{where}.owed_period_days", section.get("owed_period_days", 30.0), minimum=0.0)
+    if period <= 0:
+        raise ScenarioError(f"{where}.owed_period_days: must be > 0")
+    return MetricsSpec(large_job_gpus=large, owed_period_days=period)
+
+
+def _parse_sim(fname: str, raw: Any) -> SimOptions:
+    where = f"{fname}: sim"
+    section = _mapping(where, raw)
+    _unknown_keys(where, section, SIM_KEYS)
+    max_jobs_raw = section.get("max_jobs")
+    max_jobs = None if max_jobs_raw is None else int(
+        _number(f"{where}.max_jobs", max_jobs_raw, minimum=1, integer=True))
+    interval = _number(f"{where}.cycle_interval_s", section.get("cycle_interval_s", 0.0), minimum=0.0)
+    exact = section.get("exact", False)
+    if not isinstance(exact, bool):
+        raise ScenarioError(f"{where}.exact: expected true or false, got {exact!r}")
+    bonus_raw = _mapping(f"{where}.priority_by_class", section.get("priority_by_class"))
+    _unknown_keys(f"{where}.priority_by_class", bonus_raw, JOB_CLASSES)
+    bonus = {k: int(_number(f"{where}.priority_by_class.{k}", v, minimum=None, integer=True))
+             for k, v in bonus_raw.items()}
+    return SimOptions(max_jobs=max_jobs, cycle_interval_s=interval, exact=exact, priority_by_class=bonus)
+
+
+# ---------------------------------------------------------------------------------------------- CSV
+
+
+def _bool_cell(value: str) -> bool | None:
+    v = value.strip().lower()
+    if v in ("1", "true", "yes"):
+        return True
+    if v in ("0", "false", "no"):
+        return False
+    return None
+
+
+def read_trace(
+    path: Path,
+    allocations: Mapping[str, AllocationSpec],
+    nodes: tuple[NodeSpec, ...],
+    max_jobs: int | None = None,
+) -> tuple[TraceJob, ...]:
+    """Read and validate a generic trace CSV; jobs come back sorted by (submit_s, line)."""
+    fname = path.name
+    try:
+        handle = path.open(newline="", encoding="utf-8")
+    except OSError as exc:
+        raise ScenarioError(f"{path}: cannot read trace ({exc.strerror or exc})") from None
+    capacity = sum(n.gpus for n in nodes)
+    per_node = max(n.gpus for n in nodes)
+    jobs: list[TraceJob] = []
+    seen: set[str] = set()
+    with handle:
+        reader = csv.reader(handle)
+        header = next(reader, None)
+        if header is None:
+            raise ScenarioError(f"{fname} line 1: empty trace, expected a header row")
+        header = [h.strip() for h in header]
+        missing = [c for c in REQUIRED_COLUMNS if c not in header]
+        if missing:
+            raise ScenarioError(f"{fname} line 1: missing column(s) {', '.join(missing)}")
+        unknown = [c for c in header if c not in REQUIRED_COLUMNS and c not in OPTIONAL_COLUMNS]
+        if unknown:
+            raise ScenarioError(f"{fname} line 1: unknown column {unknown[0]!r}")
+        col = {name: header.index(name) for name in header}
+        width = len(header)
+        i_id, i_sub, i_dur, i_gpu = col["job_id"], col["submit_s"], col["duration_s"], col["gpus"]
+        i_ten, i_cls, i_min, i_res = col["tenant"], col["class"], col["min_runtime_s"], col["resumable"]
+        i_pri = col.get("priority")
+        for row in reader:
+            line = reader.line_num
+            if not row or (len(row) == 1 and not row[0].strip()):
+                continue
+            if len(row) != width:
+                raise ScenarioError(f"{fname} line {line}: {len(row)} fields, the header has {width}")
+            job_id = row[i_id].strip()
+            if not job_id:
+                raise ScenarioError(f"{fname} line {line}: empty job_id")
+            if job_id in seen:
+                raise ScenarioError(f"{fname} line {line}: duplicate job_id {job_id!r}")
+            seen.add(job_id)
+            submit = _float_cell(fname, line, "submit_s", row[i_sub])
+            duration = _float_cell(fname, line, "duration_s", row[i_dur])
+            min_rt = _float_cell(fname, line, "min_runtime_s", row[i_min])
+            gpus_f = _float_cell(fname, line, "gpus", row[i_gpu])
+            if gpus_f != int(gpus_f) or gpus_f < 1:
+                raise ScenarioError(f"{fname} line {line}: gpus must be a whole number >= 1, got {row[i_gpu]!r}")
+            gpus = int(gpus_f)
+            if (gpus > per_node and math.ceil(gpus / per_node) > len(nodes)) or gpus > capacity:
+                raise ScenarioError(
+                    f"{fname} line {line}: job {job_id} needs {gpus} GPUs, the cluster has {capacity}")
+            tenant = row[i_ten].strip()
+            if not tenant:
+                raise ScenarioError(f"{fname} line {line}: empty tenant")
+            alloc = allocations.get(tenant)
+            if alloc is not None and not alloc.is_project:
+                raise ScenarioError(
+                    f"{fname} line {line}: tenant {tenant!r} is an inner node of the tree; "
+                    "jobs are submitted by projects (leaves)")
+            cls = row[i_cls].strip()
+            if cls not in JOB_CLASSES:
+                raise ScenarioError(
+                    f"{fname} line {line}: class {cls!r} is not one of {', '.join(JOB_CLASSES)}")
+            resumable = _bool_cell(row[i_res])
+            if resumable is None:
+                raise ScenarioError(f"{fname} line {line}: resumable must be 0 or 1, got {row[i_res]!r}")
+            priority = 0
+            if i_pri is not None and row[i_pri].strip():
+                p = _float_cell(fname, line, "priority", row[i_pri], allow_negative=True)
+                if p != int(p):
+                    raise ScenarioError(f"{fname} line {line}: priority must be a whole number")
+                priority = int(p)
+            jobs.append(TraceJob(
+                job_id=job_id, submit_s=submit, duration_s=duration, gpus=gpus, tenant=tenant,
+                job_class=cls, min_runtime_s=min_rt, resumable=resumable, priority=priority, line=line,
+            ))
+    if not jobs:
+        raise ScenarioError(f"{fname}: the trace has no jobs")
+    jobs.sort(key=lambda j: (j.submit_s, j.line))
+    if max_jobs is not None:
+        jobs = jobs[:max_jobs]
+    return tuple(jobs)
+
+
+def _float_cell(fname: str, line: int, column: str, value: str, allow_negative: bool = False) -> float:
+    try:
+        x = float(value)
+    except ValueError:
+        raise ScenarioError(f"{fname} line {line}: {column} is not a number: {value!r}") from None
+    if not math.isfinite(x):
+        raise ScenarioError(f"{fname} line {line}: {column} must be finite, got {value!r}")
+    if x < 0 and not allow_negative:
+        raise ScenarioError(f"{fname} line {line}: {column} is negative ({value})")
+    return x
+
+
+# ----------------------------------------------------------------------------------------- overrides
+
+
+def parse_set_args(items: Iterable[str]) -> dict[str, str]:
+    """`["a=1", "share.x=0.2"]` -> `{"a": "1", "share.x": "0.2"}`; refuses items without `=`."""
+    out: dict[str, str] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise OverrideError(f"--set {item!r}: expected KEY=VALUE")
+        out[key.strip()] = value.strip()
+    return out
+
+
+def _yaml_value(text: str) -> Any:
+    try:
+        return yaml.safe_load(text) if text != "" else None
+    except yaml.YAMLError:
+        return text
+
+
+def _find_tree_node(tree: dict[str, Any], name: str) -> tuple[dict[str, Any], str] | None:
+    """The mapping that holds `name` (and the key), searching the whole tree."""
+    for key, value in tree.items():
+        if key == name:
+            return tree, key
+        if isinstance(value, dict) and isinstance(value.get("children"), dict):
+            found = _find_tree_node(value["children"], name)
+            if found is not None:
+                return found
+    return None
+
+
+def apply_overrides(raw: dict[str, Any], overrides: Mapping[str, Any]) -> dict[str, Any]:
+    """Apply what-if overrides to a parsed scenario; returns the policy-settings overrides left over.
+
+    Keys:
+      `share.NODE=X`                  the share of allocation NODE (anywhere in the tree)
+      `policy.K=V` or bare `K=V`      a scenario policy setting (window_days, max_min_runtime_s, ...)
+      `cluster.K`, `metrics.K`, `sim.K`, `max_jobs`, `cycle_interval_s`   those sections
+      `settings.K=V` or any other bare key   a policy-settings knob (ordering, reservations, ...)
+    """
+    settings: dict[str, Any] = {}
+    for key, text in overrides.items():
+        value = _yaml_value(text) if isinstance(text, str) else text
+        head, _, rest = key.partition(".")
+        if head == "share" and rest:
+            tree = raw.get("tree")
+            found = _find_tree_node(tree, rest) if isinstance(tree, dict) else None
+            if found is None:
+                raise OverrideError(f"--set {key}: no allocation named {rest!r} in the tree")
+            holder, k = found
+            if isinstance(holder[k], dict):
+                holder[k]["share"] = value
+            else:
+                holder[k] = value
+        elif head in ("policy", "cluster", "metrics", "sim") and rest:
+            section = raw.setdefault(head, {})
+            if not isinstance(section, dict):
+                raise OverrideError(f"--set {key}: the scenario's {head} section is not a mapping")
+            parts = rest.split(".")
+            for part in parts[:-1]:
+                section = section.setdefault(part, {})
+                if not isinstance(section, dict):
+                    raise OverrideError(f"--set {key}: {part} is not a mapping")
+            section[parts[-1]] = value
+        elif head == "settings" and rest:
+            settings[rest] = value
+        elif not rest and key in POLICY_KEYS:
+            raw.setdefault("policy", {})[key] = value
+        elif not rest and key in SIM_KEYS:
+            raw.setdefault("sim", {})[key] = value
+        elif not rest and key in ("name", "trace"):
+            raw[key] = value
+        elif not rest:
+            settings[key] = value
+        else:
+            raise OverrideError(
+                f"--set {key}: unknown key (use share.NODE, policy.KEY, cluster.KEY, metrics.KEY, "
+                "sim.KEY or settings.KEY)")
+    return settings
+
+
+# ------------------------------------------------------------------------------------------- loading
+
+
+def load_scenario(path: str | Path, overrides: Mapping[str, Any] | None = None) -> Scenario:
+    """Parse, override and validate a scenario YAML and its trace. Raises `ScenarioError`."""
+    p = Path(path)
+    raw = _read_yaml(p)
+    settings = apply_overrides(raw, overrides or {})
+    return scenario_from_mapping(raw, p, settings)
+
+
+def scenario_from_mapping(
+    raw: dict[str, Any], source: Path, settings_overrides: Mapping[str, Any] | None = None,
+    trace: Path | None = None,
+) -> Scenario:
+    fname = source.name
+    _unknown_keys(fname, raw, TOP_LEVEL_KEYS)
+    name = str(raw.get("name") or source.stem)
+    nodes = _parse_cluster(fname, raw.get("cluster"))
+    allocations = _parse_tree(fname, raw.get("tree"))
+    policy = _parse_policy(fname, raw.get("policy"))
+    metrics = _parse_metrics(fname, raw.get("metrics"))
+    sim = _parse_sim(fname, raw.get("sim"))
+    if trace is None:
+        trace_rel = raw.get("trace")
+        if not isinstance(trace_rel, str) or not trace_rel.strip():
+            raise ScenarioError(f"{fname}: trace: missing (path of the trace CSV, relative to the YAML)")
+        trace = (source.parent / trace_rel.strip()).resolve()
+    jobs = read_trace(trace, allocations, nodes, sim.max_jobs)
+    return Scenario(
+        name=name, source=str(source), trace_path=str(trace), nodes=nodes, allocations=allocations,
+        policy=policy, metrics=metrics, sim=sim, jobs=jobs, settings_overrides=dict(settings_overrides or {}),
+    )

@@ -1,0 +1,119 @@
+"""The waiting jobs a cycle can act on: a trimmed, incrementally kept view of the queue.
+
+A cycle walks waiting jobs in order (projects by fair share; inside a project by priority, then
+submit time, then id) and acts on a job by placing it or by planning a preemption for it. Call two
+waiting jobs *twins* when the cycle reads the same things about them apart from their position:
+same project, GPUs, session or not, priority, funding asked (min_runtime > 0), topology constraint and
+restore node. Capacity only shrinks while a cycle runs, so once the cycle fails to place one twin it
+fails on the later ones; a failed victim search is memoised for that size and larger; searches are
+capped at `preemption_attempts_per_cycle`. A chain of twins therefore has at most
+`free_gpus // gpus + attempts` jobs acted on, all at its head, and the jobs behind decide nothing.
+
+`PendingView` keeps each chain sorted and hands the cycle the first `free // gpus + attempts + 1`
+(+ slack) of every chain, plus the chain's last job (so that "does anything behind this position
+fit?", which ends the cycle's walk, sees every job size that the full queue has). The cycle's cost
+then follows what can happen rather than the queue length (thousands of jobs in the philly backlog).
+
+The protection a job asks for is not part of the key by default: it matters for backfill on reserved
+nodes and as the strict-improvement horizon, but keying on it would split debug jobs (protection =
+duration) into chains of one. `exact_protection=True` keys on it. Whether trimming changes any
+decision is checked, decision by decision against the full queue, on philly slices for every
+policy (tests/unit/sim/test_philly_slice.py; also 8,000 jobs × 17,000 cycles during development).
+Explanations of trimmed jobs are not built: the simulator does not read them.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_left, insort
+from collections.abc import Hashable
+
+from steward.policy.contract import protection_s
+from steward.policy.model import PendingJob
+from steward.policy.settings import PolicySettings
+
+ChainKey = tuple[Hashable, ...]
+
+SLACK = 2
+
+
+def chain_key(job: PendingJob, settings: PolicySettings, exact_protection: bool = False) -> ChainKey:
+    """Jobs with equal keys are twins (see the module docstring). Protection is part of the key only
+    with `exact_protection`: it matters for backfill on reserved nodes and for the strict-improvement
+    horizon, but keying on it splits debug jobs (protection = duration) into chains of one."""
+    asks = job.klass == "interactive" or job.min_runtime_s > 0
+    prot = protection_s(job.klass, job.min_runtime_s, settings) if exact_protection else None
+    session = job.klass == "interactive"  # the cycle reads the class only to single out sessions
+    return (job.project, job.gpus, session, job.priority, prot, asks, job.topology_depth, job.previous_node)
+
+
+class _Chain:
+    __slots__ = ("gpus", "jobs", "keys")
+
+    def __init__(self, gpus: int) -> None:
+        self.gpus = gpus
+        self.keys: list[tuple[float, str]] = []
+        self.jobs: list[PendingJob] = []
+
+
+class PendingView:
+    def __init__(self, settings: PolicySettings, attempts: int, exact_protection: bool = False) -> None:
+        self.settings = settings
+        self.exact_protection = exact_protection
+        self.attempts = attempts
+        self.chains: dict[ChainKey, _Chain] = {}
+        self.where: dict[str, ChainKey] = {}
+        self.count = 0
+
+    def __len__(self) -> int:
+        return self.count
+
+    def add(self, job: PendingJob) -> int:
+        """Queue a job; returns its position in its chain (0 = head)."""
+        key = chain_key(job, self.settings, self.exact_protection)
+        chain = self.chains.get(key)
+        if chain is None:
+            chain = self.chains[key] = _Chain(job.gpus)
+        k = (job.submitted_at, job.id)
+        if not chain.keys or k > chain.keys[-1]:
+            chain.keys.append(k)
+            chain.jobs.append(job)
+            pos = len(chain.keys) - 1
+        else:
+            pos = bisect_left(chain.keys, k)
+            insort(chain.keys, k)
+            chain.jobs.insert(pos, job)
+        self.where[job.id] = key
+        self.count += 1
+        return pos
+
+    def remove(self, job: PendingJob) -> None:
+        key = self.where.pop(job.id)
+        chain = self.chains[key]
+        k = (job.submitted_at, job.id)
+        pos = bisect_left(chain.keys, k)
+        del chain.keys[pos]
+        del chain.jobs[pos]
+        if not chain.keys:
+            del self.chains[key]
+        self.count -= 1
+
+    def window(self, gpus: int, free: int) -> int:
+        """How many jobs at the head of a chain of `gpus`-GPU jobs a cycle may act on, plus one."""
+        return free // gpus + self.attempts + 1 + SLACK
+
+    def jobs(self, free: int) -> list[PendingJob]:
+        """The head of every chain, and its last job (so that "does anything behind this position
+        fit?", which ends the cycle's walk, sees every job size where the full queue has it)."""
+        out: list[PendingJob] = []
+        for chain in self.chains.values():
+            k = self.window(chain.gpus, free)
+            jobs = chain.jobs
+            if len(jobs) <= k:
+                out.extend(jobs)
+            else:
+                out.extend(jobs[:k])
+                out.append(jobs[-1])
+        return out
+
+    def all_jobs(self) -> list[PendingJob]:
+        return [j for chain in self.chains.values() for j in chain.jobs]

@@ -1,0 +1,155 @@
+"""Scenario loading: good files load, bad ones are refused with a message naming the line or node."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from steward.sim.errors import OverrideError, ScenarioError
+from steward.sim.scenario import load_scenario, parse_set_args
+from tests.unit.sim.builders import HEADER, job, write_scenario
+
+PHILLY = Path("/work/shared/data/scenarios/philly.yaml")
+
+
+def test_small_scenario_loads_with_entitlements_and_topology(tmp_path: Path) -> None:
+    tree = {"r": {"share": 0.6, "children": {"a": 0.5, "b": 0.5}}, "c": 0.4}
+    path = write_scenario(tmp_path, [job("j2", submit=5), job("j1", submit=1, tenant="c")], tree=tree, nodes=3)
+    s = load_scenario(path)
+    assert [j.job_id for j in s.jobs] == ["j1", "j2"]  # sorted by submit time
+    assert s.capacity == 12
+    assert s.allocations["a"].entitlement == pytest.approx(0.3)
+    assert s.allocations["r"].children == ("a", "b")
+    assert s.projects == ("a", "b", "c")
+    assert s.nodes[0].path == ("block0", "node000")
+
+
+@pytest.mark.skipif(not PHILLY.exists(), reason="reference data not present")
+def test_philly_loads() -> None:
+    s = load_scenario(PHILLY, {"max_jobs": "100"})
+    assert len(s.jobs) == 100
+    assert s.capacity == 320
+    assert "103959" in s.allocations  # a numeric-looking YAML key stays the tenant's name
+    assert {n.path[0] for n in s.nodes} == {f"block{i}" for i in range(5)}
+
+
+Mutate = Callable[[Path], Path]
+
+
+def rows(*extra: tuple[Any, ...]) -> list[tuple[Any, ...]]:
+    return [job("j1"), *extra]
+
+
+BAD_TRACES: list[tuple[str, list[tuple[Any, ...]], tuple[str, ...], str]] = [
+    ("negative duration", rows(job("j2", duration=-5)), HEADER, "line 3: duration_s is negative"),
+    ("negative submit", rows(job("j2", submit=-1)), HEADER, "line 3: submit_s is negative"),
+    ("non-numeric gpus", rows(("j2", 0, 10, "two", "a", "batch", 10, 1)), HEADER, "line 3: gpus is not a number"),
+    ("zero gpus", rows(job("j2", gpus=0)), HEADER, "line 3: gpus must be a whole number >= 1"),
+    ("too many gpus", rows(job("j2", gpus=9)), HEADER, "line 3: job j2 needs 9 GPUs, the cluster has 4"),
+    ("unknown class", rows(job("j2", klass="train")), HEADER, "line 3: class 'train'"),
+    ("bad resumable", rows(job("j2", resumable=2)), HEADER, "line 3: resumable must be 0 or 1"),
+    ("duplicate id", rows(job("j1")), HEADER, "line 3: duplicate job_id 'j1'"),
+    ("inner tenant", rows(job("j2", tenant="r")), HEADER, "line 3: tenant 'r' is an inner node"),
+    ("short row", [job("j1"), ("j2", 0, 10)], HEADER, "line 3: 3 fields, the header has 8"),
+    ("missing column", [job("j1")[:4] + job("j1")[5:]], tuple(c for c in HEADER if c != "tenant"),
+     "line 1: missing column(s) tenant"),
+    ("unknown column", [(*job("j1"), "x")], (*HEADER, "colour"), "line 1: unknown column 'colour'"),
+    ("no jobs", [], HEADER, "the trace has no jobs"),
+]
+
+
+@pytest.mark.parametrize(("case", "jobs", "header", "message"), BAD_TRACES, ids=[c[0] for c in BAD_TRACES])
+def test_bad_trace_is_refused_naming_the_line(
+    tmp_path: Path, case: str, jobs: list[tuple[Any, ...]], header: tuple[str, ...], message: str
+) -> None:
+    tree = {"r": {"share": 1.0, "children": {"a": 1.0}}}
+    path = write_scenario(tmp_path, jobs, header=header, tree=tree)
+    with pytest.raises(ScenarioError) as err:
+        load_scenario(path)
+    assert message in str(err.value)
+    assert "small.csv" in str(err.value)
+    assert "\n" not in str(err.value)
+
+
+BAD_YAML: list[tuple[str, dict[str, Any], str]] = [
+    ("share above one", {"tree": {"a": 1.5}}, "tree.a: share 1.5 is not in [0, 1]"),
+    ("negative share", {"tree": {"a": -0.1}}, "tree.a: share -0.1 is not in [0, 1]"),
+    ("children over one", {"tree": {"r": {"share": 1.0, "children": {"a": 0.7, "b": 0.5}}}},
+     "tree.r.children: the shares of 'r''s children sum to 1.2 > 1"),
+    ("top over one", {"tree": {"a": 0.7, "b": 0.5}}, "the shares of the cluster's children sum to 1.2 > 1"),
+    ("unknown tree field", {"tree": {"r": {"shares": 1.0}}}, "tree.r: unknown field 'shares'"),
+    ("missing share", {"tree": {"r": {"children": {"a": 1.0}}}}, "tree.r: missing share"),
+    ("share not a number", {"tree": {"a": "half"}}, "tree.a: share: expected a number"),
+    ("duplicate node", {"tree": {"r": {"share": 0.5, "children": {"a": 1.0}}, "a": 0.5}},
+     "node 'a' appears twice"),
+    ("unknown top-level", {"clusters": {}}, "unknown field 'clusters'"),
+    ("unknown policy key", {"policy": {"window_weeks": 1}}, "policy: unknown field 'window_weeks'"),
+    ("negative policy value", {"policy": {"preemption_grace_s": -1}}, "policy.preemption_grace_s: must be >= 0"),
+    ("no nodes", {"cluster": {"nodes": 0, "gpus_per_node": 4}}, "cluster.nodes: must be >= 1"),
+    ("missing trace", {"trace": "nope.csv"}, "cannot read trace"),
+]
+
+
+@pytest.mark.parametrize(("case", "change", "message"), BAD_YAML, ids=[c[0] for c in BAD_YAML])
+def test_bad_yaml_is_refused_naming_the_node(
+    tmp_path: Path, case: str, change: dict[str, Any], message: str
+) -> None:
+    import yaml
+
+    path = write_scenario(tmp_path, [job("j1")])
+    doc = yaml.safe_load(path.read_text())
+    for key, value in change.items():
+        if isinstance(value, dict) and isinstance(doc.get(key), dict) and key != "tree":
+            doc[key].update(value)
+        else:
+            doc[key] = value
+    path.write_text(yaml.safe_dump(doc))
+    with pytest.raises(ScenarioError) as err:
+        load_scenario(path)
+    assert message in str(err.value)
+
+
+def test_deep_tree_is_refused(tmp_path: Path) -> None:
+    tree: dict[str, Any] = {"a": 1.0}
+    for depth in range(9):
+        tree = {f"n{depth}": {"share": 1.0, "children": tree}}
+    path = write_scenario(tmp_path, [job("j1")], tree=tree)
+    with pytest.raises(ScenarioError, match="deeper than 8 levels"):
+        load_scenario(path)
+
+
+def test_invalid_yaml_names_the_line(tmp_path: Path) -> None:
+    path = write_scenario(tmp_path, [job("j1")])
+    path.write_text(path.read_text() + "tree: [unclosed\n")
+    with pytest.raises(ScenarioError, match=r"small.yaml line \d+: not valid YAML"):
+        load_scenario(path)
+
+
+def test_overrides_change_shares_and_settings(tmp_path: Path) -> None:
+    tree = {"r": {"share": 0.6, "children": {"a": 0.5, "b": 0.5}}, "c": 0.4}
+    path = write_scenario(tmp_path, [job("j1")], tree=tree)
+    s = load_scenario(path, parse_set_args(["share.a=0.8", "share.b=0.2", "window_days=14",
+                                            "reservations=false", "settings.placement=first_fit"]))
+    assert s.allocations["a"].entitlement == pytest.approx(0.48)
+    assert s.policy.window_days == 14
+    assert s.settings_overrides == {"reservations": False, "placement": "first_fit"}
+
+
+@pytest.mark.parametrize(("item", "message"), [
+    ("share.zz=0.5", "no allocation named 'zz'"),
+    ("noequals", "expected KEY=VALUE"),
+    ("foo.bar=1", "unknown key"),
+])
+def test_bad_overrides_are_refused(tmp_path: Path, item: str, message: str) -> None:
+    path = write_scenario(tmp_path, [job("j1")])
+    with pytest.raises(OverrideError, match=message):
+        load_scenario(path, parse_set_args([item]))
+
+
+def test_override_that_breaks_the_tree_is_refused_like_a_bad_file(tmp_path: Path) -> None:
+    path = write_scenario(tmp_path, [job("j1")], tree={"a": 0.5, "b": 0.5})
+    with pytest.raises(ScenarioError, match=r"sum to 1\.3 > 1"):
+        load_scenario(path, {"share.a": "0.8"})

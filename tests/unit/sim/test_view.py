@@ -1,0 +1,36 @@
+"""The trimmed queue: chains of twins in order, heads handed to the cycle, the last job kept."""
+
+from __future__ import annotations
+
+from steward.policy.model import PendingJob
+from steward.policy.settings import PolicySettings
+from steward.sim.view import PendingView, chain_key
+
+
+def pj(job_id: str, submitted: float, gpus: int = 1, project: str = "a", min_runtime: float = 60.0,
+       klass: str = "batch") -> PendingJob:
+    return PendingJob(id=job_id, project=project, gpus=gpus, submitted_at=submitted, min_runtime_s=min_runtime,
+                      klass=klass)  # type: ignore[arg-type]
+
+
+def test_twins_share_a_chain_and_debug_joins_batch() -> None:
+    s = PolicySettings()
+    assert chain_key(pj("x", 0, klass="debug", min_runtime=300), s) == chain_key(pj("y", 5), s)
+    assert chain_key(pj("x", 0), s) != chain_key(pj("y", 0, gpus=2), s)
+    assert chain_key(pj("x", 0), s) != chain_key(pj("y", 0, min_runtime=0), s)  # funding asked differs
+    assert chain_key(pj("x", 0), s) != chain_key(pj("y", 0, klass="interactive"), s)
+    assert chain_key(pj("x", 0), s, exact_protection=True) != chain_key(pj("y", 0, min_runtime=30), s, True)
+
+
+def test_heads_plus_last_and_requeue_keeps_submit_order() -> None:
+    view = PendingView(PolicySettings(), attempts=0)
+    jobs = [pj(f"j{i:02d}", float(i)) for i in range(20)]
+    for j in jobs[1:]:
+        view.add(j)
+    assert view.add(jobs[0]) == 0  # a requeued job goes back by its original submit time
+    window = view.window(1, free=2)  # 2 free GPUs: 2 placements + 1 + slack
+    got = [j.id for j in view.jobs(free=2)]
+    assert got == [j.id for j in jobs[:window]] + ["j19"]
+    view.remove(jobs[0])
+    assert len(view) == 19 and view.jobs(free=100)[0].id == "j01"
+    assert [j.id for j in view.all_jobs()] == [j.id for j in jobs[1:]]
