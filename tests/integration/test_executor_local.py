@@ -11,6 +11,7 @@ import signal
 import sys
 import time
 from collections.abc import Awaitable
+from itertools import pairwise
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -197,8 +198,14 @@ def test_an_idle_session_is_reported_idle_then_busy(tmp_path: Path) -> None:
     run = sample_run("s1", 1, "--idle-after", "10", "--work-fraction", "0.9", job_class="interactive")
     act(env.run(ex.start_job, run))
     act(env.run(ex.watch_job, WatchJob("s1", 1, "interactive", window_s=3.0)))
-    (idle,) = pub.of("ReportUtilisation")
+    # CPU sampling on a loaded machine can see the quiet job flap back to busy within the window: the
+    # first report must be the idle one, later ones alternate (busy is reported once per change)
+    reports = pub.of("ReportUtilisation")
+    assert reports, "no utilisation report"
+    idle = reports[0]
     assert idle.payload["idle"] is True and idle.payload["source"] in ("cpu", "nvidia-smi")
+    flags = [r.payload["idle"] for r in reports]
+    assert all(a != b for a, b in pairwise(flags)), flags
     act(env.run(ex.signal_job, SignalJob("s1", 1, kill=True)))
 
 

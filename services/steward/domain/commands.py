@@ -7,6 +7,7 @@ the ledger for messages read from Kafka, and it refuses unknown types and malfor
 from __future__ import annotations
 
 import dataclasses
+import functools
 import types
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -440,13 +441,20 @@ def _check(name: str, value: Any, hint: Any) -> Any:
     return value
 
 
+@functools.cache
+def _shape(kind: str) -> tuple[dict[str, Any], dict[str, dataclasses.Field[Any]]]:
+    """A command type's field types and fields, resolved once (get_type_hints is slow, and the ledger
+    decodes every message with it)."""
+    cls = COMMAND_TYPES[kind]
+    return get_type_hints(cls), {f.name: f for f in dataclasses.fields(cls)}
+
+
 def command_from_dict(kind: str, payload: Mapping[str, Any]) -> Command:
     """Decode a command by its type name; unknown types, unknown or missing fields are named."""
     cls = COMMAND_TYPES.get(kind)
     if cls is None:
         raise InvalidCommand(f"unknown command type '{kind}'")
-    hints = get_type_hints(cls)
-    fields = {f.name: f for f in dataclasses.fields(cls)}
+    hints, fields = _shape(kind)
     unknown = sorted(set(payload) - set(fields))
     if unknown:
         raise InvalidCommand(f"{kind}: unknown field(s) {', '.join(unknown)}")
