@@ -76,7 +76,7 @@ def fetch_jobs(client: GraphQLClient, limit: int, flt: dict[str, Any]) -> list[d
     return out
 
 
-def register(app: typer.Typer, with_sessions: bool = True) -> None:
+def register(app: typer.Typer) -> None:
     job_app = typer.Typer(no_args_is_help=True, help="One job.")
     app.add_typer(job_app, name="job")
 
@@ -176,37 +176,3 @@ def register(app: typer.Typer, with_sessions: bool = True) -> None:
                 for e in q["entries"]]
         emit(q, output, rows, ["position", "in project", "job", "project", "gpus", "reason"])
 
-    if with_sessions:
-        register_sessions(app)
-
-
-def register_sessions(app: typer.Typer) -> None:
-    session_app = typer.Typer(no_args_is_help=True, help="Interactive sessions.")
-    app.add_typer(session_app, name="session")
-
-    @session_app.command("open", context_settings={"allow_interspersed_args": False})
-    def session_open(
-        command: list[str] = typer.Argument(..., help="the command to run, after --"),
-        project: str = typer.Option(..., "--project", "-p"),
-        gpus: int = typer.Option(1, "--gpus", "-g"),
-        cap: float = typer.Option(8 * 3600, "--cap", help="protected time in seconds (at most 8 h)"),
-        output: OutputFormat = OutputOption,
-    ) -> None:
-        """Open an interactive session."""
-        if gpus < 1:
-            fail(f"--gpus must be at least 1, got {gpus}", 2)
-        res = GraphQLClient(get_settings()).execute(OPEN_SESSION, {"input": {
-            "project": project, "gpus": gpus, "command": command, "capS": cap}})["openSession"]
-        if (why := refusal(res)) is not None:
-            fail(f"session {why}", 2)
-        job = res["job"]
-        emit(job, output, [_job_row(job)], ["id", "project", "state", "gpus", "class"])
-
-    @session_app.command("restore")
-    def session_restore(session_id: str = typer.Argument(...), output: OutputFormat = OutputOption) -> None:
-        """Restore a session from its last checkpoint."""
-        res = GraphQLClient(get_settings()).execute(RESTORE_SESSION, {"id": session_id})["restoreSession"]
-        if (why := refusal(res)) is not None:
-            fail(f"restore {why}", 2)
-        job = res["job"]
-        emit(job, output, [_job_row(job)], ["id", "project", "state", "gpus", "class"])

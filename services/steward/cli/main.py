@@ -8,7 +8,7 @@ from typing import Any
 
 import typer
 
-from steward.cli import audit, jobs, operate, stack, tokens
+from steward.cli import audit, jobs, operate, sessions, stack, tokens
 from steward.cli.client import GraphQLClient
 from steward.cli.output import CliError, OutputFormat, OutputOption, emit, fail
 from steward.cli.scenario_file import (
@@ -32,24 +32,8 @@ tokens.register(app)
 operate.register(app)
 
 
-def _optional(name: str) -> bool:
-    """A module another engineer adds (sessions) registers itself when present."""
-    import importlib
-
-    try:
-        module = importlib.import_module(f"steward.cli.{name}")
-    except ModuleNotFoundError as err:
-        if err.name != f"steward.cli.{name}":
-            raise
-        return False
-    hook = getattr(module, "register", None)
-    if hook is None:
-        return False
-    hook(app)
-    return True
-
-
-jobs.register(app, with_sessions=not _optional("sessions"))
+jobs.register(app)
+sessions.register(app)
 audit.register(app)
 
 SET_ALLOCATIONS = """
