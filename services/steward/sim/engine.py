@@ -118,6 +118,7 @@ class EngineStats:
     max_pending: int = 0
     max_view: int = 0
     view_total: int = 0
+    reruns: int = 0
     pending_total: int = 0
     events: int = 0
     trace: list[dict[str, Any]] = field(default_factory=list)
@@ -165,9 +166,7 @@ class Engine:
         self.class_bonus = dict(scenario.sim.priority_by_class)
         self.trim = not self.exact  # hand the cycle the heads of the twin chains only (view.py)
         self.skip = not self.exact  # no cycle for arrivals behind their chain's head, nor for idle expiries
-        # protection decides who may backfill a reservation, so with reservations it keys the chains
-        self.pending = PendingView(settings, settings.preemption_attempts_per_cycle if may_preempt else 0,
-                                   exact_protection=settings.reservations)
+        self.pending = PendingView(settings, settings.preemption_attempts_per_cycle if may_preempt else 0)
         self.session_gpus = 0
         self.running: dict[str, RunningJob] = {}
         self.pending_sizes: Counter[int] = Counter()
@@ -476,6 +475,8 @@ class Engine:
         )
         t1 = time.perf_counter()
         result = self.schedule(snapshot)
+        if self.trim:
+            result = self._with_backfill(snapshot, result, pending)
         t2 = time.perf_counter()
         self.stats.cycles += 1
         self.stats.snapshot_s += t1 - t0
@@ -513,6 +514,28 @@ class Engine:
                 raise EngineError(f"policy placed unknown job {p.job_id}")
             self._start(job, p.assignments, p.funded, p.protected_until)
         return again
+
+    def _with_backfill(self, snapshot: Snapshot, result: CycleResult, pending: list[PendingJob]) -> CycleResult:
+        """When the cycle made a reservation, work protected for less than the time until it is due
+        may backfill the reserved nodes even where its twins ahead may not: if the trimmed queue
+        left such jobs out, run the cycle again with them (view.py)."""
+        free = self.free_total + self.session_gpus
+        seen: set[str] | None = None
+        for _ in range(3):
+            if result.reservation is None:
+                return result
+            extra = self.pending.backfill_candidates(free, result.reservation.ready_at - self.now)
+            if seen is None:
+                seen = {j.id for j in pending}
+            extra = [j for j in extra if j.id not in seen]
+            if not extra:
+                return result
+            self.stats.reruns += 1
+            pending = pending + extra
+            seen.update(j.id for j in extra)
+            snapshot = dataclasses.replace(snapshot, pending=tuple(pending))
+            result = self.schedule(snapshot)
+        return result
 
     def _preempt(self, job: SimJob, grace_ends_at: float) -> None:
         now = self.now

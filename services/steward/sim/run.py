@@ -44,6 +44,7 @@ class SimResult:
             "max_view": s.max_view,
             "mean_pending": round(s.pending_total / max(1, s.cycles), 1),
             "mean_view": round(s.view_total / max(1, s.cycles), 1),
+            "cycles_rerun_for_backfill": s.reruns,
             "unfinished_jobs": self.recorder.unfinished,
             "simulated_days": round(self.recorder.end / 86400.0, 2),
             "cycles_by_trigger": {

@@ -34,3 +34,15 @@ def test_heads_plus_last_and_requeue_keeps_submit_order() -> None:
     view.remove(jobs[0])
     assert len(view) == 19 and view.jobs(free=100)[0].id == "j01"
     assert [j.id for j in view.all_jobs()] == [j.id for j in jobs[1:]]
+
+
+def test_backfill_candidates_are_short_work_behind_the_head() -> None:
+    view = PendingView(PolicySettings(), attempts=0)
+    for i in range(10):
+        view.add(pj(f"long{i}", float(i), min_runtime=3600))
+    view.add(pj("short", 20.0, min_runtime=300))
+    view.add(pj("tail", 30.0, min_runtime=3600))
+    head = {j.id for j in view.jobs(free=0)}
+    assert "short" not in head and "tail" in head  # head: 0 // 1 + 0 + 1 + slack jobs, and the last
+    assert [j.id for j in view.backfill_candidates(free=0, horizon=600)] == ["short"]
+    assert view.backfill_candidates(free=0, horizon=60) == []
