@@ -27,7 +27,7 @@ from strawberry.extensions import (
 )
 from strawberry.types import Info
 
-from steward.api import audit, fields
+from steward.api import audit, fields, whatif
 from steward.api.commands import Outcome, OutcomeTimeout
 from steward.api.context import BadInput, Context, UserError
 from steward.api.explain import WAITING, derive_pending, why_pending, why_preempted
@@ -189,6 +189,14 @@ class Query:
     @fields.field("Projects (leaves of the tree) you may see, with their figures.")
     async def projects(self, info: Info[Context, None], window_s: float = DEFAULT_WINDOW_S) -> list[Allocation]:
         return [a for a in await _allocations(_ctx(info), window_s, None, "projects") if a.is_project]
+
+    @fields.field("What-if: replay the jobs of the last `windowS` (at most `maxJobs`, newest kept) through the "
+                  "simulator with the current tree and with `parent`'s children re-shared as proposed; owed vs "
+                  "delivered per allocation and waits by class for both (managers: own subtree).")
+    async def what_if(self, info: Info[Context, None], parent: str, shares: list[ShareInput],
+                      window_s: float = whatif.DEFAULT_WINDOW_S,
+                      max_jobs: int = whatif.DEFAULT_MAX_JOBS) -> whatif.WhatIfResult:
+        return await whatif.what_if(_ctx(info), parent, shares, window_s, max_jobs)
 
     @fields.field("Jobs you may see, newest first (a Relay connection).")
     async def jobs(self, info: Info[Context, None], first: int = 50, after: str | None = None,

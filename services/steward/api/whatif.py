@@ -1,0 +1,505 @@
+"""The what-if preview of an allocation change (DESIGN.md "Owed vs delivered"; issue 8, "before saving, a
+what-if preview from the simulator on recent history").
+
+The recent history (the jobs submitted in the last `window_s`, newest `max_jobs` at most) is turned into a
+simulator scenario with the cluster's nodes, the current allocation tree and the policy settings in force
+(`PolicySet`), and replayed twice through the simulator (`steward.sim.simulate`, the live policy cycle):
+once with the current tree and once with the proposed shares. The answer is owed vs delivered per
+allocation and p50/p90 waits per class for both runs.
+
+Owed vs delivered are summed hour by hour over the window (owed = min(entitlement × capacity, demand)); the
+replay itself runs on until the last job ends, and waits count every replayed job.
+
+How the history becomes a trace (the projections keep one run per job, its latest start):
+- a job that ran is replayed with the time it ran (ended - started, or so far when still running);
+- a job still waiting is replayed with its protection time (its true length is not known yet), at least
+  one minute; a job cancelled before it ever ran is left out (it asked for no work);
+- submit times are kept (relative to the window's start), so the arrival pattern is the real one.
+
+Cost is bounded: at most `max_jobs` jobs (default 2000, at most 5000), simulations run one at a time on a
+dedicated thread, each run is cached by a digest of its inputs (the store head moves them) so the run
+without the change is shared by every proposal, and a request waits at most `timeout_s`; a run that is
+still going keeps going and its result is served to the next request.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import math
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Mapping, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Annotated, Any
+
+import strawberry
+from sqlalchemy import desc, select
+
+from steward.api.context import Context, UserError
+from steward.api.payloads import InvalidInput, NotAuthorised, ShareInput
+from steward.auth.access import ROOT, Capability, subtree
+from steward.domain.decide import (
+    require_children_sum_at_most_one,
+    require_known_parent,
+    require_no_cycle_and_depth,
+    require_shares_in_unit_interval,
+)
+from steward.domain.errors import DomainError
+from steward.domain.state import AllocationNode, LedgerState
+from steward.store import schema as tables
+from steward.store.eventstore import EventStore
+
+DAY_S = 86400.0
+HOUR_S = 3600.0
+DEFAULT_WINDOW_S = 7 * DAY_S
+MIN_WINDOW_S = 3600.0
+MAX_WINDOW_S = 30 * DAY_S
+DEFAULT_MAX_JOBS = 2000
+MAX_JOBS = 5000
+DEFAULT_TIMEOUT_S = 20.0
+TIME_BUCKET_S = 60.0  # "now" is rounded up to the minute, so repeated previews share their runs
+POLICY = "steward"
+WAIT_CLASSES = ("debug", "batch", "large")
+SIM_CLASSES = ("debug", "batch", "interactive")
+CACHE_SIZE = 32
+
+
+class WhatIfRefused(Exception):
+    """A proposal the preview cannot run: the message names the problem (shown to the user)."""
+
+    def __init__(self, field: str | None, message: str) -> None:
+        super().__init__(message)
+        self.field = field
+        self.message = message
+
+
+# -- inputs: the recent history as plain values --------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class HistoryJob:
+    job_id: str
+    project: str
+    job_class: str
+    gpus: int
+    min_runtime_s: float
+    resumable: bool
+    priority: int
+    submitted_at: float
+    duration_s: float
+
+
+@dataclass(frozen=True, slots=True)
+class History:
+    since: float
+    until: float
+    nodes: tuple[tuple[str, int, str, tuple[str, ...]], ...]  # (name, gpus, model, path)
+    shares: Mapping[str, tuple[str, float]]  # child -> (parent, share)
+    policy: Mapping[str, Any]  # the PolicySet overrides of the steward preset
+    jobs: tuple[HistoryJob, ...]
+    capped: bool  # more jobs were submitted in the window than were kept
+
+    def digest(self, shares: Mapping[str, tuple[str, float]] | None = None) -> str:
+        body = json.dumps([self.since, self.until, self.nodes, sorted((shares or self.shares).items()),
+                           sorted(self.policy.items()), [list(_job_key(j)) for j in self.jobs]],
+                          default=str, separators=(",", ":"))
+        return hashlib.sha256(body.encode()).hexdigest()
+
+
+def _job_key(j: HistoryJob) -> tuple[Any, ...]:
+    return (j.job_id, j.project, j.job_class, j.gpus, j.min_runtime_s, j.resumable, j.priority, j.submitted_at,
+            round(j.duration_s, 3))
+
+
+def history_job(row: Mapping[str, Any], until: float) -> HistoryJob | None:
+    """One projection row as a replayable job (None: it asked for no work)."""
+    started, ended = row["started_at"], row["ended_at"]
+    if started is not None:
+        duration = max(1.0, (float(ended) if ended is not None else until) - float(started))
+    elif row["state"] in ("QUEUED", "PREEMPTED"):
+        duration = max(60.0, float(row["min_runtime_s"]))
+    else:
+        return None
+    cls = str(row["job_class"])
+    return HistoryJob(job_id=str(row["job_id"]), project=str(row["project"]),
+                      job_class=cls if cls in SIM_CLASSES else "batch", gpus=int(row["gpus"]),
+                      min_runtime_s=float(row["min_runtime_s"]), resumable=bool(row["resumable"]),
+                      priority=int(row["priority"]), submitted_at=float(row["submitted_at"]), duration_s=duration)
+
+
+def load_history(store: EventStore, now: float, window_s: float, max_jobs: int) -> History:
+    """Read the projections and the latest `PolicySet` (synchronous: call it in a thread)."""
+    until = math.ceil(now / TIME_BUCKET_S) * TIME_BUCKET_S
+    since = until - window_s
+    j = tables.proj_jobs
+    with store.engine.connect() as conn:
+        n = tables.proj_nodes
+        nodes = [dict(r._mapping) for r in conn.execute(select(n).order_by(n.c.node_id))]
+        allocs = [dict(r._mapping) for r in conn.execute(select(tables.proj_allocations))]
+        rows = [dict(r._mapping) for r in conn.execute(
+            select(j).where(j.c.submitted_at >= since, j.c.submitted_at < until)
+            .order_by(desc(j.c.submitted_at), desc(j.c.job_id)).limit(max_jobs + 1))]
+        e = tables.events
+        pol = conn.execute(select(e.c.payload).where(e.c.type == "PolicySet").order_by(desc(e.c.position))
+                           .limit(1)).first()
+        conn.rollback()
+    capped = len(rows) > max_jobs
+    jobs = [h for r in reversed(rows[:max_jobs]) if (h := history_job(r, until)) is not None]
+    policy = dict(pol[0].get("settings", {})) if pol is not None and isinstance(pol[0], dict) else {}
+    return History(
+        since=since, until=until,
+        nodes=tuple((str(n["node_id"]), int(n["gpus"]), str(n["gpu_model"]), tuple(str(p) for p in n["path"]))
+                    for n in nodes if n["state"] != "unhealthy"),
+        shares={str(a["name"]): (str(a["parent"]), float(a["share"])) for a in allocs},
+        policy=policy, jobs=tuple(jobs), capped=capped)
+
+
+# -- the proposal ---------------------------------------------------------------------------------------
+
+
+def proposed_shares(current: Mapping[str, tuple[str, float]], parent: str,
+                    shares: Sequence[tuple[str, float]]) -> dict[str, tuple[str, float]]:
+    """The tree with the change applied, after the same checks the ledger makes on `SetAllocations`
+    (DESIGN.md "Org tree and allocations"); raises WhatIfRefused naming the problem."""
+    if not shares:
+        raise WhatIfRefused("shares", "give at least one child and its proposed share")
+    names = [c for c, _ in shares]
+    if len(set(names)) != len(names):
+        raise WhatIfRefused("shares", "a child appears more than once")
+    for child, share in shares:
+        if not math.isfinite(share):
+            raise WhatIfRefused("shares", f"share of '{child}' must be a finite number, got {share}")
+    state = LedgerState(allocations={n: AllocationNode(n, p, s) for n, (p, s) in current.items()})
+    change = dict(shares)
+    try:
+        require_known_parent(state, parent)
+        require_shares_in_unit_interval(change)
+        require_no_cycle_and_depth(state, parent, change)
+        require_children_sum_at_most_one(state, parent, change)
+    except DomainError as err:
+        raise WhatIfRefused("shares", err.message) from None
+    unknown = [c for c in names if c not in current]
+    if unknown:
+        raise WhatIfRefused("shares", f"'{unknown[0]}' is not a child of '{parent}' yet: the preview replays "
+                                      "recorded jobs, and a new node has none (save it, then preview its share)")
+    return {**current, **{c: (parent, s) for c, s in shares}}
+
+
+# -- the simulation -----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class AllocationRun:
+    owed_gpu_s: float
+    delivered_gpu_s: float
+
+
+@dataclass(frozen=True, slots=True)
+class RunFigures:
+    allocations: Mapping[str, AllocationRun]
+    waits: Mapping[str, tuple[float | None, float | None, int]]  # class -> (p50, p90, jobs)
+    occupancy: float | None
+    preemptions: int
+    simulated_s: float
+    wall_s: float
+
+
+def scenario_of(history: History, shares: Mapping[str, tuple[str, float]]) -> Any:
+    """The history as a simulator `Scenario` (the sim's public dataclasses)."""
+    from steward.sim.scenario import (
+        AllocationSpec,
+        MetricsSpec,
+        NodeSpec,
+        Scenario,
+        ScenarioPolicy,
+        SimOptions,
+        TraceJob,
+    )
+
+    children: dict[str, list[str]] = {}
+    for name, (parent, _s) in shares.items():
+        children.setdefault(parent, []).append(name)
+    specs: dict[str, AllocationSpec] = {}
+
+    def walk(parent: str, entitled: float, depth: int) -> None:
+        for name in sorted(children.get(parent, [])):
+            share = shares[name][1]
+            specs[name] = AllocationSpec(name=name, parent=None if parent == ROOT else parent, share=share,
+                                         entitlement=entitled * share, depth=depth,
+                                         children=tuple(sorted(children.get(name, []))))
+            walk(name, entitled * share, depth + 1)
+
+    walk(ROOT, 1.0, 1)
+    nodes = tuple(NodeSpec(name=n, gpus=g, gpu_model=m, path=p if p and p[-1] == n else (*p, n))
+                  for n, g, m, p in history.nodes)
+    capacity = sum(n.gpus for n in nodes)
+    per_node = max((n.gpus for n in nodes), default=0)
+    leaves = {n for n, s in specs.items() if s.is_project}
+    jobs = []
+    for i, j in enumerate(history.jobs):
+        if j.gpus > capacity or (j.gpus > per_node and math.ceil(j.gpus / max(1, per_node)) > len(nodes)):
+            continue  # it could never run on this cluster
+        if j.project in specs and j.project not in leaves:
+            continue  # submitted to a node that has since gained children
+        jobs.append(TraceJob(job_id=j.job_id, submit_s=j.submitted_at - history.since, duration_s=j.duration_s,
+                             gpus=j.gpus, tenant=j.project, job_class=j.job_class, min_runtime_s=j.min_runtime_s,
+                             resumable=j.resumable, priority=j.priority, line=i + 2))
+    pol = history.policy
+    policy = ScenarioPolicy(
+        window_days=float(pol.get("window_s", 7 * DAY_S)) / DAY_S,
+        max_min_runtime_s=float(pol.get("max_min_runtime_s", 8 * 3600.0)),
+        session_cap_s=float(pol.get("session_cap_s", 8 * 3600.0)),
+        checkpoint_interval_s=float(pol.get("checkpoint_interval_s", 1800.0)),
+        restart_overhead_s=float(pol.get("restart_overhead_s", 60.0)),
+        preemption_grace_s=float(pol.get("preemption_grace_s", 120.0)),
+    )
+    return Scenario(
+        name="what-if", source="event store", trace_path="(projections)", nodes=nodes, allocations=specs,
+        policy=policy, metrics=MetricsSpec(large_job_gpus=32, owed_period_days=3650.0),
+        sim=SimOptions(), jobs=tuple(jobs), settings_overrides=dict(pol))
+
+
+def simulate(history: History, shares: Mapping[str, tuple[str, float]]) -> RunFigures:
+    """Replay the history under `shares` through the simulator (synchronous, CPU-bound)."""
+    from steward.sim import SimError
+    from steward.sim import simulate as sim_run
+
+    scenario = scenario_of(history, shares)
+    t0 = time.perf_counter()
+    if not scenario.nodes:
+        raise WhatIfRefused(None, "the cluster has no nodes to replay the history on")
+    if not scenario.jobs:
+        return RunFigures({}, {c: (None, None, 0) for c in WAIT_CLASSES}, None, 0, 0.0, 0.0)
+    try:
+        result = sim_run(scenario, POLICY)
+    except SimError as err:
+        raise WhatIfRefused(None, f"the simulator refused the history: {err}") from None
+    rec = result.recorder
+    # owed vs delivered over the window itself (the replay runs on until the last job ends, and over that
+    # whole horizon every allocation gets all its work delivered whatever the shares)
+    hours = max(1, math.ceil((history.until - history.since) / HOUR_S))
+    demand, delivered = rec.alloc_hourly()
+    allocs: dict[str, AllocationRun] = {}
+    for alloc, ent in rec.entitlement.items():
+        cap_h = ent * rec.capacity * HOUR_S
+        d, r = demand.get(alloc, []), delivered.get(alloc, [])
+        allocs[alloc] = AllocationRun(sum(min(cap_h, x) for x in d[:hours]), sum(r[:hours]))
+    figs = result.figures
+    waits = {c: (figs["wait_p50_s"].get(c), figs["wait_p90_s"].get(c), len(rec.waits.get(c, ())))
+             for c in WAIT_CLASSES}
+    return RunFigures(allocs, waits, figs.get("occupancy"), int(figs.get("preemptions", 0)), rec.end,
+                      time.perf_counter() - t0)
+
+
+class Runner:
+    """One simulation at a time, results cached by the digest of their inputs (the store head and the
+    change move them); a request that waits too long leaves its run going for the next request."""
+
+    def __init__(self, cache_size: int = CACHE_SIZE) -> None:
+        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="whatif")
+        self._lock = threading.Lock()
+        self._cache: OrderedDict[str, Future[RunFigures]] = OrderedDict()
+        self.cache_size = cache_size
+        self.runs = 0
+
+    def submit(self, history: History, shares: Mapping[str, tuple[str, float]]) -> tuple[Future[RunFigures], bool]:
+        key = history.digest(shares)
+        with self._lock:
+            fut = self._cache.get(key)
+            if fut is not None and not (fut.done() and fut.exception() is not None):
+                self._cache.move_to_end(key)
+                return fut, True
+            self.runs += 1
+            fut = self._pool.submit(simulate, history, shares)
+            self._cache[key] = fut
+            while len(self._cache) > self.cache_size:
+                self._cache.popitem(last=False)
+            return fut, False
+
+
+RUNNERS: dict[int, Runner] = {}
+
+
+def runner_for(store: EventStore) -> Runner:
+    return RUNNERS.setdefault(id(store), Runner())
+
+
+# -- GraphQL --------------------------------------------------------------------------------------------
+
+
+@strawberry.type(description="One allocation in the what-if: its share, and owed vs delivered in the "
+                             "replay without and with the change (GPU-seconds).")
+class WhatIfAllocation:
+    name: str
+    parent: str
+    depth: int
+    is_project: bool
+    changed: bool
+    share_before: float
+    share_after: float
+    entitlement_before: float
+    entitlement_after: float
+    owed_before: float
+    delivered_before: float
+    ratio_before: float | None = strawberry.field(description="delivered / owed, capped at 1 (null: nothing owed).")
+    owed_after: float
+    delivered_after: float
+    ratio_after: float | None
+
+
+@strawberry.type(description="Waits from submission to first start in the replay, by class ('large': jobs of "
+                             "32 GPUs or more).")
+class WhatIfWaits:
+    job_class: str
+    jobs: int
+    p50_before_s: float | None
+    p90_before_s: float | None
+    p50_after_s: float | None
+    p90_after_s: float | None
+
+
+@strawberry.type(description="The simulator's replay of recent history without and with a proposed change.")
+class WhatIfPreview:
+    parent: str
+    since: float
+    until: float
+    window_s: float
+    jobs: int = strawberry.field(description="Jobs replayed.")
+    jobs_capped: bool = strawberry.field(description="True when the window held more jobs than the cap "
+                                                     "(the newest were kept).")
+    capacity_gpus: int
+    policy: str
+    cached: bool = strawberry.field(description="Both runs came from the cache.")
+    wall_s: float = strawberry.field(description="Simulation time of the runs made for this request.")
+    occupancy_before: float | None
+    occupancy_after: float | None
+    preemptions_before: int
+    preemptions_after: int
+    allocations: list[WhatIfAllocation]
+    waits: list[WhatIfWaits]
+    summary: str
+
+
+WhatIfResult = Annotated[WhatIfPreview | InvalidInput | NotAuthorised, strawberry.union("WhatIfResult")]
+
+
+def _entitlements(shares: Mapping[str, tuple[str, float]]) -> dict[str, float]:
+    memo: dict[str, float] = {}
+
+    def ent(name: str, depth: int = 0) -> float:
+        if name not in shares or depth > 16:
+            return 1.0
+        if name not in memo:
+            parent, share = shares[name]
+            memo[name] = share * ent(parent, depth + 1)
+        return memo[name]
+
+    return {n: ent(n) for n in shares}
+
+
+def _ratio(owed: float, delivered: float) -> float | None:
+    return min(1.0, delivered / owed) if owed > 0 else None
+
+
+def preview_of(history: History, parent: str, after: Mapping[str, tuple[str, float]], before: RunFigures,
+               with_change: RunFigures, visible: set[str] | None, cached: bool, wall_s: float) -> WhatIfPreview:
+    """The answer: the parent's subtree (what the principal may see of it), with and without."""
+    ent_b, ent_a = _entitlements(history.shares), _entitlements(after)
+    under = subtree({n: p for n, (p, _s) in history.shares.items()}, [parent])
+    depth = {n: 1 for n in after}
+    for n in after:
+        d, p = 1, after[n][0]
+        while p in after and d < 16:
+            d, p = d + 1, after[p][0]
+        depth[n] = d
+    has_children = {p for p, _s in after.values()}
+    zero = AllocationRun(0.0, 0.0)
+    rows: list[WhatIfAllocation] = []
+    for name in sorted((n for n in under if n in after), key=lambda n: (depth[n], n)):
+        if visible is not None and name not in visible:
+            continue
+        b, a = before.allocations.get(name, zero), with_change.allocations.get(name, zero)
+        rows.append(WhatIfAllocation(
+            name=name, parent=after[name][0], depth=depth[name], is_project=name not in has_children,
+            changed=abs(after[name][1] - history.shares[name][1]) > 1e-12,
+            share_before=history.shares[name][1], share_after=after[name][1],
+            entitlement_before=ent_b.get(name, 0.0), entitlement_after=ent_a.get(name, 0.0),
+            owed_before=b.owed_gpu_s, delivered_before=b.delivered_gpu_s, ratio_before=_ratio(b.owed_gpu_s,
+                                                                                               b.delivered_gpu_s),
+            owed_after=a.owed_gpu_s, delivered_after=a.delivered_gpu_s, ratio_after=_ratio(a.owed_gpu_s,
+                                                                                          a.delivered_gpu_s)))
+    waits = [WhatIfWaits(job_class=c, jobs=before.waits[c][2], p50_before_s=before.waits[c][0],
+                         p90_before_s=before.waits[c][1], p50_after_s=with_change.waits[c][0],
+                         p90_after_s=with_change.waits[c][1]) for c in WAIT_CLASSES]
+    return WhatIfPreview(
+        parent=parent, since=history.since, until=history.until, window_s=history.until - history.since,
+        jobs=len(history.jobs), jobs_capped=history.capped, capacity_gpus=sum(n[1] for n in history.nodes),
+        policy=POLICY, cached=cached, wall_s=round(wall_s, 3), occupancy_before=before.occupancy,
+        occupancy_after=with_change.occupancy, preemptions_before=before.preemptions,
+        preemptions_after=with_change.preemptions, allocations=rows, waits=waits,
+        summary=summary(rows, waits, len(history.jobs), history.until - history.since))
+
+
+def _pct(x: float | None) -> str:
+    return "—" if x is None else f"{100 * x:.0f}%"
+
+
+def summary(rows: Sequence[WhatIfAllocation], waits: Sequence[WhatIfWaits], jobs: int, window_s: float) -> str:
+    """One sentence a manager reads first: the changed allocations' delivered/owed, before → after."""
+    days = window_s / DAY_S
+    span = f"{days:.0f} day{'s' if round(days) != 1 else ''}" if days >= 1 else f"{window_s / 3600:.0f} h"
+    if jobs == 0:
+        return f"No jobs were submitted in the last {span}: there is no history to replay."
+    changed = [r for r in rows if r.changed]
+    parts = [f"{r.name} {_pct(r.ratio_before)} → {_pct(r.ratio_after)}" for r in changed[:4]]
+    text = f"Replaying {jobs} job{'s' if jobs != 1 else ''} of the last {span}: delivered/owed "
+    text += "; ".join(parts) if parts else "unchanged"
+    moved = [w for w in waits if w.p90_before_s is not None and w.p90_after_s is not None
+             and abs(w.p90_after_s - w.p90_before_s) >= 1.0]
+    if moved:
+        text += "; p90 wait " + ", ".join(f"{w.job_class} {w.p90_before_s:.0f} s → {w.p90_after_s:.0f} s"
+                                          for w in moved)
+    return text + "."
+
+
+async def what_if(ctx: Context, parent: str, shares: Sequence[ShareInput], window_s: float, max_jobs: int,
+                  now: float | None = None, timeout_s: float = DEFAULT_TIMEOUT_S) -> WhatIfPreview | InvalidInput | \
+        NotAuthorised:
+    """The `whatIf` query: authorised like `setAllocations` (a manager for their own subtree only)."""
+    access = await ctx.access("whatIf")
+    if not access.can(Capability.set_allocations):
+        await ctx.deny("whatIf", "*", f"role {access.role.value} lacks {Capability.set_allocations.value}")
+        return NotAuthorised(message=f"your role ({access.role.value}) may not use 'whatIf'")
+    if not access.manages(parent):
+        await ctx.deny("whatIf", f"allocation:{parent}", "outside the principal's scopes")
+        return NotAuthorised(message=f"no node '{parent}' that you may allocate under")
+    if not MIN_WINDOW_S <= window_s <= MAX_WINDOW_S:
+        return InvalidInput(field="windowS", message=f"the history window is between {MIN_WINDOW_S:.0f} and "
+                                                     f"{MAX_WINDOW_S:.0f} seconds, got {window_s:g}")
+    if not 1 <= max_jobs <= MAX_JOBS:
+        return InvalidInput(field="maxJobs", message=f"maxJobs is between 1 and {MAX_JOBS}, got {max_jobs}")
+    store = ctx.services.store
+    history = await asyncio.to_thread(load_history, store, time.time() if now is None else now, window_s, max_jobs)
+    try:
+        after = proposed_shares(history.shares, parent, [(s.child, s.share) for s in shares])
+    except WhatIfRefused as err:
+        return InvalidInput(field=err.field, message=err.message)
+    runner = runner_for(store)
+    fb, hit_b = runner.submit(history, history.shares)
+    fa, hit_a = runner.submit(history, after)
+    try:
+        before, with_change = await asyncio.wait_for(
+            asyncio.shield(asyncio.gather(asyncio.wrap_future(fb), asyncio.wrap_future(fa))), timeout_s)
+    except TimeoutError:
+        ctx.no_cache()
+        raise UserError(f"the what-if is still replaying {len(history.jobs)} jobs (more than {timeout_s:.0f} s); "
+                        "ask again in a moment: the run continues and its result is kept", "WHATIF_TIMEOUT") from None
+    except WhatIfRefused as err:
+        return InvalidInput(field=err.field, message=err.message)
+    visible = None if access.nodes is None else set(access.nodes)
+    wall = (0.0 if hit_b else before.wall_s) + (0.0 if hit_a else with_change.wall_s)
+    return preview_of(history, parent, after, before, with_change, visible, hit_a and hit_b, wall)

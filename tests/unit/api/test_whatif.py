@@ -1,0 +1,171 @@
+"""The what-if preview: a proposal is checked like `SetAllocations`, recent history becomes a simulator
+scenario, both runs go through the real simulator, and the `whatIf` query is authorised like
+`setAllocations` and cached by its inputs."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from steward.api.whatif import (
+    History,
+    HistoryJob,
+    Runner,
+    WhatIfRefused,
+    history_job,
+    proposed_shares,
+    runner_for,
+    scenario_of,
+    simulate,
+)
+from tests.unit.api.harness import serve
+
+TREE = {"team": ("cluster", 1.0), "a": ("team", 0.5), "b": ("team", 0.5)}
+NODES = (("n1", 8, "h100", ("blk", "n1")), ("n2", 8, "h100", ("blk", "n2")))
+
+
+def hjob(job_id: str, project: str, submitted: float, gpus: int = 8, duration: float = 3600.0,
+         cls: str = "batch") -> HistoryJob:
+    return HistoryJob(job_id, project, cls, gpus, 600.0, True, 0, submitted, duration)
+
+
+def history(jobs: list[HistoryJob], shares: dict[str, tuple[str, float]] | None = None) -> History:
+    return History(since=0.0, until=86400.0, nodes=NODES, shares=shares or TREE, policy={}, jobs=tuple(jobs),
+                   capped=False)
+
+
+@pytest.mark.parametrize(("parent", "shares", "field", "words"), [
+    ("team", [], "shares", "at least one child"),
+    ("team", [("a", 0.7)], "shares", "sum to 1.2000 > 1"),
+    ("team", [("a", 1.5)], "shares", "must be in [0, 1]"),
+    ("team", [("a", -0.1)], "shares", "must be in [0, 1]"),
+    ("team", [("a", math.nan)], "shares", "finite"),
+    ("team", [("a", 0.2), ("a", 0.3)], "shares", "more than once"),
+    ("nowhere", [("a", 0.2)], "shares", "unknown parent node 'nowhere'"),
+    ("team", [("c", 0.0)], "shares", "'c' is not a child of 'team' yet"),
+    ("a", [("b", 0.2)], "shares", "already belongs to 'team'"),
+])
+def test_invalid_proposals_are_refused_with_the_problem_named(
+        parent: str, shares: list[tuple[str, float]], field: str, words: str) -> None:
+    with pytest.raises(WhatIfRefused) as err:
+        proposed_shares(TREE, parent, shares)
+    assert err.value.field == field and words in err.value.message
+
+
+def test_a_valid_proposal_changes_only_the_named_children() -> None:
+    after = proposed_shares(TREE, "team", [("a", 0.8), ("b", 0.2)])
+    assert after == {"team": ("cluster", 1.0), "a": ("team", 0.8), "b": ("team", 0.2)}
+    assert TREE["a"] == ("team", 0.5)  # the current tree is not touched
+
+
+@pytest.mark.parametrize(("row", "expected"), [
+    # ran and ended: the time it ran
+    ({"state": "COMPLETED", "started_at": 100.0, "ended_at": 700.0}, 600.0),
+    # still running: what it ran so far (until = 1000)
+    ({"state": "RUNNING", "started_at": 400.0, "ended_at": None}, 600.0),
+    # still waiting: its protection time, at least a minute
+    ({"state": "QUEUED", "started_at": None, "ended_at": None, "min_runtime_s": 30.0}, 60.0),
+    ({"state": "QUEUED", "started_at": None, "ended_at": None}, 900.0),
+    # cancelled before it ran: no work to replay
+    ({"state": "CANCELLED", "started_at": None, "ended_at": 500.0}, None),
+])
+def test_projection_rows_become_replayable_jobs(row: dict[str, Any], expected: float | None) -> None:
+    base = {"job_id": "j", "project": "a", "job_class": "debug", "gpus": 2, "min_runtime_s": 900.0,
+            "resumable": 1, "priority": 0, "submitted_at": 50.0}
+    h = history_job({**base, **row}, until=1000.0)
+    assert (h.duration_s if h else None) == expected
+
+
+def test_the_scenario_keeps_the_tree_the_nodes_and_relative_submit_times() -> None:
+    h = History(since=1000.0, until=2000.0, nodes=NODES, shares=TREE, policy={"window_s": 2 * 86400.0},
+                jobs=(hjob("x", "a", 1500.0), hjob("huge", "a", 1600.0, gpus=64)), capped=False)
+    sc = scenario_of(h, TREE)
+    assert sc.capacity == 16 and [n.path for n in sc.nodes] == [("blk", "n1"), ("blk", "n2")]
+    assert sc.allocations["a"].entitlement == pytest.approx(0.5) and sc.allocations["team"].children == ("a", "b")
+    assert [(j.job_id, j.submit_s) for j in sc.jobs] == [("x", 500.0)]  # the 64-GPU job could never run here
+    assert sc.policy.window_days == pytest.approx(2.0)
+
+
+def test_a_bigger_share_raises_what_the_project_is_owed_and_gets_when_both_compete() -> None:
+    # a and b each keep the whole cluster busy all day: what each gets follows its share
+    jobs = [hjob(f"{p}{i}", p, i * 600.0 + (0 if p == "a" else 1)) for i in range(60) for p in ("a", "b")]
+    h = history(jobs)
+    before = simulate(h, TREE)
+    after = simulate(h, proposed_shares(TREE, "team", [("a", 0.8), ("b", 0.2)]))
+    assert after.allocations["a"].owed_gpu_s > before.allocations["a"].owed_gpu_s
+    assert after.allocations["a"].delivered_gpu_s > before.allocations["a"].delivered_gpu_s
+    assert after.allocations["b"].delivered_gpu_s < before.allocations["b"].delivered_gpu_s
+    assert before.waits["batch"][2] == 120 and before.waits["batch"][1] is not None
+
+
+def test_the_runner_caches_by_inputs_and_retries_a_failed_run() -> None:
+    runner = Runner()
+    h = history([hjob("j1", "a", 10.0, duration=60.0)])
+    f1, hit1 = runner.submit(h, TREE)
+    f2, hit2 = runner.submit(h, TREE)
+    assert f1 is f2 and (hit1, hit2) == (False, True) and runner.runs == 1
+    f1.result(timeout=60)
+    other = history([hjob("j1", "a", 10.0, duration=61.0)])  # another head: other inputs, another run
+    runner.submit(other, TREE)[0].result(timeout=60)
+    assert runner.runs == 2
+
+
+# -- the GraphQL field on a real server -----------------------------------------------------------------
+
+QUERY = """query W($parent: String!, $shares: [ShareInput!]!, $w: Float! = 604800) {
+  whatIf(parent: $parent, shares: $shares, windowS: $w) {
+    __typename
+    ... on WhatIfPreview { parent jobs cached summary capacityGpus
+      allocations { name changed shareBefore shareAfter owedBefore owedAfter deliveredBefore deliveredAfter
+                    ratioBefore ratioAfter }
+      waits { jobClass jobs p50BeforeS p90BeforeS p50AfterS p90AfterS } }
+    ... on InvalidInput { field message }
+    ... on NotAuthorised { message }
+  }
+}"""
+
+
+def test_the_what_if_query_is_authorised_like_set_allocations_and_cached(tmp_path: Path) -> None:
+    with serve(tmp_path) as srv:
+        def ask(token: str, parent: str, shares: list[dict[str, Any]], query: str = QUERY, **kw: Any) -> dict[str, Any]:
+            body = srv.gql(query, {"parent": parent, "shares": shares, **kw}, srv.tokens[token])
+            assert "errors" not in body, body
+            out: dict[str, Any] = body["data"]["whatIf"]
+            return out
+
+        change = [{"child": "a1", "share": 0.3}, {"child": "a2", "share": 0.7}]
+        first = ask("manager", "team-a", change)
+        assert first["__typename"] == "WhatIfPreview", first
+        assert first["jobs"] == 5 and first["capacityGpus"] == 16 and not first["cached"]
+        rows = {r["name"]: r for r in first["allocations"]}
+        assert set(rows) == {"team-a", "a1", "a2"}  # the parent and its subtree
+        assert rows["a2"]["changed"] and rows["a2"]["shareBefore"] == 0.4 and rows["a2"]["shareAfter"] == 0.7
+        assert rows["a2"]["owedAfter"] >= rows["a2"]["owedBefore"]
+        assert [w["jobClass"] for w in first["waits"]] == ["debug", "batch", "large"]
+        assert "Replaying 5 jobs" in first["summary"]
+        runner = runner_for(srv.services.store)
+        assert runner.runs == 2  # without and with the change
+        # the same proposal again (in other words, so that the API's response cache does not answer)
+        again = ask("manager", "team-a", change, query=QUERY + "\n# again")
+        assert again["cached"] and runner.runs == 2
+        # another proposal shares the run without the change
+        ask("manager", "team-a", [{"child": "a1", "share": 0.5}])
+        assert runner.runs == 3
+
+        # an admin anywhere; a manager only inside their subtree; researchers and auditors never
+        assert ask("admin", "cluster", [{"child": "ops", "share": 0.3}])["__typename"] == "WhatIfPreview"
+        outside = ask("manager", "research", [{"child": "team-a", "share": 0.4}])
+        assert outside == {"__typename": "NotAuthorised", "message": "no node 'research' that you may allocate under"}
+        for role in ("researcher", "auditor"):
+            refused = ask(role, "team-a", change)
+            assert refused["__typename"] == "NotAuthorised" and "may not use 'whatIf'" in refused["message"]
+
+        # invalid proposals: the problem named, nothing simulated
+        over = ask("manager", "team-a", [{"child": "a1", "share": 0.9}])
+        assert over == {"__typename": "InvalidInput", "field": "shares",
+                        "message": "children of 'team-a' would sum to 1.3000 > 1"}
+        window = ask("manager", "team-a", change, w=10.0)
+        assert window["__typename"] == "InvalidInput" and window["field"] == "windowS"
