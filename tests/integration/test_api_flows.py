@@ -146,6 +146,16 @@ def test_manager_flow(clients: dict[str, Client]) -> None:
         { edges { node { payload metadata } } } }""")["auditEvents"]["edges"]
     assert any(e["node"]["payload"]["reason"] == "quarterly review" and e["node"]["metadata"]["role"] == "manager"
                for e in events)
-    denied = a("{ accessDenials(first: 500) { edges { operation target role } } }")["accessDenials"]["edges"]
-    assert {"operation": "setAllocations", "target": "allocation:product", "role": "manager"} in denied
+    # the denial went API -> Kafka -> ledger like any command: an AccessDenied event in the hash chain
+    wanted = {"operation": "setAllocations", "target": "allocation:product", "role": "manager"}
+    deadline = time.monotonic() + 30
+    while True:
+        denied = a("{ accessDenials(first: 500) { edges { operation target role } } }")["accessDenials"]["edges"]
+        if wanted in denied or time.monotonic() > deadline:
+            break
+        time.sleep(0.2)
+    assert wanted in denied
+    in_stream = a("""{ auditEvents(first: 500, filter: {types: ["AccessDenied"]}) { edges { node { streamId
+        payload } } } }""")["auditEvents"]["edges"]
+    assert any(e["node"]["payload"]["operation"] == "setAllocations" for e in in_stream)
     assert a("{ verify { ok checked } }")["verify"]["ok"] is True

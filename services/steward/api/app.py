@@ -38,12 +38,14 @@ from steward.api.schema import build_schema
 from steward.api.settings import ApiSettings, get_api_settings
 from steward.api.tail import HeadWatch
 from steward.auth.authenticate import Authenticator, bearer
-from steward.auth.denials import Denial, DenialRecorder
+from steward.auth.denials import Denial, DenialAuditor
 from steward.auth.jwt import JwtVerifier
 from steward.auth.principal import Principal
 from steward.auth.ratelimit import RateLimiter
 from steward.auth.tokens import TokenError, TokenStore
 from steward.config import Settings
+from steward.domain.commands import RecordAccessDenial
+from steward.logs import CorrelationMiddleware
 from steward.store.eventstore import EventStore
 
 log = logging.getLogger("steward.api")
@@ -194,8 +196,7 @@ class Guard:
         except TokenError as err:
             # unauthenticated attempts are limited per client address, then recorded
             if self.limiter.take(f"addr:{client}") == 0:
-                await asyncio.to_thread(self.services.denials.record, None,
-                                        Denial("authenticate", "*", str(err)), client)
+                await self.services.denials.record(None, Denial("authenticate", "*", str(err)), client)
             return None
 
 
@@ -264,8 +265,8 @@ class StewardGraphQL(GraphQL[Context, None]):
             context.principal = await authenticate(self.services.auth, token)
         except TokenError as err:
             if self.limiter.take(f"addr:{context.client}") == 0:
-                await asyncio.to_thread(self.services.denials.record, None,
-                                        Denial("authenticate", "websocket", str(err)), context.client)
+                await self.services.denials.record(None, Denial("authenticate", "websocket", str(err)),
+                                                   context.client)
             raise ConnectionRejectionError() from None
         if self.limiter.take(context.principal.rate_key) > 0:
             raise ConnectionRejectionError()
@@ -290,27 +291,51 @@ def build_app(settings: Settings, api: ApiSettings, *, store: EventStore | None 
     services = Services(
         settings=api, store=store, gateway=gateway, read=ReadModel(store), tokens=tokens,
         auth=Authenticator(tokens, JwtVerifier(jwt_config) if jwt_config.enabled else None, api.api_auth_cache_s),
-        denials=DenialRecorder(store), heads=HeadWatch(store, api.api_subscription_poll_s),
+        denials=_denial_auditor(gateway, api), heads=HeadWatch(store, api.api_subscription_poll_s),
     )
     limiter = RateLimiter(api.api_rate_per_s, api.api_rate_burst)
-    graphql = StewardGraphQL(services, limiter, extra_extensions)
+    from steward import metrics_api
+
+    graphql = StewardGraphQL(services, limiter, [*extra_extensions, metrics_api.RequestMetrics])
 
     async def healthz(_: Request) -> JSONResponse:
         return JSONResponse({"ok": True, "head": await asyncio.to_thread(store.head)})
 
+    flusher: list[asyncio.Task[None]] = []
+
+    async def flush_denials() -> None:
+        while True:
+            await asyncio.sleep(max(1.0, api.api_denial_window_s / 2))
+            await services.denials.flush()
+
+    async def startup() -> None:
+        flusher.append(asyncio.create_task(flush_denials()))
+
     async def shutdown() -> None:
+        for task in flusher:
+            task.cancel()
+        await services.denials.flush(everything=True)
         await services.heads.close()
         gateway.close()
 
     app = Starlette(routes=[
         Route("/healthz", healthz),
+        Route("/metrics", metrics_api.endpoint(services.read)),
         Route(GRAPHQL_PATH, graphql, methods=["GET", "POST"]),
         WebSocketRoute(GRAPHQL_PATH, graphql),
-    ], on_shutdown=[shutdown])
+    ], on_startup=[startup], on_shutdown=[shutdown])
     if WEB_DIST.is_dir():  # the web UI (`make web`), mounted after /graphql and /healthz
         app.mount("/", StaticFiles(directory=WEB_DIST, html=True), name="web")
     app.add_middleware(Guard, services=services, limiter=limiter, ide=api.api_mode == "development")
+    app.add_middleware(CorrelationMiddleware)  # outermost: the guard's own log lines carry the id too
     return Built(app, services)
+
+
+def _denial_auditor(gateway: Gateway, api: ApiSettings) -> DenialAuditor:
+    async def publish(command: RecordAccessDenial) -> None:
+        await gateway.publish(command, actor=command.subject, role=command.role)
+
+    return DenialAuditor(publish, burst=api.api_denial_burst, window_s=api.api_denial_window_s)
 
 
 def create_app(settings: Settings, api: ApiSettings | None = None) -> Starlette:

@@ -12,6 +12,7 @@ from steward.bus.envelope import command_envelope
 from steward.bus.kafka import CommandPublisher
 from steward.domain.commands import Command
 from steward.ledger.core import Ledger
+from steward.logs import current
 from steward.store.eventstore import EventStore, RecordedEvent
 
 
@@ -36,6 +37,10 @@ class Outcome:
 class Gateway(Protocol):
     async def execute(self, command: Command, *, actor: str, role: str) -> Outcome: ...
 
+    async def publish(self, command: Command, *, actor: str, role: str) -> None:
+        """Hand `command` to the ledger without waiting for its outcome (audit records the caller must
+        not wait on): once this returns, the command is durably in the ingress log."""
+
     def close(self) -> None: ...
 
 
@@ -48,7 +53,7 @@ class CommandGateway:
         self.timeout_s = timeout_s
 
     async def execute(self, command: Command, *, actor: str, role: str) -> Outcome:
-        env = command_envelope(command, actor=actor, role=role)
+        env = command_envelope(command, actor=actor, role=role, correlation_id=current())
         await asyncio.to_thread(self.publisher.publish, env)
         deadline = time.monotonic() + self.timeout_s
         delay = 0.01
@@ -62,6 +67,9 @@ class CommandGateway:
             f"command {env.id} was published but no outcome was recorded within {self.timeout_s:.0f} s; "
             "is the ledger running? (steward doctor)"
         )
+
+    async def publish(self, command: Command, *, actor: str, role: str) -> None:
+        await asyncio.to_thread(self.publisher.publish, command_envelope(command, actor=actor, role=role))
 
     def close(self) -> None:
         self.publisher.close()
@@ -80,10 +88,13 @@ class LocalGateway:
             self.ledger.process([("local", raw)], {})
 
     async def execute(self, command: Command, *, actor: str, role: str) -> Outcome:
-        env = command_envelope(command, actor=actor, role=role)
+        env = command_envelope(command, actor=actor, role=role, correlation_id=current())
         await asyncio.to_thread(self._process, env.encode())
         events = await asyncio.to_thread(self.ledger.store.by_message, env.id)
         return Outcome(env.id, events)
+
+    async def publish(self, command: Command, *, actor: str, role: str) -> None:
+        await self.execute(command, actor=actor, role=role)
 
     def close(self) -> None:
         pass

@@ -14,7 +14,7 @@ from steward.api.settings import ApiSettings
 from steward.api.tail import HeadWatch
 from steward.auth.access import Access, Capability
 from steward.auth.authenticate import Authenticator
-from steward.auth.denials import Denial, DenialRecorder
+from steward.auth.denials import Denial, DenialAuditor
 from steward.auth.principal import Principal
 from steward.auth.tokens import TokenStore
 from steward.store.eventstore import EventStore
@@ -50,7 +50,7 @@ class Services:
     read: ReadModel
     tokens: TokenStore
     auth: Authenticator
-    denials: DenialRecorder
+    denials: DenialAuditor
     heads: HeadWatch
 
 
@@ -89,8 +89,7 @@ class Context:
     async def deny(self, operation: str, target: str, reason: str) -> None:
         """Record a denial (the caller then answers as if the object did not exist, or NotAuthorised)."""
         self.no_cache()
-        await asyncio.to_thread(self.services.denials.record, self.principal, Denial(operation, target, reason),
-                                self.client)
+        await self.services.denials.record(self.principal, Denial(operation, target, reason), self.client)
 
     async def require(self, capability: Capability, operation: str) -> Access:
         access = await self.access(operation)

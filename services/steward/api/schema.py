@@ -323,7 +323,8 @@ class Query:
             has_next_page=more, has_previous_page=start > 0,
             start_cursor=edges[0].cursor if edges else None, end_cursor=end))
 
-    @fields.field("Recorded access denials, oldest first (auditors, admins).")
+    @fields.field("Access denials as recorded in the log (AccessDenied events), oldest first "
+                  "(auditors, admins); `subject` filters by the denied subject.")
     async def access_denials(self, info: Info[Context, None], first: int = 100, after: str | None = None,
                              subject: str | None = None) -> AccessDenialConnection:
         ctx = _ctx(info)
@@ -331,14 +332,14 @@ class Query:
         await ctx.require(Capability.read_audit, "accessDenials")
         n = _page_size(ctx, first)
         start = _position_cursor(after, "den")
-        rows = await asyncio.to_thread(ctx.services.denials.read, start, n + 1, subject)
-        more = len(rows) > n
-        rows = rows[:n]
+        q = audit.EventQuery(stream_prefix="access-", types=("AccessDenied",), actor=subject)
+        events, scanned, more = await asyncio.to_thread(audit.read_events, ctx.services.store, q, start, n)
+        end = events[-1].position if events and more else scanned
         return AccessDenialConnection(
-            edges=[AccessDenial(**r) for r in rows],
+            edges=[AccessDenial.of(e) for e in events],
             page_info=PageInfo(has_next_page=more, has_previous_page=start > 0,
-                               start_cursor=encode_cursor("den", str(rows[0]["id"])) if rows else None,
-                               end_cursor=encode_cursor("den", str(rows[-1]["id"])) if rows else after))
+                               start_cursor=encode_cursor("den", str(events[0].position)) if events else None,
+                               end_cursor=encode_cursor("den", str(end))))
 
     @fields.field("The state folded from the log up to a position or a time "
                                   "(auditors, admins); the head when neither is given.")

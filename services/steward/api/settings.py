@@ -33,6 +33,10 @@ class ApiSettings(BaseSettings):
     # Comma-separated origins whose pages may open a websocket (same-origin and no-Origin always may).
     api_allowed_origins: str = ""
     api_auth_cache_s: float = 2.0
+    # Denials are audit events; per token (or subject, or client address) and window, the first
+    # `api_denial_burst` are recorded one by one, the rest as one summary event (steward.auth.denials).
+    api_denial_burst: int = 20
+    api_denial_window_s: float = 60.0
     api_subscription_poll_s: float = 0.25
     # Query results cached per (token, document, store head, 5 s bucket); denials and non-queries never.
     api_result_cache: bool = True

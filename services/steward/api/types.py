@@ -256,10 +256,13 @@ class Me:
     capabilities: list[str]
 
 
-@strawberry.type
+@strawberry.type(description="A refused request, from its AccessDenied event. count > 1: a summary of the denials "
+                             "past the per-token limit in one window (operations: how many per operation).")
 class AccessDenial:
-    id: int
+    id: int = strawberry.field(description="The AccessDenied event's position in the log.")
     at: float
+    last_at: float
+    count: int
     subject: str
     role: str
     token_id: str | None
@@ -267,6 +270,15 @@ class AccessDenial:
     target: str
     reason: str
     client: str
+    operations: JSON
+
+    @staticmethod
+    def of(rec: RecordedEvent) -> AccessDenial:
+        p = rec.payload
+        return AccessDenial(id=rec.position, at=p["first_at"], last_at=p["last_at"], count=p["count"],
+                            subject=p["subject"], role=p["role"], token_id=p["token_id"] or None,
+                            operation=p["operation"], target=p["target"], reason=p["reason"], client=p["client"],
+                            operations=cast(JSON, p["operations"]))
 
 
 @strawberry.type

@@ -391,9 +391,33 @@ class SetPolicy:
         return "policy"
 
 
+@dataclass(frozen=True, slots=True)
+class RecordAccessDenial:
+    """The API refused a request (issue 7: "denials are recorded as audit events"). One denial, or, past
+    the API's per-token limit, a summary of `count` denials between `first_at` and `last_at` with how
+    many per operation (`operations`), so a flood of refusals cannot flood the log."""
+
+    TYPE: ClassVar[str] = "RecordAccessDenial"
+    subject: str
+    role: str
+    operation: str
+    target: str
+    reason: str
+    first_at: float
+    last_at: float
+    count: int = 1
+    token_id: str = ""
+    client: str = ""
+    operations: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def aggregate(self) -> str:
+        return f"access-{self.subject[:150]}"
+
+
 Command = (
     SetPolicy | ExplainWaiting | SetAllocations | RegisterNode | SubmitJob | CancelJob | PlaceJob | ReportJobStarted
-    | ReportJobExited
+    | ReportJobExited | RecordAccessDenial
     | RequestPreemption | ReportJobPreempted | ReportJobLost | ReportCheckpointSaved | ReportHeartbeat
     | OpenSession | WarnSession | ReachSessionCap | ReportUtilisation | RevokeProtection | RestoreSession
     | DrainNode | ReportNodeDrained | ResumeNode | ClosePeriod
@@ -404,7 +428,7 @@ COMMAND_TYPES: dict[str, type[Any]] = {
         SetAllocations, RegisterNode, SubmitJob, CancelJob, PlaceJob, ReportJobStarted, ReportJobExited,
         RequestPreemption, ReportJobPreempted, ReportJobLost, ReportCheckpointSaved, ReportHeartbeat,
         OpenSession, WarnSession, ReachSessionCap, ReportUtilisation, RevokeProtection, RestoreSession,
-        DrainNode, ReportNodeDrained, ResumeNode, ClosePeriod, ExplainWaiting, SetPolicy,
+        DrainNode, ReportNodeDrained, ResumeNode, ClosePeriod, ExplainWaiting, SetPolicy, RecordAccessDenial,
     )
 }
 

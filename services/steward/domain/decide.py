@@ -11,7 +11,7 @@ from collections.abc import Callable
 from dataclasses import asdict
 from typing import Any
 
-from steward.domain import contract, nodes, periods, sessions
+from steward.domain import contract, denials, nodes, periods, sessions
 from steward.domain.commands import (
     JOB_CLASSES,
     ROOT,
@@ -23,6 +23,7 @@ from steward.domain.commands import (
     OpenSession,
     PlaceJob,
     ReachSessionCap,
+    RecordAccessDenial,
     RegisterNode,
     ReportCheckpointSaved,
     ReportHeartbeat,
@@ -255,6 +256,7 @@ def decide(state: LedgerState, command: Command, now: float) -> list[Event]:
 
 
 _HANDLERS: dict[type[Any], Callable[[LedgerState, Any, float], list[Event]]] = {
+    RecordAccessDenial: denials.decide_access_denial,
     RequestPreemption: contract.decide_request_preemption,
     ReportJobPreempted: contract.decide_report_preempted,
     ReportJobLost: contract.decide_report_lost,

@@ -41,6 +41,8 @@ EVENT_TYPES: dict[str, int] = {
     "NodeResumed": 1,
     # budget periods
     "PeriodClosed": 1,
+    # identity: a request the API refused (steward.domain.denials)
+    "AccessDenied": 1,
 }
 
 
