@@ -14,7 +14,7 @@ payload's evidence (victim choice, the waiting job it made room for, ranks, prot
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from steward.api.readmodel import QueueItem, Snapshot
@@ -77,7 +77,10 @@ def why_pending(job: dict[str, Any], events: Sequence[RecordedEvent], snap: Snap
         return Why(job_id, NOT_WAITING, f"job {job_id} is not waiting: it is {job['state']}", "derived")
     rec = _recorded(events, EXPLANATION_EVENTS, "explanation")
     if rec is not None and rec.position >= max((e.position for e in events if e.type != "CommandRejected"), default=0):
-        return _from_recorded(job_id, rec, "explanation")
+        why = _from_recorded(job_id, rec, "explanation")
+        item = next((q for q in snap.queue() if q.job["job_id"] == job_id), None)
+        # the reason is the scheduler's as recorded; the positions are the order's now
+        return replace(why, position=item.position, position_in_project=item.position_in_project) if item else why
     return derive_pending(job, snap)
 
 
@@ -93,7 +96,7 @@ def derive_pending(job: dict[str, Any], snap: Snapshot, item: QueueItem | None =
     evidence: dict[str, Any] = {
         "gpus": gpus, "largest_node_gpus": max_node, "largest_free_on_one_node": max_free,
         "cluster_gpus": total, "cluster_free_gpus": total_free, "jobs_ahead": ahead,
-        "order": "priority, then submit time", "priority": job["priority"], "submitted_at": job["submitted_at"],
+        "priority": job["priority"], "submitted_at": job["submitted_at"], **order_evidence(job, snap),
     }
     if gpus > total:
         blocking, scope = gpus - total, "the cluster"
@@ -110,6 +113,33 @@ def derive_pending(job: dict[str, Any], snap: Snapshot, item: QueueItem | None =
     return Why(job["job_id"], WAITING_FOR_CYCLE,
                f"room exists in {scope}; the scheduler places it at its next cycle unless jobs ahead take it; {place}",
                "derived", 0, scope, None, position, in_project, None, evidence)
+
+
+def order_evidence(job: dict[str, Any], snap: Snapshot) -> dict[str, Any]:
+    """How the queue is ordered, and the job's project's fair-share standing (ranks, shares, usage)."""
+    order = snap.policy_order()
+    if order is None:
+        return {"order": "priority, then submit time"}
+    words = ("hierarchical fair share (most under-served project first), then priority and submit time "
+             "inside the project") if order.ordering == "fair_share" else "priority, then submit time"
+    return {"order": words, "ordering": order.ordering, "standing": order.standing.get(job["project"])}
+
+
+def queued(job: dict[str, Any], snap: Snapshot, item: QueueItem,
+           deferral: tuple[int, dict[str, Any]] | None) -> Why:
+    """A queue entry's reason: the scheduler's latest recorded explanation (`JobDeferred`) when it is
+    newer than the job's last change, else one derived from the projections. Positions are always the
+    current order's."""
+    if deferral is None or deferral[0] < int(job["position"]):
+        return derive_pending(job, snap, item)
+    position, data = deferral
+    raw = data.get("evidence")
+    until = data.get("blocking_until")
+    return Why(job["job_id"], str(data.get("reason") or "deferred"),
+               str(data.get("text") or f"{data.get('reason')} (recorded at position {position})"), "recorded",
+               int(data.get("blocking_gpus") or 0), str(data.get("blocking_scope") or ""),
+               float(until) if isinstance(until, int | float) else None, item.position, item.position_in_project,
+               position, dict(raw) if isinstance(raw, dict) else {})
 
 
 def why_preempted(job: dict[str, Any], events: Sequence[RecordedEvent]) -> Why:

@@ -12,6 +12,7 @@ from typing import Any
 from sqlalchemy import or_, select
 
 from steward.api import figures
+from steward.api.queue import PolicyOrder, PolicyQueue
 from steward.store import schema
 from steward.store.eventstore import EventStore
 
@@ -32,7 +33,9 @@ class Snapshot:
     nodes: list[dict[str, Any]]
     active_jobs: list[dict[str, Any]]
     parents: dict[str, str] = field(default_factory=dict)
+    policy: PolicyQueue | None = None
     _queue: list[QueueItem] | None = None
+    _queue_order: PolicyOrder | None = None
     _used: dict[str, int] | None = None
     _capacity: tuple[int, int, int, int] | None = None
 
@@ -41,18 +44,29 @@ class Snapshot:
         return sum(int(n["gpus"]) for n in self.nodes if n["state"] != "unhealthy")
 
     def queue(self) -> list[QueueItem]:
-        """Waiting jobs in the order the scheduler takes them (today: priority, then submit time), with
-        their position overall and inside their project."""
-        if self._queue is None:
-            waiting = sorted((j for j in self.active_jobs if j["state"] in ("QUEUED", "PREEMPTED")),
-                             key=lambda j: (-j["priority"], j["submitted_at"], j["job_id"]))
-            per_project: dict[str, int] = {}
-            items = []
-            for i, j in enumerate(waiting, 1):
-                per_project[j["project"]] = per_project.get(j["project"], 0) + 1
-                items.append(QueueItem(j, i, per_project[j["project"]]))
-            self._queue = items
+        """Waiting jobs in the order the scheduler takes them now (steward.api.queue: the policy's own
+        ordering on the scheduler's view of the log), with their position overall and in their project.
+        Without a policy view (a bare snapshot), priority then submit time."""
+        order = self.policy.order(self.head) if self.policy is not None else None
+        if self._queue is None or order is not self._queue_order:
+            waiting = {j["job_id"]: j for j in self.active_jobs if j["state"] == "QUEUED"}
+            if order is None:
+                ranked = sorted(waiting.values(), key=lambda j: (-j["priority"], j["submitted_at"], j["job_id"]))
+                per_project: dict[str, int] = {}
+                items = []
+                for i, j in enumerate(ranked, 1):
+                    per_project[j["project"]] = per_project.get(j["project"], 0) + 1
+                    items.append(QueueItem(j, i, per_project[j["project"]]))
+            else:
+                items = [QueueItem(waiting[i], order.position[i], order.position_in_project[i])
+                         for i in order.jobs if i in waiting]
+            self._queue, self._queue_order = items, order
         return self._queue
+
+    def policy_order(self) -> PolicyOrder | None:
+        """The policy order behind `queue()` (None for a bare snapshot)."""
+        self.queue()
+        return self._queue_order
 
     def capacity_figures(self) -> tuple[int, int, int, int]:
         """(largest ready node, most free GPUs on one ready node, ready GPUs, free ready GPUs)."""
@@ -87,6 +101,7 @@ class ReadModel:
         self._snapshot: Snapshot | None = None
         self._figures: dict[float, tuple[int, float, list[figures.AllocationFigures]]] = {}
         self._counts: tuple[int, dict[str, int]] | None = None
+        self.policy = PolicyQueue(store, clock=clock)
 
     def head(self) -> int:
         now = time.monotonic()
@@ -124,7 +139,8 @@ class ReadModel:
                 jobs = [dict(r._mapping) for r in conn.execute(
                     select(schema.proj_jobs).where(schema.proj_jobs.c.state.in_(ACTIVE)))]
                 conn.rollback()
-            snap = Snapshot(head, allocations, nodes, jobs, {a["name"]: a["parent"] for a in allocations})
+            snap = Snapshot(head, allocations, nodes, jobs, {a["name"]: a["parent"] for a in allocations},
+                            self.policy)
             self._snapshot = snap
             return snap
 
@@ -184,6 +200,25 @@ class ReadModel:
             rows = [dict(r._mapping) for r in conn.execute(q)]
             conn.rollback()
         return rows
+
+    def deferrals(self, job_ids: list[str]) -> dict[str, tuple[int, dict[str, Any]]]:
+        """The latest `JobDeferred` explanation of each job (the scheduler's reason code, the amount
+        blocking, its evidence), with the position it was recorded at."""
+        if not job_ids:
+            return {}
+        t = schema.events
+        q = select(t.c.stream_id, t.c.position, t.c.payload).where(
+            t.c.stream_id.in_([f"job-{j}" for j in job_ids]), t.c.type == "JobDeferred").order_by(t.c.position)
+        with self.store.engine.connect() as conn:
+            rows = conn.execute(q).all()
+            conn.rollback()
+        out: dict[str, tuple[int, dict[str, Any]]] = {}
+        for row in rows:
+            payload: Any = row.payload
+            explanation = payload.get("explanation") if isinstance(payload, dict) else None
+            if isinstance(explanation, dict):
+                out[str(row.stream_id).removeprefix("job-")] = (int(row.position), explanation)
+        return out
 
     def job_counts(self) -> dict[str, int]:
         """Jobs per state, once per head."""

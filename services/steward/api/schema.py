@@ -231,19 +231,20 @@ class Query:
         if project is not None and not access.sees(project):
             await ctx.deny("queue", f"project:{project}", "outside the principal's scopes")
             return Queue(waiting=0, waiting_gpus=0, entries=[])
-        items = snap.queue()
+        items = await asyncio.to_thread(snap.queue)
+        shown = [i for i in items if project is None or i.job["project"] == project][:n]
+        deferrals = await asyncio.to_thread(ctx.services.read.deferrals,
+                                            [i.job["job_id"] for i in shown if access.sees(i.job["project"])])
         entries: list[QueueEntry] = []
-        for item in items:
-            if len(entries) == n:
-                break
+        for item in shown:
             job = item.job
-            if project is not None and job["project"] != project:
-                continue
             if access.sees(job["project"]):
-                why = derive_pending(job, snap, item)
+                why = queued(job, snap, item, deferrals.get(job["job_id"]))
                 entries.append(QueueEntry(position=item.position, mine=True,
                                           position_in_project=item.position_in_project, job=Job.of(job),
-                                          reason=why.reason, text=why.text, blocking_gpus=why.blocking_gpus))
+                                          reason=why.reason, text=why.text, blocking_gpus=why.blocking_gpus,
+                                          blocking_scope=why.blocking_scope, blocking_until=why.blocking_until,
+                                          source=why.source))
             else:
                 entries.append(QueueEntry(position=item.position, mine=False, position_in_project=None, job=None,
                                           reason=None, text=None, blocking_gpus=None))
@@ -257,7 +258,8 @@ class Query:
         if row is None:
             return None
         events = await asyncio.to_thread(ctx.services.store.stream, f"job-{row['job_id']}")
-        return Explanation.of(why_pending(row, events, await ctx.snapshot()))
+        snap = await ctx.snapshot()
+        return Explanation.of(await asyncio.to_thread(why_pending, row, events, snap))
 
     @fields.field("Why a job was preempted: plain words and evidence (null: no such job).")
     async def why_preempted(self, info: Info[Context, None], job: strawberry.ID) -> Explanation | None:

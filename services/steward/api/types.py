@@ -228,9 +228,13 @@ class QueueEntry:
     mine: bool = strawberry.field(description="False: another tenant's job, shown only as its position.")
     position_in_project: int | None
     job: Job | None
-    reason: str | None
+    reason: str | None = strawberry.field(description="The reason code: the scheduler's latest recorded one "
+                                                      "(JobDeferred) when current, else derived.")
     text: str | None
-    blocking_gpus: int | None
+    blocking_gpus: int | None = strawberry.field(description="How many more GPUs it needs in `blockingScope`.")
+    blocking_scope: str | None = None
+    blocking_until: float | None = None
+    source: str | None = strawberry.field(default=None, description="'recorded' or 'derived'.")
 
 
 @strawberry.type

@@ -47,8 +47,10 @@ def test_recorded_explanation_wins_while_it_is_the_latest_word() -> None:
         "reason": "outranked", "text": "allocation p ranked 3 of 4", "blocking_gpus": 8, "blocking_scope": "one node",
         "blocking_until": 99.0, "position": 7, "position_in_project": 2, "evidence": {"rank": {"of": 4}}}})
     why = why_pending(w, [rec(1, "JobSubmitted", {}), explained], snap(w))
-    assert (why.reason, why.text, why.source, why.position, why.evidence) == \
-        ("outranked", "allocation p ranked 3 of 4", "recorded", 7, {"rank": {"of": 4}})
+    # the reason and the amount blocking are the scheduler's as recorded; the position is the queue's now
+    # (the recorded one, 7, was true when recorded: an explanation is re-recorded only when its reason moves)
+    assert (why.reason, why.text, why.source, why.blocking_gpus, why.position, why.evidence) == \
+        ("outranked", "allocation p ranked 3 of 4", "recorded", 8, 1, {"rank": {"of": 4}})
     later = rec(6, "JobRequeued", {"job_id": "w"})
     assert why_pending(w, [explained, later], snap(w)).source == "derived"
 

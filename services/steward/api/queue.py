@@ -1,0 +1,91 @@
+"""The queue in the order the scheduler takes it now (DESIGN.md "Ordering (hierarchical fair share)").
+
+Nothing here re-implements the policy. The API keeps the scheduler's own view of the log
+(`steward.scheduler.service.SchedulerState`: the same fold, the same usage window fed with the funded
+intervals of ended attempts, the policy settings recorded by `PolicySet`), builds the policy snapshot
+with the scheduler's bridge (`snapshot_of`, `running_job`, `policy_node`), and orders the waiting jobs
+with the functions the cycle's phase 2 calls (`standing`, `order_pending`). So a job's position overall
+and inside its project is the one the scheduler's next cycle would give it.
+
+The order is computed once per store head and at most every `ttl_s` seconds (usage moves with the
+clock even when the log does not); the fold catches up incrementally.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from steward.policy.ordering import order_pending, standing
+from steward.policy.settings import PolicySettings
+from steward.scheduler.bridge import HOLDING_STATES, policy_node, running_job, snapshot_of
+from steward.scheduler.service import SchedulerState
+from steward.store.eventstore import EventStore
+
+
+@dataclass(frozen=True, slots=True)
+class PolicyOrder:
+    """Waiting job ids in global order, each job's 1-based position overall and in its project, and the
+    fair-share standing of each project (the evidence: ranks, shares, usage level by level)."""
+
+    head: int
+    now: float
+    ordering: str
+    jobs: tuple[str, ...]
+    position: Mapping[str, int]
+    position_in_project: Mapping[str, int]
+    standing: Mapping[str, dict[str, Any]]
+
+
+def order_now(view: SchedulerState, now: float) -> PolicyOrder:
+    """The global order of `view`'s waiting jobs at `now`, as the cycle's phase 2 computes it."""
+    state = view.state
+    running = [running_job(j, now) for j in state.jobs.values() if j.state in HOLDING_STATES]
+    nodes = {nid: policy_node(node) for nid, node in state.nodes.items()}
+    usage = view.usage.usage(max(now, view.usage.now), running, nodes)
+    snap = snapshot_of(state, usage, view.settings, now)
+    capacity = sum(n.gpus for n in snap.nodes if n.state == "ready")
+    stand = standing(snap.tree, snap.usage, capacity, snap.settings)
+    order = order_pending(snap.pending, stand, snap.usage, snap.settings)
+    ids = tuple(j.id for j in order.jobs)
+    in_project: dict[str, int] = {}
+    for group in order.by_project.values():
+        for i, job in enumerate(group, 1):
+            in_project[job.id] = i
+    return PolicyOrder(
+        head=view.head, now=now, ordering=snap.settings.ordering, jobs=ids,
+        position={j: i for i, j in enumerate(ids, 1)}, position_in_project=in_project,
+        standing={p: stand.evidence(snap.tree, p) for p in order.by_project})
+
+
+class PolicyQueue:
+    """The scheduler's view of the log, kept current, and its order (thread-safe; call in a thread)."""
+
+    def __init__(self, store: EventStore, settings: PolicySettings | None = None,
+                 clock: Callable[[], float] = time.time, ttl_s: float = 2.0) -> None:
+        self.store = store
+        self.clock = clock
+        self.ttl_s = ttl_s
+        self._view = SchedulerState(settings or PolicySettings.steward())
+        self._lock = threading.Lock()
+        self._last: PolicyOrder | None = None
+
+    def order(self, head: int | None = None) -> PolicyOrder:
+        """The order at the store's head (at least `head`), computed anew when the log moved or the
+        last one is older than `ttl_s`."""
+        last = self._last
+        now = self.clock()
+        if last is not None and (head is None or last.head >= head) and now - last.now < self.ttl_s:
+            return last
+        with self._lock:
+            last = self._last
+            if last is not None and (head is None or last.head >= head) and now - last.now < self.ttl_s:
+                return last
+            self._view.catch_up(self.store)
+            self._view.follow_policy(self.store)
+            order = order_now(self._view, now)
+            self._last = order
+            return order
