@@ -27,7 +27,7 @@ from strawberry.extensions import (
 )
 from strawberry.types import Info
 
-from steward.api import audit, fields, whatif
+from steward.api import audit, fields, figures, whatif
 from steward.api.commands import Outcome, OutcomeTimeout
 from steward.api.context import BadInput, Context, UserError
 from steward.api.explain import WAITING, derive_pending, why_pending, why_preempted
@@ -189,6 +189,15 @@ class Query:
     @fields.field("Projects (leaves of the tree) you may see, with their figures.")
     async def projects(self, info: Info[Context, None], window_s: float = DEFAULT_WINDOW_S) -> list[Allocation]:
         return [a for a in await _allocations(_ctx(info), window_s, None, "projects") if a.is_project]
+
+    @fields.field("The overview's figures, computed from the log: occupancy over time (funded, unfunded, idle), "
+                  "demand by hour of week, waits by class, preemptions per day over [sinceS, untilS] (default: "
+                  "the last 7 days to now), and owed vs delivered for the current period and `pastPeriods` "
+                  "past ones (from PeriodClosed events).")
+    async def overview(self, info: Info[Context, None], since_s: float | None = None, until_s: float | None = None,
+                       points: int = 240, utc_offset_s: int = 0, period_s: float = 86400.0,
+                       past_periods: int = 3) -> figures.Overview:
+        return await figures.overview(_ctx(info), since_s, until_s, points, utc_offset_s, period_s, past_periods)
 
     @fields.field("What-if: replay the jobs of the last `windowS` (at most `maxJobs`, newest kept) through the "
                   "simulator with the current tree and with `parent`'s children re-shared as proposed; owed vs "
