@@ -32,6 +32,7 @@ from temporalio.service import RPCError
 
 from steward.bus.kafka import make_consumer
 from steward.config import Settings
+from steward.logs import correlation
 from steward_workflows.contracts import (
     WORKFLOW_TASK_QUEUE,
     CancelRun,
@@ -145,13 +146,14 @@ async def handle_event(client: Client, event: dict[str, Any], contract: Contract
 async def _handle_stream(client: Client, events: list[dict[str, Any]], contract: ContractSettings,
                          attempt_current: AttemptCheck | None) -> None:
     for event in events:
-        try:
-            outcome = await handle_event(client, event, contract, attempt_current)
-        except Exception:
-            log.exception("event %s (%s) not dispatched", event.get("position"), event.get("type"))
-            raise
-        if outcome != "ignored":
-            log.info("%s %s at %s: %s", event["type"], event["stream_id"], event["position"], outcome)
+        with correlation((event.get("metadata") or {}).get("correlation_id")):
+            try:
+                outcome = await handle_event(client, event, contract, attempt_current)
+            except Exception:
+                log.exception("event %s (%s) not dispatched", event.get("position"), event.get("type"))
+                raise
+            if outcome != "ignored":
+                log.info("%s %s at %s: %s", event["type"], event["stream_id"], event["position"], outcome)
 
 
 async def assign_all(consumer: Any, topic: str, stop: asyncio.Event) -> None:

@@ -25,6 +25,8 @@ from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxR
 
 from steward.bus.kafka import CommandPublisher
 from steward.config import Settings
+from steward.logs_temporal import CorrelationInterceptor
+from steward.metrics import serve as serve_metrics
 from steward.store.eventstore import EventStore
 from steward_workflows.activities import WorkerActivities
 from steward_workflows.contracts import WORKFLOW_TASK_QUEUE, PeriodCloseInput
@@ -75,7 +77,9 @@ async def ensure_period_schedule(client: Client, contract: ContractSettings) -> 
 async def run_worker(settings: Settings, stop: asyncio.Event | None = None) -> None:
     stop = stop or asyncio.Event()
     contract = ContractSettings()
-    client = await Client.connect(settings.temporal_address, namespace=settings.temporal_namespace)
+    client = await Client.connect(settings.temporal_address, namespace=settings.temporal_namespace,
+                                  interceptors=[CorrelationInterceptor()])  # correlation ids in headers
+    serve_metrics("worker", settings)
     publisher = CommandPublisher(settings)
     facts = StoreFacts(EventStore.from_url(settings.resolved_store_url))
     acts = WorkerActivities(publisher, facts)

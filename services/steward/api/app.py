@@ -45,6 +45,7 @@ from steward.auth.ratelimit import RateLimiter
 from steward.auth.tokens import TokenError, TokenStore
 from steward.config import Settings
 from steward.domain.commands import RecordAccessDenial
+from steward.logs import CorrelationMiddleware
 from steward.store.eventstore import EventStore
 
 log = logging.getLogger("steward.api")
@@ -293,7 +294,9 @@ def build_app(settings: Settings, api: ApiSettings, *, store: EventStore | None 
         denials=_denial_auditor(gateway, api), heads=HeadWatch(store, api.api_subscription_poll_s),
     )
     limiter = RateLimiter(api.api_rate_per_s, api.api_rate_burst)
-    graphql = StewardGraphQL(services, limiter, extra_extensions)
+    from steward import metrics_api
+
+    graphql = StewardGraphQL(services, limiter, [*extra_extensions, metrics_api.RequestMetrics])
 
     async def healthz(_: Request) -> JSONResponse:
         return JSONResponse({"ok": True, "head": await asyncio.to_thread(store.head)})
@@ -317,12 +320,14 @@ def build_app(settings: Settings, api: ApiSettings, *, store: EventStore | None 
 
     app = Starlette(routes=[
         Route("/healthz", healthz),
+        Route("/metrics", metrics_api.endpoint(services.read)),
         Route(GRAPHQL_PATH, graphql, methods=["GET", "POST"]),
         WebSocketRoute(GRAPHQL_PATH, graphql),
     ], on_startup=[startup], on_shutdown=[shutdown])
     if WEB_DIST.is_dir():  # the web UI (`make web`), mounted after /graphql and /healthz
         app.mount("/", StaticFiles(directory=WEB_DIST, html=True), name="web")
     app.add_middleware(Guard, services=services, limiter=limiter, ide=api.api_mode == "development")
+    app.add_middleware(CorrelationMiddleware)  # outermost: the guard's own log lines carry the id too
     return Built(app, services)
 
 

@@ -12,6 +12,7 @@ from steward.bus.envelope import command_envelope
 from steward.bus.kafka import CommandPublisher
 from steward.domain.commands import Command
 from steward.ledger.core import Ledger
+from steward.logs import current
 from steward.store.eventstore import EventStore, RecordedEvent
 
 
@@ -52,7 +53,7 @@ class CommandGateway:
         self.timeout_s = timeout_s
 
     async def execute(self, command: Command, *, actor: str, role: str) -> Outcome:
-        env = command_envelope(command, actor=actor, role=role)
+        env = command_envelope(command, actor=actor, role=role, correlation_id=current())
         await asyncio.to_thread(self.publisher.publish, env)
         deadline = time.monotonic() + self.timeout_s
         delay = 0.01
@@ -87,7 +88,7 @@ class LocalGateway:
             self.ledger.process([("local", raw)], {})
 
     async def execute(self, command: Command, *, actor: str, role: str) -> Outcome:
-        env = command_envelope(command, actor=actor, role=role)
+        env = command_envelope(command, actor=actor, role=role, correlation_id=current())
         await asyncio.to_thread(self._process, env.encode())
         events = await asyncio.to_thread(self.ledger.store.by_message, env.id)
         return Outcome(env.id, events)

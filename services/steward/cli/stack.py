@@ -42,11 +42,19 @@ def _wait_for_api(settings: Settings, timeout: float = 60.0) -> None:
     fail(f"the API did not answer at {url} within {timeout:.0f} s; see {settings.run_dir}/logs/api.log")
 
 
-def bring_up(settings: Settings, postgres: bool = True) -> dict[str, Any]:
-    """Start the real services, migrate the store, then Steward's own processes (idempotent)."""
+def bring_up(settings: Settings, postgres: bool = True, restart: bool = False) -> dict[str, Any]:
+    """Start the real services, migrate the store, then Steward's own processes (idempotent: processes
+    already running are kept, unless `restart`, which stops them first so that they run the code and
+    settings installed now; the services and their data are kept either way)."""
+    from steward.metrics import MetricsSettingError, stack_ports
     from steward.store.migrate import upgrade
 
     paths = Paths(settings.run_dir)
+    try:
+        metrics_ports = stack_ports(settings)
+    except MetricsSettingError as err:
+        fail(str(err), 2)
+    restarted = [name for name in reversed(OWN_PROCESSES) if restart and stop_own(name, paths)]
     infra_script("kafka", "start", settings=settings)
     infra_script("kafka", "topics", settings=settings)
     infra_script("temporal", "start", settings=settings)
@@ -62,14 +70,25 @@ def bring_up(settings: Settings, postgres: bool = True) -> dict[str, Any]:
     upgrade(values.get("STEWARD_STORE_OWNER_URL", values["STEWARD_STORE_URL"]))
     token_file = ensure_admin_token(settings, values["STEWARD_STORE_URL"])
     env = os.environ | values | {"STEWARD_RUN_DIR": str(settings.run_dir)}
-    pids = {name: start_own(name, paths, env) for name in OWN_PROCESSES}
+    pids = {name: start_own(name, paths, env | _metrics_env(name, metrics_ports)) for name in OWN_PROCESSES}
     _wait_for_api(settings)
     dead = [name for name in OWN_PROCESSES if read_pid(paths, name) is None]
     if dead:  # e.g. the API could not bind because another process holds its port
         logs = ", ".join(str(paths.log_file(name)) for name in dead)
         fail(f"{', '.join(dead)} exited right after starting; see {logs}")
     return {"run_dir": str(settings.run_dir), "store": "postgresql" if postgres else "sqlite",
-            "api": settings.resolved_api_url, "processes": pids, "admin_token_file": str(token_file)}
+            "api": settings.resolved_api_url, "processes": pids, "admin_token_file": str(token_file),
+            "restarted": restarted[::-1],
+            "metrics": {name: f"http://127.0.0.1:{port}/metrics" for name, port in metrics_ports.items()}
+            | {"api": f"http://{settings.api_host}:{settings.api_port}/metrics"}}
+
+
+def _metrics_env(name: str, ports: dict[str, int]) -> dict[str, str]:
+    """Each process serves its metrics on its own port of the stack's range (none when off); the API
+    serves /metrics on its HTTP port."""
+    if name in ports:
+        return {"STEWARD_METRICS_PORT": str(ports[name])}
+    return {} if name == "api" else {"STEWARD_METRICS_PORT": "off"}
 
 
 def bring_down(settings: Settings, services: bool = True) -> dict[str, Any]:
@@ -134,12 +153,14 @@ def register(app: typer.Typer) -> None:
     @app.command()
     def up(
         postgres: bool = typer.Option(True, "--postgres/--sqlite", help="event store: PostgreSQL or SQLite"),
+        restart: bool = typer.Option(False, "--restart",
+                                     help="restart Steward's own processes (after an upgrade); services keep running"),
         output: OutputFormat = OutputOption,
     ) -> None:
         """Start Kafka, PostgreSQL, Temporal and Steward's processes (idempotent)."""
         settings = get_settings()
         try:
-            result = bring_up(settings, postgres)
+            result = bring_up(settings, postgres, restart)
         except InfraError as err:
             fail(str(err))
         emit(result, output)

@@ -59,6 +59,9 @@ from steward.executor.attempts import (
 )
 from steward.executor.monitor import IdleTracker, Sample, TreeCpu, gpu_utilisation
 from steward.executor.settings import ExecutorSettings
+from steward.logs_temporal import CorrelationInterceptor
+from steward.metrics import executor_jobs
+from steward.metrics import serve as serve_metrics
 from steward_workflows.contracts import (
     JobRunInput,
     NodeRef,
@@ -321,9 +324,12 @@ class LocalExecutor:
 
 async def run_executor(settings: Settings, stop: asyncio.Event | None = None) -> None:
     stop = stop or asyncio.Event()
-    client = await Client.connect(settings.temporal_address, namespace=settings.temporal_namespace)
+    client = await Client.connect(settings.temporal_address, namespace=settings.temporal_namespace,
+                                  interceptors=[CorrelationInterceptor()])  # correlation ids in headers
     publisher = CommandPublisher(settings)
     executor = LocalExecutor(settings, publisher)
+    executor_jobs(settings.executor_id, lambda: len(executor.running()))
+    serve_metrics("executor", settings)
     stopped = await executor.reconcile(client)
     if stopped:
         log.info("stopped %d orphan attempt(s): %s", len(stopped), ", ".join(stopped))

@@ -23,10 +23,12 @@ from steward.audit.snapshots import SNAPSHOT_EVERY, take_snapshots
 from steward.bus.kafka import make_consumer, make_producer
 from steward.config import Settings
 from steward.ledger.core import DeadLetter, Ledger
+from steward.logs import log_recorded
 from steward.store import schema
 from steward.store.eventstore import EventStore, RecordedEvent
 
 log = logging.getLogger("steward.ledger")
+commands_log = logging.getLogger("steward.ledger.commands")  # one line per decided command
 
 
 def assign_all(consumer: Any, topic: str, ledger: Ledger, stop: threading.Event, timeout: float = 60.0) -> None:
@@ -134,7 +136,11 @@ def run_ledger(settings: Settings, stop: threading.Event | None = None,
     ledger = Ledger(store)
     log.info("ledger started at position %d", ledger.head)
     relay_thread: threading.Thread | None = None
+    metrics = None
     if background:
+        from steward import metrics_ledger
+
+        metrics = metrics_ledger.start(settings, store, ledger.consumer_name)
         relay = OutboxRelay(settings, store)
         relay_thread = threading.Thread(target=relay.run, args=(stop,), name="outbox-relay", daemon=True)
         relay_thread.start()
@@ -156,9 +162,10 @@ def run_ledger(settings: Settings, stop: threading.Event | None = None,
                 for r in records:
                     messages.append((f"{tp.topic}/{tp.partition}@{r.offset}", r.value))
                     offsets[(tp.topic, tp.partition)] = r.offset + 1
+            started = time.perf_counter()
             try:
-                recorded, _ = ledger.process(messages, offsets,
-                                             before_commit=lambda dead: _dead_letters(dead_producer, settings, dead))
+                recorded, dead = ledger.process(messages, offsets,
+                                                before_commit=lambda dead: _dead_letters(dead_producer, settings, dead))
             except Exception as err:  # the store or the dead-letter topic is away: nothing was committed
                 log.warning("batch not recorded (%s: %s); re-reading from the stored offsets",
                             type(err).__name__, str(err).splitlines()[0] if str(err) else "")
@@ -168,8 +175,11 @@ def run_ledger(settings: Settings, stop: threading.Event | None = None,
                 consumer.commit({TopicPartition(t, p): _offset_meta(o) for (t, p), o in offsets.items()})
             except Exception as err:
                 log.info("offsets not committed to Kafka (%s); the store has them", type(err).__name__)
+            if metrics is not None:
+                metrics.observe_batch(recorded, ledger.proj.view(), len(dead), time.perf_counter() - started)
             if recorded:
                 log.info("recorded %d events up to position %d", len(recorded), ledger.head)
+                log_recorded(commands_log, recorded)
                 if on_batch is not None:
                     on_batch(recorded)
     finally:

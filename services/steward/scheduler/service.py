@@ -24,6 +24,7 @@ from steward.bus.kafka import CommandPublisher
 from steward.config import Settings
 from steward.domain.commands import Command, ExplainWaiting
 from steward.domain.state import LedgerState, evolve
+from steward.logs import JobCorrelations
 from steward.policy.cycle import schedule
 from steward.policy.model import CycleResult
 from steward.policy.settings import PolicySettings
@@ -55,6 +56,7 @@ class SchedulerState:
     explained: dict[str, tuple[str, int, str]] = field(default_factory=dict)
     explained_at: float = 0.0
     policy: dict[str, Any] = field(default_factory=dict)
+    correlations: JobCorrelations = field(default_factory=JobCorrelations)
 
     def __post_init__(self) -> None:
         self.usage = UsageWindow(self.settings)
@@ -83,6 +85,7 @@ class SchedulerState:
                         if interval.end >= self.usage.now:
                             self.usage.add(interval)
             self.state = evolve(self.state, rec.as_event(), rec.recorded_at)
+            self.correlations.observe(rec.type, rec.payload, rec.metadata)
             self.head = rec.position
             n += 1
         return n
@@ -149,7 +152,12 @@ def run_cycle(view: SchedulerState, store: EventStore, publisher: CommandPublish
         return False
     ids = []
     for command in commands:
-        env = command_envelope(command, actor="scheduler", role="system")
+        job_id = getattr(command, "job_id", None)
+        env = command_envelope(command, actor="scheduler", role="system",
+                               correlation_id=view.correlations.of(job_id))
+        if job_id is not None:
+            log.info("decided %s for job %s", command.TYPE, job_id,
+                     extra={"correlation_id": env.meta["correlation_id"]})
         publisher.publish(env, wait=False)
         ids.append(env.id)
     publisher.flush()
@@ -167,11 +175,16 @@ def run_scheduler(settings: Settings, stop: threading.Event | None = None,
     store = EventStore.from_url(settings.resolved_store_url)
     publisher = CommandPublisher(settings)
     view = SchedulerState(policy or PolicySettings.steward())
+    from steward import metrics_scheduler
+
+    metrics = metrics_scheduler.start(settings)
     log.info("scheduler started")
     try:
         while not stop.is_set():
             try:
+                started = time.perf_counter()
                 decided = run_cycle(view, store, publisher)
+                metrics.observe(time.perf_counter() - started, view.last_result, view.state.nodes)
             except (DBAPIError, KafkaError, OSError) as err:
                 # the store or the broker restarts: keep the folded view, retry after a pause
                 log.warning("cycle failed (%s: %s); retrying", err.__class__.__name__, str(err).splitlines()[0])
