@@ -28,6 +28,7 @@ import threading
 import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 from typing import Any
 
 PROJECT = "bench-lease"
@@ -128,7 +129,7 @@ def start_executor(speed: float) -> subprocess.Popen[bytes]:
     return proc
 
 
-async def _pollers(settings: Any) -> int:
+async def _pollers(settings: Any) -> list[str]:
     from temporalio.api.enums.v1 import TaskQueueType
     from temporalio.api.taskqueue.v1 import TaskQueue
     from temporalio.api.workflowservice.v1 import DescribeTaskQueueRequest
@@ -140,7 +141,7 @@ async def _pollers(settings: Any) -> int:
     resp = await client.workflow_service.describe_task_queue(DescribeTaskQueueRequest(
         namespace=settings.temporal_namespace, task_queue=TaskQueue(name=executor_task_queue(EXECUTOR)),
         task_queue_type=TaskQueueType.TASK_QUEUE_TYPE_ACTIVITY))
-    return len(resp.pollers)
+    return [p.identity for p in resp.pollers]
 
 
 def wait_polling(settings: Any, proc: subprocess.Popen[bytes], timeout: float = 60.0) -> None:
@@ -148,7 +149,8 @@ def wait_polling(settings: Any, proc: subprocess.Popen[bytes], timeout: float = 
     while time.monotonic() < deadline:
         if proc.poll() is not None:
             raise RuntimeError(f"the simulated executor exited with {proc.returncode}")
-        if asyncio.run(_pollers(settings)) > 0:
+        # the server lists pollers seen in the last minutes: an earlier run's executor is no proof
+        if any(identity.startswith(f"{proc.pid}@") for identity in asyncio.run(_pollers(settings))):
             return
         time.sleep(0.2)
     raise RuntimeError("the simulated executor did not start polling")
@@ -171,8 +173,170 @@ def wait_ended(settings: Any, job_ids: set[str], after: int, timeout: float) -> 
     return len(ended)
 
 
+# The hops of a start, in order, each between two recorded times (docs/benchmarks.md "Lease"):
+HOPS = (
+    ("api_publish", "submit", "k_submit"),          # client call -> SubmitJob on Kafka (API)
+    ("ledger_submit", "k_submit", "JobSubmitted"),    # Kafka -> ledger batch that records it
+    ("scheduler", "JobSubmitted", "k_place"),         # recorded -> the cycle publishes PlaceJob
+    ("ledger_place", "k_place", "JobPlaced"),         # Kafka -> ledger batch
+    ("outbox", "JobPlaced", "k_event"),               # recorded -> relayed to the `events` topic
+    ("dispatcher", "k_event", "wf_started"),          # events topic -> JobRun started in Temporal
+    ("workflow_task", "wf_started", "act_scheduled"), # first workflow task -> start_job scheduled
+    ("activity_pickup", "act_scheduled", "act_started"),  # executor poller takes start_job
+    ("executor", "act_started", "k_started"),         # start_job runs, ReportJobStarted on Kafka
+    ("ledger_started", "k_started", "JobStarted"),    # Kafka -> ledger batch: RUNNING
+)
+
+
+def _topic_times(settings: Any, topic: str, since: float, key_of: Any) -> dict[str, float]:
+    """Kafka record (producer create) times of a topic's records from `since`, by `key_of(value)`."""
+    from kafka import TopicPartition
+
+    from steward.bus.kafka import make_consumer
+
+    consumer = make_consumer(settings, None, enable_auto_commit=False, consumer_timeout_ms=2000)
+    try:
+        parts = [TopicPartition(topic, p) for p in sorted(consumer.partitions_for_topic(topic) or ())]
+        consumer.assign(parts)
+        starts = consumer.offsets_for_times({tp: int(since * 1000) for tp in parts})
+        ends = consumer.end_offsets(parts)
+        todo = {tp for tp in parts if starts.get(tp) is not None and starts[tp].offset < ends[tp]}
+        for tp in parts:
+            if tp in todo:
+                consumer.seek(tp, starts[tp].offset)
+        out: dict[str, float] = {}
+        deadline = time.monotonic() + 60
+        while todo and time.monotonic() < deadline:
+            for tp, records in consumer.poll(timeout_ms=500, max_records=5000).items():
+                for r in records:
+                    key = key_of(r.value)
+                    if key is not None:
+                        out.setdefault(key, r.timestamp / 1000)
+                if consumer.position(tp) >= ends[tp]:
+                    todo.discard(tp)
+        return out
+    finally:
+        consumer.close()
+
+
+async def _workflow_times(settings: Any, workflow_ids: list[str]) -> dict[str, dict[str, float]]:
+    """From each JobRun history: started, `start_job` scheduled and picked up (server times)."""
+    from temporalio.api.enums.v1 import EventType
+    from temporalio.client import Client
+
+    client = await Client.connect(settings.temporal_address, namespace=settings.temporal_namespace)
+    sem = asyncio.Semaphore(16)
+
+    async def one(wid: str) -> tuple[str, dict[str, float]]:
+        async with sem:
+            history = await client.get_workflow_handle(wid).fetch_history()
+        times: dict[str, float] = {}
+        for ev in history.events:
+            at = ev.event_time.ToDatetime().timestamp() if ev.event_time.seconds else 0.0
+            if ev.event_type == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_STARTED:
+                times["wf_started"] = at
+            elif ev.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED and "act_scheduled" not in times:
+                times["act_scheduled"] = at
+            elif ev.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_STARTED and "act_started" not in times:
+                times["act_started"] = at
+        return wid, times
+
+    return dict(await asyncio.gather(*(one(w) for w in workflow_ids)))
+
+
+def breakdown(settings: Any, submitted: dict[str, tuple[float, float]], since: float,
+              after: int, dump: str = "") -> dict[str, dict[str, float]]:
+    """Each job's times at every hop (client, Kafka record times, ledger record times, Temporal history),
+    then p50/p95 per hop in ms. The ledger's record time is its batch's decision time (before commit)."""
+    from steward.store.eventstore import EventStore
+
+    wanted = set(submitted)
+    times: dict[str, dict[str, float]] = {j: {"submit": t0} for j, (t0, _) in submitted.items()}
+    by_message: dict[str, tuple[str, str]] = {}
+    event_positions: dict[str, str] = {}
+    for rec in EventStore.from_url(settings.resolved_store_url).iterate(after):
+        job_id = rec.payload.get("job_id")
+        if job_id not in wanted or rec.type not in ("JobSubmitted", "JobPlaced", "JobStarted"):
+            continue
+        if rec.type in times[job_id]:
+            continue
+        times[job_id][rec.type] = rec.recorded_at
+        if rec.message_id:
+            by_message[rec.message_id] = (job_id, {"JobSubmitted": "k_submit", "JobPlaced": "k_place",
+                                                   "JobStarted": "k_started"}[rec.type])
+        if rec.type == "JobPlaced":
+            event_positions[str(rec.position)] = job_id
+
+    def command_id(raw: bytes) -> str | None:
+        mid = json.loads(raw).get("id")
+        return mid if mid in by_message else None
+
+    def event_position(raw: bytes) -> str | None:
+        pos = str(json.loads(raw).get("position"))
+        return pos if pos in event_positions else None
+
+    for mid, at in _topic_times(settings, settings.topic("commands"), since, command_id).items():
+        job_id, key = by_message[mid]
+        times[job_id][key] = at
+    for pos, at in _topic_times(settings, settings.topic("events"), since, event_position).items():
+        times[event_positions[pos]]["k_event"] = at
+    wids = {f"job-{j}-attempt-1": j for j in submitted}
+    for wid, t in asyncio.run(_workflow_times(settings, list(wids))).items():
+        times[wids[wid]].update(t)
+    if dump:
+        with open(dump, "w") as f:
+            json.dump(times, f, indent=1, sort_keys=True)
+    out: dict[str, dict[str, float]] = {}
+    for name, a, b in HOPS:
+        values = [(t[b] - t[a]) * 1000 for t in times.values() if a in t and b in t]
+        out[name] = {"p50": round(_percentile(values, 0.5), 1), "p95": round(_percentile(values, 0.95), 1)}
+    return out
+
+
+STACK = ("api", "ledger", "scheduler", "worker", "executor", "kafka", "postgres", "temporal")
+
+
+def _proc_cpu_s(pid: int, reaped: bool = False) -> float:
+    """CPU seconds of a process from /proc (with its reaped children's when `reaped`)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    ticks = int(fields[11]) + int(fields[12]) + ((int(fields[13]) + int(fields[14])) if reaped else 0)
+    return ticks / os.sysconf("SC_CLK_TCK")
+
+
+def _children(pid: int) -> list[int]:
+    out = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                if int(Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()[1]) == pid:
+                    out.append(int(entry))
+            except (OSError, IndexError, ValueError):
+                continue
+    return out
+
+
+def stack_cpu(settings: Any, extra: dict[str, int]) -> dict[str, float]:
+    """CPU seconds used so far by each process of the stack (PostgreSQL: the server and its backends),
+    from the PID files `steward up` keeps. A per-job figure that does not depend on the machine's load."""
+    from steward.infra.processes import Paths, read_pid
+
+    pids = {name: read_pid(Paths(settings.run_dir), name) for name in STACK} | extra
+    out: dict[str, float] = {}
+    for name, pid in pids.items():
+        if pid is None:
+            continue
+        if name == "postgres":
+            out[name] = _proc_cpu_s(pid, reaped=True) + sum(_proc_cpu_s(c) for c in _children(pid))
+        else:
+            out[name] = _proc_cpu_s(pid)
+    return out
+
+
 def run(jobs: int = 200, concurrency: int = 4, nodes: int = 32, gpus: int = 8, executor: str = "sim",
-        job_s: float = 5.0, timeout: float = 300.0) -> dict[str, Any]:
+        job_s: float = 5.0, timeout: float = 300.0, hops: bool = True, dump: str = "") -> dict[str, Any]:
     from steward.config import Settings
     from steward.store.eventstore import EventStore
 
@@ -186,9 +350,12 @@ def run(jobs: int = 200, concurrency: int = 4, nodes: int = 32, gpus: int = 8, e
         if proc is not None:
             wait_polling(settings, proc)
         head = EventStore.from_url(settings.resolved_store_url).head()
+        sim = {"sim_executor": proc.pid} if proc is not None else {}
+        cpu_before = stack_cpu(settings, sim)
         t_start = time.time()
         submitted = submit_all(settings, jobs, concurrency, command)
         seen = wait_started(settings, set(submitted), head, timeout)
+        cpu_after = stack_cpu(settings, sim)
         ended = wait_ended(settings, set(submitted), head, timeout)
     finally:
         if proc is not None:
@@ -202,7 +369,7 @@ def run(jobs: int = 200, concurrency: int = 4, nodes: int = 32, gpus: int = 8, e
               if {"JobPlaced", "JobSubmitted"} <= set(seen.get(j, {}))]
     running = [(seen[j]["JobStarted"] - seen[j]["JobPlaced"]) * 1000 for j in submitted
                if {"JobPlaced", "JobStarted"} <= set(seen.get(j, {}))]
-    return {
+    result: dict[str, Any] = {
         "jobs": jobs, "started": len(latencies), "ended": ended, "concurrency": concurrency, "executor": executor,
         "nodes": nodes, "gpus_per_node": gpus,
         "submit_to_running_ms_p50": round(_percentile(latencies, 0.5), 1),
@@ -214,7 +381,13 @@ def run(jobs: int = 200, concurrency: int = 4, nodes: int = 32, gpus: int = 8, e
         "submitted_to_placed_ms_p50": round(_percentile(placed, 0.5), 1),
         "placed_to_started_ms_p50": round(_percentile(running, 0.5), 1),
         "loadavg_1m": round(os.getloadavg()[0], 2),
+        # CPU per started job, from the first submit until all started (idle costs included)
+        "cpu_ms_per_job": {name: round((cpu_after[name] - cpu_before.get(name, 0.0)) * 1000 / max(len(starts), 1), 1)
+                           for name in cpu_after},
     }
+    if hops:
+        result["hops_ms"] = breakdown(settings, submitted, t_start - 1.0, head, dump)
+    return result
 
 
 def main(argv: list[str]) -> int:
@@ -226,9 +399,12 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--executor", choices=("sim", "local"), default="sim")
     ap.add_argument("--job-s", type=float, default=5.0, help="how long each job runs (real seconds)")
     ap.add_argument("--timeout", type=float, default=300.0)
+    ap.add_argument("--no-hops", action="store_true", help="skip the per-hop breakdown (`hops_ms`)")
+    ap.add_argument("--dump", default="", help="write each job's time at every hop to this JSON file")
     ap.add_argument("--json", action="store_true", help="print JSON (the only output format)")
     args = ap.parse_args(argv)
-    result = run(args.jobs, args.concurrency, args.nodes, args.gpus, args.executor, args.job_s, args.timeout)
+    result = run(args.jobs, args.concurrency, args.nodes, args.gpus, args.executor, args.job_s, args.timeout,
+                 not args.no_hops, args.dump)
     sys.stdout.write(json.dumps(result) + "\n")
     return 0 if result["started"] == result["jobs"] else 1
 

@@ -4,7 +4,9 @@ It folds the event log into the same `LedgerState` the ledger keeps (tailing the
 usage window with the funded intervals of ended attempts, runs `steward.policy.cycle.schedule` on a
 snapshot, and publishes the decisions to Kafka. It then waits until the ledger has recorded an
 outcome for each command before the next cycle, so no cycle plans on a state its own decisions have
-not yet reached (a plan commits as a whole or is re-planned, never half-applied twice).
+not yet reached (a plan commits as a whole or is re-planned, never half-applied twice). A cycle that
+decided nothing waits for an event that may change a decision (`steward.scheduler.wake`), at the
+latest `scheduler_interval_s`.
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ from steward.scheduler.bridge import (
     running_job,
     snapshot_of,
 )
+from steward.scheduler.wake import EventWake
 from steward.store.eventstore import EventStore
 
 log = logging.getLogger("steward.scheduler")
@@ -125,12 +128,16 @@ def changed_explanations(view: SchedulerState, result: CycleResult) -> list[Expl
 
 
 def wait_for_outcomes(store: EventStore, message_ids: list[str], timeout_s: float) -> bool:
+    """Until the ledger recorded an outcome for each message (it takes a few ms when idle, so the first
+    looks come soon; the next cycle waits on this)."""
     deadline = time.monotonic() + timeout_s
     remaining = list(message_ids)
+    delay = 0.005
     while remaining and time.monotonic() < deadline:
         remaining = [m for m in remaining if not store.by_message(m)]
         if remaining:
-            time.sleep(0.05)
+            time.sleep(delay)
+            delay = min(delay * 1.5, 0.05)
     return not remaining
 
 
@@ -178,6 +185,8 @@ def run_scheduler(settings: Settings, stop: threading.Event | None = None,
     from steward import metrics_scheduler
 
     metrics = metrics_scheduler.start(settings)
+    wake = EventWake(settings, stop)
+    wake.start()
     log.info("scheduler started")
     try:
         while not stop.is_set():
@@ -190,7 +199,8 @@ def run_scheduler(settings: Settings, stop: threading.Event | None = None,
                 log.warning("cycle failed (%s: %s); retrying", err.__class__.__name__, str(err).splitlines()[0])
                 stop.wait(2.0)
                 continue
-            if not decided:
-                stop.wait(settings.scheduler_interval_s)
+            if not decided:  # the next cycle when the log changes, at the latest after the interval
+                wake.wait(settings.scheduler_interval_s)
     finally:
+        wake.close()
         publisher.close()
