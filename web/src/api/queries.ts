@@ -2,6 +2,8 @@
 // does not have is left out of the query, and the screen says which one it is missing.
 
 import { gql } from "./client";
+import type { WhatIfOutcome, WhatIfPreview } from "../lib/whatif";
+import { OVERVIEW_SELECTION, type OverviewData } from "../lib/overview";
 import { type ApiSchema, argsFor, firstOf, has, namedType, nodeTypeOf, nodesOf, select, field, wrapSelection } from "./schema";
 
 export const JOB_FIELDS = [
@@ -404,61 +406,32 @@ export async function restoreSession(schema: ApiSchema, jobId: string): Promise<
   return outcome(data[name], okTypes.length ? okTypes : ["SessionRestored", "JobAccepted", "SessionOpened"]);
 }
 
-export interface WhatIfResult {
-  rows: { project: string; beforeRatio: number | null; afterRatio: number | null; beforeWait: number | null; afterWait: number | null }[];
-  summary: string;
-  raw: unknown;
+const WHATIF_QUERY = `query WhatIf($parent: String!, $shares: [ShareInput!]!) {
+  whatIf(parent: $parent, shares: $shares) {
+    __typename
+    ... on WhatIfPreview { parent since until windowS jobs jobsCapped capacityGpus cached wallS summary
+      allocations { name parent depth isProject changed shareBefore shareAfter entitlementBefore entitlementAfter
+                    owedBefore deliveredBefore ratioBefore owedAfter deliveredAfter ratioAfter }
+      waits { jobClass jobs p50BeforeS p90BeforeS p50AfterS p90AfterS } }
+    ... on InvalidInput { field message }
+    ... on NotAuthorised { message }
+  }
+}`;
+
+/** The simulator's preview of a share change (Query.whatIf): the preview, or the server's refusal in words. */
+export async function whatIf(parent: string, shares: { child: string; share: number }[]): Promise<WhatIfOutcome> {
+  const data = await gql<{ whatIf: Record<string, unknown> & { __typename: string } }>(WHATIF_QUERY, { parent, shares });
+  const v = data.whatIf;
+  if (v.__typename === "WhatIfPreview") return { kind: "preview", preview: v as unknown as WhatIfPreview };
+  return { kind: "refused", message: String(v.message ?? v.__typename), field: (v.field as string | null | undefined) ?? null };
 }
 
-export const WHATIF_CANDIDATES = ["Query.whatIf", "Query.simulateAllocations", "Query.allocationWhatIf", "Query.previewAllocations"];
-
-export async function whatIf(schema: ApiSchema, parent: string, shares: { child: string; share: number }[]): Promise<WhatIfResult | null> {
-  const path = firstOf(schema, ...WHATIF_CANDIDATES);
-  if (!path) return null;
-  const name = path.split(".")[1];
-  const typeName = namedType(field(schema, path)!.type);
-  const t = typeName ? schema.types.get(typeName) : undefined;
-  const rowField = ["rows", "allocations", "projects", "byAllocation"].find((k) => t?.fields.has(k));
-  const rowType = rowField ? namedType(t!.fields.get(rowField)!.type) : null;
-  const rowSel = rowField ? `${rowField} { ${select(schema, rowType, ["project", "name", "allocation", "beforeRatio", "afterRatio", "ratioBefore", "ratioAfter", "owedBefore", "owedAfter", "deliveredBefore", "deliveredAfter", "beforeWaitP90S", "afterWaitP90S", "waitP90Before", "waitP90After"])} }` : "";
-  const sel = !t || t.kind === "SCALAR" ? "" : `{ ${[select(schema, typeName, ["summary", "message", "before", "after", "horizonS", "windowS"]), rowSel].filter(Boolean).join(" ") || "__typename"} }`;
-  const args = argsFor(schema, path, { parent, shares, input: { parent, shares } });
-  const data = await gql<Record<string, unknown>>(`query WhatIf { ${name}${args} ${sel} }`);
-  const v = (data[name] ?? {}) as Record<string, unknown>;
-  const rawRows = (rowField ? nodesOf<Record<string, unknown>>(v[rowField]) : []) as Record<string, unknown>[];
-  const num = (x: unknown) => (typeof x === "number" ? x : null);
-  const ratio = (o: unknown, d: unknown) => (typeof o === "number" && typeof d === "number" && o > 0 ? d / o : null);
-  return {
-    rows: rawRows.map((r) => ({
-      project: String(r.project ?? r.name ?? r.allocation ?? "?"),
-      beforeRatio: num(r.beforeRatio ?? r.ratioBefore) ?? ratio(r.owedBefore, r.deliveredBefore),
-      afterRatio: num(r.afterRatio ?? r.ratioAfter) ?? ratio(r.owedAfter, r.deliveredAfter),
-      beforeWait: num(r.beforeWaitP90S ?? r.waitP90Before),
-      afterWait: num(r.afterWaitP90S ?? r.waitP90After),
-    })),
-    summary: String(v.summary ?? v.message ?? ""),
-    raw: v,
-  };
-}
-
-/**
- * Owed vs delivered per project for the current period (the last `periodS`) and the one before it, from
- * the API's window figures: the previous period is the 2-period window minus the current one.
- */
-export async function fetchOwedDelivered(schema: ApiSchema, periodS: number): Promise<{ current: OwedRow[]; previous: OwedRow[] } | null> {
-  if (!has(schema, "Allocation.owed") || !has(schema, "Allocation.delivered") || !field(schema, "Query.allocations")?.args.some((a) => a.name === "windowS")) return null;
-  const sel = select(schema, "Allocation", ["name", "isProject", "owed", "delivered"]);
-  const data = await gql<{ cur: OwedApi[]; two: OwedApi[] }>(`query Owed { cur: allocations(windowS: ${periodS}) { ${sel} } two: allocations(windowS: ${2 * periodS}) { ${sel} } }`);
-  const leaves = (rows: OwedApi[]) => rows.filter((r) => r.isProject ?? true);
-  const current = leaves(data.cur).map((r) => row(r.name, r.owed, r.delivered));
-  const prevOf = new Map(leaves(data.cur).map((r) => [r.name, r]));
-  const previous = leaves(data.two).map((r) => row(r.name, r.owed - (prevOf.get(r.name)?.owed ?? 0), r.delivered - (prevOf.get(r.name)?.delivered ?? 0)));
-  return { current, previous };
-}
-interface OwedApi { name: string; isProject?: boolean; owed: number; delivered: number }
-export interface OwedRow { project: string; owed: number; delivered: number; ratio: number | null }
-function row(project: string, owed: number, delivered: number): OwedRow {
-  const o = Math.max(0, owed);
-  const d = Math.max(0, delivered);
-  return { project, owed: o, delivered: d, ratio: o > 0 ? d / o : null };
+/** The overview's figures, computed by the server from the log (Query.overview). */
+export async function fetchOverview(args: { sinceS?: number | null; points?: number; utcOffsetS: number; periodS: number; pastPeriods?: number }): Promise<OverviewData> {
+  const data = await gql<{ overview: OverviewData }>(
+    `query Overview($sinceS: Float, $points: Int!, $utcOffsetS: Int!, $periodS: Float!, $pastPeriods: Int!) {
+      overview(sinceS: $sinceS, points: $points, utcOffsetS: $utcOffsetS, periodS: $periodS, pastPeriods: $pastPeriods) { ${OVERVIEW_SELECTION} } }`,
+    { sinceS: args.sinceS ?? null, points: args.points ?? 240, utcOffsetS: args.utcOffsetS, periodS: args.periodS, pastPeriods: args.pastPeriods ?? 3 },
+  );
+  return data.overview;
 }

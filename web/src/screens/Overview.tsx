@@ -1,16 +1,14 @@
 import { useMemo, useState } from "react";
 import { useApp, useData } from "../context";
-import { fetchAllocations, fetchEvents, fetchJobs, fetchNodes, fetchOwedDelivered, fetchQueue } from "../api/queries";
-import { canReadAudit } from "../api/auth";
-import { firstOf, has } from "../api/schema";
+import { fetchOverview, fetchQueue } from "../api/queries";
+import { has } from "../api/schema";
 import { Chart, PALETTE, type ChartOption } from "../components/Chart";
 import { ErrorNote, Missing, Panel } from "../components/common";
-import { demandByHourOfWeek, occupancySeries, owedVsDelivered, p90WaitByClass, preemptionsPerDay } from "../lib/stats";
-import { entitlements } from "../lib/tree";
+import { heatmapCells, latestBusy, occupancySeries, owedChart, owedRows, periodLabel, utcOffsetSeconds, waitRows } from "../lib/overview";
 import { formatDuration, formatGpuHours, formatPercent, formatTime } from "../lib/format";
 
 const RANGES: { label: string; seconds: number | null }[] = [
-  { label: "since first job", seconds: null },
+  { label: "since the first event", seconds: null },
   { label: "last hour", seconds: 3600 },
   { label: "last 24 h", seconds: 86400 },
   { label: "last 7 days", seconds: 7 * 86400 },
@@ -24,91 +22,81 @@ const PERIODS = [
 ];
 const DAYS = ["Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun"];
 
+/** Every figure here is computed by the server from the log (Query.overview) and refreshed live. */
 export function Overview() {
-  const { schema, now, identity } = useApp();
-  const [range, setRange] = useState(0);
+  const { schema } = useApp();
+  if (!has(schema, "Query.overview")) {
+    return <Missing fields={["Query.overview"]}>the overview's figures are computed by the API from the log</Missing>;
+  }
+  return <OverviewFigures />;
+}
+
+function OverviewFigures() {
+  const { schema } = useApp();
+  const [range, setRange] = useState(3);
   const [period, setPeriod] = useState(1);
-  const readAudit = canReadAudit(identity);
   const { data, error } = useData(async () => {
-    const [jobs, nodes, allocations, events, owed, queueTotal] = await Promise.all([
-      fetchJobs(schema, {}, 1000),
-      fetchNodes(schema),
-      fetchAllocations(schema),
-      readAudit && firstOf(schema, "Query.events", "Query.auditEvents") ? fetchEvents(schema, { type: "JobPreempted", since: Date.now() / 1000 - 30 * 86400 }, 1000).catch(() => null) : Promise.resolve(null),
-      fetchOwedDelivered(schema, PERIODS[period].seconds).catch(() => null),
+    const seconds = RANGES[range].seconds;
+    const [overview, queueTotal] = await Promise.all([
+      fetchOverview({ sinceS: seconds === null ? 0 : Date.now() / 1000 - seconds, utcOffsetS: utcOffsetSeconds(), periodS: PERIODS[period].seconds, pastPeriods: 3 }),
       fetchQueue(schema).then((q) => (q ? q.length : null)).catch(() => null),
     ]);
-    return { jobs, nodes, allocations, events, owed, queueTotal };
-  }, [schema, period, readAudit]);
+    return { overview, queueTotal };
+  }, [schema, range, period]);
 
-  const t = Math.floor(now / 10) * 10; // recompute charts every 10 s, not every second
-  const derived = useMemo(() => {
+  const charts = useMemo(() => {
     if (!data) return null;
-    const capacity = data.nodes.reduce((s, n) => s + n.gpus, 0);
-    const first = Math.min(...data.jobs.map((j) => j.submittedAt), t - 3600);
-    const span = RANGES[range].seconds ?? Math.max(600, t - first + 60);
-    const from = t - span;
-    const step = Math.max(10, Math.ceil(span / 240));
-    const occ = occupancySeries(data.jobs, capacity, from, t, step);
-    const ents = entitlements(data.allocations);
-    const projects = new Map([...ents].filter(([n]) => !data.allocations.some((a) => a.parent === n)));
-    const p = PERIODS[period].seconds;
-    const curFrom = Math.floor(t / p) * p;
-    // The API's figures when it has them (a sliding window: the last period and the one before it);
-    // otherwise computed here over calendar-aligned periods.
-    const current = data.owed?.current ?? owedVsDelivered(data.jobs, projects, capacity, curFrom, t, t, Math.min(3600, p / 12));
-    const previous = data.owed?.previous ?? owedVsDelivered(data.jobs, projects, capacity, curFrom - p, curFrom, t, Math.min(3600, p / 12));
-    return { capacity, occ, step, current, previous, heat: demandByHourOfWeek(data.jobs), waits: p90WaitByClass(data.jobs, t) };
-  }, [data, range, period, t]);
+    const o = data.overview;
+    const occ = occupancySeries(o.occupancy);
+    const occOption: ChartOption = {
+      tooltip: { trigger: "axis" },
+      legend: { top: 0 },
+      grid: { left: 48, right: 16, top: 32, bottom: 48 },
+      dataZoom: [{ type: "inside" }, { type: "slider", height: 16, bottom: 8 }],
+      xAxis: { type: "time" },
+      yAxis: { type: "value", name: "GPUs", max: o.capacityGpus || undefined },
+      series: (["funded", "unfunded", "idle"] as const).map((k) => ({
+        name: k, type: "line", stack: "gpus", areaStyle: { opacity: 0.85 }, symbol: "none", step: "end",
+        color: PALETTE[k], lineStyle: { width: 0.5 }, data: occ[k],
+      })),
+    };
+    const bars = owedChart(o.owedDelivered);
+    const colour = { "owed previous": "#afb8c1", "delivered previous": "#8dd3a1", "owed current": PALETTE.owed, "delivered current": PALETTE.delivered } as const;
+    const owedOption: ChartOption = {
+      tooltip: { trigger: "axis" },
+      legend: { top: 0 },
+      grid: { left: 56, right: 16, top: 32, bottom: 56 },
+      xAxis: { type: "category", data: bars.projects, axisLabel: { rotate: 30 } },
+      yAxis: { type: "value", name: "GPU·h" },
+      series: bars.series.map((s) => ({ name: s.name, type: "bar", color: colour[`${s.kind} ${s.period}`], data: s.data })),
+    };
+    const heat = heatmapCells(o.demandByHourOfWeek);
+    const heatOption: ChartOption = {
+      tooltip: { position: "top" },
+      grid: { left: 48, right: 16, top: 8, bottom: 56 },
+      xAxis: { type: "category", data: Array.from({ length: 24 }, (_, h) => `${h}`), name: "hour", nameLocation: "middle", nameGap: 24, splitArea: { show: true } },
+      yAxis: { type: "category", data: DAYS, inverse: true, splitArea: { show: true } },
+      visualMap: { min: 0, max: heat.max, calculable: false, orient: "horizontal", left: "center", bottom: 0, itemHeight: 120, inRange: { color: ["#f6f8fa", "#54aeff", "#0a3069"] } },
+      series: [{ name: "mean GPUs demanded", type: "heatmap", data: heat.cells }],
+    };
+    const preempt = o.preemptionsPerDay;
+    const preemptOption: ChartOption = {
+      grid: { left: 40, right: 8, top: 8, bottom: 24 }, tooltip: { trigger: "axis" },
+      xAxis: { type: "category", data: preempt.map((p) => p.day) }, yAxis: { type: "value", minInterval: 1 },
+      series: [{ type: "bar", name: "preemptions", color: PALETTE.unfunded, data: preempt.map((p) => p.count) }],
+    };
+    return { occOption, owedOption, heatOption, preemptOption, rows: owedRows(o.owedDelivered), busy: latestBusy(o.occupancy) };
+  }, [data]);
 
-  if (!data || !derived) return <><ErrorNote error={error} /><p aria-busy="true">Loading overview…</p></>;
-  const { occ, capacity, current, previous, heat, waits } = derived;
-  // Nodes carry the whole cluster's occupancy (every role sees it); the jobs list only what this role may see.
-  const nodesBusy = data.nodes.some((n) => typeof n.usedGpus === "number") ? data.nodes.reduce((s, n) => s + (n.usedGpus ?? 0), 0) : null;
-  const busyNow = nodesBusy ?? (occ.funded.at(-1) ?? 0) + (occ.unfunded.at(-1) ?? 0);
-  const waitingNow = data.queueTotal ?? data.jobs.filter((j) => j.state === "QUEUED").length;
-
-  const occOption: ChartOption = {
-    tooltip: { trigger: "axis" },
-    legend: { top: 0 },
-    grid: { left: 48, right: 16, top: 32, bottom: 48 },
-    dataZoom: [{ type: "inside" }, { type: "slider", height: 16, bottom: 8 }],
-    xAxis: { type: "time" },
-    yAxis: { type: "value", name: "GPUs", max: capacity || undefined },
-    series: (["funded", "unfunded", "idle"] as const).map((k) => ({
-      name: k, type: "line", stack: "gpus", areaStyle: { opacity: 0.85 }, symbol: "none", step: "end",
-      color: PALETTE[k], lineStyle: { width: 0.5 }, data: occ.t.map((x, i) => [x * 1000, occ[k][i]]),
-    })),
-  };
-  const projects = [...new Set([...current, ...previous].map((r) => r.project))];
-  const val = (rows: typeof current, p: string, k: "owed" | "delivered") => (rows.find((r) => r.project === p)?.[k] ?? 0) / 3600;
-  const owedOption: ChartOption = {
-    tooltip: { trigger: "axis" },
-    legend: { top: 0 },
-    grid: { left: 56, right: 16, top: 32, bottom: 56 },
-    xAxis: { type: "category", data: projects, axisLabel: { rotate: 30 } },
-    yAxis: { type: "value", name: "GPU·h" },
-    series: [
-      { name: "owed (previous)", type: "bar", color: "#afb8c1", data: projects.map((p) => val(previous, p, "owed")) },
-      { name: "delivered (previous)", type: "bar", color: "#8dd3a1", data: projects.map((p) => val(previous, p, "delivered")) },
-      { name: "owed (current)", type: "bar", color: PALETTE.owed, data: projects.map((p) => val(current, p, "owed")) },
-      { name: "delivered (current)", type: "bar", color: PALETTE.delivered, data: projects.map((p) => val(current, p, "delivered")) },
-    ],
-  };
-  const maxHeat = Math.max(1, ...heat.flat());
-  const heatOption: ChartOption = {
-    tooltip: { position: "top" },
-    grid: { left: 48, right: 16, top: 8, bottom: 56 },
-    xAxis: { type: "category", data: Array.from({ length: 24 }, (_, h) => `${h}`), name: "hour", nameLocation: "middle", nameGap: 24, splitArea: { show: true } },
-    yAxis: { type: "category", data: DAYS, inverse: true, splitArea: { show: true } },
-    visualMap: { min: 0, max: maxHeat, calculable: false, orient: "horizontal", left: "center", bottom: 0, itemHeight: 120, inRange: { color: ["#f6f8fa", "#54aeff", "#0a3069"] } },
-    series: [{ name: "GPUs requested", type: "heatmap", data: heat.flatMap((row, d) => row.map((v, h) => [h, d, v])) }],
-  };
-  const preempt = data.events ? preemptionsPerDay(data.events.events) : [];
-  const waitEntries = Object.entries(waits).sort();
-  const hasApiFairness = Boolean(data.owed);
+  if (!data || !charts) return <><ErrorNote error={error} /><p aria-busy="true">Loading overview…</p></>;
+  const o = data.overview;
+  const waits = waitRows(o.waits);
+  const totalPreemptions = o.preemptionsPerDay.reduce((s, p) => s + p.count, 0);
+  const current = o.owedDelivered.find((p) => p.current);
 
   return (
+    <>
+    <ErrorNote error={error} />
     <div className="grid-2">
       <Panel title="Occupancy over time" id="occupancy" actions={
         <label className="inline">Range{" "}
@@ -117,12 +105,12 @@ export function Overview() {
           </select>
         </label>}>
         <p className="kpis">
-          <span><strong>{capacity}</strong> GPUs</span>
-          <span><strong>{busyNow.toFixed(0)}</strong> busy now ({formatPercent(capacity ? busyNow / capacity : null, 0)})</span>
-          <span><strong>{waitingNow}</strong> waiting</span>
+          <span><strong>{o.capacityGpus}</strong> GPUs</span>
+          <span data-testid="busy-now"><strong>{charts.busy.busy.toFixed(0)}</strong> busy in the last step ({formatPercent(charts.busy.fraction, 0)})</span>
+          {data.queueTotal !== null && <span><strong>{data.queueTotal}</strong> waiting</span>}
         </p>
-        <Chart label={`Occupancy: funded, unfunded and idle GPUs of ${capacity}, ${formatTime(occ.t[0])} to now, one point per ${formatDuration(derived.step)}`} option={occOption} height={260} />
-        {!has(schema, "Query.occupancyHistory") && <Missing fields={["Query.occupancyHistory(since: Float!, until: Float, stepS: Float!): [OccupancyPoint{t funded unfunded idle}]"]}>computed in the browser from the latest 1,000 jobs (current attempts only)</Missing>}
+        <Chart label={`Occupancy: funded, unfunded and idle GPUs of ${o.capacityGpus}, ${formatTime(o.since)} to ${formatTime(o.until)}, one point per ${formatDuration(o.stepS)}`} option={charts.occOption} height={260} />
+        <p className="muted small">From the log, every run of every job, up to position {o.position}.</p>
       </Panel>
       <Panel title="Owed vs delivered" id="owed" actions={
         <label className="inline">Period{" "}
@@ -130,40 +118,45 @@ export function Overview() {
             {PERIODS.map((p, i) => <option key={p.label} value={i}>{p.label}</option>)}
           </select>
         </label>}>
-        <Chart label="Owed and delivered GPU-hours per allocation, current and previous period" option={owedOption} height={260} />
-        <table className="compact">
-          <caption className="sr-only">Owed vs delivered per allocation</caption>
-          <thead><tr><th scope="col">allocation</th><th scope="col">owed (current)</th><th scope="col">delivered</th><th scope="col">ratio</th><th scope="col">ratio (previous)</th></tr></thead>
+        <Chart label="Owed and delivered GPU-hours per project, current and previous period" option={charts.owedOption} height={260} />
+        <table className="compact" data-testid="owed-table">
+          <caption className="sr-only">Owed vs delivered per project</caption>
+          <thead><tr><th scope="col">project</th><th scope="col">owed (current)</th><th scope="col">delivered</th><th scope="col">ratio</th><th scope="col">ratio (previous)</th></tr></thead>
           <tbody>
-            {current.filter((r) => r.owed > 0 || r.delivered > 0).slice(0, 12).map((r) => (
-              <tr key={r.project}><th scope="row">{r.project}</th><td>{formatGpuHours(r.owed)}</td><td>{formatGpuHours(r.delivered)}</td>
+            {charts.rows.slice(0, 12).map((r) => (
+              <tr key={r.name}><th scope="row">{r.name}</th><td>{formatGpuHours(r.owed)}</td><td>{formatGpuHours(r.delivered)}</td>
                 <td className={r.ratio !== null && r.ratio < 0.9 ? "bad" : ""}>{formatPercent(r.ratio, 0)}</td>
-                <td>{formatPercent(previous.find((p) => p.project === r.project)?.ratio, 0)}</td></tr>
+                <td>{formatPercent(r.previousRatio, 0)}</td></tr>
             ))}
+            {!charts.rows.length && <tr><td colSpan={5} className="muted">Nothing owed in this period yet.</td></tr>}
           </tbody>
         </table>
-        {hasApiFairness ? <p className="muted small">From the API: the last {PERIODS[period].label} and the {PERIODS[period].label} before it.</p>
-          : <Missing fields={["Allocation.owed", "Allocation.delivered", "allocations(windowS)"]}>owed = min(entitlement × capacity, demand) per hour, computed in the browser</Missing>}
+        <ul className="periods small" data-testid="periods">
+          {o.owedDelivered.map((p) => (
+            <li key={p.periodId}>{periodLabel(p, formatTime)}: delivered {formatPercent(p.deliveredOfOwed, 0)} of owed</li>
+          ))}
+        </ul>
+        {current && <p className="muted small">Periods of {PERIODS[period].label}, aligned to UTC; past ones from their PeriodClosed events where the period was closed.</p>}
       </Panel>
       <Panel title="Demand by hour of week" id="demand">
-        <Chart label="Heatmap of GPUs requested by weekday and hour (local time)" option={heatOption} height={240} />
-        {!has(schema, "Query.demandByHourOfWeek") && <Missing fields={["Query.demandByHourOfWeek(since: Float): [[Float!]!]"]}>from submissions of the latest 1,000 jobs</Missing>}
+        <Chart label="Heatmap of the mean GPUs demanded (waiting or running) by weekday and hour, local time" option={charts.heatOption} height={240} />
       </Panel>
       <Panel title="Waits and preemptions" id="waits">
-        <h3>p90 wait by class</h3>
-        <dl className="stats">
-          {waitEntries.length === 0 && <dd className="muted">no jobs yet</dd>}
-          {waitEntries.map(([cls, w]) => (
-            <div key={cls}><dt>{cls}</dt><dd data-testid={`p90-${cls}`}>{formatDuration(w)}</dd></div>
-          ))}
-        </dl>
+        <h3>Wait to first start by class</h3>
+        <table className="compact" data-testid="waits-table">
+          <thead><tr><th scope="col">class</th><th scope="col">jobs</th><th scope="col">still waiting</th><th scope="col">p50</th><th scope="col">p90</th></tr></thead>
+          <tbody>
+            {waits.map((w) => (
+              <tr key={w.jobClass}><th scope="row">{w.jobClass}</th><td>{w.jobs}</td><td>{w.waiting}</td><td>{formatDuration(w.p50S)}</td><td data-testid={`p90-${w.jobClass}`}>{formatDuration(w.p90S)}</td></tr>
+            ))}
+            {!waits.length && <tr><td colSpan={5} className="muted">No jobs submitted in this range.</td></tr>}
+          </tbody>
+        </table>
         <h3>Preemptions per day</h3>
-        {data.events ? (
-          preempt.length ? (
-            <Chart label="Preemptions per day" height={160} option={{ grid: { left: 40, right: 8, top: 8, bottom: 24 }, tooltip: { trigger: "axis" }, xAxis: { type: "category", data: preempt.map((p) => p.day) }, yAxis: { type: "value", minInterval: 1 }, series: [{ type: "bar", name: "preemptions", color: PALETTE.unfunded, data: preempt.map((p) => p.count) }] }} />
-          ) : <p className="muted">No preemptions recorded.</p>
-        ) : <Missing fields={readAudit ? ["Query.auditEvents"] : ["Query.preemptionsPerDay(days: Int): [DayCount{day count}]"]}>preemptions are counted from the audit stream, which your role may not read</Missing>}
+        {totalPreemptions ? <Chart label={`Preemptions per day: ${totalPreemptions} in the range`} height={160} option={charts.preemptOption} />
+          : <p className="muted" data-testid="no-preemptions">No preemptions in this range.</p>}
       </Panel>
     </div>
+    </>
   );
 }

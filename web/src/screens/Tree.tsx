@@ -1,20 +1,23 @@
 import { useEffect, useMemo, useState } from "react";
 import { useApp, useData } from "../context";
-import { type Allocation, fetchAllocations, fetchJobs, fetchNodes, setAllocations, whatIf, WHATIF_CANDIDATES, type WhatIfResult } from "../api/queries";
+import { type Allocation, fetchAllocations, fetchJobs, fetchNodes, setAllocations, whatIf } from "../api/queries";
 import { CAN } from "../api/auth";
-import { firstOf, has } from "../api/schema";
+import { has } from "../api/schema";
 import { ErrorNote, Missing, Panel } from "../components/common";
 import { TreeTable } from "../components/TreeTable";
 import { childrenOf, editableParents, ROOT } from "../lib/tree";
 import { type ShareRow, validateShares } from "../lib/shares";
-import { formatDuration, formatPercent, formatShare } from "../lib/format";
+import { formatDuration, formatGpuHours, formatPercent, formatShare } from "../lib/format";
+import { askUntilDone, previewRows, proposalKey, replayCaption, shouldPreview, waitRows, type WhatIfOutcome } from "../lib/whatif";
 
 const WINDOW_S = 7 * 86400;
 
 export function TreeScreen() {
   const { schema, identity, now } = useApp();
   const { data, error, reload } = useData(async () => {
-    const [allocations, jobs, nodes] = await Promise.all([fetchAllocations(schema), fetchJobs(schema, {}, 1000), fetchNodes(schema)]);
+    // usage and burn come with the allocations; older APIs without them get a browser estimate from jobs
+    const fromApi = has(schema, "Allocation.usageInWindow");
+    const [allocations, jobs, nodes] = await Promise.all([fetchAllocations(schema), fromApi ? Promise.resolve([]) : fetchJobs(schema, {}, 1000), fetchNodes(schema)]);
     return { allocations, jobs, nodes };
   }, [schema]);
   const [selected, setSelected] = useState<string | null>(null);
@@ -87,25 +90,32 @@ function ShareEditor({ parent, rows, onSaved }: { parent: string; rows: Allocati
   const [touchedReason, setTouchedReason] = useState(false);
   const [saving, setSaving] = useState(false);
   const [result, setResult] = useState<{ ok: boolean; message: string } | null>(null);
-  const [preview, setPreview] = useState<{ loading: boolean; data: WhatIfResult | null; error: string | null }>({ loading: false, data: null, error: null });
+  const [preview, setPreview] = useState<{ key: string; loading: boolean; waiting: number; data: WhatIfOutcome | null; error: string | null }>({ key: "", loading: false, waiting: 0, data: null, error: null });
   const shareRows: ShareRow[] = kids.map((k) => ({ child: k.name, text: texts[k.name] ?? "", original: k.share }));
   const v = validateShares(shareRows, reason);
-  const whatIfPath = firstOf(schema, ...WHATIF_CANDIDATES);
+  const hasWhatIf = has(schema, "Query.whatIf");
 
-  // The what-if re-runs (debounced) whenever the proposed shares are valid and changed.
-  const key = JSON.stringify(v.changed);
+  // The what-if re-runs (debounced) whenever the proposed shares are valid and changed; a long replay is
+  // asked for again while the server reports it still running (it keeps the run and serves it when done).
+  const key = proposalKey(parent, v.changed);
+  const wanted = hasWhatIf && shouldPreview(v);
   useEffect(() => {
-    if (!whatIfPath || !v.changed.length || v.sumError || Object.keys(v.rowErrors).length) return;
-    setPreview((p) => ({ ...p, loading: true }));
+    if (!wanted) return;
+    let live = true;
+    setPreview((p) => ({ ...p, key, loading: true, waiting: 0, error: null }));
     const timer = window.setTimeout(() => {
-      whatIf(schema, parent, v.changed).then(
-        (data) => setPreview({ loading: false, data, error: null }),
-        (err: unknown) => setPreview({ loading: false, data: null, error: err instanceof Error ? err.message : String(err) }),
+      askUntilDone(() => whatIf(parent, v.changed), { attempts: 12, delayMs: 2500, onWaiting: (n) => live && setPreview((p) => ({ ...p, waiting: n })) }).then(
+        (data) => live && setPreview({ key, loading: false, waiting: 0, data, error: null }),
+        (err: unknown) => live && setPreview({ key, loading: false, waiting: 0, data: null, error: err instanceof Error ? err.message : String(err) }),
       );
     }, 400);
-    return () => window.clearTimeout(timer);
+    return () => {
+      live = false;
+      window.clearTimeout(timer);
+    };
     // eslint-disable-next-line react-hooks/exhaustive-deps
-  }, [key, whatIfPath, parent]);
+  }, [key, wanted, parent]);
+  const shown = preview.key === key ? preview : null;
 
   const save = async (e: React.FormEvent) => {
     e.preventDefault();
@@ -161,28 +171,18 @@ function ShareEditor({ parent, rows, onSaved }: { parent: string; rows: Allocati
         aria-invalid={touchedReason && !!v.reasonError} aria-describedby={touchedReason && v.reasonError ? "reason-err" : undefined} />
       {touchedReason && v.reasonError && <span id="reason-err" className="field-error">{v.reasonError}</span>}
 
-      <section className="whatif" aria-labelledby="whatif-h" data-testid="whatif">
+      <section className="whatif" aria-labelledby="whatif-h" data-testid="whatif" aria-busy={shown?.loading ?? false}>
         <h3 id="whatif-h">What-if preview</h3>
-        {!whatIfPath ? (
+        {!hasWhatIf ? (
           <div className="disabled" aria-disabled="true">
-            <Missing fields={["Query.whatIf(parent: String!, shares: [ShareInput!]!): WhatIfResult"]}>
-              the simulator's preview on recent history (owed vs delivered and p90 waits with and without the change) appears here once the API offers it
-            </Missing>
+            <Missing fields={["Query.whatIf"]}>the simulator's preview on recent history appears here once the API offers it</Missing>
           </div>
-        ) : !v.changed.length ? <p className="muted">Change a share to preview its effect on recent history.</p>
-          : preview.loading ? <p aria-busy="true">Simulating recent history…</p>
-          : preview.error ? <p className="error">{preview.error}</p>
-          : preview.data ? (
-            <>
-              {preview.data.summary && <p>{preview.data.summary}</p>}
-              <table className="compact">
-                <thead><tr><th scope="col">allocation</th><th scope="col">delivered/owed now</th><th scope="col">with change</th><th scope="col">p90 wait now</th><th scope="col">with change</th></tr></thead>
-                <tbody>{preview.data.rows.map((r) => (
-                  <tr key={r.project}><th scope="row">{r.project}</th><td>{formatPercent(r.beforeRatio, 0)}</td><td>{formatPercent(r.afterRatio, 0)}</td><td>{formatDuration(r.beforeWait)}</td><td>{formatDuration(r.afterWait)}</td></tr>
-                ))}</tbody>
-              </table>
-            </>
-          ) : null}
+        ) : !v.changed.length ? <p className="muted">Change a share to see, before saving, what the simulator makes of the last 7 days with and without it.</p>
+          : !wanted ? <p className="muted">Fix the shares above to preview them.</p>
+          : !shown || shown.loading ? <p aria-live="polite" data-testid="whatif-loading">Simulating recent history with and without the change…{shown && shown.waiting > 0 ? ` (still replaying, ${shown.waiting * 2.5} s more)` : ""}</p>
+          : shown.error ? <p className="error" role="alert">{shown.error}</p>
+          : shown.data?.kind === "refused" ? <p className="error" role="alert" data-testid="whatif-refused">The preview refused the proposal: {shown.data.message}</p>
+          : shown.data?.kind === "preview" ? <WhatIfTables data={shown.data.preview} /> : null}
       </section>
 
       {result && <p className={result.ok ? "ok" : "error"} role={result.ok ? "status" : "alert"} data-testid="save-result">{result.message}{result.ok && <> <a href="#/audit">Open the audit explorer</a></>}</p>}
@@ -192,5 +192,42 @@ function ShareEditor({ parent, rows, onSaved }: { parent: string; rows: Allocati
         {!v.changed.length && !Object.keys(v.rowErrors).length && <span className="muted">No change yet.</span>}
       </div>
     </form>
+  );
+}
+
+const TREND_LABEL = { better: "better", worse: "worse", same: "no change", unknown: "" } as const;
+
+function WhatIfTables({ data }: { data: import("../lib/whatif").WhatIfPreview }) {
+  const rows = previewRows(data);
+  const waits = waitRows(data);
+  return (
+    <div data-testid="whatif-result" aria-live="polite">
+      <p data-testid="whatif-summary">{data.summary}</p>
+      <p className="muted small">{replayCaption(data)}</p>
+      <table className="compact whatif-table" data-testid="whatif-allocations">
+        <caption className="sr-only">Delivered over owed per allocation in the replay, without and with the change</caption>
+        <thead><tr><th scope="col">allocation</th><th scope="col">share</th><th scope="col">owed now → with change</th><th scope="col">delivered/owed now</th><th scope="col">with change</th><th scope="col">change</th></tr></thead>
+        <tbody>{rows.map((r) => (
+          <tr key={r.name} className={r.changed ? "changed" : ""}>
+            <th scope="row" style={{ paddingLeft: `${0.25 + Math.max(0, r.depth - (rows[0]?.depth ?? 1)) * 0.75}rem` }}>{r.name}</th>
+            <td className="num">{r.changed ? <>{formatShare(r.shareBefore)} → <strong>{formatShare(r.shareAfter)}</strong></> : formatShare(r.shareBefore)}</td>
+            <td className="num">{formatGpuHours(r.owedBefore)} → {formatGpuHours(r.owedAfter)}</td>
+            <td className="num">{formatPercent(r.ratioBefore, 0)}</td>
+            <td className="num">{formatPercent(r.ratioAfter, 0)}</td>
+            <td className={`num trend-${r.trend}`}>{r.delta}{TREND_LABEL[r.trend] ? <span className="sr-only"> ({TREND_LABEL[r.trend]})</span> : null}</td>
+          </tr>
+        ))}</tbody>
+      </table>
+      <table className="compact" data-testid="whatif-waits">
+        <caption className="sr-only">Waits by class in the replay, without and with the change</caption>
+        <thead><tr><th scope="col">class</th><th scope="col">jobs</th><th scope="col">p50 now → with change</th><th scope="col">p90 now → with change</th></tr></thead>
+        <tbody>{waits.map((w) => (
+          <tr key={w.jobClass}><th scope="row">{w.jobClass}</th><td className="num">{w.jobs}</td>
+            <td className="num">{formatDuration(w.p50BeforeS)} → {formatDuration(w.p50AfterS)}</td>
+            <td className={`num trend-${w.trend}`}>{formatDuration(w.p90BeforeS)} → {formatDuration(w.p90AfterS)}</td></tr>
+        ))}
+        {!waits.length && <tr><td colSpan={4} className="muted">No waits in the replay.</td></tr>}</tbody>
+      </table>
+    </div>
   );
 }
