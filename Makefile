@@ -47,9 +47,11 @@ up: setup web
 down:
 	@if [ -x $(STEWARD) ]; then $(STEWARD) down; else bash infra/services.sh down; fi
 
-## demo: set everything up, start the stack, run the walking skeleton on a small cluster
-demo: up
-	$(PY) -m steward.demo
+## demo: set everything up, start the stack (with the demo's contract timings), replay a slice of the
+## Philly trace at 120x on 40 simulated nodes + 1 local node; keeps running until `make down`
+## (options: make demo DEMO_ARGS="--speed 60 --start-day 28 --hours 24")
+demo: setup web
+	STEWARD_DEMO_T0=$${STEWARD_DEMO_T0:-$$(date +%s.%N)} $(PY) -m steward.demo $(DEMO_ARGS)
 
 ## test: set everything up and run every tier (lint, types, unit, property, integration, e2e)
 test: setup web web-test chromium lint typecheck

@@ -17,6 +17,7 @@ from steward.cli.tokens import ensure_admin_token
 from steward.config import Settings, get_settings
 from steward.infra import doctor as doctor_checks
 from steward.infra.processes import (
+    DEMO_PROCESSES,
     OWN_PROCESSES,
     InfraError,
     Paths,
@@ -93,7 +94,7 @@ def _metrics_env(name: str, ports: dict[str, int]) -> dict[str, str]:
 
 def bring_down(settings: Settings, services: bool = True) -> dict[str, Any]:
     paths = Paths(settings.run_dir)
-    stopped = [name for name in reversed(OWN_PROCESSES) if stop_own(name, paths)]
+    stopped = [name for name in (*DEMO_PROCESSES, *reversed(OWN_PROCESSES)) if stop_own(name, paths)]
     if services:
         for name in ("temporal", "kafka", "postgres"):
             infra_script(name, "stop", settings=settings, check=False)

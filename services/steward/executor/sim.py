@@ -2,10 +2,11 @@
 stack (API, Kafka, ledger, scheduler, Temporal). It serves the same activities as the local executor on
 `executor-<id>`, so the JobRun workflow cannot tell them apart.
 
-A job's virtual duration is `sleep N` (its command), `--duration N` in it, `STEWARD_SIM_DURATION` in its
-env, or the default; `speed` virtual seconds pass per real second. A checkpoint request saves the work
-done so far (a resumable job's next attempt runs only the rest) and exits 0 after `checkpoint_s` virtual
-seconds; SIGKILL loses the work since the last checkpoint. State lives in memory (it is a simulator).
+A job's virtual duration is `sleep N` (its command), `--duration N` in it, `--steps N --step-s S` (the
+sample job's own length, N x S), `STEWARD_SIM_DURATION` in its env, or the default; `speed` virtual
+seconds pass per real second. A checkpoint request saves the work done so far (a resumable job's next
+attempt runs only the rest) and exits 0 after `checkpoint_s` virtual seconds; SIGKILL loses the work
+since the last checkpoint. State lives in memory (it is a simulator).
 """
 
 from __future__ import annotations
@@ -54,6 +55,14 @@ def virtual_duration(command: list[str], env: dict[str, str], default_s: float) 
     if "--duration" in command[:-1]:
         try:
             return float(command[command.index("--duration") + 1])
+        except ValueError:
+            pass
+    if "--steps" in command[:-1]:  # examples/resumable_train.py: --steps N (0: forever) of --step-s S (0.1)
+        try:
+            steps = float(command[command.index("--steps") + 1])
+            step_s = float(command[command.index("--step-s") + 1]) if "--step-s" in command[:-1] else 0.1
+            if steps > 0:
+                return steps * step_s
         except ValueError:
             pass
     if "STEWARD_SIM_DURATION" in env:
@@ -185,10 +194,11 @@ def virtual_nodes(executor_id: str, count: int, gpus: int, per_block: int = 8,
 
 
 async def run_sim_executor(settings: Settings, stop: asyncio.Event, speed: float = 60.0,
-                           default_duration_s: float = 3600.0, register_nodes: int = 0, gpus: int = 8) -> None:
+                           default_duration_s: float = 3600.0, register_nodes: int = 0, gpus: int = 8,
+                           checkpoint_s: float = 30.0) -> None:
     client = await Client.connect(settings.temporal_address, namespace=settings.temporal_namespace)
     publisher = CommandPublisher(settings)
-    sim = SimExecutor(settings, publisher, speed, default_duration_s)
+    sim = SimExecutor(settings, publisher, speed, default_duration_s, checkpoint_s)
     for node in virtual_nodes(settings.executor_id, register_nodes, gpus):
         env = command_envelope(node, actor=f"executor:{settings.executor_id}", role="operator",
                                message_id=f"register-{node.node_id}")

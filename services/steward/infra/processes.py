@@ -9,12 +9,15 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from steward.config import REPO_ROOT, Settings
 
 OWN_PROCESSES = ("ledger", "scheduler", "worker", "executor", "api")
+# Started on demand (by `make demo`, with their own command line) and stopped by `steward down` too.
+DEMO_PROCESSES = ("demo-driver", "sim-executor")
 
 
 class InfraError(RuntimeError):
@@ -75,8 +78,9 @@ def read_pid(paths: Paths, name: str) -> int | None:
     return pid if pid_alive(pid) else None
 
 
-def start_own(name: str, paths: Paths, env: dict[str, str]) -> int:
-    """Start `steward <name>` in the background unless it already runs; returns its PID."""
+def start_own(name: str, paths: Paths, env: dict[str, str], module_args: Sequence[str] = ()) -> int:
+    """Start `steward run <name>` (or `python -m <module_args>`) in the background unless it already
+    runs; returns its PID."""
     pid = read_pid(paths, name)
     if pid is not None:
         return pid
@@ -84,8 +88,8 @@ def start_own(name: str, paths: Paths, env: dict[str, str]) -> int:
     paths.pids.mkdir(parents=True, exist_ok=True)
     with paths.log_file(name).open("ab") as log:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "steward.cli.main", "run", name], stdout=log, stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL, env=env, start_new_session=True, cwd=REPO_ROOT,
+            [sys.executable, "-m", *(module_args or ("steward.cli.main", "run", name))], stdout=log,
+            stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env, start_new_session=True, cwd=REPO_ROOT,
         )
     paths.pid_file(name).write_text(str(proc.pid))
     return proc.pid
