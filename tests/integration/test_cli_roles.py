@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -114,3 +115,29 @@ def test_revoked_and_bad_tokens_say_what_to_do(stack: dict[str, object]) -> None
     proc = as_(out["token"], "whoami", check=False)
     assert proc.returncode == 1 and "STEWARD_TOKEN" in proc.stderr and "steward token create" in proc.stderr
     assert as_("garbage", "jobs", check=False).returncode == 1
+
+
+def test_preempt_goes_through_the_api(roles: dict[str, str]) -> None:
+    """`steward preempt` is the requestPreemption mutation: managers in their subtree, refused for others,
+    and the ledger's answer (accepted, or rejected with its reason) is what the CLI prints."""
+    m, r = roles["manager"], roles["researcher"]
+    job = json.loads(as_(r, "submit", "-p", "7f04ca", "-g", "1", "--min-runtime", "0", "--output", "json",
+                         "--", "sleep", "600").stdout)
+    refused = as_(r, "preempt", job["id"], "--reason", "mine", check=False)
+    assert refused.returncode == 2 and "may not use 'requestPreemption'" in refused.stderr
+    foreign = as_(m, "preempt", job["id"], "--reason", "not my subtree", check=False)
+    assert foreign.returncode == 2 and "not authorised" in foreign.stderr
+    deadline = time.monotonic() + 90
+    state = job["state"]
+    while state != "RUNNING" and time.monotonic() < deadline:
+        time.sleep(1)
+        state = json.loads(steward("job", "show", job["id"], "--output", "json").stdout)["state"]
+    if state != "RUNNING":  # the cluster was full: a waiting job is not preempted, and the CLI says why
+        queued = steward("preempt", job["id"], "--reason", "demo", check=False)
+        assert queued.returncode == 2 and "rejected (invalid_transition)" in queued.stderr
+        return
+    done = json.loads(steward("preempt", job["id"], "--reason", "demo", "--grace", "5", "--output",
+                              "json").stdout)
+    assert done["__typename"] == "PreemptionRequested" and done["graceS"] == 5.0
+    again = steward("preempt", job["id"], "--reason", "twice", check=False)
+    assert again.returncode == 2 and "rejected" in again.stderr

@@ -49,6 +49,16 @@ class SessionRestored:
     job: Job
 
 
+@strawberry.type(description="The ledger recorded the preemption request: the job is asked to checkpoint, "
+                             "then stopped after the grace period (and requeued when asked).")
+class PreemptionRequested:
+    job: Job
+    requested_at: float
+    grace_s: float
+    requeue: bool
+    position: int
+
+
 @strawberry.type
 class AllocationsChanged:
     parent: str
@@ -106,6 +116,9 @@ RegisterNodeResult = Annotated[
 DrainNodeResult = Annotated[NodeDraining | Rejected | InvalidInput | NotAuthorised, strawberry.union("DrainNodeResult")]
 ResumeNodeResult = Annotated[
     NodeResumed | Rejected | InvalidInput | NotAuthorised, strawberry.union("ResumeNodeResult")
+]
+RequestPreemptionResult = Annotated[
+    PreemptionRequested | Rejected | InvalidInput | NotAuthorised, strawberry.union("RequestPreemptionResult")
 ]
 SetPolicyResult = Annotated[PolicySet | Rejected | InvalidInput | NotAuthorised, strawberry.union("SetPolicyResult")]
 CreateTokenResult = Annotated[

@@ -30,7 +30,7 @@ from strawberry.types import Info
 from steward.api import audit, fields, figures, whatif
 from steward.api.commands import Outcome, OutcomeTimeout
 from steward.api.context import BadInput, Context, UserError
-from steward.api.explain import WAITING, derive_pending, why_pending, why_preempted
+from steward.api.explain import WAITING, queued, why_pending, why_preempted
 from steward.api.figures import DEFAULT_WINDOW_S
 from steward.api.payloads import (
     AllocationsChanged,
@@ -50,9 +50,11 @@ from steward.api.payloads import (
     OpenSessionResult,
     PolicyInput,
     PolicySet,
+    PreemptionRequested,
     RegisterNodeInput,
     RegisterNodeResult,
     Rejected,
+    RequestPreemptionResult,
     RestoreSessionResult,
     ResumeNodeResult,
     RevokeTokenResult,
@@ -100,11 +102,13 @@ from steward.auth.access import ROOT, Access, Capability, subtree
 from steward.auth.principal import Role
 from steward.auth.tokens import InvalidTokenRequest, TokenInfo
 from steward.domain.commands import (
+    DEFAULT_GRACE_S,
     JOB_CLASSES,
     CancelJob,
     Command,
     DrainNode,
     RegisterNode,
+    RequestPreemption,
     RestoreSession,
     ResumeNode,
     SetAllocations,
@@ -118,6 +122,7 @@ from steward.domain.state import JOB_STATES, AllocationNode, LedgerState
 NOT_FOUND_OR_NOT_YOURS = "no {kind} '{id}' that you may {verb}"
 SESSION_CAP_S = 8 * 3600.0
 MAX_WINDOW_S = 90 * 24 * 3600.0
+MAX_GRACE_S = 3600.0
 
 
 def _ctx(info: Info[Context, None]) -> Context:
@@ -567,6 +572,41 @@ class Mutation:
         if new is None:
             raise UserError("the session was restored but its projection is not there yet; retry the read", "LAGGING")
         return SessionRestored(job=Job.of(new))
+
+    @fields.mutation("Ask for a running job's preemption (admins; managers for jobs in their subtree), with a "
+                     "reason: checkpoint request, grace, stop, requeue. The ledger refuses it while the job is "
+                     "protected (Rejected, code 'protected').")
+    async def request_preemption(self, info: Info[Context, None], job: strawberry.ID, reason: str,
+                                 grace_s: float = DEFAULT_GRACE_S, requeue: bool = True) -> RequestPreemptionResult:
+        ctx = _ctx(info)
+        access = await ctx.access("requestPreemption")
+        if (refused := await _role_refused(ctx, access, Capability.preempt, "requestPreemption")) is not None:
+            return refused
+        row = await asyncio.to_thread(ctx.services.read.job, str(job))
+        if row is None and access.role is not Role.admin:
+            await ctx.deny("requestPreemption", f"job:{job}", "no such job")
+            return _not_authorised("job", str(job), "preempt")
+        if row is not None and not access.preempts_in(row["project"]):
+            await ctx.deny("requestPreemption", f"job:{job}", "outside the principal's scopes")
+            return _not_authorised("job", str(job), "preempt")
+        if not reason.strip():
+            return InvalidInput(field="reason", message="a preemption request needs a reason")
+        if not 0 <= grace_s <= MAX_GRACE_S:
+            return InvalidInput(field="graceS", message=f"the grace period is 0 to {MAX_GRACE_S:.0f} seconds")
+        p = access.principal
+        command = RequestPreemption(job_id=str(job), reason="operator", grace_s=grace_s, requeue=requeue,
+                                    evidence={"requested_by": p.subject, "role": p.role.value, "note": reason[:500]})
+        outcome = await _execute(ctx, command)
+        if (rej := _rejected(outcome)) is not None:
+            return rej
+        row = await asyncio.to_thread(ctx.services.read.job, str(job))
+        requested = next(e for e in outcome.events if e.type == "JobPreemptionRequested")
+        if row is None:
+            raise UserError("the request was recorded but the job's projection is not there yet; retry the read",
+                            "LAGGING")
+        return PreemptionRequested(job=Job.of(row), requested_at=requested.payload["requested_at"],
+                                   grace_s=requested.payload["grace_s"], requeue=requested.payload["requeue"],
+                                   position=requested.position)
 
     @fields.mutation("Set the shares of a node's children (with a reason).")
     async def set_allocations(self, info: Info[Context, None], parent: str, shares: list[ShareInput],

@@ -2,7 +2,8 @@
 
 - admin: everything.
 - auditor: reads everything, including the audit stream; no mutations.
-- manager: reads its subtrees; sets the shares of children of any node in them.
+- manager: reads its subtrees; sets the shares of children of any node in them; asks for the preemption
+  of jobs in them (the ledger still refuses inside a job's protection: a manager cannot break the contract).
 - researcher: reads and works (submit, cancel, sessions) in the projects of its subtrees; other tenants'
   work only as counts and queue positions.
 """
@@ -23,13 +24,14 @@ class Capability(StrEnum):
     set_allocations = "set_allocations"
     work = "work"  # submit, cancel, open/restore sessions
     operate = "operate"  # nodes, policy
+    preempt = "preempt"  # ask for a running job's preemption (admin anywhere, manager in its subtrees)
     manage_tokens = "manage_tokens"
 
 
 ROLE_CAPABILITIES: dict[Role, frozenset[Capability]] = {
     Role.admin: frozenset(Capability),
     Role.auditor: frozenset({Capability.read_audit}),
-    Role.manager: frozenset({Capability.set_allocations}),
+    Role.manager: frozenset({Capability.set_allocations, Capability.preempt}),
     Role.researcher: frozenset({Capability.work}),
 }
 
@@ -78,6 +80,10 @@ class Access:
     def manages(self, parent: str) -> bool:
         """May set the shares of `parent`'s children (admin anywhere, manager inside its subtrees)."""
         return self.can(Capability.set_allocations) and (self.nodes is None or parent in self.nodes)
+
+    def preempts_in(self, project: str) -> bool:
+        """May ask for the preemption of `project`'s jobs (admin anywhere, manager inside its subtrees)."""
+        return self.can(Capability.preempt) and (self.nodes is None or project in self.nodes)
 
     def works_in(self, project: str) -> bool:
         """May submit, cancel and run sessions in `project`."""

@@ -1,9 +1,6 @@
-"""Contract commands: interactive sessions (`session open|restore|show`, through the API), an operator's
-`preempt` and the simulated executor (`executor sim`). Registered by cli/main.py when present.
-
-`preempt` publishes its command to Kafka and waits for its outcome in the store (as the API's mutations
-do) until the API has a mutation for it.
-"""
+"""Contract commands: interactive sessions (`session open|restore|show`) and `preempt` (admins; managers
+for jobs in their subtree), both through the API, and the simulated executor (`executor sim`).
+Registered by cli/main.py."""
 
 from __future__ import annotations
 
@@ -13,10 +10,10 @@ from typing import Any
 import typer
 
 from steward.cli.client import GraphQLClient
-from steward.cli.jobs import OPEN_SESSION, RESTORE_SESSION, refusal
+from steward.cli.jobs import JOB_FIELDS, OPEN_SESSION, RESTORE_SESSION, refusal
 from steward.cli.output import OutputFormat, OutputOption, emit, fail
-from steward.config import Settings, get_settings
-from steward.domain.commands import DEFAULT_GRACE_S, Command, RequestPreemption
+from steward.config import get_settings
+from steward.domain.commands import DEFAULT_GRACE_S
 
 SESSION_EVENTS = ("JobSubmitted", "JobPlaced", "JobStarted", "SessionOpened", "SessionWarned", "SessionIdle",
                   "SessionActive", "ProtectionRevoked", "SessionCapReached", "CheckpointSaved", "JobPreempted",
@@ -26,25 +23,13 @@ JOB_EVENTS = """query($id: ID!) { job(id: $id) { id state attempt assignments
   events { position type payload recordedAt } } }"""
 
 
-def execute(command: Command, settings: Settings | None = None, actor: str = "cli") -> dict[str, Any]:
-    """Publish `command` and wait for its recorded outcome; a rejection ends the CLI with its reason."""
-    from steward.api.commands import CommandGateway, OutcomeTimeout
-    from steward.bus.kafka import CommandPublisher
-    from steward.store.eventstore import EventStore
-
-    settings = settings or get_settings()
-    publisher = CommandPublisher(settings)
-    try:
-        gateway = CommandGateway(publisher, EventStore.from_url(settings.resolved_store_url),
-                                 settings.mutation_timeout_s)
-        outcome = asyncio.run(gateway.execute(command, actor=actor, role="operator"))
-    except OutcomeTimeout as err:
-        fail(str(err))
-    finally:
-        publisher.close()
-    if (rejected := outcome.rejected) is not None:
-        fail(f"{command.TYPE} rejected ({rejected.payload['code']}): {rejected.payload['reason']}", 2)
-    return {"events": [{"position": e.position, "type": e.type, "stream": e.stream_id} for e in outcome.events]}
+PREEMPT = f"""mutation($id: ID!, $reason: String!, $grace: Float!, $requeue: Boolean!) {{
+  requestPreemption(job: $id, reason: $reason, graceS: $grace, requeue: $requeue) {{
+    __typename
+    ... on Rejected {{ code reason }}
+    ... on InvalidInput {{ field message }}
+    ... on NotAuthorised {{ message }}
+    ... on PreemptionRequested {{ requestedAt graceS requeue position job {{ {JOB_FIELDS} }} }} }} }}"""
 
 
 def register(app: typer.Typer) -> None:
@@ -95,14 +80,20 @@ def register(app: typer.Typer) -> None:
     @app.command("preempt")
     def preempt(
         job_id: str = typer.Argument(...),
-        reason: str = typer.Option("operator", help="fair_share, unfunded, drain or operator"),
-        grace: float = typer.Option(DEFAULT_GRACE_S, help="seconds between the checkpoint request and SIGKILL"),
+        reason: str = typer.Option(..., "--reason", "-r", help="why (recorded with the request)"),
+        grace: float = typer.Option(DEFAULT_GRACE_S, help="seconds between the checkpoint request and the stop"),
         requeue: bool = typer.Option(True, "--requeue/--no-requeue"),
         output: OutputFormat = OutputOption,
     ) -> None:
-        """Ask for a job's preemption (refused inside its protection): checkpoint, grace, stop, requeue."""
-        result = execute(RequestPreemption(job_id, reason, grace_s=grace, requeue=requeue))
-        emit(result, output, [[e["position"], e["type"]] for e in result["events"]], ["position", "event"])
+        """Ask for a running job's preemption (admins; managers in their subtree): checkpoint, grace, stop,
+        requeue. Refused while the job is inside its protection."""
+        res = GraphQLClient(get_settings()).execute(
+            PREEMPT, {"id": job_id, "reason": reason, "grace": grace, "requeue": requeue})["requestPreemption"]
+        if (why := refusal(res)) is not None:
+            fail(f"preemption {why}", 2)
+        job = res["job"]
+        emit(res, output, [[job["id"], job["state"], res["requestedAt"], res["graceS"], res["requeue"],
+                            res["position"]]], ["job", "state", "requested at", "grace s", "requeue", "position"])
 
     @executor_app.command("sim")
     def executor_sim(

@@ -62,6 +62,17 @@ class Server:
         return httpx.post(self.url, json={"query": query, "variables": variables or {}}, headers=headers,
                           timeout=30, **kw)
 
+    def record(self, commands: Sequence[Command], actor: str = "setup") -> None:
+        """Record commands behind the API's back (as another writer would), then let the in-process
+        ledger behind the mutations fold them (it is otherwise the only writer and keeps its state)."""
+        from steward.ledger.core import Ledger
+
+        record(self.store, commands, actor)
+        gateway = self.built.services.gateway
+        if isinstance(gateway, LocalGateway):
+            with gateway._lock:
+                gateway.ledger = Ledger(self.store, consumer_name="local")
+
     def gql(self, query: str, variables: dict[str, Any] | None = None, token: str | None = None) -> dict[str, Any]:
         resp = self.post(query, variables, token)
         assert resp.status_code == 200, resp.text

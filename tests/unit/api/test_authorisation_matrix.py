@@ -206,24 +206,35 @@ def m_open_session(s: Server, t: str, own: bool) -> str:
 
 def m_cancel(s: Server, t: str, own: bool) -> str:
     from steward.domain.commands import SubmitJob
-    from tests.unit.api.harness import record
 
     job_id = f"c-{uuid.uuid4().hex[:8]}"
-    record(s.store, [SubmitJob(job_id, project(own), 1, 0, ["true"])])
+    s.record([SubmitJob(job_id, project(own), 1, 0, ["true"])])
     body = data(s, t, f"""mutation($id: ID!) {{ cancelJob(id: $id, reason: "matrix") {{ {PAYLOAD}
         ... on JobCancelled {{ job {{ state }} }} }} }}""", {"id": job_id})
-    return payload(body, "cancelJob", {"JobCancelled"})
+    outcome = payload(body, "cancelJob", {"JobCancelled"})
+    assert outcome == DENIED or body["data"]["cancelJob"]["__typename"] == "JobCancelled", body
+    return outcome
 
 
 def m_restore_session(s: Server, t: str, own: bool) -> str:
     from steward.domain.commands import SubmitJob
-    from tests.unit.api.harness import record
 
     job_id = f"s-{uuid.uuid4().hex[:8]}"
-    record(s.store, [SubmitJob(job_id, project(own), 1, 600, ["bash"], job_class="interactive")])
+    s.record([SubmitJob(job_id, project(own), 1, 600, ["bash"], job_class="interactive")])
     body = data(s, t, f"""mutation($id: ID!) {{ restoreSession(id: $id) {{ {PAYLOAD}
         ... on SessionRestored {{ job {{ id }} }} }} }}""", {"id": job_id})
     return payload(body, "restoreSession", {"SessionRestored"})
+
+
+def m_request_preemption(s: Server, t: str, own: bool) -> str:
+    # the running jobs are inside their protection: an allowed request is Rejected ('protected') by the ledger
+    body = data(s, t, f"""mutation($id: ID!) {{ requestPreemption(job: $id, reason: "matrix") {{ {PAYLOAD}
+        ... on PreemptionRequested {{ position }} }} }}""", {"id": running_job(own)})
+    outcome = payload(body, "requestPreemption", {"PreemptionRequested"})
+    if outcome == ALLOWED:
+        assert body["data"]["requestPreemption"] == {"__typename": "Rejected", "code": "protected",
+                                                     "reason": body["data"]["requestPreemption"]["reason"]}
+    return outcome
 
 
 def m_set_allocations(s: Server, t: str, own: bool) -> str:
@@ -340,6 +351,7 @@ OPS = [
     Op("cancelJob", m_cancel, WORKERS, ADMIN),
     Op("restoreSession", m_restore_session, WORKERS, ADMIN),
     Op("setAllocations", m_set_allocations, frozenset({"admin", "manager"}), ADMIN),
+    Op("requestPreemption", m_request_preemption, frozenset({"admin", "manager"}), ADMIN),
     Op("registerNode", m_register_node, ADMIN, ADMIN, False),
     Op("drainNode", m_drain_node, ADMIN, ADMIN, False),
     Op("resumeNode", m_resume_node, ADMIN, ADMIN, False),
