@@ -181,20 +181,23 @@ def cluster_gpus(nodes: Iterable[dict[str, Any]], jobs: Iterable[dict[str, Any]]
 
 
 def fairness_gauges(figures: Iterable[Any]) -> Iterator[GaugeMetricFamily]:
+    """Per allocation of the tree, every level; `is_project` ("true" for leaves) lets a cluster-wide sum
+    count each GPU-hour once (sum over the projects)."""
+    labels = ["allocation", "is_project"]
     share = GaugeMetricFamily("steward_entitled_share", "The allocation's claim on the cluster (0..1).",
-                              labels=["allocation"])
-    owed = GaugeMetricFamily("steward_owed_gpu_hours", "GPU-hours owed over the usage window.",
-                             labels=["allocation"])
+                              labels=labels)
+    owed = GaugeMetricFamily("steward_owed_gpu_hours", "GPU-hours owed over the usage window.", labels=labels)
     delivered = GaugeMetricFamily("steward_delivered_gpu_hours", "GPU-hours delivered over the usage window.",
-                                  labels=["allocation"])
+                                  labels=labels)
     ratio = GaugeMetricFamily("steward_owed_delivered_ratio", "Delivered / owed over the usage window.",
-                              labels=["allocation"])
+                              labels=labels)
     for f in figures:
-        share.add_metric([f.name], f.entitlement)
-        owed.add_metric([f.name], f.owed / HOUR)
-        delivered.add_metric([f.name], f.delivered / HOUR)
+        key = [f.name, "true" if f.is_project else "false"]
+        share.add_metric(key, f.entitlement)
+        owed.add_metric(key, f.owed / HOUR)
+        delivered.add_metric(key, f.delivered / HOUR)
         if f.owed > 0:
-            ratio.add_metric([f.name], f.delivered / f.owed)
+            ratio.add_metric(key, f.delivered / f.owed)
     yield share
     yield owed
     yield delivered

@@ -168,7 +168,7 @@ def test_every_process_serves_metrics_that_count_the_work(followed: dict[str, An
     assert set(gpus) == {"funded", "unfunded", "free", "draining", "down"}
     assert sum(gpus.values()) == sum(int(n["gpus"]) for n in nodes) > 0
     assert api["steward_entitled_share"], "no allocation figures"
-    assert value(api["steward_entitled_share"], "steward_entitled_share", allocation=PROJECT) > 0
+    assert value(api["steward_entitled_share"], "steward_entitled_share", allocation=PROJECT, is_project="true") > 0
 
     executor = families["executor"]
     assert [s.labels["executor"] for s in executor["steward_executor_jobs"]] == ["local"]

@@ -15,6 +15,11 @@ The container of a Steward background process (ledger, scheduler, worker, execut
   envFrom:
     {{- include "steward.envFrom" $ctx | nindent 4 }}
   env:
+    # the process's metrics server (steward.metrics): this port, on every interface of the pod
+    - name: STEWARD_METRICS_PORT
+      value: {{ $ctx.Values.metrics.port | quote }}
+    - name: STEWARD_METRICS_HOST
+      value: "0.0.0.0"
     {{- with index . 3 }}
     {{- . | nindent 4 }}
     {{- end }}

@@ -1,0 +1,228 @@
+"""The metrics as Prometheus reads them: each family rendered in the text format and parsed back with
+prometheus_client's own parser, from hand-built events, projections and figures."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.parser import text_string_to_metric_families
+
+from steward.config import Settings
+from steward.domain.state import Job, LedgerState
+from steward.metrics import MetricsSettingError, base_port, metrics_urls, stack_ports
+from steward.metrics_api import cluster_gpus, fairness_gauges, job_gauges, outcome_of
+from steward.metrics_ledger import LagCollector, LedgerMetrics
+from steward.metrics_scheduler import SchedulerMetrics
+from steward.store.eventstore import RecordedEvent
+
+
+def rec(position: int, type_: str, payload: dict[str, Any], message_id: str | None = None,
+        metadata: dict[str, Any] | None = None) -> RecordedEvent:
+    return RecordedEvent(position, f"job-{payload.get('job_id', 'x')}", 1, type_, 1, payload, metadata or {},
+                         message_id, 1000.0 + position, "", "")
+
+
+def job(job_id: str, **kw: Any) -> Job:
+    base: dict[str, Any] = dict(job_id=job_id, project="p1", gpus=2, min_runtime_s=60.0, command=("true",),
+                                resumable=False, job_class="batch", priority=0, submitted_at=1000.0)
+    return Job(**(base | kw))
+
+
+def samples(registry: CollectorRegistry) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    text = generate_latest(registry).decode()
+    return {(s.name, tuple(sorted(s.labels.items()))): s.value
+            for f in text_string_to_metric_families(text) for s in f.samples}
+
+
+def test_ledger_counts_events_rejections_preemptions_and_admission_waits() -> None:
+    registry = CollectorRegistry()
+    metrics = LedgerMetrics(registry)
+    state = LedgerState(jobs={
+        "a": job("a", attempt=1, started_at=1030.0),
+        "b": job("b", job_class="interactive", attempt=2, requeued_at=2000.0, submitted_at=1000.0),
+        "s": job("s", job_class="interactive", attempt=1, restored_from="old", preferred_node="n1",
+                 assignments=(("n1", (0, 1)),)),
+    })
+    metrics.observe_batch([
+        rec(1, "JobStarted", {"job_id": "a", "attempt": 1, "started_at": 1030.0}),
+        rec(2, "JobStarted", {"job_id": "b", "attempt": 2, "started_at": 2005.0}),
+        rec(3, "JobPreempted", {"job_id": "b", "reason": "fair_share"}),
+        rec(4, "CommandRejected", {"code": "UNKNOWN_PROJECT", "reason": "no"}),
+        rec(5, "JobStarted", {"job_id": "s", "attempt": 1, "started_at": 1000.5}),
+    ], state, dead=2, seconds=0.004)
+    got = samples(registry)
+    assert got[("steward_ledger_events_total", (("type", "JobStarted"),))] == 3
+    assert got[("steward_ledger_rejections_total", (("code", "UNKNOWN_PROJECT"),))] == 1
+    assert got[("steward_preemptions_total", (("allocation", "p1"), ("reason", "fair_share")))] == 1
+    assert got[("steward_deadletter_total", ())] == 2
+    # a: 30 s from submit; b: 5 s from its requeue (not from its submit); s: 0.5 s
+    assert got[("steward_admission_wait_seconds_count", (("class", "batch"),))] == 1
+    assert got[("steward_admission_wait_seconds_sum", (("class", "batch"),))] == 30
+    assert got[("steward_admission_wait_seconds_sum", (("class", "interactive"),))] == 5.5
+    assert got[("steward_admission_wait_seconds_bucket", (("class", "interactive"), ("le", "1.0")))] == 1
+    assert got[("steward_sessions_restored_total", (("outcome", "same_node"),))] == 1
+    assert got[("steward_ledger_batch_seconds_count", ())] == 1
+
+
+class FakeStore:
+    def __init__(self, offsets: dict[tuple[str, int], int], head: int, fail: bool = False) -> None:
+        self.offsets, self._head, self.fail = offsets, head, fail
+
+    def load_offsets(self, name: str) -> dict[tuple[str, int], int]:
+        if self.fail:
+            raise OSError("store away")
+        return self.offsets
+
+    def head(self) -> int:
+        return self._head
+
+    @property
+    def engine(self) -> Any:
+        from sqlalchemy import create_engine
+
+        from steward.store import schema
+
+        engine = create_engine("sqlite://")
+        schema.metadata.create_all(engine)
+        with engine.begin() as conn:
+            conn.execute(schema.relay_positions.insert().values(relay="events-topic", position=7))
+        return engine
+
+
+@pytest.mark.parametrize(("ends", "stored", "want"), [
+    ({0: 10, 1: 5}, {("t", 0): 10, ("t", 1): 2}, {"0": 0, "1": 3}),
+    ({0: 4}, {}, {"0": 4}),  # nothing stored yet: everything on the topic is lag
+])
+def test_ingest_lag_is_end_offsets_minus_the_stored_offsets(ends: dict[int, int], stored: dict[tuple[str, int], int],
+                                                          want: dict[str, int]) -> None:
+    registry = CollectorRegistry()
+    registry.register(LagCollector(FakeStore(stored, head=9), "ledger", "t", lambda: ends))
+    got = samples(registry)
+    assert {dict(k[1])["partition"]: v for k, v in got.items() if k[0] == "steward_ledger_lag_messages"} == want
+    assert got[("steward_event_store_head", ())] == 9
+    assert got[("steward_outbox_lag_events", ())] == 2
+
+
+def test_a_part_that_does_not_answer_leaves_its_series_out() -> None:
+    registry = CollectorRegistry()
+
+    def kafka_down() -> dict[int, int]:
+        raise OSError("no broker")
+
+    registry.register(LagCollector(FakeStore({}, 3), "ledger", "t", kafka_down))
+    got = samples(registry)
+    assert ("steward_event_store_head", ()) in got
+    assert not any(k[0] == "steward_ledger_lag_messages" for k in got)
+    registry = CollectorRegistry()
+    registry.register(LagCollector(FakeStore({}, 3, fail=True), "ledger", "t", lambda: {0: 1}))
+    assert samples(registry) == {}
+
+
+JOBS: list[dict[str, Any]] = [
+    {"project": "p1", "job_class": "batch", "state": "QUEUED", "gpus": 4, "funded": 0, "assignments": []},
+    {"project": "p1", "job_class": "batch", "state": "PREEMPTED", "gpus": 2, "funded": 0, "assignments": []},
+    {"project": "p2", "job_class": "interactive", "state": "RUNNING", "gpus": 2, "funded": 1,
+     "assignments": [["n1", [0, 1]]]},
+    {"project": "p2", "job_class": "batch", "state": "PLACED", "gpus": 1, "funded": 0,
+     "assignments": [["n1", [2]]]},
+    {"project": "p3", "job_class": "batch", "state": "RUNNING", "gpus": 8, "funded": 1,
+     "assignments": [["n3", list(range(8))]]},
+]
+NODES: list[dict[str, Any]] = [{"node_id": "n1", "gpus": 8, "state": "ready"},
+                               {"node_id": "n2", "gpus": 8, "state": "unhealthy"},
+                               {"node_id": "n3", "gpus": 8, "state": "draining"}]
+
+
+def render(*families: Any) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    class Fixed:
+        def collect(self) -> Any:
+            return families
+
+    registry = CollectorRegistry()
+    registry.register(Fixed())
+    return samples(registry)
+
+
+def test_pending_and_running_jobs_by_allocation_and_class() -> None:
+    got = render(*job_gauges(JOBS))
+    assert got[("steward_pending_jobs", (("allocation", "p1"), ("class", "batch")))] == 2
+    assert got[("steward_pending_gpus", (("allocation", "p1"), ("class", "batch")))] == 6
+    assert got[("steward_running_jobs", (("allocation", "p2"), ("class", "interactive"), ("occupancy", "funded")))] == 1
+    assert got[("steward_running_jobs", (("allocation", "p2"), ("class", "batch"), ("occupancy", "unfunded")))] == 1
+
+
+def test_cluster_gpus_by_state_sum_to_the_capacity() -> None:
+    got = {dict(k[1])["state"]: v for k, v in render(cluster_gpus(NODES, JOBS)).items()}
+    # n1: 2 funded + 1 unfunded + 5 free; n2 unhealthy: down; n3 draining (its running job counts there)
+    assert got == {"funded": 2, "unfunded": 1, "free": 5, "draining": 8, "down": 8}
+    assert sum(got.values()) == sum(n["gpus"] for n in NODES)
+
+
+def test_fairness_gauges_in_gpu_hours_and_no_ratio_while_nothing_is_owed() -> None:
+    class F:
+        def __init__(self, name: str, entitlement: float, owed: float, delivered: float, leaf: bool) -> None:
+            self.name, self.entitlement, self.owed, self.delivered = name, entitlement, owed, delivered
+            self.is_project = leaf
+
+    got = render(*fairness_gauges([F("a", 0.35, 7200.0, 3600.0, False), F("b", 0.1, 0.0, 0.0, True)]))
+    a, b = (("allocation", "a"), ("is_project", "false")), (("allocation", "b"), ("is_project", "true"))
+    assert got[("steward_owed_gpu_hours", a)] == 2
+    assert got[("steward_delivered_gpu_hours", a)] == 1
+    assert got[("steward_owed_delivered_ratio", a)] == 0.5
+    assert ("steward_owed_delivered_ratio", b) not in got
+    assert got[("steward_entitled_share", b)] == 0.1
+
+
+class Err:
+    def __init__(self, code: str | None) -> None:
+        self.extensions = {"code": code} if code else None
+
+
+@pytest.mark.parametrize(("errors", "data", "want"), [
+    (None, {"submitJob": {"job": {}}}, "ok"),
+    (None, {"submitJob": {"__typename": "Rejected", "rejected": {"code": "X"}}}, "rejected"),
+    ([Err("FORBIDDEN")], {"submitJob": None}, "unauthorised"),
+    ([Err("BAD_USER_INPUT")], None, "invalid"),
+    ([Err(None)], None, "invalid"),  # a document that does not validate
+    ([Err("OUTCOME_TIMEOUT")], {"submitJob": None}, "error"),
+])
+def test_request_outcomes(errors: list[Err] | None, data: Any, want: str) -> None:
+    assert outcome_of(errors, data) == want
+
+
+def test_scheduler_fragmentation_in_gpus_of_ready_nodes() -> None:
+    from steward.domain.state import ClusterNode
+
+    registry = CollectorRegistry()
+    metrics = SchedulerMetrics(registry)
+
+    class Result:
+        fragmentation = 0.25
+
+    nodes = {"a": ClusterNode("a", 8, "m", (), "local"), "b": ClusterNode("b", 8, "m", (), "local"),
+             "c": ClusterNode("c", 8, "m", (), "local", state="draining")}
+    metrics.observe(0.02, Result(), nodes)
+    got = samples(registry)
+    assert got[("steward_fragmented_gpus", ())] == 4
+    assert got[("steward_scheduler_cycle_seconds_count", ())] == 1
+
+
+@pytest.mark.parametrize(("env", "api_port", "want"), [
+    ({}, 8000, {"ledger": 9464, "scheduler": 9465, "worker": 9466, "executor": 9467}),
+    ({}, 18120, {"ledger": 19584, "scheduler": 19585, "worker": 19586, "executor": 19587}),
+    ({"STEWARD_METRICS_PORT": "7000"}, 8000, {"ledger": 7000, "scheduler": 7001, "worker": 7002, "executor": 7003}),
+    ({"STEWARD_METRICS_PORT": "off"}, 8000, {}),
+])
+def test_metrics_ports_of_a_stack(env: dict[str, str], api_port: int, want: dict[str, int]) -> None:
+    settings = Settings(api_port=api_port)
+    assert stack_ports(settings, env) == want
+    urls = metrics_urls(settings, env)
+    assert urls["api"] == f"http://127.0.0.1:{api_port}/metrics"
+
+
+@pytest.mark.parametrize("raw", ["abc", "0", "70000", "-1"])
+def test_a_bad_metrics_port_is_refused_with_its_value(raw: str) -> None:
+    with pytest.raises(MetricsSettingError, match=f"STEWARD_METRICS_PORT must be .* got '{raw}'"):
+        base_port(Settings(), {"STEWARD_METRICS_PORT": raw})
