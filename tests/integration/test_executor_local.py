@@ -243,3 +243,67 @@ def test_the_simulated_executor_runs_virtual_time_and_resumes(tmp_path: Path) ->
     assert second.exit_code == 0 and 1900 < total_virtual < 2300  # only the rest ran
     assert pub.types().count("ReportCheckpointSaved") == 1
     assert virtual_duration(["x", "--duration", "5"], {}, 1.0) == 5.0
+
+
+FAKE_NVIDIA_SMI = """#!/bin/sh
+# stands in for the driver's tool on this GPU-less machine: two GPUs, the first busy
+case "$1" in
+  -L) echo "GPU 0: NVIDIA A100-SXM4-80GB (UUID: GPU-0000)"; echo "GPU 1: NVIDIA A100-SXM4-80GB (UUID: GPU-0001)" ;;
+  --query-gpu=*) echo "0, 87"; echo "1, 3" ;;
+  *) exit 2 ;;
+esac
+"""
+
+
+def with_nvidia_smi(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    tool = bin_dir / "nvidia-smi"
+    tool.write_text(FAKE_NVIDIA_SMI)
+    tool.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+
+
+def test_gpus_listed_by_nvidia_smi_are_the_slots_and_a_missing_index_is_refused(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from temporalio.exceptions import ApplicationError
+
+    from steward.executor.local import NO_SUCH_GPU
+    from steward.executor.monitor import gpu_utilisation
+
+    with_nvidia_smi(tmp_path, monkeypatch)
+    pub = FakePublisher()
+    ex = executor(tmp_path, pub)
+    assert (ex.gpus, ex.gpu_source) == (2, "nvidia-smi")  # not STEWARD_EXECUTOR_GPUS (4)
+    assert gpu_utilisation([0, 1]) == 45.0 and gpu_utilisation([1]) == 3.0
+    env = ActivityEnvironment()
+    with pytest.raises(ApplicationError) as refused:
+        act(env.run(ex.start_job, sample_run("big", command=["sleep", "30"], assignments={"n0": [1, 2]})))
+    assert refused.value.type == NO_SUCH_GPU and refused.value.non_retryable
+    assert "GPU(s) [2]" in str(refused.value) and "has 2 GPU(s)" in str(refused.value)
+    assert ex.attempts.load("big", 1) is None and pub.sent == []  # nothing started, nothing reported
+    act(env.run(ex.start_job, sample_run("fits", command=["sh", "-c", "echo gpus=$CUDA_VISIBLE_DEVICES; sleep 30"],
+                                         assignments={"n0": [1]})))
+    wait_for(lambda: "gpus=" in log_of(ex, "fits"))
+    assert log_of(ex, "fits").strip() == "gpus=1"
+    act(env.run(ex.signal_job, SignalJob("fits", 1, kill=True)))
+
+
+def test_without_nvidia_smi_the_slots_are_emulated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PATH", str(tmp_path))  # no nvidia-smi anywhere
+    ex = executor(tmp_path, FakePublisher())
+    assert (ex.gpus, ex.gpu_source) == (Settings(run_dir=tmp_path).executor_gpus, "emulated")
+
+
+def test_running_attempts_are_tracked_in_memory_and_reread_after_a_restart(tmp_path: Path) -> None:
+    pub = FakePublisher()
+    ex = executor(tmp_path, pub)
+    env = ActivityEnvironment()
+    assert ex.running() == []  # the records are read once, here
+    act(env.run(ex.start_job, sample_run("short", command=["sh", "-c", "exit 0"])))
+    act(env.run(ex.start_job, sample_run("long", command=["sleep", "30"])))
+    wait_for(lambda: [r.job_id for r in ex.running()] == ["long"])  # the short one ended
+    restarted = executor(tmp_path, pub)  # a new process: only its records on disk
+    assert [r.job_id for r in restarted.running()] == ["long"]
+    act(env.run(ex.signal_job, SignalJob("long", 1, kill=True)))
+    wait_for(lambda: restarted.running() == [] and ex.running() == [])

@@ -37,7 +37,7 @@ class ContractTimings:
     session_at_cap: str = "stop"
     idle_limit_s: float = 1800.0
     idle_grace_s: float = 600.0
-    max_history: int = 10_000
+    max_history: int = 2_000
     # watching a process: each `watch_job` poll answers at its exit or after `watch_window_s` (heartbeating
     # meanwhile); the next poll follows after `watch_gap_s` (0 in production; > 0 lets tests skip time,
     # since the test server never skips while an activity is outstanding)

@@ -78,7 +78,8 @@ class SessionWorkflow:
                 if self._idle_deadline(inp) is not None and now >= (self._idle_deadline(inp) or 0.0):
                     await self._on_idle_deadline(inp, parent)
                     continue
-                if workflow.info().get_current_history_length() > t.max_history:
+                info = workflow.info()  # the server's suggestion too (its size and event-count thresholds)
+                if info.get_current_history_length() > t.max_history or info.is_continue_as_new_suggested():
                     await workflow.wait_condition(workflow.all_handlers_finished)
                     workflow.continue_as_new(replace(inp, carry=self._carry()))
                 due = [cap_at]

