@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from playwright.sync_api import expect
 
-from tests.e2e.conftest import graphql, missing, shot, sign_in
+from tests.e2e.conftest import WAITING_PROJECT, cli_json, graphql, missing, shot, sign_in
 
 pytestmark = pytest.mark.e2e
 
@@ -27,6 +27,11 @@ def test_researcher_sees_why_a_job_waits_and_restores_a_session(world: dict[str,
     expect(page.get_by_role("link", name="Audit", exact=True)).to_have_count(0)  # researchers have no audit explorer
     expect(page.locator("#occupancy canvas").first).to_be_visible()
     expect(page.locator("#owed canvas").first).to_be_visible()
+    # the figures come from the server (Query.overview), not from jobs in the browser
+    expect(page.locator("#main [data-missing]")).to_have_count(0)
+    expect(page.get_by_test_id("waits-table").locator("tbody tr", has_text="batch")).to_be_visible()
+    expect(page.get_by_test_id("p90-interactive")).not_to_have_text("—")
+    expect(page.get_by_test_id("periods").locator("li").first).to_contain_text("current")
     shot(page, "overview")
 
     page.get_by_role("link", name="Queue", exact=True).click()
@@ -46,6 +51,8 @@ def test_researcher_sees_why_a_job_waits_and_restores_a_session(world: dict[str,
     page.get_by_role("link", name="Jobs & sessions", exact=True).click()
     table = page.get_by_test_id("jobs-table")
     expect(table.locator("tbody tr", has_text=world["session"])).to_contain_text("interactive")
+    # the running session's cap counts down (8 h cap, opened minutes ago)
+    expect(page.get_by_test_id(f"cap-{world['running_session']}")).to_contain_text(re.compile(r"[67] h \d\d min left"))
     shot(page, "jobs-sessions")
     table.get_by_role("button", name=world["session"]).click()
     restore = page.get_by_role("dialog").get_by_test_id("restore")
@@ -98,11 +105,7 @@ def test_manager_changes_an_allocation_and_sees_it_in_the_tree_and_the_audit_str
     page.get_by_role("button", name="Save shares").click()  # no reason yet
     expect(page.get_by_text("every allocation change needs a reason")).to_be_visible()
     page.get_by_label("Reason (required, recorded in the audit log)").fill("e2e: free 5% of research for a new team")
-    whatif = page.get_by_test_id("whatif")
-    if missing(page, "Query.whatIf"):
-        expect(whatif.locator(".disabled")).to_be_visible()  # the preview panel waits for the simulator's what-if
-    else:
-        expect(whatif.locator("table")).to_be_visible()
+    expect(page.get_by_test_id("whatif").get_by_test_id("whatif-result")).to_be_visible(timeout=60_000)
     shot(page, "tree-edit")
     page.get_by_role("button", name="Save shares").click()
     expect(page.get_by_test_id("save-result")).to_contain_text("Saved")
@@ -160,3 +163,59 @@ def test_auditor_verifies_the_chain_and_moves_the_time_slider(world: dict[str, A
         if page.get_by_test_id("asof-tree").count():
             break
     shot(page, "audit-verify-and-time-slider")
+
+
+def test_manager_previews_a_change_with_what_if_then_saves_it(world: dict[str, Any], page: Any) -> None:
+    """Before saving, the simulator replays the last 7 days with and without the change; then it is saved."""
+    base, tok = world["base"], world["tokens"]["manager"]
+    sign_in(page, base, tok, "manager")
+    page.get_by_role("link", name="Allocations", exact=True).click()
+    # keyboard: the tree is a treegrid; arrows move between rows, Enter selects the node to re-share
+    tree = page.get_by_test_id("tree-table")
+    tree.locator("tr[data-name='research']").focus()
+    page.keyboard.press("ArrowDown")
+    assert page.evaluate("document.activeElement.dataset.name") != "research"
+    page.keyboard.press("ArrowUp")
+    page.keyboard.press("Enter")
+    expect(page.get_by_label("Node whose children to re-share")).to_have_value("research")
+
+    share = page.get_by_label("7f04ca", exact=True)  # the researcher's project, the one with the work
+    before = share.input_value()
+    whatif = page.get_by_test_id("whatif")
+    expect(whatif).to_contain_text("Change a share")
+    share.fill("0.6")  # over 1 in total: no preview, the sum says why
+    expect(whatif).to_contain_text("Fix the shares above")
+    share.fill("0.25")  # whatever the other tests saved, the children stay within 1
+    result = whatif.get_by_test_id("whatif-result")
+    expect(result).to_be_visible(timeout=60_000)
+    summary = whatif.get_by_test_id("whatif-summary")
+    expect(summary).to_contain_text(re.compile(r"Replaying \d+ jobs of the last 7 days: 7f04ca owed [\d.]+ → [\d.]+"))
+    changed = whatif.get_by_test_id("whatif-allocations").locator("tbody tr", has_text="7f04ca")
+    expect(changed).to_contain_text(f"{before} → 0.25")
+    expect(changed).to_contain_text(re.compile(r"\d+ % → \d+ %"))
+    expect(whatif.get_by_test_id("whatif-allocations").locator("tbody tr").first).to_contain_text("research")
+    expect(whatif.get_by_test_id("whatif-waits").locator("tbody tr", has_text="batch")).to_be_visible()
+    page.get_by_label("Reason (required, recorded in the audit log)").fill("e2e: what-if first, then save")
+    shot(page, "tree-whatif")
+
+    # the server refuses what the form would refuse too, in words
+    body = graphql(base, tok, 'query { whatIf(parent: "research", shares: [{child: "7f04ca", share: 0.9}]) '
+                              '{ __typename ... on InvalidInput { message } } }')
+    assert body["data"]["whatIf"]["__typename"] == "InvalidInput" and "> 1" in body["data"]["whatIf"]["message"]
+
+    page.get_by_role("button", name="Save shares").click()
+    expect(page.get_by_test_id("save-result")).to_contain_text("Saved")
+    expect(page.get_by_test_id("share-7f04ca")).to_have_text("0.25")
+    expect(whatif).to_contain_text("Change a share")  # saved: nothing left to preview
+
+
+def test_screens_update_live_without_reloading(world: dict[str, Any], page: Any) -> None:
+    """A job submitted elsewhere appears on the open screen through the subscription; the page never reloads."""
+    base, tok = world["base"], world["tokens"]["researcher"]
+    sign_in(page, base, tok, "researcher")
+    expect(page.get_by_test_id("live-status")).to_contain_text("live")
+    page.get_by_role("link", name="Jobs & sessions", exact=True).click()
+    page.evaluate("window.__stewardMarker = 'same page'")
+    job = cli_json("submit", "-p", WAITING_PROJECT, "-g", "1", "--min-runtime", "0", "--", "true", token=tok)["id"]
+    expect(page.get_by_test_id("jobs-table").locator("tbody tr", has_text=job)).to_be_visible(timeout=20_000)
+    assert page.evaluate("window.__stewardMarker") == "same page"

@@ -569,7 +569,7 @@ def compute_overview(fold: OverviewFold, args: OverviewArgs, until: float, posit
     first = fold.first_at if fold.first_at is not None else until - HOUR
     since = max(args.since if args.since is not None else until - 7 * DAY, first, until - MAX_RANGE_S)
     since = min(since, until - 60.0)
-    step = max(10.0, math.ceil((until - since) / args.points))
+    step = max(1.0, math.ceil((until - since) / args.points))
     parents: dict[str, str] = {}
     for kind, p, _at in fold.history:
         if kind == "AllocationsSet":

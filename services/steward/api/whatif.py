@@ -448,16 +448,27 @@ def _pct(x: float | None) -> str:
     return "—" if x is None else f"{100 * x:.0f}%"
 
 
+def _gpu_h(gpu_s: float) -> str:
+    h = gpu_s / 3600.0
+    return f"{h:.0f}" if h >= 100 else f"{h:.1f}" if h >= 10 else f"{h:.2f}"
+
+
 def summary(rows: Sequence[WhatIfAllocation], waits: Sequence[WhatIfWaits], jobs: int, window_s: float) -> str:
-    """One sentence a manager reads first: the changed allocations' delivered/owed, before → after."""
+    """One sentence a manager reads first: for each changed allocation, owed and delivered/owed without →
+    with the change, then the p90 waits that moved."""
     days = window_s / DAY_S
     span = f"{days:.0f} day{'s' if round(days) != 1 else ''}" if days >= 1 else f"{window_s / 3600:.0f} h"
     if jobs == 0:
         return f"No jobs were submitted in the last {span}: there is no history to replay."
-    changed = [r for r in rows if r.changed]
-    parts = [f"{r.name} {_pct(r.ratio_before)} → {_pct(r.ratio_after)}" for r in changed[:4]]
-    text = f"Replaying {jobs} job{'s' if jobs != 1 else ''} of the last {span}: delivered/owed "
-    text += "; ".join(parts) if parts else "unchanged"
+    parts = []
+    for r in [r for r in rows if r.changed][:4]:
+        if r.owed_before == 0 and r.owed_after == 0 and r.delivered_before == 0 and r.delivered_after == 0:
+            parts.append(f"{r.name} had no demand in the window, so nothing changes for it")
+        else:
+            parts.append(f"{r.name} owed {_gpu_h(r.owed_before)} → {_gpu_h(r.owed_after)} GPU·h, delivered/owed "
+                         f"{_pct(r.ratio_before)} → {_pct(r.ratio_after)}")
+    text = f"Replaying {jobs} job{'s' if jobs != 1 else ''} of the last {span}: "
+    text += "; ".join(parts) if parts else "no allocation of yours changes"
     moved = [w for w in waits if w.p90_before_s is not None and w.p90_after_s is not None
              and abs(w.p90_after_s - w.p90_before_s) >= 1.0]
     if moved:

@@ -169,3 +169,29 @@ def test_the_what_if_query_is_authorised_like_set_allocations_and_cached(tmp_pat
                         "message": "children of 'team-a' would sum to 1.3000 > 1"}
         window = ask("manager", "team-a", change, w=10.0)
         assert window["__typename"] == "InvalidInput" and window["field"] == "windowS"
+
+
+def _row(name: str, changed: bool, owed: tuple[float, float], ratio: tuple[float | None, float | None]) -> Any:
+    from steward.api.whatif import WhatIfAllocation
+
+    return WhatIfAllocation(name=name, parent="team", depth=2, is_project=True, changed=changed, share_before=0.5,
+                            share_after=0.6, entitlement_before=0.5, entitlement_after=0.6, owed_before=owed[0],
+                            delivered_before=owed[0] * (ratio[0] or 0), ratio_before=ratio[0], owed_after=owed[1],
+                            delivered_after=owed[1] * (ratio[1] or 0), ratio_after=ratio[1])
+
+
+@pytest.mark.parametrize(("jobs", "rows", "p90", "expected"), [
+    (0, [], None, "No jobs were submitted in the last 7 days: there is no history to replay."),
+    (3, [_row("a", True, (0.0, 0.0), (None, None)), _row("b", False, (3600.0, 3600.0), (1.0, 1.0))], None,
+     "Replaying 3 jobs of the last 7 days: a had no demand in the window, so nothing changes for it."),
+    (12, [_row("a", True, (7200.0, 9000.0), (1.0, 0.8))], (600.0, 300.0),
+     "Replaying 12 jobs of the last 7 days: a owed 2.00 → 2.50 GPU·h, delivered/owed 100% → 80%; "
+     "p90 wait batch 600 s → 300 s."),
+])
+def test_the_summary_names_what_changes(jobs: int, rows: list[Any], p90: tuple[float, float] | None,
+                                        expected: str) -> None:
+    from steward.api.whatif import WhatIfWaits, summary
+
+    waits = [WhatIfWaits(job_class="batch", jobs=jobs, p50_before_s=None, p90_before_s=p90[0] if p90 else None,
+                         p50_after_s=None, p90_after_s=p90[1] if p90 else None)]
+    assert summary(rows, waits, jobs, 7 * 86400.0) == expected

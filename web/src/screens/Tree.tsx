@@ -195,6 +195,11 @@ function ShareEditor({ parent, rows, onSaved }: { parent: string; rows: Allocati
   );
 }
 
+/** GPU-seconds as a bare number of GPU-hours (the unit is in the column header). */
+function gpuHours(gpuSeconds: number): string {
+  return formatGpuHours(gpuSeconds).replace(" GPU·h", "");
+}
+
 const TREND_LABEL = { better: "better", worse: "worse", same: "no change", unknown: "" } as const;
 
 function WhatIfTables({ data }: { data: import("../lib/whatif").WhatIfPreview }) {
@@ -203,28 +208,29 @@ function WhatIfTables({ data }: { data: import("../lib/whatif").WhatIfPreview })
   return (
     <div data-testid="whatif-result" aria-live="polite">
       <p data-testid="whatif-summary">{data.summary}</p>
-      <p className="muted small">{replayCaption(data)}</p>
+      <p className="muted small">{replayCaption(data)}. Each cell reads without → with the change.</p>
+      <div className="scroll-x">
       <table className="compact whatif-table" data-testid="whatif-allocations">
-        <caption className="sr-only">Delivered over owed per allocation in the replay, without and with the change</caption>
-        <thead><tr><th scope="col">allocation</th><th scope="col">share</th><th scope="col">owed now → with change</th><th scope="col">delivered/owed now</th><th scope="col">with change</th><th scope="col">change</th></tr></thead>
+        <caption className="sr-only">Owed and delivered over owed per allocation in the replay, without → with the change</caption>
+        <thead><tr><th scope="col">allocation</th><th scope="col">share</th><th scope="col">owed GPU·h</th><th scope="col">delivered / owed</th><th scope="col">change</th></tr></thead>
         <tbody>{rows.map((r) => (
           <tr key={r.name} className={r.changed ? "changed" : ""}>
             <th scope="row" style={{ paddingLeft: `${0.25 + Math.max(0, r.depth - (rows[0]?.depth ?? 1)) * 0.75}rem` }}>{r.name}</th>
-            <td className="num">{r.changed ? <>{formatShare(r.shareBefore)} → <strong>{formatShare(r.shareAfter)}</strong></> : formatShare(r.shareBefore)}</td>
-            <td className="num">{formatGpuHours(r.owedBefore)} → {formatGpuHours(r.owedAfter)}</td>
-            <td className="num">{formatPercent(r.ratioBefore, 0)}</td>
-            <td className="num">{formatPercent(r.ratioAfter, 0)}</td>
-            <td className={`num trend-${r.trend}`}>{r.delta}{TREND_LABEL[r.trend] ? <span className="sr-only"> ({TREND_LABEL[r.trend]})</span> : null}</td>
+            <td className="num nowrap">{r.changed ? <>{formatShare(r.shareBefore)} → <strong>{formatShare(r.shareAfter)}</strong></> : formatShare(r.shareBefore)}</td>
+            <td className="num nowrap">{gpuHours(r.owedBefore)} → {gpuHours(r.owedAfter)}</td>
+            <td className="num nowrap">{formatPercent(r.ratioBefore, 0)} → {formatPercent(r.ratioAfter, 0)}</td>
+            <td className={`num nowrap trend-${r.trend}`}>{r.delta}{TREND_LABEL[r.trend] ? <span className="sr-only"> ({TREND_LABEL[r.trend]})</span> : null}</td>
           </tr>
         ))}</tbody>
       </table>
+      </div>
       <table className="compact" data-testid="whatif-waits">
         <caption className="sr-only">Waits by class in the replay, without and with the change</caption>
-        <thead><tr><th scope="col">class</th><th scope="col">jobs</th><th scope="col">p50 now → with change</th><th scope="col">p90 now → with change</th></tr></thead>
+        <thead><tr><th scope="col">class</th><th scope="col">jobs</th><th scope="col">p50 wait</th><th scope="col">p90 wait</th></tr></thead>
         <tbody>{waits.map((w) => (
           <tr key={w.jobClass}><th scope="row">{w.jobClass}</th><td className="num">{w.jobs}</td>
-            <td className="num">{formatDuration(w.p50BeforeS)} → {formatDuration(w.p50AfterS)}</td>
-            <td className={`num trend-${w.trend}`}>{formatDuration(w.p90BeforeS)} → {formatDuration(w.p90AfterS)}</td></tr>
+            <td className="num nowrap">{formatDuration(w.p50BeforeS)} → {formatDuration(w.p50AfterS)}</td>
+            <td className={`num nowrap trend-${w.trend}`}>{formatDuration(w.p90BeforeS)} → {formatDuration(w.p90AfterS)}</td></tr>
         ))}
         {!waits.length && <tr><td colSpan={4} className="muted">No waits in the replay.</td></tr>}</tbody>
       </table>
