@@ -9,6 +9,7 @@ from typing import Annotated
 import strawberry
 from strawberry.scalars import JSON
 
+from steward.api.scalars import BigInt
 from steward.api.types import ApiToken, Job
 
 
@@ -56,36 +57,36 @@ class PreemptionRequested:
     requested_at: float
     grace_s: float
     requeue: bool
-    position: int
+    position: BigInt
 
 
 @strawberry.type
 class AllocationsChanged:
     parent: str
-    position: int
+    position: BigInt
 
 
 @strawberry.type
 class NodeRegistered:
     id: str
-    position: int
+    position: BigInt
 
 
 @strawberry.type
 class NodeDraining:
     id: str
-    position: int
+    position: BigInt
 
 
 @strawberry.type
 class NodeResumed:
     id: str
-    position: int
+    position: BigInt
 
 
 @strawberry.type
 class PolicySet:
-    position: int
+    position: BigInt
 
 
 @strawberry.type

@@ -15,6 +15,7 @@ from collections.abc import AsyncGenerator, Sequence
 from typing import Any
 
 import strawberry
+from graphql import GraphQLError
 from strawberry.extensions import (
     AddValidationRules,
     MaskErrors,
@@ -69,6 +70,7 @@ from steward.api.payloads import (
     TokenRevoked,
 )
 from steward.api.readmodel import Snapshot
+from steward.api.scalars import BigInt
 from steward.api.types import (
     AccessDenial,
     AccessDenialConnection,
@@ -359,7 +361,7 @@ class Query:
 
     @fields.field("The state folded from the log up to a position or a time "
                                   "(auditors, admins); the head when neither is given.")
-    async def state_at(self, info: Info[Context, None], position: int | None = None, time: float | None = None,
+    async def state_at(self, info: Info[Context, None], position: BigInt | None = None, time: float | None = None,
                        jobs_first: int = 200) -> StateAt:
         ctx = _ctx(info)
         await ctx.require(Capability.read_audit, "stateAt")
@@ -391,8 +393,8 @@ class Query:
 
     @fields.field("Recompute the hash chain over [fromPosition, toPosition] "
                                   "(auditors, admins); toPosition defaults to the head.")
-    async def verify(self, info: Info[Context, None], from_position: int = 1,
-                     to_position: int | None = None) -> Verification:
+    async def verify(self, info: Info[Context, None], from_position: BigInt = 1,
+                     to_position: BigInt | None = None) -> Verification:
         ctx = _ctx(info)
         await ctx.require(Capability.read_audit, "verify")
         store = ctx.services.store
@@ -747,7 +749,7 @@ def _occupancy(snap: Snapshot) -> Occupancy:
 class Subscription:
     @fields.subscription("Events as they are recorded, filtered (auditors, admins).")
     async def events(self, info: Info[Context, None], filter: EventFilter | None = None,
-                     after_position: int | None = None) -> AsyncGenerator[Event, None]:
+                     after_position: BigInt | None = None) -> AsyncGenerator[Event, None]:
         ctx = _ctx(info)
         await ctx.require(Capability.read_audit, "events")
         f = filter or EventFilter()
@@ -799,9 +801,10 @@ class Subscription:
 
 
 def _should_mask(error: Any) -> bool:
-    """Typed user errors and GraphQL's own (parse, validation) pass; anything else is a fault, masked."""
+    """Typed user errors and GraphQL's own (parse, validation, a variable's coercion, which wraps a
+    GraphQLError) pass; anything else is a fault, masked."""
     original = getattr(error, "original_error", None)
-    return original is not None and not isinstance(original, UserError)
+    return original is not None and not isinstance(original, GraphQLError)
 
 
 def build_schema(*, max_depth: int = 10, max_tokens: int = 2000, max_aliases: int = 30,

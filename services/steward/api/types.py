@@ -14,6 +14,7 @@ from steward.api import fields
 from steward.api.context import Context
 from steward.api.explain import Why
 from steward.api.figures import AllocationFigures
+from steward.api.scalars import BigInt
 from steward.store.eventstore import RecordedEvent
 
 DECISION_TYPES = ("JobPlaced", "CommandRejected", "JobPreempted", "PreemptionRequested", "JobExplained",
@@ -45,9 +46,9 @@ class PageInfo:
 
 @strawberry.type(description="One recorded event: immutable, hash-chained to the one before it.")
 class Event:
-    position: int
+    position: BigInt
     stream_id: str
-    version: int
+    version: BigInt
     type: str
     schema_version: int
     payload: JSON
@@ -74,12 +75,12 @@ class EventEdge:
 class EventConnection:
     edges: list[EventEdge]
     page_info: PageInfo
-    scanned_to: int = strawberry.field(description="The last position examined (filters may skip events).")
+    scanned_to: BigInt = strawberry.field(description="The last position examined (filters may skip events).")
 
 
 @strawberry.type(description="A decision about a job and the evidence recorded with it.")
 class Decision:
-    position: int
+    position: BigInt
     type: str
     recorded_at: float
     actor: str | None
@@ -92,12 +93,12 @@ class Explanation:
     reason: str = strawberry.field(description="A stable reason code.")
     text: str
     source: str = strawberry.field(description="'recorded' (from the job's events) or 'derived' (projections).")
-    blocking_gpus: int
+    blocking_gpus: BigInt
     blocking_scope: str
     blocking_until: float | None
-    position: int | None
-    position_in_project: int | None
-    event_position: int | None
+    position: BigInt | None
+    position_in_project: BigInt | None
+    event_position: BigInt | None
     evidence: JSON
 
     @staticmethod
@@ -114,20 +115,20 @@ class Job:
     id: strawberry.ID
     project: str
     state: str
-    gpus: int
+    gpus: BigInt
     min_runtime_s: float
     resumable: bool
     job_class: str
-    priority: int
+    priority: BigInt
     command: list[str]
     submitted_at: float
-    attempt: int
+    attempt: BigInt
     assignments: JSON
     funded: bool
     started_at: float | None
     ended_at: float | None
-    exit_code: int | None
-    position: int = strawberry.field(description="The store position of the job's latest change.")
+    exit_code: BigInt | None
+    position: BigInt = strawberry.field(description="The store position of the job's latest change.")
 
     @fields.field("The job's events in order.")
     async def events(self, info: Info[Context, None]) -> list[Event]:
@@ -182,10 +183,10 @@ class Allocation:
     delivered: float
     delivered_over_owed: float | None
     burn: float | None = strawberry.field(description="GPUs running now ÷ GPUs entitled now.")
-    running_gpus: int
-    running_jobs: int
-    waiting_jobs: int
-    waiting_gpus: int
+    running_gpus: BigInt
+    running_jobs: BigInt
+    waiting_jobs: BigInt
+    waiting_gpus: BigInt
 
     @staticmethod
     def of(f: AllocationFigures) -> Allocation:
@@ -200,38 +201,38 @@ class Allocation:
 @strawberry.type
 class Node:
     id: str
-    gpus: int
+    gpus: BigInt
     gpu_model: str
     path: list[str]
     executor: str
     state: str
-    used_gpus: int
-    free_gpus: int
+    used_gpus: BigInt
+    free_gpus: BigInt
     jobs: list[str] = strawberry.field(description="Ids of the jobs on it that you may see.")
-    other_jobs: int = strawberry.field(description="How many jobs on it you may not see.")
+    other_jobs: BigInt = strawberry.field(description="How many jobs on it you may not see.")
 
 
 @strawberry.type(description="A topology domain (a prefix of node paths) with its capacity and occupancy.")
 class Domain:
     path: list[str]
     depth: int
-    nodes: int
-    gpus: int
-    used_gpus: int
-    free_gpus: int
-    largest_free_on_one_node: int
+    nodes: BigInt
+    gpus: BigInt
+    used_gpus: BigInt
+    free_gpus: BigInt
+    largest_free_on_one_node: BigInt
 
 
 @strawberry.type
 class QueueEntry:
-    position: int
+    position: BigInt
     mine: bool = strawberry.field(description="False: another tenant's job, shown only as its position.")
-    position_in_project: int | None
+    position_in_project: BigInt | None
     job: Job | None
     reason: str | None = strawberry.field(description="The reason code: the scheduler's latest recorded one "
                                                       "(JobDeferred) when current, else derived.")
     text: str | None
-    blocking_gpus: int | None = strawberry.field(description="How many more GPUs it needs in `blockingScope`.")
+    blocking_gpus: BigInt | None = strawberry.field(description="How many more GPUs it needs in `blockingScope`.")
     blocking_scope: str | None = None
     blocking_until: float | None = None
     source: str | None = strawberry.field(default=None, description="'recorded' or 'derived'.")
@@ -239,15 +240,15 @@ class QueueEntry:
 
 @strawberry.type
 class Queue:
-    waiting: int
-    waiting_gpus: int
+    waiting: BigInt
+    waiting_gpus: BigInt
     entries: list[QueueEntry]
 
 
 @strawberry.type
 class StateCount:
     state: str
-    count: int
+    count: BigInt
 
 
 @strawberry.type
@@ -263,10 +264,10 @@ class Me:
 @strawberry.type(description="A refused request, from its AccessDenied event. count > 1: a summary of the denials "
                              "past the per-token limit in one window (operations: how many per operation).")
 class AccessDenial:
-    id: int = strawberry.field(description="The AccessDenied event's position in the log.")
+    id: BigInt = strawberry.field(description="The AccessDenied event's position in the log.")
     at: float
     last_at: float
-    count: int
+    count: BigInt
     subject: str
     role: str
     token_id: str | None
@@ -301,7 +302,7 @@ class AllocationAt:
 @strawberry.type
 class NodeAt:
     id: str
-    gpus: int
+    gpus: BigInt
     gpu_model: str
     path: list[str]
     state: str
@@ -312,13 +313,13 @@ class JobAt:
     id: str
     project: str
     state: str
-    gpus: int
-    attempt: int
+    gpus: BigInt
+    attempt: BigInt
 
 
 @strawberry.type(description="The ledger's state folded from the log up to a position (or time).")
 class StateAt:
-    position: int
+    position: BigInt
     recorded_at: float | None
     allocations: list[AllocationAt]
     nodes: list[NodeAt]
@@ -329,30 +330,30 @@ class StateAt:
 
 @strawberry.type
 class Verification:
-    from_position: int
-    to_position: int
-    checked: int
+    from_position: BigInt
+    to_position: BigInt
+    checked: BigInt
     ok: bool
-    first_bad_position: int | None
+    first_bad_position: BigInt | None
     problem: str | None
 
 
 @strawberry.type
 class NodeOccupancy:
     id: str
-    gpus: int
-    used_gpus: int
+    gpus: BigInt
+    used_gpus: BigInt
     state: str
 
 
 @strawberry.type
 class Occupancy:
-    position: int
-    total_gpus: int
-    used_gpus: int
-    free_gpus: int
-    running_jobs: int
-    waiting_jobs: int
+    position: BigInt
+    total_gpus: BigInt
+    used_gpus: BigInt
+    free_gpus: BigInt
+    running_jobs: BigInt
+    waiting_jobs: BigInt
     nodes: list[NodeOccupancy]
 
 

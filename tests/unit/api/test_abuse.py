@@ -210,7 +210,8 @@ def test_typed_user_errors_pass_the_mask(server: Server) -> None:
 
 
 def test_rate_limit_per_token(tmp_path: Path) -> None:
-    api = ApiSettings(run_dir=tmp_path, api_rate_per_s=1, api_rate_burst=5)
+    # refills one request per 20 s: on a loaded machine the 8 requests may take over a second
+    api = ApiSettings(run_dir=tmp_path, api_rate_per_s=0.05, api_rate_burst=5)
     with serve(tmp_path, api, seeded=False) as s:
         codes = [s.post("{ health }", token=s.tokens["admin"]).status_code for _ in range(8)]
         assert codes[:5] == [200] * 5 and codes[5:] == [429] * 3

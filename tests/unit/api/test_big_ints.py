@@ -1,0 +1,131 @@
+"""No answer fails because a number outgrew GraphQL's 32-bit `Int` (a schemathesis run once hit one on
+output): whatever grows with the log or the cluster is a `BigInt`; the `Int`s left are bounded, and
+adding an unbounded one fails the first test here until it is classified."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from graphql import GraphQLInputObjectType, GraphQLObjectType, get_named_type
+
+from steward.api.scalars import MAX_SAFE, parse_big_int
+from steward.api.schema import schema
+from steward.domain.commands import RegisterNode, SubmitJob
+from tests.unit.api.harness import Server, serve
+
+BEYOND_32_BITS = 2**31  # the first value GraphQL's Int cannot carry
+
+# Every Int left in the schema, and why it cannot exceed 2^31 - 1.
+BOUNDED = {
+    "Allocation.depth": "tree depth, at most 8 (policy max_tree_depth)",
+    "Domain.depth": "topology depth: the length of a node's path",
+    "Event.schemaVersion": "schema versions of an event type: a handful",
+    "OpenSessionInput.gpus": "input: the 32-bit range is the bound",
+    "RegisterNodeInput.gpus": "input: the 32-bit range is the bound",
+    "SubmitJobInput.gpus": "input: the 32-bit range is the bound",
+    "SubmitJobInput.priority": "input: the 32-bit range is the bound",
+    "Query.jobs(first)": "page size, at most api_max_page",
+    "Query.sessions(first)": "page size, at most api_max_page",
+    "Query.queue(first)": "page size, at most api_max_page",
+    "Query.auditEvents(first)": "page size, at most api_max_page",
+    "Query.accessDenials(first)": "page size, at most api_max_page",
+    "Query.stateAt(jobsFirst)": "page size, at most api_max_page",
+}
+# Fields of the overview and what-if engineers' work (services/steward/api/figures.py, whatif.py), left to
+# them: the ones marked "unbounded" can outgrow Int (reported; they should become BigInt).
+ELSEWHERE = {
+    "Overview.position": "unbounded: a log position",
+    "Overview.capacityGpus": "unbounded: a sum of GPUs",
+    "ClassWait.jobs": "unbounded: a count of jobs",
+    "ClassWait.started": "unbounded: a count of jobs",
+    "ClassWait.waiting": "unbounded: a count of jobs",
+    "DayCount.count": "a count per day",
+    "WhatIfAllocation.depth": "tree depth",
+    "WhatIfPreview.jobs": "bounded by maxJobs",
+    "WhatIfPreview.capacityGpus": "unbounded: a sum of GPUs",
+    "WhatIfPreview.preemptionsBefore": "bounded by maxJobs",
+    "WhatIfPreview.preemptionsAfter": "bounded by maxJobs",
+    "WhatIfWaits.jobs": "bounded by maxJobs",
+    "Query.overview(points)": "input",
+    "Query.overview(utcOffsetS)": "input",
+    "Query.overview(pastPeriods)": "input",
+    "Query.whatIf(maxJobs)": "input",
+}
+
+
+def int_fields() -> set[str]:
+    out = set()
+    for name, t in schema._schema.type_map.items():
+        if name.startswith("__") or not isinstance(t, GraphQLObjectType | GraphQLInputObjectType):
+            continue
+        for fname, f in t.fields.items():
+            if get_named_type(f.type).name == "Int":
+                out.add(f"{name}.{fname}")
+            for arg, a in (getattr(f, "args", None) or {}).items():
+                if get_named_type(a.type).name == "Int":
+                    out.add(f"{name}.{fname}({arg})")
+    return out
+
+
+def test_every_int_left_in_the_schema_is_bounded() -> None:
+    unclassified = int_fields() - set(BOUNDED) - set(ELSEWHERE)
+    assert not unclassified, f"Int fields that may outgrow 32 bits: make them BigInt or bound them: {unclassified}"
+
+
+@pytest.mark.parametrize(("value", "expected"), [(5, 5), ("6000000000", 6_000_000_000), (7.0, 7), ("-3", -3)])
+def test_big_int_inputs(value: object, expected: int) -> None:
+    assert parse_big_int(value) == expected
+
+
+@pytest.mark.parametrize("value", [True, "12a", 1.5, MAX_SAFE + 1, None])
+def test_big_int_refuses_what_is_not_an_exact_integer(value: object) -> None:
+    with pytest.raises(ValueError, match="BigInt"):
+        parse_big_int(value)
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    with serve(Path(tmp_path_factory.mktemp("bigints"))) as s:
+        # recorded behind the API (as a scenario file or another client may): the domain does not bound these
+        s.record([RegisterNode("huge-1", 2**31 - 1, "h100", ["zone-z", "huge-1"]),
+                  RegisterNode("huge-2", 2**31 - 1, "h100", ["zone-z", "huge-2"]),
+                  SubmitJob("giant", "a1", 3 * 2**31, 0, ["true"], priority=2**40)])
+        yield s
+
+
+def test_sums_of_gpus_beyond_32_bits_are_answered(server: Server) -> None:
+    t = server.tokens["admin"]
+    body = server.gql("""{ topology { path gpus freeGpus nodes } nodes { id gpus freeGpus }
+        queue { waitingGpus entries { blockingGpus job { id gpus priority } } }
+        allocations { name waitingGpus } jobCounts { state count } }""", token=t)
+    assert not body.get("errors"), body
+    d = body["data"]
+    root = next(x for x in d["topology"] if x["path"] == [])
+    assert root["gpus"] == 2 * (2**31 - 1) + 16 > BEYOND_32_BITS
+    assert {n["id"]: n["gpus"] for n in d["nodes"]}["huge-1"] == 2**31 - 1
+    giant = next(e for e in d["queue"]["entries"] if e["job"]["id"] == "giant")
+    assert giant["job"] == {"id": "giant", "gpus": 3 * 2**31, "priority": 2**40}
+    assert giant["blockingGpus"] >= BEYOND_32_BITS - 16
+    assert d["queue"]["waitingGpus"] > 3 * 2**31
+    assert next(a for a in d["allocations"] if a["name"] == "a1")["waitingGpus"] > 3 * 2**31
+
+
+def test_positions_beyond_32_bits_are_accepted_as_arguments(server: Server) -> None:
+    t = server.tokens["auditor"]
+    body = server.gql("{ stateAt(position: 6000000000) { position } verify(toPosition: 5) { ok toPosition } }",
+                      token=t)
+    assert not body.get("errors"), body
+    assert body["data"]["stateAt"]["position"] == server.store.head()
+    body = server.gql("query($p: BigInt!) { stateAt(position: $p) { position } }", {"p": "6000000000"}, t)
+    assert body["data"]["stateAt"]["position"] == server.store.head()
+
+
+@pytest.mark.parametrize("literal", ["9007199254740992", "1.5", "true", '"12a"'])
+def test_an_out_of_range_big_int_is_a_typed_user_error_not_a_masked_fault(server: Server, literal: str) -> None:
+    body = server.gql(f"{{ stateAt(position: {literal}) {{ position }} }}", token=server.tokens["admin"])
+    (err,) = body["errors"]
+    assert err["message"] != "internal error (it was logged)" and "BigInt" in err["message"], err
+    body = server.gql("query($p: BigInt!) { stateAt(position: $p) { position } }", {"p": 2**53}, server.tokens["admin"])
+    assert "at most 2^53 - 1" in body["errors"][0]["message"]
