@@ -121,12 +121,15 @@ def _normalise(obj: Any) -> Any:
     if t is dict:
         out = {}
         for k, v in obj.items():
-            if not isinstance(k, str) or not (k.isascii() or max(k) < "\ud800"):
+            if type(k) is not str or not (k.isascii() or max(k) < "\ud800"):
+                if not isinstance(k, str):
+                    raise TypeError(f"JSON object keys must be strings, got {k!r}")
                 raise _NeedsSlowPath
-            out[k] = _normalise(v)
+            tv = type(v)  # the plain values inline (most of a payload), the rest through the recursion
+            out[k] = v if tv is str or tv is int or tv is bool or v is None else _normalise(v)
         return out
     if t is list or t is tuple:
-        return [_normalise(v) for v in obj]
+        return [v if type(v) is str else _normalise(v) for v in obj]
     if isinstance(obj, bool | int | str):
         return obj
     if isinstance(obj, float | dict | list | tuple):

@@ -24,13 +24,14 @@ def _witnesses(store: EventStore) -> dict[str, int]:
 
 
 # The chain check in PostgreSQL itself (C sha256 next to the data): every hash recomputed from the stored
-# canonical texts exactly as `event_body_text` builds the body, and every link and gap checked. Only the
-# positions of suspicious rows come back; the precise classification is then done by the Python check.
-_SQL_CHECK = """
-WITH e AS (
-  SELECT position, hash, prev_hash,
-         lag(hash) OVER w AS before_hash, lag(position) OVER w AS before_position,
-         encode(sha256(convert_to(prev_hash || '{"message_id":' || coalesce(to_json(message_id)::text, 'null')
+# canonical texts exactly as `event_body_text` builds the body. It is a plain aggregate, so PostgreSQL runs
+# it with parallel workers; the links (each prev_hash equals the hash before it) are a second, narrow pass,
+# and gaps show as a count short of the span (positions are a primary key). Only the first suspicious
+# positions come back; the precise classification is then done by the Python check.
+_SQL_HASHES = """
+SELECT count(*), min(position), max(position),
+       min(position) FILTER (WHERE hash <> encode(sha256(convert_to(
+           prev_hash || '{"message_id":' || coalesce(to_json(message_id)::text, 'null')
            || ',"metadata":' || metadata::text
            || ',"payload_sha256":"' || CASE WHEN payload::text LIKE '{"$redacted_sha256":%%'
                 THEN payload->>'$redacted_sha256'
@@ -39,29 +40,31 @@ WITH e AS (
            || ',"recorded_at":"' || CASE WHEN recorded_at = trunc(recorded_at) AND abs(recorded_at) < 1e16
                 THEN trunc(recorded_at)::bigint::text || '.0' ELSE recorded_at::text END
            || '","schema_version":' || schema_version || ',"stream_id":' || to_json(stream_id)::text
-           || ',"type":' || to_json(type)::text || ',"version":' || version || '}', 'UTF8')), 'hex') AS computed
-  FROM events WHERE position >= %(start)s AND position <= %(to)s
-  WINDOW w AS (ORDER BY position)
-)
-SELECT count(*), max(position),
-       (array_agg(position ORDER BY position) FILTER (
-          WHERE computed <> hash
-             OR (before_hash IS NOT NULL AND prev_hash <> before_hash)
-             OR (before_position IS NOT NULL AND position <> before_position + 1)))[1:100],
-       min(position)
-FROM e
+           || ',"type":' || to_json(type)::text || ',"version":' || version || '}', 'UTF8')), 'hex'))
+FROM events WHERE position >= %(start)s AND position <= %(to)s
+"""
+_SQL_LINKS = """
+SELECT min(position) FILTER (WHERE prev_hash <> before_hash)
+FROM (SELECT position, prev_hash, lag(hash) OVER (ORDER BY position) AS before_hash
+      FROM events WHERE position >= %(start)s AND position <= %(to)s) e
 """
 
 
 def _sql_chain_ok(store: EventStore, start: int, to: int | None) -> tuple[int, int, list[int], int | None]:
-    upper = to if to is not None else 2**62
+    """(events, head, first suspicious positions, first position) of [start, to], checked by PostgreSQL."""
+    params = {"start": start, "to": to if to is not None else 2**62}
     with store.engine.connect() as conn:
         cursor = conn.connection.driver_connection.cursor()  # type: ignore[union-attr]
-        cursor.execute(_SQL_CHECK, {"start": start, "to": upper})
-        count, head, bad, first = cursor.fetchone()
+        cursor.execute(_SQL_HASHES, params)
+        count, first, head, bad_hash = cursor.fetchone()
+        cursor.execute(_SQL_LINKS, params)
+        (bad_link,) = cursor.fetchone()
         cursor.close()
         conn.rollback()
-    return int(count or 0), int(head or 0), list(bad or []), first
+    bad = sorted(p for p in (bad_hash, bad_link) if p is not None)
+    if count and count != head - first + 1:  # a gap somewhere
+        bad.append(first)
+    return int(count or 0), int(head or 0), bad, first
 
 
 def _anchored(store: EventStore, start: int) -> bool:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import types
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, get_args, get_origin, get_type_hints
 
@@ -465,12 +465,53 @@ def _check(name: str, value: Any, hint: Any) -> Any:
     return value
 
 
+_PLAIN_HINTS = (int, str, bool, float)
+
+
 @functools.cache
-def _shape(kind: str) -> tuple[dict[str, Any], dict[str, dataclasses.Field[Any]]]:
-    """A command type's field types and fields, resolved once (get_type_hints is slow, and the ledger
-    decodes every message with it)."""
+def _checker(hint: Any) -> Callable[[str, Any], Any]:
+    """`_check` for one field type, with the type's shape looked at once (the ledger decodes every
+    message): values already of the exact type pass at once (a list or dict is copied, as `_check` does);
+    anything else goes through `_check`, which converts or names the problem."""
+    origin, args = get_origin(hint), get_args(hint)
+    if hint in _PLAIN_HINTS:
+        def check_plain(name: str, value: Any) -> Any:
+            return value if type(value) is hint else _check(name, value, hint)
+        return check_plain
+    if origin is list and args[0] in _PLAIN_HINTS:
+        item = args[0]
+
+        def check_list(name: str, value: Any) -> Any:
+            if type(value) is list and all(type(v) is item for v in value):
+                return list(value)
+            return _check(name, value, hint)
+        return check_list
+    if origin is dict and args[0] is str and args[1] in _PLAIN_HINTS:
+        item = args[1]
+
+        def check_dict(name: str, value: Any) -> Any:
+            if type(value) is dict and all(type(k) is str and type(v) is item for k, v in value.items()):
+                return dict(value)
+            return _check(name, value, hint)
+        return check_dict
+    return functools.partial(_check_hint, hint)
+
+
+def _check_hint(hint: Any, name: str, value: Any) -> Any:
+    return _check(name, value, hint)
+
+
+@functools.cache
+def _shape(kind: str) -> tuple[frozenset[str], tuple[tuple[str, Callable[[str, Any], Any], bool], ...]]:
+    """A command type's field names and, per field, its checker and whether it has a default, resolved
+    once (get_type_hints is slow, and the ledger decodes every message with it)."""
     cls = COMMAND_TYPES[kind]
-    return get_type_hints(cls), {f.name: f for f in dataclasses.fields(cls)}
+    hints = get_type_hints(cls)
+    plan = tuple(
+        (f.name, _checker(hints[f.name]),
+         f.default is not dataclasses.MISSING or f.default_factory is not dataclasses.MISSING)
+        for f in dataclasses.fields(cls))
+    return frozenset(name for name, _, _ in plan), plan
 
 
 def command_from_dict(kind: str, payload: Mapping[str, Any]) -> Command:
@@ -478,21 +519,52 @@ def command_from_dict(kind: str, payload: Mapping[str, Any]) -> Command:
     cls = COMMAND_TYPES.get(kind)
     if cls is None:
         raise InvalidCommand(f"unknown command type '{kind}'")
-    hints, fields = _shape(kind)
-    unknown = sorted(set(payload) - set(fields))
-    if unknown:
+    names, plan = _shape(kind)
+    if not names.issuperset(payload):
+        unknown = sorted(set(payload) - names)
         raise InvalidCommand(f"{kind}: unknown field(s) {', '.join(unknown)}")
     values: dict[str, Any] = {}
-    for fname, f in fields.items():
+    for fname, check, has_default in plan:
         if fname not in payload:
-            has_default = f.default is not dataclasses.MISSING or f.default_factory is not dataclasses.MISSING
             if not has_default:
                 raise InvalidCommand(f"{kind}: missing field '{fname}'")
             continue
-        values[fname] = _check(fname, payload[fname], hints[fname])
+        values[fname] = check(fname, payload[fname])
     cmd: Command = cls(**values)
     return cmd
 
 
+_SCALARS = frozenset({str, int, float, bool, type(None)})
+_FIELD_NAMES: dict[type[Any], tuple[str, ...]] = {}
+
+
+class _NotPlain(Exception):
+    pass
+
+
+def _plain(value: Any) -> Any:
+    """A copy of `value` as `asdict` makes it, for scalars and lists, tuples and dicts of them."""
+    kind = type(value)
+    if kind in _SCALARS:
+        return value
+    if kind is list:
+        return [_plain(v) for v in value]
+    if kind is dict:
+        return {_plain(k): _plain(v) for k, v in value.items()}
+    if kind is tuple:
+        return tuple(_plain(v) for v in value)
+    raise _NotPlain
+
+
 def command_to_dict(command: Command) -> dict[str, Any]:
-    return dataclasses.asdict(command)
+    """`dataclasses.asdict(command)`, without its generic deep copy when every value is a scalar or a
+    list, tuple or dict of them (every command the ledger decodes); anything else goes through `asdict`
+    itself. Equal to `asdict` (tests/unit/domain/test_command_codec.py)."""
+    cls = type(command)
+    names = _FIELD_NAMES.get(cls)
+    if names is None:
+        names = _FIELD_NAMES[cls] = tuple(f.name for f in dataclasses.fields(cls))
+    try:
+        return {name: _plain(getattr(command, name)) for name in names}
+    except _NotPlain:
+        return dataclasses.asdict(command)

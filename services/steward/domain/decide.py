@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import asdict
 from typing import Any
 
 from steward.domain import contract, denials, nodes, periods, sessions
@@ -41,6 +40,7 @@ from steward.domain.commands import (
     SetPolicy,
     SubmitJob,
     WarnSession,
+    command_to_dict,
 )
 from steward.domain.errors import (
     CapacityConflict,
@@ -203,19 +203,19 @@ def decide(state: LedgerState, command: Command, now: float) -> list[Event]:
         require_shares_in_unit_interval(command.shares)
         require_no_cycle_and_depth(state, command.parent, command.shares)
         require_children_sum_at_most_one(state, command.parent, command.shares)
-        return [Event(command.aggregate, "AllocationsSet", asdict(command))]
+        return [Event(command.aggregate, "AllocationsSet", command_to_dict(command))]
     if isinstance(command, RegisterNode):
         if command.gpus < 1:
             raise InvalidCommand(f"node '{command.node_id}' needs at least 1 GPU, got {command.gpus}")
         if not command.node_id or not command.path:
             raise InvalidCommand("a node needs an id and a topology path")
-        return [Event(command.aggregate, "NodeRegistered", asdict(command))]
+        return [Event(command.aggregate, "NodeRegistered", command_to_dict(command))]
     if isinstance(command, SubmitJob):
         require_valid_job_shape(command)
         require_known_project(state, command.project)
         if command.job_id in state.jobs:
             raise InvalidCommand(f"job '{command.job_id}' already exists")
-        return [Event(command.aggregate, "JobSubmitted", asdict(command) | {"submitted_at": now})]
+        return [Event(command.aggregate, "JobSubmitted", command_to_dict(command) | {"submitted_at": now})]
     if isinstance(command, CancelJob):
         job = require_job(state, command.job_id)
         if job.state in TERMINAL_STATES:
@@ -228,7 +228,7 @@ def decide(state: LedgerState, command: Command, now: float) -> list[Event]:
             raise InvalidTransition(f"job '{job.job_id}' is {job.state}, only queued jobs are placed")
         require_free_gpus(state, command, job)
         require_nodes_take_work(state, command)
-        payload = asdict(command) | {"attempt": job.attempt + 1, "command": list(job.command)}
+        payload = command_to_dict(command) | {"attempt": job.attempt + 1, "command": list(job.command)}
         payload["executor"] = state.nodes[sorted(command.assignments)[0]].executor
         payload |= placement_contract(job, command.funded)
         return [Event(command.aggregate, "JobPlaced", payload)]
@@ -239,7 +239,7 @@ def decide(state: LedgerState, command: Command, now: float) -> list[Event]:
             raise InvalidTransition(f"job '{job.job_id}' is {job.state}, cannot start")
         started = command.started_at or now
         until = started + protection_s(job.job_class, job.min_runtime_s, job.funded)
-        return [Event(command.aggregate, "JobStarted", asdict(command) | {"started_at": started,
+        return [Event(command.aggregate, "JobStarted", command_to_dict(command) | {"started_at": started,
                                                                            "protected_until": until})]
     if isinstance(command, ReportJobExited):
         job = require_job(state, command.job_id)
@@ -248,7 +248,7 @@ def decide(state: LedgerState, command: Command, now: float) -> list[Event]:
             raise InvalidTransition(f"job '{job.job_id}' is already {job.state}")
         require_active(job)
         kind = "JobCompleted" if command.exit_code == 0 else "JobFailed"
-        return [Event(command.aggregate, kind, asdict(command))]
+        return [Event(command.aggregate, kind, command_to_dict(command))]
     handler = _HANDLERS.get(type(command))
     if handler is not None:
         return handler(state, command, now)

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
-from typing import Any
+from dataclasses import dataclass, field, fields
+from operator import attrgetter
+from typing import Any, TypeVar
 
 from steward.domain.commands import ROOT
 from steward.domain.events import Event
@@ -17,6 +18,32 @@ JOB_STATES = (
 )
 TERMINAL_STATES = frozenset({"COMPLETED", "FAILED", "CANCELLED", "RESTORED"})
 ACTIVE_STATES = frozenset({"PLACED", "RUNNING"})
+
+
+_T = TypeVar("_T")
+_new = object.__new__
+_set = object.__setattr__
+_SHAPES: dict[type, tuple[tuple[str, ...], Any]] = {}
+
+
+def replace(obj: _T, /, **changes: Any) -> _T:
+    """`dataclasses.replace` for this module's frozen, slotted state classes, about three times faster
+    (a rebuild folds millions of events): the fields are copied with one C-level `attrgetter` instead of
+    re-running `__init__` through keyword arguments. The classes have no `__post_init__` or init-only
+    fields, so the result equals what `dataclasses.replace` builds (tests/unit/domain/test_evolve.py);
+    a name that is not a field raises AttributeError (slots)."""
+    cls = type(obj)
+    shape = _SHAPES.get(cls)
+    if shape is None:
+        names = tuple(f.name for f in fields(cls))  # type: ignore[arg-type]
+        shape = _SHAPES[cls] = (names, attrgetter(*names))
+    names, get = shape
+    out: _T = _new(cls)
+    for name, value in zip(names, get(obj), strict=True):
+        _set(out, name, value)
+    for name, value in changes.items():
+        _set(out, name, value)
+    return out
 
 
 @dataclass(frozen=True, slots=True)
@@ -133,9 +160,9 @@ def _evolve_node(state: LedgerState, event: Event, at: float) -> LedgerState:
     return replace(state, nodes={**state.nodes, node.node_id: node})
 
 
-def _no_preemption(job: Job) -> Job:
-    return replace(job, preemption_requested_at=None, preemption_reason=None, preemption_grace_s=None,
-                   preemption_requeue=True, preemption_for="")
+# A job with no preemption pending (merged into the other changes of an event: one copy of the job).
+_NO_PREEMPTION: dict[str, Any] = {"preemption_requested_at": None, "preemption_reason": None,
+                                  "preemption_grace_s": None, "preemption_requeue": True, "preemption_for": ""}
 
 
 def _set_node_states(state: LedgerState, node_ids: Any, from_state: str, to_state: str) -> LedgerState:
@@ -166,13 +193,13 @@ def _evolve_job(job: Job, event: Event, at: float) -> Job:
         if p.get("checkpoint_path"):
             job = replace(job, checkpoint_path=p["checkpoint_path"],
                           last_checkpoint_at=p.get("checkpoint_at") or job.last_checkpoint_at)
-        job = replace(_no_preemption(job), preemptions=job.preemptions + 1, exit_code=p.get("exit_code"),
-                      idle_since=None)
         if p.get("requeue", True):
-            return replace(job, state="PREEMPTED")
-        return replace(job, state="SUSPENDED", ended_at=at)
+            return replace(job, **_NO_PREEMPTION, preemptions=job.preemptions + 1, exit_code=p.get("exit_code"),
+                           idle_since=None, state="PREEMPTED")
+        return replace(job, **_NO_PREEMPTION, preemptions=job.preemptions + 1, exit_code=p.get("exit_code"),
+                       idle_since=None, state="SUSPENDED", ended_at=at)
     if kind == "JobLost":
-        return replace(_no_preemption(job), state="LOST", losses=job.losses + 1, idle_since=None)
+        return replace(job, **_NO_PREEMPTION, state="LOST", losses=job.losses + 1, idle_since=None)
     if kind == "JobRequeued":
         return replace(job, state="QUEUED", resume_from=p.get("resume_from"), requeued_at=at)
     if kind == "CheckpointSaved":
@@ -229,8 +256,7 @@ def evolve(state: LedgerState, event: Event, at: float) -> LedgerState:
         assignments = tuple((n, tuple(g)) for n, g in sorted(p["assignments"].items()))
         job = replace(job, state="PLACED", attempt=p["attempt"], assignments=assignments, funded=p["funded"],
                       protected_until=None, protection_revoked=False, session_cap_at=None,
-                      cap_reached_at=None, idle_since=None)
-        job = _no_preemption(job)
+                      cap_reached_at=None, idle_since=None, **_NO_PREEMPTION)
         used = dict(used)
         for node_id, gpus in assignments:
             used[node_id] = used.get(node_id, frozenset()) | frozenset(gpus)
@@ -238,7 +264,7 @@ def evolve(state: LedgerState, event: Event, at: float) -> LedgerState:
         if job.state in ACTIVE_STATES:
             used = _release(state, job)
         new_state = {"JobCompleted": "COMPLETED", "JobFailed": "FAILED", "JobCancelled": "CANCELLED"}
-        job = replace(_no_preemption(job), state=new_state[event.type], ended_at=at, exit_code=p.get("exit_code"))
+        job = replace(job, **_NO_PREEMPTION, state=new_state[event.type], ended_at=at, exit_code=p.get("exit_code"))
     elif event.type in ("JobPreempted", "JobLost"):
         if job.state in ACTIVE_STATES:
             used = _release(state, job)

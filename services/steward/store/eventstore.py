@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import time
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -99,27 +100,44 @@ def make_engine(url: str) -> Engine:
     return create_engine(url, pool_pre_ping=True, pool_size=5, max_overflow=5, json_serializer=canonical_text)
 
 
-_COPY_ESCAPES = str.maketrans({"\\": "\\\\", "\t": "\\t", "\n": "\\n", "\r": "\\r"})
-
-
-def _copy_value(v: Any) -> str:
-    if v is None:
-        return "\\N"
-    if isinstance(v, str):
-        return v.translate(_COPY_ESCAPES)
-    if isinstance(v, float):
-        return repr(v)
-    return str(int(v))
-
-
 def copy_rows(conn: Connection, table: str, columns: Sequence[str], rows: Iterable[Sequence[Any]]) -> None:
-    """COPY rows (str, int, float or None values; JSON already as text) into `table` in one buffer."""
-    lines = ["\t".join(map(_copy_value, r)) for r in rows]
-    if not lines:
-        return
+    """COPY rows (str, int, float or None values; JSON already as text) into `table`, formatted by the
+    driver's C row writer (five times cheaper than formatting each value here)."""
     cursor = conn.connection.driver_connection.cursor()  # type: ignore[union-attr]
     with cursor.copy(f"COPY {table} ({', '.join(columns)}) FROM STDIN") as copy:
-        copy.write("\n".join(lines) + "\n")
+        write = copy.write_row
+        for row in rows:
+            write(row)
+
+
+_COPY_UNESCAPES = {b"\\": b"\\", b"t": b"\t", b"n": b"\n", b"r": b"\r", b"b": b"\b", b"f": b"\f", b"v": b"\v"}
+_COPY_ESCAPE = re.compile(rb"\\(.)", re.DOTALL)
+
+
+def _unescape(field: bytes) -> bytes:
+    """A field of COPY's text format back to its bytes (COPY TO writes only these escapes)."""
+    return _COPY_ESCAPE.sub(lambda m: _COPY_UNESCAPES[m.group(1)], field)
+
+
+def copy_out(engine: Engine, sql: str) -> Iterator[list[bytes]]:
+    """The rows of a `COPY (...) TO STDOUT` (text format) as lists of raw field bytes; NULL is `\\N`."""
+    with engine.connect() as conn:
+        cursor = conn.connection.driver_connection.cursor()  # type: ignore[union-attr]
+        try:
+            with cursor.copy(sql) as copy:
+                rest = b""
+                for chunk in copy:
+                    data = rest + bytes(chunk)
+                    lines = data.split(b"\n")
+                    rest = lines.pop()
+                    for line in lines:
+                        fields = line.split(b"\t")
+                        if b"\\" in line:
+                            fields = [f if f == b"\\N" else _unescape(f) for f in fields]
+                        yield fields
+        finally:
+            cursor.close()
+            conn.rollback()
 
 
 def row_to_recorded(row: Any) -> RecordedEvent:
@@ -164,6 +182,12 @@ class EventStore:
         names = sorted(set(streams))
         if not names:
             return {}
+        if self.dialect == "postgresql":  # one array parameter: no statement with thousands of literals
+            cursor = conn.connection.driver_connection.cursor()  # type: ignore[union-attr]
+            cursor.execute("SELECT stream_id, max(version) FROM events WHERE stream_id = ANY(%s) GROUP BY stream_id",
+                           (names,))
+            found = dict(cursor.fetchall())
+            return {n: found.get(n, 0) for n in names}
         rows = conn.execute(
             select(schema.events.c.stream_id, func.max(schema.events.c.version))
             .where(schema.events.c.stream_id.in_(names))
@@ -233,6 +257,10 @@ class EventStore:
         ids = sorted(set(message_ids))
         if not ids:
             return set()
+        if self.dialect == "postgresql":  # one array parameter: no statement with thousands of literals
+            cursor = conn.connection.driver_connection.cursor()  # type: ignore[union-attr]
+            cursor.execute("SELECT message_id FROM processed_messages WHERE message_id = ANY(%s)", (ids,))
+            return {r[0] for r in cursor.fetchall()}
         rows = conn.execute(
             select(schema.processed_messages.c.message_id).where(
                 schema.processed_messages.c.message_id.in_(ids)
@@ -343,12 +371,19 @@ class EventStore:
     def fold_rows(self, after: int = 0, to: int | None = None,
                   batch: int = 50_000) -> Iterator[tuple[int, str, str, int, dict[str, Any], float, str]]:
         """(position, stream_id, type, schema_version, payload, recorded_at, hash) for folding, through
-        the driver's cursor (no ORM rows: a rebuild reads millions)."""
-        mark = "%s" if self.dialect == "postgresql" else "?"
-        upper = f" AND position <= {mark}" if to is not None else ""
-        sql = (f"SELECT position, stream_id, type, schema_version, CAST(payload AS TEXT), recorded_at, hash "
-               f"FROM events WHERE position > {mark}{upper} ORDER BY position LIMIT {int(batch)}")
+        the driver (no ORM rows: a rebuild reads millions). On PostgreSQL one `COPY ... TO STDOUT` streams
+        the range, parsed here (a third of the cost of fetching rows)."""
         loads = json.loads
+        if self.dialect == "postgresql":
+            upper = "" if to is None else f" AND position <= {int(to)}"
+            sql = (f"COPY (SELECT position, stream_id, type, schema_version, payload, recorded_at, hash FROM events "
+                   f"WHERE position > {int(after)}{upper} ORDER BY position) TO STDOUT")
+            for p, sid, t, sv, payload, at, h in copy_out(self.engine, sql):
+                yield int(p), sid.decode(), t.decode(), int(sv), loads(payload), float(at), h.decode()
+            return
+        upper = " AND position <= ?" if to is not None else ""
+        sql = (f"SELECT position, stream_id, type, schema_version, CAST(payload AS TEXT), recorded_at, hash "
+               f"FROM events WHERE position > ?{upper} ORDER BY position LIMIT {int(batch)}")
         with self.engine.connect() as conn:
             cursor = conn.connection.driver_connection.cursor()  # type: ignore[union-attr]
             try:

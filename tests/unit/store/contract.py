@@ -94,6 +94,20 @@ class StoreContract:
                                       payload=payload, metadata={"actor": "ü"}, message_id="m",
                                       recorded_at=rec.recorded_at)
 
+    def test_the_bulk_fold_reader_reads_back_what_was_stored(self, store: EventStore) -> None:
+        """`fold_rows` (COPY TO STDOUT on PostgreSQL, parsed by hand) returns what `read` returns, for
+        text that COPY escapes: tabs, newlines, backslashes, and non-ASCII."""
+        payloads: list[dict[str, Any]] = [{"s": "tab\there", "n": "line\nbreak\r", "b": "back\\slash \\t \\\\N", "u": "é\u2028😀"},
+                    {"x": 1, "f": 0.1, "l": ["\\", "\t", ""]}, {}]
+        with store.engine.begin() as conn:
+            store.append(conn, [PendingAppend([Event("s\\1\t", "X", p) for p in payloads], {"actor": "a"}, "m")])
+        read = store.read()
+        folded = list(store.fold_rows(0))
+        assert [(r.position, r.stream_id, r.type, r.schema_version, r.payload, r.recorded_at, r.hash)
+                for r in read] == folded
+        assert [f[4] for f in folded] == payloads
+        assert [f[0] for f in store.fold_rows(1, 2)] == [2]
+
     def test_offsets_are_upserted_and_messages_deduplicated(self, store: EventStore) -> None:
         with store.engine.begin() as conn:
             store.save_offsets(conn, "ledger", {("t", 0): 5, ("t", 1): 7})
