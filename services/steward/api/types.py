@@ -17,8 +17,12 @@ from steward.api.figures import AllocationFigures
 from steward.api.scalars import BigInt
 from steward.store.eventstore import RecordedEvent
 
-DECISION_TYPES = ("JobPlaced", "CommandRejected", "JobPreempted", "PreemptionRequested", "JobExplained",
-                  "JobDeferred", "JobCancelled")
+# The decisions about a job (DESIGN.md "Every decision has evidence"): admitted or rejected, placed,
+# deferred (why it waits), asked to stop and stopped, requeued, its protection revoked, its session capped,
+# restored, cancelled. Each is one of the event types the domain records (steward.domain.events).
+DECISION_TYPES = ("CommandRejected", "JobPlaced", "JobDeferred", "JobPreemptionRequested", "JobPreempted",
+                  "JobRequeued", "JobLost", "ProtectionRevoked", "SessionCapReached", "SessionRestored",
+                  "JobCancelled")
 
 
 def encode_cursor(kind: str, *parts: str) -> str:

@@ -1,5 +1,5 @@
 """Identity: API tokens (random, stored hashed, scoped, expiring, revocable), JWTs (hard-coded algorithms,
-audience, issuer, expiry; HS256 and RS256 with a JWKS file), access by role and subtree, rate limits."""
+audience, issuer, expiry; HS256, and RS256 with a JWKS file or URL), access by role and subtree, rate limits."""
 
 from __future__ import annotations
 
@@ -106,7 +106,7 @@ def test_jwt_claims_are_enforced(bad: dict[str, object]) -> None:
 
 
 def test_alg_none_and_unlisted_algorithms_are_refused() -> None:
-    unsigned = pyjwt.encode(_claims(), None, algorithm="none")
+    unsigned = pyjwt.encode(_claims(), None, algorithm="none")  # type: ignore[arg-type]  # alg none takes no key
     with pytest.raises(TokenError):
         hs_verifier().verify(unsigned)
     hs512 = pyjwt.encode(_claims(), SECRET + "x" * 30, algorithm="HS512")
@@ -180,3 +180,41 @@ def test_rate_limiter_refills() -> None:
     assert limiter.take("other") == 0.0
     now[0] += 0.5
     assert limiter.take("k") == 0.0
+
+
+def test_rs256_with_a_jwks_url_fetched_from_the_provider() -> None:
+    """An OIDC provider's JWKS endpoint, served for real on a loopback port and fetched by the verifier."""
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    jwk = json.loads(pyjwt.algorithms.RSAAlgorithm.to_jwk(key.public_key()))
+    body = json.dumps({"keys": [jwk | {"kid": "k9", "use": "sig", "alg": "RS256"}]}).encode()
+    fetched: list[str] = []
+
+    class Jwks(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            fetched.append(self.path)
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Jwks)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    try:
+        url = f"http://127.0.0.1:{httpd.server_address[1]}/.well-known/jwks.json"
+        v = JwtVerifier(JwtConfig(audience="steward", issuer="https://idp.example", jwks_url=url))
+        assert v.verify(pyjwt.encode(_claims(), key, algorithm="RS256", headers={"kid": "k9"})).subject == "carol"
+        assert fetched == ["/.well-known/jwks.json"]
+        other = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+        with pytest.raises(TokenError):
+            v.verify(pyjwt.encode(_claims(), other, algorithm="RS256", headers={"kid": "k9"}))
+        with pytest.raises(TokenError):  # a kid the provider does not publish
+            v.verify(pyjwt.encode(_claims(), key, algorithm="RS256", headers={"kid": "nope"}))
+    finally:
+        httpd.shutdown()

@@ -86,3 +86,21 @@ def test_a_refusal_says_nothing_about_existence_and_is_audited(server: Server) -
 def test_bad_input_is_named(server: Server, variables: dict[str, Any], field: str) -> None:
     res = ask(server, "admin", "a1-run", **variables)
     assert (res["__typename"], res["field"]) == ("InvalidInput", field)
+
+
+def test_decision_types_are_event_types_the_domain_records() -> None:
+    from steward.api.types import DECISION_TYPES
+    from steward.domain.events import EVENT_TYPES
+
+    assert set(DECISION_TYPES) <= set(EVENT_TYPES)
+
+
+def test_a_preemption_request_is_among_the_jobs_decisions_with_its_evidence(server: Server) -> None:
+    job = "a2-free-3"
+    server.record([SubmitJob(job, "a2", 1, 0, ["sleep", "9"]), PlaceJob(job, {"n1": [7]}, False, {"policy": "test"}),
+                   ReportJobStarted(job, 1, 1, started_at=time.time() - 5)])
+    assert ask(server, "manager", job)["__typename"] == "PreemptionRequested"
+    decisions = server.gql('query($id: ID!) { job(id: $id) { decisions { type actor evidence } } }', {"id": job},
+                           server.tokens["auditor"])["data"]["job"]["decisions"]
+    assert [d["type"] for d in decisions] == ["JobPlaced", "JobPreemptionRequested"]
+    assert decisions[1]["actor"] == "maria" and decisions[1]["evidence"]["note"] == "make room for the demo"
