@@ -237,10 +237,7 @@ format_storage_once() {
 cmd_start() {
   local pid
   pid="$(running_pid "$PIDFILE" "$PID_PATTERN")"
-  if [[ -n $pid ]]; then
-    log "kafka already running (pid $pid) on $BOOTSTRAP"
-    return 0
-  fi
+  already_running kafka "$pid" "$BOOTSTRAP" && return 0
   cmd_install
   check_port_free kafka "$BIND_HOST" "$KAFKA_PORT"
   check_port_free kafka-controller "$BIND_HOST" "$KAFKA_CONTROLLER_PORT"
@@ -271,19 +268,15 @@ cmd_stop() {
   stop_pid kafka "$PIDFILE" "$PID_PATTERN" "${STEWARD_KAFKA_STOP_TIMEOUT:-30}"
 }
 
+running_line() {
+  echo "$(kafka_jar_version) running (pid $1) on $BOOTSTRAP, controller $BIND_HOST:$KAFKA_CONTROLLER_PORT"
+}
+
 cmd_status() {
-  local pid
+  local pid ready=1
   pid="$(running_pid "$PIDFILE" "$PID_PATTERN")"
-  if [[ -n $pid ]] && port_open "$BIND_HOST" "$KAFKA_PORT"; then
-    echo "kafka $(kafka_jar_version) running (pid $pid) on $BOOTSTRAP, controller $BIND_HOST:$KAFKA_CONTROLLER_PORT; log $LOGFILE"
-    return 0
-  fi
-  if [[ -n $pid ]]; then
-    echo "kafka starting or unhealthy (pid $pid, $BOOTSTRAP not answering); log $LOGFILE"
-  else
-    echo "kafka not running"
-  fi
-  return 3
+  if [[ -n $pid ]] && port_open "$BIND_HOST" "$KAFKA_PORT"; then ready=0; fi
+  service_status kafka "$pid" "$ready" "$BOOTSTRAP" "$LOGFILE" running_line
 }
 
 require_running() {
@@ -324,9 +317,7 @@ cmd_list() {
   admin "$BOOTSTRAP" list
 }
 
-case "${1:-}" in
-  install | start | stop | restart) lock_service kafka ;;
-esac
+lock_if_changing kafka "${1:-}"
 case "${1:-}" in
   install) cmd_install ;;
   start) cmd_start ;;

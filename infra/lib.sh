@@ -132,30 +132,91 @@ fail_with_log() {
   die "$msg; full log: $logfile"
 }
 
-# stop_pid NAME PIDFILE PATTERN [GRACE_SECONDS]: SIGTERM, wait, then SIGKILL. No-op when not running.
-stop_pid() {
-  local name=$1 pidfile=$2 pattern=$3 grace=${4:-30}
-  local pid
-  pid="$(running_pid "$pidfile" "$pattern")"
+# wait_gone PID SECONDS: waits until PID has exited (a zombie counts as gone); 1 when it is still there.
+wait_gone() {
+  local pid=$1 seconds=$2
+  local deadline=$((SECONDS + seconds))
+  while pid_alive "$pid"; do
+    ((SECONDS < deadline)) || return 1
+    sleep 0.2
+  done
+}
+
+# wait_until NAME TIMEOUT PID LOGFILE WHAT CMD...: runs CMD (quietly) until it succeeds; fails with the end
+# of LOGFILE when the process PID dies first or TIMEOUT seconds pass ("NAME not WHAT within ...").
+wait_until() {
+  local name=$1 timeout=$2 pid=$3 logfile=$4 what=$5
+  shift 5
+  local deadline=$((SECONDS + timeout))
+  until "$@" >/dev/null 2>&1; do
+    pid_alive "$pid" || fail_with_log "$name exited during startup" "$logfile"
+    ((SECONDS < deadline)) || fail_with_log "$name not $what within ${timeout}s" "$logfile"
+    sleep 0.2
+  done
+}
+
+# already_running NAME PID WHERE: when PID is set, logs that NAME already runs there and returns 0.
+already_running() {
+  local name=$1 pid=$2 where=$3
+  [[ -n $pid ]] || return 1
+  log "$name already running (pid $pid) on $where"
+}
+
+# stop_service NAME PIDFILE PID GRACE_SECONDS [CMD...]: the one way every service stops. Asks PID to stop
+# (CMD, the service's own graceful stop, when given; SIGTERM otherwise), waits up to GRACE_SECONDS, then
+# SIGKILL; removes PIDFILE. No-op (logged) when PID is empty.
+stop_service() {
+  local name=$1 pidfile=$2 pid=$3 grace=$4
+  shift 4
   if [[ -z $pid ]]; then
     log "$name is not running"
     rm -f "$pidfile"
     return 0
   fi
   log "stopping $name (pid $pid)"
-  kill -TERM "$pid" 2>/dev/null || true
-  local deadline=$((SECONDS + grace))
-  while pid_alive "$pid"; do
-    if ((SECONDS >= deadline)); then
-      warn "$name (pid $pid) still running after ${grace}s; sending SIGKILL"
-      kill -KILL "$pid" 2>/dev/null || true
-      sleep 0.5
-      break
-    fi
-    sleep 0.2
-  done
+  if (($#)); then
+    "$@" || warn "$name: '$*' failed; waiting for the process, then SIGKILL"
+  else
+    kill -TERM "$pid" 2>/dev/null || true
+  fi
+  if ! wait_gone "$pid" "$grace"; then
+    warn "$name (pid $pid) still running after ${grace}s; sending SIGKILL"
+    kill -KILL "$pid" 2>/dev/null || true
+    wait_gone "$pid" 5 || warn "$name (pid $pid) is still there after SIGKILL"
+  fi
   rm -f "$pidfile"
   log "$name stopped"
+}
+
+# stop_pid NAME PIDFILE PATTERN [GRACE_SECONDS]: stop_service for a daemon started by start_daemon.
+stop_pid() {
+  local name=$1 pidfile=$2 pattern=$3 grace=${4:-30}
+  stop_service "$name" "$pidfile" "$(running_pid "$pidfile" "$pattern")" "$grace"
+}
+
+# service_status NAME PID READY WHERE LOGFILE RUNNING_FN: the status line of a service, and its exit code
+# (0 running, 3 otherwise). READY is 0 when the service answers at WHERE; RUNNING_FN prints the
+# "running" details (version, pid, addresses), called only then.
+service_status() {
+  local name=$1 pid=$2 ready=$3 where=$4 logfile=$5 running_fn=$6
+  if [[ -n $pid ]] && ((ready == 0)); then
+    echo "$name $("$running_fn" "$pid"); log $logfile"
+    return 0
+  fi
+  if [[ -n $pid ]]; then
+    echo "$name starting or unhealthy (pid $pid, $where not answering); log $logfile"
+  else
+    echo "$name not running"
+  fi
+  return 3
+}
+
+# lock_if_changing NAME ACTION: the commands that change a service (install, start, stop, restart) hold
+# its lock (lock_service); status and the read-only commands do not wait for it.
+lock_if_changing() {
+  case "$2" in
+    install | start | stop | restart) lock_service "$1" ;;
+  esac
 }
 
 # check_port_free NAME HOST PORT: dies when something else already listens there.

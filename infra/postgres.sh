@@ -148,14 +148,10 @@ server_pid() { # the live postmaster PID, or nothing
 # reaped); PostgreSQL would then refuse to start because its lock file names a live PID.
 wait_stale_postmaster() {
   [[ -f $DATA/postmaster.pid ]] || return 0
-  local old i
+  local old
   old="$(head -n1 "$DATA/postmaster.pid" | tr -dc '0-9')"
   [[ -n $old ]] || return 0
-  for ((i = 0; i < 100; i++)); do
-    [[ -e /proc/$old ]] || return 0
-    sleep 0.1
-  done
-  warn "a previous postmaster (pid $old) still exists; trying to start anyway"
+  wait_gone "$old" 10 || warn "a previous postmaster (pid $old) still exists; trying to start anyway"
 }
 
 provision() {
@@ -199,9 +195,7 @@ cmd_start() {
   local pid t0
   t0=$(now_ms)
   pid="$(server_pid)"
-  if [[ -n $pid ]]; then
-    log "postgres already running (pid $pid) on $BIND_HOST:$PG_PORT"
-  else
+  if ! already_running postgres "$pid" "$BIND_HOST:$PG_PORT"; then
     check_port_free postgres "$BIND_HOST" "$PG_PORT"
     prepare_dirs
     initdb_once
@@ -223,22 +217,20 @@ cmd_start() {
   cmd_urls
 }
 
+pg_ctl_stop() { # a fast shutdown (sessions rolled back, a checkpoint), immediate when that fails
+  as_pg "$PG_BIN/pg_ctl" -D "$DATA" -m fast -w -t 60 -s stop && return 0
+  warn "fast shutdown failed; trying immediate"
+  as_pg "$PG_BIN/pg_ctl" -D "$DATA" -m immediate -w -t 30 -s stop
+}
+
 cmd_stop() {
   find_pg_bin || { log "postgres is not installed"; return 0; }
-  local pid
-  pid="$(server_pid)"
-  if [[ -z $pid ]]; then
-    log "postgres is not running"
-    rm -f "$PIDFILE"
-    return 0
-  fi
-  log "stopping postgres (pid $pid)"
-  if ! as_pg "$PG_BIN/pg_ctl" -D "$DATA" -m fast -w -t 60 -s stop; then
-    warn "fast shutdown failed; trying immediate"
-    as_pg "$PG_BIN/pg_ctl" -D "$DATA" -m immediate -w -t 30 -s stop || kill -KILL "$pid" 2>/dev/null || true
-  fi
-  rm -f "$PIDFILE"
-  log "postgres stopped"
+  stop_service postgres "$PIDFILE" "$(server_pid)" "${STEWARD_PG_STOP_TIMEOUT:-10}" pg_ctl_stop
+}
+
+running_line() {
+  echo "$("$PG_BIN/postgres" --version | sed 's/.*(PostgreSQL) \([^ ]*\).*/\1/') running (pid $1)" \
+    "on $BIND_HOST:$PG_PORT, socket $SOCK"
 }
 
 cmd_status() {
@@ -246,23 +238,13 @@ cmd_status() {
     echo "postgres not installed"
     return 3
   fi
-  local pid
+  local pid ready=1
   pid="$(server_pid)"
-  if [[ -n $pid ]] && "$PG_BIN/pg_isready" -q -h "$BIND_HOST" -p "$PG_PORT"; then
-    echo "postgres $("$PG_BIN/postgres" --version | sed 's/.*(PostgreSQL) \([^ ]*\).*/\1/') running (pid $pid) on $BIND_HOST:$PG_PORT, socket $SOCK; log $LOGFILE"
-    return 0
-  fi
-  if [[ -n $pid ]]; then
-    echo "postgres starting or unhealthy (pid $pid, $BIND_HOST:$PG_PORT not accepting connections); log $LOGFILE"
-  else
-    echo "postgres not running"
-  fi
-  return 3
+  if [[ -n $pid ]] && "$PG_BIN/pg_isready" -q -h "$BIND_HOST" -p "$PG_PORT"; then ready=0; fi
+  service_status postgres "$pid" "$ready" "$BIND_HOST:$PG_PORT" "$LOGFILE" running_line
 }
 
-case "${1:-}" in
-  install | start | stop | restart) lock_service postgres ;;
-esac
+lock_if_changing postgres "${1:-}"
 case "${1:-}" in
   install) cmd_install ;;
   start) cmd_start ;;

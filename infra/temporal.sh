@@ -52,10 +52,7 @@ t_cli() { "$TEMPORAL" --address "$T_ADDR" --log-level error "$@"; }
 cmd_start() {
   local pid
   pid="$(running_pid "$PIDFILE" "$PID_PATTERN")"
-  if [[ -n $pid ]]; then
-    log "temporal already running (pid $pid) on $T_ADDR"
-    return 0
-  fi
+  already_running temporal "$pid" "$T_ADDR" && return 0
   cmd_install
   check_port_free temporal "$BIND_HOST" "$T_PORT"
   check_port_free temporal-http "$BIND_HOST" "$T_HTTP_PORT"
@@ -72,12 +69,8 @@ cmd_start() {
   log "started temporal (pid $pid); waiting for $T_ADDR"
   wait_for_port temporal "$BIND_HOST" "$T_PORT" "$WAIT_TIMEOUT" "$pid" "$LOGFILE"
   # the port opens before the frontend serves and the default namespace is registered
-  local deadline=$((SECONDS + WAIT_TIMEOUT))
-  until t_cli operator namespace describe --namespace default >/dev/null 2>&1; do
-    pid_alive "$pid" || fail_with_log "temporal exited during startup" "$LOGFILE"
-    ((SECONDS < deadline)) || fail_with_log "temporal on $T_ADDR not serving within ${WAIT_TIMEOUT}s" "$LOGFILE"
-    sleep 0.2
-  done
+  wait_until temporal "$WAIT_TIMEOUT" "$pid" "$LOGFILE" "serving on $T_ADDR" \
+    t_cli operator namespace describe --namespace default
   log "temporal ready on $T_ADDR in $(($(now_ms) - t0)) ms (log: $LOGFILE)"
 }
 
@@ -85,27 +78,20 @@ cmd_stop() {
   stop_pid temporal "$PIDFILE" "$PID_PATTERN" "${STEWARD_TEMPORAL_STOP_TIMEOUT:-20}"
 }
 
-cmd_status() {
-  local pid
-  pid="$(running_pid "$PIDFILE" "$PID_PATTERN")"
-  if [[ -n $pid ]] && port_open "$BIND_HOST" "$T_PORT"; then
-    find_temporal || true
-    local version
-    version="$("$TEMPORAL" --version 2>/dev/null | sed 's/^temporal version //')"
-    echo "temporal $version running (pid $pid) on $T_ADDR (http $BIND_HOST:$T_HTTP_PORT); log $LOGFILE"
-    return 0
-  fi
-  if [[ -n $pid ]]; then
-    echo "temporal starting or unhealthy (pid $pid, $T_ADDR not answering); log $LOGFILE"
-  else
-    echo "temporal not running"
-  fi
-  return 3
+running_line() {
+  find_temporal || true
+  echo "$("$TEMPORAL" --version 2>/dev/null | sed 's/^temporal version //') running (pid $1) on $T_ADDR" \
+    "(http $BIND_HOST:$T_HTTP_PORT)"
 }
 
-case "${1:-}" in
-  install | start | stop | restart) lock_service temporal ;;
-esac
+cmd_status() {
+  local pid ready=1
+  pid="$(running_pid "$PIDFILE" "$PID_PATTERN")"
+  if [[ -n $pid ]] && port_open "$BIND_HOST" "$T_PORT"; then ready=0; fi
+  service_status temporal "$pid" "$ready" "$T_ADDR" "$LOGFILE" running_line
+}
+
+lock_if_changing temporal "${1:-}"
 case "${1:-}" in
   install) cmd_install ;;
   start) cmd_start ;;

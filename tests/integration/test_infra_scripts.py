@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import os
 import subprocess
-import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -58,13 +57,17 @@ def test_status_reports_running_with_version(services_up: None, svc: str) -> Non
     assert HOST in res.stdout
 
 
-def test_second_up_is_a_quick_no_op(services_up: None) -> None:
-    started = time.monotonic()
-    res = run("services.sh", "up", timeout=60)
-    elapsed = time.monotonic() - started
+def _pids() -> dict[str, str]:
+    run_dir = Path(os.environ.get("STEWARD_RUN_DIR", REPO / ".run"))
+    return {svc: (run_dir / "pids" / f"{svc}.pid").read_text().strip() for svc in SERVICES}
+
+
+def test_second_up_keeps_the_running_services(services_up: None) -> None:
+    before = _pids()
+    res = run("services.sh", "up", timeout=120)
     assert res.returncode == 0, res.stdout + res.stderr
-    assert "already running" in res.stderr
-    assert elapsed < 10, f"second 'up' took {elapsed:.1f}s"
+    assert res.stderr.count("already running") == len(SERVICES), res.stderr
+    assert _pids() == before
 
 
 def test_unknown_command_is_a_usage_error() -> None:
@@ -131,3 +134,74 @@ def test_temporal_lists_the_default_namespace(services_up: None) -> None:
     )
     assert res.returncode == 0, res.stderr
     assert "default" in res.stdout
+
+
+# -- infra/lib.sh: the stop and wait logic every service script shares ---------------------------------
+
+
+def lib(script: str, tmp_path: Path, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    """Run `script` in bash with infra/lib.sh sourced, in a run folder of its own."""
+    env = os.environ | {"STEWARD_RUN_DIR": str(tmp_path), "STEWARD_SVC": "t"}
+    return subprocess.run(["bash", "-c", f'source "{INFRA}/lib.sh"\n{script}'], capture_output=True, text=True,
+                          timeout=timeout, env=env, check=False)
+
+
+def test_stop_escalates_to_sigkill_for_a_process_that_ignores_sigterm(tmp_path: Path) -> None:
+    res = lib("""start_daemon "$PID_DIR/stubborn.pid" "$LOG_DIR/stubborn.log" \\
+  bash -c 'trap "" TERM; sleep 300; : stubborn'
+pid=$(pid_from_file "$PID_DIR/stubborn.pid")
+stop_pid stubborn "$PID_DIR/stubborn.pid" stubborn 1
+if kill -0 "$pid" 2>/dev/null; then echo ALIVE; else echo GONE; fi
+[[ -e "$PID_DIR/stubborn.pid" ]] && echo PIDFILE || echo NOPIDFILE""", tmp_path)
+    assert res.returncode == 0, res.stderr
+    assert res.stdout.split() == ["GONE", "NOPIDFILE"]
+    assert "still running after 1s; sending SIGKILL" in res.stderr and "stubborn stopped" in res.stderr
+
+
+def test_stop_with_sigterm_needs_no_sigkill_and_a_second_stop_is_a_no_op(tmp_path: Path) -> None:
+    res = lib("""start_daemon "$PID_DIR/polite.pid" "$LOG_DIR/polite.log" bash -c 'sleep 300; : polite'
+stop_pid polite "$PID_DIR/polite.pid" polite 20
+stop_pid polite "$PID_DIR/polite.pid" polite 20""", tmp_path)
+    assert res.returncode == 0, res.stderr
+    assert "SIGKILL" not in res.stderr
+    assert "polite stopped" in res.stderr and "polite is not running" in res.stderr
+
+
+def test_a_service_own_stop_command_is_used_first(tmp_path: Path) -> None:
+    res = lib("""start_daemon "$PID_DIR/own.pid" "$LOG_DIR/own.log" \\
+  bash -c 'trap "exit 0" USR1; while :; do sleep 0.1; done'
+pid=$(pid_from_file "$PID_DIR/own.pid")
+graceful() { echo "graceful $1" >&2; kill -USR1 "$1"; }
+stop_service own "$PID_DIR/own.pid" "$pid" 20 graceful "$pid"
+""", tmp_path)
+    assert res.returncode == 0, res.stderr
+    assert "graceful " in res.stderr and "SIGKILL" not in res.stderr and "own stopped" in res.stderr
+
+
+def test_wait_until_fails_with_the_log_when_the_process_dies(tmp_path: Path) -> None:
+    res = lib("""echo "boom: the reason" >"$LOG_DIR/dying.log"
+bash -c 'exit 1' & pid=$!
+wait "$pid" || true
+wait_until dying 30 "$pid" "$LOG_DIR/dying.log" "ready" false""", tmp_path)
+    assert res.returncode == 1
+    assert "dying exited during startup" in res.stderr and "boom: the reason" in res.stderr
+
+
+def test_wait_until_names_what_did_not_happen_in_time(tmp_path: Path) -> None:
+    res = lib("""sleep 30 & pid=$!
+: >"$LOG_DIR/slow.log"
+wait_until slow 1 "$pid" "$LOG_DIR/slow.log" "serving on 127.0.0.1:1" false
+""", tmp_path)
+    assert res.returncode == 1
+    assert "slow not serving on 127.0.0.1:1 within 1s" in res.stderr
+
+
+@pytest.mark.parametrize(("pid", "ready", "want", "code"), [
+    ("123", 0, "svc 1.0 running (pid 123); log L", 0),
+    ("123", 1, "svc starting or unhealthy (pid 123, H:1 not answering); log L", 3),
+    ("", 1, "svc not running", 3),
+])
+def test_service_status_lines(tmp_path: Path, pid: str, ready: int, want: str, code: int) -> None:
+    res = lib(f"""line() {{ echo "1.0 running (pid $1)"; }}
+service_status svc "{pid}" {ready} H:1 L line""", tmp_path)
+    assert (res.stdout.strip(), res.returncode) == (want, code)
