@@ -37,6 +37,9 @@ def test_researcher_sees_why_a_job_waits_and_restores_a_session(world: dict[str,
     page.get_by_role("link", name="Queue", exact=True).click()
     row = page.get_by_test_id("queue-table").locator("tbody tr", has_text=world["waiting"])
     expect(row).to_be_visible()
+    # position overall and in its project (the only waiting job of the project)
+    expect(row.locator("td").nth(0)).to_have_text(re.compile(r"^\d+$"))
+    expect(row.locator("td").nth(1)).to_have_text("1")
     if not missing(page, "Query.queue"):
         # a reason code of the policy's explanations (steward.policy.explain)
         expect(row).to_contain_text(re.compile("insufficient_capacity|entitlement_used|waiting_for_protection"))
