@@ -4,17 +4,18 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
+import io
 import json
 import os
 import signal
-import subprocess
 import sys
 import time
 from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import Any
 
-from steward.config import REPO_ROOT, Settings, get_settings
+from steward.config import Settings, get_settings
 from steward.demo.driver import demo_dir, read_config, read_status
 from steward.demo.plan import (
     DemoOptions,
@@ -39,11 +40,26 @@ class DemoError(RuntimeError):
 
 
 def steward(*args: str) -> str:
-    proc = subprocess.run([sys.executable, "-m", "steward.cli.main", *args], capture_output=True, text=True,
-                          cwd=REPO_ROOT)
-    if proc.returncode != 0:
-        raise DemoError(f"`steward {' '.join(args)}` failed: {(proc.stderr or proc.stdout).strip()[-600:]}")
-    return proc.stdout
+    """Run a `steward` command in this process (a new Python per command costs seconds on a loaded
+    machine) and return what it printed; a failure becomes a DemoError with the CLI's own message."""
+    import click
+    import typer
+
+    from steward.cli.main import app
+    from steward.cli.output import CliError
+
+    out = io.StringIO()
+    try:
+        with contextlib.redirect_stdout(out):
+            app(list(args), standalone_mode=False)
+    except CliError as err:
+        raise DemoError(f"`steward {' '.join(args)}` failed: {err.message}") from None
+    except typer.Exit as done:
+        if done.exit_code:
+            raise DemoError(f"`steward {' '.join(args)}` exited {done.exit_code}") from None
+    except click.ClickException as err:
+        raise DemoError(f"`steward {' '.join(args)}`: {err.format_message()}") from None
+    return out.getvalue()
 
 
 def _stack_env(settings: Settings) -> dict[str, str]:
@@ -117,10 +133,10 @@ def tokens(settings: Settings) -> dict[str, str]:
     path = demo_dir(settings) / "tokens.json"
     try:
         saved: dict[str, str] = json.loads(path.read_text())
-        if set(saved) == {r for r, _ in ROLES}:
+        if set(saved) == {r for r, _ in ROLES} and all(_token_role(settings, t) == r for r, t in saved.items()):
             return saved
     except (OSError, ValueError):
-        pass
+        pass  # none yet, or minted for a store that has since been wiped: mint new ones
     out = {}
     for role, scopes in ROLES:
         args = ["token", "create", "--role", role, "--subject", f"demo-{role}", "--output", "json"]
@@ -131,6 +147,19 @@ def tokens(settings: Settings) -> dict[str, str]:
     with os.fdopen(fd, "w") as fh:
         json.dump(out, fh, indent=1)
     return out
+
+
+def _token_role(settings: Settings, token: str) -> str | None:
+    """The role the API takes `token` for (None: it does not accept it)."""
+    import httpx
+
+    try:
+        resp = httpx.post(settings.resolved_api_url, json={"query": "{ me { role } }"},
+                          headers={"Authorization": f"Bearer {token}"}, timeout=30)
+        role = (resp.json().get("data") or {}).get("me", {}).get("role")
+    except (httpx.HTTPError, ValueError, AttributeError):
+        return None
+    return str(role) if role else None
 
 
 def useful(f: dict[str, Any]) -> bool:
@@ -193,10 +222,10 @@ def cmd_start(ns: argparse.Namespace) -> int:
     token = _admin_token(settings)
     log(f"replaying (job ids {config['tag']}-*); waiting for the first useful screen")
     deadline = time.monotonic() + ns.wait
-    f = figures(settings, token, config["tag"], window_s(config))
+    f = figures(settings, token, float(config["epoch"]), window_s(config))
     while not useful(f) and time.monotonic() < deadline:
         time.sleep(3)
-        f = figures(settings, token, config["tag"], window_s(config))
+        f = figures(settings, token, float(config["epoch"]), window_s(config))
     if useful(f):
         log(f"first useful screen: {f['gpus_used']}/{f['gpus_total']} GPUs busy, {f['jobs_waiting']} jobs waiting, "
             f"work on the simulated and the local nodes")
@@ -209,7 +238,7 @@ def cmd_start(ns: argparse.Namespace) -> int:
 def cmd_summary(ns: argparse.Namespace) -> int:
     settings = get_settings()
     config = read_config(settings)
-    f = figures(settings, _admin_token(settings), config["tag"], window_s(config))
+    f = figures(settings, _admin_token(settings), float(config["epoch"]), window_s(config))
     if ns.json:
         print(json.dumps(f | {"driver": read_status(settings)}, indent=1))
     else:

@@ -14,6 +14,7 @@ import contextlib
 import json
 import logging
 import os
+import re
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -36,6 +37,14 @@ OPEN_SESSION = f"""mutation($input: OpenSessionInput!) {{ openSession(input: $in
 RESTORE_SESSION = f"""mutation($id: ID!) {{ restoreSession(id: $id) {{ {PAYLOAD}
   ... on SessionRestored {{ job {{ id state }} }} }} }}"""
 JOB_STATE = "query($id: ID!) { job(id: $id) { id state } }"
+NODES = "{ nodes { id executor usedGpus jobs } }"
+LEFTOVERS = """query($after: String, $before: Float!) { jobs(first: 500, after: $after, filter: {
+  states: ["QUEUED", "PLACED", "RUNNING", "SUSPENDED", "PREEMPTED", "LOST"], submittedBefore: $before}) {
+  edges { node { id } } pageInfo { hasNextPage endCursor } } }"""
+# the ids of an earlier demo run's trace jobs and sessions: d<6 hex>-...
+DEMO_ID = re.compile(r"^d[0-9a-f]{6}-")
+CANCEL = f"""mutation($id: ID!, $reason: String!) {{ cancelJob(id: $id, reason: $reason) {{ {PAYLOAD}
+  ... on JobCancelled {{ job {{ id state }} }} }} }}"""
 # Submissions in flight at once (the API waits for each one's recorded outcome).
 CONCURRENCY = 4
 
@@ -138,7 +147,8 @@ class Driver:
     async def run(self, stop: asyncio.Event) -> None:
         queue: asyncio.Queue[Submission | None] = asyncio.Queue(maxsize=CONCURRENCY * 4)
         workers = [asyncio.create_task(self._submitter(queue)) for _ in range(CONCURRENCY)]
-        tasks = [asyncio.create_task(self._feed(queue, stop)),
+        tasks = [asyncio.create_task(self._cancel_leftovers()),
+                 asyncio.create_task(self._feed(queue, stop)),
                  asyncio.create_task(self._sessions(stop)),
                  asyncio.create_task(self._report(stop))]
         await stop.wait()
@@ -146,7 +156,49 @@ class Driver:
             t.cancel()
         await asyncio.gather(*tasks, *workers, return_exceptions=True)
         self._write_status()
+        try:
+            await asyncio.wait_for(self.release_local_nodes(), timeout=12.0)
+        except Exception:
+            log.exception("the local node's jobs were not all cancelled")
         await self.api.close()
+
+    async def release_local_nodes(self) -> None:
+        """On stop (`make down`): cancel the jobs on the local executor's nodes, whose real processes would
+        otherwise outlive the stack (the local executor leaves its jobs running across its own restarts),
+        and wait until the executor has stopped them."""
+        local = self.settings.executor_id
+        nodes = [n for n in (await self.api.call(NODES, {}, attempts=2))["nodes"] if n["executor"] == local]
+        jobs = sorted({j for n in nodes for j in n["jobs"]})
+        for job in jobs:
+            await self.api.call(CANCEL, {"id": job, "reason": "demo stopped"}, attempts=2)
+            log.info("cancelled %s on the local executor", job)
+        folders = [self.settings.run_dir / "executor" / local / "jobs" / j for j in jobs]
+        while any(not pid.with_suffix(".exit").exists() for f in folders for pid in f.glob("attempt-*.pid")):
+            await asyncio.sleep(0.5)  # the executor's shim writes attempt-N.exit when the process is gone
+
+    async def _cancel_leftovers(self) -> None:
+        """Jobs of an earlier demo run on the same store (`make down` then `make demo` again) would compete
+        with this run's: cancel them (only ids of the demo's own pattern, submitted before this run)."""
+        ids: list[str] = []
+        after = None
+        while True:
+            page = (await self.api.call(LEFTOVERS, {"after": after, "before": self.progress.epoch}))["jobs"]
+            ids += [e["node"]["id"] for e in page["edges"]
+                    if DEMO_ID.match(e["node"]["id"]) and not e["node"]["id"].startswith(f"{self.tag}-")]
+            if not page["pageInfo"]["hasNextPage"] or not page["edges"]:
+                break
+            after = page["pageInfo"]["endCursor"]
+        if not ids:
+            return
+        log.info("cancelling %d jobs of earlier demo runs", len(ids))
+        gate = asyncio.Semaphore(CONCURRENCY)
+
+        async def cancel(job_id: str) -> None:
+            async with gate:
+                await self.api.call(CANCEL, {"id": job_id, "reason": "superseded by a new demo run"})
+
+        await asyncio.gather(*(cancel(i) for i in ids), return_exceptions=True)
+        log.info("cancelled the jobs of earlier demo runs")
 
     async def _feed(self, queue: asyncio.Queue[Submission | None], stop: asyncio.Event) -> None:
         for sub in self.submissions:

@@ -42,15 +42,16 @@ def _post(settings: Settings, token: str, query: str, variables: dict[str, Any])
     return data
 
 
-def event_counts(settings: Settings, token: str, prefix: str) -> dict[str, Any]:
-    """Preemptions (by reason) and session caps/restores of the jobs whose stream starts with `prefix`."""
+def event_counts(settings: Settings, token: str, since: float) -> dict[str, Any]:
+    """Preemptions (by reason) and session caps/restores recorded since `since` (the demo's start; a
+    restored session is a new job with an id of the API's choosing, so the demo's prefix cannot find it)."""
     counts: Counter[str] = Counter()
     reasons: Counter[str] = Counter()
     preempted_jobs: list[str] = []
     after: str | None = None
     while True:
         page = _post(settings, token, EVENTS, {"after": after, "filter": {
-            "streamPrefix": prefix, "types": COUNTED_EVENTS}})["auditEvents"]
+            "since": since, "types": COUNTED_EVENTS}})["auditEvents"]
         for edge in page["edges"]:
             e = edge["node"]
             counts[e["type"]] += 1
@@ -65,7 +66,7 @@ def event_counts(settings: Settings, token: str, prefix: str) -> dict[str, Any]:
             "session_restores": counts["SessionRestored"], "preempted_jobs": preempted_jobs}
 
 
-def figures(settings: Settings, token: str, tag: str, window_s: float) -> dict[str, Any]:
+def figures(settings: Settings, token: str, since: float, window_s: float) -> dict[str, Any]:
     """Everything the summary table shows, as one JSON-able mapping."""
     data = _post(settings, token, FIGURES, {"window": window_s})
     states = {c["state"]: c["count"] for c in data["jobCounts"]}
@@ -78,7 +79,7 @@ def figures(settings: Settings, token: str, tag: str, window_s: float) -> dict[s
         e["jobs"] += len(n["jobs"])
     total = sum(e["gpus"] for e in by_executor.values())
     used = sum(e["used"] for e in by_executor.values())
-    events = event_counts(settings, token, f"job-{tag}-")
+    events = event_counts(settings, token, since)
     return {
         "jobs_submitted": sum(states.values()),
         "jobs_running": states.get("RUNNING", 0) + states.get("PLACED", 0) + states.get("PREEMPTING", 0),

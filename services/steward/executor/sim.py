@@ -12,9 +12,11 @@ since the last checkpoint. State lives in memory (it is a simulator).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 import logging
 import time
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -27,7 +29,13 @@ from temporalio.worker import PollerBehaviorSimpleMaximum, Worker
 from steward.bus.envelope import command_envelope
 from steward.bus.kafka import CommandPublisher
 from steward.config import Settings
-from steward.domain.commands import Command, RegisterNode, ReportCheckpointSaved, ReportJobStarted
+from steward.domain.commands import (
+    Command,
+    RegisterNode,
+    ReportCheckpointSaved,
+    ReportHeartbeat,
+    ReportJobStarted,
+)
 from steward_workflows.contracts import (
     JobRunInput,
     NodeRef,
@@ -184,6 +192,23 @@ class SimExecutor:
     def activities(self) -> list[Callable[..., Any]]:
         return [self.start_job, self.watch_job, self.signal_job, self.drain_node]
 
+    async def heartbeats(self, stop: asyncio.Event, check_s: float = 5.0, report_s: float = 60.0) -> None:
+        """`ReportHeartbeat` through Kafka as the local executor sends it (on a change of what runs here,
+        at least every `report_s`): without it, nodes marked unhealthy after a lost attempt never recover."""
+        last: dict[str, int] | None = None
+        sent_at = 0.0
+        while not stop.is_set():
+            jobs = {a.job_id: a.attempt for a in self.attempts.values() if a.exit_code is None}
+            if jobs != last or time.monotonic() - sent_at >= report_s:
+                try:
+                    await self._report(ReportHeartbeat(self.settings.executor_id, jobs, sorted(self.drained)),
+                                       f"hb-{self.settings.executor_id}-{uuid.uuid4().hex}")
+                    last, sent_at = jobs, time.monotonic()
+                except Exception:  # Kafka away: the next round tries again
+                    log.exception("heartbeat not sent")
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), timeout=check_s)
+
 
 def virtual_nodes(executor_id: str, count: int, gpus: int, per_block: int = 8,
                   gpu_model: str = "SIM") -> list[RegisterNode]:
@@ -208,6 +233,8 @@ async def run_sim_executor(settings: Settings, stop: asyncio.Event, speed: float
                     activity_task_poller_behavior=PollerBehaviorSimpleMaximum(ACTIVITY_POLLERS))
     log.info("simulated executor %s (x%g) serving %s", settings.executor_id, speed,
              executor_task_queue(settings.executor_id))
+    beats = asyncio.create_task(sim.heartbeats(stop))
     async with worker:
         await stop.wait()
+    await beats
     publisher.close()

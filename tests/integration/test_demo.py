@@ -1,0 +1,160 @@
+"""`make demo` on the real stack (Kafka, PostgreSQL, Temporal, ledger, scheduler, API, worker, executors):
+the demo's set-up and replay driver run for a short slice of the Philly trace (2 trace hours at 120x, a
+warm start that fills the cluster, two sessions capped at 30 trace minutes), and the log shows
+
+- jobs placed on the simulated nodes and on the local node (real processes of the sample job);
+- a preemption, with the evidence that justified it, answered by `whyPreempted`;
+- a session that reached its cap, was stopped with a checkpoint, restored by the driver and started again.
+
+Run with STEWARD_TEST_SLOT=<n>. The driver and the simulated executor are stopped afterwards, the demo's
+jobs cancelled, the policy and the worker's timings put back, so later tests see the stack as before.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.integration.conftest import REPO, TEST_RUN_DIR
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(900)]
+
+DEMO_ARGS = ["--hours", "2", "--speed", "120", "--sessions", "2", "--session-cap-hours", "0.5",
+             "--restore-after-minutes", "10", "--wait", "180"]
+TERMINAL = ("COMPLETED", "FAILED", "CANCELLED", "RESTORED")
+
+
+def _demo(*args: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
+    proc = subprocess.run([sys.executable, "-m", "steward.demo", *args], capture_output=True, text=True,
+                          timeout=timeout, env=os.environ.copy(), cwd=REPO)
+    assert proc.returncode == 0, f"demo {' '.join(args)} exited {proc.returncode}:\n{proc.stdout}\n{proc.stderr}"
+    return proc
+
+
+class Api:
+    def __init__(self) -> None:
+        from steward.cli.client import default_token
+        from steward.config import Settings
+
+        self.url = Settings().resolved_api_url
+        self.headers = {"Authorization": f"Bearer {default_token()}"}
+
+    def __call__(self, query: str, **variables: Any) -> dict[str, Any]:
+        resp = httpx.post(self.url, json={"query": query, "variables": variables}, headers=self.headers, timeout=60)
+        body = resp.json()
+        assert not body.get("errors"), body["errors"]
+        data: dict[str, Any] = body["data"]
+        return data
+
+    def events(self, prefix: str, types: list[str]) -> list[dict[str, Any]]:
+        out: list[dict[str, Any]] = []
+        after = None
+        while True:
+            page = self("""query($after: String, $f: EventFilter!) { auditEvents(first: 500, after: $after, filter: $f)
+                { edges { node { streamId type payload } } pageInfo { hasNextPage endCursor } } }""",
+                        after=after, f={"streamPrefix": prefix, "types": types})["auditEvents"]
+            out += [e["node"] for e in page["edges"]]
+            if not page["pageInfo"]["hasNextPage"] or not page["edges"]:
+                return out
+            after = page["pageInfo"]["endCursor"]
+
+
+@pytest.fixture(scope="module")
+def demo(stack: dict[str, object]) -> Iterator[dict[str, Any]]:
+    from steward.infra.processes import Paths, start_own, stop_own
+    from steward.policy.settings import PolicySettings
+
+    for name in ("demo-driver", "sim-executor"):  # left by an earlier session on this slot
+        stop_own(name, Paths(TEST_RUN_DIR))
+    started = _demo(*DEMO_ARGS)
+    config = json.loads((TEST_RUN_DIR / "demo" / "config.json").read_text())
+    yield {"config": config, "stdout": started.stdout}
+    paths = Paths(TEST_RUN_DIR)
+    for name in ("demo-driver", "sim-executor"):
+        stop_own(name, paths)
+    api = Api()
+    jobs = api("""{ jobs(first: 500, filter: {states: ["QUEUED", "PLACED", "RUNNING", "SUSPENDED"]})
+        { edges { node { id } } } }""")["jobs"]["edges"]
+    for edge in jobs:
+        if edge["node"]["id"].startswith(config["tag"]):
+            api("mutation($id: ID!) { cancelJob(id: $id, reason: \"demo test over\") { __typename } }",
+                id=edge["node"]["id"])
+    defaults = {k: v for k, v in PolicySettings().to_dict().items() if k in json.loads(
+        (TEST_RUN_DIR / "demo" / "policy.json").read_text())}
+    api("mutation($i: PolicyInput!) { setPolicy(input: $i) { __typename } }",
+        i={"settings": defaults, "reason": "demo test over"})
+    stop_own("worker", paths)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("STEWARD_CONTRACT_")}
+    values = dict(line.split("=", 1) for line in (TEST_RUN_DIR / "stack.env").read_text().splitlines() if "=" in line)
+    start_own("worker", paths, env | values | {"STEWARD_RUN_DIR": str(TEST_RUN_DIR)})
+
+
+def _wait_for(check: Any, timeout: float, what: str) -> Any:
+    deadline = time.monotonic() + timeout
+    last = None
+    while time.monotonic() < deadline:
+        last = check()
+        if last:
+            return last
+        time.sleep(3)
+    raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
+
+
+def test_the_demo_prints_addresses_a_token_per_role_and_the_summary(demo: dict[str, Any]) -> None:
+    out = demo["stdout"]
+    assert "first useful screen" in out, out
+    for line in ("UI:", "API (GraphQL):", "admin token:", "manager token:", "researcher token:", "auditor token:",
+                 "owed GPU-h", "occupancy:"):
+        assert line in out, f"{line!r} missing from:\n{out}"
+    tokens = json.loads((TEST_RUN_DIR / "demo" / "tokens.json").read_text())
+    api = Api()
+    for role, token in tokens.items():
+        api.headers = {"Authorization": f"Bearer {token}"}
+        assert api("{ me { role } }")["me"]["role"] == role
+
+
+def test_jobs_are_placed_on_the_simulated_nodes_and_on_the_local_node(demo: dict[str, Any]) -> None:
+    placed = Api().events(f"job-{demo['config']['tag']}-", ["JobPlaced"])
+    nodes = {n for e in placed for n in e["payload"]["assignments"]}
+    assert any(n.startswith("node-") for n in nodes), nodes
+    assert "local-0" in nodes, nodes
+    # the local node ran the sample job as a real process, with a log
+    local = next(e["payload"]["job_id"] for e in placed if "local-0" in e["payload"]["assignments"])
+    log = _wait_for(lambda: list((TEST_RUN_DIR / "executor" / "local" / "jobs" / local).glob("attempt-*.log")),
+                    60, f"the log of {local} on the local node")
+    assert log
+
+
+def test_a_preemption_happens_with_its_evidence(demo: dict[str, Any]) -> None:
+    api = Api()
+    prefix = f"job-{demo['config']['tag']}-"
+    preempted = _wait_for(lambda: [e for e in api.events(prefix, ["JobPreempted"])
+                                   if e["payload"]["reason"] != "session_cap"], 240, "a preemption")
+    job = preempted[0]["payload"]["job_id"]
+    why = api("""query($j: ID!) { whyPreempted(job: $j) { reason text evidence } }""", j=job)["whyPreempted"]
+    assert why is not None and why["reason"] == preempted[0]["payload"]["reason"], why
+    assert why["text"] and why["evidence"], why
+
+
+def test_a_session_reaches_its_cap_and_is_restored_by_the_driver(demo: dict[str, Any]) -> None:
+    api = Api()
+    tag = demo["config"]["tag"]
+    first = f"{tag}-session-1"
+    restored = _wait_for(lambda: api.events(f"job-{first}", ["SessionRestored"]), 240, f"{first} restored")
+    types = [e["type"] for e in api.events(f"job-{first}", ["SessionCapReached", "JobPreempted", "SessionWarned"])]
+    assert "SessionCapReached" in types and "JobPreempted" in types, types
+    new = restored[0]["payload"]["new_job_id"]
+    started = _wait_for(lambda: api.events(f"job-{new}", ["JobStarted"]), 120, f"{new} started")
+    assert started
+    submitted = api.events(f"job-{new}", ["JobSubmitted"])
+    assert submitted[0]["payload"]["restored_from"] == first
+    _wait_for(lambda: json.loads((TEST_RUN_DIR / "demo" / "status.json").read_text())["chains"][first]["restores"],
+              30, "the driver's status to count the restore")  # written every 2 s
