@@ -21,7 +21,8 @@ from sqlalchemy import Connection, MetaData, Table, delete, select, text
 
 from steward.audit.verifier import canonical_text
 from steward.domain.events import Event
-from steward.domain.state import AllocationNode, ClusterNode, Job, LedgerState, evolve
+from steward.domain.state import JOB_LOCAL_EVENTS as STATE_JOB_LOCAL_EVENTS
+from steward.domain.state import AllocationNode, ClusterNode, Job, LedgerState, evolve, evolve_job
 from steward.store import schema
 from steward.store.eventstore import copy_rows
 
@@ -92,11 +93,9 @@ def write(conn: Connection, proj: Projector, changed: Iterable[tuple[str, str]])
 
 
 # Event types whose `evolve` reads and changes only the job named by `payload["job_id"]` (besides the
-# shared allocations, nodes and GPU use): they are folded on a one-job view of the state. Any other type
-# is folded on the whole state (correct for anything `evolve` does, at the cost of its dict copies).
-JOB_LOCAL_EVENTS = frozenset({
-    "JobSubmitted", "JobPlaced", "JobStarted", "JobCompleted", "JobFailed", "JobCancelled",
-})
+# GPU use): they are folded by the domain's `evolve_job` on that job alone. Any other type is folded on
+# the whole state (correct for anything `evolve` does, at the cost of its dict copies).
+JOB_LOCAL_EVENTS = STATE_JOB_LOCAL_EVENTS
 
 Key = tuple[str, str]  # ("a" | "n" | "j", key)
 
@@ -165,14 +164,34 @@ class Projector:
         payload = event.payload
         job_id = payload.get("job_id")
         if event.type in JOB_LOCAL_EVENTS and isinstance(job_id, str):
-            narrow: dict[str, Job] = {job_id: self.jobs[job_id]} if job_id in self.jobs else {}
-            after = evolve(LedgerState(self.allocations, self.nodes, narrow, self.used, self.policy), event, at)
-            new_jobs = after.jobs
-            changed = _changed(narrow, new_jobs, "j")
+            changed = self._apply_job_local(event, at, position, job_id)
         else:
-            after = evolve(self.view(), event, at)
-            new_jobs = after.jobs
-            changed = _changed(self.jobs, new_jobs, "j")
+            changed = self._apply_whole(event, at, position)
+        self.position, self.recorded_at = position, at
+        if event_hash is not None:
+            self.head_hash = event_hash
+        return changed
+
+    def _apply_job_local(self, event: Event, at: float, position: int, job_id: str) -> list[Key]:
+        old = self.jobs.get(job_id)
+        step = evolve_job(old, self.used, event, at)
+        if step is None:
+            return []
+        job, self.used = step
+        key = ("j", job.job_id)
+        if self._undo is not None:
+            if key not in self._undo_positions:
+                self._undo_positions[key] = self.positions.get(key)
+            if job.job_id not in self._undo_jobs:
+                self._undo_jobs[job.job_id] = self.jobs.get(job.job_id)
+        self.jobs[job.job_id] = job
+        self.positions[key] = position
+        return [key]
+
+    def _apply_whole(self, event: Event, at: float, position: int) -> list[Key]:
+        after = evolve(self.view(), event, at)
+        new_jobs = after.jobs
+        changed = _changed(self.jobs, new_jobs, "j")
         changed += _changed(self.allocations, after.allocations, "a")
         changed += _changed(self.nodes, after.nodes, "n")
         recording = self._undo is not None
@@ -195,9 +214,6 @@ class Projector:
                 else:
                     self.positions.pop((kind, key), None)
         self.allocations, self.nodes, self.used, self.policy = after.allocations, after.nodes, after.used, after.policy
-        self.position, self.recorded_at = position, at
-        if event_hash is not None:
-            self.head_hash = event_hash
         return changed
 
     def state(self) -> LedgerState:

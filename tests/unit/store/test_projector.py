@@ -1,0 +1,107 @@
+"""The projector's fold (job-local events through `evolve_job` on one job, the rest on the whole state)
+ends in the same state as the reference fold (`evolve` over the whole state, event by event), on
+random command histories decided by the domain, and undoes a batch exactly."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from steward.domain.commands import (
+    CancelJob,
+    PlaceJob,
+    RegisterNode,
+    ReportCheckpointSaved,
+    ReportJobExited,
+    ReportJobLost,
+    ReportJobPreempted,
+    ReportJobStarted,
+    RequestPreemption,
+    RevokeProtection,
+    SetAllocations,
+    SubmitJob,
+)
+from steward.domain.decide import decide_or_reject
+from steward.domain.events import Event
+from steward.domain.state import LedgerState, evolve
+from steward.store.projections import Projector
+
+JOBS = [f"j{i}" for i in range(6)]
+SETUP = [SetAllocations("cluster", {"a": 0.5, "b": 0.5}, "t"), RegisterNode("n0", 4, "H100", ["z", "n0"]),
+         RegisterNode("n1", 4, "H100", ["z", "n1"])]
+
+ACTIONS = ("submit", "place", "start", "exit", "cancel", "request", "preempted", "lost", "checkpoint", "revoke")
+# the lifecycle's actions weighted up, so that most histories place, start and preempt jobs
+WEIGHTED = ("submit", "place", "place", "place", "start", "start", "exit", *ACTIONS)
+steps = st.lists(st.tuples(st.sampled_from(WEIGHTED), st.integers(0, len(JOBS) - 1), st.integers(0, 3)),
+                 min_size=10, max_size=80)
+
+
+def command_for(state: LedgerState, action: str, job_id: str, coin: int) -> Any:
+    """A command that is mostly valid in `state` (the current attempt, free GPUs), so that the histories
+    reach every job state; a few are invalid and recorded as rejections."""
+    job = state.jobs.get(job_id)
+    attempt = job.attempt if job else 1
+    if action == "submit" or job is None:
+        return SubmitJob(job_id, "ab"[coin % 2], 1 + coin % 2, [0.0, 600.0][coin % 2], ["run"], coin > 1,
+                         ["batch", "interactive"][coin // 2 % 2])
+    if action == "place":
+        free = [(n, g) for n in ("n0", "n1") for g in sorted(state.free_gpus(n))]
+        picked = free[coin:coin + job.gpus] if len(free) >= coin + job.gpus else free[:job.gpus]
+        assignments: dict[str, list[int]] = {}
+        for n, g in picked:
+            assignments.setdefault(n, []).append(g)
+        return PlaceJob(job_id, assignments, coin % 2 == 0)
+    return {
+        "start": lambda: ReportJobStarted(job_id, attempt, 100 + coin),
+        "exit": lambda: ReportJobExited(job_id, attempt, coin % 2),
+        "cancel": lambda: CancelJob(job_id, "t"),
+        "request": lambda: RequestPreemption(job_id, "fair_share", attempt, requeue=coin != 3),
+        "preempted": lambda: ReportJobPreempted(job_id, attempt, "fair_share", 0,
+                                                checkpoint_path="/c" if coin else ""),
+        "lost": lambda: ReportJobLost(job_id, attempt, "node gone"),
+        "checkpoint": lambda: ReportCheckpointSaved(job_id, attempt, f"/ckpt{coin}", float(coin)),
+        "revoke": lambda: RevokeProtection(job_id, attempt, "t"),
+    }[action]()
+
+
+def events_of(history: list[tuple[str, int, int]]) -> list[tuple[Event, float]]:
+    state, out, now = LedgerState(), [], 0.0
+    commands = iter(SETUP + history)
+    for item in commands:
+        now += 7.0
+        command = command_for(state, item[0], JOBS[item[1]], item[2]) if isinstance(item, tuple) else item
+        for ev in decide_or_reject(state, command, now):
+            state = evolve(state, ev, now)
+            out.append((ev, now))
+    return out
+
+
+@settings(max_examples=150, deadline=None)
+@given(steps)
+def test_projector_fold_equals_the_reference_fold(history: list[Any]) -> None:
+    reference, proj = LedgerState(), Projector()
+    for position, (ev, at) in enumerate(events_of(history), start=1):
+        reference = evolve(reference, ev, at)
+        changed = proj.apply(ev, at, position)
+        assert all(proj.positions.get(k) == position for k in changed if k[1] in {**proj.jobs, **proj.nodes,
+                                                                                    **proj.allocations})
+    assert proj.state() == reference
+
+
+@settings(max_examples=60, deadline=None)
+@given(steps, steps)
+def test_a_rolled_back_batch_leaves_the_projector_as_it_was(before: list[Any], batch: list[Any]) -> None:
+    evs = events_of(before + batch)
+    cut = len(events_of(before))
+    proj = Projector()
+    for position, (ev, at) in enumerate(evs[:cut], start=1):
+        proj.apply(ev, at, position)
+    saved = (proj.state(), dict(proj.positions), proj.position)
+    proj.begin()
+    for position, (ev, at) in enumerate(evs[cut:], start=cut + 1):
+        proj.apply(ev, at, position)
+    proj.rollback()
+    assert (proj.state(), dict(proj.positions), proj.position) == saved
