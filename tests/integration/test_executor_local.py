@@ -5,6 +5,7 @@ re-attach after a restart, orphans, idleness. The simulated executor's virtual t
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import signal
@@ -48,10 +49,25 @@ class FakePublisher:
         return [e for e in self.sent if e.type == kind]
 
 
+STARTED: list[LocalExecutor] = []
+
+
+@pytest.fixture(autouse=True)
+def no_leftover_processes() -> Any:
+    """A failing test must not leave its sample jobs running (they would load the machine for hours)."""
+    yield
+    while STARTED:
+        for rec in STARTED.pop().running():
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(rec.pid, signal.SIGKILL)
+
+
 def executor(tmp_path: Path, publisher: FakePublisher, **options: Any) -> LocalExecutor:
     settings = Settings(run_dir=tmp_path, executor_id="t")
     opts = ExecutorSettings(**({"tick_s": 0.1, "checkpoint_root": str(tmp_path / "ck")} | options))
-    return LocalExecutor(settings, publisher, options=opts)  # type: ignore[arg-type]
+    ex = LocalExecutor(settings, publisher, options=opts)  # type: ignore[arg-type]
+    STARTED.append(ex)
+    return ex
 
 
 def sample_run(job_id: str = "j1", attempt: int = 1, *args: str, **over: Any) -> JobRunInput:

@@ -7,6 +7,7 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
 from typing import Any
 
@@ -74,8 +75,16 @@ async def ensure_period_schedule(client: Client, contract: ContractSettings) -> 
     return True
 
 
+# Threads for the blocking calls made from the event loop (`asyncio.to_thread`): the dispatcher's Kafka poll
+# and store checks, each activity's Kafka publish waiting for its ack. The default (CPUs + 4, so 6 here)
+# queued a burst of starts behind a burst of publishes.
+IO_THREADS = 32
+
+
 async def run_worker(settings: Settings, stop: asyncio.Event | None = None) -> None:
     stop = stop or asyncio.Event()
+    asyncio.get_running_loop().set_default_executor(
+        ThreadPoolExecutor(max_workers=IO_THREADS, thread_name_prefix="worker-io"))
     contract = ContractSettings()
     client = await Client.connect(settings.temporal_address, namespace=settings.temporal_namespace,
                                   interceptors=[CorrelationInterceptor()])  # correlation ids in headers

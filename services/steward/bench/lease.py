@@ -12,7 +12,13 @@ under the shim). Jobs are submitted
 through the API by `--concurrency` clients; a job's latency is from just before its `submitJob` call
 to the `JobStarted` event's record time (the executor has started its process and the ledger has
 recorded it). `starts_per_s` is jobs ÷ (last start − first submit). The bench waits for its jobs to
-end, stops its executor and drains the bench nodes, so nothing is placed on them afterwards.
+end, drains the bench nodes (so nothing is placed on them afterwards) and stops its executor.
+
+`hops_ms` splits each start into its hops (p50/p95 over the jobs), from recorded times: the client's
+clock, the Kafka record times of `SubmitJob`, `PlaceJob`, the relayed `JobPlaced` and `ReportJobStarted`,
+the ledger's record times, and the JobRun's history (started, `start_job` scheduled and picked up).
+`cpu_ms_per_job` is the CPU each process of the stack used from the first submit until all started,
+divided by the jobs (from /proc, so it does not depend on how busy the machine is).
 """
 
 from __future__ import annotations
@@ -358,10 +364,12 @@ def run(jobs: int = 200, concurrency: int = 4, nodes: int = 32, gpus: int = 8, e
         cpu_after = stack_cpu(settings, sim)
         ended = wait_ended(settings, set(submitted), head, timeout)
     finally:
+        # drain while the executor still answers: each drain then ends at once instead of waiting
+        # `lost_after_s` for a gone executor (and loading the next run with 32 waiting workflows)
+        teardown(settings, names)
         if proc is not None:
             proc.terminate()
             proc.wait(timeout=30)
-        teardown(settings, names)
     latencies = [(seen[j]["JobStarted"] - t0) * 1000 for j, (t0, _) in submitted.items()
                  if "JobStarted" in seen.get(j, {})]
     starts = [seen[j]["JobStarted"] for j in submitted if "JobStarted" in seen.get(j, {})]

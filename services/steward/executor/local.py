@@ -38,6 +38,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -88,6 +89,7 @@ ACTIVITY_POLLERS = 16
 log = logging.getLogger("steward.executor")
 
 HEARTBEAT_EVERY_S = 5.0
+IO_THREADS = 32
 KILLED_EXIT_CODE = -9
 NO_SUCH_GPU = "NoSuchGpu"
 
@@ -367,6 +369,10 @@ class LocalExecutor:
 
 async def run_executor(settings: Settings, stop: asyncio.Event | None = None) -> None:
     stop = stop or asyncio.Event()
+    # a burst of starts (each launches a process and waits for Kafka's ack) is not queued behind the
+    # default pool's CPUs + 4 threads
+    asyncio.get_running_loop().set_default_executor(
+        ThreadPoolExecutor(max_workers=IO_THREADS, thread_name_prefix="executor-io"))
     client = await Client.connect(settings.temporal_address, namespace=settings.temporal_namespace,
                                   interceptors=[CorrelationInterceptor()])  # correlation ids in headers
     publisher = CommandPublisher(settings)
