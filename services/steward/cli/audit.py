@@ -1,6 +1,8 @@
 """`steward audit ...`: verify the log, export it, prove inclusion and consistency, replay the policy,
 rebuild the projections, and travel in time. These commands read the store directly
-(settings.resolved_store_url), as an auditor does on the operator's machine."""
+(settings.resolved_store_url), as an auditor does on the operator's machine; `verify` and `state` also
+go through the API with `--api` (the auditor's token, no access to the store needed: the API's `verify`
+and `stateAt`)."""
 
 from __future__ import annotations
 
@@ -79,12 +81,18 @@ def verify_cmd(
     to: int = typer.Option(None, "--to", help="last position to check (default: the head)"),
     public_key: Path = typer.Option(None, "--public-key", help="check checkpoints against this pinned key (PEM)"),
     json_flag: bool = typer.Option(False, "--json", help="print JSON"),
+    api: bool = typer.Option(False, "--api", help="ask the API (your token) instead of reading the store"),
     output: OutputFormat = OutputOption,
 ) -> None:
     """Recompute every hash and link; report ok, events, head, or the first bad position and what is wrong."""
-    from steward.audit.verify import verify
+    if api:
+        if public_key is not None:
+            fail("--public-key checks signed checkpoints in the store; without --api", 2)
+        report = _verify_via_api(start, to)
+    else:
+        from steward.audit.verify import verify
 
-    report = _guard(verify, _store(), start, to, _key(public_key))
+        report = _guard(verify, _store(), start, to, _key(public_key))
     rows = [["ok", report["ok"]], ["events", report["events"]], ["head", report["head"]],
             ["checkpoints checked", report["checkpoints_checked"]]]
     if not report["ok"]:
@@ -237,9 +245,13 @@ def snapshot_cmd(every: int = typer.Option(10_000, help="one snapshot every this
 def state_cmd(
     at: str = typer.Option(..., "--at", help="a time: epoch seconds or ISO 8601"),
     json_flag: bool = typer.Option(False, "--json", help="print JSON"),
+    api: bool = typer.Option(False, "--api", help="ask the API (your token) instead of reading the store"),
     output: OutputFormat = OutputOption,
 ) -> None:
     """The projections (allocations, nodes, jobs) as they were at a past time."""
+    if api:
+        _state_via_api(parse_time(at), _fmt(output, json_flag))
+        return
     from steward.audit.snapshots import state_at
 
     proj, info = _guard(state_at, _store(), parse_time(at))
@@ -249,6 +261,32 @@ def state_cmd(
          [["position", info["position"]], ["allocations", len(rows["proj_allocations"])],
           ["nodes", len(rows["proj_nodes"])], ["jobs", len(rows["proj_jobs"])],
           *[[f"jobs {s}", n] for s, n in sorted(_count(rows["proj_jobs"]).items())]], ["what", "value"])
+
+
+VERIFY = """query($from: BigInt!, $to: BigInt) { verify(fromPosition: $from, toPosition: $to) {
+  fromPosition toPosition checked ok firstBadPosition problem } }"""
+
+STATE_AT = """query($t: Float!) { stateAt(time: $t, jobsFirst: 500) { position recordedAt
+  allocations { name parent share } nodes { id gpus gpuModel path state } jobCounts { state count }
+  jobs { id project state gpus attempt } jobsTruncated } }"""
+
+
+def _verify_via_api(start: int, to: int | None) -> dict[str, Any]:
+    """The API's `verify` (the same verifier, run by the API on the store), in this command's report shape."""
+    from steward.cli.client import GraphQLClient
+
+    v = GraphQLClient(get_settings()).execute(VERIFY, {"from": start, "to": to})["verify"]
+    return {"ok": v["ok"], "events": v["checked"], "head": v["toPosition"], "checkpoints_checked": None,
+            "first_bad_position": v["firstBadPosition"], "problem": v["problem"], "detail": "", "via": "api"}
+
+
+def _state_via_api(at: float, output: OutputFormat) -> None:
+    from steward.cli.client import GraphQLClient
+
+    st = GraphQLClient(get_settings()).execute(STATE_AT, {"t": at})["stateAt"]
+    emit(st, output, [["position", st["position"]], ["allocations", len(st["allocations"])],
+                      ["nodes", len(st["nodes"])], *[[f"jobs {c['state']}", c["count"]] for c in st["jobCounts"]]],
+         ["what", "value"])
 
 
 def _count(jobs: list[dict[str, Any]]) -> dict[str, int]:
