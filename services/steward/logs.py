@@ -147,6 +147,18 @@ class JsonFormatter(logging.Formatter):
         return json.dumps(entry, default=str)
 
 
+class TextFormatter(logging.Formatter):
+    """For people reading a terminal: one line, the correlation id in brackets when there is one."""
+
+    def __init__(self) -> None:
+        super().__init__("%(asctime)s %(levelname)s %(name)s %(message)s")
+
+    def format(self, record: logging.LogRecord) -> str:
+        line = super().format(record)
+        cid = getattr(record, "correlation_id", None) or correlation_id.get()
+        return f"{line} [{cid}]" if cid else line
+
+
 def logger_levels(spec: str) -> dict[str, str]:
     """`STEWARD_LOG_LEVELS`, e.g. "steward.ledger.commands=WARNING,steward.executor=DEBUG"."""
     levels: dict[str, str] = {}
@@ -163,7 +175,7 @@ def configure(process_name: str) -> None:
     STEWARD_LOG_LEVEL (INFO) and STEWARD_LOG_LEVELS sets single loggers."""
     handler = logging.StreamHandler(sys.stderr)
     if os.environ.get("STEWARD_LOG_FORMAT", "json") == "text":
-        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s %(message)s"))
+        handler.setFormatter(TextFormatter())
     else:
         handler.setFormatter(JsonFormatter(process_name))
     root = logging.getLogger()

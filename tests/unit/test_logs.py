@@ -17,6 +17,7 @@ from steward.logs import (
     CorrelationMiddleware,
     JobCorrelations,
     JsonFormatter,
+    TextFormatter,
     correlation,
     current,
     log_recorded,
@@ -143,3 +144,10 @@ def test_temporal_headers_carry_the_id_and_inputs_are_the_fallback() -> None:
     assert from_headers({}) is None
     assert from_args([Input("j", "c7")]) == "c7"
     assert from_args([Input("j"), object()]) is None
+
+
+def test_the_text_format_shows_the_id_too() -> None:
+    record = logging.LogRecord("x", logging.INFO, "f", 1, "placed %s", ("j1",), None)
+    with correlation("c5"):
+        assert TextFormatter().format(record).endswith("INFO x placed j1 [c5]")
+    assert TextFormatter().format(record).endswith("INFO x placed j1")

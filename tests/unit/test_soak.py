@@ -18,13 +18,14 @@ def test_growth_is_the_least_squares_slope_in_mb_per_hour() -> None:
 
 def test_a_restarted_process_is_measured_over_its_longest_life_after_the_warmup() -> None:
     samples = Samples()
-    # pid 1 grows fast during the warm-up, then lives flat; pid 2 (after a restart) is short
+    # pid 1 grows fast during its warm-up, then lives flat; pid 2 (after a restart) is short
     samples.rss["executor"] = [(t, 1, 50 + t) for t in range(0, 30, 5)] + \
-        [(t, 1, 80.0) for t in range(30, 200, 5)] + [(t, 2, 40 + t) for t in range(200, 215, 5)]
+        [(t, 1, 80.0) for t in range(30, 200, 5)] + [(t, 2, t - 160) for t in range(200, 260, 5)]
     got = samples.growth(warmup_s=30)["executor"]
+    # pid 2 keeps growing, but its life after its own warm-up (230-255 s) is shorter than pid 1's
     assert got["rss_growth_mb_per_h"] == 0
     assert got["restarts"] == 1
-    assert (got["rss_mb_start"], got["rss_mb_end"]) == (50, 250)
+    assert (got["rss_mb_start"], got["rss_mb_end"]) == (50, 95)
 
 
 def test_percentiles_interpolate_and_say_nothing_without_data() -> None:

@@ -29,7 +29,8 @@ Figures:
 - `api_latency_ms_p50|p99` (every request), `api_submit_latency_ms_p99`, and the baseline's;
 - `ledger_lag_max` (messages, the sum over partitions of `steward_ledger_lag_messages`), `outbox_lag_max`;
 - `rss_growth_mb_per_h`: per process, the least-squares slope of its RSS over the soak after the first
-  `--warmup-s` (a restarted process: its longest life), with `rss_mb` at the start and end. PostgreSQL is
+  `--warmup-s` of its life (a restarted process: its longest life after its warm-up), with `rss_mb` at
+  the start and end. A few minutes cannot tell a leak from a warm-up: soak for an hour before quoting it. PostgreSQL is
   the postmaster plus its backends (anonymous memory only: shared buffers are not growth).
 The client is in this process (one asyncio loop): its own CPU time counts in the latencies it measures.
 """
@@ -378,9 +379,11 @@ class Samples:
     def growth(self, warmup_s: float) -> dict[str, Any]:
         out: dict[str, Any] = {}
         for name, points in self.rss.items():
+            born: dict[int, float] = {}
             lives: dict[int, list[tuple[float, float]]] = {}
-            for t, pid, mb in points:
-                if t >= warmup_s:
+            for t, pid, mb in points:  # each life (a restart is a new pid) after its own warm-up
+                born.setdefault(pid, t)
+                if t - born[pid] >= warmup_s:
                     lives.setdefault(pid, []).append((t, mb))
             longest = max(lives.values(), key=len, default=[])
             out[name] = {"rss_growth_mb_per_h": slope_per_h(longest),
@@ -529,7 +532,7 @@ def drain(settings: Any, accepted: list[str], run: str, head_before: int, timeou
 
 def run(minutes: float = 3.0, clients: int = 200, rate: float = 2.0, think_s: float = 1.0, agents: int = 2,
         nodes: int = 8, churn_s: float = 30.0, down_s: float = 3.0, sample_s: float = 5.0,
-        baseline_s: float = 20.0, warmup_s: float = 30.0, drain_s: float = 120.0) -> dict[str, Any]:
+        baseline_s: float = 20.0, warmup_s: float = 30.0, drain_s: float = 300.0) -> dict[str, Any]:
     from steward.config import Settings
     from steward.store.eventstore import EventStore
 
@@ -557,8 +560,8 @@ def run(minutes: float = 3.0, clients: int = 200, rate: float = 2.0, think_s: fl
         store = check_store(settings, run_id, load.accepted, head_before)
         kafka = check_kafka(settings, since, run_id, store["outcomes"], head_before, store["head_after"])
     finally:
+        teardown(settings, names)  # first: nothing more is placed on the agents about to stop
         node_agents.stop_all()
-        teardown(settings, names)
         revoke_tokens(settings, [i for _, i in issued])
     lost = len(store["missing"]) + kafka["commands_without_outcome"] + kafka["positions_not_relayed"]
     growth = samples.growth(warmup_s)
@@ -610,7 +613,8 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--sample-s", type=float, default=5.0)
     ap.add_argument("--baseline-s", type=float, default=20.0)
     ap.add_argument("--warmup-s", type=float, default=30.0, help="RSS samples before this are not growth")
-    ap.add_argument("--drain-s", type=float, default=120.0)
+    ap.add_argument("--drain-s", type=float, default=300.0,
+                    help="after the soak, wait at most this long for the lag to clear and the jobs to end")
     ap.add_argument("--json", action="store_true", help="print JSON (the only output format)")
     args = ap.parse_args(argv)
     problems = [f"--{k.replace('_', '-')} must be positive, got {v}" for k, v in
