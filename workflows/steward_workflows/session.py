@@ -78,8 +78,7 @@ class SessionWorkflow:
                 if self._idle_deadline(inp) is not None and now >= (self._idle_deadline(inp) or 0.0):
                     await self._on_idle_deadline(inp, parent)
                     continue
-                info = workflow.info()  # the server's suggestion too (its size and event-count thresholds)
-                if info.get_current_history_length() > t.max_history or info.is_continue_as_new_suggested():
+                if self._history_full(t.max_history):
                     await workflow.wait_condition(workflow.all_handlers_finished)
                     workflow.continue_as_new(replace(inp, carry=self._carry()))
                 due = [cap_at]
@@ -123,6 +122,14 @@ class SessionWorkflow:
         await parent.signal("revoke_protection", Revocation("idle", evidence))
         await publish(RevokeProtection(inp.job_id, inp.attempt, "idle", evidence),
                       f"revoke-{inp.job_id}-{inp.attempt}", inp.correlation_id)
+
+    def _history_full(self, max_history: int) -> bool:
+        """Past `max_history` events, or when the server suggests it (its own size and count thresholds;
+        patched: runs recorded before this honoured only `max_history`, and replay them unchanged)."""
+        info = workflow.info()
+        if info.get_current_history_length() > max_history:
+            return True
+        return info.is_continue_as_new_suggested() and workflow.patched("session-continue-as-new-when-suggested")
 
     def _carry(self) -> SessionCarry:
         return SessionCarry(self._warnings_sent, self._idle_since, self._idle_warned_at, self._revoked)
