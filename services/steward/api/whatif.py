@@ -30,6 +30,7 @@ import json
 import math
 import threading
 import time
+import weakref
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -321,11 +322,16 @@ class Runner:
             return fut, False
 
 
-RUNNERS: dict[int, Runner] = {}
+RUNNERS: weakref.WeakKeyDictionary[EventStore, Runner] = weakref.WeakKeyDictionary()
+_RUNNERS_LOCK = threading.Lock()
 
 
 def runner_for(store: EventStore) -> Runner:
-    return RUNNERS.setdefault(id(store), Runner())
+    with _RUNNERS_LOCK:
+        runner = RUNNERS.get(store)
+        if runner is None:
+            runner = RUNNERS[store] = Runner()
+        return runner
 
 
 # -- GraphQL --------------------------------------------------------------------------------------------

@@ -177,3 +177,59 @@ def test_the_fold_catches_up_and_the_overview_query_filters_allocations_by_role(
         for bad, words in (({"p": 5}, "'points' must be between 10"), ({"period": 10.0}, "'periodS' must be")):
             body = ask("admin", **bad)
             assert body["errors"][0]["extensions"]["code"] == "BAD_USER_INPUT" and words in body["errors"][0]["message"]
+
+
+# -- the folded period figures equal the domain's (steward.domain.periods.period_figures) -------------------
+
+STEP = st.sampled_from([0.0, 60.0, 600.0, 1800.0, 3600.0, 5000.0])
+ACTIONS = st.lists(st.tuples(st.sampled_from(["submit", "start", "preempt", "preempt-drop", "complete", "cancel",
+                                              "share", "node"]),
+                             st.integers(0, 5), st.sampled_from(["a", "b", "c"]), st.integers(1, 8), STEP),
+                   max_size=40)
+
+
+def _history(actions: list[tuple[str, int, str, int, float]]) -> Log:
+    log = Log().node(0.0, "n0", 8).tree(0.0, "cluster", t=1.0).tree(0.0, "t", a=0.5, b=0.3)
+    at = 0.0
+    state: dict[str, str] = {}
+    for kind, j, project, gpus, step in actions:
+        at += step
+        job = f"j{j}"
+        s = state.get(job)
+        if kind == "submit" and s is None:
+            log.submit(at, job, project, gpus)
+            state[job] = "wait"
+        elif kind == "start" and s == "wait":
+            log.run(at, job, funded=gpus % 2 == 0)
+            state[job] = "run"
+        elif kind == "preempt" and s == "run":
+            log.ev(at, "JobPreempted", job_id=job).ev(at, "JobRequeued", job_id=job)
+            state[job] = "wait"
+        elif kind == "preempt-drop" and s == "run":
+            log.ev(at, "JobPreempted", job_id=job, requeue=False)
+            state[job] = "done"
+        elif kind == "complete" and s == "run":
+            log.ev(at, "JobCompleted", job_id=job)
+            state[job] = "done"
+        elif kind == "cancel" and s in ("wait", "run"):
+            log.ev(at, "JobCancelled", job_id=job)
+            state[job] = "done"
+        elif kind == "share":
+            log.tree(at, "t", **{project: gpus / 16})
+        elif kind == "node":
+            log.node(at, f"n{j}", gpus)
+    return log
+
+
+@given(ACTIONS, st.floats(0, 20000), st.floats(600, 30000))
+def test_the_folded_period_figures_equal_the_domain_ones(actions: list[tuple[str, int, str, int, float]],
+                                                        start: float, length: float) -> None:
+    from steward.api.figures import period_figures_folded
+    from steward.domain.periods import period_figures
+
+    log = _history(actions)
+    expected, _cap = period_figures(log.fold.history, start, start + length)
+    got = period_figures_folded(log.fold, start, start + length)
+    assert set(got) == set(expected)
+    for name, row in expected.items():
+        assert got[name] == pytest.approx(row, rel=1e-9, abs=1e-6), name
