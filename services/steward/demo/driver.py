@@ -38,6 +38,8 @@ RESTORE_SESSION = f"""mutation($id: ID!) {{ restoreSession(id: $id) {{ {PAYLOAD}
   ... on SessionRestored {{ job {{ id state }} }} }} }}"""
 JOB_STATE = "query($id: ID!) { job(id: $id) { id state } }"
 NODES = "{ nodes { id executor usedGpus jobs } }"
+DRAIN = f"""mutation($id: String!, $reason: String!) {{ drainNode(id: $id, reason: $reason) {{ {PAYLOAD}
+  ... on NodeDraining {{ id }} }} }}"""
 LEFTOVERS = """query($after: String, $before: Float!) { jobs(first: 500, after: $after, filter: {
   states: ["QUEUED", "PLACED", "RUNNING", "SUSPENDED", "PREEMPTED", "LOST"], submittedBefore: $before}) {
   edges { node { id } } pageInfo { hasNextPage endCursor } } }"""
@@ -168,13 +170,20 @@ class Driver:
         and wait until the executor has stopped them."""
         local = self.settings.executor_id
         nodes = [n for n in (await self.api.call(NODES, {}, attempts=2))["nodes"] if n["executor"] == local]
-        jobs = sorted({j for n in nodes for j in n["jobs"]})
-        for job in jobs:
-            await self.api.call(CANCEL, {"id": job, "reason": "demo stopped"}, attempts=2)
-            log.info("cancelled %s on the local executor", job)
-        folders = [self.settings.run_dir / "executor" / local / "jobs" / j for j in jobs]
-        while any(not pid.with_suffix(".exit").exists() for f in folders for pid in f.glob("attempt-*.pid")):
-            await asyncio.sleep(0.5)  # the executor's shim writes attempt-N.exit when the process is gone
+        for n in nodes:  # no new work there while its jobs are cancelled (the next `make demo` registers it again)
+            await self.api.call(DRAIN, {"id": n["id"], "reason": "demo stopped"}, attempts=2)
+        cancelled: set[str] = set()
+        while True:
+            jobs = {j for n in nodes for j in n["jobs"]} - cancelled
+            for job in sorted(jobs):
+                await self.api.call(CANCEL, {"id": job, "reason": "demo stopped"}, attempts=2)
+                log.info("cancelled %s on the local executor", job)
+            cancelled |= jobs
+            folders = [self.settings.run_dir / "executor" / local / "jobs" / j for j in cancelled]
+            if not jobs and all(pid.with_suffix(".exit").exists() for f in folders for pid in f.glob("attempt-*.pid")):
+                return  # the executor's shim writes attempt-N.exit when the process is gone
+            await asyncio.sleep(0.5)
+            nodes = [n for n in (await self.api.call(NODES, {}, attempts=2))["nodes"] if n["executor"] == local]
 
     async def _cancel_leftovers(self) -> None:
         """Jobs of an earlier demo run on the same store (`make down` then `make demo` again) would compete
