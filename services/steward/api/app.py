@@ -73,6 +73,9 @@ class ResultCache:
         self.bucket_s = bucket_s
         self._entries: dict[tuple[Any, ...], tuple[int, list[tuple[bytes, bytes]], bytes]] = {}
         self._version: tuple[int, int] = (-1, -1)
+        # answers being computed, by key: concurrent identical requests wait for the first (single flight);
+        # the future's result is None when that answer may not be shared (a denial, a non-query, an error)
+        self.inflight: dict[tuple[Any, ...], asyncio.Future[tuple[int, list[tuple[bytes, bytes]], bytes] | None]] = {}
 
     def version(self, head: int) -> tuple[int, int]:
         v = (head, int(time.time() // self.bucket_s))
@@ -167,11 +170,19 @@ class Guard:
             head = await asyncio.to_thread(read.head)
         key = (principal, bytes(body), cache.version(head))
         hit = cache.get(key)
+        if hit is None and (leader := cache.inflight.get(key)) is not None:
+            # the same answer is being computed for the same principal and head: wait for it instead of
+            # computing it again (under load, executions outlast the cache's time bucket and a stampede of
+            # identical misses would keep the cache from ever filling)
+            hit = await asyncio.shield(leader)
         if hit is not None:
             status, cached_headers, content = hit
             await send({"type": "http.response.start", "status": status, "headers": cached_headers})
             await send({"type": "http.response.body", "body": content})
             return
+        flight: asyncio.Future[tuple[int, list[tuple[bytes, bytes]], bytes] | None] = \
+            asyncio.get_running_loop().create_future()
+        cache.inflight.setdefault(key, flight)
         flag = state["cache"] = {"ok": True}
         start: dict[str, Any] = {}
         chunks: list[bytes] = []
@@ -181,11 +192,21 @@ class Guard:
                 start.update(message)
             elif message["type"] == "http.response.body":
                 chunks.append(message.get("body", b""))
-                if not message.get("more_body", False) and flag["ok"] and start.get("status") == 200:
-                    cache.put(key, (200, list(start.get("headers", [])), b"".join(chunks)))
+                if not message.get("more_body", False) and not flight.done():
+                    answer = (200, list(start.get("headers", [])), b"".join(chunks)) \
+                        if flag["ok"] and start.get("status") == 200 else None
+                    if answer is not None:
+                        cache.put(key, answer)
+                    flight.set_result(answer)
             await send(message)
 
-        await self.app(scope, replay, capture)
+        try:
+            await self.app(scope, replay, capture)
+        finally:
+            if not flight.done():
+                flight.set_result(None)
+            if cache.inflight.get(key) is flight:
+                del cache.inflight[key]
 
     async def _authenticate(self, header: str | None, client: str) -> Principal | None:
         token = bearer(header)

@@ -3,6 +3,7 @@ oversized bodies, floods. Each is refused before any resolver runs, and normal q
 
 from __future__ import annotations
 
+import asyncio
 import json
 import threading
 import time
@@ -240,3 +241,38 @@ def test_introspection_and_ide_in_development_mode(tmp_path: Path) -> None:
     with serve(tmp_path, api, seeded=False) as s:
         body = s.gql("{ __schema { queryType { name } } }", token=s.tokens["admin"])
         assert body["data"]["__schema"]["queryType"]["name"] == "Query"
+
+
+class SlowHealth(SchemaExtension):
+    """`health` takes 2 s (without blocking the loop) and is counted, so concurrent identical requests surely overlap."""
+
+    calls = 0
+
+    def resolve(self, _next: Callable[..., Any], root: Any, info: Any, *args: Any, **kwargs: Any) -> Any:
+        if info.field_name != "health":
+            return _next(root, info, *args, **kwargs)
+        SlowHealth.calls += 1
+
+        async def slow() -> Any:  # the event loop keeps serving the other requests meanwhile
+            await asyncio.sleep(2.0)
+            return _next(root, info, *args, **kwargs)
+
+        return slow()
+
+
+def test_concurrent_identical_queries_run_once_but_denials_each_run_and_are_recorded(tmp_path: Path) -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    api = ApiSettings(run_dir=tmp_path, api_rate_per_s=10_000, api_rate_burst=10_000, api_denial_burst=1000)
+    with serve(tmp_path, api, extra_extensions=[SlowHealth]) as s:
+        q = f"{{ health }} # {time.monotonic_ns()}"
+        with ThreadPoolExecutor(16) as pool:
+            answers = list(pool.map(lambda _: s.gql(q, token=s.tokens["admin"]), range(16)))
+        assert answers == [{"data": {"health": "ok"}}] * 16
+        assert SlowHealth.calls == 1, "identical concurrent queries wait for the first one's answer"
+        head = s.store.head()
+        denied = '{ health job(id: "a1-run") { id } }'
+        with ThreadPoolExecutor(8) as pool:
+            answers = list(pool.map(lambda _: s.gql(denied, token=s.tokens["other"]), range(8)))
+        assert answers == [{"data": {"health": "ok", "job": None}}] * 8
+        assert sum(1 for e in s.store.read(head) if e.type == "AccessDenied") == 8, "every denial is audited"
