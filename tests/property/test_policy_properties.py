@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 from steward.policy.contract import asks_for_funding
 from steward.policy.cycle import schedule
 from steward.policy.explain import REASONS
+from steward.policy.lane import lane_in_use, lane_pending
 from steward.policy.model import AllocationTree, Node, PendingJob, RunningJob, Snapshot
 from steward.policy.ordering import order_pending, standing
 from steward.policy.preemption import Branches, strictly_improves
@@ -264,3 +265,27 @@ def test_every_waiting_job_is_explained(snap: Snapshot) -> None:
     for e in result.explanations.values():
         assert e.reason in REASONS and e.text and e.position_in_project >= 1 and e.blocking_gpus >= 0
         json.dumps(e.to_dict())
+
+
+@EXAMPLES
+@given(snapshots(), st.integers(0, 6))
+def test_the_debug_lane_never_exceeds_its_cap_per_allocation(snap: Snapshot, cap: int) -> None:
+    """ADR 0007: an allocation holds at most `lane_project_gpus` GPUs through the lane: running lane
+    jobs (not leaving) plus the lane jobs this cycle places or frees GPUs for, whenever it held no
+    more than that before the cycle."""
+    s = snap.settings.with_(lane_project_gpus=cap)
+    snap = replace(snap, settings=s)
+    result = schedule(snap)
+    leaving = {x.job_id for x in result.stops}
+    before = lane_in_use(snap.running, leaving, s)
+    jobs = {j.id: j for j in snap.pending}
+    lane_placed = [p.job_id for p in result.placements if "lane" in p.evidence]
+    lane_preempting = {p.for_job_id for p in result.preemptions if p.evidence["lane"]}
+    after = dict(before)
+    for job_id in {*lane_placed, *lane_preempting}:
+        job = jobs[job_id]
+        assert lane_pending(job, s)
+        after[job.project] = after.get(job.project, 0) + job.gpus
+    for project, gpus in after.items():
+        if before.get(project, 0) <= cap and gpus > before.get(project, 0):
+            assert gpus <= cap, (project, gpus, cap)

@@ -64,10 +64,18 @@ def in_grace(job: RunningJob) -> bool:
     return job.preemption_requested_at is not None
 
 
+def grace_s(funded: bool, settings: PolicySettings) -> float:
+    """DESIGN.md "checkpoint request, grace period, stop": the grace a victim gets. Unfunded work is
+    "preemptible at once" and gets `unfunded_grace_s` when the policy sets it (ADR 0007)."""
+    if not funded and settings.unfunded_grace_s is not None:
+        return settings.unfunded_grace_s
+    return settings.preemption_grace_s
+
+
 def grace_ends_at(job: RunningJob, settings: PolicySettings) -> float:
     requested = job.preemption_requested_at
     assert requested is not None
-    return requested + settings.preemption_grace_s
+    return requested + grace_s(job.funded, settings)
 
 
 def lost_work_s(job: RunningJob, now: float, settings: PolicySettings) -> float:

@@ -9,11 +9,12 @@ the end. The same snapshot always gives the same result, whatever the order of i
    "Draining").
 2. Order and fund — fair-share standing of every allocation, the global order of waiting jobs, and
    the funding state (DESIGN.md "Ordering", "Funded occupancy").
+2b. The debug lane — small debug jobs and sessions first, up to a per-allocation cap (ADR 0007).
 3. Place funded work in order, best fit in the smallest domain; the first large gang that does not
    fit gets a reservation, after which only work whose protection ends before it may use the
    reserved nodes (DESIGN.md "Placement").
 4. Preempt with strict improvement for funded work still blocked, choosing victims by least lost
-   work (DESIGN.md "The time-slicing contract").
+   work (DESIGN.md "The time-slicing contract"); blocked lane jobs first, from unfunded work.
 5. Backfill unfunded work on idle capacity (DESIGN.md "Unfunded occupancy").
 6. Explain every waiting job and measure fragmentation (issue 3 "Explanations").
 """
@@ -27,6 +28,7 @@ from typing import Any
 from steward.policy.contract import (
     asks_for_funding,
     grace_ends_at,
+    grace_s,
     has_entitlement_left,
     protected_until,
     protection_s,
@@ -44,6 +46,7 @@ from steward.policy.explain import (
     Explanations,
     Special,
 )
+from steward.policy.lane import lane_admits, lane_in_use, lane_pending
 from steward.policy.model import (
     CycleResult,
     Node,
@@ -109,6 +112,9 @@ class _Cycle:
         self.counters: dict[str, int] = {}
         self.fund_version = 0
         self.fund_memo: dict[str, tuple[int, bool]] = {}
+        self.lane_seen: set[str] = set()
+        self.lane_blocked: list[tuple[int, PendingJob]] = []
+        self.lane_use: dict[str, int] = {}
 
     # --- helpers -----------------------------------------------------------------------------------
 
@@ -164,7 +170,7 @@ class _Cycle:
                             requeue=True,
                             evidence={
                                 "preemption_requested_at": job.preemption_requested_at,
-                                "grace_s": s.preemption_grace_s,
+                                "grace_s": grace_s(job.funded, s),
                                 "now": now,
                             },
                         )
@@ -312,6 +318,43 @@ class _Cycle:
             evidence["reservation"] = {"job_id": self.reservation.job_id, "ready_at": self.reservation.ready_at}
         self.placements.append(Placement(job.id, job.project, assignments, funded, until, evidence))
 
+    # --- phase 2b: the debug lane --------------------------------------------------------------------
+
+    def phase2b_lane(self) -> None:
+        """ADR 0007 (DESIGN.md "p95 time to first GPU for a session or debug job under 2 minutes
+        while the cluster is full"): lane jobs, in global order, are placed before the fair-share
+        walk while their allocation is under the lane cap; those that do not fit are searched
+        victims for first in phase 4."""
+        s = self.s
+        if not s.lane:
+            return
+        self.lane_use = lane_in_use(self.snap.running, self.leaving, s)
+        use = self.lane_use
+        for k, job in enumerate(self.order.jobs):
+            if not lane_pending(job, s) or not lane_admits(job.project, job.gpus, use, s):
+                continue
+            self.lane_seen.add(job.id)
+            path = self.path(job.project)
+            fit, rule = self.try_place(job, False)
+            if fit is None:
+                self.lane_blocked.append((k, job))
+                continue
+            before = use.get(job.project, 0)
+            gap = self.funding_gap(job, path)
+            self.place(job, fit, rule, self.lane_funds(gap), path, k)
+            self.placements[-1].evidence["lane"] = {
+                "project_gpus_before": before,
+                "project_cap_gpus": s.lane_project_gpus,
+                "funded_by_lane": gap == ENTITLEMENT_USED,
+            }
+            use[job.project] = before + job.gpus
+
+    @staticmethod
+    def lane_funds(gap: str | None) -> bool:
+        """ADR 0007: the lane funds a lane job of an allocation whose entitlement is used (within
+        the lane cap); work with no allocation, or that asks for no protection, stays unfunded."""
+        return gap is None or gap == ENTITLEMENT_USED
+
     # --- phase 3 -----------------------------------------------------------------------------------
 
     def phase3_place_funded(self) -> None:
@@ -323,10 +366,14 @@ class _Cycle:
         self.blocked: list[tuple[int, PendingJob]] = []
         k = 0
         n = len(jobs)
+        lane_seen = self.lane_seen
         while k < n:
             job = jobs[k]
             if index.total_free == 0 and not self.reserved_has_room():
                 break
+            if lane_seen and job.id in lane_seen:
+                k += 1
+                continue
             path = self.path(job.project)
             gap = self.funding_gap(job, path)
             if gap is not None:
@@ -437,10 +484,13 @@ class _Cycle:
         """Blocked funded jobs in order: those phase 3 tried, then the rest of the queue."""
         yield from self.blocked
         jobs = self.order.jobs
+        lane_seen = self.lane_seen
         for k in range(self.tail_start, len(jobs)):
             if self.suffix_min[k] >= self.fail_search:
                 return
             job = jobs[k]
+            if lane_seen and job.id in lane_seen:
+                continue
             if self.funding_gap(job, self.path(job.project)) is None:
                 yield k, job
 
@@ -448,9 +498,11 @@ class _Cycle:
         """For blocked funded work, in order, up to `preemption_attempts_per_cycle` searches."""
         s = self.s
         self.fail_search = math.inf
-        if s.preemption_attempts_per_cycle == 0 or not self.snap.running:
+        if not self.snap.running:
             return
-        search: VictimSearch | None = None
+        search: VictimSearch | None = self.lane_preempt()
+        if s.preemption_attempts_per_cycle == 0:
+            return
         attempts = 0
         gang_searches = 0
         for k, job in self.blocked_funded():
@@ -480,7 +532,37 @@ class _Cycle:
             self.commit_preemption(job, path, plan, k)
         self.counters["preemption_searches"] = attempts
 
-    def commit_preemption(self, job: PendingJob, path: tuple[str, ...], plan: VictimPlan, k: int) -> None:
+    def lane_preempt(self) -> VictimSearch | None:
+        """ADR 0007: a blocked lane job that would be funded takes the GPUs of unfunded work first
+        (preemptible at once, short grace), else of funded work out of protection under strict
+        improvement. Within the lane cap, which counts the GPUs being freed for it."""
+        if not self.lane_blocked:
+            return None
+        s = self.s
+        search = VictimSearch(self.index, self.snap.running, self.leaving, self.path, self.branches, self.now, s)
+        use = self.lane_use
+        searches = 0
+        failed = math.inf  # as in phase 4: a size that found no victims is not searched again
+        for k, job in self.lane_blocked:
+            if job.gpus >= failed or not lane_admits(job.project, job.gpus, use, s):
+                continue
+            path = self.path(job.project)
+            if not self.lane_funds(self.funding_gap(job, path)):
+                continue  # DESIGN.md: only funded work preempts, in the lane too
+            searches += 1
+            plan = search.search(job, path, None, unfunded_only=True) or search.search(job, path, None)
+            if plan is None:
+                failed = job.gpus
+                continue
+            search.take(plan)
+            self.commit_preemption(job, path, plan, k, lane=True)
+            use[job.project] = use.get(job.project, 0) + job.gpus
+        self.counters["lane_searches"] = searches
+        return search
+
+    def commit_preemption(
+        self, job: PendingJob, path: tuple[str, ...], plan: VictimPlan, k: int, lane: bool = False
+    ) -> None:
         now, s = self.now, self.s
         for i, _g in plan.nodes:
             self.index.mask(i)  # claimed: the job starts here once the victims stop
@@ -493,17 +575,18 @@ class _Cycle:
         for v in plan.victims:
             if v.leaving:
                 rq = v.job.preemption_requested_at
-                until = max(until, now if rq is None else rq + s.preemption_grace_s)
+                until = max(until, now if rq is None else grace_ends_at(v.job, s))
                 continue
             fresh += 1
-            until = max(until, now + s.preemption_grace_s)
+            grace = grace_s(v.job.funded, s)
+            until = max(until, now + grace)
             reason: PreemptionReason = "fair_share" if v.job.funded else "unfunded"
             self.preemptions.append(
                 Preemption(
                     victim_id=v.job.id,
                     for_job_id=job.id,
                     reason=reason,
-                    grace_ends_at=now + s.preemption_grace_s,
+                    grace_ends_at=now + grace,
                     lost_gpu_s=v.cost,
                     evidence={
                         "rule": "strict_improvement" if v.job.funded else "unfunded_preemptible_at_once",
@@ -526,6 +609,7 @@ class _Cycle:
                             "rank": self.rank(v.job.project),
                         },
                         "check": plan.checks.get(v.job.id),
+                        "lane": lane,
                         "plan": {
                             "nodes": nodes,
                             "victims": len(plan.victims),
@@ -627,6 +711,7 @@ class _Cycle:
     def run(self) -> CycleResult:
         self.phase1_expire_and_drain()
         self.phase2_order_and_fund()
+        self.phase2b_lane()
         self.phase3_place_funded()
         self.phase4_preempt()
         self.phase5_backfill_unfunded()

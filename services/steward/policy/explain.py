@@ -15,7 +15,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from steward.policy.contract import asks_for_funding, has_entitlement_left, protection_s
+from steward.policy.contract import asks_for_funding, grace_ends_at, has_entitlement_left, protection_s
 from steward.policy.model import Explanation, PendingJob, Placement, RunningJob
 from steward.policy.ordering import Standing
 from steward.policy.settings import PolicySettings
@@ -225,12 +225,12 @@ class ExplainContext:
         pos = self._pos_of_node
         leaving = self._leaving
         now = self.now
-        grace = self.settings.preemption_grace_s
+        settings = self.settings
         for job in self.running:
             if job.id in leaving:
                 t = now
             elif job.preemption_requested_at is not None:
-                t = max(now, job.preemption_requested_at + grace)
+                t = max(now, grace_ends_at(job, settings))
             elif not job.funded:
                 t = now
             else:

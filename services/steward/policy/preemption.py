@@ -288,6 +288,7 @@ class VictimSearch:
         self.node_order = sorted((i for i in range(n) if raw[i]), key=lambda i: (raw[i][0][0], i))
         self.touched: list[bool] = [False] * n
         self._gangs: tuple[list[int], list[float], list[frozenset[str]], dict[str, tuple[str, ...]]] | None = None
+        self._funded: set[str] | None = None
 
     def cands(self, i: int) -> list[Victim]:
         """Victims on node `i`, cheapest lost work per GPU first (`victim_key` order)."""
@@ -341,11 +342,16 @@ class VictimSearch:
         self._gangs = (clearable, cost, projects, paths)
         return self._gangs
 
-    def search(self, job: PendingJob, wpath: tuple[str, ...], allowed: set[int] | None = None) -> VictimPlan | None:
+    def search(
+        self, job: PendingJob, wpath: tuple[str, ...], allowed: set[int] | None = None, unfunded_only: bool = False
+    ) -> VictimPlan | None:
         """The cheapest plan for `job`, or None. `allowed` adds masked nodes the job may use (its
-        reservation)."""
+        reservation). `unfunded_only`: take only unfunded work and jobs already leaving (the debug
+        lane, ADR 0007)."""
         horizon = protection_s(job.klass, job.min_runtime_s, self.settings)
         attempt = _Attempt(job, wpath, horizon, self.branches)
+        if unfunded_only:
+            attempt.div.update(dict.fromkeys(self._funded_projects(), None))
         if job.gpus <= self.index.maxcap:
             plan = self._search_single(attempt, allowed or set())
         else:
@@ -358,6 +364,15 @@ class VictimSearch:
                     freed[a_v] = freed.get(a_v, 0.0) + v.job.gpus
                     plan.checks[v.job.id] = attempt.evidence(v, freed[a_v])
         return plan
+
+    def _funded_projects(self) -> set[str]:
+        """Projects with funded work among the candidates (marked ineligible for an unfunded-only
+        search: `_Attempt.div[p] = None` means "never eligible")."""
+        got = self._funded
+        if got is None:
+            got = {item[5].project for lst in self.raw for item in lst if item[5].funded}
+            self._funded = got
+        return got
 
     def _visible(self, i: int, allowed: set[int]) -> bool:
         return self.index.ok[i] or i in allowed

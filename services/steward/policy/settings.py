@@ -45,11 +45,26 @@ class PolicySettings:
     checkpoint_interval_s: float = 1800.0
     restart_overhead_s: float = 60.0
     preemption_grace_s: float = 120.0
+    unfunded_grace_s: float | None = 20.0
+    """Grace of an *unfunded* victim (DESIGN.md "Unfunded occupancy ... preemptible at once"): a
+    checkpoint request and this many seconds before it stops. None: the same as `preemption_grace_s`
+    (the baselines). ADR 0007."""
 
     # Interactive sessions (DESIGN.md "Interactive sessions")
     session_cap_s: float = 8 * HOUR_S
     session_warnings_s: tuple[float, ...] = (1800.0, 300.0)
     session_at_cap: SessionAtCap = "stop"
+
+    # The debug lane (DESIGN.md "Interactive sessions": "p95 time to first GPU for a session or debug
+    # job under 2 minutes while the cluster is full"; ADR 0007)
+    lane: bool = True
+    """Small debug jobs and sessions go ahead of the fair-share order (see lane.py)."""
+    lane_max_gpus: int = 2
+    """A lane job asks for at most this many GPUs."""
+    lane_max_runtime_s: float = 900.0
+    """A debug job is a lane job when its protection (min_runtime) is at most this long."""
+    lane_project_gpus: int = 32
+    """GPUs one allocation may hold through the lane at once (the cap that keeps it from abuse)."""
 
     # Baseline switches (issue 4): the same cycle runs every policy
     ordering: OrderingMode = "fair_share"
@@ -85,7 +100,7 @@ class PolicySettings:
     @classmethod
     def ai2(cls, **overrides: Any) -> PolicySettings:
         """Budgets + 7-day window + min-runtime contract, first-fit placement, no reservations."""
-        base: dict[str, Any] = {"placement": "first_fit", "reservations": False}
+        base: dict[str, Any] = {**_NO_LANE, "placement": "first_fit", "reservations": False}
         return cls(**{**base, **overrides})
 
     @classmethod
@@ -93,6 +108,7 @@ class PolicySettings:
         """Slurm-like Fair Tree ordering with usage decay (half-life 7 days), no preemption for
         fairness (only unfunded work is preemptible), first fit, no reservations."""
         base: dict[str, Any] = {
+            **_NO_LANE,
             "usage_mode": "decay",
             "half_life_s": 7 * DAY_S,
             "placement": "first_fit",
@@ -106,6 +122,7 @@ class PolicySettings:
     def fifo_priority(cls, **overrides: Any) -> PolicySettings:
         """The pre-budget world: strict priority then FIFO, every job funded, nothing preempted."""
         base: dict[str, Any] = {
+            **_NO_LANE,
             "ordering": "fifo_priority",
             "placement": "first_fit",
             "reservations": False,
@@ -151,6 +168,9 @@ class PolicySettings:
         return out
 
 
+_NO_LANE: dict[str, Any] = {"lane": False, "unfunded_grace_s": None}
+"""The baselines have no debug lane, and give unfunded victims the same grace as funded ones."""
+
 PRESETS: tuple[str, ...] = ("steward", "ai2", "fair-tree", "fifo-priority")
 
 
@@ -171,6 +191,14 @@ def _check_settings(s: PolicySettings) -> None:
     for name in non_negative:
         if not getattr(s, name) >= 0:
             raise InvalidSettings(name, "must be >= 0")
+    if s.unfunded_grace_s is not None and not s.unfunded_grace_s >= 0:
+        raise InvalidSettings("unfunded_grace_s", "must be >= 0 (or null: the same as preemption_grace_s)")
+    if s.lane_max_gpus < 1:
+        raise InvalidSettings("lane_max_gpus", "must be >= 1")
+    if s.lane_project_gpus < 0:
+        raise InvalidSettings("lane_project_gpus", "must be >= 0")
+    if not s.lane_max_runtime_s >= 0:
+        raise InvalidSettings("lane_max_runtime_s", "must be >= 0")
     if s.usage_mode not in ("window", "decay"):
         raise InvalidSettings("usage_mode", f"{s.usage_mode!r} is not 'window' or 'decay'")
     if s.ordering not in ("fair_share", "fifo_priority"):

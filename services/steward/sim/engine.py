@@ -39,6 +39,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from steward.policy.contract import requeue
+from steward.policy.lane import lane_pending
 from steward.policy.model import CycleResult, Node, PendingJob, RunningJob, Snapshot
 from steward.policy.settings import PolicySettings
 from steward.policy.tree import AllocationTree
@@ -269,7 +270,8 @@ class Engine:
         if job.counts:
             rec.alloc_demand[s.tenant].add(self.now, job.gpus)
         # a job behind the head of its twin chain cannot change what a cycle decides (see view.py)
-        return not self.skip or pos < self.pending.window(job.gpus, self.free_total + self.session_gpus)
+        lane = lane_pending(job.pending, self.settings)
+        return not self.skip or pos < self.pending.window(job.gpus, self.free_total + self.session_gpus, lane)
 
     def _enqueue(self, job: SimJob) -> int:
         assert job.pending is not None
@@ -491,7 +493,8 @@ class Engine:
             self.stats.trace.append(_decision_digest(result))
         self.productive = bool(result.placements or result.preemptions or result.stops)
         searches = result.evidence.get("preemption_searches")
-        self.last_searches = searches if isinstance(searches, int) else None
+        lane = result.evidence.get("lane_searches", 0)
+        self.last_searches = searches + lane if isinstance(searches, int) and isinstance(lane, int) else None
         again = False
         for stop in result.stops:
             job = self.by_id.get(stop.job_id)

@@ -35,6 +35,7 @@ from bisect import bisect_left, insort
 from collections.abc import Hashable
 
 from steward.policy.contract import protection_s
+from steward.policy.lane import lane_pending
 from steward.policy.model import PendingJob
 from steward.policy.settings import PolicySettings
 
@@ -50,14 +51,16 @@ def chain_key(job: PendingJob, settings: PolicySettings, exact_protection: bool 
     asks = job.klass == "interactive" or job.min_runtime_s > 0
     prot = protection_s(job.klass, job.min_runtime_s, settings) if exact_protection else None
     session = job.klass == "interactive"  # the cycle reads the class only to single out sessions
-    return (job.project, job.gpus, session, job.priority, prot, asks, job.topology_depth, job.previous_node)
+    lane = lane_pending(job, settings)  # and lane jobs (ADR 0007)
+    return (job.project, job.gpus, session, job.priority, prot, asks, job.topology_depth, job.previous_node, lane)
 
 
 class _Chain:
-    __slots__ = ("gpus", "jobs", "keys", "prots")
+    __slots__ = ("gpus", "jobs", "keys", "lane", "prots")
 
-    def __init__(self, gpus: int) -> None:
+    def __init__(self, gpus: int, lane: bool = False) -> None:
         self.gpus = gpus
+        self.lane = lane
         self.keys: list[tuple[float, str]] = []
         self.jobs: list[PendingJob] = []
         self.prots: list[float] = []  # protection asked, for backfill on reserved nodes
@@ -80,7 +83,7 @@ class PendingView:
         key = chain_key(job, self.settings, self.exact_protection)
         chain = self.chains.get(key)
         if chain is None:
-            chain = self.chains[key] = _Chain(job.gpus)
+            chain = self.chains[key] = _Chain(job.gpus, bool(key[-1]))
         k = (job.submitted_at, job.id)
         prot = protection_s(job.klass, job.min_runtime_s, self.settings)
         if not chain.keys or k > chain.keys[-1]:
@@ -109,16 +112,18 @@ class PendingView:
             del self.chains[key]
         self.count -= 1
 
-    def window(self, gpus: int, free: int) -> int:
-        """How many jobs at the head of a chain of `gpus`-GPU jobs a cycle may act on, plus one."""
-        return free // gpus + self.attempts + 1 + SLACK
+    def window(self, gpus: int, free: int, lane: bool = False) -> int:
+        """How many jobs at the head of a chain of `gpus`-GPU jobs a cycle may act on, plus one. A
+        lane chain also has up to `lane_project_gpus // gpus` lane searches (ADR 0007)."""
+        extra = self.settings.lane_project_gpus // gpus if lane else 0
+        return free // gpus + self.attempts + extra + 1 + SLACK
 
     def jobs(self, free: int) -> list[PendingJob]:
         """The head of every chain, and its last job (so that "does anything behind this position
         fit?", which ends the cycle's walk, sees every job size where the full queue has it)."""
         out: list[PendingJob] = []
         for chain in self.chains.values():
-            k = self.window(chain.gpus, free)
+            k = self.window(chain.gpus, free, chain.lane)
             jobs = chain.jobs
             if len(jobs) <= k:
                 out.extend(jobs)
@@ -134,7 +139,7 @@ class PendingView:
         may backfill, when they lie beyond the head handed to the cycle."""
         out: list[PendingJob] = []
         for chain in self.chains.values():
-            k = self.window(chain.gpus, free)
+            k = self.window(chain.gpus, free, chain.lane)
             last = len(chain.jobs) - 1
             if last < k:
                 continue

@@ -56,7 +56,10 @@ def test_who_may_be_preempted(victim, usage, settings, expected, reason):
     if expected:
         p = result.preemptions[0]
         assert p.reason == ("fair_share" if victim.funded else "unfunded")
-        assert p.grace_ends_at == NOW + 120
+        # ADR 0007: unfunded victims get the short unfunded grace under `steward`, the full one in
+        # the baselines
+        short = not victim.funded and (settings is None or settings.unfunded_grace_s is not None)
+        assert p.grace_ends_at == NOW + (20 if short else 120)
         assert result.explanations["pa"].reason == PREEMPTING
         assert p.evidence["victim"]["protected"] is False
     else:

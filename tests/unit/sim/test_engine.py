@@ -45,14 +45,23 @@ CASES = [
     Case("unfunded work is preempted at once for funded work; resumable keeps its checkpoint",
          [job("j1", duration=7200, gpus=4, min_runtime=0), job("j2", submit=2000, duration=3600, gpus=4,
                                                               tenant="b", min_runtime=3600)],
+         # ADR 0007: an unfunded victim's grace is 20 s under steward. j1 stops at 2020, keeps
+         # 1800 s, loses 220 s; restarts at 5620 paying 60 s
+         {"preemptions": 1, "protection_violations": 0, "wait_p90_s.batch": 0.9 * 20,
+          "lost_gpu_hours_fraction": (4 * 220 + 4 * 60) / (4 * (2020 + 5460) + 4 * 3600)}),
+    Case("the baselines give an unfunded victim the full grace",
+         [job("j1", duration=7200, gpus=4, min_runtime=0), job("j2", submit=2000, duration=3600, gpus=4,
+                                                              tenant="b", min_runtime=3600)],
          # j1 stops at 2120 (grace), keeps 1800 s, loses 320 s; restarts at 5720 paying 60 s
          {"preemptions": 1, "protection_violations": 0, "wait_p90_s.batch": 108.0,
-          "lost_gpu_hours_fraction": (4 * 320 + 4 * 60) / (4 * (2120 + 5460) + 4 * 3600)}),
+          "lost_gpu_hours_fraction": (4 * 320 + 4 * 60) / (4 * (2120 + 5460) + 4 * 3600)},
+         policy="ai2"),
     Case("a non-resumable victim restarts from zero",
          [job("j1", duration=7200, gpus=4, min_runtime=0, resumable=0),
           job("j2", submit=2000, duration=3600, gpus=4, tenant="b", min_runtime=3600)],
+         # stopped at 2020 (the 20 s unfunded grace): all 2020 s lost, and 60 s paid on the restart
          {"preemptions": 1,
-          "lost_gpu_hours_fraction": (4 * 2120 + 4 * 60) / (4 * (2120 + 7260) + 4 * 3600)}),
+          "lost_gpu_hours_fraction": (4 * 2020 + 4 * 60) / (4 * (2020 + 7260) + 4 * 3600)}),
     Case("fifo-priority never preempts: the funded job waits for the end",
          [job("j1", duration=7200, gpus=4, min_runtime=0), job("j2", submit=2000, duration=3600, gpus=4,
                                                               tenant="b", min_runtime=3600)],
@@ -101,5 +110,6 @@ def test_requeued_job_keeps_its_submit_time_and_first_start(tmp_path: Path) -> N
     jobs = [job("j1", duration=7200, gpus=4, min_runtime=0),
             job("j2", submit=2000, duration=3600, gpus=4, tenant="b", min_runtime=3600)]
     result = run_scenario(write_scenario(tmp_path, jobs), "steward")
-    assert sorted(result.recorder.waits["batch"]) == [0.0, 120.0]  # j1's wait is its first start only
-    assert result.recorder.end == pytest.approx(5720 + 60 + 5400)
+    # j1's wait is its first start only; j2 waits for j1's grace (20 s for unfunded work, ADR 0007)
+    assert sorted(result.recorder.waits["batch"]) == [0.0, 20.0]
+    assert result.recorder.end == pytest.approx(5620 + 60 + 5400)

@@ -15,7 +15,11 @@ def pj(job_id: str, submitted: float, gpus: int = 1, project: str = "a", min_run
 
 def test_twins_share_a_chain_and_debug_joins_batch() -> None:
     s = PolicySettings()
-    assert chain_key(pj("x", 0, klass="debug", min_runtime=300), s) == chain_key(pj("y", 5), s)
+    # without a lane a debug job is a batch job's twin; with it (ADR 0007) a lane job is not
+    assert chain_key(pj("x", 0, klass="debug", min_runtime=300), s.with_(lane=False)) == chain_key(pj("y", 5), s)
+    assert chain_key(pj("x", 0, klass="debug", min_runtime=300), s) != chain_key(pj("y", 5), s)
+    assert chain_key(pj("x", 0, klass="debug", min_runtime=300), s) == chain_key(
+        pj("y", 5, klass="debug", min_runtime=900), s)
     assert chain_key(pj("x", 0), s) != chain_key(pj("y", 0, gpus=2), s)
     assert chain_key(pj("x", 0), s) != chain_key(pj("y", 0, min_runtime=0), s)  # funding asked differs
     assert chain_key(pj("x", 0), s) != chain_key(pj("y", 0, klass="interactive"), s)

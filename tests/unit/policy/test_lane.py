@@ -1,0 +1,146 @@
+"""The debug lane (ADR 0007; DESIGN.md "p95 time to first GPU for a session or debug job under 2
+minutes while the cluster is full"), through the cycle."""
+
+from __future__ import annotations
+
+import pytest
+
+from steward.policy.cycle import schedule
+from steward.policy.lane import is_lane_job, lane_in_use
+from steward.policy.settings import PolicySettings
+from tests.unit.policy.builders import HOUR, NOW, nodes, pending, placed, preempted, running, snapshot, tree
+
+S = PolicySettings.steward()
+
+
+@pytest.mark.parametrize(
+    ("klass", "min_runtime_s", "gpus", "settings", "expected"),
+    [
+        ("debug", 600.0, 1, S, True),
+        ("debug", 900.0, 2, S, True),
+        ("debug", 901.0, 1, S, False),  # too long a protection
+        ("debug", 600.0, 3, S, False),  # too many GPUs
+        ("debug", 0.0, 1, S, False),  # asks for no protection: unfunded by choice, no lane
+        ("interactive", 0.0, 1, S, True),  # a session (protected for its cap)
+        ("batch", 600.0, 1, S, False),
+        ("debug", 600.0, 1, PolicySettings.ai2(), False),  # the baselines have no lane
+        ("debug", 600.0, 1, PolicySettings.fair_tree(), False),
+        ("debug", 600.0, 1, PolicySettings.fifo_priority(), False),
+    ],
+)
+def test_which_jobs_are_lane_jobs(klass, min_runtime_s, gpus, settings, expected):
+    assert is_lane_job(klass, min_runtime_s, gpus, settings) is expected
+
+
+def test_a_debug_job_goes_ahead_of_the_fair_share_order():
+    # b is far more under-served than a, so b's batch job is first in the order (and a's entitlement
+    # is used); a's debug job still takes the one free GPU
+    result = schedule(
+        snapshot(
+            nodes=nodes(1),
+            usage={"a": 1e7, "b": 0.0},
+            running=[running("r", "a", 7, protected_for=10 * HOUR)],
+            pending=[pending("batch", "b", 1), pending("dbg", "a", 1, min_runtime_s=300.0, klass="debug")],
+        )
+    )
+    assert set(placed(result)) == {"dbg"}
+    assert result.placements[0].evidence["lane"]["project_cap_gpus"] == S.lane_project_gpus
+    # without the lane the fair-share order decides
+    result = schedule(
+        snapshot(
+            nodes=nodes(1),
+            usage={"a": 1e7, "b": 0.0},
+            running=[running("r", "a", 7, protected_for=10 * HOUR)],
+            pending=[pending("batch", "b", 1), pending("dbg", "a", 1, min_runtime_s=300.0, klass="debug")],
+            settings=S.with_(lane=False),
+        )
+    )
+    assert set(placed(result)) == {"batch"}
+
+
+def test_the_lane_cap_per_allocation():
+    s = S.with_(lane_project_gpus=2)
+    held = [running(f"d{i}", "a", 1, klass="debug", min_runtime_s=300.0, protected_for=300.0,
+                    started_at=NOW - 10) for i in range(2)]
+    result = schedule(
+        snapshot(
+            nodes=nodes(1),
+            usage={"a": 1e7, "b": 0.0},
+            running=held,
+            pending=[pending("batch", "b", 6), pending("dbg", "a", 1, min_runtime_s=300.0, klass="debug")],
+            settings=s,
+        )
+    )
+    # a holds 2 lane GPUs already: its debug job waits its fair-share turn, behind b's batch job
+    assert set(placed(result)) == {"batch"}
+    assert lane_in_use(held, set(), s) == {"a": 2}
+
+
+def test_a_lane_job_takes_unfunded_work_first_with_the_short_grace():
+    victims = [
+        running("funded_old", "b", 4, protected_for=HOUR, last_checkpoint_at=NOW - 5),  # cheapest lost work
+        running("unfunded", "b", 4, funded=False, on="n0", last_checkpoint_at=NOW - 600),
+    ]
+    result = schedule(
+        snapshot(
+            nodes=nodes(1),
+            usage={"a": 0.0, "b": 1e7},
+            running=victims,
+            pending=[pending("dbg", "a", 1, min_runtime_s=300.0, klass="debug")],
+        )
+    )
+    assert preempted(result) == {"unfunded": "dbg"}
+    assert result.preemptions[0].grace_ends_at == NOW + S.unfunded_grace_s
+
+
+def test_a_lane_job_over_its_entitlement_is_funded_by_the_lane_and_may_preempt_unfunded_work():
+    # a's entitlement (half of 8 GPUs) is used by its own funded work: a normal job of a would run
+    # unfunded; a lane job is funded by the lane and takes the unfunded job's GPUs
+    held = [
+        running("a_work", "a", 4, protected_for=10 * HOUR),
+        running("unfunded", "b", 4, funded=False),
+    ]
+    result = schedule(
+        snapshot(
+            nodes=nodes(1),
+            usage={"a": 0.0, "b": 0.0},
+            running=held,
+            pending=[pending("dbg", "a", 1, min_runtime_s=300.0, klass="debug")],
+        )
+    )
+    assert preempted(result) == {"unfunded": "dbg"}
+    # and with the lane off it may not (it would be unfunded: only funded work preempts)
+    result = schedule(
+        snapshot(
+            nodes=nodes(1),
+            usage={"a": 0.0, "b": 0.0},
+            running=held,
+            pending=[pending("dbg", "a", 1, min_runtime_s=300.0, klass="debug")],
+            settings=S.with_(lane=False),
+        )
+    )
+    assert preempted(result) == {}
+
+
+def test_a_lane_job_never_preempts_protected_work_nor_breaks_strict_improvement():
+    held = [running("prot", "b", 8, started_at=NOW - 60, protected_for=HOUR)]
+    result = schedule(
+        snapshot(nodes=nodes(1), usage={"a": 0.0, "b": 1e7}, running=held,
+                 pending=[pending("dbg", "a", 1, min_runtime_s=300.0, klass="debug")])
+    )
+    assert preempted(result) == {}
+    held = [running("done", "b", 8)]  # out of protection, but b is the more under-served
+    result = schedule(
+        snapshot(nodes=nodes(1), usage={"a": 1e7, "b": 0.0}, running=held,
+                 pending=[pending("dbg", "a", 1, min_runtime_s=300.0, klass="debug")])
+    )
+    assert preempted(result) == {}
+
+
+def test_work_with_no_allocation_gets_the_lane_order_but_never_preempts():
+    held = [running("unfunded", "b", 8, funded=False)]
+    result = schedule(
+        snapshot(nodes=nodes(1), tree=tree(a=0.5, b=0.5), running=held,
+                 pending=[pending("dbg", "nobody", 1, min_runtime_s=300.0, klass="debug")])
+    )
+    assert preempted(result) == {}
