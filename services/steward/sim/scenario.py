@@ -587,3 +587,38 @@ def scenario_from_mapping(
         name=name, source=str(source), trace_path=str(trace), nodes=nodes, allocations=allocations,
         policy=policy, metrics=metrics, sim=sim, jobs=jobs, settings_overrides=dict(settings_overrides or {}),
     )
+
+
+def scenario_from_jobs(
+    raw: dict[str, Any], source: Path, jobs: Iterable[TraceJob], settings_overrides: Mapping[str, Any] | None = None,
+) -> Scenario:
+    """A scenario whose jobs come from somewhere other than a trace CSV (an exported event log,
+    history.py); `job.line` is the source line each job came from, named in errors."""
+    fname = source.name
+    _unknown_keys(fname, raw, TOP_LEVEL_KEYS - {"trace"})
+    name = str(raw.get("name") or source.stem)
+    nodes = _parse_cluster(fname, raw.get("cluster"))
+    allocations = _parse_tree(fname, raw.get("tree"))
+    policy = _parse_policy(fname, raw.get("policy"))
+    metrics = _parse_metrics(fname, raw.get("metrics"))
+    sim = _parse_sim(fname, raw.get("sim"))
+    capacity = sum(n.gpus for n in nodes)
+    per_node = max(n.gpus for n in nodes)
+    out = sorted(jobs, key=lambda j: (j.submit_s, j.line))
+    for job in out:
+        where = f"{fname} line {job.line}"
+        alloc = allocations.get(job.tenant)
+        if alloc is not None and not alloc.is_project:
+            raise ScenarioError(f"{where}: tenant {job.tenant!r} is an inner node of the tree; "
+                                "jobs are submitted by projects (leaves)")
+        if (job.gpus > per_node and math.ceil(job.gpus / per_node) > len(nodes)) or job.gpus > capacity:
+            raise ScenarioError(f"{where}: job {job.job_id} needs {job.gpus} GPUs, the cluster has {capacity}")
+    if not out:
+        raise ScenarioError(f"{fname}: no job in the history ran (nothing to replay)")
+    if sim.max_jobs is not None:
+        out = out[: sim.max_jobs]
+    return Scenario(
+        name=name, source=str(source), trace_path=str(source), nodes=nodes, allocations=allocations,
+        policy=policy, metrics=metrics, sim=sim, jobs=tuple(out), settings_overrides=dict(settings_overrides or {}),
+    )
+

@@ -75,13 +75,14 @@ def test_bad_input_is_one_line_on_stderr(
     assert err.count("\n") == 1 and "Traceback" not in err
 
 
-def test_event_log_replay_is_refused_clearly_until_the_export_exists(
+def test_an_ndjson_file_that_is_not_an_audit_export_is_refused_naming_the_line(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     log = tmp_path / "history.ndjson"
     log.write_text('{"type": "JobSubmitted"}\n')
     assert main(["--from-events", str(log), "--policy", "steward"]) == EXIT_BAD_INPUT
-    assert "steward audit export" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "steward audit export" in err and "history.ndjson line 1" in err
 
 
 def test_python_dash_m_entry_point(tmp_path: Path) -> None:
