@@ -171,7 +171,7 @@ def test_1000_subscriptions_on_one_socket_are_capped(server: Server) -> None:
         for i in range(1000):
             ws.send(json.dumps({"id": str(i), "type": "subscribe",
                                 "payload": {"query": "subscription { occupancy { position } }"}}))
-        errors, nexts = 0, set()
+        errors, nexts = 0, set[str]()
         while errors + len(nexts) < 1000:
             msg = json.loads(ws.recv(timeout=20))
             if msg["type"] == "error":
@@ -244,7 +244,7 @@ def test_introspection_and_ide_in_development_mode(tmp_path: Path) -> None:
 
 
 class SlowHealth(SchemaExtension):
-    """`health` takes 2 s (without blocking the loop) and is counted, so concurrent identical requests surely overlap."""
+    """`health` takes 2 s (without blocking the loop) and is counted: concurrent identical requests overlap."""
 
     calls = 0
 

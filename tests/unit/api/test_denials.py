@@ -127,7 +127,7 @@ def test_the_ledger_rejects_a_denial_record_that_does_not_say_what_happened(fiel
                                                                             message: str) -> None:
     base = {"subject": "bob", "role": "researcher", "operation": "job", "target": "job:x", "reason": "outside",
             "first_at": 2.0, "last_at": 2.0}
-    cmd = RecordAccessDenial(**(base | {field: value}))  # type: ignore[arg-type]
+    cmd = RecordAccessDenial(**(base | {field: value}))
     (event,) = decide_or_reject(LedgerState(), cmd, 0.0)
     assert event.type == "CommandRejected" and message in event.payload["reason"]
 

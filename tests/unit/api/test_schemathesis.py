@@ -63,13 +63,13 @@ def _check(server: Server, case: Any, role: str) -> None:
         assert body["data"] is not None
 
 
-@schema.parametrize()
+@schema.parametrize()  # type: ignore[untyped-decorator]
 @settings(max_examples=12, deadline=None, suppress_health_check=list(HealthCheck))
 def test_no_server_errors_as_admin(fresh: Server, case: Any) -> None:
     _check(fresh, case, "admin")
 
 
-@schema.parametrize()
+@schema.parametrize()  # type: ignore[untyped-decorator]
 @settings(max_examples=6, deadline=None, suppress_health_check=list(HealthCheck))
 def test_no_server_errors_as_researcher(fresh: Server, case: Any) -> None:
     _check(fresh, case, "researcher")
