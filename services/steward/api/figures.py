@@ -209,12 +209,22 @@ class JobLife:
     wanting_since: float | None = None
     runs: list[tuple[float, float, bool]] = field(default_factory=list)  # (start, end, funded)
     demand: list[tuple[float, float]] = field(default_factory=list)
-    events: list[int] = field(default_factory=list)  # its events' indices in OverviewFold.history
     last_at: float = 0.0
 
     def over_before(self, t: float) -> bool:
         """Neither waiting nor running since before `t`: it adds nothing to a period starting at `t`."""
         return self.wanting_since is None and self.running_since is None and self.last_at < t
+
+
+_KEEP = {"AllocationsSet": ("parent", "shares"), "NodeRegistered": ("node_id", "gpus"),
+         "JobSubmitted": ("job_id", "project", "gpus"), "JobPreempted": ("job_id", "requeue")}
+
+
+def _slim(kind: str, p: Mapping[str, Any]) -> Mapping[str, Any]:
+    """The fields of an event that the period arithmetic reads (the fold keeps every event it needs in
+    memory, so evidence and commands stay out)."""
+    keep = _KEEP.get(kind, ("job_id",))
+    return {k: p[k] for k in keep if k in p}
 
 
 class OverviewFold:
@@ -239,7 +249,8 @@ class OverviewFold:
         if kind == "PeriodClosed":
             self.periods.append(dict(p))
             return
-        self.history.append((kind, p, at))
+        if kind != "JobPlaced":  # the period arithmetic does not read placements (nor their evidence)
+            self.history.append((kind, _slim(kind, p), at))
         if kind in ("AllocationsSet", "NodeRegistered"):
             self.tree_events.append(len(self.history) - 1)
         if kind == "NodeRegistered":
@@ -248,13 +259,11 @@ class OverviewFold:
             return
         if kind == "JobSubmitted":
             self.jobs[str(p["job_id"])] = JobLife(str(p["project"]), str(p.get("job_class", "batch")), int(p["gpus"]),
-                                                  float(p.get("submitted_at", at)), wanting_since=at,
-                                                  events=[len(self.history) - 1], last_at=at)
+                                                  float(p.get("submitted_at", at)), wanting_since=at, last_at=at)
             return
         life = self.jobs.get(str(p.get("job_id", "")))
         if life is None:
             return
-        life.events.append(len(self.history) - 1)
         life.last_at = at
         if kind == "JobPlaced":
             life.funded = bool(p.get("funded", True))
@@ -273,16 +282,6 @@ class OverviewFold:
                 and life.wanting_since is not None:
             life.demand.append((life.wanting_since, at))
             life.wanting_since = None
-
-    def period_history(self, start: float, end: float) -> list[tuple[str, Mapping[str, Any], float]]:
-        """The events `steward.domain.periods.period_figures` needs for [start, end): the tree and the nodes,
-        and the jobs alive in it (the others add nothing to it, and would cost it an hour-by-hour scan)."""
-        idx = list(self.tree_events)
-        for life in self.jobs.values():
-            if life.submitted_at < end and not life.over_before(start):
-                idx.extend(life.events)
-        idx.sort()
-        return [self.history[i] for i in idx]
 
     def period_figures(self, start: float, end: float, now: float) -> dict[str, dict[str, float]]:
         """Owed, delivered, demand, entitled per allocation over [start, end); a period that ended before
