@@ -323,3 +323,20 @@ def test_running_attempts_are_tracked_in_memory_and_reread_after_a_restart(tmp_p
     assert [r.job_id for r in restarted.running()] == ["long"]
     act(env.run(ex.signal_job, SignalJob("long", 1, kill=True)))
     wait_for(lambda: restarted.running() == [] and ex.running() == [])
+
+
+def test_a_retried_start_while_the_first_still_runs_starts_one_process(tmp_path: Path) -> None:
+    """`start_job` has a short heartbeat timeout: a retry may arrive while the first start is still under
+    way in the same executor; it waits for it and answers with the same process."""
+    pub = FakePublisher()
+    ex = executor(tmp_path, pub)
+    run = sample_run("twice", command=["sleep", "30"])
+
+    async def both() -> list[Any]:
+        return list(await asyncio.gather(ActivityEnvironment().run(ex.start_job, run),
+                                         ActivityEnvironment().run(ex.start_job, run)))
+
+    first, second = act(both())
+    assert first.pid == second.pid > 0
+    assert len([r for r in ex.running() if r.job_id == "twice"]) == 1
+    act(ActivityEnvironment().run(ex.signal_job, SignalJob("twice", 1, kill=True)))

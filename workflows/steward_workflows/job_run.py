@@ -56,6 +56,10 @@ with workflow.unsafe.imports_passed_through():
     from steward_workflows.session import SessionWorkflow
 
 START_TIMEOUT = timedelta(seconds=60)
+# `start_job` heartbeats while it starts (a resumed job's checkpoint may take a while to copy): a start the
+# server handed to an executor that was stopping (its last polls) is retried after this, not after
+# START_TIMEOUT (docs/benchmarks.md "Lease": a minute's stall of a few starts after each executor restart).
+START_HEARTBEAT_S = 10.0
 POLL_MARGIN = timedelta(seconds=60)
 SIGNAL_TIMEOUT = timedelta(seconds=30)
 EXECUTOR_RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), maximum_interval=timedelta(seconds=5),
@@ -110,6 +114,7 @@ class JobRunWorkflow:
                 started: ProcessStarted = await workflow.execute_activity(
                     "start_job", job, task_queue=executor_task_queue(job.executor),
                     start_to_close_timeout=START_TIMEOUT, schedule_to_start_timeout=seconds(t.lost_after_s),
+                    heartbeat_timeout=seconds(min(START_HEARTBEAT_S, t.heartbeat_timeout_s)),
                     retry_policy=EXECUTOR_RETRY, result_type=ProcessStarted,
                 )
             except ActivityError as err:

@@ -37,10 +37,10 @@ import sys
 import threading
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from temporalio import activity
 from temporalio.client import Client, WorkflowExecutionStatus
@@ -92,6 +92,21 @@ HEARTBEAT_EVERY_S = 5.0
 IO_THREADS = 32
 KILLED_EXIT_CODE = -9
 NO_SUCH_GPU = "NoSuchGpu"
+T = TypeVar("T")
+
+
+async def _heartbeating(work: Awaitable[T]) -> T:
+    """Await `work`, heartbeating meanwhile, three times per heartbeat timeout (the JobRun gives `start_job`
+    a short one)."""
+    timeout = activity.info().heartbeat_timeout
+    every_s = min(2.0, timeout.total_seconds() / 3) if timeout else 2.0
+    task = asyncio.ensure_future(work)
+    activity.heartbeat("starting")
+    while True:
+        done, _ = await asyncio.wait({task}, timeout=max(every_s, 0.1))
+        if done:
+            return task.result()
+        activity.heartbeat("starting")
 
 
 def gpu_slots(configured: int) -> tuple[int, str]:
@@ -124,6 +139,7 @@ class LocalExecutor:
         self.gpus, self.gpu_source = gpu_slots(settings.executor_gpus)
         self._live: dict[tuple[str, int], AttemptRecord] | None = None  # None: not read from disk yet
         self._live_lock = threading.Lock()
+        self._starting: dict[tuple[str, int], asyncio.Lock] = {}
 
     # -- paths ------------------------------------------------------------------------------------
 
@@ -146,9 +162,12 @@ class LocalExecutor:
 
     @activity.defn(name="start_job")
     async def start_job(self, run: JobRunInput) -> ProcessStarted:
-        rec = self.attempts.load(run.job_id, run.attempt)
-        if rec is None or rec.pid <= 0:
-            rec = await asyncio.to_thread(self._start, run, rec)
+        # a retry of a start still running here (its heartbeat came late) waits for it, then finds its record
+        async with self._starting.setdefault((run.job_id, run.attempt), asyncio.Lock()):
+            rec = self.attempts.load(run.job_id, run.attempt)
+            if rec is None or rec.pid <= 0:
+                rec = await _heartbeating(asyncio.to_thread(self._start, run, rec))
+        self._starting.pop((run.job_id, run.attempt), None)
         await self._report(ReportJobStarted(run.job_id, run.attempt, rec.pid, rec.started_at),
                            f"started-{run.job_id}-{run.attempt}", run.correlation_id)
         self._changed.set()
