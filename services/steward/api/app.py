@@ -66,13 +66,16 @@ def _client(scope: Scope) -> str:
 class ResultCache:
     """Answers to queries, per (principal, request body, store head, time bucket): the projections only
     change when the head moves, and the figures age in buckets. A request whose execution recorded a
-    denial, ran a mutation or read data outside the log is never stored."""
+    denial, ran a mutation or read data outside the log is never stored. When only the bucket moved, the
+    first request recomputes and the others get the previous bucket's answer meanwhile (at most two
+    buckets old, never from before the head moved)."""
 
     def __init__(self, size: int, bucket_s: float) -> None:
         self.size = size
         self.bucket_s = bucket_s
         self._entries: dict[tuple[Any, ...], tuple[int, list[tuple[bytes, bytes]], bytes]] = {}
         self._version: tuple[int, int] = (-1, -1)
+        self._stale: dict[tuple[Any, ...], tuple[int, list[tuple[bytes, bytes]], bytes]] = {}
         # answers being computed, by key: concurrent identical requests wait for the first (single flight);
         # the future's result is None when that answer may not be shared (a denial, a non-query, an error)
         self.inflight: dict[tuple[Any, ...], asyncio.Future[tuple[int, list[tuple[bytes, bytes]], bytes] | None]] = {}
@@ -80,9 +83,16 @@ class ResultCache:
     def version(self, head: int) -> tuple[int, int]:
         v = (head, int(time.time() // self.bucket_s))
         if v != self._version:
-            self._entries.clear()
+            # only the time bucket moved: the last bucket's answers stay servable while one request per
+            # key recomputes (stale while revalidate; never across a change of the log)
+            self._stale = {k[:2]: a for k, a in self._entries.items()} if v[0] == self._version[0] else {}
+            self._entries = {}
             self._version = v
         return v
+
+    def stale(self, key: tuple[Any, ...]) -> tuple[int, list[tuple[bytes, bytes]], bytes] | None:
+        """The previous time bucket's answer at the same head, if there is one."""
+        return self._stale.get(key[:2])
 
     def get(self, key: tuple[Any, ...]) -> tuple[int, list[tuple[bytes, bytes]], bytes] | None:
         return self._entries.get(key)
@@ -171,10 +181,11 @@ class Guard:
         key = (principal, bytes(body), cache.version(head))
         hit = cache.get(key)
         if hit is None and (leader := cache.inflight.get(key)) is not None:
-            # the same answer is being computed for the same principal and head: wait for it instead of
-            # computing it again (under load, executions outlast the cache's time bucket and a stampede of
-            # identical misses would keep the cache from ever filling)
-            hit = await asyncio.shield(leader)
+            # the same answer is being computed for the same principal and head: serve the previous time
+            # bucket's answer at this head if there is one, else wait for it instead of computing it again
+            # (under load, executions outlast the cache's time bucket and a stampede of identical misses
+            # would keep the cache from ever filling)
+            hit = cache.stale(key) or await asyncio.shield(leader)
         if hit is not None:
             status, cached_headers, content = hit
             await send({"type": "http.response.start", "status": status, "headers": cached_headers})

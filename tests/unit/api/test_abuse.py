@@ -276,3 +276,46 @@ def test_concurrent_identical_queries_run_once_but_denials_each_run_and_are_reco
             answers = list(pool.map(lambda _: s.gql(denied, token=s.tokens["other"]), range(8)))
         assert answers == [{"data": {"health": "ok", "job": None}}] * 8
         assert sum(1 for e in s.store.read(head) if e.type == "AccessDenied") == 8, "every denial is audited"
+
+
+class Counter(SchemaExtension):
+    """`health` answers `ok-<n>`, n counting executions, after 2 s (without blocking the loop)."""
+
+    calls = 0
+
+    def resolve(self, _next: Callable[..., Any], root: Any, info: Any, *args: Any, **kwargs: Any) -> Any:
+        if info.field_name != "health":
+            return _next(root, info, *args, **kwargs)
+        Counter.calls += 1
+        n = Counter.calls
+
+        async def slow() -> str:
+            await asyncio.sleep(2.0)
+            return f"ok-{n}"
+
+        return slow()
+
+
+def test_when_only_the_time_bucket_moved_the_last_answer_is_served_while_one_request_recomputes(
+        tmp_path: Path) -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    from steward.domain.commands import SubmitJob
+
+    def burst(s: Server, q: str) -> list[str]:
+        with ThreadPoolExecutor(8) as pool:
+            return [b["data"]["health"] for b in pool.map(lambda _: s.gql(q, token=s.tokens["admin"]), range(8))]
+
+    def next_bucket(bucket_s: float) -> None:
+        time.sleep(bucket_s - time.time() % bucket_s + 0.05)
+
+    with serve(tmp_path, extra_extensions=[Counter]) as s:
+        q = f"{{ health }} # {time.monotonic_ns()}"
+        bucket_s = s.services.read.figures_ttl_s
+        next_bucket(bucket_s)
+        assert set(burst(s, q)) == {"ok-1"}  # one execution, shared
+        next_bucket(bucket_s)
+        answers = burst(s, q)
+        assert Counter.calls == 2 and "ok-2" in answers and "ok-1" in answers, answers  # stale while revalidating
+        s.record([SubmitJob("moves-the-head", "a1", 1, 0, ["true"])])
+        assert set(burst(s, q)) == {"ok-3"}, "never an answer from before the log moved"
