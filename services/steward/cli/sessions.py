@@ -80,7 +80,8 @@ def register(app: typer.Typer) -> None:
     @app.command("preempt")
     def preempt(
         job_id: str = typer.Argument(...),
-        reason: str = typer.Option(..., "--reason", "-r", help="why (recorded with the request)"),
+        reason: str = typer.Option("operator request (steward preempt)", "--reason", "-r",
+                                   help="why (recorded with the request)"),
         grace: float = typer.Option(DEFAULT_GRACE_S, help="seconds between the checkpoint request and the stop"),
         requeue: bool = typer.Option(True, "--requeue/--no-requeue"),
         output: OutputFormat = OutputOption,

@@ -63,3 +63,8 @@ def test_an_auditor_verifies_and_travels_in_time_through_the_api(server: Server)
     assert table.returncode == 0 and "position" in table.stdout
     no = steward(server, "researcher", "audit", "verify", "--api")
     assert no.returncode == 1 and "may not use 'verify'" in no.stderr
+
+
+def test_preempt_without_a_reason_records_a_default_one(server: Server) -> None:
+    refused = steward(server, "admin", "preempt", "a1-run", "--grace", "20")  # as the contract tests call it
+    assert refused.returncode == 2 and "protected" in refused.stderr, refused.stderr
