@@ -47,6 +47,8 @@ LEFTOVERS = """query($after: String, $before: Float!) { jobs(first: 500, after: 
 DEMO_ID = re.compile(r"^d[0-9a-f]{6}-")
 CANCEL = f"""mutation($id: ID!, $reason: String!) {{ cancelJob(id: $id, reason: $reason) {{ {PAYLOAD}
   ... on JobCancelled {{ job {{ id state }} }} }} }}"""
+# How long a stop waits for the local node's cancelled jobs to end (steward down allows the driver 60 s).
+RELEASE_TIMEOUT_S = 50.0
 # Submissions in flight at once (the API waits for each one's recorded outcome).
 CONCURRENCY = 4
 
@@ -159,7 +161,7 @@ class Driver:
         await asyncio.gather(*tasks, *workers, return_exceptions=True)
         self._write_status()
         try:
-            await asyncio.wait_for(self.release_local_nodes(), timeout=12.0)
+            await asyncio.wait_for(self.release_local_nodes(), timeout=RELEASE_TIMEOUT_S)
         except Exception:
             log.exception("the local node's jobs were not all cancelled")
         await self.api.close()
@@ -179,9 +181,8 @@ class Driver:
                 await self.api.call(CANCEL, {"id": job, "reason": "demo stopped"}, attempts=2)
                 log.info("cancelled %s on the local executor", job)
             cancelled |= jobs
-            folders = [self.settings.run_dir / "executor" / local / "jobs" / j for j in cancelled]
-            if not jobs and all(pid.with_suffix(".exit").exists() for f in folders for pid in f.glob("attempt-*.pid")):
-                return  # the executor's shim writes attempt-N.exit when the process is gone
+            if not jobs and not any(_alive(self.settings.run_dir / "executor" / local / "jobs" / j) for j in cancelled):
+                return
             await asyncio.sleep(0.5)
             nodes = [n for n in (await self.api.call(NODES, {}, attempts=2))["nodes"] if n["executor"] == local]
 
@@ -326,6 +327,20 @@ class Driver:
         tmp = path.with_suffix(".tmp")
         tmp.write_text(json.dumps(data, indent=1))
         os.replace(tmp, path)
+
+
+def _alive(folder: Path) -> bool:
+    """Whether a process of the job whose executor folder this is still runs (its attempt-N.pid files)."""
+    from steward.infra.processes import pid_alive
+
+    for path in folder.glob("attempt-*.pid"):
+        try:
+            pid = int(json.loads(path.read_text())["pid"])
+        except (OSError, ValueError, KeyError, TypeError):
+            continue
+        if pid_alive(pid):
+            return True
+    return False
 
 
 async def run_driver(settings: Settings, stop: asyncio.Event) -> None:

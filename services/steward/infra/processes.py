@@ -18,6 +18,9 @@ from steward.config import REPO_ROOT, Settings
 OWN_PROCESSES = ("ledger", "scheduler", "worker", "executor", "api")
 # Started on demand (by `make demo`, with their own command line) and stopped by `steward down` too.
 DEMO_PROCESSES = ("demo-driver", "sim-executor")
+# Seconds between SIGTERM and SIGKILL when it is not 15: the demo's driver cancels the local node's jobs
+# (real processes) on its way out and waits until they are gone.
+STOP_TIMEOUT_S = {"demo-driver": 60.0}
 
 
 class InfraError(RuntimeError):
@@ -114,7 +117,7 @@ def stop_own(name: str, paths: Paths) -> bool:
     paths.pid_file(name).unlink(missing_ok=True)
     if pid is None:
         return False
-    stop_pid(pid)
+    stop_pid(pid, STOP_TIMEOUT_S.get(name, 15.0))
     return True
 
 
