@@ -51,9 +51,9 @@ def clean_run_dir() -> None:
     """Everything but the downloaded software goes, so each session starts from empty stores. Steward's
     own processes left by an earlier session (STEWARD_KEEP_SERVICES=1) are stopped first: deleting
     their PID files alone would leave them bound to the test ports."""
-    from steward.infra.processes import OWN_PROCESSES, Paths, stop_own
+    from steward.infra.processes import DEMO_PROCESSES, OWN_PROCESSES, Paths, stop_own
 
-    for name in OWN_PROCESSES:
+    for name in (*DEMO_PROCESSES, *reversed(OWN_PROCESSES)):
         stop_own(name, Paths(TEST_RUN_DIR))
     services("down")
     for name in ("kafka/data", "kafka/cluster.id", "postgres", "temporal", "steward.db", "executor", "stack.env",
@@ -77,9 +77,9 @@ def real_services() -> Iterator[None]:
 @pytest.fixture(scope="session")
 def stack(real_services: None) -> Iterator[dict[str, object]]:
     """The whole stack as `steward up` starts it (PostgreSQL store), and stopped after the session."""
-    from steward.cli.stack import OWN_PROCESSES, bring_up
+    from steward.cli.stack import bring_up
     from steward.config import Settings
-    from steward.infra.processes import Paths, stop_own
+    from steward.infra.processes import OWN_PROCESSES, Paths, stop_own
 
     settings = Settings()
     info = bring_up(settings, postgres=True)
