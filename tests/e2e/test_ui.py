@@ -222,3 +222,7 @@ def test_screens_update_live_without_reloading(world: dict[str, Any], page: Any)
     job = cli_json("submit", "-p", WAITING_PROJECT, "-g", "1", "--min-runtime", "0", "--", "true", token=tok)["id"]
     expect(page.get_by_test_id("jobs-table").locator("tbody tr", has_text=job)).to_be_visible(timeout=20_000)
     assert page.evaluate("window.__stewardMarker") == "same page"
+    # the running session is protected for its cap: the drawer says until when
+    page.get_by_test_id("jobs-table").get_by_role("button", name=world["running_session"]).click()
+    expect(page.get_by_role("dialog").get_by_test_id("protection-ends")).to_contain_text(re.compile(r"in [67] h"))
+    page.keyboard.press("Escape")
