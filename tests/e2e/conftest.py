@@ -72,9 +72,9 @@ def wait_for_state(job_id: str, states: set[str], timeout: float = 90, token: st
 @pytest.fixture(scope="package")
 def stack() -> Iterator[dict[str, Any]]:
     """The whole stack as `steward up` starts it (PostgreSQL store), clean, for the e2e tests only."""
-    from steward.cli.stack import OWN_PROCESSES, bring_up
+    from steward.cli.stack import bring_up
     from steward.config import Settings
-    from steward.infra.processes import Paths, stop_own
+    from steward.infra.processes import OWN_PROCESSES, Paths, stop_own
 
     if not WEB_DIST.exists():
         pytest.fail("web/dist is missing: build the UI first (`make web`)")
