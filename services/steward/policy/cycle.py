@@ -331,7 +331,7 @@ class _Cycle:
         self.lane_use = lane_in_use(self.snap.running, self.leaving, s)
         use = self.lane_use
         for k, job in enumerate(self.order.jobs):
-            if not lane_pending(job, s) or not lane_admits(job.project, job.gpus, use, s):
+            if job.klass == "batch" or not lane_pending(job, s) or not lane_admits(job.project, job.gpus, use, s):
                 continue
             self.lane_seen.add(job.id)
             path = self.path(job.project)
