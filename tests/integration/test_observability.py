@@ -172,3 +172,24 @@ def test_every_process_serves_metrics_that_count_the_work(followed: dict[str, An
 
     executor = families["executor"]
     assert [s.labels["executor"] for s in executor["steward_executor_jobs"]] == ["local"]
+
+
+def test_up_restart_replaces_steward_processes_and_keeps_services_and_data(followed: dict[str, Any],
+                                                                          applied: dict[str, Any]) -> None:
+    """`steward up --restart` (an upgrade): new processes, the same services and store; work goes on."""
+    from steward.config import Settings
+    from steward.infra.processes import OWN_PROCESSES, Paths, read_pid
+    from steward.store.eventstore import EventStore
+
+    paths = Paths(TEST_RUN_DIR)
+    services = {name: (TEST_RUN_DIR / "pids" / f"{name}.pid").read_text() for name in ("kafka", "temporal")}
+    before = {name: read_pid(paths, name) for name in OWN_PROCESSES}
+    head = EventStore.from_url(Settings().resolved_store_url).head()
+    out = json.loads(steward("up", "--restart", "--output", "json", timeout=300).stdout)
+    assert sorted(out["restarted"]) == sorted(OWN_PROCESSES)
+    after = {name: read_pid(paths, name) for name in OWN_PROCESSES}
+    assert all(after[n] is not None and after[n] != before[n] for n in OWN_PROCESSES), (before, after)
+    assert {name: (TEST_RUN_DIR / "pids" / f"{name}.pid").read_text() for name in services} == services
+    assert EventStore.from_url(Settings().resolved_store_url).head() >= head
+    job_id, _ = submit(applied, f"test-restart-{uuid.uuid4().hex[:8]}", ["true"])
+    assert wait_for_state(job_id, {"COMPLETED", "FAILED"})["state"] == "COMPLETED"
