@@ -10,7 +10,7 @@ import logging
 import threading
 import time
 from collections.abc import Iterable, Iterator, Sequence
-from typing import Any
+from typing import Any, Protocol
 
 from prometheus_client import REGISTRY, CollectorRegistry, Counter, Histogram
 from prometheus_client.core import GaugeMetricFamily
@@ -78,12 +78,23 @@ class LedgerMetrics:
             self.restored.labels(outcome="same_node" if same else "other_node").inc()
 
 
+class LedgerStore(Protocol):
+    """What the lag collector reads of the event store."""
+
+    @property
+    def engine(self) -> Any: ...
+
+    def load_offsets(self, consumer: str) -> dict[tuple[str, int], int]: ...
+
+    def head(self) -> int: ...
+
+
 class LagCollector(Collector):
     """At each scrape: `steward_ledger_lag_messages` (per partition: the topic's end offset minus the offset
     stored with the ledger's last transaction), `steward_event_store_head` and `steward_outbox_lag_events`.
     A part that does not answer leaves its series out of that scrape (logged), never a made-up value."""
 
-    def __init__(self, store: EventStore, consumer_name: str, topic: str, end_offsets: Any,
+    def __init__(self, store: LedgerStore, consumer_name: str, topic: str, end_offsets: Any,
                  relay: str = "events-topic") -> None:
         self.store = store
         self.consumer_name = consumer_name

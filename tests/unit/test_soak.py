@@ -10,17 +10,17 @@ from steward.bench.soak import Samples, main, percentile, slope_per_h
 
 def test_growth_is_the_least_squares_slope_in_mb_per_hour() -> None:
     # +1 MB every 60 s = 60 MB/h, whatever the noise around the line
-    points = [(t, 100 + t / 60 + (0.3 if i % 2 else -0.3)) for i, t in enumerate(range(0, 600, 10))]
+    points = [(float(t), 100 + t / 60 + (0.3 if i % 2 else -0.3)) for i, t in enumerate(range(0, 600, 10))]
     assert slope_per_h(points) == pytest.approx(60, abs=2)
-    assert slope_per_h([(0, 100), (60, 100), (120, 100)]) == 0
-    assert slope_per_h([(0, 1), (1, 2)]) is None  # too few points to say
+    assert slope_per_h([(0.0, 100.0), (60.0, 100.0), (120.0, 100.0)]) == 0
+    assert slope_per_h([(0.0, 1.0), (1.0, 2.0)]) is None  # too few points to say
 
 
 def test_a_restarted_process_is_measured_over_its_longest_life_after_the_warmup() -> None:
     samples = Samples()
     # pid 1 grows fast during its warm-up, then lives flat; pid 2 (after a restart) is short
-    samples.rss["executor"] = [(t, 1, 50 + t) for t in range(0, 30, 5)] + \
-        [(t, 1, 80.0) for t in range(30, 200, 5)] + [(t, 2, t - 160) for t in range(200, 260, 5)]
+    samples.rss["executor"] = [(float(t), 1, 50.0 + t) for t in range(0, 30, 5)] + \
+        [(float(t), 1, 80.0) for t in range(30, 200, 5)] + [(float(t), 2, t - 160.0) for t in range(200, 260, 5)]
     got = samples.growth(warmup_s=30)["executor"]
     # pid 2 keeps growing, but its life after its own warm-up (230-255 s) is shorter than pid 1's
     assert got["rss_growth_mb_per_h"] == 0
