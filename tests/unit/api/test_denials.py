@@ -6,10 +6,12 @@ end: a real server, a real HTTP client, the ledger in process, and the log read 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import math
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -125,9 +127,10 @@ def test_the_number_of_keys_is_bounded() -> None:
 ])
 def test_the_ledger_rejects_a_denial_record_that_does_not_say_what_happened(field: str, value: object,
                                                                             message: str) -> None:
-    base = {"subject": "bob", "role": "researcher", "operation": "job", "target": "job:x", "reason": "outside",
-            "first_at": 2.0, "last_at": 2.0}
-    cmd = RecordAccessDenial(**(base | {field: value}))
+    base = RecordAccessDenial(subject="bob", role="researcher", operation="job", target="job:x", reason="outside",
+                              first_at=2.0, last_at=2.0)
+    changes: dict[str, Any] = {field: value}
+    cmd = dataclasses.replace(base, **changes)
     (event,) = decide_or_reject(LedgerState(), cmd, 0.0)
     assert event.type == "CommandRejected" and message in event.payload["reason"]
 

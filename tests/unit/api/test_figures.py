@@ -18,8 +18,8 @@ def job(project: str, gpus: int, submitted: float, started: float | None, ended:
 
 
 def test_entitlement_is_the_product_of_shares_and_order_is_depth_first() -> None:
-    parents = {a["name"]: a["parent"] for a in ALLOCS}
-    ents = entitlements(parents, {a["name"]: a["share"] for a in ALLOCS})
+    parents = {str(a["name"]): str(a["parent"]) for a in ALLOCS}
+    ents = entitlements(parents, {str(a["name"]): float(str(a["share"])) for a in ALLOCS})
     assert ents == {"a": 0.5, "b": 0.5, "a1": 0.25, "a2": 0.25}
     assert depth_first(parents) == [("a", 1), ("a1", 2), ("a2", 2), ("b", 1)]
 
