@@ -4,6 +4,7 @@ checkpoints, and against the ledger's own witnesses of how far the log went (out
 from __future__ import annotations
 
 import time
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from sqlalchemy import func, select
@@ -52,15 +53,23 @@ FROM (SELECT position, prev_hash, lag(hash) OVER (ORDER BY position) AS before_h
 
 def _sql_chain_ok(store: EventStore, start: int, to: int | None) -> tuple[int, int, list[int], int | None]:
     """(events, head, first suspicious positions, first position) of [start, to], checked by PostgreSQL."""
-    params = {"start": start, "to": to if to is not None else 2**62}
-    with store.engine.connect() as conn:
-        cursor = conn.connection.driver_connection.cursor()  # type: ignore[union-attr]
-        cursor.execute(_SQL_HASHES, params)
-        count, first, head, bad_hash = cursor.fetchone()
-        cursor.execute(_SQL_LINKS, params)
-        (bad_link,) = cursor.fetchone()
-        cursor.close()
-        conn.rollback()
+    # Both passes cover [start, to] with `to` at most the committed head, so the two connections see the
+    # same rows (events are immutable and positions commit in order) and the passes can run at once.
+    params = {"start": start, "to": min(to, store.head()) if to is not None else store.head()}
+
+    def one(sql: str) -> Any:
+        with store.engine.connect() as conn:
+            cursor = conn.connection.driver_connection.cursor()  # type: ignore[union-attr]
+            cursor.execute(sql, params)
+            row = cursor.fetchone()
+            cursor.close()
+            conn.rollback()
+        return row
+
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        links = pool.submit(one, _SQL_LINKS)
+        count, first, head, bad_hash = one(_SQL_HASHES)
+        (bad_link,) = links.result()
     bad = sorted(p for p in (bad_hash, bad_link) if p is not None)
     if count and count != head - first + 1:  # a gap somewhere
         bad.append(first)
