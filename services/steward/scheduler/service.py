@@ -85,8 +85,9 @@ class SchedulerState:
                 if job is not None and job.state in HOLDING_STATES:
                     models = {nid: node.gpu_model for nid, node in self.state.nodes.items()}
                     for interval in funded_interval(job, rec.recorded_at, models):
-                        if interval.end >= self.usage.now:
-                            self.usage.add(interval)
+                        # an attempt that ended before the window's clock (recorded just before a
+                        # cycle, read after it) still charged its usage: the window clips it itself
+                        self.usage.add(interval)
             self.state = evolve(self.state, rec.as_event(), rec.recorded_at)
             self.correlations.observe(rec.type, rec.payload, rec.metadata)
             self.head = rec.position

@@ -1,0 +1,116 @@
+"""`SchedulerState.catch_up` charges every funded attempt that ended, whatever the window's clock.
+
+The scheduler's usage window advances its clock to each cycle's `now`; an attempt whose end was recorded
+just before a cycle but read after it ends *before* that clock. It still ran (DESIGN.md "Usage window":
+usage is GPU-seconds of funded occupancy), so it is charged; only the window's edge clips it. The API's
+queue (`steward.api.queue`) folds through the same `SchedulerState`. The events are recorded by the real
+embedded store (SQLite) at chosen times, as the ledger would record them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from steward.domain.commands import (
+    Command,
+    PlaceJob,
+    RegisterNode,
+    ReportJobExited,
+    ReportJobStarted,
+    SetAllocations,
+)
+from steward.domain.decide import decide
+from steward.domain.state import LedgerState, evolve
+from steward.policy.settings import PolicySettings
+from steward.policy.usage import Interval, window_usage
+from steward.scheduler.service import SchedulerState
+from steward.store.eventstore import EventStore, PendingAppend
+from steward.store.migrate import upgrade
+from tests.unit.domain.builders import submit
+
+T0 = 1_700_000_000.0
+WINDOW_S = 3600.0
+SETTINGS = PolicySettings.steward(window_s=WINDOW_S)
+
+
+class Recorder:
+    """Decides commands with the pure domain and appends their events to a real store at `at`."""
+
+    def __init__(self, store: EventStore, state: LedgerState) -> None:
+        self.store, self.state = store, state
+
+    def __call__(self, at: float, *commands: Command) -> None:
+        for cmd in commands:
+            events = decide(self.state, cmd, at)
+            for ev in events:
+                self.state = evolve(self.state, ev, at)
+            with self.store.engine.begin() as conn:
+                self.store.append(conn, [PendingAppend(events, {"actor": "test"})], now=at)
+
+
+@pytest.fixture()
+def record(tmp_path: Path) -> Recorder:
+    url = f"sqlite:///{tmp_path / 'store.db'}"
+    upgrade(url)
+    store = EventStore.from_url(url)
+    rec = Recorder(store, LedgerState())
+    rec(T0, SetAllocations("cluster", {"a": 0.5, "b": 0.5}, "test"), SetAllocations("a", {"a1": 1.0}, "test"),
+        SetAllocations("b", {"b1": 1.0}, "test"), RegisterNode("n0", 4, "V100", ["blk0", "n0"]))
+    return rec
+
+
+@dataclass(frozen=True)
+class Case:
+    name: str
+    started: float  # seconds after T0
+    ended: float  # when the exit is recorded
+    clock: float  # the cycle that ran before the exit was read (the window's clock)
+    read_at: float  # the cycle after it
+
+
+CASES = [
+    Case("ended just before the window's clock", started=100.0, ended=399.999, clock=400.0, read_at=401.0),
+    Case("ended well before the window's clock", started=100.0, ended=200.0, clock=900.0, read_at=901.0),
+    Case("ended exactly at the window's clock", started=100.0, ended=400.0, clock=400.0, read_at=401.0),
+    Case("ended after the window's clock", started=100.0, ended=500.0, clock=400.0, read_at=501.0),
+    Case("started before the window's edge, ended before the clock", started=100.0, ended=3800.0,
+         clock=3900.0, read_at=3901.0),
+    Case("ended before the window's edge: nothing left to charge", started=100.0, ended=200.0,
+         clock=3900.0, read_at=3901.0),
+]
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
+def test_an_ended_attempt_is_charged_even_when_it_ended_before_the_window_clock(
+        record: Recorder, case: Case) -> None:
+    record(T0 + 1, submit("j", "a1", gpus=2, min_runtime_s=60), PlaceJob("j", {"n0": [0, 1]}, funded=True))
+    record(T0 + case.started, ReportJobStarted("j", 1, 42, started_at=T0 + case.started))
+    view = SchedulerState(SETTINGS)
+    view.catch_up(record.store)
+    view.cycle(T0 + case.clock)  # the cycle that ran while the job still held its GPUs
+    record(T0 + case.ended, ReportJobExited("j", 1, 0))  # recorded before that cycle's clock, read after
+    view.catch_up(record.store)
+    assert view.state.jobs["j"].state == "COMPLETED"
+    charged = view.usage.usage(T0 + case.read_at).get("a1", 0.0)
+    expected = window_usage([Interval("a1", T0 + case.started, T0 + case.ended, 2, "V100")],
+                            T0 + case.read_at, SETTINGS)["a1"]
+    assert charged == pytest.approx(expected, abs=1e-6)
+
+
+def test_fair_share_order_counts_the_attempt_that_ended_before_the_clock(record: Recorder) -> None:
+    """a1 ran 2 GPUs for 300 s and ended just before a cycle; b1 ran nothing. The next cycle ranks b1's
+    waiting job first (the most under-served goes first), which it would not if a1's usage was dropped
+    and the tie broke by submit time."""
+    record(T0 + 1, submit("j", "a1", gpus=2, min_runtime_s=60), PlaceJob("j", {"n0": [0, 1]}, funded=True))
+    record(T0 + 100, ReportJobStarted("j", 1, 42, started_at=T0 + 100))
+    record(T0 + 101, submit("wa", "a1", gpus=4, min_runtime_s=60), submit("wb", "b1", gpus=4, min_runtime_s=60))
+    view = SchedulerState(SETTINGS)
+    view.catch_up(record.store)
+    view.cycle(T0 + 400.0)
+    record(T0 + 399.5, ReportJobExited("j", 1, 0))
+    view.catch_up(record.store)
+    result = view.cycle(T0 + 401.0)
+    assert list(result.order)[:2] == ["wb", "wa"]
