@@ -105,9 +105,25 @@ def place_command(state: LedgerState, job_id: str, assignments: tuple[tuple[str,
     return PlaceJob(job_id, chosen, funded=funded, evidence=evidence)
 
 
-def commands_of(result: CycleResult, state: LedgerState, grace_s: float = 120.0) -> list[PlaceJob | RequestPreemption]:
+def can_be_asked_to_stop(job: Job) -> bool:
+    """DESIGN.md "The time-slicing contract" (checkpoint request, grace, stop, requeue) acts on a running
+    attempt: the ledger refuses a preemption of anything else (`require_running`) or a second one while
+    one is pending (`require_no_pending_preemption`). A placement that never started has nothing to
+    checkpoint or stop: its JobRun workflow either starts it (a draining node's live executor does; the
+    drain then stops it after its protection) or, when the executor never takes the start (a dead node
+    agent), reports the attempt lost once (`ReportJobLost` after `lost_after_s`, with the nodes and
+    executors as evidence), and the ledger requeues it with its original submit time."""
+    return job.state == "RUNNING" and job.preemption_requested_at is None
+
+
+def commands_of(result: CycleResult, state: LedgerState, grace_s: float = 120.0,
+                asked: set[tuple[str, int]] | None = None) -> list[PlaceJob | RequestPreemption]:
     """Placements, preemptions and drain stops as commands. Session caps and grace ends are the
-    Temporal workflows' timers (they hold those promises), so those stops are not re-issued here."""
+    Temporal workflows' timers (they hold those promises), so those stops are not re-issued here.
+
+    A drain stop is asked once per attempt (`asked` remembers (job, attempt) across cycles): a refused
+    request is not repeated every cycle, and the policy re-decides it every cycle while the job holds a
+    draining or unhealthy node's GPUs."""
     taken: dict[str, set[int]] = {}
     out: list[PlaceJob | RequestPreemption] = []
     for p in result.placements:
@@ -115,7 +131,7 @@ def commands_of(result: CycleResult, state: LedgerState, grace_s: float = 120.0)
                                  p.evidence | {"protected_until": p.protected_until}, taken))
     for pre in result.preemptions:
         victim = state.jobs.get(pre.victim_id)
-        if victim is None or victim.preemption_requested_at is not None:
+        if victim is None or not can_be_asked_to_stop(victim):
             continue
         out.append(RequestPreemption(
             job_id=pre.victim_id, reason=pre.reason, attempt=victim.attempt,
@@ -124,8 +140,12 @@ def commands_of(result: CycleResult, state: LedgerState, grace_s: float = 120.0)
         ))
     for stop in result.stops:
         job = state.jobs.get(stop.job_id)
-        if job is None or job.preemption_requested_at is not None or stop.reason != "drain":
+        if job is None or stop.reason != "drain" or not can_be_asked_to_stop(job):
             continue
+        if asked is not None:
+            if (job.job_id, job.attempt) in asked:
+                continue
+            asked.add((job.job_id, job.attempt))
         out.append(RequestPreemption(
             job_id=stop.job_id, reason="drain", attempt=job.attempt,
             grace_s=grace_s if stop.checkpoint else 0.0, requeue=stop.requeue, for_job_id="",

@@ -60,6 +60,8 @@ class SchedulerState:
     explained_at: float = 0.0
     policy: dict[str, Any] = field(default_factory=dict)
     correlations: JobCorrelations = field(default_factory=JobCorrelations)
+    # drain stops already asked, per (job, attempt): asked once, not every cycle (`commands_of`)
+    drain_asked: set[tuple[str, int]] = field(default_factory=set)
 
     def __post_init__(self) -> None:
         self.usage = UsageWindow(self.settings)
@@ -151,7 +153,9 @@ def run_cycle(view: SchedulerState, store: EventStore, publisher: CommandPublish
         return False
     now = time.time()
     result = view.cycle(now)
-    decisions = commands_of(result, view.state, view.settings.preemption_grace_s)
+    if view.drain_asked:  # forget attempts that ended or moved on
+        view.drain_asked &= {(j.job_id, j.attempt) for j in view.state.jobs.values() if j.state == "RUNNING"}
+    decisions = commands_of(result, view.state, view.settings.preemption_grace_s, view.drain_asked)
     commands: list[Command] = list(decisions)
     if now - view.explained_at >= EXPLAIN_EVERY_S:
         commands.extend(changed_explanations(view, result))
