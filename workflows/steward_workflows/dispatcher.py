@@ -7,6 +7,11 @@
 | JobCancelled (running)   | signal `cancel`: stop the process                                       |
 | SessionIdle / Active     | signal `utilisation` to `session-<id>-attempt-<n>`                      |
 | NodeDrainRequested       | start NodeDrain `drain-<node>-<position>`                               |
+| PolicySet                | the timings of runs started from now on follow the recorded policy      |
+
+A run's contract timings are frozen into its input: the recorded policy's (grace, session warnings, at
+cap) where it sets them, the worker's STEWARD_CONTRACT_* environment otherwise (`RecordedPolicy`, read
+from the store when the dispatcher starts, then followed on the topic).
 
 Events of one stream are handled in order; streams of a batch concurrently; offsets (of the consumer
 group `steward-dispatcher`, all partitions assigned, no rebalancing) are committed after the batch, so
@@ -50,13 +55,30 @@ from steward_workflows.settings import ContractSettings
 
 log = logging.getLogger("steward.dispatcher")
 
-__all__ = ["dispatch", "job_run_input", "job_run_workflow_id", "request_preemption", "start_run"]
+__all__ = ["RecordedPolicy", "dispatch", "job_run_input", "job_run_workflow_id", "request_preemption", "start_run"]
 
 # A refusal for these reasons is retried this long (the ledger and the workflow agree on protection up to
 # clock skew; an attempt the ledger saw start may not yet be known to its workflow).
 RETRY_REFUSED_FOR_S = 30.0
 
 AttemptCheck = Callable[[str, int], bool]
+
+
+class RecordedPolicy:
+    """The policy overrides in force (the `settings` of the last `PolicySet`), as the dispatcher saw them."""
+
+    def __init__(self, settings: dict[str, Any] | None = None) -> None:
+        self.settings: dict[str, Any] = dict(settings or {})
+
+    def follow(self, event: dict[str, Any]) -> bool:
+        if event.get("type") != "PolicySet":
+            return False
+        self.settings = dict(event["payload"].get("settings") or {})
+        log.info("new runs follow the recorded policy %s", self.settings)
+        return True
+
+    def timings(self, contract: ContractSettings) -> ContractTimings:
+        return contract.timings(self.settings)
 
 
 def job_run_input(event: dict[str, Any], timings: ContractTimings | None = None) -> JobRunInput:
@@ -115,12 +137,16 @@ async def _signal(client: Client, workflow_id: str, name: str, arg: Any) -> str:
 
 
 async def handle_event(client: Client, event: dict[str, Any], contract: ContractSettings,
-                       attempt_current: AttemptCheck | None = None) -> str:
+                       attempt_current: AttemptCheck | None = None, policy: RecordedPolicy | None = None) -> str:
     kind, p = event["type"], event["payload"]
     if kind == "JobPlaced":
         if attempt_current is not None and not await asyncio.to_thread(attempt_current, p["job_id"], p["attempt"]):
             return "stale placement"
-        return "started" if await start_run(client, job_run_input(event, contract.timings())) else "already running"
+        timings = policy.timings(contract) if policy is not None else contract.timings()
+        return "started" if await start_run(client, job_run_input(event, timings)) else "already running"
+    if kind == "PolicySet" and policy is not None:
+        policy.follow(event)
+        return "policy followed"
     if kind == "JobPreemptionRequested":
         request = PreemptionRequest(p["reason"], f"preempt-{event['position']}", float(p["grace_s"]),
                                     bool(p["requeue"]), p.get("for_job_id", ""))
@@ -144,11 +170,11 @@ async def handle_event(client: Client, event: dict[str, Any], contract: Contract
 
 
 async def _handle_stream(client: Client, events: list[dict[str, Any]], contract: ContractSettings,
-                         attempt_current: AttemptCheck | None) -> None:
+                         attempt_current: AttemptCheck | None, policy: RecordedPolicy | None = None) -> None:
     for event in events:
         with correlation((event.get("metadata") or {}).get("correlation_id")):
             try:
-                outcome = await handle_event(client, event, contract, attempt_current)
+                outcome = await handle_event(client, event, contract, attempt_current, policy)
             except Exception:
                 log.exception("event %s (%s) not dispatched", event.get("position"), event.get("type"))
                 raise
@@ -169,8 +195,10 @@ async def assign_all(consumer: Any, topic: str, stop: asyncio.Event) -> None:
 
 
 async def dispatch(settings: Settings, client: Client, stop: asyncio.Event,
-                   contract: ContractSettings | None = None, attempt_current: AttemptCheck | None = None) -> None:
+                   contract: ContractSettings | None = None, attempt_current: AttemptCheck | None = None,
+                   policy: RecordedPolicy | None = None) -> None:
     contract = contract or ContractSettings()
+    policy = policy or RecordedPolicy()
     consumer = make_consumer(settings, "steward-dispatcher")
     await assign_all(consumer, settings.topic("events"), stop)
     try:
@@ -181,9 +209,11 @@ async def dispatch(settings: Settings, client: Client, stop: asyncio.Event,
                 for r in records:
                     event = json.loads(r.value)
                     streams.setdefault(event["stream_id"], []).append(event)
+            for event in streams.get("policy", ()):  # before the batch's placements: they run under it
+                policy.follow(event)
             while streams and not stop.is_set():
                 try:
-                    await asyncio.gather(*(_handle_stream(client, evs, contract, attempt_current)
+                    await asyncio.gather(*(_handle_stream(client, evs, contract, attempt_current, policy)
                                            for evs in streams.values()))
                     break
                 except Exception:  # Temporal unreachable, say: every action is idempotent, so try again

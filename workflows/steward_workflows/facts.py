@@ -28,6 +28,14 @@ class StoreFacts:
             conn.rollback()
         return row is not None and row.attempt == attempt and row.state in ACTIVE_STATES
 
+    def recorded_policy(self) -> dict[str, Any]:
+        """The policy overrides in force: the settings of the last `PolicySet` (none: {})."""
+        last: dict[str, Any] = {}
+        for rec in self.store.stream("policy"):
+            if rec.type == "PolicySet":
+                last = dict(rec.payload.get("settings") or {})
+        return last
+
     def node_occupancy(self, node_id: str) -> NodeOccupancy:
         """The node's state and the placed or running jobs on it, each folded from its own stream."""
         with self.store.engine.connect() as conn:

@@ -31,7 +31,7 @@ from steward.metrics import serve as serve_metrics
 from steward.store.eventstore import EventStore
 from steward_workflows.activities import WorkerActivities
 from steward_workflows.contracts import WORKFLOW_TASK_QUEUE, PeriodCloseInput
-from steward_workflows.dispatcher import dispatch
+from steward_workflows.dispatcher import RecordedPolicy, dispatch
 from steward_workflows.drain import NodeDrainWorkflow
 from steward_workflows.facts import StoreFacts
 from steward_workflows.job_run import JobRunWorkflow
@@ -98,7 +98,12 @@ async def run_worker(settings: Settings, stop: asyncio.Event | None = None) -> N
         await ensure_period_schedule(client, contract)
     except Exception:  # the worker runs without it; the next start tries again
         log.exception("could not create the period-close schedule")
-    dispatcher = asyncio.create_task(dispatch(settings, client, stop, contract, facts.attempt_current))
+    try:
+        policy = RecordedPolicy(await asyncio.to_thread(facts.recorded_policy))
+    except Exception:  # the store restarts: runs take the environment's timings until the next PolicySet
+        log.exception("could not read the recorded policy; new runs use STEWARD_CONTRACT_* until one is set")
+        policy = RecordedPolicy()
+    dispatcher = asyncio.create_task(dispatch(settings, client, stop, contract, facts.attempt_current, policy))
     log.info("temporal worker started on %s", settings.temporal_address)
     async with worker:
         await stop.wait()
