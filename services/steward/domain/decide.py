@@ -53,7 +53,7 @@ from steward.domain.errors import (
 )
 from steward.domain.events import Event
 from steward.domain.guards import require_active, require_current_attempt, require_job
-from steward.domain.protection import MAX_MIN_RUNTIME_S, protection_s, session_cap_s
+from steward.domain.protection import DEFAULT_SESSION_CAP_S, MAX_MIN_RUNTIME_S, protection_s, session_cap_s
 from steward.domain.state import TERMINAL_STATES, Job, LedgerState
 
 __all__ = ["MAX_MIN_RUNTIME_S", "decide", "decide_or_reject", "require_current_attempt", "require_job"]
@@ -140,13 +140,20 @@ def require_nodes_take_work(state: LedgerState, cmd: PlaceJob) -> None:
             raise InvalidTransition(f"node '{node_id}' is {node.state} and takes no new work")
 
 
-def placement_contract(job: Job, funded: bool) -> dict[str, object]:
+def policy_session_cap_s(state: LedgerState) -> float:
+    """DESIGN.md "Interactive sessions": protected for its cap (default 8 h). The default is the recorded
+    policy's `session_cap_s` when an operator set one (`PolicySet`), so a session without its own cap
+    placed after `steward policy set` gets it, as the scheduler plans with it."""
+    return float(state.policy.get("session_cap_s", DEFAULT_SESSION_CAP_S))
+
+
+def placement_contract(job: Job, funded: bool, default_cap_s: float = DEFAULT_SESSION_CAP_S) -> dict[str, object]:
     """What the JobRun workflow needs to keep the contract for this attempt (DESIGN.md "The time-slicing
     contract"): its protection, a session's cap, and the checkpoint to resume from."""
     return {
         "job_class": job.job_class, "resumable": job.resumable, "min_runtime_s": job.min_runtime_s,
-        "protection_s": protection_s(job.job_class, job.min_runtime_s, funded),
-        "session_cap_s": session_cap_s(job.min_runtime_s) if job.job_class == "interactive" else 0.0,
+        "protection_s": protection_s(job.job_class, job.min_runtime_s, funded, default_cap_s),
+        "session_cap_s": session_cap_s(job.min_runtime_s, default_cap_s) if job.job_class == "interactive" else 0.0,
         "resume_from": job.resume_from if job.resumable or job.restored_from else None,
         "restored_from": job.restored_from, "submitted_at": job.submitted_at,
     }
@@ -230,7 +237,7 @@ def decide(state: LedgerState, command: Command, now: float) -> list[Event]:
         require_nodes_take_work(state, command)
         payload = command_to_dict(command) | {"attempt": job.attempt + 1, "command": list(job.command)}
         payload["executor"] = state.nodes[sorted(command.assignments)[0]].executor
-        payload |= placement_contract(job, command.funded)
+        payload |= placement_contract(job, command.funded, policy_session_cap_s(state))
         return [Event(command.aggregate, "JobPlaced", payload)]
     if isinstance(command, ReportJobStarted):
         job = require_job(state, command.job_id)
@@ -238,7 +245,7 @@ def decide(state: LedgerState, command: Command, now: float) -> list[Event]:
         if job.state != "PLACED":
             raise InvalidTransition(f"job '{job.job_id}' is {job.state}, cannot start")
         started = command.started_at or now
-        until = started + protection_s(job.job_class, job.min_runtime_s, job.funded)
+        until = started + protection_s(job.job_class, job.min_runtime_s, job.funded, policy_session_cap_s(state))
         return [Event(command.aggregate, "JobStarted", command_to_dict(command) | {"started_at": started,
                                                                            "protected_until": until})]
     if isinstance(command, ReportJobExited):

@@ -107,3 +107,23 @@ def test_the_worker_reads_the_policy_in_force_from_the_store(tmp_path: Any) -> N
         with store.engine.begin() as conn:
             store.append(conn, [PendingAppend(events, {"actor": "test"})], now=float(at))
     assert facts.recorded_policy() == {"session_warnings_s": [15.0], "preemption_grace_s": 1.0}
+
+
+@pytest.mark.parametrize(("policy", "cap_s"), [({}, 8 * 3600.0), ({"session_cap_s": 3600.0}, 3600.0)])
+def test_the_policy_session_cap_reaches_a_session_without_its_own(policy: dict[str, Any], cap_s: float) -> None:
+    """A session submitted without a cap (min_runtime 0) is placed with the recorded policy's cap (the
+    one the scheduler plans with), and its JobRun times that cap and protects it as long."""
+    from steward.domain.commands import PlaceJob, RegisterNode, ReportJobStarted, SetPolicy
+    from steward.domain.decide import decide
+    from tests.unit.domain.builders import apply, submit, tree
+
+    state = apply(tree(cluster={"a": 1.0}, a={"a1": 1.0}), RegisterNode("n0", 4, "V100", ["blk0", "n0"]))
+    if policy:
+        state = apply(state, SetPolicy(policy, "shorter sessions"))
+    state = apply(state, submit("s", "a1", min_runtime_s=0.0, job_class="interactive"))
+    (event,) = decide(state, PlaceJob("s", {"n0": [0]}, funded=True), 10.0)
+    run = job_run_input({"type": event.type, "payload": event.payload, "metadata": {}})
+    assert (run.session_cap_s, run.protection_s) == (cap_s, cap_s)
+    state = apply(state, PlaceJob("s", {"n0": [0]}, funded=True), now=10.0)
+    (started,) = decide(state, ReportJobStarted("s", 1, 42, started_at=20.0), 20.0)
+    assert started.payload["protected_until"] == 20.0 + cap_s
