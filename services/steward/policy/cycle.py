@@ -550,7 +550,8 @@ class _Cycle:
             if not self.lane_funds(self.funding_gap(job, path)):
                 continue  # DESIGN.md: only funded work preempts, in the lane too
             searches += 1
-            plan = search.search(job, path, None, unfunded_only=True) or search.search(job, path, None)
+            small = s.lane_victim_max_gpus  # ADR 0007: no big victim for a small job
+            plan = search.search(job, path, None, True, small) or search.search(job, path, None, False, small)
             if plan is None:
                 failed = job.gpus
                 continue

@@ -343,17 +343,23 @@ class VictimSearch:
         return self._gangs
 
     def search(
-        self, job: PendingJob, wpath: tuple[str, ...], allowed: set[int] | None = None, unfunded_only: bool = False
+        self,
+        job: PendingJob,
+        wpath: tuple[str, ...],
+        allowed: set[int] | None = None,
+        unfunded_only: bool = False,
+        max_victim_gpus: int | None = None,
     ) -> VictimPlan | None:
         """The cheapest plan for `job`, or None. `allowed` adds masked nodes the job may use (its
-        reservation). `unfunded_only`: take only unfunded work and jobs already leaving (the debug
-        lane, ADR 0007)."""
+        reservation). `unfunded_only`: take only unfunded work and jobs already leaving;
+        `max_victim_gpus`: take no job (not already leaving) larger than that (the debug lane, ADR
+        0007: a 1-GPU debug job does not stop an 8-GPU job whose other GPUs nothing waiting can use)."""
         horizon = protection_s(job.klass, job.min_runtime_s, self.settings)
         attempt = _Attempt(job, wpath, horizon, self.branches)
         if unfunded_only:
             attempt.div.update(dict.fromkeys(self._funded_projects(), None))
         if job.gpus <= self.index.maxcap:
-            plan = self._search_single(attempt, allowed or set())
+            plan = self._search_single(attempt, allowed or set(), max_victim_gpus)
         else:
             plan = self._search_gang(attempt, allowed or set())
         if plan is not None:
@@ -377,7 +383,9 @@ class VictimSearch:
     def _visible(self, i: int, allowed: set[int]) -> bool:
         return self.index.ok[i] or i in allowed
 
-    def _search_single(self, attempt: _Attempt, allowed: set[int]) -> VictimPlan | None:
+    def _search_single(
+        self, attempt: _Attempt, allowed: set[int], max_victim_gpus: int | None = None
+    ) -> VictimPlan | None:
         """One-node job: on each node, take eligible victims cheapest-first until the job fits; keep
         the plan with the least lost work, then fewest jobs, then topology order. Nodes are visited by
         their cheapest victim, and the scan stops once no node can beat the best plan (lost work of
@@ -391,6 +399,7 @@ class VictimSearch:
         considered = 0
         div = attempt.div
         raw = self.raw
+        limit = max_victim_gpus if max_victim_gpus is not None else 1 << 30
         for i in self.node_order:
             if best_key is not None and min_need * raw[i][0][0] > best_key[0]:
                 break
@@ -409,7 +418,7 @@ class VictimSearch:
             cost = 0.0
             freed: dict[str, float] = {}
             for v in cands:
-                if v.taken:
+                if v.taken or (v.job.gpus > limit and not v.leaving):
                     continue
                 # fast path of attempt.eligible(): leaving and unfunded victims, and allocations
                 # already known not to qualify

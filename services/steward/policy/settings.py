@@ -65,6 +65,9 @@ class PolicySettings:
     """A debug job is a lane job when its protection (min_runtime) is at most this long."""
     lane_project_gpus: int = 32
     """GPUs one allocation may hold through the lane at once (the cap that keeps it from abuse)."""
+    lane_victim_max_gpus: int = 2
+    """A lane job takes no running job larger than this: stopping an 8-GPU job for a 1-GPU debug
+    job leaves GPUs that the waiting gangs cannot use (occupancy)."""
 
     # Baseline switches (issue 4): the same cycle runs every policy
     ordering: OrderingMode = "fair_share"
@@ -195,6 +198,8 @@ def _check_settings(s: PolicySettings) -> None:
         raise InvalidSettings("unfunded_grace_s", "must be >= 0 (or null: the same as preemption_grace_s)")
     if s.lane_max_gpus < 1:
         raise InvalidSettings("lane_max_gpus", "must be >= 1")
+    if s.lane_victim_max_gpus < 1:
+        raise InvalidSettings("lane_victim_max_gpus", "must be >= 1")
     if s.lane_project_gpus < 0:
         raise InvalidSettings("lane_project_gpus", "must be >= 0")
     if not s.lane_max_runtime_s >= 0:

@@ -78,8 +78,9 @@ def test_the_lane_cap_per_allocation():
 
 def test_a_lane_job_takes_unfunded_work_first_with_the_short_grace():
     victims = [
-        running("funded_old", "b", 4, protected_for=HOUR, last_checkpoint_at=NOW - 5),  # cheapest lost work
-        running("unfunded", "b", 4, funded=False, on="n0", last_checkpoint_at=NOW - 600),
+        running("funded_old", "b", 1, protected_for=HOUR, last_checkpoint_at=NOW - 5),  # cheapest lost work
+        running("unfunded", "b", 1, funded=False, last_checkpoint_at=NOW - 600),
+        running("protected", "b", 6, started_at=NOW - 60, protected_for=HOUR),
     ]
     result = schedule(
         snapshot(
@@ -98,7 +99,7 @@ def test_a_lane_job_over_its_entitlement_is_funded_by_the_lane_and_may_preempt_u
     # unfunded; a lane job is funded by the lane and takes the unfunded job's GPUs
     held = [
         running("a_work", "a", 4, protected_for=10 * HOUR),
-        running("unfunded", "b", 4, funded=False),
+        *(running(f"unfunded{i}", "b", 1, funded=False, last_checkpoint_at=NOW - 10 * (i + 1)) for i in range(4)),
     ]
     result = schedule(
         snapshot(
@@ -108,7 +109,7 @@ def test_a_lane_job_over_its_entitlement_is_funded_by_the_lane_and_may_preempt_u
             pending=[pending("dbg", "a", 1, min_runtime_s=300.0, klass="debug")],
         )
     )
-    assert preempted(result) == {"unfunded": "dbg"}
+    assert preempted(result) == {"unfunded0": "dbg"}  # the least lost work
     # and with the lane off it may not (it would be unfunded: only funded work preempts)
     result = schedule(
         snapshot(
@@ -144,3 +145,16 @@ def test_work_with_no_allocation_gets_the_lane_order_but_never_preempts():
                  pending=[pending("dbg", "nobody", 1, min_runtime_s=300.0, klass="debug")])
     )
     assert preempted(result) == {}
+
+
+@pytest.mark.parametrize(("victim_gpus", "limit", "expected"), [(2, 2, True), (4, 2, False), (4, 4, True)])
+def test_a_lane_job_takes_no_victim_larger_than_the_limit(victim_gpus, limit, expected):
+    """ADR 0007: stopping an 8-GPU job for a 1-GPU debug job leaves GPUs nothing waiting can use."""
+    held = [running("big", "b", victim_gpus, funded=False),
+            running("prot", "b", 8 - victim_gpus, started_at=NOW - 60, protected_for=HOUR)]
+    result = schedule(
+        snapshot(nodes=nodes(1), usage={"a": 0.0, "b": 1e7}, running=held,
+                 pending=[pending("dbg", "a", 1, min_runtime_s=300.0, klass="debug")],
+                 settings=S.with_(lane_victim_max_gpus=limit))
+    )
+    assert preempted(result) == ({"big": "dbg"} if expected else {})
