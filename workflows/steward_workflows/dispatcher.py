@@ -73,8 +73,10 @@ class RecordedPolicy:
     def follow(self, event: dict[str, Any]) -> bool:
         if event.get("type") != "PolicySet":
             return False
-        self.settings = dict(event["payload"].get("settings") or {})
-        log.info("new runs follow the recorded policy %s", self.settings)
+        settings = dict(event["payload"].get("settings") or {})
+        if settings != self.settings:
+            self.settings = settings
+            log.info("new runs follow the recorded policy %s", self.settings)
         return True
 
     def timings(self, contract: ContractSettings) -> ContractTimings:
