@@ -10,15 +10,16 @@ from sqlalchemy import select
 
 from steward.audit.snapshots import events_for_fold
 from steward.store import projections, schema
-from steward.store.eventstore import EventStore, row_to_recorded
+from steward.store.eventstore import EventStore, gc_paused, row_to_recorded
 from steward.store.projections import Projector
 
 
 def rebuild(store: EventStore, replace: bool = False) -> dict[str, Any]:
     started = time.perf_counter()
     proj = Projector()
-    for position, ev, at, h in events_for_fold(store, 0):
-        proj.apply(ev, at, position, h)
+    with gc_paused():
+        for position, ev, at, h in events_for_fold(store, 0):
+            proj.apply(ev, at, position, h)
     folded = time.perf_counter()
     with store.engine.connect() as conn:
         if conn.dialect.name == "postgresql":  # the tail and the live tables from one snapshot
@@ -28,7 +29,8 @@ def rebuild(store: EventStore, replace: bool = False) -> dict[str, Any]:
                             .order_by(schema.events.c.position)).all()
         for rec in map(row_to_recorded, tail):
             proj.apply(rec.as_event(), rec.recorded_at, rec.position, rec.hash)
-        rows = proj.rows()
+        with gc_paused():
+            rows = proj.rows()
         tables = projections.compare(conn, rows)
         if replace and not all(t["equal"] for t in tables.values()):
             projections.replace_live(conn, rows)

@@ -17,7 +17,7 @@ from sqlalchemy import delete, select
 
 from steward.domain.events import EVENT_TYPES, Event
 from steward.store import schema
-from steward.store.eventstore import EventStore
+from steward.store.eventstore import EventStore, gc_paused
 from steward.store.projections import SNAPSHOT_FORMAT, Projector
 from steward.store.upcasting import upcast
 
@@ -44,7 +44,8 @@ def load_snapshot(store: EventStore, at_or_before: int | None = None) -> Project
             blob = bytes(row.state)
             if row.format == SNAPSHOT_FORMAT and hashlib.sha256(blob).hexdigest() == row.digest:
                 try:
-                    proj = Projector.decode(blob)
+                    with gc_paused():
+                        proj = Projector.decode(blob)
                 except (ValueError, TypeError, EOFError):
                     continue
                 conn.rollback()
@@ -78,8 +79,9 @@ def take_snapshots(store: EventStore, every: int = SNAPSHOT_EVERY, upto: int | N
 def fold_to(store: EventStore, position: int) -> Projector:
     """The projector at `position`: nearest snapshot plus the tail."""
     proj = load_snapshot(store, position) or Projector()
-    for pos, ev, at, h in events_for_fold(store, proj.position, position):
-        proj.apply(ev, at, pos, h)
+    with gc_paused():
+        for pos, ev, at, h in events_for_fold(store, proj.position, position):
+            proj.apply(ev, at, pos, h)
     return proj
 
 
