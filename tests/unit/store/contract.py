@@ -97,8 +97,9 @@ class StoreContract:
     def test_the_bulk_fold_reader_reads_back_what_was_stored(self, store: EventStore) -> None:
         """`fold_rows` (COPY TO STDOUT on PostgreSQL, parsed by hand) returns what `read` returns, for
         text that COPY escapes: tabs, newlines, backslashes, and non-ASCII."""
-        payloads: list[dict[str, Any]] = [{"s": "tab\there", "n": "line\nbreak\r", "b": "back\\slash \\t \\\\N", "u": "é\u2028😀"},
-                    {"x": 1, "f": 0.1, "l": ["\\", "\t", ""]}, {}]
+        payloads: list[dict[str, Any]] = [
+            {"s": "tab\there", "n": "line\nbreak\r", "b": "back\\slash \\t \\\\N", "u": "é\u2028😀"},
+            {"x": 1, "f": 0.1, "l": ["\\", "\t", ""]}, {}]
         with store.engine.begin() as conn:
             store.append(conn, [PendingAppend([Event("s\\1\t", "X", p) for p in payloads], {"actor": "a"}, "m")])
         read = store.read()
