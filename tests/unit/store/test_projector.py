@@ -54,25 +54,29 @@ def command_for(state: LedgerState, action: str, job_id: str, coin: int) -> Any:
         for n, g in picked:
             assignments.setdefault(n, []).append(g)
         return PlaceJob(job_id, assignments, coin % 2 == 0)
-    return {
-        "start": lambda: ReportJobStarted(job_id, attempt, 100 + coin),
-        "exit": lambda: ReportJobExited(job_id, attempt, coin % 2),
-        "cancel": lambda: CancelJob(job_id, "t"),
-        "request": lambda: RequestPreemption(job_id, "fair_share", attempt, requeue=coin != 3),
-        "preempted": lambda: ReportJobPreempted(job_id, attempt, "fair_share", 0,
-                                                checkpoint_path="/c" if coin else ""),
-        "lost": lambda: ReportJobLost(job_id, attempt, "node gone"),
-        "checkpoint": lambda: ReportCheckpointSaved(job_id, attempt, f"/ckpt{coin}", float(coin)),
-        "revoke": lambda: RevokeProtection(job_id, attempt, "t"),
-    }[action]()
+    if action == "start":
+        return ReportJobStarted(job_id, attempt, 100 + coin)
+    if action == "exit":
+        return ReportJobExited(job_id, attempt, coin % 2)
+    if action == "cancel":
+        return CancelJob(job_id, "t")
+    if action == "request":
+        return RequestPreemption(job_id, "fair_share", attempt, requeue=coin != 3)
+    if action == "preempted":
+        return ReportJobPreempted(job_id, attempt, "fair_share", 0, checkpoint_path="/c" if coin else "")
+    if action == "lost":
+        return ReportJobLost(job_id, attempt, "node gone")
+    if action == "checkpoint":
+        return ReportCheckpointSaved(job_id, attempt, f"/ckpt{coin}", float(coin))
+    return RevokeProtection(job_id, attempt, "t")
 
 
 def events_of(history: list[tuple[str, int, int]]) -> list[tuple[Event, float]]:
     state, out, now = LedgerState(), [], 0.0
-    commands = iter(SETUP + history)
+    commands: list[Any] = [*SETUP, *history]
     for item in commands:
         now += 7.0
-        command = command_for(state, item[0], JOBS[item[1]], item[2]) if isinstance(item, tuple) else item
+        command: Any = command_for(state, item[0], JOBS[item[1]], item[2]) if isinstance(item, tuple) else item
         for ev in decide_or_reject(state, command, now):
             state = evolve(state, ev, now)
             out.append((ev, now))
