@@ -13,11 +13,13 @@ import asyncio
 import logging
 import time
 from collections.abc import Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
+from sqlalchemy import create_engine
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse
@@ -47,6 +49,7 @@ from steward.config import Settings
 from steward.domain.commands import RecordAccessDenial
 from steward.logs import CorrelationMiddleware
 from steward.store.eventstore import EventStore
+from steward.store.hashing import canonical_text
 
 log = logging.getLogger("steward.api")
 GRAPHQL_PATH = "/graphql"
@@ -313,7 +316,7 @@ class Built:
 def build_app(settings: Settings, api: ApiSettings, *, store: EventStore | None = None,
               gateway: Gateway | None = None,
               extra_extensions: Sequence[SchemaExtension | type[SchemaExtension]] = ()) -> Built:
-    store = store or EventStore.from_url(settings.resolved_store_url)
+    store = store or api_store(settings.resolved_store_url, api)
     if gateway is None:
         from steward.bus.kafka import CommandPublisher
 
@@ -341,6 +344,9 @@ def build_app(settings: Settings, api: ApiSettings, *, store: EventStore | None 
             await services.denials.flush()
 
     async def startup() -> None:
+        # the loop's default executor runs every asyncio.to_thread of the requests (see api_threads)
+        asyncio.get_running_loop().set_default_executor(
+            ThreadPoolExecutor(max_workers=api.api_threads, thread_name_prefix="steward-api"))
         flusher.append(asyncio.create_task(flush_denials()))
 
     async def shutdown() -> None:
@@ -361,6 +367,14 @@ def build_app(settings: Settings, api: ApiSettings, *, store: EventStore | None 
     app.add_middleware(Guard, services=services, limiter=limiter, ide=api.api_mode == "development")
     app.add_middleware(CorrelationMiddleware)  # outermost: the guard's own log lines carry the id too
     return Built(app, services)
+
+
+def api_store(url: str, api: ApiSettings) -> EventStore:
+    """The API's store: on PostgreSQL, a connection pool as large as the API's threads may use at once."""
+    if url.startswith("sqlite"):
+        return EventStore.from_url(url)
+    return EventStore(create_engine(url, pool_pre_ping=True, pool_size=api.api_db_pool,
+                                    max_overflow=api.api_db_overflow, json_serializer=canonical_text))
 
 
 def _denial_auditor(gateway: Gateway, api: ApiSettings) -> DenialAuditor:

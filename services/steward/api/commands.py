@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import threading
-import time
 from dataclasses import dataclass
 from typing import Protocol
 
+from steward.api.outcomes import OutcomeTail
 from steward.bus.envelope import command_envelope
 from steward.bus.kafka import CommandPublisher
 from steward.domain.commands import Command
@@ -45,24 +46,30 @@ class Gateway(Protocol):
 
 
 class CommandGateway:
-    """The production path: Kafka `commands` topic -> ledger -> store; the outcome is found by message id."""
+    """The production path: Kafka `commands` topic -> ledger -> store; the outcome is found by message id,
+    by one shared reader of the log per process (steward.api.outcomes), not a poll per waiting mutation."""
 
-    def __init__(self, publisher: CommandPublisher, store: EventStore, timeout_s: float) -> None:
+    def __init__(self, publisher: CommandPublisher, store: EventStore, timeout_s: float,
+                 tail: OutcomeTail | None = None) -> None:
         self.publisher = publisher
         self.store = store
         self.timeout_s = timeout_s
+        self.tail = tail or OutcomeTail(store)
 
     async def execute(self, command: Command, *, actor: str, role: str) -> Outcome:
         env = command_envelope(command, actor=actor, role=role, correlation_id=current())
-        await asyncio.to_thread(self.publisher.publish, env)
-        deadline = time.monotonic() + self.timeout_s
-        delay = 0.01
-        while time.monotonic() < deadline:
-            events = await asyncio.to_thread(self.store.by_message, env.id)
-            if events:
-                return Outcome(env.id, events)
-            await asyncio.sleep(delay)
-            delay = min(delay * 1.5, 0.2)
+        seen = self.tail.expect(env.id)
+        try:
+            await self.tail.ready()
+            await asyncio.to_thread(self.publisher.publish, env)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(asyncio.shield(seen), self.timeout_s)
+        finally:
+            self.tail.forget(env.id)
+        # one read of the outcome's events (also the last chance when the tail missed it)
+        events = await asyncio.to_thread(self.store.by_message, env.id)
+        if events:
+            return Outcome(env.id, events)
         raise OutcomeTimeout(
             f"command {env.id} was published but no outcome was recorded within {self.timeout_s:.0f} s; "
             "is the ledger running? (steward doctor)"

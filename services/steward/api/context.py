@@ -66,9 +66,16 @@ class Context:
     _snapshot: Snapshot | None = field(default=None, repr=False)
 
     async def snapshot(self) -> Snapshot:
-        if self._snapshot is None:
-            self._snapshot = await asyncio.to_thread(self.services.read.snapshot)
-        return self._snapshot
+        snap = self._snapshot
+        if snap is None:
+            read = self.services.read
+            snap = read.cached_snapshot()
+            if snap is None:
+                snap = await asyncio.to_thread(read.snapshot)
+            if snap.head < read.known_head():
+                self.no_cache()  # the previous snapshot while a newer one loads: not to be served again
+            self._snapshot = snap
+        return snap
 
     def who(self, operation: str) -> Principal:
         if self.principal is None:

@@ -73,6 +73,13 @@ class PolicyQueue:
         self._lock = threading.Lock()
         self._last: PolicyOrder | None = None
 
+    def cached(self, head: int) -> PolicyOrder | None:
+        """The last order if `order(head)` would return it without recomputing (no IO), else None."""
+        last = self._last
+        if last is not None and last.head >= head and self.clock() - last.now < self.ttl_s:
+            return last
+        return None
+
     def order(self, head: int | None = None) -> PolicyOrder:
         """The order at the store's head (at least `head`), computed anew when the log moved or the
         last one is older than `ttl_s`."""
@@ -80,7 +87,11 @@ class PolicyQueue:
         now = self.clock()
         if last is not None and (head is None or last.head >= head) and now - last.now < self.ttl_s:
             return last
-        with self._lock:
+        if not self._lock.acquire(blocking=False):
+            if last is not None and (head is None or last.head >= head):
+                return last  # only the clock moved and another thread is recomputing: the last order meanwhile
+            self._lock.acquire()
+        try:
             last = self._last
             if last is not None and (head is None or last.head >= head) and now - last.now < self.ttl_s:
                 return last
@@ -89,3 +100,5 @@ class PolicyQueue:
             order = order_now(self._view, now)
             self._last = order
             return order
+        finally:
+            self._lock.release()

@@ -63,6 +63,16 @@ class Snapshot:
             self._queue, self._queue_order = items, order
         return self._queue
 
+    def queue_cached(self) -> list[QueueItem] | None:
+        """`queue()` when it needs no recomputation (no IO, no policy run: callable on the event loop),
+        else None."""
+        if self._queue is None:
+            return None
+        if self.policy is None:
+            return self._queue
+        order = self.policy.cached(self.head)
+        return self._queue if order is not None and order is self._queue_order else None
+
     def policy_order(self) -> PolicyOrder | None:
         """The policy order behind `queue()` (None for a bare snapshot)."""
         self.queue()
@@ -96,11 +106,16 @@ class ReadModel:
         self.clock = clock
         self.head_ttl_s = head_ttl_s
         self.figures_ttl_s = figures_ttl_s
-        self._lock = threading.Lock()
+        self._lock = threading.Lock()  # the snapshot's
+        self._figures_lock = threading.Lock()
+        self._counts_lock = threading.Lock()
+        # the highest position a mutation through this process saw: nothing older is ever served
+        self.floor = 0
         self._head: tuple[float, int] = (-1.0, -1)
         self._snapshot: Snapshot | None = None
         self._figures: dict[float, tuple[int, float, list[figures.AllocationFigures]]] = {}
         self._counts: tuple[int, dict[str, int]] | None = None
+        self._deferrals: tuple[int, tuple[str, ...], dict[str, tuple[int, dict[str, Any]]]] | None = None
         self.policy = PolicyQueue(store, clock=clock)
 
     def head(self) -> int:
@@ -119,15 +134,45 @@ class ReadModel:
 
     def saw(self, position: int) -> None:
         """A mutation's outcome was recorded at `position`: read-your-writes from here on."""
+        self.floor = max(self.floor, position)
         if position > self._head[1]:
             self._head = (-1.0, position)
 
+    def cached_snapshot(self) -> Snapshot | None:
+        """The snapshot when it is known to be current without asking the store (the head was read within
+        `head_ttl_s` and the snapshot is at least there), else None: callable on the event loop, so a
+        request does not hop to a thread for an answer already in memory."""
+        head = self.fresh_head()
+        snap = self._snapshot
+        return snap if head is not None and snap is not None and snap.head >= head else None
+
+    def cached_figures(self, window_s: float) -> list[figures.AllocationFigures] | None:
+        """`figures(window_s)` when it is cached and current (no IO), else None."""
+        snap = self.cached_snapshot()
+        hit = self._figures.get(window_s)
+        if snap is not None and hit is not None and hit[0] == snap.head and self.clock() - hit[1] < self.figures_ttl_s:
+            return hit[2]
+        return None
+
+    def cached_job_counts(self) -> dict[str, int] | None:
+        """`job_counts()` when it is current (no IO), else None."""
+        head = self.fresh_head()
+        hit = self._counts
+        return hit[1] if head is not None and hit is not None and hit[0] >= head else None
+
     def snapshot(self) -> Snapshot:
+        """The projections at the head; while another thread is already reading a newer one, the previous
+        snapshot (never older than `floor`): under a stream of appends, requests do not queue behind
+        each other's reloads. A caller that may cache its answer compares `.head` with `known_head()`."""
         head = self.head()
         snap = self._snapshot
         if snap is not None and snap.head >= head:
             return snap
-        with self._lock:
+        if not self._lock.acquire(blocking=False):
+            if snap is not None and snap.head >= self.floor:
+                return snap
+            self._lock.acquire()
+        try:
             snap = self._snapshot
             if snap is not None and snap.head >= head:
                 return snap
@@ -143,6 +188,12 @@ class ReadModel:
                             self.policy)
             self._snapshot = snap
             return snap
+        finally:
+            self._lock.release()
+
+    def known_head(self) -> int:
+        """The newest head this process has read or been told of (no IO)."""
+        return self._head[1]
 
     def figures(self, window_s: float) -> list[figures.AllocationFigures]:
         snap = self.snapshot()
@@ -150,7 +201,12 @@ class ReadModel:
         hit = self._figures.get(window_s)
         if hit is not None and hit[0] == snap.head and now - hit[1] < self.figures_ttl_s:
             return hit[2]
-        with self._lock:
+        if not self._figures_lock.acquire(blocking=False):
+            # another thread is computing them: the previous figures meanwhile (see figures_head)
+            if hit is not None and hit[0] >= self.floor:
+                return hit[2]
+            self._figures_lock.acquire()
+        try:
             hit = self._figures.get(window_s)
             if hit is not None and hit[0] == snap.head and now - hit[1] < self.figures_ttl_s:
                 return hit[2]
@@ -166,6 +222,13 @@ class ReadModel:
                 self._figures.clear()
             self._figures[window_s] = (snap.head, now, out)
             return out
+        finally:
+            self._figures_lock.release()
+
+    def figures_head(self, window_s: float) -> int:
+        """The head the last figures for `window_s` were computed at (-1: none)."""
+        hit = self._figures.get(window_s)
+        return hit[0] if hit is not None else -1
 
     # -- rows that are not cached ----------------------------------------------------------------
 
@@ -220,6 +283,18 @@ class ReadModel:
                 out[str(row.stream_id).removeprefix("job-")] = (int(row.position), explanation)
         return out
 
+    def cached_deferrals(self, head: int, job_ids: list[str]) -> dict[str, tuple[int, dict[str, Any]]] | None:
+        """`deferrals(job_ids)` as last read at `head` for the same jobs (no IO), else None."""
+        hit = self._deferrals
+        return hit[2] if hit is not None and hit[0] == head and hit[1] == tuple(job_ids) else None
+
+    def deferrals_at(self, head: int, job_ids: list[str]) -> dict[str, tuple[int, dict[str, Any]]]:
+        """`deferrals(job_ids)`, remembered for `head` (the queue's first page is asked for again and
+        again until the log moves)."""
+        out = self.deferrals(job_ids)
+        self._deferrals = (head, tuple(job_ids), out)
+        return out
+
     def job_counts(self) -> dict[str, int]:
         """Jobs per state, once per head."""
         from sqlalchemy import func
@@ -228,10 +303,21 @@ class ReadModel:
         hit = self._counts
         if hit is not None and hit[0] >= head:
             return hit[1]
-        t = schema.proj_jobs
-        with self.store.engine.connect() as conn:
-            rows = conn.execute(select(t.c.state, func.count()).group_by(t.c.state)).all()
-            conn.rollback()
-        counts = {r[0]: int(r[1]) for r in rows}
-        self._counts = (head, counts)
-        return counts
+        if not self._counts_lock.acquire(blocking=False):
+            if hit is not None and hit[0] >= self.floor:
+                return hit[1]  # another thread is counting: the previous counts meanwhile (counts_head)
+            self._counts_lock.acquire()
+        try:
+            t = schema.proj_jobs
+            with self.store.engine.connect() as conn:
+                rows = conn.execute(select(t.c.state, func.count()).group_by(t.c.state)).all()
+                conn.rollback()
+            counts = {r[0]: int(r[1]) for r in rows}
+            self._counts = (head, counts)
+            return counts
+        finally:
+            self._counts_lock.release()
+
+    def counts_head(self) -> int:
+        """The head the last job counts were read at (-1: none)."""
+        return self._counts[0] if self._counts is not None else -1

@@ -233,7 +233,11 @@ class Query:
     async def job_counts(self, info: Info[Context, None]) -> list[StateCount]:
         ctx = _ctx(info)
         ctx.who("jobCounts")
-        counts = await asyncio.to_thread(ctx.services.read.job_counts)
+        counts = ctx.services.read.cached_job_counts()
+        if counts is None:
+            counts = await asyncio.to_thread(ctx.services.read.job_counts)
+        if ctx.services.read.counts_head() < ctx.services.read.known_head():
+            ctx.no_cache()
         return [StateCount(state=s, count=counts.get(s, 0)) for s in JOB_STATES]
 
     @fields.field("The queue in the order the scheduler takes it: position overall and in "
@@ -247,10 +251,15 @@ class Query:
         if project is not None and not access.sees(project):
             await ctx.deny("queue", f"project:{project}", "outside the principal's scopes")
             return Queue(waiting=0, waiting_gpus=0, entries=[])
-        items = await asyncio.to_thread(snap.queue)
+        items = snap.queue_cached()
+        if items is None:
+            items = await asyncio.to_thread(snap.queue)
         shown = [i for i in items if project is None or i.job["project"] == project][:n]
-        deferrals = await asyncio.to_thread(ctx.services.read.deferrals,
-                                            [i.job["job_id"] for i in shown if access.sees(i.job["project"])])
+        ids = [i.job["job_id"] for i in shown if access.sees(i.job["project"])]
+        read = ctx.services.read
+        deferrals = read.cached_deferrals(snap.head, ids)
+        if deferrals is None:
+            deferrals = await asyncio.to_thread(read.deferrals_at, snap.head, ids)
         entries: list[QueueEntry] = []
         for item in shown:
             job = item.job
@@ -420,7 +429,11 @@ async def _allocations(ctx: Context, window_s: float, root: str | None, operatio
     if root is not None and root != ROOT and not access.sees(root):
         await ctx.deny(operation, f"allocation:{root}", "outside the principal's scopes")
         return []
-    figs = await asyncio.to_thread(ctx.services.read.figures, window_s)
+    figs = ctx.services.read.cached_figures(window_s)
+    if figs is None:
+        figs = await asyncio.to_thread(ctx.services.read.figures, window_s)
+    if ctx.services.read.figures_head(window_s) < ctx.services.read.known_head():
+        ctx.no_cache()
     under = subtree((await ctx.snapshot()).parents, [root]) if root is not None and root != ROOT else None
     return [Allocation.of(f) for f in figs if access.sees(f.name) and (under is None or f.name in under)]
 

@@ -38,6 +38,12 @@ class ApiSettings(BaseSettings):
     api_denial_burst: int = 20
     api_denial_window_s: float = 60.0
     api_subscription_poll_s: float = 0.25
+    # Threads for the blocking work of requests (store reads, Kafka publishes) and the store connections
+    # they may hold (PostgreSQL; pool plus overflow). Threads waiting on the store cost no CPU; too few of
+    # them queue every request behind a handful of round trips (bench soak).
+    api_threads: int = 32
+    api_db_pool: int = 16
+    api_db_overflow: int = 16
     # Query results cached per (token, document, store head, 5 s bucket); denials and non-queries never.
     api_result_cache: bool = True
     api_result_cache_size: int = 2048
