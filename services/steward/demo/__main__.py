@@ -20,7 +20,6 @@ from steward.demo.driver import demo_dir, read_config, read_status
 from steward.demo.plan import (
     DemoOptions,
     PlanError,
-    contract_env,
     default_scenario,
     plan_slice,
     policy_settings,
@@ -82,7 +81,7 @@ def set_up(settings: Settings, options: DemoOptions, scenario: Path, log: Callab
     """Bring the stack up for the demo and start its two background processes; returns the config the
     driver runs from. Idempotent: a running demo is left alone."""
     from steward.cli.stack import bring_up
-    from steward.infra.processes import InfraError, Paths, read_pid, start_own, stop_own
+    from steward.infra.processes import InfraError, Paths, read_pid, start_own
     from steward.sim.scenario import load_scenario
 
     paths = Paths(settings.run_dir)
@@ -90,10 +89,8 @@ def set_up(settings: Settings, options: DemoOptions, scenario: Path, log: Callab
         log("the demo already runs; its figures follow (`make down` stops it)")
         return read_config(settings)
     sc = load_scenario(scenario)
-    os.environ.update(contract_env(sc.policy, options))
-    if read_pid(paths, "worker") is not None:  # started without the demo's contract timings
-        log("restarting the Temporal worker with the demo's contract timings")
-        stop_own("worker", paths)
+    # the contract timings (grace, session warnings) come with `steward policy set` below: the worker's
+    # dispatcher freezes the recorded policy into every new run, so a running worker needs no restart
     t = time.monotonic()
     try:
         bring_up(settings, postgres=True)

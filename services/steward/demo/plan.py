@@ -203,8 +203,9 @@ def policy_settings(policy: ScenarioPolicy, options: DemoOptions) -> dict[str, A
 
 
 def contract_env(policy: ScenarioPolicy, options: DemoOptions) -> dict[str, str]:
-    """The Temporal worker's contract timings (STEWARD_CONTRACT_*) scaled by S. The worker reads them
-    from its environment when it starts, not from the recorded policy (docs/adr/0009)."""
+    """The Temporal worker's contract timings (STEWARD_CONTRACT_*) scaled by S, for a worker meant to
+    default to them. The demo no longer sets them: new runs take the recorded policy (`policy_settings`),
+    the environment being only the default for what it does not set (docs/adr/0009)."""
     s = options.speed
     return {
         "STEWARD_CONTRACT_GRACE_S": f"{policy.preemption_grace_s / s:g}",
