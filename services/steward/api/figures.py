@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 import strawberry
 from sqlalchemy import select
 
+from steward.api.scalars import BigInt
 from steward.store import schema as tables
 
 if TYPE_CHECKING:
@@ -731,9 +732,9 @@ class OccupancyPoint:
                              "range; jobs still waiting count with their wait so far.")
 class ClassWait:
     job_class: str
-    jobs: int
-    started: int
-    waiting: int
+    jobs: BigInt
+    started: BigInt
+    waiting: BigInt
     p50_s: float | None
     p90_s: float | None
     max_s: float | None
@@ -742,7 +743,7 @@ class ClassWait:
 @strawberry.type
 class DayCount:
     day: str = strawberry.field(description="YYYY-MM-DD in the requested UTC offset.")
-    count: int
+    count: BigInt
 
 
 @strawberry.type(description="Owed vs delivered of one allocation in one period (GPU-seconds).")
@@ -770,11 +771,11 @@ class OwedPeriod:
 
 @strawberry.type(description="The overview's figures, computed on the server from the log.")
 class Overview:
-    position: int = strawberry.field(description="The log position the figures include.")
+    position: BigInt = strawberry.field(description="The log position the figures include.")
     since: float
     until: float
     step_s: float
-    capacity_gpus: int
+    capacity_gpus: BigInt
     occupancy: list[OccupancyPoint]
     demand_by_hour_of_week: list[list[float]] = strawberry.field(
         description="Mean GPUs demanded (waiting or running), [Monday..Sunday][hour 0..23] in the UTC offset.")

@@ -42,6 +42,7 @@ from sqlalchemy import desc, select
 
 from steward.api.context import Context, UserError
 from steward.api.payloads import InvalidInput, NotAuthorised, ShareInput
+from steward.api.scalars import BigInt
 from steward.auth.access import ROOT, Capability, subtree
 from steward.domain.decide import (
     require_children_sum_at_most_one,
@@ -377,7 +378,7 @@ class WhatIfPreview:
     jobs: int = strawberry.field(description="Jobs replayed.")
     jobs_capped: bool = strawberry.field(description="True when the window held more jobs than the cap "
                                                      "(the newest were kept).")
-    capacity_gpus: int
+    capacity_gpus: BigInt
     policy: str
     cached: bool = strawberry.field(description="Both runs came from the cache.")
     wall_s: float = strawberry.field(description="Simulation time of the runs made for this request.")

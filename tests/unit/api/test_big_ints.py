@@ -32,27 +32,20 @@ BOUNDED = {
     "Query.auditEvents(first)": "page size, at most api_max_page",
     "Query.accessDenials(first)": "page size, at most api_max_page",
     "Query.stateAt(jobsFirst)": "page size, at most api_max_page",
+    "WhatIfAllocation.depth": "tree depth, at most 8 (policy max_tree_depth)",
+    "WhatIfPreview.jobs": "jobs replayed, at most maxJobs",
+    "WhatIfPreview.preemptionsBefore": "preemptions in a replay of at most maxJobs jobs",
+    "WhatIfPreview.preemptionsAfter": "preemptions in a replay of at most maxJobs jobs",
+    "WhatIfWaits.jobs": "jobs of a replay, at most maxJobs",
+    "Query.overview(points)": "input: the 32-bit range is the bound",
+    "Query.overview(utcOffsetS)": "input: the 32-bit range is the bound",
+    "Query.overview(pastPeriods)": "input: the 32-bit range is the bound",
+    "Query.whatIf(maxJobs)": "input: the 32-bit range is the bound",
 }
-# Fields of the overview and what-if engineers' work (services/steward/api/figures.py, whatif.py), left to
-# them: the ones marked "unbounded" can outgrow Int (reported; they should become BigInt).
-ELSEWHERE = {
-    "Overview.position": "unbounded: a log position",
-    "Overview.capacityGpus": "unbounded: a sum of GPUs",
-    "ClassWait.jobs": "unbounded: a count of jobs",
-    "ClassWait.started": "unbounded: a count of jobs",
-    "ClassWait.waiting": "unbounded: a count of jobs",
-    "DayCount.count": "a count per day",
-    "WhatIfAllocation.depth": "tree depth",
-    "WhatIfPreview.jobs": "bounded by maxJobs",
-    "WhatIfPreview.capacityGpus": "unbounded: a sum of GPUs",
-    "WhatIfPreview.preemptionsBefore": "bounded by maxJobs",
-    "WhatIfPreview.preemptionsAfter": "bounded by maxJobs",
-    "WhatIfWaits.jobs": "bounded by maxJobs",
-    "Query.overview(points)": "input",
-    "Query.overview(utcOffsetS)": "input",
-    "Query.overview(pastPeriods)": "input",
-    "Query.whatIf(maxJobs)": "input",
-}
+# The overview's and the what-if's unbounded numbers (log positions, sums of GPUs, counts of jobs or
+# preemptions) are BigInt: held here so that turning one back into Int fails.
+BIG = ("Overview.position", "Overview.capacityGpus", "ClassWait.jobs", "ClassWait.started", "ClassWait.waiting",
+       "DayCount.count", "WhatIfPreview.capacityGpus")
 
 
 def int_fields() -> set[str]:
@@ -70,8 +63,17 @@ def int_fields() -> set[str]:
 
 
 def test_every_int_left_in_the_schema_is_bounded() -> None:
-    unclassified = int_fields() - set(BOUNDED) - set(ELSEWHERE)
+    unclassified = int_fields() - set(BOUNDED)
     assert not unclassified, f"Int fields that may outgrow 32 bits: make them BigInt or bound them: {unclassified}"
+
+
+def test_the_overview_and_what_if_numbers_that_grow_are_big_ints() -> None:
+    types = schema._schema.type_map
+    for name in BIG:
+        type_name, field_name = name.split(".")
+        t = types[type_name]
+        assert isinstance(t, GraphQLObjectType)
+        assert get_named_type(t.fields[field_name].type).name == "BigInt", name
 
 
 @pytest.mark.parametrize(("value", "expected"), [(5, 5), ("6000000000", 6_000_000_000), (7.0, 7), ("-3", -3)])
@@ -110,6 +112,15 @@ def test_sums_of_gpus_beyond_32_bits_are_answered(server: Server) -> None:
     assert giant["blockingGpus"] >= BEYOND_32_BITS - 16
     assert d["queue"]["waitingGpus"] > 3 * 2**31
     assert next(a for a in d["allocations"] if a["name"] == "a1")["waitingGpus"] > 3 * 2**31
+
+
+def test_the_overview_answers_a_capacity_beyond_32_bits(server: Server) -> None:
+    body = server.gql("""{ overview { position capacityGpus waits { jobClass jobs started waiting }
+        preemptionsPerDay { day count } } }""", token=server.tokens["admin"])
+    assert not body.get("errors"), body
+    d = body["data"]["overview"]
+    assert d["capacityGpus"] == 2 * (2**31 - 1) + 16 > BEYOND_32_BITS
+    assert d["position"] == server.store.head()
 
 
 def test_positions_beyond_32_bits_are_accepted_as_arguments(server: Server) -> None:
