@@ -15,6 +15,8 @@ import json
 import marshal
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, fields
+from itertools import repeat
+from operator import attrgetter
 from typing import Any
 
 from sqlalchemy import Connection, MetaData, Table, delete, select, text
@@ -228,37 +230,82 @@ class Projector:
             "proj_jobs": [job_row(j, pos[("j", k)]) for k, j in sorted(self.jobs.items())],
         }
 
-    # -- snapshots: marshal of plain tuples (fast to load); a cache checked by digest and format --
+    # -- snapshots: column-wise marshal (fast to load; one table can be read without the others) --
 
     def encode(self) -> bytes:
+        """The snapshot blob: the small tables as tuples, and the jobs (sorted by id) as one marshalled
+        column per `Job` field plus their positions, so that time travel can load a column (the states,
+        for counts) or one job without building every job (`steward.audit.timetravel`)."""
+        ids = sorted(self.jobs)
+        get = attrgetter(*JOB_FIELDS)
+        table = [get(self.jobs[k]) for k in ids]
+        columns = [marshal.dumps(list(c)) for c in zip(*table, strict=True)] if table else \
+            [marshal.dumps([]) for _ in JOB_FIELDS]
+        pos = self.positions
+        columns.append(marshal.dumps([pos[("j", k)] for k in ids]))
         data = (
             [(a.name, a.parent, a.share) for a in self.allocations.values()],
             [(x.node_id, x.gpus, x.gpu_model, x.path, x.executor, x.state) for x in self.nodes.values()],
-            [tuple(getattr(j, f) for f in JOB_FIELDS) for j in self.jobs.values()],
             {n: tuple(sorted(g)) for n, g in self.used.items()},
-            [(t, k, p) for (t, k), p in self.positions.items()],
+            [(t, k, p) for (t, k), p in pos.items() if t != "j"],
             (self.position, self.recorded_at, self.head_hash),
             dict(self.policy),
+            tuple(columns),
         )
         return marshal.dumps(data)
 
     @staticmethod
     def decode(blob: bytes) -> Projector:
-        allocs, nodes, jobs, used, positions, head, policy = marshal.loads(blob)
+        parts = SnapshotParts.decode(blob)
+        proj = Projector(allocations=parts.allocations, nodes=parts.nodes, used=parts.used, policy=parts.policy,
+                         positions=parts.positions, position=parts.position, recorded_at=parts.recorded_at,
+                         head_hash=parts.head_hash)
+        columns = [parts.column(i) for i in range(len(JOB_FIELDS) + 1)]
+        ids = columns[0]
+        proj.jobs = dict(zip(ids, map(Job, *columns[:-1]), strict=True))
+        proj.positions.update(zip(zip(repeat("j"), ids), columns[-1], strict=True))
+        return proj
+
+
+@dataclass(slots=True)
+class SnapshotParts:
+    """A decoded snapshot blob whose job columns are still marshalled (`column(i)` loads one)."""
+
+    allocations: dict[str, AllocationNode]
+    nodes: dict[str, ClusterNode]
+    used: dict[str, frozenset[int]]
+    policy: dict[str, Any]
+    positions: dict[Key, int]  # allocations and nodes only; the jobs' are the last column
+    position: int
+    recorded_at: float
+    head_hash: str
+    job_columns: tuple[bytes, ...]
+
+    @staticmethod
+    def decode(blob: bytes) -> SnapshotParts:
+        allocs, nodes, used, positions, head, policy, columns = marshal.loads(blob)
+        if not isinstance(columns, tuple) or len(columns) != len(JOB_FIELDS) + 1:
+            raise ValueError("snapshot: wrong number of job columns")
         position, recorded_at, head_hash = head
-        return Projector(
+        return SnapshotParts(
             allocations={a[0]: AllocationNode(*a) for a in allocs},
             nodes={x[0]: ClusterNode(*x) for x in nodes},
-            jobs={j[0]: Job(*j) for j in jobs},
             used={n: frozenset(g) for n, g in used.items()},
             policy=policy,
             positions={(t, k): p for t, k, p in positions},
-            position=position, recorded_at=recorded_at, head_hash=head_hash,
+            position=position, recorded_at=recorded_at, head_hash=head_hash, job_columns=columns,
         )
+
+    def column(self, index: int) -> list[Any]:
+        """Job column `index` (`JOB_FIELDS` order; the last one is the jobs' positions)."""
+        values = marshal.loads(self.job_columns[index])
+        if not isinstance(values, list):
+            raise ValueError("snapshot: a job column is not a list")
+        return values
 
 
 JOB_FIELDS = tuple(f.name for f in fields(Job))
-SNAPSHOT_FORMAT = "marshal-2:" + hashlib.sha256(
+SNAPSHOT_FORMAT = "columns-1:" + hashlib.sha256(
     repr((JOB_FIELDS, [f.name for f in fields(ClusterNode)], [f.name for f in fields(AllocationNode)])).encode()
 ).hexdigest()[:12]
 

@@ -25,7 +25,7 @@ from steward.audit.checkpoints import (
 from steward.audit.export import write_ndjson
 from steward.audit.rebuild import rebuild
 from steward.audit.replay import replay
-from steward.audit.snapshots import state_at, take_snapshots
+from steward.audit.snapshots import state_at, state_at_position, take_snapshots
 from steward.audit.verify import verify
 from steward.domain.commands import SetAllocations, SubmitJob
 from steward.domain.events import Event
@@ -33,6 +33,7 @@ from steward.ledger.core import Ledger, fold
 from steward.store import schema
 from steward.store.eventstore import ConcurrencyError, EventStore, PendingAppend
 from steward.store.hashing import GENESIS, canonical_text, event_hash
+from steward.store.projections import Projector
 from tests.unit.store.builders import history_messages, msg
 
 Tamper = Callable[[str, dict[str, Any] | None], None]
@@ -258,7 +259,30 @@ class StoreContract:
             assert proj.state() == state, at
             del reference
         proj, info = state_at(store, 999.0)
-        assert info["position"] == 0 and not proj.jobs
+        assert info["position"] == 0 and not proj.jobs() and proj.job_counts() == {}
+
+    def test_time_travel_at_every_position_equals_the_reference_fold(self, store: EventStore) -> None:
+        """Snapshots every 11 events (tails of every length, with and without events that are not
+        job-local): the state, the job counts, the rows and single jobs equal a fold from the start."""
+        run_history(store, jobs=25, batch=5, start=1_000.0)
+        assert take_snapshots(store, every=11) >= 3
+        reference = Projector()
+        rows = list(store.read())
+        for rec in [None, *rows]:
+            if rec is not None:
+                reference.apply(rec.as_event(), rec.recorded_at, rec.position, rec.hash)
+            position = rec.position if rec else 0
+            st = state_at_position(store, position)
+            assert st.position == position
+            assert st.state() == fold_upto(store, position), position
+            assert st.rows() == reference.rows(), position
+            counts: dict[str, int] = {}
+            for job in reference.jobs.values():
+                counts[job.state] = counts.get(job.state, 0) + 1
+            assert st.job_counts() == dict(sorted(counts.items())), position
+            for job_id in [*sorted(reference.jobs)[::7], "no-such-job"]:
+                assert st.job(job_id) == reference.jobs.get(job_id), (position, job_id)
+            assert (st.head_hash, st.recorded_at) == (reference.head_hash, reference.recorded_at), position
 
 
 def fold_upto(store: EventStore, position: int) -> Any:
