@@ -10,10 +10,16 @@ allocation and p50/p90 waits per class for both runs.
 Owed vs delivered are summed hour by hour over the window (owed = min(entitlement × capacity, demand)); the
 replay itself runs on until the last job ends, and waits count every replayed job.
 
-How the history becomes a trace (the projections keep one run per job, its latest start):
-- a job that ran is replayed with the time it ran (ended - started, or so far when still running);
-- a job still waiting is replayed with its protection time (its true length is not known yet), at least
-  one minute; a job cancelled before it ever ran is left out (it asked for no work);
+How the history becomes a trace. The projections choose the jobs (submitted in the window, newest
+`max_jobs`) and give their requests; their run time is measured on the event log, because the
+projection keeps only a job's latest run and a requeued job (preempted, lost with its node) would count
+its last run only:
+- a job that ran is replayed with the sum of its runs, each from `JobStarted` (its `started_at`) to the
+  event that ended it (the simulator's `--from-events` rule: `steward.sim.history.RUN_ENDS`), a run
+  still open counting up to now;
+- a job waiting again after running is replayed with what it ran plus its protection time (what is left
+  is not known yet); a job still waiting that never ran with its protection time, at least one minute; a
+  job cancelled before it ever ran is left out (it asked for no work);
 - submit times are kept (relative to the window's start), so the arrival pattern is the real one.
 
 Cost is bounded: at most `max_jobs` jobs (default 2000, at most 5000), simulations run one at a time on a
@@ -117,12 +123,16 @@ def _job_key(j: HistoryJob) -> tuple[Any, ...]:
             round(j.duration_s, 3))
 
 
-def history_job(row: Mapping[str, Any], until: float) -> HistoryJob | None:
-    """One projection row as a replayable job (None: it asked for no work)."""
+def history_job(row: Mapping[str, Any], until: float, ran_s: float | None = None) -> HistoryJob | None:
+    """One projection row as a replayable job (None: it asked for no work). `ran_s`: the job's run time
+    measured on the log (`run_times`); None: the projection's latest run alone."""
     started, ended = row["started_at"], row["ended_at"]
-    if started is not None:
+    waiting = row["state"] in ("QUEUED", "PREEMPTED")
+    if ran_s is not None and ran_s > 0:
+        duration = ran_s + (max(60.0, float(row["min_runtime_s"])) if waiting else 0.0)
+    elif started is not None:
         duration = max(1.0, (float(ended) if ended is not None else until) - float(started))
-    elif row["state"] in ("QUEUED", "PREEMPTED"):
+    elif waiting:
         duration = max(60.0, float(row["min_runtime_s"]))
     else:
         return None
@@ -131,6 +141,39 @@ def history_job(row: Mapping[str, Any], until: float) -> HistoryJob | None:
                       job_class=cls if cls in SIM_CLASSES else "batch", gpus=int(row["gpus"]),
                       min_runtime_s=float(row["min_runtime_s"]), resumable=bool(row["resumable"]),
                       priority=int(row["priority"]), submitted_at=float(row["submitted_at"]), duration_s=duration)
+
+
+RUN_EVENTS_CHUNK = 500  # job streams per query
+
+
+def run_times(store: EventStore, job_ids: Sequence[str], until: float) -> dict[str, float]:
+    """Each job's run time on the log: the sum of its runs, each from `JobStarted` (`started_at`, else
+    when it was recorded) to the event that ended it (`RUN_ENDS`, when it was recorded); a run still open
+    counts up to `until`. Jobs that never started are absent. Synchronous: call it in a thread."""
+    from steward.sim.history import RUN_ENDS
+
+    t = tables.events
+    kinds = ("JobStarted", *sorted(RUN_ENDS))
+    ran: dict[str, float] = {}
+    open_at: dict[str, float] = {}
+    with store.engine.connect() as conn:
+        for i in range(0, len(job_ids), RUN_EVENTS_CHUNK):
+            streams = [f"job-{j}" for j in job_ids[i:i + RUN_EVENTS_CHUNK]]
+            q = (select(t.c.stream_id, t.c.type, t.c.payload, t.c.recorded_at)
+                 .where(t.c.stream_id.in_(streams), t.c.type.in_(kinds)).order_by(t.c.position))
+            for row in conn.execute(q):
+                job, at = str(row.stream_id).removeprefix("job-"), float(row.recorded_at)
+                if row.type == "JobStarted":
+                    started = row.payload.get("started_at") if isinstance(row.payload, dict) else None
+                    real = isinstance(started, int | float) and not isinstance(started, bool) and started > 0
+                    open_at[job] = float(started) if real and started is not None else at
+                    ran.setdefault(job, 0.0)
+                elif job in open_at:
+                    ran[job] += max(0.0, at - open_at.pop(job))
+        conn.rollback()
+    for job, start in open_at.items():
+        ran[job] += max(0.0, until - start)
+    return ran
 
 
 def load_history(store: EventStore, now: float, window_s: float, max_jobs: int) -> History:
@@ -150,7 +193,9 @@ def load_history(store: EventStore, now: float, window_s: float, max_jobs: int) 
                            .limit(1)).first()
         conn.rollback()
     capped = len(rows) > max_jobs
-    jobs = [h for r in reversed(rows[:max_jobs]) if (h := history_job(r, until)) is not None]
+    kept = rows[:max_jobs]
+    ran = run_times(store, [str(r["job_id"]) for r in kept], until)
+    jobs = [h for r in reversed(kept) if (h := history_job(r, until, ran.get(str(r["job_id"])))) is not None]
     policy = dict(pol[0].get("settings", {})) if pol is not None and isinstance(pol[0], dict) else {}
     return History(
         since=since, until=until,

@@ -16,7 +16,9 @@ from steward.api.whatif import (
     Runner,
     WhatIfRefused,
     history_job,
+    load_history,
     proposed_shares,
+    run_times,
     runner_for,
     scenario_of,
     simulate,
@@ -195,3 +197,55 @@ def test_the_summary_names_what_changes(jobs: int, rows: list[Any], p90: tuple[f
     waits = [WhatIfWaits(job_class="batch", jobs=jobs, p50_before_s=None, p90_before_s=p90[0] if p90 else None,
                          p50_after_s=None, p90_after_s=p90[1] if p90 else None)]
     assert summary(rows, waits, jobs, 7 * 86400.0) == expected
+
+
+# -- run times from the log -----------------------------------------------------------------------------
+
+
+def test_a_requeued_job_is_replayed_with_both_of_its_runs(tmp_path: Path) -> None:
+    """The projection keeps a job's latest run only; the what-if measures every run on the log."""
+    from steward.bus.envelope import command_envelope
+    from steward.domain.commands import (
+        PlaceJob,
+        RegisterNode,
+        ReportJobExited,
+        ReportJobLost,
+        ReportJobStarted,
+        SetAllocations,
+        SubmitJob,
+    )
+    from steward.ledger.core import Ledger
+    from steward.store.eventstore import EventStore
+    from steward.store.migrate import upgrade
+
+    url = f"sqlite:///{tmp_path / 'steward.db'}"
+    upgrade(url)
+    store = EventStore.from_url(url)
+    t0 = 999_960.0  # a whole minute, as the what-if rounds "now" up to one
+    clock = [t0]
+    ledger = Ledger(store, consumer_name="t", clock=lambda: clock[0])
+
+    def at(t: float, *cmds: Any) -> None:
+        clock[0] = t0 + t
+        ledger.process([("t", command_envelope(c, actor="t", role="admin").encode()) for c in cmds], {})
+
+    at(0, SetAllocations("cluster", {"a": 1.0}, "setup"), RegisterNode("n1", 8, "h100", ["blk", "n1"]),
+       RegisterNode("n2", 8, "h100", ["blk", "n2"], "other"))  # another executor: healthy after n1 is lost
+    at(10, SubmitJob("rq", "a", 4, 0, ["true"]), SubmitJob("once", "a", 4, 0, ["true"]),
+       SubmitJob("open", "a", 4, 0, ["true"]))
+    at(20, PlaceJob("rq", {"n1": [0, 1, 2, 3]}, True), PlaceJob("once", {"n1": [4, 5, 6, 7]}, True))
+    at(20, ReportJobStarted("rq", 1, 100, started_at=t0 + 20), ReportJobStarted("once", 1, 101, started_at=t0 + 20))
+    at(1020, ReportJobLost("rq", 1, "heartbeat timeout"))  # ran 1000 s, then lost with n1: requeued
+    at(1100, ReportJobExited("once", 1, 0))  # ran 1080 s
+    at(2000, PlaceJob("rq", {"n2": [0, 1, 2, 3]}, True), PlaceJob("open", {"n2": [4, 5, 6, 7]}, True))
+    at(2000, ReportJobStarted("rq", 2, 102, started_at=t0 + 2000), ReportJobStarted("open", 1, 103,
+                                                                                     started_at=t0 + 2000))
+    at(2500, ReportJobExited("rq", 2, 0))  # its second run: 500 s
+    states = {e.payload.get("job_id"): e.type for e in store.read() if e.type.startswith("Job")}
+    assert states == {"rq": "JobCompleted", "once": "JobCompleted", "open": "JobStarted"}, states
+
+    until = t0 + 3000  # now, on a minute boundary: "open" has run 1000 s so far
+    assert run_times(store, ["rq", "once", "open", "never"], until) == {"rq": 1500.0, "once": 1080.0,
+                                                                         "open": 1000.0}
+    h = load_history(store, until, 86400.0, 100)
+    assert {j.job_id: j.duration_s for j in h.jobs} == {"rq": 1500.0, "once": 1080.0, "open": 1000.0}
