@@ -147,9 +147,9 @@ def job_gauges(jobs: Iterable[dict[str, Any]]) -> Iterator[GaugeMetricFamily]:
 
 
 def _assigned(assignments: Any) -> Iterator[tuple[str, int]]:
-    for item in assignments or ():
-        node, indices = item[0], item[1]
-        yield str(node), len(indices) if isinstance(indices, list | tuple) else int(indices)
+    """GPUs held per node, from the jobs projection's `assignments` (node id -> GPU indices)."""
+    for node, indices in (assignments or {}).items():
+        yield str(node), len(indices)
 
 
 def cluster_gpus(nodes: Iterable[dict[str, Any]], jobs: Iterable[dict[str, Any]]) -> GaugeMetricFamily:

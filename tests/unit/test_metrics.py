@@ -16,6 +16,7 @@ from steward.metrics_api import cluster_gpus, fairness_gauges, job_gauges, outco
 from steward.metrics_ledger import LagCollector, LedgerMetrics
 from steward.metrics_scheduler import SchedulerMetrics
 from steward.store.eventstore import RecordedEvent
+from steward.store.projections import job_row
 
 
 def rec(position: int, type_: str, payload: dict[str, Any], message_id: str | None = None,
@@ -120,15 +121,20 @@ def test_a_part_that_does_not_answer_leaves_its_series_out() -> None:
     assert samples(registry) == {}
 
 
+def row(job_id: str, **kw: Any) -> dict[str, Any]:
+    """A jobs row exactly as the projection writes it (assignments: node -> GPU indices)."""
+    return job_row(job(job_id, **kw), 0)
+
+
+# Rows in the projection's own shape: a test with a hand-made shape once hid that the API's gauges read
+# assignments as (node, indices) pairs while the projection stores a node -> indices mapping (/metrics 500).
 JOBS: list[dict[str, Any]] = [
-    {"project": "p1", "job_class": "batch", "state": "QUEUED", "gpus": 4, "funded": 0, "assignments": []},
-    {"project": "p1", "job_class": "batch", "state": "PREEMPTED", "gpus": 2, "funded": 0, "assignments": []},
-    {"project": "p2", "job_class": "interactive", "state": "RUNNING", "gpus": 2, "funded": 1,
-     "assignments": [["n1", [0, 1]]]},
-    {"project": "p2", "job_class": "batch", "state": "PLACED", "gpus": 1, "funded": 0,
-     "assignments": [["n1", [2]]]},
-    {"project": "p3", "job_class": "batch", "state": "RUNNING", "gpus": 8, "funded": 1,
-     "assignments": [["n3", list(range(8))]]},
+    row("q", project="p1", state="QUEUED", gpus=4),
+    row("p", project="p1", state="PREEMPTED", gpus=2),
+    row("s", project="p2", job_class="interactive", state="RUNNING", gpus=2, funded=True,
+        assignments=(("n1", (0, 1)),)),
+    row("b", project="p2", state="PLACED", gpus=1, assignments=(("n1", (2,)),)),
+    row("r", project="p3", state="RUNNING", gpus=8, funded=True, assignments=(("n3", tuple(range(8))),)),
 ]
 NODES: list[dict[str, Any]] = [{"node_id": "n1", "gpus": 8, "state": "ready"},
                                {"node_id": "n2", "gpus": 8, "state": "unhealthy"},
