@@ -7,11 +7,15 @@ PY := $(VENV)/bin/python
 STEWARD := $(VENV)/bin/steward
 STAMP := $(VENV)/.installed-$(shell sha1sum pyproject.toml | cut -c1-12)
 
-.PHONY: setup services up down demo test lint typecheck unit integration e2e bench-cycle schema clean web web-test chromium
+.PHONY: setup tools services up down demo test lint typecheck unit integration e2e bench-cycle schema clean web web-test chromium
 
 ## setup: the Python environment and the real services' software (Kafka jars, PostgreSQL, Temporal CLI)
 setup: $(STAMP)
 	bash infra/services.sh install
+
+## tools: what checks the deployment descriptions (Helm built from the Go proxy, Kubernetes schemas);
+## only the tests need them, so `make demo` on a fresh machine does not wait for a Go build
+tools: setup
 	bash infra/tools.sh install
 
 $(STAMP): pyproject.toml
@@ -54,7 +58,7 @@ demo: setup web
 	STEWARD_DEMO_T0=$${STEWARD_DEMO_T0:-$$(date +%s.%N)} $(PY) -m steward.demo $(DEMO_ARGS)
 
 ## test: set everything up and run every tier (lint, types, unit, property, integration, e2e)
-test: setup web web-test chromium lint typecheck
+test: setup tools web web-test chromium lint typecheck
 	$(PY) -m pytest -q -p no:cacheprovider tests
 
 lint:

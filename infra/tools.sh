@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Tools that check the deployment descriptions (infra/k8s, infra/compose) without a cluster or Docker.
 #
-#   infra/tools.sh install            everything below (idempotent; what `make setup` runs)
+#   infra/tools.sh install            everything below (idempotent; what `make tools` runs, for `make test`)
 #   infra/tools.sh install-helm       Helm 3 built from the Go module proxy (go install) into $TOOLS/bin
 #   infra/tools.sh install-schemas    the Kubernetes OpenAPI JSON schemas (PyPI package kubernetes-validate)
 #                                     and the Compose specification's schema (vendored by check-jsonschema),

@@ -12,8 +12,9 @@
 - infra/grafana/steward-dashboard.json against the metric names and types of docs/metrics.md.
 - infra/docker/Dockerfile: the base image, the non-root user, the entrypoint, the migrations.
 
-helm and the schema packages come from `bash infra/tools.sh install` (the Makefile's setup). Without them these
-tests skip on a developer's machine and fail under CI. No network is used at test time.
+helm and the schema packages come from `bash infra/tools.sh install` (the Makefile's `tools` target, which
+`make test` runs). Without them these tests skip on a developer's machine and fail under CI.
+No network is used at test time.
 """
 
 from __future__ import annotations
@@ -63,7 +64,7 @@ DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")
 
 
 def _tool_missing(what: str) -> None:
-    msg = f"{what} is not installed: run `bash infra/tools.sh install` (the Makefile's setup does)"
+    msg = f"{what} is not installed: run `bash infra/tools.sh install` (`make tools`; `make test` runs it)"
     if os.environ.get("CI"):
         pytest.fail(msg)
     pytest.skip(msg)
