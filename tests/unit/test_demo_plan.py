@@ -13,7 +13,6 @@ from hypothesis import strategies as st
 from steward.demo.plan import (
     DemoOptions,
     PlanError,
-    contract_env,
     plan_sessions,
     plan_slice,
     policy_settings,
@@ -83,14 +82,12 @@ def test_bad_options_are_refused_by_name(options: DemoOptions, field: str) -> No
         options.check()
 
 
-def test_policy_and_contract_timings_are_divided_by_the_speed() -> None:
+def test_policy_timings_are_divided_by_the_speed() -> None:
     policy = ScenarioPolicy()
     settings = policy_settings(policy, DemoOptions(speed=120))
     assert settings == {"window_s": 5040.0, "max_min_runtime_s": 240.0, "session_cap_s": 240.0,
                         "session_warnings_s": [15.0, 2.5], "checkpoint_interval_s": 15.0,
                         "restart_overhead_s": 0.5, "preemption_grace_s": 1.0}
-    assert contract_env(policy, DemoOptions(speed=60)) == {"STEWARD_CONTRACT_GRACE_S": "2",
-                                                           "STEWARD_CONTRACT_SESSION_WARNINGS_S": "30,5"}
 
 
 def test_sessions_take_turns_across_divisions(tmp_path: Path) -> None:

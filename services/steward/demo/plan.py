@@ -202,17 +202,6 @@ def policy_settings(policy: ScenarioPolicy, options: DemoOptions) -> dict[str, A
     }
 
 
-def contract_env(policy: ScenarioPolicy, options: DemoOptions) -> dict[str, str]:
-    """The Temporal worker's contract timings (STEWARD_CONTRACT_*) scaled by S, for a worker meant to
-    default to them. The demo no longer sets them: new runs take the recorded policy (`policy_settings`),
-    the environment being only the default for what it does not set (docs/adr/0009)."""
-    s = options.speed
-    return {
-        "STEWARD_CONTRACT_GRACE_S": f"{policy.preemption_grace_s / s:g}",
-        "STEWARD_CONTRACT_SESSION_WARNINGS_S": ",".join(f"{w / s:g}" for w in SESSION_WARNINGS_S),
-    }
-
-
 def sim_checkpoint_s(options: DemoOptions, trace_checkpoint_s: float = 30.0) -> float:
     """How long the simulated executor takes to write a checkpoint, in real seconds."""
     return trace_checkpoint_s / options.speed
