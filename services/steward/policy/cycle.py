@@ -9,10 +9,14 @@ the end. The same snapshot always gives the same result, whatever the order of i
    "Draining").
 2. Order and fund — fair-share standing of every allocation, the global order of waiting jobs, and
    the funding state (DESIGN.md "Ordering", "Funded occupancy").
+2a. Reservations — the blocked head large gang of each of the `reservation_allocations` most
+   under-served allocations (earliest in the order) holds nodes assembled from protection expiries;
+   work behind it in the order (lane jobs included) may use them only if its protection ends before
+   the reservation is due (DESIGN.md "Placement"; ADR 0007 "Reservations before the lane").
 2b. The debug lane — small debug jobs and sessions first, up to a per-allocation cap (ADR 0007).
-3. Place funded work in order, best fit in the smallest domain; the first large gang that does not
-   fit gets a reservation, after which only work whose protection ends before it may use the
-   reserved nodes (DESIGN.md "Placement").
+3. Place funded work in order, best fit in the smallest domain; a large gang that does not fit gets
+   a reservation if fewer than `reservation_allocations` are held, after which the same backfill
+   rule holds for its nodes (DESIGN.md "Placement").
 4. Preempt with strict improvement for funded work still blocked, choosing victims by least lost
    work (DESIGN.md "The time-slicing contract"); blocked lane jobs first, from unfunded work.
 5. Backfill unfunded work on idle capacity (DESIGN.md "Unfunded occupancy").
@@ -97,14 +101,18 @@ class _Cycle:
         self.preemptions: list[Preemption] = []
         self.specials: dict[str, Special] = {}
         self.reservation: Reservation | None = None
-        self.res_plan: ReservationPlan | None = None
+        self.reservations: list[Reservation] = []
+        self.res_plans: list[ReservationPlan] = []
+        self.res_pos: list[int] = []  # the reserved gang's position in the order
+        self.res_nodes: list[tuple[int, ...]] = []
+        self.res_by_job: dict[str, int] = {}
+        self.res_projects: set[str] = set()
         self.reserved: set[int] = set()
         self.claimed: set[int] = set()
         self.reserved_room: int | None = None
         self.reserved_shape: tuple[int, int] | None = None
         self.blocked_by_reservation: set[str] = set()
-        self.fail_reserved: dict[bool, float] = {True: math.inf, False: math.inf}
-        self.reservation_tried = False
+        self.fail_reserved: dict[tuple[bool, int], float] = {}
         self.paths: dict[str, tuple[str, ...]] = {}
         self.rank_cache: dict[str, dict[str, Any]] = {}
         self.fail_single = math.inf
@@ -229,8 +237,21 @@ class _Cycle:
             self.reserved_room = sum(self.index.free[i] for i in self.reserved if i not in self.claimed)
         return self.reserved_room
 
-    def try_place(self, job: PendingJob, allow_reserved: bool) -> tuple[Fit | None, str]:
-        """Where the job goes now (visible capacity first, then reserved nodes when allowed)."""
+    def eligible_mask(self, pos: int, ends_at: float | None) -> int:
+        """The reservations whose nodes a job at `pos` in the order, protected until `ends_at`, may
+        use (bit r for reservation r): those of gangs behind it in the order, and those due no
+        earlier than its protection ends (issue 3's backfill rule). None: no reserved node."""
+        if ends_at is None:
+            return 0
+        mask = 0
+        for r, plan in enumerate(self.res_plans):
+            if pos <= self.res_pos[r] or may_backfill(ends_at - self.now, self.now, plan.ready_at):
+                mask |= 1 << r
+        return mask
+
+    def try_place(self, job: PendingJob, pos: int, ends_at: float | None) -> tuple[Fit | None, str]:
+        """Where the job goes now (visible capacity first, then the reserved nodes it may use: see
+        `eligible_mask`)."""
         index = self.index
         g = job.gpus
         fit: Fit | None = None
@@ -254,41 +275,54 @@ class _Cycle:
                     self.fail_gang[d] = g
                 else:
                     rule = f"{rule}_gang"
-        if fit is None and self.reserved and allow_reserved:
-            fit = self.fit_reserved(g)
-            if fit is not None:
-                rule = "backfill_reserved"
+        if fit is None and self.reserved:
+            mask = self.eligible_mask(pos, ends_at)
+            if mask:
+                fit = self.fit_reserved(g, mask)
+                if fit is not None:
+                    rule = "backfill_reserved"
         return fit, rule
 
-    def fit_reserved(self, g: int) -> Fit | None:
-        """Best fit among the reserved nodes (a gang: their wholly free nodes). Their room only
-        shrinks during a cycle, so a size that did not fit is not tried again."""
+    def fit_reserved(self, g: int, mask: int) -> Fit | None:
+        """Best fit among the reserved nodes of the reservations in `mask` (a gang: the wholly free
+        nodes of one reservation). Their room only shrinks during a cycle, so a size that did not
+        fit is not tried again with the same (or a smaller) set of reservations."""
         index = self.index
         single = g <= index.maxcap
-        if g >= self.fail_reserved[single]:
+        if g >= self.fail_reserved.get((single, mask), math.inf):
             return None
-        nodes = sorted(self.reserved - self.claimed)
+        claimed = self.claimed
         if single:
-            cands = [(index.free[i], i) for i in nodes if index.free[i] >= g]
+            cands = [
+                (index.free[i], i)
+                for r, nodes in enumerate(self.res_nodes)
+                if mask >> r & 1
+                for i in nodes
+                if i not in claimed and index.free[i] >= g
+            ]
             if not cands:
-                self.fail_reserved[single] = g
+                self.fail_reserved[(single, mask)] = g
                 return None
             _, i = min(cands)
             n = index.nodes[i]
             return Fit(((i, g),), len(n.path) + 1, (*n.path, n.id))
-        whole = [i for i in nodes if index.free[i] == index.cap[i] > 0]
-        if sum(index.cap[i] for i in whole) < g:
-            self.fail_reserved[single] = g
-            return None
-        out, left = [], g
-        for i in whole:
-            take = min(index.cap[i], left)
-            out.append((i, take))
-            left -= take
-            if not left:
-                break
-        assert self.res_plan is not None
-        return Fit(tuple(out), self.res_plan.domain_depth, self.res_plan.domain)
+        for r, nodes in enumerate(self.res_nodes):
+            if not mask >> r & 1:
+                continue
+            whole = [i for i in sorted(nodes) if i not in claimed and index.free[i] == index.cap[i] > 0]
+            if sum(index.cap[i] for i in whole) < g:
+                continue
+            out, left = [], g
+            for i in whole:
+                take = min(index.cap[i], left)
+                out.append((i, take))
+                left -= take
+                if not left:
+                    break
+            plan = self.res_plans[r]
+            return Fit(tuple(out), plan.domain_depth, plan.domain)
+        self.fail_reserved[(single, mask)] = g
+        return None
 
     def place(self, job: PendingJob, fit: Fit, rule: str, funded: bool, path: tuple[str, ...], pos: int) -> None:
         before = {a: self.funded_in_use.get(a, 0.0) for a in path[-1:]}
@@ -314,8 +348,12 @@ class _Cycle:
                 "funded_gpus_before": before.get(leaf, 0.0),
                 "quota_gpus": self.quota.get(leaf, 0.0),
             }
-        if self.reservation is not None and any(i in self.reserved for i, _ in fit.nodes):
-            evidence["reservation"] = {"job_id": self.reservation.job_id, "ready_at": self.reservation.ready_at}
+        if self.reserved and any(i in self.reserved for i, _ in fit.nodes):
+            for r, nodes in enumerate(self.res_nodes):
+                if any(i in nodes for i, _ in fit.nodes):
+                    res = self.reservations[r]
+                    evidence["reservation"] = {"job_id": res.job_id, "ready_at": res.ready_at}
+                    break
         self.placements.append(Placement(job.id, job.project, assignments, funded, until, evidence))
 
     # --- phase 2b: the debug lane --------------------------------------------------------------------
@@ -335,7 +373,7 @@ class _Cycle:
                 continue
             self.lane_seen.add(job.id)
             path = self.path(job.project)
-            fit, rule = self.try_place(job, False)
+            fit, rule = self.try_place(job, k, self.now + protection_s(job.klass, job.min_runtime_s, s))
             if fit is None:
                 self.lane_blocked.append((k, job))
                 continue
@@ -380,20 +418,22 @@ class _Cycle:
                 self.unfunded.append((k, job))
                 k += 1
                 continue
-            allow = self.reservation is None or may_backfill(
-                protection_s(job.klass, job.min_runtime_s, self.s), self.now, self.reservation.ready_at
-            )
-            fit, rule = self.try_place(job, allow)
+            ends_at = self.now + protection_s(job.klass, job.min_runtime_s, self.s)
+            fit, rule = self.try_place(job, k, ends_at)
             if fit is not None:
                 self.place(job, fit, rule, True, path, k)
                 k += 1
                 continue
             self.blocked.append((k, job))
-            if self.reservation is not None and not allow and self.reserved_would_hold(job.gpus):
+            if (
+                self.reserved
+                and job.id not in self.res_by_job
+                and self.eligible_mask(k, ends_at) != (1 << len(self.res_plans)) - 1
+                and self.reserved_would_hold(job.gpus)
+            ):
                 self.blocked_by_reservation.add(job.id)
-            if not self.reservation_tried and wants_reservation(job, self.s):
-                self.reservation_tried = True  # the head large gang only, once a cycle
-                self.make_reservation(job, path)
+            if self.may_reserve(job):
+                self.make_reservation(job, path, k)
             k += 1
             if self.nothing_fits_after(k):
                 break
@@ -422,10 +462,43 @@ class _Cycle:
         index = self.index
         if rest_min <= index.max_free() or rest_min <= index.whole_free:
             return False
-        return not self.reserved_has_room() or rest_min >= max(self.fail_reserved.values())
+        full = (1 << len(self.res_plans)) - 1  # the most any job may use; fewer fail sooner
+        fails = [self.fail_reserved.get((single, full), math.inf) for single in (True, False)]
+        return not self.reserved_has_room() or rest_min >= max(fails)
 
-    def make_reservation(self, job: PendingJob, path: tuple[str, ...]) -> None:
-        """Issue 3: a reservation for the head large gang, assembled from protection expiries."""
+    def may_reserve(self, job: PendingJob) -> bool:
+        """Issue 3, ADR 0007: a large gang gets a reservation when it is its allocation's head gang
+        (the first the walk meets) and fewer than `reservation_allocations` are held."""
+        return (
+            wants_reservation(job, self.s)
+            and job.project not in self.res_projects
+            and len(self.res_plans) < self.s.reservation_allocations
+        )
+
+    def phase2a_reserve(self) -> None:
+        """ADR 0007 "Reservations before the lane": before anything is placed, the head large gang of
+        each allocation, in the order (most under-served first), that does not fit now gets a
+        reservation, up to `reservation_allocations`; so lane jobs and work behind it in the order
+        cannot take the nodes it is waiting for unless they leave before it is due."""
+        s = self.s
+        if not s.reservations:
+            return
+        seen: set[str] = set()
+        for k, job in enumerate(self.order.jobs):
+            if len(self.res_plans) >= s.reservation_allocations:
+                break
+            if job.project in seen or not wants_reservation(job, s):
+                continue
+            seen.add(job.project)
+            path = self.path(job.project)
+            if self.funding_gap(job, path) is not None:
+                continue
+            fit, _ = self.try_place(job, k, None)
+            if fit is None and self.may_reserve(job):
+                self.make_reservation(job, path, k)
+
+    def make_reservation(self, job: PendingJob, path: tuple[str, ...], order_pos: int) -> None:
+        """Issue 3: a reservation for a blocked large gang, assembled from protection expiries."""
         index, s, now = self.index, self.s, self.now
         horizon = protection_s(job.klass, job.min_runtime_s, s)
         memo: dict[str, bool] = {}
@@ -459,13 +532,14 @@ class _Cycle:
             for nid, g in p.assignments:
                 on_node[pos[nid]].append((t, g))
         plan = plan_reservation(job, index, on_node, now)
+        self.res_projects.add(job.project)
         if plan is None:
             return
-        self.res_plan = plan
         for i in plan.nodes:
             index.mask(i)
             self.reserved.add(i)
         self.reserved_room = self.reserved_shape = None
+        self.fail_reserved.clear()  # the masks now name a different set of reservations
         nodes = tuple(index.ids[i] for i in plan.nodes)
         evidence = {
             "domain": list(plan.domain),
@@ -475,7 +549,14 @@ class _Cycle:
             "gpus": job.gpus,
             "rank": self.rank(job.project),
         }
-        self.reservation = Reservation(job.id, plan.domain, nodes, plan.ready_at, evidence)
+        reservation = Reservation(job.id, plan.domain, nodes, plan.ready_at, evidence)
+        if self.reservation is None:
+            self.reservation = reservation
+        self.res_by_job[job.id] = len(self.res_plans)
+        self.reservations.append(reservation)
+        self.res_plans.append(plan)
+        self.res_pos.append(order_pos)
+        self.res_nodes.append(plan.nodes)
         self.specials[job.id] = Special(RESERVED, job.gpus, "/".join(plan.domain), plan.ready_at, evidence)
 
     # --- phase 4 -----------------------------------------------------------------------------------
@@ -522,7 +603,8 @@ class _Cycle:
                     self.index, self.snap.running, self.leaving, self.path, self.branches, self.now, s
                 )
             gang_searches += gang
-            allowed = self.reserved if self.reservation is not None and self.reservation.job_id == job.id else None
+            r = self.res_by_job.get(job.id)
+            allowed = set(self.res_nodes[r]) if r is not None else None
             plan = search.search(job, path, allowed)
             attempts += 1
             if plan is None:
@@ -637,7 +719,7 @@ class _Cycle:
         for k, job in self.unfunded:
             if self.index.total_free == 0 and not self.reserved_has_room():
                 break
-            fit, rule = self.try_place(job, True)
+            fit, rule = self.try_place(job, k, self.now)  # no protection: every reservation
             if fit is not None:
                 self.place(job, fit, rule, False, self.path(job.project), k)
 
@@ -702,6 +784,9 @@ class _Cycle:
             "preempted": len(self.preemptions),
             "stopped": len(self.stops),
             "largest_waiting_gang": largest,
+            "reservations": [
+                {"job_id": r.job_id, "nodes": list(r.nodes), "ready_at": r.ready_at} for r in self.reservations
+            ],
             "settings": self.s.to_dict(),
             **self.counters,
         }
@@ -712,6 +797,7 @@ class _Cycle:
     def run(self) -> CycleResult:
         self.phase1_expire_and_drain()
         self.phase2_order_and_fund()
+        self.phase2a_reserve()
         self.phase2b_lane()
         self.phase3_place_funded()
         self.phase4_preempt()

@@ -83,6 +83,9 @@ class PolicySettings:
     # Cycle bounds (speed; see docs/benchmarks.md)
     reservation_min_gpus: int = 8
     """A blocked gang of at least this many GPUs at the head of the order gets a reservation."""
+    reservation_allocations: int = 3
+    """Reservations held at once: the blocked head large gang of each of this many allocations, most
+    under-served (earliest in the order) first; 1 is the global head gang only."""
     preemption_attempts_per_cycle: int = 32
     """Waiting jobs for which one cycle searches victims; the rest wait for the next cycle."""
     gang_preemption_searches_per_cycle: int = 4
@@ -218,6 +221,8 @@ def _check_settings(s: PolicySettings) -> None:
         raise InvalidSettings("gpu_model_weights", "weights must be >= 0")
     if s.reservation_min_gpus < 1:
         raise InvalidSettings("reservation_min_gpus", "must be >= 1")
+    if s.reservation_allocations < 1:
+        raise InvalidSettings("reservation_allocations", "must be >= 1")
     if s.gang_preemption_searches_per_cycle < 0:
         raise InvalidSettings("gang_preemption_searches_per_cycle", "must be >= 0")
     if s.preemption_attempts_per_cycle < 0:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from steward.policy.cycle import schedule
-from steward.policy.explain import OUTRANKED, PREEMPTING, WAITING_FOR_PROTECTION
+from steward.policy.explain import OUTRANKED, PREEMPTING, RESERVED, WAITING_FOR_PROTECTION
 from steward.policy.preemption import Branches, divergence, strictly_improves
 from steward.policy.settings import PolicySettings
 from tests.unit.policy.builders import HOUR, NOW, nodes, pending, placed, preempted, running, snapshot, tree
@@ -29,8 +29,17 @@ def one_node(victims, waiting, usage, settings=None, n=1):
         (running("rb", "b", 8), {"a": 0, "b": 1e7}, None, {"rb": "pa"}, None),
         # not strictly more under-served after the move: keep
         (running("rb", "b", 8), {"a": 0, "b": 0}, None, {}, OUTRANKED),
-        # inside protection: never
-        (running("rb", "b", 8, started_at=NOW - 10), {"a": 0, "b": 1e7}, None, {}, WAITING_FOR_PROTECTION),
+        # inside protection: never; the blocked head gang holds the node until the protection ends
+        # (ADR 0007: reservations are made before anything is placed, even on a full cluster)
+        (running("rb", "b", 8, started_at=NOW - 10), {"a": 0, "b": 1e7}, None, {}, RESERVED),
+        # the same in a policy without reservations
+        (
+            running("rb", "b", 8, started_at=NOW - 10),
+            {"a": 0, "b": 1e7},
+            PolicySettings(reservations=False),
+            {},
+            WAITING_FOR_PROTECTION,
+        ),
         # unfunded: preemptible at once, whatever the ranks
         (running("rb", "b", 8, funded=False, started_at=NOW - 5), {"a": 1e7, "b": 0}, None, {"rb": "pa"}, None),
         # fair-tree: no preemption for fairness
@@ -44,6 +53,7 @@ def one_node(victims, waiting, usage, settings=None, n=1):
         "strict-improvement",
         "not-more-under-served",
         "protected",
+        "protected-no-reservations",
         "unfunded",
         "fair-tree-funded",
         "fair-tree-unfunded",

@@ -75,3 +75,79 @@ def test_no_reservation_when_nothing_would_ever_free_enough():
     jobs = [running("a0", "a", 8, on="n0"), running("a1", "a", 8, on="n1")]
     result = schedule(snapshot(nodes=ns, tree=tree(a=1.0), running=jobs, pending=[pending("g", "a", 16)]))
     assert result.reservation is None
+
+
+def lane_vs_gang(lane_project_usage: float):
+    """n0: 2 GPUs free, 6 held by over-served b until NOW + 600 s; n1: held 5 h. The gang of `a`
+    (under-served) waits for n0; `c` submits two one-GPU debug (lane) jobs, one protected for 300 s,
+    one for 900 s (past the reservation)."""
+    return schedule(
+        snapshot(
+            nodes=nodes(2),
+            tree=tree(a=0.4, b=0.3, c=0.3),
+            usage={"a": 1e5, "b": 1e9, "c": lane_project_usage},
+            running=[
+                running("b0", "b", 6, on="n0", started_at=NOW, protected_for=600),
+                running("b1", "b", 8, on="n1", started_at=NOW, protected_for=5 * HOUR),
+            ],
+            pending=[
+                pending("gang", "a", 8),
+                pending("dbg-short", "c", 1, submitted_at=1, min_runtime_s=300, klass="debug"),
+                pending("dbg-long", "c", 1, submitted_at=2, min_runtime_s=900, klass="debug"),
+            ],
+        )
+    )
+
+
+def test_lane_jobs_of_a_less_under_served_allocation_keep_off_a_reserved_node_unless_they_leave_in_time():
+    # ADR 0007 "Reservations before the lane": the lane placed both on n0 ahead of the gang before
+    result = lane_vs_gang(1e8)
+    r = result.reservation
+    assert r is not None and r.job_id == "gang" and r.nodes == ("n0",) and r.ready_at == NOW + 600
+    got = placed(result)
+    assert got == {"dbg-short": (("n0", 1),)}  # done (protection-wise) before the gang is due
+    assert result.explanations["dbg-long"].reason == BLOCKED_BY_RESERVATION
+
+
+def test_lane_jobs_of_a_more_under_served_allocation_may_use_the_reserved_node():
+    got = placed(lane_vs_gang(0.0))  # c is ahead of a in the order
+    assert set(got) == {"dbg-short", "dbg-long"}
+
+
+def two_gangs(settings=None):
+    """Four nodes held by over-served b (protections end at 1, 2, 3, 4 h); a and c, both
+    under-served, each wait with a whole-node gang."""
+    return schedule(
+        snapshot(
+            nodes=nodes(4),
+            tree=tree(a=0.4, b=0.3, c=0.3),
+            usage={"a": 0.0, "b": 1e9, "c": 1e5},
+            running=[
+                running(f"b{i}", "b", 8, on=f"n{i}", started_at=NOW, protected_for=(i + 1) * HOUR)
+                for i in range(4)
+            ],
+            pending=[
+                pending("ga", "a", 8),
+                pending("ga2", "a", 8, submitted_at=1),
+                pending("gc", "c", 8),
+                pending("short", "b", 2, min_runtime_s=HOUR / 2),
+            ],
+            settings=settings,
+        )
+    )
+
+
+def test_the_head_gang_of_each_under_served_allocation_holds_a_node():
+    result = two_gangs()
+    held = {r["job_id"]: r for r in result.evidence["reservations"]}
+    assert set(held) == {"ga", "gc"}  # one per allocation: not a's second gang
+    assert held["ga"]["nodes"] == ["n0"] and held["ga"]["ready_at"] == NOW + HOUR
+    assert held["gc"]["nodes"] == ["n1"] and held["gc"]["ready_at"] == NOW + 2 * HOUR
+    assert result.reservation is not None and result.reservation.job_id == "ga"  # the most under-served
+    assert result.explanations["gc"].reason == RESERVED
+
+
+def test_reservations_are_bounded_by_the_setting():
+    result = two_gangs(PolicySettings(reservation_allocations=1))
+    assert [r["job_id"] for r in result.evidence["reservations"]] == ["ga"]
+    assert result.explanations["gc"].reason != RESERVED
