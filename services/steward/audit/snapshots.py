@@ -10,17 +10,19 @@ reads (no job is built for the counts).
 from __future__ import annotations
 
 import hashlib
+import struct
 import time
 from collections.abc import Iterator
+from functools import partial
 from typing import Any
 
-from sqlalchemy import delete, select
+from sqlalchemy import delete, func, select
 
 from steward.audit.timetravel import StateAt
 from steward.domain.events import EVENT_TYPES, Event
 from steward.store import schema
 from steward.store.eventstore import EventStore, gc_paused
-from steward.store.projections import SNAPSHOT_FORMAT, Projector, SnapshotParts
+from steward.store.projections import SNAPSHOT_FORMAT, Projector, SnapshotParts, snapshot_digest, snapshot_header_length
 from steward.store.upcasting import upcast
 
 SNAPSHOT_EVERY = 10_000
@@ -35,41 +37,62 @@ def events_for_fold(store: EventStore, after: int, to: int | None = None) -> Ite
         yield position, Event(stream_id, type_, payload), at, h
 
 
-def _snapshot_blobs(store: EventStore, at_or_before: int | None) -> Iterator[bytes]:
-    """The newest snapshots at or before the position whose format and digest check out, newest first."""
+def _candidates(store: EventStore, at_or_before: int | None) -> list[tuple[int, str]]:
+    """(position, digest) of the newest snapshots of the current format at or before the position."""
     t = schema.snapshots
-    q = select(t.c.position, t.c.format, t.c.digest, t.c.state).order_by(t.c.position.desc())
+    q = select(t.c.position, t.c.digest).where(t.c.format == SNAPSHOT_FORMAT).order_by(t.c.position.desc())
     if at_or_before is not None:
         q = q.where(t.c.position <= at_or_before)
     with store.engine.connect() as conn:
-        rows = conn.execute(q.limit(5))
-        try:
-            for row in rows:
-                blob = bytes(row.state)
-                if row.format == SNAPSHOT_FORMAT and hashlib.sha256(blob).hexdigest() == row.digest:
-                    yield blob
-        finally:
-            rows.close()
-            conn.rollback()
+        rows = [(int(r.position), str(r.digest)) for r in conn.execute(q.limit(5))]
+        conn.rollback()
+    return rows
+
+
+def _fetch(store: EventStore, position: int, spans: list[tuple[int, int]]) -> list[bytes]:
+    """Byte ranges of one stored snapshot, read by the database (`substr` on the blob), not the whole."""
+    t = schema.snapshots
+    out: list[bytes] = []
+    with store.engine.connect() as conn:
+        for i in range(0, len(spans), 200):
+            chunk = spans[i:i + 200]
+            cols = [func.substr(t.c.state, offset + 1, length) for offset, length in chunk]
+            row = conn.execute(select(*cols).where(t.c.position == position)).one()
+            out += [bytes(v) if v is not None else b"" for v in row]
+        conn.rollback()
+    return out
 
 
 def load_snapshot(store: EventStore, at_or_before: int | None = None) -> Projector | None:
     """The newest readable snapshot at or before the position (None: fold from the start)."""
-    for blob in _snapshot_blobs(store, at_or_before):
+    for position, digest in _candidates(store, at_or_before):
+        with store.engine.connect() as conn:
+            blob = bytes(conn.execute(select(schema.snapshots.c.state)
+                                      .where(schema.snapshots.c.position == position)).scalar_one())
+            conn.rollback()
         try:
+            if snapshot_digest(blob) != digest:
+                continue
             with gc_paused():
                 return Projector.decode(blob)
-        except (ValueError, TypeError, EOFError):
+        except (ValueError, TypeError, EOFError, struct.error):
             continue
     return None
 
 
 def load_snapshot_parts(store: EventStore, at_or_before: int | None = None) -> SnapshotParts | None:
-    """As `load_snapshot`, with the job columns left marshalled (time travel loads what it reads)."""
-    for blob in _snapshot_blobs(store, at_or_before):
+    """As `load_snapshot`, reading the header only: the job parts are read when asked for."""
+    for position, digest in _candidates(store, at_or_before):
         try:
-            return SnapshotParts.decode(blob)
-        except (ValueError, TypeError, EOFError):
+            (prefix,) = _fetch(store, position, [(0, 65_536)])
+            size = snapshot_header_length(prefix)
+            if size > len(prefix):
+                (prefix,) = _fetch(store, position, [(0, size)])
+            head = prefix[:size]
+            if hashlib.sha256(head).hexdigest() != digest:
+                continue
+            return SnapshotParts.decode(head, partial(_fetch, store, position))
+        except (ValueError, TypeError, EOFError, struct.error):
             continue
     return None
 
@@ -80,7 +103,7 @@ def save_snapshot(store: EventStore, proj: Projector) -> None:
         conn.execute(delete(schema.snapshots).where(schema.snapshots.c.position == proj.position))
         conn.execute(schema.snapshots.insert().values(
             position=proj.position, recorded_at=proj.recorded_at, head_hash=proj.head_hash,
-            format=SNAPSHOT_FORMAT, digest=hashlib.sha256(blob).hexdigest(), state=blob))
+            format=SNAPSHOT_FORMAT, digest=snapshot_digest(blob), state=blob))
 
 
 def take_snapshots(store: EventStore, every: int = SNAPSHOT_EVERY, upto: int | None = None) -> int:
@@ -113,6 +136,7 @@ def state_at_position(store: EventStore, position: int) -> StateAt:
     if not all(StateAt.folds(ev) for _, ev, _, _ in tail):
         return StateAt(None, fold_to(store, position))
     st = StateAt(parts)
+    st.prefetch(ev.payload["job_id"] for _, ev, _, _ in tail)
     for pos, ev, at, h in tail:
         st.apply(ev, at, pos, h)
     return st

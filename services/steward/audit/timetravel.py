@@ -1,23 +1,23 @@
 """The projections as of a past position, answered without building every job.
 
-`StateAt` is a snapshot's parts (`SnapshotParts`: allocations, nodes and GPU use decoded; the jobs still
-one marshalled column per field, sorted by id) plus the jobs that the log's tail changed after the
-snapshot (folded by the domain's `evolve_job`, each on the one job it names, read from the columns by
-binary search). The job counts need only the `state` column; the whole job table is materialised only
-when asked for (`rows`, `state`, `jobs`). Equal to the reference fold by construction, and checked
-against it at random positions (tests/unit/store/contract.py).
+`StateAt` is a snapshot's parts (`SnapshotParts`: the header with allocations, nodes and GPU use; the
+jobs' id and state columns and row blocks read from the stored blob only when needed) plus the jobs that
+the log's tail changed after the snapshot (folded by the domain's `evolve_job`, each on the one job it
+names, found by binary search in the ids and read from its row block). The job counts need the ids and
+states only; every job is built only when asked for (`rows`, `state`, `jobs`). Equal to the reference
+fold by construction, and checked against it at every position (tests/unit/store/contract.py).
 """
 
 from __future__ import annotations
 
 from bisect import bisect_left
 from collections import Counter
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 from steward.domain.events import Event
 from steward.domain.state import Job, LedgerState, evolve_job
 from steward.store.projections import (
-    JOB_FIELDS,
     JOB_LOCAL_EVENTS,
     Projector,
     SnapshotParts,
@@ -25,9 +25,6 @@ from steward.store.projections import (
     job_row,
     node_row,
 )
-
-_STATE = JOB_FIELDS.index("state")
-_POSITION = len(JOB_FIELDS)
 
 
 class StateAt:
@@ -49,30 +46,40 @@ class StateAt:
             self.position, self.recorded_at, self.head_hash = parts.position, parts.recorded_at, parts.head_hash
             self.changed, self.changed_at = {}, {}
         self._parts = parts
-        self._columns: dict[int, list[Any]] = {}
+        self.snapshot_position = parts.position if parts else None
+        self._id_list: list[str] | None = None
 
-    # -- the snapshot's columns, loaded on first use --
+    # -- the snapshot's parts, read on first use --
 
-    def _column(self, index: int) -> list[Any]:
-        if self._parts is None:
-            return []
-        col = self._columns.get(index)
-        if col is None:
-            col = self._columns[index] = self._parts.column(index)
-        return col
+    def _ids(self) -> list[str]:
+        if self._id_list is None:
+            self._id_list = self._parts.ids() if self._parts else []
+        return self._id_list
 
     def _index(self, job_id: str) -> int | None:
-        ids = self._column(0)
+        ids = self._ids()
         i = bisect_left(ids, job_id)
         return i if i < len(ids) and ids[i] == job_id else None
+
+    def _row(self, job_id: str) -> tuple[Any, ...] | None:
+        i = self._index(job_id)
+        if i is None or self._parts is None:
+            return None
+        size = self._parts.block_size
+        return self._parts.blocks([i // size])[0][i % size]
 
     def job(self, job_id: str) -> Job | None:
         if job_id in self.changed:
             return self.changed[job_id]
-        i = self._index(job_id)
-        if i is None:
-            return None
-        return Job(*(self._column(c)[i] for c in range(len(JOB_FIELDS))))
+        row = self._row(job_id)
+        return None if row is None else Job(*row[:-1])
+
+    def prefetch(self, job_ids: Iterable[str]) -> None:
+        """Read the row blocks holding these jobs in one fetch (before folding a tail that names them)."""
+        if self._parts is None:
+            return
+        found = (self._index(j) for j in job_ids)
+        self._parts.blocks(sorted({i // self._parts.block_size for i in found if i is not None}))
 
     # -- folding the tail --
 
@@ -98,9 +105,9 @@ class StateAt:
     # -- answers --
 
     def job_counts(self) -> dict[str, int]:
-        """Jobs per state (reads the `state` column only, plus the tail's jobs)."""
-        counts = Counter(self._column(_STATE))
-        states = self._column(_STATE)
+        """Jobs per state (reads the ids and the states only, plus the tail's jobs)."""
+        states = self._parts.states() if self._parts else []
+        counts = Counter(states)
         for job_id, job in self.changed.items():
             i = self._index(job_id)
             if i is not None:
@@ -108,15 +115,19 @@ class StateAt:
             counts[job.state] += 1
         return {s: n for s, n in sorted(counts.items()) if n}
 
+    def _all_rows(self) -> Iterator[tuple[Any, ...]]:
+        if self._parts is not None:
+            for rows in self._parts.blocks(range(self._parts.block_count)):
+                yield from rows
+
     def jobs(self) -> dict[str, Job]:
-        """Every job (materialises the columns)."""
-        columns = [self._column(c) for c in range(len(JOB_FIELDS))]
-        out = dict(zip(columns[0], map(Job, *columns), strict=True)) if columns[0] else {}
+        """Every job (reads every row block)."""
+        out = {row[0]: Job(*row[:-1]) for row in self._all_rows()}
         out.update(self.changed)
         return out
 
     def job_positions(self) -> dict[str, int]:
-        out = dict(zip(self._column(0), self._column(_POSITION), strict=True))
+        out = {row[0]: row[-1] for row in self._all_rows()}
         out.update(self.changed_at)
         return out
 

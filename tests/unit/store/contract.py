@@ -30,7 +30,7 @@ from steward.audit.verify import verify
 from steward.domain.commands import SetAllocations, SubmitJob
 from steward.domain.events import Event
 from steward.ledger.core import Ledger, fold
-from steward.store import schema
+from steward.store import projections, schema
 from steward.store.eventstore import ConcurrencyError, EventStore, PendingAppend
 from steward.store.hashing import GENESIS, canonical_text, event_hash
 from steward.store.projections import Projector
@@ -261,9 +261,12 @@ class StoreContract:
         proj, info = state_at(store, 999.0)
         assert info["position"] == 0 and not proj.jobs() and proj.job_counts() == {}
 
-    def test_time_travel_at_every_position_equals_the_reference_fold(self, store: EventStore) -> None:
+    def test_time_travel_at_every_position_equals_the_reference_fold(
+            self, store: EventStore, monkeypatch: pytest.MonkeyPatch) -> None:
         """Snapshots every 11 events (tails of every length, with and without events that are not
-        job-local): the state, the job counts, the rows and single jobs equal a fold from the start."""
+        job-local) in row blocks of 4 jobs: the state, the job counts, the rows and single jobs equal a
+        fold from the start."""
+        monkeypatch.setattr(projections, "SNAPSHOT_BLOCK", 4)
         run_history(store, jobs=25, batch=5, start=1_000.0)
         assert take_snapshots(store, every=11) >= 3
         reference = Projector()
