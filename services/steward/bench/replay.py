@@ -4,7 +4,9 @@ hash-chain verification, a projection rebuild into fresh tables with checksums, 
 
 Keys: `verify_events_per_s` (the chain), `verify_with_checkpoints_events_per_s` (chain + Merkle root),
 `rebuild_events_per_s` (fold from the start + fresh tables + checksums), `rebuild_fold_events_per_s`,
-`state_at_ms` (median over random past times, with snapshots), `state_at_ms_max`.
+`state_at_ms` (median over random past times, with snapshots: the state with its job counts, loading only
+the job columns it reads), `state_at_ms_max`, `state_at_with_rows_ms` (plus every projection row, as
+`steward audit state --json` prints them).
 """
 
 from __future__ import annotations
@@ -128,15 +130,18 @@ def run(events: int, samples: int, snapshot_every: int, settings: Settings | Non
     rows = store.read(after=0, limit=1) + store.read(after=head - 1, limit=1)
     first, last = rows[0].recorded_at, rows[-1].recorded_at
     rng = random.Random(1)
-    timings, with_rows = [], []
+    timings, with_rows, tails = [], [], []
     for _ in range(samples):
         at = rng.uniform(first, last)
         t = time.perf_counter()
-        proj, _info = state_at(store, at)
+        st, info = state_at(store, at)
+        st.job_counts()  # the answer's summary: position, allocations, nodes, jobs per state
         timings.append((time.perf_counter() - t) * 1000)
-        proj.rows()
+        tails.append(info["position"] - (st.snapshot_position or 0))
+        st.rows()  # every row, as `steward audit state --json` prints them
         with_rows.append((time.perf_counter() - t) * 1000)
     result |= {"state_at_ms": round(statistics.median(timings), 1), "state_at_ms_max": round(max(timings), 1),
+               "state_at_tail_events_median": statistics.median(tails),
                "state_at_with_rows_ms": round(statistics.median(with_rows), 1),
                "state_at_samples": samples, "snapshot_every": snapshot_every,
                "jobs_at_head": rebuilt["tables"]["proj_jobs"]["rows"],
