@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from sqlalchemy import select
 
-from steward.domain.state import LedgerState
+from steward.domain.state import AllocationNode, ClusterNode, Job
 from steward.store import schema
 from steward.store.eventstore import EventStore, RecordedEvent, row_to_recorded
 
@@ -66,12 +66,32 @@ def read_events(store: EventStore, q: EventQuery, after: int, limit: int) -> tup
     return out, scanned, True
 
 
-def state_at(store: EventStore, position: int) -> tuple[LedgerState, int, float | None]:
-    """The state at `position`: the audit's nearest snapshot plus the tail, folded by the domain's code."""
-    from steward.audit.snapshots import fold_to
+@dataclass(frozen=True, slots=True)
+class StatePage:
+    """The state at a position as the API's `stateAt` gives it: the small tables whole, the job counts
+    per state, and the first jobs by (submitted_at, job_id)."""
 
-    proj = fold_to(store, position)
-    return proj.state(), proj.position, proj.recorded_at if proj.position else None
+    position: int
+    recorded_at: float | None
+    allocations: list[AllocationNode]
+    nodes: list[ClusterNode]
+    job_counts: dict[str, int]
+    jobs: list[Job]
+    jobs_total: int
+
+
+def state_at(store: EventStore, position: int, jobs_first: int) -> StatePage:
+    """The state at `position` (`StateAt`: the nearest snapshot's parts plus the tail): the counts come
+    from the snapshot's id and state columns, and only the first `jobs_first` jobs are built."""
+    from steward.audit.snapshots import state_at_position
+
+    st = state_at_position(store, position)
+    counts = st.job_counts()
+    return StatePage(
+        position=st.position, recorded_at=st.recorded_at if st.position else None,
+        allocations=sorted(st.allocations.values(), key=lambda a: a.name),
+        nodes=sorted(st.nodes.values(), key=lambda x: x.node_id),
+        job_counts=counts, jobs=st.first_jobs(jobs_first), jobs_total=sum(counts.values()))
 
 
 def position_at(store: EventStore, at: float) -> int:

@@ -384,21 +384,17 @@ class Query:
             target = await asyncio.to_thread(audit.position_at, store, time)
         else:
             target = await asyncio.to_thread(store.head)
-        state, last, at = await asyncio.to_thread(audit.state_at, store, target)
-        counts: dict[str, int] = {}
-        for j in state.jobs.values():
-            counts[j.state] = counts.get(j.state, 0) + 1
-        jobs = sorted(state.jobs.values(), key=lambda j: (j.submitted_at, j.job_id))
+        page = await asyncio.to_thread(audit.state_at, store, target, n)
+        counts = page.job_counts
         return StateAt(
-            position=last, recorded_at=at,
-            allocations=[AllocationAt(name=a.name, parent=a.parent, share=a.share)
-                         for a in sorted(state.allocations.values(), key=lambda a: a.name)],
+            position=page.position, recorded_at=page.recorded_at,
+            allocations=[AllocationAt(name=a.name, parent=a.parent, share=a.share) for a in page.allocations],
             nodes=[NodeAt(id=x.node_id, gpus=x.gpus, gpu_model=x.gpu_model, path=list(x.path), state=x.state)
-                   for x in sorted(state.nodes.values(), key=lambda x: x.node_id)],
+                   for x in page.nodes],
             job_counts=[StateCount(state=s, count=counts[s]) for s in JOB_STATES if s in counts],
             jobs=[JobAt(id=j.job_id, project=j.project, state=j.state, gpus=j.gpus, attempt=j.attempt)
-                  for j in jobs[:n]],
-            jobs_truncated=len(jobs) > n)
+                  for j in page.jobs],
+            jobs_truncated=page.jobs_total > n)
 
     @fields.field("Recompute the hash chain over [fromPosition, toPosition] "
                                   "(auditors, admins); toPosition defaults to the head.")

@@ -10,6 +10,7 @@ fold by construction, and checked against it at every position (tests/unit/store
 
 from __future__ import annotations
 
+import heapq
 from bisect import bisect_left
 from collections import Counter
 from collections.abc import Iterable, Iterator
@@ -18,6 +19,7 @@ from typing import Any
 from steward.domain.events import Event
 from steward.domain.state import Job, LedgerState, evolve_job
 from steward.store.projections import (
+    JOB_FIELDS,
     JOB_LOCAL_EVENTS,
     Projector,
     SnapshotParts,
@@ -25,6 +27,8 @@ from steward.store.projections import (
     job_row,
     node_row,
 )
+
+_SUBMITTED_AT = JOB_FIELDS.index("submitted_at")
 
 
 class StateAt:
@@ -125,6 +129,16 @@ class StateAt:
         out = {row[0]: Job(*row[:-1]) for row in self._all_rows()}
         out.update(self.changed)
         return out
+
+    def first_jobs(self, n: int) -> list[Job]:
+        """The first `n` jobs by (submitted_at, job_id): reads every row block but builds only the `n`
+        jobs it returns (the API's `stateAt` page)."""
+        if n <= 0:
+            return []
+        sub, changed = _SUBMITTED_AT, self.changed
+        rows = (r for r in self._all_rows() if r[0] not in changed)
+        best = [Job(*r[:-1]) for r in heapq.nsmallest(n, rows, key=lambda r: (r[sub], r[0]))]
+        return heapq.nsmallest(n, [*best, *changed.values()], key=lambda j: (j.submitted_at, j.job_id))
 
     def job_positions(self) -> dict[str, int]:
         out = {row[0]: row[-1] for row in self._all_rows()}
