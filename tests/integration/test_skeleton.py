@@ -98,7 +98,10 @@ def test_policy_set_is_recorded_and_followed_and_bad_settings_are_refused(tmp_pa
     events = json.loads(steward("audit", "export", "--json").stdout)
     rows = events if isinstance(events, list) else events.get("events", [])
     recorded = [e for e in rows if e["type"] == "PolicySet"]
-    assert recorded and recorded[-1]["payload"]["settings"] == {"preemption_grace_s": 60}
+    # `changed` is what this command set; `settings` is every override in force (earlier modules of the
+    # session may have recorded others)
+    assert recorded and recorded[-1]["payload"]["changed"] == {"preemption_grace_s": 60}
+    assert recorded[-1]["payload"]["settings"]["preemption_grace_s"] == 60
     bad = tmp_path / "bad.json"
     bad.write_text('{"window_s": -5}')
     proc = steward("policy", "set", str(bad), "--reason", "oops", check=False)

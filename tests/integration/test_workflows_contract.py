@@ -72,7 +72,7 @@ def start(name: str) -> int:
 
 
 @pytest.fixture(scope="module")
-def contract(stack: dict[str, object]) -> Iterator[Any]:
+def contract(stack: dict[str, object], tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     """The stack with short contract timings (worker and executor restarted with them), the scenario's
     tree and cluster applied, and a store to read the log."""
     from steward.config import Settings
@@ -84,6 +84,14 @@ def contract(stack: dict[str, object]) -> Iterator[Any]:
         start(name)
     steward("tree", "apply", str(SCENARIO))
     steward("cluster", "apply", str(SCENARIO))
+    # New runs take the recorded policy's grace and session warnings, the worker's env only where no
+    # PolicySet names them; earlier modules on this stack (the demo, the skeleton) recorded their own.
+    timings = tmp_path_factory.mktemp("contract") / "policy.json"
+    timings.write_text(json.dumps({"preemption_grace_s": float(TIMINGS["STEWARD_CONTRACT_GRACE_S"]),
+                                   "session_warnings_s": [float(w) for w in
+                                                          TIMINGS["STEWARD_CONTRACT_SESSION_WARNINGS_S"]
+                                                          .split(",")]}))
+    steward("policy", "set", str(timings), "--reason", "contract tests: short timings")
     settings = Settings()
     yield Log(EventStore.from_url(settings.resolved_store_url), settings)
 
