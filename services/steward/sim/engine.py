@@ -519,7 +519,7 @@ class Engine:
         return again
 
     def _with_backfill(self, snapshot: Snapshot, result: CycleResult, pending: list[PendingJob]) -> CycleResult:
-        """When the cycle made a reservation, work protected for less than the time until it is due
+        """When the cycle made reservations, work protected for less than the time until one is due
         may backfill the reserved nodes even where its twins ahead may not: if the trimmed queue
         left such jobs out, run the cycle again with them (view.py)."""
         free = self.free_total + self.session_gpus
@@ -527,7 +527,13 @@ class Engine:
         for _ in range(3):
             if result.reservation is None:
                 return result
-            extra = self.pending.backfill_candidates(free, result.reservation.ready_at - self.now)
+            # every reservation of the cycle (policy: one per under-served allocation); the latest
+            # due admits the most
+            due = max(
+                (float(r["ready_at"]) for r in result.evidence.get("reservations", ())),
+                default=result.reservation.ready_at,
+            )
+            extra = self.pending.backfill_candidates(free, due - self.now)
             if seen is None:
                 seen = {j.id for j in pending}
             extra = [j for j in extra if j.id not in seen]
