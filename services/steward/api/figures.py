@@ -28,6 +28,7 @@ import strawberry
 from sqlalchemy import select
 
 from steward.api.scalars import BigInt
+from steward.domain.periods import entitlements as tree_entitlements
 from steward.store import schema as tables
 
 if TYPE_CHECKING:
@@ -63,17 +64,9 @@ class AllocationFigures:
 
 
 def entitlements(parents: Mapping[str, str], shares: Mapping[str, float]) -> dict[str, float]:
-    """A node's entitlement is the product of the shares on its path (DESIGN.md "Org tree")."""
-    memo: dict[str, float] = {}
-
-    def ent(name: str, guard: int = 0) -> float:
-        if name not in memo:
-            parent = parents[name]
-            up = ent(parent, guard + 1) if parent in parents and guard < 64 else 1.0
-            memo[name] = shares[name] * up
-        return memo[name]
-
-    return {n: ent(n) for n in parents}
+    """A node's entitlement is the product of the shares on its path (DESIGN.md "Org tree"): the
+    domain's rule, over the read model's separate parent and share maps."""
+    return tree_entitlements({n: (parents[n], shares[n]) for n in parents})
 
 
 def depth_first(parents: Mapping[str, str]) -> list[tuple[str, int]]:

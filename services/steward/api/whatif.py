@@ -57,6 +57,7 @@ from steward.domain.decide import (
     require_shares_in_unit_interval,
 )
 from steward.domain.errors import DomainError
+from steward.domain.periods import entitlements
 from steward.domain.state import AllocationNode, LedgerState
 from steward.store import schema as tables
 from steward.store.eventstore import EventStore
@@ -439,20 +440,6 @@ class WhatIfPreview:
 WhatIfResult = Annotated[WhatIfPreview | InvalidInput | NotAuthorised, strawberry.union("WhatIfResult")]
 
 
-def _entitlements(shares: Mapping[str, tuple[str, float]]) -> dict[str, float]:
-    memo: dict[str, float] = {}
-
-    def ent(name: str, depth: int = 0) -> float:
-        if name not in shares or depth > 16:
-            return 1.0
-        if name not in memo:
-            parent, share = shares[name]
-            memo[name] = share * ent(parent, depth + 1)
-        return memo[name]
-
-    return {n: ent(n) for n in shares}
-
-
 def _ratio(owed: float, delivered: float) -> float | None:
     return min(1.0, delivered / owed) if owed > 0 else None
 
@@ -460,7 +447,7 @@ def _ratio(owed: float, delivered: float) -> float | None:
 def preview_of(history: History, parent: str, after: Mapping[str, tuple[str, float]], before: RunFigures,
                with_change: RunFigures, visible: set[str] | None, cached: bool, wall_s: float) -> WhatIfPreview:
     """The answer: the parent's subtree (what the principal may see of it), with and without."""
-    ent_b, ent_a = _entitlements(history.shares), _entitlements(after)
+    ent_b, ent_a = entitlements(history.shares), entitlements(after)
     under = subtree({n: p for n, (p, _s) in history.shares.items()}, [parent])
     depth = {n: 1 for n in after}
     for n in after:

@@ -84,7 +84,9 @@ def _overlap(intervals: Iterable[tuple[float, float]], lo: float, hi: float) -> 
     return sum(max(0.0, min(b, hi) - max(a, lo)) for a, b in intervals)
 
 
-def _entitlements(shares: Mapping[str, tuple[str, float]]) -> dict[str, float]:
+def entitlements(shares: Mapping[str, tuple[str, float]]) -> dict[str, float]:
+    """DESIGN.md "Org tree and allocations": a node's entitlement is the product of the shares on its
+    path (`shares`: node -> (parent, share); the root and unknown parents count as 1)."""
     memo: dict[str, float] = {}
 
     def ent(name: str, depth: int = 0) -> float:
@@ -161,7 +163,7 @@ def period_figures(
             seg_end = min(hi, changes[i][0]) if i < len(changes) else hi
             gpu_s = sum(nodes.values()) * (seg_end - seg)
             capacity += gpu_s
-            for name, ent in _entitlements(shares).items():
+            for name, ent in entitlements(shares).items():
                 entitled[name] = entitled.get(name, 0.0) + ent * gpu_s
             seg = seg_end
         capacity_total += capacity
