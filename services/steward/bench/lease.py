@@ -37,6 +37,8 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+from steward.bench.procfs import children
+
 PROJECT = "bench-lease"
 EXECUTOR = "bench"
 
@@ -312,18 +314,6 @@ def _proc_cpu_s(pid: int, reaped: bool = False) -> float:
     return ticks / os.sysconf("SC_CLK_TCK")
 
 
-def _children(pid: int) -> list[int]:
-    out = []
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                if int(Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()[1]) == pid:
-                    out.append(int(entry))
-            except (OSError, IndexError, ValueError):
-                continue
-    return out
-
-
 def stack_cpu(settings: Any, extra: dict[str, int]) -> dict[str, float]:
     """CPU seconds used so far by each process of the stack (PostgreSQL: the server and its backends),
     from the PID files `steward up` keeps. A per-job figure that does not depend on the machine's load."""
@@ -335,7 +325,7 @@ def stack_cpu(settings: Any, extra: dict[str, int]) -> dict[str, float]:
         if pid is None:
             continue
         if name == "postgres":
-            out[name] = _proc_cpu_s(pid, reaped=True) + sum(_proc_cpu_s(c) for c in _children(pid))
+            out[name] = _proc_cpu_s(pid, reaped=True) + sum(_proc_cpu_s(c) for c in children(pid))
         else:
             out[name] = _proc_cpu_s(pid)
     return out

@@ -53,6 +53,8 @@ from typing import Any
 
 import httpx
 
+from steward.bench.procfs import children
+
 PROJECT = "bench-soak"
 AGENT = "soak"
 LOCAL_NODE = "soak-local"
@@ -104,21 +106,9 @@ def _status_kb(pid: int, key: str) -> int:
     return 0
 
 
-def _children(pid: int) -> list[int]:
-    out = []
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                if int(Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()[1]) == pid:
-                    out.append(int(entry))
-            except (OSError, IndexError, ValueError):
-                continue
-    return out
-
-
 def rss_mb(name: str, pid: int) -> float:
     if name == "postgres":
-        return sum(_status_kb(p, "RssAnon") for p in (pid, *_children(pid))) / 1024
+        return sum(_status_kb(p, "RssAnon") for p in (pid, *children(pid))) / 1024
     return _status_kb(pid, "VmRSS") / 1024
 
 
