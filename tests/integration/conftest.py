@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -47,6 +48,25 @@ def services(*args: str) -> None:
         raise RuntimeError(f"infra/services.sh {' '.join(args)} failed:\n{proc.stderr[-3000:]}")
 
 
+def kill_leftover_jobs(run_dir: Path) -> None:
+    """Jobs the local executor started outlive it by design (it re-attaches after its own restart), so a
+    test session ends the ones it started with its stack: each job runs under a shim that leads its own
+    process group (steward.executor.shim), found by the run folder in its command line."""
+    marker = f"{run_dir}/executor/"
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            cmdline = (entry / "cmdline").read_bytes().decode(errors="replace").split("\0")
+        except OSError:
+            continue
+        if "steward.executor.shim" in cmdline and any(arg.startswith(marker) for arg in cmdline):
+            try:
+                os.killpg(int(entry.name), signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                continue
+
+
 def clean_run_dir() -> None:
     """Everything but the downloaded software goes, so each session starts from empty stores. Steward's
     own processes left by an earlier session (STEWARD_KEEP_SERVICES=1) are stopped first: deleting
@@ -55,6 +75,7 @@ def clean_run_dir() -> None:
 
     for name in (*DEMO_PROCESSES, *reversed(OWN_PROCESSES)):
         stop_own(name, Paths(TEST_RUN_DIR))
+    kill_leftover_jobs(TEST_RUN_DIR)
     services("down")
     for name in ("kafka/data", "kafka/cluster.id", "postgres", "temporal", "steward.db", "executor", "stack.env",
                  "pids"):
@@ -86,6 +107,7 @@ def stack(real_services: None) -> Iterator[dict[str, object]]:
     yield info
     for name in reversed(OWN_PROCESSES):
         stop_own(name, Paths(settings.run_dir))
+    kill_leftover_jobs(Path(settings.run_dir))
 
 
 def steward(*args: str, check: bool = True, timeout: float = 120) -> subprocess.CompletedProcess[str]:
