@@ -28,6 +28,7 @@ import strawberry
 from sqlalchemy import select
 
 from steward.api.scalars import BigInt
+from steward.domain.periods import add_owed, entitled_gpu_s
 from steward.domain.periods import entitlements as tree_entitlements
 from steward.store import schema as tables
 
@@ -333,45 +334,15 @@ def period_figures_folded(fold: OverviewFold, start: float, end: float,
     shares: dict[str, tuple[str, float]] = {}
     nodes: dict[str, int] = {}
     out: dict[str, dict[str, float]] = {}
-    keys = ("owed_gpu_s", "delivered_gpu_s", "demand_gpu_s", "entitled_gpu_s")
     i = 0
     lo = start
     h = 0
     while lo < end:
         hi = min(lo + hour_s, end)
-        entitled: dict[str, float] = {}
-        seg = lo
-        while seg < hi:
-            while i < len(changes) and changes[i][0] <= seg:
-                _at, kind, value, name = changes[i]
-                if kind == "share":
-                    parent, child = name.split("\x00", 1)
-                    shares[child] = (parent, float(value))
-                else:
-                    nodes[name] = int(value)
-                i += 1
-            seg_end = min(hi, changes[i][0]) if i < len(changes) else hi
-            gpu_s = sum(nodes.values()) * (seg_end - seg)
-            ents = entitlements({c: p for c, (p, _s) in shares.items()}, {c: s for c, (_p, s) in shares.items()})
-            for name, ent in ents.items():
-                entitled[name] = entitled.get(name, 0.0) + ent * gpu_s
-            seg = seg_end
+        entitled, _capacity, i = entitled_gpu_s(lo, hi, changes, i, shares, nodes)
         demand: dict[str, float] = {p: v[h] for p, v in demand_h.items()}
         delivered: dict[str, float] = {p: v[h] for p, v in delivered_h.items()}
-        for project in demand_h:  # inner nodes: the sums of their subtree's projects
-            node = project
-            while node in shares:
-                node = shares[node][0]
-                if node in shares:
-                    demand[node] = demand.get(node, 0.0) + demand[project]
-                    delivered[node] = delivered.get(node, 0.0) + delivered[project]
-        for name, ent_gpu_s in entitled.items():
-            row = out.setdefault(name, dict.fromkeys(keys, 0.0))
-            d = demand.get(name, 0.0)
-            row["owed_gpu_s"] += min(ent_gpu_s, d)
-            row["delivered_gpu_s"] += delivered.get(name, 0.0)
-            row["demand_gpu_s"] += d
-            row["entitled_gpu_s"] += ent_gpu_s
+        add_owed(out, entitled, demand, delivered, shares)
         lo = hi
         h += 1
     return out

@@ -8,7 +8,7 @@ records the sums as a `PeriodClosed` event so reports never recompute history.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -100,6 +100,54 @@ def entitlements(shares: Mapping[str, tuple[str, float]]) -> dict[str, float]:
     return {n: ent(n) for n in shares}
 
 
+def entitled_gpu_s(lo: float, hi: float, changes: Sequence[tuple[float, str, float | int, str]], i: int,
+                   shares: dict[str, tuple[str, float]], nodes: dict[str, int]) -> tuple[dict[str, float], float, int]:
+    """DESIGN.md "Owed vs delivered" (entitlement × capacity) over [lo, hi): the GPU-seconds each tree node
+    is entitled to, summed over the stretches between changes. `changes` are (at, kind, value, name) in
+    time order, kind "share" (name "parent\\x00child") or a node's GPU count; those due from index `i`
+    are applied to `shares` and `nodes` in place. Returns (entitled per node, capacity GPU-s, next index)."""
+    entitled: dict[str, float] = {}
+    capacity = 0.0
+    seg = lo
+    while seg < hi:
+        while i < len(changes) and changes[i][0] <= seg:
+            _at, kind, value, name = changes[i]
+            if kind == "share":
+                parent, child = name.split("\x00", 1)
+                shares[child] = (parent, float(value))
+            else:
+                nodes[name] = int(value)
+            i += 1
+        seg_end = min(hi, changes[i][0]) if i < len(changes) else hi
+        gpu_s = sum(nodes.values()) * (seg_end - seg)
+        capacity += gpu_s
+        for name, ent in entitlements(shares).items():
+            entitled[name] = entitled.get(name, 0.0) + ent * gpu_s
+        seg = seg_end
+    return entitled, capacity, i
+
+
+def add_owed(out: dict[str, dict[str, float]], entitled: Mapping[str, float], demand: dict[str, float],
+             delivered: dict[str, float], shares: Mapping[str, tuple[str, float]]) -> None:
+    """DESIGN.md "Owed vs delivered" for one stretch: owed = min(entitled, demand) per tree node, where an
+    inner node's demand and delivery are the sums of its subtree's projects (`demand`/`delivered` name the
+    projects and are extended in place); the stretch's figures are added to `out`'s rows (FIGURES)."""
+    for project in list(demand):  # inner nodes: the sums of their subtree's projects
+        node = project
+        while node in shares:
+            node = shares[node][0]
+            if node in shares:
+                demand[node] = demand.get(node, 0.0) + demand[project]
+                delivered[node] = delivered.get(node, 0.0) + delivered[project]
+    for name, ent_gpu_s in entitled.items():
+        row = out.setdefault(name, dict.fromkeys(FIGURES, 0.0))
+        d = demand.get(name, 0.0)
+        row["owed_gpu_s"] += min(ent_gpu_s, d)
+        row["delivered_gpu_s"] += delivered.get(name, 0.0)
+        row["demand_gpu_s"] += d
+        row["entitled_gpu_s"] += ent_gpu_s
+
+
 def period_figures(
     history: Iterable[tuple[str, Mapping[str, Any], float]], start: float, end: float, hour_s: float = HOUR_S,
 ) -> tuple[dict[str, dict[str, float]], float]:
@@ -148,43 +196,13 @@ def period_figures(
         hi = min(lo + hour_s, end)
         # DESIGN.md "Allocation changes ... take effect from their event time": within the hour, entitled
         # GPU-seconds are summed over the stretches between changes
-        entitled: dict[str, float] = {}
-        capacity = 0.0
-        seg = lo
-        while seg < hi:
-            while i < len(changes) and changes[i][0] <= seg:
-                _at, kind, value, name = changes[i]
-                if kind == "share":
-                    parent, child = name.split("\x00", 1)
-                    shares[child] = (parent, float(value))
-                else:
-                    nodes[name] = int(value)
-                i += 1
-            seg_end = min(hi, changes[i][0]) if i < len(changes) else hi
-            gpu_s = sum(nodes.values()) * (seg_end - seg)
-            capacity += gpu_s
-            for name, ent in entitlements(shares).items():
-                entitled[name] = entitled.get(name, 0.0) + ent * gpu_s
-            seg = seg_end
+        entitled, capacity, i = entitled_gpu_s(lo, hi, changes, i, shares, nodes)
         capacity_total += capacity
         demand: dict[str, float] = {}
         delivered: dict[str, float] = {}
         for project, lives in by_project.items():
             demand[project] = sum(lf.gpus * _overlap(lf.demand, lo, hi) for lf in lives)
             delivered[project] = sum(lf.gpus * _overlap(lf.runs, lo, hi) for lf in lives)
-        for project in by_project:  # inner nodes: the sums of their subtree's projects
-            node = project
-            while node in shares:
-                node = shares[node][0]
-                if node in shares:
-                    demand[node] = demand.get(node, 0.0) + demand[project]
-                    delivered[node] = delivered.get(node, 0.0) + delivered[project]
-        for name, ent_gpu_s in entitled.items():
-            row = out.setdefault(name, dict.fromkeys(FIGURES, 0.0))
-            d = demand.get(name, 0.0)
-            row["owed_gpu_s"] += min(ent_gpu_s, d)
-            row["delivered_gpu_s"] += delivered.get(name, 0.0)
-            row["demand_gpu_s"] += d
-            row["entitled_gpu_s"] += ent_gpu_s
+        add_owed(out, entitled, demand, delivered, shares)
         lo = hi
     return out, capacity_total
