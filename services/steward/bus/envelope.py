@@ -4,15 +4,35 @@ and metadata (actor, role, correlation and causation ids). Keyed by the aggregat
 from __future__ import annotations
 
 import json
+import re
 import uuid
 from dataclasses import asdict, dataclass, field
 from typing import Any
+
+import orjson
 
 from steward.domain.commands import Command, command_to_dict
 
 
 class MalformedMessage(ValueError):
     """A message that cannot be decoded into an envelope (goes to the dead-letter topic)."""
+
+
+# orjson reads integers beyond 64 bits as floats where `json` keeps them exact: a message with a run of
+# 18+ digits anywhere is read by `json` (rare: ids and times are shorter).
+_LONG_DIGITS = re.compile(rb"[0-9]{18}")
+
+
+def loads(raw: bytes) -> Any:
+    """`json.loads(raw)`, through orjson (4-5x cheaper) where it reads the same value. Anything orjson
+    refuses (NaN literals, lone surrogates, UTF-16 input, bad JSON) is read by `json`, which gives today's
+    value or today's error (property-tested equal in tests/property/test_fast_decode.py)."""
+    if _LONG_DIGITS.search(raw) is None:
+        try:
+            return orjson.loads(raw)
+        except orjson.JSONDecodeError:
+            pass
+    return json.loads(raw)
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,7 +51,7 @@ class Envelope:
         if raw is None:
             raise MalformedMessage("empty message")
         try:
-            data = json.loads(raw)
+            data = loads(raw)
         except (UnicodeDecodeError, json.JSONDecodeError) as err:
             raise MalformedMessage(f"not JSON: {err}") from None
         if not isinstance(data, dict):

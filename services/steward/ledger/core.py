@@ -23,7 +23,7 @@ from steward.domain.decide import decide_or_reject
 from steward.domain.errors import DomainError
 from steward.domain.state import LedgerState, evolve
 from steward.store import projections
-from steward.store.eventstore import EventStore, PendingAppend, RecordedEvent
+from steward.store.eventstore import EventStore, PendingAppend, RecordedEvent, encode_events
 from steward.store.projections import Projector
 
 log = logging.getLogger(__name__)
@@ -58,7 +58,36 @@ def load_projector(store: EventStore) -> Projector:
     return proj
 
 
+class LogMoved(RuntimeError):
+    """The log's head is not where this ledger left it: another writer appended (a second ledger started
+    by mistake, or another `Ledger` on the same store). The batch is rolled back and the state re-read."""
+
+
+@dataclass(slots=True)
+class Prepared:
+    """A decided batch, ready to record: everything its transaction writes, computed from the state the
+    batches before it left (positions, hashes, canonical texts, projection rows as of its end)."""
+
+    start_position: int
+    start_hash: str
+    records: list[RecordedEvent]
+    texts: list[tuple[str, str]]
+    processed: list[tuple[str, int | None]]
+    rows: projections.ChangedRows
+    offsets: dict[tuple[str, int], int]
+    dead: list[DeadLetter]
+    message_ids: set[str]
+
+
 class Ledger:
+    """Decides batches of messages and records them, one transaction per batch.
+
+    `process` does both in turn. The ledger service splits them: `prepare` decides batch N+1 in memory
+    (positions, hash chain, projection rows) while `record` writes batch N in another thread, and
+    `committed` / `abort` settle each batch in order. Every batch's transaction still holds its events,
+    dedup ids, projection rows and offsets, and checks under the head lock that the log ends where the
+    batch was decided to follow (`LogMoved` otherwise)."""
+
     def __init__(self, store: EventStore, consumer_name: str = "ledger",
                  clock: Callable[[], float] = time.time, max_message_bytes: int = MAX_MESSAGE_BYTES) -> None:
         self.store = store
@@ -66,6 +95,8 @@ class Ledger:
         self.clock = clock
         self.max_message_bytes = max_message_bytes
         self.proj = load_projector(store)
+        self._versions: dict[str, int] = {}  # stream -> last version, as decided (cleared on abort)
+        self._in_flight: list[set[str]] = []  # message ids of prepared, not yet committed batches
 
     @property
     def state(self) -> LedgerState:
@@ -94,7 +125,27 @@ class Ledger:
         """Decide and record `messages` (source, raw bytes) in order, and store `offsets`, in one
         transaction. Messages of one aggregate come from one partition, in order, so deciding the batch
         in sequence keeps every aggregate's order. `before_commit` gets the dead letters first (to publish
-        them before the offsets that skip them are stored)."""
+        them before the offsets that skip them are stored). When another writer moved the log, the state
+        is re-read and the batch decided again, once."""
+        for attempt in (1, 2):
+            prepared = self.prepare(messages, offsets)
+            try:
+                self.record(prepared, before_commit)
+            except LogMoved:
+                self.abort(reload=True)
+                if attempt == 2:
+                    raise
+                continue
+            except BaseException:
+                self.abort()
+                raise
+            self.committed(prepared)
+            return prepared.records, prepared.dead
+        raise AssertionError("unreachable")
+
+    def prepare(self, messages: Sequence[tuple[str, bytes | None]],
+                offsets: dict[tuple[str, int], int]) -> Prepared:
+        """Decide `messages` after every batch prepared so far, in memory (undone by `abort`)."""
         now = self.clock()
         dead: list[DeadLetter] = []
         decoded: list[tuple[str, Envelope, Command]] = []
@@ -105,43 +156,83 @@ class Ledger:
             else:
                 decoded.append((source, *item))
         proj = self.proj
+        start_position, start_hash = proj.position, proj.head_hash
+        ids = {e.id for _, e, _ in decoded}
+        # committed duplicates from the store; those of batches still being recorded from memory
+        seen = self.store.seen_messages_now(ids) if ids else set()
+        for flight in self._in_flight:
+            seen |= ids & flight
         proj.begin()
         try:
-            with self.store.engine.begin() as conn:
-                position, _ = self.store.lock_head(conn)  # held to commit: our positions are next
-                seen = self.store.seen_messages(conn, (e.id for _, e, _ in decoded))
-                batch: list[PendingAppend] = []
-                changed: list[tuple[str, str]] = []
-                for source, env, command in decoded:
-                    if env.id in seen:
-                        continue  # a redelivered message: recorded already
-                    seen.add(env.id)
-                    events = decide_or_reject(proj.view(), command, now)
-                    for ev in events:
-                        position += 1
-                        changed += proj.apply(ev, now, position)
-                    meta = dict(env.meta) | {"causation_id": env.id, "command": env.type, "source": source}
-                    if events and events[0].type == "CommandRejected":
-                        meta["input"] = env.payload  # a rejection's event cannot carry the command itself
-                    batch.append(PendingAppend(events, meta, env.id))
-                recorded = self.store.append(conn, batch, now) if batch else []
-                if recorded:
-                    if recorded[-1].position != position:
-                        raise RuntimeError(f"the log moved under the ledger: head {recorded[-1].position}, "
-                                           f"expected {position} (is a second ledger running?)")
-                    proj.head_hash = recorded[-1].hash
-                first_position: dict[str, int] = {}
-                for rec in recorded:
-                    if rec.message_id is not None:
-                        first_position.setdefault(rec.message_id, rec.position)
-                self.store.mark_processed(conn, [(p.message_id, first_position.get(p.message_id))
-                                                 for p in batch if p.message_id])
-                projections.write(conn, proj, changed)
-                self.store.save_offsets(conn, self.consumer_name, offsets)
-                if before_commit is not None:
-                    before_commit(dead)
+            batch: list[PendingAppend] = []
+            changed: list[tuple[str, str]] = []
+            position = start_position
+            for source, env, command in decoded:
+                if env.id in seen:
+                    continue  # a redelivered message: recorded already
+                seen.add(env.id)
+                events = decide_or_reject(proj.view(), command, now)
+                for ev in events:
+                    position += 1
+                    changed += proj.apply(ev, now, position)
+                meta = dict(env.meta) | {"causation_id": env.id, "command": env.type, "source": source}
+                if events and events[0].type == "CommandRejected":
+                    meta["input"] = env.payload  # a rejection's event cannot carry the command itself
+                batch.append(PendingAppend(events, meta, env.id))
+            streams = {e.stream for p in batch for e in p.events}
+            versions = self._versions
+            missing = [s for s in streams if s not in versions]
+            if missing:
+                versions.update(self.store.stream_versions_now(missing))
+            records, texts = encode_events(batch, start_position, start_hash, versions, float(now))
+            if records:
+                if records[-1].position != position:
+                    raise RuntimeError(f"positions out of step: {records[-1].position}, expected {position}")
+                proj.head_hash = records[-1].hash
+            first_position: dict[str, int] = {}
+            for rec in records:
+                if rec.message_id is not None:
+                    first_position.setdefault(rec.message_id, rec.position)
+            processed = [(p.message_id, first_position.get(p.message_id)) for p in batch if p.message_id]
+            rows = projections.capture(proj, changed)
         except BaseException:
-            proj.rollback()
+            self.abort()
             raise
-        proj.commit()
-        return recorded, dead
+        batch_ids = {p.message_id for p in batch if p.message_id}
+        self._in_flight.append(batch_ids)
+        return Prepared(start_position, start_hash, records, texts, processed, rows, dict(offsets), dead, batch_ids)
+
+    def record(self, prepared: Prepared, before_commit: Callable[[list[DeadLetter]], None] | None = None) -> None:
+        """Write one prepared batch in one transaction (safe to run in another thread: it reads only
+        `prepared` and the store). Raises `LogMoved` when the log does not end where the batch follows."""
+        with self.store.engine.begin() as conn:
+            position, head_hash = self.store.lock_head(conn)  # held to commit: our positions are next
+            if (position, head_hash) != (prepared.start_position, prepared.start_hash):
+                raise LogMoved(f"the log moved under the ledger: head {position}, expected "
+                               f"{prepared.start_position} (is a second ledger running?)")
+            self.store.insert_recorded(conn, prepared.records, prepared.texts)
+            self.store.mark_processed(conn, prepared.processed)
+            projections.write_rows(conn, prepared.rows)
+            self.store.save_offsets(conn, self.consumer_name, prepared.offsets)
+            if before_commit is not None:
+                before_commit(prepared.dead)
+
+    def committed(self, prepared: Prepared) -> None:
+        """`prepared` (the oldest open batch) is durable."""
+        self.proj.commit()
+        if self._in_flight:
+            self._in_flight.pop(0)
+        if not self._in_flight and len(self._versions) > VERSION_CACHE_LIMIT:
+            self._versions.clear()  # re-read from the store as streams come back
+
+    def abort(self, reload: bool = False) -> None:
+        """Undo every open batch in memory (their transactions did not commit); `reload` re-reads the
+        state from the store (after another writer moved the log)."""
+        self.proj.rollback()
+        self._in_flight.clear()
+        self._versions.clear()
+        if reload:
+            self.proj = load_projector(self.store)
+
+
+VERSION_CACHE_LIMIT = 1_000_000  # streams whose last version the ledger remembers between batches

@@ -19,7 +19,15 @@ from sqlalchemy.dialects import postgresql, sqlite
 from steward.audit.verifier import Row
 from steward.domain.events import Event
 from steward.store import schema
-from steward.store.hashing import GENESIS, REDACTED_KEY, canonical_text, event_body_text, payload_digest
+from steward.store.hashing import (
+    GENESIS,
+    REDACTED_KEY,
+    canonical_text,
+    event_body_text,
+    fast_canonical_bytes,
+    fast_canonical_text,
+    payload_digest,
+)
 from steward.store.upcasting import upcast
 
 # Positions are allocated under this lock so that they follow commit order (readers never skip a
@@ -175,6 +183,42 @@ def row_to_recorded(row: Any) -> RecordedEvent:
     )
 
 
+def encode_events(batch: Sequence[PendingAppend], position: int, prev: str, versions: dict[str, int],
+                  recorded_at: float) -> tuple[list[RecordedEvent], list[tuple[str, str]]]:
+    """Number, version and hash the events of `batch` after (`position`, `prev`), updating `versions`
+    (stream -> last version) as it goes; returns the records and their (payload, metadata) canonical texts.
+
+    Each payload and each message's metadata is encoded once (RFC 8785, `fast_canonical_text`: the
+    verifier's bytes) and that text is both hashed and stored."""
+    out: list[RecordedEvent] = []
+    texts: list[tuple[str, str]] = []
+    sha256 = hashlib.sha256
+    for pending in batch:
+        meta_text = fast_canonical_text(pending.metadata)
+        mid = pending.message_id
+        for ev in pending.events:
+            position += 1
+            version = versions.get(ev.stream, 0) + 1
+            versions[ev.stream] = version
+            payload = ev.payload
+            payload_bytes = fast_canonical_bytes(payload)
+            payload_text = payload_bytes.decode("utf-8")
+            texts.append((payload_text, meta_text))
+            digest = (payload_digest(payload) if REDACTED_KEY in payload else sha256(payload_bytes).hexdigest())
+            body = event_body_text(
+                position=position, stream_id=ev.stream, version=version, type=ev.type,
+                schema_version=ev.schema_version, payload_sha256=digest,
+                metadata_text=meta_text, message_id=mid, recorded_at=recorded_at,
+            )
+            h = sha256((prev + body).encode("utf-8")).hexdigest()
+            out.append(RecordedEvent(
+                position, ev.stream, version, ev.type, ev.schema_version, payload,
+                pending.metadata, mid, recorded_at, prev, h,
+            ))
+            prev = h
+    return out, texts
+
+
 class EventStore:
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
@@ -224,34 +268,13 @@ class EventStore:
         recorded_at = float(time.time() if now is None else now)
         position, prev = self.lock_head(conn)
         versions = self.stream_versions(conn, (e.stream for p in batch for e in p.events))
-        out: list[RecordedEvent] = []
-        texts: list[tuple[str, str]] = []
         for pending in batch:
             for stream, expected in pending.expected_versions.items():
                 if versions.get(stream, 0) != expected:
                     raise ConcurrencyError(
                         f"stream '{stream}' is at version {versions.get(stream, 0)}, expected {expected}"
                     )
-            meta_text = canonical_text(pending.metadata)
-            for ev in pending.events:
-                position += 1
-                version = versions.get(ev.stream, 0) + 1
-                versions[ev.stream] = version
-                payload_text = canonical_text(ev.payload)
-                texts.append((payload_text, meta_text))
-                digest = (payload_digest(ev.payload) if REDACTED_KEY in ev.payload
-                          else hashlib.sha256(payload_text.encode("utf-8")).hexdigest())
-                body = event_body_text(
-                    position=position, stream_id=ev.stream, version=version, type=ev.type,
-                    schema_version=ev.schema_version, payload_sha256=digest,
-                    metadata_text=meta_text, message_id=pending.message_id, recorded_at=recorded_at,
-                )
-                h = hashlib.sha256((prev + body).encode("utf-8")).hexdigest()
-                out.append(RecordedEvent(
-                    position, ev.stream, version, ev.type, ev.schema_version, ev.payload,
-                    pending.metadata, pending.message_id, recorded_at, prev, h,
-                ))
-                prev = h
+        out, texts = encode_events(batch, position, prev, versions, recorded_at)
         self.insert_recorded(conn, out, texts)
         return out
 
@@ -286,6 +309,22 @@ class EventStore:
             )
         ).all()
         return {r[0] for r in rows}
+
+    def seen_messages_now(self, message_ids: Iterable[str]) -> set[str]:
+        """`seen_messages` among committed transactions, on a connection of its own."""
+        with self.engine.connect() as conn:
+            try:
+                return self.seen_messages(conn, message_ids)
+            finally:
+                conn.rollback()
+
+    def stream_versions_now(self, streams: Iterable[str]) -> dict[str, int]:
+        """`stream_versions` among committed transactions, on a connection of its own."""
+        with self.engine.connect() as conn:
+            try:
+                return self.stream_versions(conn, streams)
+            finally:
+                conn.rollback()
 
     def mark_processed(self, conn: Connection, items: Sequence[tuple[str, int | None]]) -> None:
         if items and self.dialect == "postgresql":

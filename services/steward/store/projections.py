@@ -77,18 +77,64 @@ def _upsert(conn: Connection, table: Table, key: str, keys: list[str], rows: lis
     insert_rows(conn, table, rows)
 
 
-def write(conn: Connection, proj: Projector, changed: Iterable[tuple[str, str]]) -> None:
-    """Write the rows `changed` as they are in `proj` (a row gone from the state is deleted)."""
+@dataclass(frozen=True, slots=True)
+class ChangedRows:
+    """The projection rows a batch changed, as they were at the end of that batch: (key, record or None
+    when the row is gone, position) per table. Records are frozen, so holding them is a snapshot; the
+    ledger writes these while it decides the next batch."""
+
+    allocations: list[tuple[str, AllocationNode | None, int]]
+    nodes: list[tuple[str, ClusterNode | None, int]]
+    jobs: list[tuple[str, Job | None, int]]
+
+
+def capture(proj: Projector, changed: Iterable[tuple[str, str]]) -> ChangedRows:
     keys: dict[str, set[str]] = {"a": set(), "n": set(), "j": set()}
     for kind, key in changed:
         keys[kind].add(key)
     pos = proj.positions
-    _upsert(conn, schema.proj_allocations, "name", sorted(keys["a"]), [
-        allocation_row(proj.allocations[n], pos[("a", n)]) for n in sorted(keys["a"]) if n in proj.allocations])
-    _upsert(conn, schema.proj_nodes, "node_id", sorted(keys["n"]), [
-        node_row(proj.nodes[n], pos[("n", n)]) for n in sorted(keys["n"]) if n in proj.nodes])
-    _upsert(conn, schema.proj_jobs, "job_id", sorted(keys["j"]), [
-        job_row(proj.jobs[j], pos[("j", j)]) for j in sorted(keys["j"]) if j in proj.jobs])
+    allocations, nodes, jobs = proj.allocations, proj.nodes, proj.jobs
+    return ChangedRows(
+        [(k, allocations.get(k), pos.get(("a", k), 0)) for k in sorted(keys["a"])],
+        [(k, nodes.get(k), pos.get(("n", k), 0)) for k in sorted(keys["n"])],
+        [(k, jobs.get(k), pos.get(("j", k), 0)) for k in sorted(keys["j"])],
+    )
+
+
+_JSON_TEXT = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode  # as `insert_rows` writes JSON
+
+
+def job_copy_row(job: Job, position: int) -> tuple[Any, ...]:
+    """`job_row` as the tuple `insert_rows` writes for it on PostgreSQL (columns in table order, JSON as
+    text), built directly (equal: tests/unit/store/test_projection_rows.py)."""
+    return (job.job_id, job.project, job.state, job.gpus, job.min_runtime_s, int(job.resumable), job.job_class,
+            job.priority, _JSON_TEXT(list(job.command)), job.submitted_at, job.attempt,
+            _JSON_TEXT({n: list(g) for n, g in job.assignments}) if job.assignments else "{}", int(job.funded),
+            job.started_at, job.ended_at, job.exit_code, position)
+
+
+def write_rows(conn: Connection, rows: ChangedRows) -> None:
+    """Replace the rows `rows` names by their captured values (a row gone from the state is deleted): one
+    array DELETE and one COPY per table."""
+    _upsert(conn, schema.proj_allocations, "name", [k for k, _, _ in rows.allocations],
+            [allocation_row(a, p) for _, a, p in rows.allocations if a is not None])
+    _upsert(conn, schema.proj_nodes, "node_id", [k for k, _, _ in rows.nodes],
+            [node_row(x, p) for _, x, p in rows.nodes if x is not None])
+    job_keys = [k for k, _, _ in rows.jobs]
+    if conn.dialect.name == "postgresql":
+        if job_keys:
+            cursor = conn.connection.driver_connection.cursor()  # type: ignore[union-attr]
+            cursor.execute("DELETE FROM proj_jobs WHERE job_id = ANY(%s)", (job_keys,))
+            present = [job_copy_row(j, p) for _, j, p in rows.jobs if j is not None]
+            if present:
+                copy_rows(conn, "proj_jobs", JOB_COLUMNS, present)
+        return
+    _upsert(conn, schema.proj_jobs, "job_id", job_keys, [job_row(j, p) for _, j, p in rows.jobs if j is not None])
+
+
+def write(conn: Connection, proj: Projector, changed: Iterable[tuple[str, str]]) -> None:
+    """Write the rows `changed` as they are in `proj` (a row gone from the state is deleted)."""
+    write_rows(conn, capture(proj, changed))
 
 
 # ------------------------------------------------------------------------------------ the fast fold
@@ -124,42 +170,40 @@ class Projector:
     position: int = 0
     recorded_at: float = 0.0
     head_hash: str = "0" * 64
-    _undo: Any = None
-    _undo_jobs: dict[str, Job | None] = field(default_factory=dict)
-    _undo_positions: dict[Key, int | None] = field(default_factory=dict)
+    # open undo frames, oldest first: (scalars before the batch, jobs before, positions before)
+    _frames: list[tuple[Any, dict[str, Job | None], dict[Key, int | None]]] = field(default_factory=list)
 
     def view(self) -> LedgerState:
         """The whole state without copying (for the pure, read-only `decide`)."""
         return LedgerState(self.allocations, self.nodes, self.jobs, self.used, self.policy)
 
     def begin(self) -> None:
-        """Start recording what `apply` changes, so that `rollback` can undo a failed batch."""
-        self._undo = (self.allocations, self.nodes, self.used, self.policy, self.position, self.recorded_at,
-                      self.head_hash)
-        self._undo_jobs = {}
-        self._undo_positions = {}
+        """Start recording what `apply` changes in a new undo frame, so that `rollback` can undo a failed
+        batch. Frames stack: the ledger decides the next batch while the one before commits."""
+        self._frames.append(((self.allocations, self.nodes, self.used, self.policy, self.position,
+                              self.recorded_at, self.head_hash), {}, {}))
 
     def rollback(self) -> None:
-        if self._undo is None:
-            return
-        (self.allocations, self.nodes, self.used, self.policy, self.position, self.recorded_at,
-         self.head_hash) = self._undo
-        for job_id, job in self._undo_jobs.items():
-            if job is None:
-                self.jobs.pop(job_id, None)
-            else:
-                self.jobs[job_id] = job
-        for key, pos in self._undo_positions.items():
-            if pos is None:
-                self.positions.pop(key, None)
-            else:
-                self.positions[key] = pos
-        self.commit()
+        """Undo every open frame, newest first (the batches after a failed one were decided on it)."""
+        while self._frames:
+            undo, undo_jobs, undo_positions = self._frames.pop()
+            (self.allocations, self.nodes, self.used, self.policy, self.position, self.recorded_at,
+             self.head_hash) = undo
+            for job_id, job in undo_jobs.items():
+                if job is None:
+                    self.jobs.pop(job_id, None)
+                else:
+                    self.jobs[job_id] = job
+            for key, pos in undo_positions.items():
+                if pos is None:
+                    self.positions.pop(key, None)
+                else:
+                    self.positions[key] = pos
 
     def commit(self) -> None:
-        self._undo = None
-        self._undo_jobs = {}
-        self._undo_positions = {}
+        """The oldest open frame's batch is durable: forget how to undo it."""
+        if self._frames:
+            self._frames.pop(0)
 
     def apply(self, event: Event, at: float, position: int, event_hash: str | None = None) -> list[Key]:
         """Fold one recorded event; returns the rows it changed."""
@@ -181,11 +225,12 @@ class Projector:
             return []
         job, self.used = step
         key = ("j", job.job_id)
-        if self._undo is not None:
-            if key not in self._undo_positions:
-                self._undo_positions[key] = self.positions.get(key)
-            if job.job_id not in self._undo_jobs:
-                self._undo_jobs[job.job_id] = self.jobs.get(job.job_id)
+        if self._frames:
+            _, undo_jobs, undo_positions = self._frames[-1]
+            if key not in undo_positions:
+                undo_positions[key] = self.positions.get(key)
+            if job.job_id not in undo_jobs:
+                undo_jobs[job.job_id] = self.jobs.get(job.job_id)
         self.jobs[job.job_id] = job
         self.positions[key] = position
         return [key]
@@ -196,13 +241,14 @@ class Projector:
         changed = _changed(self.jobs, new_jobs, "j")
         changed += _changed(self.allocations, after.allocations, "a")
         changed += _changed(self.nodes, after.nodes, "n")
-        recording = self._undo is not None
+        recording = bool(self._frames)
+        undo_jobs, undo_positions = (self._frames[-1][1], self._frames[-1][2]) if recording else ({}, {})
         for kind, key in changed:
-            if recording and (kind, key) not in self._undo_positions:
-                self._undo_positions[(kind, key)] = self.positions.get((kind, key))
+            if recording and (kind, key) not in undo_positions:
+                undo_positions[(kind, key)] = self.positions.get((kind, key))
             if kind == "j":
-                if recording and key not in self._undo_jobs:
-                    self._undo_jobs[key] = self.jobs.get(key)
+                if recording and key not in undo_jobs:
+                    undo_jobs[key] = self.jobs.get(key)
                 if key in new_jobs:
                     self.jobs[key] = new_jobs[key]
                     self.positions[("j", key)] = position
@@ -340,6 +386,7 @@ class SnapshotParts:
 
 
 JOB_FIELDS = tuple(f.name for f in fields(Job))
+JOB_COLUMNS = tuple(c.name for c in schema.proj_jobs.columns)
 _STATE = JOB_FIELDS.index("state")
 SNAPSHOT_FORMAT = "parts-1:" + hashlib.sha256(
     repr((JOB_FIELDS, [f.name for f in fields(ClusterNode)], [f.name for f in fields(AllocationNode)])).encode()

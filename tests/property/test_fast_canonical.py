@@ -1,0 +1,92 @@
+"""The ledger's fast canonical encoder (orjson where provably equal) is byte-identical to the verifier's
+RFC 8785 encoder on every value, so stored hash chains keep verifying; where they cannot agree the fast
+one defers to the reference (same text, or the same error)."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from steward.audit.verifier import canonical_text
+from steward.store.hashing import fast_canonical_bytes, fast_canonical_text
+
+# floats of every magnitude, including the exponent boundaries of repr (1e-4, 1e16) and ES6 (1e21)
+floats = (st.floats(allow_nan=False, allow_infinity=False)
+          | st.builds(lambda m, e: m * 10.0 ** e, st.floats(-10, 10, allow_nan=False), st.integers(-30, 30))
+          | st.sampled_from([1e-4, -1e-4, 9.999999999999999e-05, 1e16, 9999999999999998.0, 1e21, 1e20, 2.0**53,
+                             2.0**53 - 1, -(2.0**53), 2.0**63, 0.0, -0.0, 5e-324, 1.7976931348623157e308, 0.1,
+                             0.30000000000000004, 1764511382.123456]))
+ints = st.integers() | st.sampled_from([2**53, 2**63 - 1, 2**63, -(2**63), -(2**63) + 1, 2**64, 10**30])
+texts = (st.text()
+         | st.text(alphabet=st.characters(min_codepoint=0, max_codepoint=0x7F))  # control chars, quotes, \
+         | st.text(alphabet=st.sampled_from(["\u2028", "\u2029", "\ufeff", "\U0001f600", "\ud800", "\udfff", "é",
+                                             "\x7f", "\x00", "\\", '"', "\n", "\t", "\ufffd", "\ue000"])))
+keys = texts | st.sampled_from(["\U0001f600", "\ue000", "\uffff", "a", "A", "\ud7ff"])
+scalars = st.none() | st.booleans() | ints | floats | texts
+values = st.recursive(
+    scalars,
+    lambda children: (st.lists(children, max_size=5) | st.tuples(children, children)
+                      | st.dictionaries(keys, children, max_size=6)),
+    max_leaves=30,
+)
+
+
+def reference(value: Any) -> str | type[BaseException]:
+    try:
+        return canonical_text(value)
+    except Exception as err:  # the same error class from both is agreement too
+        return type(err)
+
+
+@settings(max_examples=3000)
+@given(values)
+def test_fast_canonical_text_is_the_reference_text(value: Any) -> None:
+    expected = reference(value)
+    if isinstance(expected, str):
+        assert fast_canonical_text(value) == expected
+    else:
+        with pytest.raises(expected):
+            fast_canonical_text(value)
+
+
+@settings(max_examples=1000)
+@given(values)
+def test_fast_canonical_bytes_are_the_reference_bytes(value: Any) -> None:
+    expected = reference(value)
+    if isinstance(expected, str):
+        try:
+            want = expected.encode("utf-8")
+        except UnicodeEncodeError:  # a lone surrogate: neither has UTF-8 bytes for it
+            with pytest.raises(UnicodeEncodeError):
+                fast_canonical_bytes(value)
+            return
+        assert fast_canonical_bytes(value) == want
+
+
+@given(st.dictionaries(st.sampled_from(["job_id", "project", "gpus", "min_runtime_s", "command", "submitted_at",
+                                        "resumable", "priority", "sent_at", "actor", "role"]),
+                       scalars | st.lists(texts, max_size=4), max_size=11))
+def test_command_shaped_payloads(payload: dict[str, Any]) -> None:
+    expected = reference(payload)
+    if isinstance(expected, str):
+        assert fast_canonical_text(payload) == expected
+
+
+class Flag(int):
+    pass
+
+
+@pytest.mark.parametrize("value", [
+    {"n": math.nan}, {"n": math.inf}, {1: "x"}, {"f": Flag(1)}, {"s": {1, 2}}, {"b": b"x"}, [object()],
+])
+def test_what_the_reference_refuses_or_prints_carefully_goes_to_the_reference(value: Any) -> None:
+    expected = reference(value)
+    if isinstance(expected, str):
+        assert fast_canonical_text(value) == expected
+    else:
+        with pytest.raises(expected):
+            fast_canonical_text(value)
