@@ -27,7 +27,7 @@ def same(a: Any, b: Any) -> bool:
     if isinstance(a, list):
         return len(a) == len(b) and all(same(x, y) for x, y in zip(a, b, strict=True))
     if isinstance(a, float) and a != a:
-        return b != b
+        return bool(b != b)
     return bool(a == b)
 
 

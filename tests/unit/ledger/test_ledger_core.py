@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 
 from steward.bus.envelope import Envelope, command_envelope
-from steward.domain.commands import SetAllocations, SubmitJob
-from steward.ledger.core import Ledger, fold
+from steward.domain.commands import CancelJob, SetAllocations, SubmitJob
+from steward.ledger.core import DeadLetter, Ledger, fold
 from steward.store import projections, schema
 from steward.store.eventstore import EventStore
 from steward.store.migrate import upgrade
@@ -95,7 +95,7 @@ def test_an_oversized_message_is_dead_lettered_unread_and_the_rest_goes_on(store
 def test_dead_letters_are_handed_over_before_the_batch_commits(store: EventStore) -> None:
     """If the dead-letter topic cannot take them, the batch (and the offsets that skip them) is not
     committed: the messages are read again."""
-    def unavailable(dead: list[object]) -> None:
+    def unavailable(dead: list[DeadLetter]) -> None:
         assert len(dead) == 1
         raise ConnectionError("dead-letter topic unavailable")
 
@@ -105,3 +105,53 @@ def test_dead_letters_are_handed_over_before_the_batch_commits(store: EventStore
     assert store.load_offsets("ledger") == {} and store.head() == 0 and ledger.head == 0
     ledger.process([("t/0@0", b"junk"), msg(TREE[0])], {("t", 0): 2}, before_commit=lambda dead: None)
     assert store.load_offsets("ledger") == {("t", 0): 2} and store.head() == 1
+
+
+def test_a_batch_decided_while_the_one_before_is_recorded_is_undone_with_it(store: EventStore) -> None:
+    """The service decides batch N+1 before N commits; when N fails, both are undone in memory and
+    nothing of either is in the store."""
+    ledger = Ledger(store, clock=lambda: 100.0)
+    ledger.process([msg(c) for c in TREE], {("t", 0): 2})
+    before = (ledger.state, ledger.head, ledger.proj.head_hash)
+    first = ledger.prepare([msg(SubmitJob("j1", "a1", 1, 0, ["true"]), "m-1")], {("t", 0): 3})
+    second = ledger.prepare([msg(SubmitJob("j2", "a1", 1, 0, ["true"]), "m-2"),
+                             msg(SubmitJob("j1", "a1", 1, 0, ["true"]), "m-1")], {("t", 0): 5})
+    assert [r.position for r in second.records] == [4]  # follows the first; m-1 is a duplicate in flight
+    assert second.start_hash == first.records[-1].hash
+
+    def unavailable(_dead: list[DeadLetter]) -> None:
+        raise ConnectionError("dead-letter topic unavailable")
+
+    with pytest.raises(ConnectionError):
+        ledger.record(first, before_commit=unavailable)
+    ledger.abort()
+    assert (ledger.state, ledger.head, ledger.proj.head_hash) == before
+    assert store.head() == 2
+    recorded, _ = ledger.process([msg(SubmitJob("j2", "a1", 1, 0, ["true"]), "m-2")], {("t", 0): 5})
+    assert [(r.position, r.stream_id) for r in recorded] == [(3, "job-j2")]
+
+
+def test_two_batches_in_flight_commit_in_order(store: EventStore) -> None:
+    ledger = Ledger(store, clock=lambda: 100.0)
+    ledger.process([msg(c) for c in TREE], {})
+    first = ledger.prepare([msg(SubmitJob("j1", "a1", 1, 0, ["true"]))], {("t", 0): 3})
+    second = ledger.prepare([msg(CancelJob("j1", "x"))], {("t", 0): 4})
+    for prepared in (first, second):
+        ledger.record(prepared)
+        ledger.committed(prepared)
+    assert [r.type for r in store.read()][2:] == ["JobSubmitted", "JobCancelled"]
+    assert store.load_offsets("ledger") == {("t", 0): 4}
+    assert ledger.state == fold(store)[0]
+
+
+def test_a_ledger_whose_log_moved_re_reads_the_state_and_decides_again(store: EventStore) -> None:
+    """A second `Ledger` on the same store appended meanwhile: the first finds the head moved under the
+    lock, re-reads the state and decides the batch on it (here: the job exists already)."""
+    stale = Ledger(store)
+    stale.process([msg(c) for c in TREE], {})
+    other = Ledger(store)
+    other.process([msg(SubmitJob("j1", "a1", 1, 0, ["true"]))], {})
+    recorded, _ = stale.process([msg(SubmitJob("j1", "a1", 1, 0, ["true"]))], {})
+    assert [(r.position, r.type) for r in recorded] == [(4, "CommandRejected")]
+    assert store.head() == 4
+    assert stale.state == fold(store)[0]

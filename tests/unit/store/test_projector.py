@@ -109,3 +109,34 @@ def test_a_rolled_back_batch_leaves_the_projector_as_it_was(before: list[Any], b
         proj.apply(ev, at, position)
     proj.rollback()
     assert (proj.state(), dict(proj.positions), proj.position) == saved
+
+
+@settings(max_examples=60, deadline=None)
+@given(steps, steps, steps)
+def test_two_open_batches_roll_back_together_and_commit_in_order(before: list[Any], first: list[Any],
+                                                                 second: list[Any]) -> None:
+    """The ledger decides batch N+1 while N is recorded: both frames undo together when N fails, and when
+    N commits only N+1 stays undoable."""
+    evs = events_of(before + first + second)
+    a, b = len(events_of(before)), len(events_of(before + first))
+    proj = Projector()
+    for position, (ev, at) in enumerate(evs[:a], start=1):
+        proj.apply(ev, at, position)
+    saved = (proj.state(), dict(proj.positions), proj.position)
+    proj.begin()
+    for position, (ev, at) in enumerate(evs[a:b], start=a + 1):
+        proj.apply(ev, at, position)
+    after_first = (proj.state(), dict(proj.positions), proj.position)
+    proj.begin()
+    for position, (ev, at) in enumerate(evs[b:], start=b + 1):
+        proj.apply(ev, at, position)
+    proj.rollback()
+    assert (proj.state(), dict(proj.positions), proj.position) == saved
+    # again, with the first batch committed before the second fails
+    for frame in (evs[a:b], evs[b:]):
+        proj.begin()
+        for position, (ev, at) in enumerate(frame, start=proj.position + 1):
+            proj.apply(ev, at, position)
+    proj.commit()
+    proj.rollback()
+    assert (proj.state(), dict(proj.positions), proj.position) == after_first
