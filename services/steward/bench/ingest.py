@@ -1,6 +1,8 @@
 """`steward bench ingest --events N --json`: commands from Kafka into the PostgreSQL store (decide, hash
-chain, projections, offsets, one transaction per batch), end-to-end latency, and two references on the
-same events: a raw COPY into an equivalent table, and the `eventsourcing` library's PostgreSQL recorder.
+chain, projections, offsets, one transaction per batch), end-to-end latency, and references on the same
+events: a raw COPY into an equivalent table, and the `eventsourcing` library's PostgreSQL recorder given
+the ledger's batches (`eventsourcing_events_per_s`) and saving one command's events per transaction as its
+`Application` does (`eventsourcing_app_events_per_s`, on the first 5,000 events).
 
 Needs the stack's Kafka and PostgreSQL (`steward up`, or the test services); it works in its own
 database (`steward_bench`, created by the owner role) and its own topics, and removes the topics after.
@@ -31,6 +33,9 @@ from steward.store.eventstore import EventStore, RecordedEvent
 from steward.store.migrate import upgrade
 
 PROJECTS = [f"p{i}" for i in range(10)]
+# events saved one command per transaction for `eventsourcing_app_events_per_s` (a transaction each:
+# a sample is enough for the rate)
+APP_STYLE_EVENTS = 5_000
 
 
 def bench_urls(settings: Settings, database: str) -> tuple[str, str]:
@@ -143,8 +148,12 @@ def copy_reference(owner_url: str, rows: list[tuple[Any, ...]]) -> float:
     return len(rows) / elapsed
 
 
-def eventsourcing_reference(owner_url: str, events: list[RecordedEvent], batch: int) -> float | None:
-    """The `eventsourcing` library's PostgreSQL application recorder on the same events and batches."""
+def eventsourcing_reference(owner_url: str, events: list[RecordedEvent], batch: int | None,
+                            limit: int | None = None) -> float | None:
+    """The `eventsourcing` library's PostgreSQL application recorder on the same events: in the ledger's
+    batches (`batch` events per `insert_events`, one transaction each), or with `batch=None` the way the
+    library's `Application` saves, one command's events per transaction (here one event per command), on
+    the first `limit` events."""
     try:
         from eventsourcing.persistence import StoredEvent
         from eventsourcing.postgres import PostgresApplicationRecorder, PostgresDatastore
@@ -159,10 +168,21 @@ def eventsourcing_reference(owner_url: str, events: list[RecordedEvent], batch: 
     recorder.create_table()
     ns = uuid.UUID("6f1c2a4e-8f57-4d1e-9a43-0f3c2b8e6d11")
     stored = [StoredEvent(uuid.uuid5(ns, e.stream_id), e.version, e.type, canonical_text(e.payload).encode())
-              for e in events]
+              for e in events[:limit]]
+    by_message: list[list[StoredEvent]] = []
+    if batch is None:
+        last: str | None = None
+        for e, s in zip(events, stored, strict=False):
+            if by_message and e.message_id == last:
+                by_message[-1].append(s)
+            else:
+                by_message.append([s])
+            last = e.message_id
+    else:
+        by_message = [stored[i:i + batch] for i in range(0, len(stored), batch)]
     started = time.perf_counter()
-    for i in range(0, len(stored), batch):
-        recorder.insert_events(stored[i:i + batch])
+    for chunk in by_message:
+        recorder.insert_events(chunk)
     elapsed = time.perf_counter() - started
     with datastore.transaction(commit=True) as curs:
         curs.execute("DROP TABLE es_bench")
@@ -234,11 +254,16 @@ def run(events: int, latency_events: int, latency_rate: float | None, references
                     for r in recorded[:events]]
             copy_rate = copy_reference(owner_url, rows)
             es_rate = eventsourcing_reference(owner_url, recorded[:events], max(1, int(result["avg_batch"])))
+            app_limit = min(events, APP_STYLE_EVENTS)
+            es_app_rate = eventsourcing_reference(owner_url, recorded[:events], None, app_limit)
             result |= {
                 "copy_events_per_s": round(copy_rate, 1),
                 "eventsourcing_events_per_s": round(es_rate, 1) if es_rate else None,
+                "eventsourcing_app_events_per_s": round(es_app_rate, 1) if es_app_rate else None,
+                "eventsourcing_app_events": app_limit,
                 "ratio_to_copy": round(events_per_s / copy_rate, 3),
                 "ratio_to_eventsourcing": round(events_per_s / es_rate, 2) if es_rate else None,
+                "ratio_to_eventsourcing_app": round(events_per_s / es_app_rate, 2) if es_app_rate else None,
             }
         result["load_average"] = [round(x, 2) for x in os.getloadavg()]
         return result
