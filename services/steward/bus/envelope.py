@@ -4,7 +4,6 @@ and metadata (actor, role, correlation and causation ids). Keyed by the aggregat
 from __future__ import annotations
 
 import json
-import re
 import uuid
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -19,15 +18,17 @@ class MalformedMessage(ValueError):
 
 
 # orjson reads integers beyond 64 bits as floats where `json` keeps them exact: a message with a run of
-# 18+ digits anywhere is read by `json` (rare: ids and times are shorter).
-_LONG_DIGITS = re.compile(rb"[0-9]{18}")
+# 18+ digits anywhere is read by `json` (rare: ids and times are shorter). Found by mapping every digit
+# to "0" and everything else to "." (C-speed `translate` + substring search; a regex took 6 us a message).
+_DIGITS_AS_ZERO = bytes(b"0"[0] if 0x30 <= i <= 0x39 else b"."[0] for i in range(256))
+_LONG_RUN = b"0" * 18
 
 
 def loads(raw: bytes) -> Any:
     """`json.loads(raw)`, through orjson (4-5x cheaper) where it reads the same value. Anything orjson
     refuses (NaN literals, lone surrogates, UTF-16 input, bad JSON) is read by `json`, which gives today's
     value or today's error (property-tested equal in tests/property/test_fast_decode.py)."""
-    if _LONG_DIGITS.search(raw) is None:
+    if _LONG_RUN not in raw.translate(_DIGITS_AS_ZERO):
         try:
             return orjson.loads(raw)
         except orjson.JSONDecodeError:

@@ -158,8 +158,12 @@ class Ledger:
         proj = self.proj
         start_position, start_hash = proj.position, proj.head_hash
         ids = {e.id for _, e, _ in decoded}
-        # committed duplicates from the store; those of batches still being recorded from memory
-        seen = self.store.seen_messages_now(ids) if ids else set()
+        versions = self._versions
+        # committed duplicates from the store, with the versions of the streams the messages name (most
+        # events go to their command's aggregate); duplicates in batches still being recorded from memory
+        keys = {e.key for _, e, _ in decoded if e.key not in versions}
+        seen, found = self.store.seen_messages_now(ids, keys) if ids else (set(), {})
+        versions.update(found)
         for flight in self._in_flight:
             seen |= ids & flight
         proj.begin()
@@ -179,9 +183,7 @@ class Ledger:
                 if events and events[0].type == "CommandRejected":
                     meta["input"] = env.payload  # a rejection's event cannot carry the command itself
                 batch.append(PendingAppend(events, meta, env.id))
-            streams = {e.stream for p in batch for e in p.events}
-            versions = self._versions
-            missing = [s for s in streams if s not in versions]
+            missing = {e.stream for p in batch for e in p.events if e.stream not in versions}
             if missing:
                 versions.update(self.store.stream_versions_now(missing))
             records, texts = encode_events(batch, start_position, start_hash, versions, float(now))

@@ -310,11 +310,13 @@ class EventStore:
         ).all()
         return {r[0] for r in rows}
 
-    def seen_messages_now(self, message_ids: Iterable[str]) -> set[str]:
-        """`seen_messages` among committed transactions, on a connection of its own."""
+    def seen_messages_now(self, message_ids: Iterable[str],
+                          streams: Iterable[str] = ()) -> tuple[set[str], dict[str, int]]:
+        """`seen_messages` and `stream_versions` (of `streams`) among committed transactions, on a
+        connection of its own (one checkout for both)."""
         with self.engine.connect() as conn:
             try:
-                return self.seen_messages(conn, message_ids)
+                return self.seen_messages(conn, message_ids), self.stream_versions(conn, streams)
             finally:
                 conn.rollback()
 
