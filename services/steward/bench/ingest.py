@@ -236,12 +236,14 @@ def run(events: int, latency_events: int, latency_rate: float | None, references
                 time.sleep(0.02)
         stop.set()
         ledger.join(30)
+        ledger_cpu = time.process_time() - cpu_started  # before the read-back below (references only)
         recorded = store.read(after=1)
         batches = len(throughput_commits)
         cpu = time.process_time() - cpu_started
         result: dict[str, Any] = {
             "events": events, "events_per_s": round(events_per_s, 1),
             "client_cpu_s_per_1k_events": round(1000 * cpu / (events + latency_events), 3),
+            "ledger_cpu_s_per_1k_events": round(1000 * ledger_cpu / (events + latency_events), 3),
             "batches": batches, "avg_batch": round(events / max(1, batches), 1),
             "latency_events": len(latencies), "latency_rate_per_s": round(rate, 1),
             "latency_ms_p50": round(percentile(latencies, 0.50), 2),
