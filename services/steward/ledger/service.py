@@ -11,6 +11,7 @@ import gc
 import json
 import logging
 import os
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -131,7 +132,8 @@ class Auditor:
 
 def run_ledger(settings: Settings, stop: threading.Event | None = None,
                on_batch: Callable[[list[RecordedEvent]], None] | None = None, background: bool = True) -> None:
-    """Consume commands until `stop`; `on_batch` sees each committed batch (benchmarks); `background`
+    """Consume commands until `stop`; `on_batch` sees each committed batch right after its commit, in the
+    writer thread, in log order (benchmarks; an error there is logged, the batch stays committed); `background`
     runs the outbox relay and the checkpoint/snapshot thread."""
     stop = stop or threading.Event()
     store = EventStore.from_url(settings.resolved_store_url)
@@ -159,6 +161,14 @@ def run_ledger(settings: Settings, stop: threading.Event | None = None,
     def publish_dead(dead: list[DeadLetter]) -> None:
         _dead_letters(dead_producer, settings, dead)
 
+    def write(prepared: Prepared) -> None:
+        ledger.record(prepared, publish_dead)
+        if on_batch is not None and prepared.records:
+            try:
+                on_batch(prepared.records)
+            except Exception:
+                log.exception("on_batch failed (the batch is committed)")
+
     def settle() -> bool:
         """Wait for the batch being recorded; False (and everything open undone) when it failed."""
         nonlocal in_flight
@@ -185,13 +195,13 @@ def run_ledger(settings: Settings, stop: threading.Event | None = None,
         if recorded:
             log.info("recorded %d events up to position %d", len(recorded), recorded[-1].position)
             log_recorded(commands_log, recorded)
-            if on_batch is not None:
-                on_batch(recorded)
         return True
 
     try:
         assign_all(consumer, settings.topic("commands"), ledger, stop)
         while not stop.is_set():
+            if in_flight is not None and in_flight[0].done() and not settle():
+                continue  # settled as soon as it commits (latency), not only when the next batch is ready
             # Decide the next batch while the one before is recorded (pipelined, one batch in flight):
             # the writer waits on PostgreSQL while this thread decodes and decides.
             polled = consumer.poll(timeout_ms=0 if in_flight else 200, max_records=batch)
@@ -218,7 +228,7 @@ def run_ledger(settings: Settings, stop: threading.Event | None = None,
                 continue
             if not settle():
                 continue  # the batch before failed: this one was decided on it and is undone too
-            in_flight = (writer.submit(ledger.record, prepared, publish_dead), prepared, started)
+            in_flight = (writer.submit(write, prepared), prepared, started)
         settle()
     finally:
         gc.set_threshold(*gc_before)
@@ -245,6 +255,7 @@ def _quiet_collector() -> tuple[int, int, int]:
     gc.collect()
     gc.freeze()
     gc.set_threshold(*LEDGER_GC_THRESHOLD)
+    sys.setswitchinterval(float(os.environ.get("STEWARD_LEDGER_SWITCH_S", "0.005")))
     return before
 
 

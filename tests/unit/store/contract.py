@@ -69,6 +69,16 @@ class StoreContract:
         assert [r.position for r in store.stream("a")] == [1, 3]
         assert [r.position for r in store.by_message("m-1")] == [3]
 
+    def test_the_ledger_reads_committed_message_ids_and_stream_versions_in_one_go(self, store: EventStore) -> None:
+        with store.engine.begin() as conn:
+            store.append(conn, [PendingAppend([Event("a", "X", {}), Event("a", "X", {}), Event("b", "X", {})],
+                                              {"actor": "t"}, "m-1")])
+            store.mark_processed(conn, [("m-1", 1), ("m-2", None)])
+        seen, versions = store.seen_messages_now(["m-1", "m-2", "m-3", "a"], ["a", "b", "c", "m-1"])
+        assert seen == {"m-1", "m-2"}
+        assert versions == {"a": 2, "b": 1, "c": 0, "m-1": 0}
+        assert store.seen_messages_now([], []) == (set(), {})
+
     def test_expected_version_mismatch_is_refused_and_nothing_is_written(self, store: EventStore) -> None:
         with store.engine.begin() as conn:
             store.append(conn, [PendingAppend([Event("a", "X", {})], {})])
