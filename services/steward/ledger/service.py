@@ -11,7 +11,6 @@ import gc
 import json
 import logging
 import os
-import sys
 import threading
 import time
 from collections.abc import Callable
@@ -255,7 +254,6 @@ def _quiet_collector() -> tuple[int, int, int]:
     gc.collect()
     gc.freeze()
     gc.set_threshold(*LEDGER_GC_THRESHOLD)
-    sys.setswitchinterval(float(os.environ.get("STEWARD_LEDGER_SWITCH_S", "0.005")))
     return before
 
 
