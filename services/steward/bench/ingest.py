@@ -117,6 +117,25 @@ def produce(settings: Settings, topic: str, cmds: Sequence[Any], rate: float | N
     producer.close(timeout=10)
 
 
+def _produce_paced(settings_json: str, n: int, start: int, rate: float) -> None:
+    settings = Settings.model_validate_json(settings_json)
+    produce(settings, settings.topic("commands"), commands(n, start=start), rate)
+
+
+def paced_producer(settings: Settings, n: int, start: int, rate: float) -> None:
+    """The latency phase's commands, paced, from a process of their own (as the API publishes them): in
+    the ledger's process its threads would share the GIL with the producer, and a busy ledger would
+    delay the sends it is timed on."""
+    import multiprocessing
+
+    proc = multiprocessing.get_context("spawn").Process(
+        target=_produce_paced, args=(settings.model_dump_json(), n, start, rate), daemon=True)
+    proc.start()
+    proc.join()
+    if proc.exitcode != 0:
+        raise RuntimeError(f"the paced producer exited {proc.exitcode}")
+
+
 def percentile(values: list[float], q: float) -> float:
     if not values:
         return 0.0
@@ -231,7 +250,7 @@ def run(events: int, latency_events: int, latency_rate: float | None, references
         events_per_s = drained / (t_end - t0) if t_end > t0 else float("nan")
         rate = latency_rate or max(100.0, 0.5 * events_per_s)
         if latency_events:
-            produce(settings, settings.topic("commands"), commands(latency_events, start=10 * events), rate)
+            paced_producer(settings, latency_events, 10 * events, rate)
             while sum(n for _, n in commits) < events + latency_events and time.monotonic() < deadline:
                 time.sleep(0.02)
         stop.set()
