@@ -198,11 +198,15 @@ def run_ledger(settings: Settings, stop: threading.Event | None = None,
 
     try:
         assign_all(consumer, settings.topic("commands"), ledger, stop)
+        backlog = False
         while not stop.is_set():
-            if in_flight is not None and in_flight[0].done() and not settle():
-                continue  # settled as soon as it commits (latency), not only when the next batch is ready
-            # Decide the next batch while the one before is recorded (pipelined, one batch in flight):
-            # the writer waits on PostgreSQL while this thread decodes and decides.
+            # With a backlog (the last poll filled at least half a batch), the next batch is decided while
+            # the one before is recorded (pipelined, one batch in flight): the writer waits on PostgreSQL
+            # while this thread decodes and decides. Without one, the batch before is settled first, so
+            # that the next poll takes everything that arrived while it was recorded (deciding early
+            # would leave those for the batch after: one more batch of latency).
+            if in_flight is not None and (not backlog or in_flight[0].done()) and not settle():
+                continue
             polled = consumer.poll(timeout_ms=0 if in_flight else 200, max_records=batch)
             if not polled:
                 if in_flight is None:
@@ -215,6 +219,7 @@ def run_ledger(settings: Settings, stop: threading.Event | None = None,
                 for r in records:
                     messages.append((f"{tp.topic}/{tp.partition}@{r.offset}", r.value))
                     offsets[(tp.topic, tp.partition)] = r.offset + 1
+            backlog = len(messages) >= batch // 2
             started = time.perf_counter()
             try:
                 prepared = ledger.prepare(messages, offsets)
