@@ -186,7 +186,8 @@ class Ledger:
             missing = {e.stream for p in batch for e in p.events if e.stream not in versions}
             if missing:
                 versions.update(self.store.stream_versions_now(missing))
-            records, texts = encode_events(batch, start_position, start_hash, versions, float(now))
+            batch_versions = {e.stream: versions[e.stream] for p in batch for e in p.events}
+            records, texts = encode_events(batch, start_position, start_hash, batch_versions, float(now))
             if records:
                 if records[-1].position != position:
                     raise RuntimeError(f"positions out of step: {records[-1].position}, expected {position}")
@@ -198,8 +199,9 @@ class Ledger:
             processed = [(p.message_id, first_position.get(p.message_id)) for p in batch if p.message_id]
             rows = projections.capture(proj, changed)
         except BaseException:
-            self.abort()
+            proj.rollback_newest()  # this batch only: the one before may still commit
             raise
+        versions.update(batch_versions)
         batch_ids = {p.message_id for p in batch if p.message_id}
         self._in_flight.append(batch_ids)
         return Prepared(start_position, start_hash, records, texts, processed, rows, dict(offsets), dead, batch_ids)

@@ -186,6 +186,11 @@ class Projector:
     def rollback(self) -> None:
         """Undo every open frame, newest first (the batches after a failed one were decided on it)."""
         while self._frames:
+            self.rollback_newest()
+
+    def rollback_newest(self) -> None:
+        """Undo the newest open frame only (a batch that failed while being decided)."""
+        if self._frames:
             undo, undo_jobs, undo_positions = self._frames.pop()
             (self.allocations, self.nodes, self.used, self.policy, self.position, self.recorded_at,
              self.head_hash) = undo

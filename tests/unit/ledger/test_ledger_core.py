@@ -8,6 +8,7 @@ import pytest
 
 from steward.bus.envelope import Envelope, command_envelope
 from steward.domain.commands import CancelJob, SetAllocations, SubmitJob
+from steward.ledger import core
 from steward.ledger.core import DeadLetter, Ledger, fold
 from steward.store import projections, schema
 from steward.store.eventstore import EventStore
@@ -155,3 +156,23 @@ def test_a_ledger_whose_log_moved_re_reads_the_state_and_decides_again(store: Ev
     assert [(r.position, r.type) for r in recorded] == [(4, "CommandRejected")]
     assert store.head() == 4
     assert stale.state == fold(store)[0]
+
+
+def test_a_batch_that_fails_while_being_decided_leaves_the_one_in_flight_to_commit(
+        store: EventStore, monkeypatch: pytest.MonkeyPatch) -> None:
+    ledger = Ledger(store, clock=lambda: 100.0)
+    ledger.process([msg(c) for c in TREE], {})
+    first = ledger.prepare([msg(SubmitJob("j1", "a1", 1, 0, ["true"]))], {("t", 0): 3})
+
+    def broken(*_args: object, **_kwargs: object) -> None:
+        raise ValueError("encoder broke")
+
+    monkeypatch.setattr(core, "encode_events", broken)
+    with pytest.raises(ValueError, match="encoder broke"):
+        ledger.prepare([msg(CancelJob("j1", "x")), msg(SubmitJob("j2", "a1", 1, 0, ["true"]))], {("t", 0): 5})
+    monkeypatch.undo()
+    ledger.record(first)
+    ledger.committed(first)
+    assert ledger.state == fold(store)[0] and ledger.head == 3 and ledger.state.jobs["j1"].state == "QUEUED"
+    recorded, _ = ledger.process([msg(CancelJob("j1", "x"))], {("t", 0): 4})
+    assert [(r.position, r.version, r.type) for r in recorded] == [(4, 2, "JobCancelled")]
