@@ -236,6 +236,7 @@ def run_ledger(settings: Settings, stop: threading.Event | None = None,
         settle()
     finally:
         gc.set_threshold(*gc_before)
+        gc.unfreeze()
         writer.shutdown(wait=True)
         consumer.close()
         dead_producer.close(timeout=5)
@@ -254,7 +255,8 @@ LEDGER_GC_THRESHOLD = (50_000, 20, 100)
 
 def _quiet_collector() -> tuple[int, int, int]:
     """Move the state loaded at start out of the collector's sight (`gc.freeze`: it is long-lived and
-    acyclic) and raise the thresholds; returns the thresholds before, to restore."""
+    acyclic) and raise the thresholds; returns the thresholds before, restored (and the frozen objects
+    handed back to the collector) when the ledger stops."""
     before = gc.get_threshold()
     gc.collect()
     gc.freeze()
