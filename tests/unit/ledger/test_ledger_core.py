@@ -176,3 +176,17 @@ def test_a_batch_that_fails_while_being_decided_leaves_the_one_in_flight_to_comm
     assert ledger.state == fold(store)[0] and ledger.head == 3 and ledger.state.jobs["j1"].state == "QUEUED"
     recorded, _ = ledger.process([msg(CancelJob("j1", "x"))], {("t", 0): 4})
     assert [(r.position, r.version, r.type) for r in recorded] == [(4, 2, "JobCancelled")]
+
+
+@pytest.mark.parametrize("raw", [
+    b'{"id":"m1","type":"SetAllocations","key":"a","payload":{"parent":"cluster","shares":{"a":1.0},"reason":"x\\ud800"}}',
+    b'{"id":"m1","type":"SetAllocations","key":"a","payload":{"parent":"cluster","shares":{"a":1.0},"reason":"x\xed\xa0\x80"}}',
+])
+def test_a_lone_surrogate_is_dead_lettered_not_retried_forever(store: EventStore, raw: bytes) -> None:
+    """`json` reads a lone surrogate into a string with no UTF-8 form; the batch used to fail on every
+    retry while hashing it (a poison message). Now the message is dead-lettered and the rest goes on."""
+    ledger = Ledger(store)
+    recorded, dead = ledger.process([("t/0@0", raw), msg(TREE[0])], {("t", 0): 2})
+    assert [d.source for d in dead] == ["t/0@0"]
+    assert "lone surrogate (\\ud800)" in dead[0].error
+    assert [r.type for r in recorded] == ["AllocationsSet"]
