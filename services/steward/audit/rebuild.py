@@ -19,9 +19,10 @@ from __future__ import annotations
 import hashlib
 import time
 from collections.abc import Iterable
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from sqlalchemy import Connection, MetaData, Table, select, text
+from sqlalchemy import Connection, MetaData, Table, func, select, text
 
 from steward.audit.snapshots import events_for_fold, open_view, save_base
 from steward.audit.timetravel import StateAt
@@ -217,6 +218,12 @@ def _late(conn: Connection, after: int) -> list[tuple[int, Any, float, str]]:
     return [(r.position, r.as_event(), r.recorded_at, r.hash) for r in map(row_to_recorded, rows)]
 
 
+def _live(conn: Connection) -> tuple[Sum, dict[str, list[dict[str, Any]]]]:
+    """The live jobs table's sum and the small tables' rows, as the transaction sees them."""
+    return table_sum(conn, schema.proj_jobs), {
+        t.name: projections.read_rows(conn, t) for t in (schema.proj_allocations, schema.proj_nodes)}
+
+
 def rebuild_from_check(store: EventStore, check: dict[str, Any]) -> dict[str, Any] | None:
     """The rebuild from a checked snapshot (None when that snapshot can no longer be read as recorded)."""
     started = time.perf_counter()
@@ -224,23 +231,37 @@ def rebuild_from_check(store: EventStore, check: dict[str, Any]) -> dict[str, An
     if view is None or view.chain[-1].ref != (int(check["position"]), str(check["digest"])):
         return None
     tail = _Tail(view)
-    tail.fold(list(events_for_fold(store, view.position)))
-    folded = time.perf_counter()
-    for _ in range(5):
+    if store.dialect == "postgresql":
+        # One REPEATABLE READ transaction fixes the head and the live tables; PostgreSQL sums the live jobs
+        # table on it while this process folds the events up to that head (read on other connections:
+        # events are immutable, so they are the ones the transaction sees).
         with store.engine.connect() as conn:
             conn = _repeatable(conn)
             conn.begin()
-            late = _late(conn, tail.head)
-            if late and conn.dialect.name != "postgresql":  # SQLite: fold outside the write lock, look again
-                conn.rollback()
-                tail.fold(late)
-                continue
-            tail.fold(late)
-            report = _compare_from_check(conn, check, tail)
+            head = int(conn.execute(select(func.max(schema.events.c.position))).scalar() or 0)
+            with ThreadPoolExecutor(max_workers=1) as pool:
+                live = pool.submit(_live, conn)
+                tail.fold(list(events_for_fold(store, view.position, head)))
+                folded = time.perf_counter()
+                live_sum, live_small = live.result()
+            report = _compare_from_check(conn, check, tail, live_sum, live_small)
             conn.rollback()
-            break
     else:
-        return None
+        tail.fold(list(events_for_fold(store, view.position)))
+        folded = time.perf_counter()
+        for _ in range(5):
+            with store.engine.connect() as conn:
+                conn.begin()
+                late = _late(conn, tail.head)
+                if late:  # fold outside the write lock (SQLite takes it at BEGIN), then look again
+                    conn.rollback()
+                    tail.fold(late)
+                    continue
+                report = _compare_from_check(conn, check, tail, *_live(conn))
+                conn.rollback()
+                break
+        else:
+            return None
     done = time.perf_counter()
     return report | {"from_snapshot": view.position, "tail_events": tail.head - view.position,
                      "snapshot_check": {"position": view.position, "digest": view.chain[-1].ref[1],
@@ -248,7 +269,8 @@ def rebuild_from_check(store: EventStore, check: dict[str, Any]) -> dict[str, An
                      "fold_seconds": round(folded - started, 3), "seconds": round(done - started, 3)}
 
 
-def _compare_from_check(conn: Connection, check: dict[str, Any], tail: _Tail) -> dict[str, Any]:
+def _compare_from_check(conn: Connection, check: dict[str, Any], tail: _Tail, live: Sum,
+                        live_small: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
     if checksum_kind(conn) != check["checksum_of"]:
         raise ValueError("the snapshot check was recorded on another kind of database")
     new_rows, small = tail.rows()
@@ -258,18 +280,16 @@ def _compare_from_check(conn: Connection, check: dict[str, Any], tail: _Tail) ->
     for table in (schema.proj_allocations, schema.proj_nodes):
         fresh = projections.fresh_table(conn, table)
         projections.insert_rows(conn, fresh, small[table.name])
-        live_rows = projections.read_rows(conn, table)
-        live_sum = projections.checksum(live_rows)
+        live_sum = projections.checksum(live_small[table.name])
         fresh_sum = projections.checksum(projections.read_rows(conn, fresh))
-        tables[table.name] = {"rows": len(small[table.name]), "live_rows": len(live_rows), "checksum": fresh_sum,
-                              "live_checksum": live_sum, "equal": fresh_sum == live_sum,
+        tables[table.name] = {"rows": len(small[table.name]), "live_rows": len(live_small[table.name]),
+                              "checksum": fresh_sum, "live_checksum": live_sum, "equal": fresh_sum == live_sum,
                               "checksum_of": "canonical rows"}
     recorded = check["tables"]["proj_jobs"]
     w = [int(x) for x in recorded["sum"]]
     base: Sum = (int(recorded["rows"]), (w[0], w[1], w[2], w[3]))
     expected = _add(_add(base, rows_sum(conn, schema.proj_jobs, new_rows, "rebuild_new_")),
                     rows_sum(conn, schema.proj_jobs, old_rows, "rebuild_old_"), -1)
-    live = table_sum(conn, schema.proj_jobs)
     tables["proj_jobs"] = {"rows": expected[0], "live_rows": live[0], "checksum": _sum_text(expected),
                            "live_checksum": _sum_text(live), "equal": expected == live,
                            "checksum_of": check["checksum_of"], "changed_rows": len(tail.changed)}
