@@ -1,4 +1,5 @@
-"""Snapshot checks: a full rebuild records the snapshot it proved equal to the live projections.
+"""Snapshot checks: a full rebuild records the snapshot it proved equal to the live projections; and
+snapshot blobs stored uncompressed by PostgreSQL (their parts are compressed one by one).
 
 `steward audit rebuild --full` folds the whole log, proves the rebuilt tables equal the live ones, and
 records here the snapshot of that state (position, digest) with per-table sums of row hashes; a later
@@ -32,6 +33,9 @@ def upgrade() -> None:
         sa.Column("tables", sa.JSON, nullable=False),
     )
     if op.get_bind().dialect.name == "postgresql":
+        # Snapshot parts are compressed one by one and read alone with substr: PostgreSQL must not compress
+        # the blob as a whole (a substr of a compressed value decompresses it up to the slice).
+        op.execute("ALTER TABLE snapshots ALTER COLUMN state SET STORAGE EXTERNAL")
         op.execute(
             f"""
             DO $$ BEGIN
@@ -44,4 +48,6 @@ def upgrade() -> None:
 
 
 def downgrade() -> None:
+    if op.get_bind().dialect.name == "postgresql":
+        op.execute("ALTER TABLE snapshots ALTER COLUMN state SET STORAGE EXTENDED")
     op.drop_table("snapshot_checks")

@@ -8,7 +8,10 @@ the event that last changed the job). A *delta* holds only the jobs changed sinc
 small tables and job counts at its position. A delta names its base and its previous snapshot by
 (position, digest), so a chain base -> delta -> ... -> delta is checked link by link; every snapshot's
 digest is the SHA-256 of its length prefix and header, which holds each part's SHA-256 and the hash of
-the event at its position (`head_hash`, compared with the log when the snapshot is read).
+the event at its position (`head_hash`, compared with the log when the snapshot is read). Each part is
+compressed alone (zlib, level 1) and the database keeps the blob uncompressed (migration 0004 sets the
+column's storage to EXTERNAL), so reading one part with `substr` reads only that part's bytes: with
+PostgreSQL's own compression of the whole blob, every `substr` decompressed the blob up to the part.
 
 `SnapshotView` answers from a chain without building the state: job counts from the newest header,
 single jobs from the newest delta that names them, else from the one base block that holds them.
@@ -19,6 +22,7 @@ from __future__ import annotations
 import hashlib
 import marshal
 import struct
+import zlib
 from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, fields
@@ -75,6 +79,7 @@ def _where(proj: Projector) -> dict[str, Any]:
 
 
 def _pack(header: dict[str, Any], parts: list[bytes]) -> bytes:
+    parts = [zlib.compress(p, 1) for p in parts]  # each part alone (PostgreSQL stores the blob uncompressed)
     offset, table = 0, []
     for part in parts:
         table.append((offset, len(part), hashlib.sha256(part).digest()))
@@ -132,7 +137,7 @@ class Snapshot:
         """Check part `i`'s bytes against the header and decode them."""
         if len(data) != self._table[i][1] or hashlib.sha256(data).digest() != self._table[i][2]:
             raise ValueError(f"snapshot {self.position}: part {i} does not match its digest")
-        value = marshal.loads(data)
+        value = marshal.loads(zlib.decompress(data))
         self._cache[i] = value
         return value
 
