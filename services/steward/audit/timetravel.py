@@ -108,12 +108,14 @@ class StateAt:
         return out
 
     def first_jobs(self, n: int) -> list[Job]:
-        """The first `n` jobs by (submitted_at, job_id): reads every row block but builds only the `n`
-        jobs it returns (the API's `stateAt` page)."""
+        """The first `n` jobs by (submitted_at, job_id), building only those (the API's `stateAt` page):
+        from the base's first rows and the deltas when they reach `n`, else from every row block."""
         if n <= 0:
             return []
         sub, changed = SUBMITTED_AT, self.changed
-        rows = (r for r in self._all_rows() if r[0] not in changed)
+        rows = self._view.first_rows(n, set(changed)) if self._view is not None else []
+        if rows is None:
+            rows = [r for r in self._all_rows() if r[0] not in changed]
         best = [Job(*r[:-1]) for r in heapq.nsmallest(n, rows, key=lambda r: (r[sub], r[0]))]
         return heapq.nsmallest(n, [*best, *changed.values()], key=lambda j: (j.submitted_at, j.job_id))
 

@@ -3,9 +3,10 @@
 A *base* holds the whole state at its position: a header (allocations, nodes, GPU use, policy, the job
 counts per state, the first job id of every row block, and the offset, length and SHA-256 of each part)
 followed by row blocks of `SNAPSHOT_BLOCK` jobs sorted by id (every `Job` field, then the position of
-the event that last changed the job). A *delta* holds only the jobs changed since the snapshot before it
-(`previous`), as one part aligned with the sorted ids in its header (`None`: the job is gone), plus the
-small tables and job counts at its position. A delta names its base and its previous snapshot by
+the event that last changed the job), then the first `FIRST_ROWS` rows by (submitted_at, job_id) for
+the API's page. A *delta* holds only the jobs changed since the snapshot before it (`previous`), as one
+part aligned with the sorted ids in its header (`None`: the job is gone), plus the small tables and job
+counts at its position. A delta names its base and its previous snapshot by
 (position, digest), so a chain base -> delta -> ... -> delta is checked link by link; every snapshot's
 digest is the SHA-256 of its length prefix and header, which holds each part's SHA-256 and the hash of
 the event at its position (`head_hash`, compared with the log when the snapshot is read). Each part is
@@ -33,6 +34,7 @@ from steward.domain.state import AllocationNode, ClusterNode, Job
 from steward.store.projections import Projector
 
 SNAPSHOT_BLOCK = 1024  # jobs per base row block
+FIRST_ROWS = 2048  # a base's first jobs by (submitted_at, job_id), for the API's page (`api_max_page` is 500)
 JOB_FIELDS = tuple(f.name for f in fields(Job))
 STATE = JOB_FIELDS.index("state")
 SUBMITTED_AT = JOB_FIELDS.index("submitted_at")
@@ -94,9 +96,10 @@ def encode_base(proj: Projector, counts: dict[str, int]) -> bytes:
     pos, jobs = proj.positions, proj.jobs
     rows = [(*_job_fields(jobs[k]), pos[("j", k)]) for k in ids]
     blocks = [rows[i:i + SNAPSHOT_BLOCK] for i in range(0, len(rows), SNAPSHOT_BLOCK)]
+    first = sorted(rows, key=lambda r: (r[SUBMITTED_AT], r[0]))[:FIRST_ROWS]
     header = {"kind": "base", **_where(proj), **_small_tables(proj), "counts": dict(counts), "jobs": len(ids),
               "block": SNAPSHOT_BLOCK, "first_ids": [b[0][0] for b in blocks], "base": None, "previous": None}
-    return _pack(header, [marshal.dumps(b) for b in blocks])
+    return _pack(header, [marshal.dumps(b) for b in blocks] + [marshal.dumps(first)])
 
 
 def encode_delta(proj: Projector, counts: dict[str, int], changed: Iterable[str], base: Ref, previous: Ref) -> bytes:
@@ -247,6 +250,17 @@ class SnapshotView:
         for row in overlay.values():
             if row is not None:
                 yield row
+
+    def first_rows(self, n: int, exclude: set[str]) -> list[Row] | None:
+        """Candidates for the first `n` jobs by (submitted_at, job_id) among those not in `exclude`: the
+        base's first rows that no delta changed, and every row a delta holds (reads the base's first-rows
+        part and the deltas, not the blocks). None when the base's first rows do not reach `n`."""
+        overlay = self.overlay()
+        (first,) = self.base.parts([self.block_count])
+        base = [r for r in first if r[0] not in overlay and r[0] not in exclude]
+        if len(base) < n and len(first) < self.base.header["jobs"]:
+            return None
+        return base + [r for k, r in overlay.items() if r is not None and k not in exclude]
 
     def projector(self) -> Projector:
         """The whole state as a `Projector` (builds every job)."""

@@ -26,6 +26,7 @@ QUERY = """query($p: BigInt!, $n: Int!) { stateAt(position: $p, jobsFirst: $n) {
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(snapshotparts, "SNAPSHOT_BLOCK", 4)
+        mp.setattr(snapshotparts, "FIRST_ROWS", 8)
         with serve(Path(tmp_path_factory.mktemp("stateat")), seeded=False) as s:
             run_history(s.store, jobs=25, batch=5, start=1_000.0)
             assert take_snapshots(s.store, every=11, base_every=33) >= 3

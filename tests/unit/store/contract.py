@@ -267,6 +267,7 @@ class StoreContract:
         without events that are not job-local; chains of up to three deltas) in row blocks of 4 jobs: the
         state, the job counts, the rows and single jobs equal a fold from the start."""
         monkeypatch.setattr(snapshotparts, "SNAPSHOT_BLOCK", 4)
+        monkeypatch.setattr(snapshotparts, "FIRST_ROWS", 6)  # the API's page: from the first rows or every block
         run_history(store, jobs=25, batch=5, start=1_000.0)
         assert take_snapshots(store, every=11, base_every=44) >= 3
         with store.engine.connect() as conn:
@@ -287,6 +288,9 @@ class StoreContract:
             for job in reference.jobs.values():
                 counts[job.state] = counts.get(job.state, 0) + 1
             assert st.job_counts() == dict(sorted(counts.items())), position
+            by_submission = sorted(reference.jobs.values(), key=lambda j: (j.submitted_at, j.job_id))
+            for n in (1, 3, 7):
+                assert st.first_jobs(n) == by_submission[:n], (position, n)
             for job_id in [*sorted(reference.jobs)[::7], "no-such-job"]:
                 assert st.job(job_id) == reference.jobs.get(job_id), (position, job_id)
             assert (st.head_hash, st.recorded_at) == (reference.head_hash, reference.recorded_at), position
