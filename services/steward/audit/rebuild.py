@@ -22,7 +22,7 @@ from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from sqlalchemy import Connection, MetaData, Table, func, select, text
+from sqlalchemy import Connection, Table, func, select, text
 
 from steward.audit.snapshots import events_for_fold, open_view, save_base
 from steward.audit.timetravel import StateAt
@@ -128,18 +128,42 @@ def _repeatable(conn: Connection) -> Connection:
     return conn
 
 
+def _live_sums(store: EventStore, snapshot_id: str) -> dict[str, Sum]:
+    """The live tables' sums as another transaction sees them (PostgreSQL's exported snapshot)."""
+    with store.engine.connect() as conn:
+        conn = conn.execution_options(isolation_level="REPEATABLE READ")
+        conn.begin()
+        conn.execute(text(f"SET TRANSACTION SNAPSHOT '{snapshot_id}'"))
+        out = {t.name: table_sum(conn, t) for t in schema.PROJECTION_TABLES}
+        conn.rollback()
+    return out
+
+
 def rebuild_full(store: EventStore, replace: bool = False, record: bool = True) -> dict[str, Any]:
     """Fold the whole log into fresh tables and compare checksums; when equal, record a snapshot check."""
     started = time.perf_counter()
     proj = Projector()
-    with gc_paused():
-        for position, ev, at, h in events_for_fold(store, 0):
-            proj.apply(ev, at, position, h)
+    pg = store.dialect == "postgresql"
+    if not pg:  # SQLite: fold before the transaction (it takes the write lock, other readers would wait)
+        with gc_paused():
+            for position, ev, at, h in events_for_fold(store, 0):
+                proj.apply(ev, at, position, h)
     folded = time.perf_counter()
     sums: dict[str, Sum] = {}
-    with store.engine.connect() as conn:
+    with store.engine.connect() as conn, ThreadPoolExecutor(max_workers=1) as pool:
         conn = _repeatable(conn)
         conn.begin()
+        live = None
+        if pg:
+            # The transaction fixes the head and the live tables; the live tables' sums (for the check) are
+            # computed on its exported snapshot by the server while this process folds the log up to it.
+            head = int(conn.execute(select(func.max(schema.events.c.position))).scalar() or 0)
+            if record:
+                live = pool.submit(_live_sums, store, str(conn.execute(text("SELECT pg_export_snapshot()")).scalar()))
+            with gc_paused():
+                for position, ev, at, h in events_for_fold(store, 0, head):
+                    proj.apply(ev, at, position, h)
+            folded = time.perf_counter()
         tail = conn.execute(select(schema.events).where(schema.events.c.position > proj.position)
                             .order_by(schema.events.c.position)).all()
         for rec in map(row_to_recorded, tail):
@@ -149,13 +173,10 @@ def rebuild_full(store: EventStore, replace: bool = False, record: bool = True) 
         tables = projections.compare(conn, rows)
         ok = all(t["equal"] for t in tables.values())
         kind = checksum_kind(conn)
-        if ok and record:
-            for table in schema.PROJECTION_TABLES:
-                if conn.dialect.name == "postgresql":  # the fresh copies `compare` wrote, in this transaction
-                    sums[table.name] = table_sum(conn, table.to_metadata(
-                        MetaData(), name="rebuild_" + table.name))
-                else:
-                    sums[table.name] = _sum_of_rows(rows[table.name])
+        if ok and record:  # equal tables have equal sums: the live ones (PostgreSQL) or the rebuilt rows
+            sums = live.result() if live is not None else {t: _sum_of_rows(r) for t, r in rows.items()}
+        elif live is not None:
+            live.result()
         if replace and not ok:
             projections.replace_live(conn, rows)
         conn.commit()
