@@ -15,7 +15,8 @@ from steward.store.migrate import upgrade
 from tests.unit.store.contract import Tamper
 
 APPEND_ONLY = ("events", "checkpoints")
-RESET = ("events", "checkpoints", "snapshots", "consumer_offsets", "processed_messages", "relay_positions",
+RESET = ("events", "checkpoints", "snapshots", "snapshot_checks", "consumer_offsets", "processed_messages",
+         "relay_positions",
          "proj_allocations", "proj_nodes", "proj_jobs")
 
 

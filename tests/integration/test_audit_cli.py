@@ -82,9 +82,14 @@ def test_the_audit_commands_end_to_end(backend: tuple[EventStore, Tamper, str], 
     # replay, rebuild, time travel
     replayed = json.loads(audit(url, key, "replay", "--json").stdout)
     assert replayed["ok"] and replayed["reproduced"] == replayed["decisions"] > 40
-    rebuilt = json.loads(audit(url, key, "rebuild", "--json").stdout)
+    saved = json.loads(audit(url, key, "snapshot", "--every", "10", "--base-every", "30", "-o", "json").stdout)
+    assert saved["saved"] >= 3
+    rebuilt = json.loads(audit(url, key, "rebuild", "--json").stdout)  # nothing checked yet: from the first event
     assert rebuilt["ok"] and all(t["equal"] for t in rebuilt["tables"].values())
-    audit(url, key, "snapshot", "--every", "10")
+    assert rebuilt["mode"] == "full" and rebuilt["snapshot_check"]["recorded"]
+    again = json.loads(audit(url, key, "rebuild", "--json").stdout)  # from the snapshot that one checked
+    assert again["ok"] and again["mode"] == "snapshot" and again["tail_events"] == 0
+    assert json.loads(audit(url, key, "rebuild", "--full", "--json").stdout)["mode"] == "full"
     early = json.loads(audit(url, key, "state", "--at", "2023-11-14T22:13:25Z", "--json").stdout)
     late = json.loads(audit(url, key, "state", "--at", str(1_700_000_000.0 + 10_000), "--json").stdout)
     assert 0 < early["position"] < late["position"] == head

@@ -95,7 +95,9 @@ def state_at(store: EventStore, position: int, jobs_first: int) -> StatePage:
 
 
 def position_at(store: EventStore, at: float) -> int:
-    return store.position_at(at)
+    from steward.audit.snapshots import position_at as by_index
+
+    return by_index(store, at)
 
 
 @dataclass(frozen=True, slots=True)

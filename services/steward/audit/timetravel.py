@@ -1,17 +1,16 @@
 """The projections as of a past position, answered without building every job.
 
-`StateAt` is a snapshot's parts (`SnapshotParts`: the header with allocations, nodes and GPU use; the
-jobs' id and state columns and row blocks read from the stored blob only when needed) plus the jobs that
-the log's tail changed after the snapshot (folded by the domain's `evolve_job`, each on the one job it
-names, found by binary search in the ids and read from its row block). The job counts need the ids and
-states only; every job is built only when asked for (`rows`, `state`, `jobs`). Equal to the reference
-fold by construction, and checked against it at every position (tests/unit/store/contract.py).
+`StateAt` is a snapshot chain (`SnapshotView`: a base and the deltas after it; the job counts in the
+newest header, a job's row read from the newest delta naming it or from the one base block holding it)
+plus the jobs that the log's tail changed after the snapshot (folded by the domain's `evolve_job`, each
+on the one job it names). The job counts need no job row but those of the tail's jobs; every job is
+built only when asked for (`rows`, `state`, `jobs`). Equal to the reference fold by construction, and
+checked against it at every position (tests/unit/store/contract.py).
 """
 
 from __future__ import annotations
 
 import heapq
-from bisect import bisect_left
 from collections import Counter
 from collections.abc import Iterable, Iterator
 from typing import Any
@@ -19,23 +18,20 @@ from typing import Any
 from steward.domain.events import Event
 from steward.domain.state import Job, LedgerState, evolve_job
 from steward.store.projections import (
-    JOB_FIELDS,
     JOB_LOCAL_EVENTS,
     Projector,
-    SnapshotParts,
     allocation_row,
     job_row,
     node_row,
 )
-
-_SUBMITTED_AT = JOB_FIELDS.index("submitted_at")
+from steward.store.snapshotparts import STATE, SUBMITTED_AT, SnapshotView
 
 
 class StateAt:
-    """The ledger's state at `position`: a snapshot's columns and the tail's jobs on top."""
+    """The ledger's state at `position`: a snapshot chain and the tail's jobs on top."""
 
-    def __init__(self, parts: SnapshotParts | None, proj: Projector | None = None) -> None:
-        if parts is None:  # no snapshot: everything from a folded projector (no columns)
+    def __init__(self, view: SnapshotView | None, proj: Projector | None = None) -> None:
+        if view is None:  # no snapshot: everything from a folded projector
             base = proj or Projector()
             self.allocations, self.nodes = base.allocations, base.nodes
             self.used, self.policy = base.used, base.policy
@@ -44,33 +40,18 @@ class StateAt:
             self.changed: dict[str, Job] = dict(base.jobs)
             self.changed_at: dict[str, int] = {k: p for (t, k), p in base.positions.items() if t == "j"}
         else:
-            self.allocations, self.nodes = parts.allocations, parts.nodes
-            self.used, self.policy = parts.used, parts.policy
-            self.positions = parts.positions
-            self.position, self.recorded_at, self.head_hash = parts.position, parts.recorded_at, parts.head_hash
+            self.allocations, self.nodes = view.allocations, view.nodes
+            self.used, self.policy = view.used, view.policy
+            self.positions = view.positions
+            self.position, self.recorded_at, self.head_hash = view.position, view.recorded_at, view.head_hash
             self.changed, self.changed_at = {}, {}
-        self._parts = parts
-        self.snapshot_position = parts.position if parts else None
-        self._id_list: list[str] | None = None
+        self._view = view
+        self.snapshot_position = view.position if view else None
 
-    # -- the snapshot's parts, read on first use --
-
-    def _ids(self) -> list[str]:
-        if self._id_list is None:
-            self._id_list = self._parts.ids() if self._parts else []
-        return self._id_list
-
-    def _index(self, job_id: str) -> int | None:
-        ids = self._ids()
-        i = bisect_left(ids, job_id)
-        return i if i < len(ids) and ids[i] == job_id else None
+    # -- the snapshot's rows, read on first use --
 
     def _row(self, job_id: str) -> tuple[Any, ...] | None:
-        i = self._index(job_id)
-        if i is None or self._parts is None:
-            return None
-        size = self._parts.block_size
-        return self._parts.blocks([i // size])[0][i % size]
+        return None if self._view is None else self._view.lookup([job_id])[job_id]
 
     def job(self, job_id: str) -> Job | None:
         if job_id in self.changed:
@@ -79,11 +60,9 @@ class StateAt:
         return None if row is None else Job(*row[:-1])
 
     def prefetch(self, job_ids: Iterable[str]) -> None:
-        """Read the row blocks holding these jobs in one fetch (before folding a tail that names them)."""
-        if self._parts is None:
-            return
-        found = (self._index(j) for j in job_ids)
-        self._parts.blocks(sorted({i // self._parts.block_size for i in found if i is not None}))
+        """Read the rows of these jobs in as few fetches as possible (before folding a tail that names them)."""
+        if self._view is not None:
+            self._view.lookup(job_ids)
 
     # -- folding the tail --
 
@@ -109,20 +88,18 @@ class StateAt:
     # -- answers --
 
     def job_counts(self) -> dict[str, int]:
-        """Jobs per state (reads the ids and the states only, plus the tail's jobs)."""
-        states = self._parts.states() if self._parts else []
-        counts = Counter(states)
+        """Jobs per state (the snapshot's counts, corrected by the tail's jobs)."""
+        counts: Counter[str] = Counter(self._view.counts if self._view else {})
         for job_id, job in self.changed.items():
-            i = self._index(job_id)
-            if i is not None:
-                counts[states[i]] -= 1
+            row = self._row(job_id)
+            if row is not None:
+                counts[row[STATE]] -= 1
             counts[job.state] += 1
         return {s: n for s, n in sorted(counts.items()) if n}
 
     def _all_rows(self) -> Iterator[tuple[Any, ...]]:
-        if self._parts is not None:
-            for rows in self._parts.blocks(range(self._parts.block_count)):
-                yield from rows
+        if self._view is not None:
+            yield from self._view.rows()
 
     def jobs(self) -> dict[str, Job]:
         """Every job (reads every row block)."""
@@ -131,12 +108,14 @@ class StateAt:
         return out
 
     def first_jobs(self, n: int) -> list[Job]:
-        """The first `n` jobs by (submitted_at, job_id): reads every row block but builds only the `n`
-        jobs it returns (the API's `stateAt` page)."""
+        """The first `n` jobs by (submitted_at, job_id), building only those (the API's `stateAt` page):
+        from the base's first rows and the deltas when they reach `n`, else from every row block."""
         if n <= 0:
             return []
-        sub, changed = _SUBMITTED_AT, self.changed
-        rows = (r for r in self._all_rows() if r[0] not in changed)
+        sub, changed = SUBMITTED_AT, self.changed
+        rows = self._view.first_rows(n, set(changed)) if self._view is not None else []
+        if rows is None:
+            rows = [r for r in self._all_rows() if r[0] not in changed]
         best = [Job(*r[:-1]) for r in heapq.nsmallest(n, rows, key=lambda r: (r[sub], r[0]))]
         return heapq.nsmallest(n, [*best, *changed.values()], key=lambda j: (j.submitted_at, j.job_id))
 

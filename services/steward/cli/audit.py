@@ -214,13 +214,15 @@ def replay_cmd(output: OutputFormat = OutputOption,
 @audit_app.command("rebuild")
 def rebuild_cmd(
     replace: bool = typer.Option(False, "--replace", help="when they differ, replace the live rows by the rebuilt"),
+    full: bool = typer.Option(False, "--full", help="fold from the first event (and record the snapshot it "
+                              "proves), instead of from the newest snapshot a full rebuild checked"),
     json_flag: bool = typer.Option(False, "--json", help="print JSON"),
     output: OutputFormat = OutputOption,
 ) -> None:
-    """Rebuild the projections from the log into fresh tables and compare per-table checksums."""
+    """Rebuild the projections from the log and compare per-table checksums with the live ones."""
     from steward.audit.rebuild import rebuild
 
-    report = _guard(rebuild, _store(), replace)
+    report = _guard(rebuild, _store(), replace, full)
     emit(report, _fmt(output, json_flag),
          [[n, t["rows"], t["live_rows"], t["checksum"][:16], "equal" if t["equal"] else "DIFFERENT"]
           for n, t in report["tables"].items()], ["table", "rows", "live rows", "checksum", "result"])
@@ -231,14 +233,17 @@ def rebuild_cmd(
 
 
 @audit_app.command("snapshot")
-def snapshot_cmd(every: int = typer.Option(10_000, help="one snapshot every this many events"),
+def snapshot_cmd(every: int = typer.Option(1_000, help="one snapshot (a delta of the changed jobs) every this many "
+                                           "events"),
+                 base_every: int = typer.Option(100_000, "--base-every", help="a base (the whole state) at the "
+                                                "first snapshot this many events after the last base"),
                  output: OutputFormat = OutputOption) -> None:
     """Save projection snapshots up to the head (they make rebuilds and time travel fast)."""
     from steward.audit.snapshots import take_snapshots
 
-    if every < 1:
-        fail("--every must be at least 1", 2)
-    emit({"saved": _guard(take_snapshots, _store(), every)}, output)
+    if every < 1 or base_every < 1:
+        fail("--every and --base-every must be at least 1", 2)
+    emit({"saved": _guard(take_snapshots, _store(), every, None, base_every)}, output)
 
 
 @audit_app.command("state")

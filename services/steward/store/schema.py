@@ -66,6 +66,19 @@ snapshots = Table(
     Index("ix_snapshots_recorded_at", "recorded_at"),
 )
 
+# Snapshots a full rebuild proved equal to the live projections, with per-table sums of row hashes (the
+# starting points of `steward audit rebuild` without --full; migration 0004_snapshot_checks).
+snapshot_checks = Table(
+    "snapshot_checks",
+    metadata,
+    Column("position", BigInteger().with_variant(Integer, "sqlite"), primary_key=True, autoincrement=False),
+    Column("digest", String(64), primary_key=True),
+    Column("format", String(40), nullable=False),
+    Column("checked_at", Float, nullable=False),
+    Column("checksum_of", String(60), nullable=False),
+    Column("tables", JSON, nullable=False),
+)
+
 consumer_offsets = Table(
     "consumer_offsets",
     metadata,

@@ -1,7 +1,7 @@
-"""The API's `stateAt` answers from `StateAt` (the snapshot's id and state columns for the counts, the
-first `jobsFirst` jobs only): the same answer as the reference fold from the start of the log, at
-positions with tails of every kind after snapshots, on a real SQLite store with snapshots in row blocks of
-4 jobs (so the first jobs span blocks and tails change jobs in several)."""
+"""The API's `stateAt` answers from `StateAt` (the snapshot chain's counts, the first `jobsFirst` jobs
+only): the same answer as the reference fold from the start of the log, at
+positions with tails of every kind after snapshots (bases and deltas), on a real SQLite store with snapshots in row
+blocks of 4 jobs (so the first jobs span blocks and tails change jobs in several)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import pytest
 
 from steward.audit.snapshots import state_at_position, take_snapshots
 from steward.domain.state import JOB_STATES, Job, LedgerState
-from steward.store import projections
+from steward.store import snapshotparts
 from tests.unit.api.harness import Server, serve
 from tests.unit.store.contract import fold_upto, run_history
 
@@ -25,10 +25,11 @@ QUERY = """query($p: BigInt!, $n: Int!) { stateAt(position: $p, jobsFirst: $n) {
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(projections, "SNAPSHOT_BLOCK", 4)
+        mp.setattr(snapshotparts, "SNAPSHOT_BLOCK", 4)
+        mp.setattr(snapshotparts, "FIRST_ROWS", 8)
         with serve(Path(tmp_path_factory.mktemp("stateat")), seeded=False) as s:
             run_history(s.store, jobs=25, batch=5, start=1_000.0)
-            assert take_snapshots(s.store, every=11) >= 3
+            assert take_snapshots(s.store, every=11, base_every=33) >= 3
             yield s
 
 

@@ -30,7 +30,7 @@ from steward.audit.verify import verify
 from steward.domain.commands import SetAllocations, SubmitJob
 from steward.domain.events import Event
 from steward.ledger.core import Ledger, fold
-from steward.store import projections, schema
+from steward.store import schema, snapshotparts
 from steward.store.eventstore import ConcurrencyError, EventStore, PendingAppend
 from steward.store.hashing import GENESIS, canonical_text, event_hash
 from steward.store.projections import Projector
@@ -273,12 +273,17 @@ class StoreContract:
 
     def test_time_travel_at_every_position_equals_the_reference_fold(
             self, store: EventStore, monkeypatch: pytest.MonkeyPatch) -> None:
-        """Snapshots every 11 events (tails of every length, with and without events that are not
-        job-local) in row blocks of 4 jobs: the state, the job counts, the rows and single jobs equal a
-        fold from the start."""
-        monkeypatch.setattr(projections, "SNAPSHOT_BLOCK", 4)
+        """Snapshots every 11 events, a base every 44 and deltas between (tails of every length, with and
+        without events that are not job-local; chains of up to three deltas) in row blocks of 4 jobs: the
+        state, the job counts, the rows and single jobs equal a fold from the start."""
+        monkeypatch.setattr(snapshotparts, "SNAPSHOT_BLOCK", 4)
+        monkeypatch.setattr(snapshotparts, "FIRST_ROWS", 6)  # the API's page: from the first rows or every block
         run_history(store, jobs=25, batch=5, start=1_000.0)
-        assert take_snapshots(store, every=11) >= 3
+        assert take_snapshots(store, every=11, base_every=44) >= 3
+        with store.engine.connect() as conn:
+            formats = {r[0][:9] for r in conn.execute(text("SELECT format FROM snapshots"))}
+            conn.rollback()
+        assert formats == {"parts-2b:", "parts-2d:"}
         reference = Projector()
         rows = list(store.read())
         for rec in [None, *rows]:
@@ -293,6 +298,9 @@ class StoreContract:
             for job in reference.jobs.values():
                 counts[job.state] = counts.get(job.state, 0) + 1
             assert st.job_counts() == dict(sorted(counts.items())), position
+            by_submission = sorted(reference.jobs.values(), key=lambda j: (j.submitted_at, j.job_id))
+            for n in (1, 3, 7):
+                assert st.first_jobs(n) == by_submission[:n], (position, n)
             for job_id in [*sorted(reference.jobs)[::7], "no-such-job"]:
                 assert st.job(job_id) == reference.jobs.get(job_id), (position, job_id)
             assert (st.head_hash, st.recorded_at) == (reference.head_hash, reference.recorded_at), position
