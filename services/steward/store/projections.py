@@ -12,11 +12,8 @@ from __future__ import annotations
 
 import hashlib
 import json
-import marshal
-import struct
-from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass, field, fields
-from operator import attrgetter
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from sqlalchemy import Connection, MetaData, Table, delete, select, text
@@ -281,121 +278,8 @@ class Projector:
             "proj_jobs": [job_row(j, pos[("j", k)]) for k, j in sorted(self.jobs.items())],
         }
 
-    # -- snapshots: a header and separately readable parts (`SnapshotParts`) --
 
-    def encode(self) -> bytes:
-        """The snapshot blob (`SnapshotParts`): the jobs sorted by id, as an id column, a state column and
-        row blocks of `SNAPSHOT_BLOCK` jobs, each part readable (and checked) alone."""
-        ids = sorted(self.jobs)
-        get = attrgetter(*JOB_FIELDS)
-        pos = self.positions
-        jobs = self.jobs
-        rows = [(*get(jobs[k]), pos[("j", k)]) for k in ids]
-        parts = [marshal.dumps(ids), marshal.dumps([r[_STATE] for r in rows])]
-        parts += [marshal.dumps(rows[i:i + SNAPSHOT_BLOCK]) for i in range(0, len(rows), SNAPSHOT_BLOCK)]
-        offset, table = 0, []
-        for part in parts:
-            table.append((offset, len(part), hashlib.sha256(part).digest()))
-            offset += len(part)
-        header = marshal.dumps((
-            [(a.name, a.parent, a.share) for a in self.allocations.values()],
-            [(x.node_id, x.gpus, x.gpu_model, x.path, x.executor, x.state) for x in self.nodes.values()],
-            {n: tuple(sorted(g)) for n, g in self.used.items()},
-            [(t, k, p) for (t, k), p in pos.items() if t != "j"],
-            (self.position, self.recorded_at, self.head_hash),
-            dict(self.policy),
-            table,
-            SNAPSHOT_BLOCK,
-        ))
-        return struct.pack(">Q", len(header)) + header + b"".join(parts)
-
-    @staticmethod
-    def decode(blob: bytes) -> Projector:
-        head = blob[:snapshot_header_length(blob)]
-        parts = SnapshotParts.decode(head, lambda spans: [blob[a:a + n] for a, n in spans])
-        proj = Projector(allocations=parts.allocations, nodes=parts.nodes, used=parts.used, policy=parts.policy,
-                         positions=dict(parts.positions), position=parts.position, recorded_at=parts.recorded_at,
-                         head_hash=parts.head_hash)
-        for rows in parts.blocks(range(parts.block_count)):
-            for row in rows:
-                proj.jobs[row[0]] = Job(*row[:-1])
-                proj.positions[("j", row[0])] = row[-1]
-        return proj
-
-
-SNAPSHOT_BLOCK = 1024  # jobs per row block
-Fetch = Callable[[list[tuple[int, int]]], list[bytes]]  # (offset, length) spans of the blob -> their bytes
-
-
-def snapshot_header_length(blob: bytes) -> int:
-    """Bytes of the length prefix and the header (what the snapshot row's digest covers)."""
-    if len(blob) < 8:
-        raise ValueError("snapshot: shorter than its length prefix")
-    return 8 + int(struct.unpack(">Q", blob[:8])[0])
-
-
-def snapshot_digest(blob: bytes) -> str:
-    """The snapshot row's digest: SHA-256 of the header, which holds the SHA-256 of every part."""
-    return hashlib.sha256(blob[:snapshot_header_length(blob)]).hexdigest()
-
-
-class SnapshotParts:
-    """A snapshot's header (allocations, nodes, GPU use, policy and the table of parts) with its job parts
-    read on demand through `fetch`, each checked against its digest in the header: part 0 the job ids
-    (sorted), part 1 their states, then row blocks of `block_size` jobs (every `Job` field, then the
-    position of the event that last changed the job)."""
-
-    def __init__(self, header: tuple[Any, ...], offset: int, fetch: Fetch) -> None:
-        allocs, nodes, used, positions, head, policy, table, block = header
-        self.block_size: int = int(block)
-        self.allocations = {a[0]: AllocationNode(*a) for a in allocs}
-        self.nodes = {x[0]: ClusterNode(*x) for x in nodes}
-        self.used: dict[str, frozenset[int]] = {n: frozenset(g) for n, g in used.items()}
-        self.policy: dict[str, Any] = policy
-        self.positions: dict[Key, int] = {(t, k): p for t, k, p in positions}  # allocations and nodes
-        self.position, self.recorded_at, self.head_hash = head
-        self._table: list[tuple[int, int, bytes]] = [(offset + o, n, d) for o, n, d in table]
-        if len(self._table) < 2:
-            raise ValueError("snapshot: the job parts are missing")
-        self.block_count = len(self._table) - 2
-        self._fetch = fetch
-        self._blocks: dict[int, list[tuple[Any, ...]]] = {}
-
-    @staticmethod
-    def decode(head: bytes, fetch: Fetch) -> SnapshotParts:
-        """From the length prefix and header (`snapshot_header_length` bytes; check the digest first)."""
-        return SnapshotParts(marshal.loads(head[8:]), len(head), fetch)
-
-    def _parts(self, indexes: list[int]) -> list[Any]:
-        spans = [self._table[i][:2] for i in indexes]
-        out = []
-        for i, data in zip(indexes, self._fetch(spans), strict=True):
-            if len(data) != self._table[i][1] or hashlib.sha256(data).digest() != self._table[i][2]:
-                raise ValueError(f"snapshot: part {i} does not match its digest")
-            out.append(marshal.loads(data))
-        return out
-
-    def ids(self) -> list[str]:
-        return list(self._parts([0])[0])
-
-    def states(self) -> list[str]:
-        return list(self._parts([1])[0])
-
-    def blocks(self, indexes: Iterable[int]) -> list[list[tuple[Any, ...]]]:
-        """Row blocks by index (read once, in one fetch for the missing ones)."""
-        wanted = list(indexes)
-        missing = sorted({i for i in wanted if i not in self._blocks})
-        for i, rows in zip(missing, self._parts([2 + i for i in missing]), strict=True):
-            self._blocks[i] = rows
-        return [self._blocks[i] for i in wanted]
-
-
-JOB_FIELDS = tuple(f.name for f in fields(Job))
 JOB_COLUMNS = tuple(c.name for c in schema.proj_jobs.columns)
-_STATE = JOB_FIELDS.index("state")
-SNAPSHOT_FORMAT = "parts-1:" + hashlib.sha256(
-    repr((JOB_FIELDS, [f.name for f in fields(ClusterNode)], [f.name for f in fields(AllocationNode)])).encode()
-).hexdigest()[:12]
 
 
 def fold_events(events: Iterable[tuple[int, Event, float]], start: Projector | None = None) -> Projector:
