@@ -142,6 +142,7 @@ class _Cycle:
         self.lane_seen: set[str] = set()
         self.lane_blocked: list[tuple[int, PendingJob]] = []
         self.lane_use: dict[str, int] = {}
+        self.room_for: list[str] = []  # waiting jobs a preemption makes room for (fresh victims or not)
 
     # --- helpers -----------------------------------------------------------------------------------
 
@@ -738,6 +739,7 @@ class _Cycle:
                     },
                 )
             )
+        self.room_for.append(job.id)
         self.specials[job.id] = Special(
             PREEMPTING,
             0,
@@ -813,6 +815,7 @@ class _Cycle:
             "preempted": len(self.preemptions),
             "stopped": len(self.stops),
             "largest_waiting_gang": largest,
+            "making_room_for": self.room_for,
             "reservations": [
                 {"job_id": r.job_id, "nodes": list(r.nodes), "ready_at": r.ready_at} for r in self.reservations
             ],

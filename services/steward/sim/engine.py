@@ -602,9 +602,11 @@ class Engine:
 
 
 def _acted_on(result: CycleResult) -> set[str]:
-    """The waiting jobs a cycle acted on: placed, made room for by a preemption, reserved for."""
+    """The waiting jobs a cycle acted on: placed, made room for (victims chosen), reserved for."""
     acted = {p.job_id for p in result.placements}
     acted.update(p.for_job_id for p in result.preemptions)
+    # a search whose victims are all leaving already makes room without a new preemption
+    acted.update(str(j) for j in result.evidence.get("making_room_for", ()))
     for r in result.evidence.get("reservations", ()):
         acted.add(str(r["job_id"]))
     if result.reservation is not None:
