@@ -516,7 +516,7 @@ class _Cycle:
         seen: set[str] = set()
         jobs = self.order.jobs
         least = s.reservation_min_gpus  # `wants_reservation` asks for at least this many GPUs
-        for k in [k for k, g in enumerate(self.gpus) if g >= least]:
+        for k in (k for k, g in enumerate(self.gpus) if g >= least):
             if len(self.res_plans) >= s.reservation_allocations:
                 break
             job = jobs[k]
