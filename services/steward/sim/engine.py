@@ -14,11 +14,12 @@ Work model (documented in docs/results.md):
 - A preempted job keeps its GPUs until its grace ends (it may complete meanwhile), then stops.
 - Lost GPU-seconds = GPUs × (work since the last checkpoint at the stop + restart overhead paid).
 
-Speed (docs/results.md "Speed"):
+Speed (docs/results.md "Speed", docs/benchmarks.md "Simulator"):
 - The snapshot is kept incrementally: immutable `PendingJob`/`RunningJob` values are built once per
   state change, usage is kept as running sums (usage.py), the queue as sorted twin chains (view.py).
 - The cycle sees only the heads of the twin chains (`trim`), which gives the same decisions as the
-  whole queue (checked by tests/unit/sim/test_philly_slice.py).
+  whole queue (checked by tests/unit/sim/test_philly_slice.py); first narrow heads, the full ones
+  only when the cycle acted past the narrow ones (`narrow`, view.py).
 - A cycle runs only at an instant where something it reads changed, and only when it can decide
   something: there is waiting work, and some waiting job fits the free GPUs or some running job is
   preemptible. With `skip` (the default) two kinds of instants do not count as changes: an arrival

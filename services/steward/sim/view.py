@@ -23,6 +23,15 @@ out and, if there are any, runs the cycle again with them (about 2 % of the cycl
 run). (`exact_protection=True` keys on protection instead.) A failed victim search is memoised by
 size whatever the waiting job's protection, so the strict-improvement horizon does not need it.
 
+The bound counts `attempts` (32) searches per chain, but a cycle rarely makes room for more than a
+few jobs of one chain. So the engine first hands the cycle a *narrow* view (`jobs(free, narrow=True)`:
+at most `NARROW` searches and lane jobs per chain) and checks the result (`acted_past`): if, in some
+chain the narrow view cut, the cycle acted on (placed, made room for, reserved for) all but `SLACK`
+jobs of the head or on the chain's last job, it runs the cycle again on the full heads. Otherwise a
+twin at the head got no action, and by the argument above neither would any twin behind it: the
+decisions are the full view's. "Made room for" includes searches whose victims were all leaving
+already (no new `Preemption`): the cycle lists them in its evidence (`making_room_for`).
+
 Trimming is checked decision by decision against the full queue: on philly slices for every policy
 (tests/unit/sim/test_philly_slice.py) and, during development, on the whole philly trace for
 `steward` (190,908 cycles, identical) and 30,000 jobs of `ai2`. Explanations of trimmed jobs are
