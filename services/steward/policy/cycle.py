@@ -192,15 +192,18 @@ class _Cycle:
         # phase 2's tallies ride along (one pass over the running jobs): GPUs used per node, and
         # funded GPUs per project of the jobs that keep running
         used = self.used
+        used_get = used.get
         funded_by_project = self.funded_by_project
         for job in self.snap.running:
             placement = job.placement
             if len(placement) == 1:
                 nid, c = placement[0]
-                used[nid] = used.get(nid, 0) + c
+                used[nid] = used_get(nid, 0) + c
+                on_ready = nid in ready
             else:
                 for nid, c in placement:
-                    used[nid] = used.get(nid, 0) + c
+                    used[nid] = used_get(nid, 0) + c
+                on_ready = all(nid in ready for nid, _ in placement)
             if job.preemption_requested_at is not None:
                 if now >= grace_ends_at(job, s):
                     self.stops.append(
@@ -221,9 +224,7 @@ class _Cycle:
             # only a session reaches a cap (`is_session`), and only a job on a node that is not
             # ready (or gone) is drained: the rules are asked about those jobs alone
             stop = session_cap_stop(job, now, s) if job.klass == "interactive" else None
-            if stop is None and not (
-                placement[0][0] in ready if len(placement) == 1 else all(nid in ready for nid, _ in placement)
-            ):
+            if stop is None and not on_ready:
                 stop = drain_stop(job, self.nodes_by_id, now)
             if stop is not None:
                 self.stops.append(stop)
@@ -806,7 +807,7 @@ class _Cycle:
         ctx.rank_cache.update(self.rank_cache)
         largest = max(map(_gpus_of, waiting), default=0)
         frag = fragmentation(index, largest)
-        free_after = sum(f for _, f in index.physical_free())
+        free_after = index.physical_free_total()
         evidence = {
             "capacity_gpus": self.capacity,
             "free_gpus_after": free_after,

@@ -10,8 +10,9 @@ for multi-node gangs, never a scan of every node per job. It lives only inside `
 from __future__ import annotations
 
 import heapq
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from itertools import compress
 
 from steward.policy.model import Node
 from steward.policy.settings import PlacementMode
@@ -355,11 +356,13 @@ class CapacityIndex:
         d = min(max(depth, 0), self.depth)
         return max(self.dom_whole[d], default=0)
 
-    def physical_free(self) -> Iterable[tuple[int, int]]:
+    def physical_free(self) -> list[tuple[int, int]]:
         """(node index, free GPUs) of every schedulable node, masked or not."""
-        for i, node in enumerate(self.nodes):
-            if node.state == "ready":
-                yield i, self.free[i]
+        return [(i, f) for i, (f, ready) in enumerate(zip(self.free, self.layout_ready, strict=True)) if ready]
+
+    def physical_free_total(self) -> int:
+        """Free GPUs on schedulable nodes, masked or not."""
+        return sum(compress(self.free, self.layout_ready))
 
 
 def level_name(levels: Sequence[str], depth: int) -> str:
@@ -376,14 +379,14 @@ def fragmentation(index: CapacityIndex, largest_gang: int, topology_depth: int |
     use)", ÷ capacity. A one-node gang cannot use free GPUs on nodes with fewer free than it needs;
     a multi-node gang cannot use GPUs on partly busy nodes, nor any when no domain it may use holds
     enough whole free nodes."""
-    capacity = sum(c for c, n in zip(index.cap, index.nodes, strict=True) if n.state == "ready")
+    capacity = sum(compress(index.cap, index.layout_ready))
     if capacity == 0 or largest_gang <= 0:
         return 0.0
-    frees = list(index.physical_free())
-    total = sum(f for _, f in frees)
     if largest_gang <= index.maxcap:
-        unusable = sum(f for _, f in frees if f < largest_gang)
+        unusable = sum(f for f in compress(index.free, index.layout_ready) if f < largest_gang)
         return unusable / capacity
+    frees = index.physical_free()
+    total = sum(f for _, f in frees)
     whole_by_dom: dict[tuple[str, ...], int] = {}
     depth = min(topology_depth or 0, index.depth)
     for i, f in frees:
