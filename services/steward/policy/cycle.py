@@ -27,6 +27,8 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterator
+from itertools import accumulate, compress
+from operator import attrgetter
 from typing import Any
 
 from steward.policy.contract import (
@@ -74,8 +76,24 @@ from steward.policy.reservation import (
     wants_reservation,
 )
 from steward.policy.sessions import restore_node, session_cap_stop
+from steward.policy.settings import PolicySettings
 
 __all__ = ["schedule"]
+
+_gpus_of = attrgetter("gpus")
+_id_of = attrgetter("id")
+_settings_dicts: list[tuple[PolicySettings, dict[str, Any]]] = []
+
+
+def settings_dict(settings: PolicySettings) -> dict[str, Any]:
+    """`settings.to_dict()` for the cycle's evidence, taken once per settings object (immutable)
+    and copied per cycle so that no two results share a dict."""
+    if _settings_dicts and _settings_dicts[0][0] is settings:
+        base = _settings_dicts[0][1]
+    else:
+        base = settings.to_dict()
+        _settings_dicts[:] = [(settings, base)]
+    return {k: dict(v) if isinstance(v, dict) else list(v) if isinstance(v, list) else v for k, v in base.items()}
 
 
 def schedule(snapshot: Snapshot) -> CycleResult:
@@ -118,11 +136,13 @@ class _Cycle:
         self.fail_single = math.inf
         self.fail_gang: dict[int, float] = {}
         self.counters: dict[str, int] = {}
-        self.fund_version = 0
-        self.fund_memo: dict[str, tuple[int, bool]] = {}
+        self.fund_ok: dict[str, bool] = {}  # per project: funded now? (cleared by every charge)
+        self.used: dict[str, int] = {}
+        self.funded_by_project: dict[str, int] = {}
         self.lane_seen: set[str] = set()
         self.lane_blocked: list[tuple[int, PendingJob]] = []
         self.lane_use: dict[str, int] = {}
+        self.room_for: list[str] = []  # waiting jobs a preemption makes room for (fresh victims or not)
 
     # --- helpers -----------------------------------------------------------------------------------
 
@@ -150,14 +170,15 @@ class _Cycle:
             return NO_ALLOCATION
         if not asks_for_funding(job, self.s):
             return UNFUNDED_BY_REQUEST
-        memo = self.fund_memo.get(job.project)
-        if memo is None or memo[0] != self.fund_version:  # funding moves only when something is charged
-            memo = (self.fund_version, has_entitlement_left(path, self.funded_in_use, self.quota) is None)
-            self.fund_memo[job.project] = memo
-        return None if memo[1] else ENTITLEMENT_USED
+        ok = self.fund_ok.get(job.project)
+        if ok is None:  # funding moves only when something is charged (which clears the memo)
+            ok = has_entitlement_left(path, self.funded_in_use, self.quota) is None
+            self.fund_ok[job.project] = ok
+        return None if ok else ENTITLEMENT_USED
 
     def charge(self, path: tuple[str, ...], gpus: int) -> None:
-        self.fund_version += 1
+        if self.fund_ok:
+            self.fund_ok.clear()
         for a in path:
             self.funded_in_use[a] = self.funded_in_use.get(a, 0.0) + gpus
 
@@ -167,7 +188,22 @@ class _Cycle:
         """Grace ended → stop; session at cap → checkpoint and stop; on a draining or unhealthy node
         and out of protection → checkpoint, stop, requeue."""
         now, s = self.now, self.s
+        ready = {nid for nid, node in self.nodes_by_id.items() if node.state == "ready"}
+        # phase 2's tallies ride along (one pass over the running jobs): GPUs used per node, and
+        # funded GPUs per project of the jobs that keep running
+        used = self.used
+        used_get = used.get
+        funded_by_project = self.funded_by_project
         for job in self.snap.running:
+            placement = job.placement
+            if len(placement) == 1:
+                nid, c = placement[0]
+                used[nid] = used_get(nid, 0) + c
+                on_ready = nid in ready
+            else:
+                for nid, c in placement:
+                    used[nid] = used_get(nid, 0) + c
+                on_ready = all(nid in ready for nid, _ in placement)
             if job.preemption_requested_at is not None:
                 if now >= grace_ends_at(job, s):
                     self.stops.append(
@@ -185,30 +221,24 @@ class _Cycle:
                     )
                     self.leaving.add(job.id)
                 continue
-            stop = session_cap_stop(job, now, s) or drain_stop(job, self.nodes_by_id, now)
+            # only a session reaches a cap (`is_session`), and only a job on a node that is not
+            # ready (or gone) is drained: the rules are asked about those jobs alone
+            stop = session_cap_stop(job, now, s) if job.klass == "interactive" else None
+            if stop is None and not on_ready:
+                stop = drain_stop(job, self.nodes_by_id, now)
             if stop is not None:
                 self.stops.append(stop)
                 self.leaving.add(job.id)
+            elif job.funded:
+                funded_by_project[job.project] = funded_by_project.get(job.project, 0) + job.gpus
 
     # --- phase 2 -----------------------------------------------------------------------------------
 
     def phase2_order_and_fund(self) -> None:
         snap, s = self.snap, self.s
-        used: dict[str, int] = {}
-        funded_by_project: dict[str, int] = {}
-        leaving = self.leaving
-        for job in snap.running:
-            placement = job.placement
-            if len(placement) == 1:
-                nid, c = placement[0]
-                used[nid] = used.get(nid, 0) + c
-            else:
-                for nid, c in placement:
-                    used[nid] = used.get(nid, 0) + c
-            if job.funded and job.preemption_requested_at is None and job.id not in leaving:
-                funded_by_project[job.project] = funded_by_project.get(job.project, 0) + job.gpus
-        self.index = CapacityIndex(snap.nodes, used, s.placement)
-        self.capacity = sum(n.gpus for n in snap.nodes if n.state == "ready")
+        funded_by_project = self.funded_by_project  # tallied in phase 1
+        self.index = CapacityIndex(snap.nodes, self.used, s.placement)
+        self.capacity = sum(compress(self.index.cap, self.index.layout_ready))
         self.stand = standing(snap.tree, snap.usage, self.capacity, s)
         self.order: Order = order_pending(snap.pending, self.stand, snap.usage, s)
         tree = snap.tree
@@ -217,15 +247,11 @@ class _Cycle:
         for project in sorted(funded_by_project):
             self.charge(self.path(project), funded_by_project[project])
         self.branches = Branches(self.stand.delivered, self.stand.entitled, self.funded_in_use)
-        jobs = self.order.jobs
-        suffix = [0] * (len(jobs) + 1)
-        suffix[len(jobs)] = 1 << 62
-        m = 1 << 62
-        for k in range(len(jobs) - 1, -1, -1):
-            g = jobs[k].gpus
-            if g < m:
-                m = g
-            suffix[k] = m
+        # suffix_min[k]: the smallest job at or after position k (a sentinel past the end)
+        self.gpus: list[int] = list(map(_gpus_of, self.order.jobs))
+        suffix = list(accumulate(reversed(self.gpus), min))
+        suffix.reverse()
+        suffix.append(1 << 62)
         self.suffix_min = suffix
 
     # --- placement primitives ----------------------------------------------------------------------
@@ -405,6 +431,9 @@ class _Cycle:
         k = 0
         n = len(jobs)
         lane_seen = self.lane_seen
+        paths = self.paths
+        unfunded = self.unfunded
+        now, s = self.now, self.s
         while k < n:
             job = jobs[k]
             if index.total_free == 0 and not self.reserved_has_room():
@@ -412,13 +441,15 @@ class _Cycle:
             if lane_seen and job.id in lane_seen:
                 k += 1
                 continue
-            path = self.path(job.project)
+            path = paths.get(job.project)
+            if path is None:
+                path = self.path(job.project)
             gap = self.funding_gap(job, path)
             if gap is not None:
-                self.unfunded.append((k, job))
+                unfunded.append((k, job))
                 k += 1
                 continue
-            ends_at = self.now + protection_s(job.klass, job.min_runtime_s, self.s)
+            ends_at = now + protection_s(job.klass, job.min_runtime_s, s)
             fit, rule = self.try_place(job, k, ends_at)
             if fit is not None:
                 self.place(job, fit, rule, True, path, k)
@@ -484,9 +515,12 @@ class _Cycle:
         if not s.reservations:
             return
         seen: set[str] = set()
-        for k, job in enumerate(self.order.jobs):
+        jobs = self.order.jobs
+        least = s.reservation_min_gpus  # `wants_reservation` asks for at least this many GPUs
+        for k in (k for k, g in enumerate(self.gpus) if g >= least):
             if len(self.res_plans) >= s.reservation_allocations:
                 break
+            job = jobs[k]
             if job.project in seen or not wants_reservation(job, s):
                 continue
             seen.add(job.project)
@@ -566,13 +600,16 @@ class _Cycle:
         yield from self.blocked
         jobs = self.order.jobs
         lane_seen = self.lane_seen
+        suffix_min = self.suffix_min
+        paths = self.paths
         for k in range(self.tail_start, len(jobs)):
-            if self.suffix_min[k] >= self.fail_search:
+            if suffix_min[k] >= self.fail_search:
                 return
             job = jobs[k]
             if lane_seen and job.id in lane_seen:
                 continue
-            if self.funding_gap(job, self.path(job.project)) is None:
+            path = paths.get(job.project)
+            if self.funding_gap(job, self.path(job.project) if path is None else path) is None:
                 yield k, job
 
     def phase4_preempt(self) -> None:
@@ -703,6 +740,7 @@ class _Cycle:
                     },
                 )
             )
+        self.room_for.append(job.id)
         self.specials[job.id] = Special(
             PREEMPTING,
             0,
@@ -730,13 +768,7 @@ class _Cycle:
         waiting = [j for j in self.order.jobs if j.id not in placed] if placed else list(self.order.jobs)
         index = self.index
         depth = index.depth
-        largest_by_depth = []
-        for d in range(depth + 1):
-            best = 0
-            for lo, hi in index.dom_range[d]:
-                total = sum(index.cap[i] for i in range(lo, hi) if index.nodes[i].state == "ready")
-                best = max(best, total)
-            largest_by_depth.append(best)
+        largest_by_depth = index.largest_domain_by_depth
         room = [index.free[i] for i in sorted(self.reserved - self.claimed)]
         whole_room = sum(
             f for i, f in zip(sorted(self.reserved - self.claimed), room, strict=True) if f == index.cap[i]
@@ -773,9 +805,9 @@ class _Cycle:
             blocked_by_reservation=frozenset(self.blocked_by_reservation),
         )
         ctx.rank_cache.update(self.rank_cache)
-        largest = max((j.gpus for j in waiting), default=0)
+        largest = max(map(_gpus_of, waiting), default=0)
         frag = fragmentation(index, largest)
-        free_after = sum(f for _, f in index.physical_free())
+        free_after = index.physical_free_total()
         evidence = {
             "capacity_gpus": self.capacity,
             "free_gpus_after": free_after,
@@ -784,10 +816,11 @@ class _Cycle:
             "preempted": len(self.preemptions),
             "stopped": len(self.stops),
             "largest_waiting_gang": largest,
+            "making_room_for": self.room_for,
             "reservations": [
                 {"job_id": r.job_id, "nodes": list(r.nodes), "ready_at": r.ready_at} for r in self.reservations
             ],
-            "settings": self.s.to_dict(),
+            "settings": settings_dict(self.s),
             **self.counters,
         }
         return Explanations(ctx), frag, evidence
@@ -811,6 +844,6 @@ class _Cycle:
             explanations=explanations,
             reservation=self.reservation,
             fragmentation=frag,
-            order=tuple(j.id for j in self.order.jobs),
+            order=tuple(map(_id_of, self.order.jobs)),
             evidence=evidence,
         )

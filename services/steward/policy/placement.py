@@ -10,8 +10,9 @@ for multi-node gangs, never a scan of every node per job. It lives only inside `
 from __future__ import annotations
 
 import heapq
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from itertools import compress
 
 from steward.policy.model import Node
 from steward.policy.settings import PlacementMode
@@ -26,23 +27,40 @@ class Fit:
     domain: tuple[str, ...]
 
 
-class CapacityIndex:
-    """Free GPUs per node (nodes sorted by topology path, so every domain is a contiguous range),
-    with per-domain totals of free GPUs and of GPUs on wholly free nodes, buckets of nodes by free
-    count (best fit) and a max-segment tree (first fit). Nodes can be masked (reserved, claimed by
-    a preemption, draining): a masked node is invisible to searches but keeps its free count."""
+class NodeLayout:
+    """The part of a `CapacityIndex` that depends on the nodes only (their topology order, domains,
+    capacities), built once per `nodes` sequence and shared read-only by the indices built on it
+    (the simulator and the scheduler hand every cycle the same nodes while the cluster is
+    unchanged)."""
 
-    def __init__(self, nodes: Sequence[Node], used: Mapping[str, int], mode: PlacementMode) -> None:
+    __slots__ = (
+        "cap",
+        "depth",
+        "dom_key",
+        "dom_of",
+        "dom_range",
+        "ids",
+        "largest_domain_by_depth",
+        "maxcap",
+        "maxcap_all",
+        "nodes",
+        "pos",
+        "ready",
+        "seg_size",
+        "source",
+    )
+
+    def __init__(self, nodes: Sequence[Node]) -> None:
+        self.source = nodes
         ordered = sorted(nodes, key=lambda n: (n.path, n.id))
-        self.mode: PlacementMode = mode
         self.nodes: list[Node] = ordered
         self.ids: list[str] = [n.id for n in ordered]
         self.pos: dict[str, int] = {n.id: i for i, n in enumerate(ordered)}
         self.cap: list[int] = [n.gpus for n in ordered]
-        self.free: list[int] = [max(0, n.gpus - used.get(n.id, 0)) for n in ordered]
-        self.ok: list[bool] = [n.state == "ready" for n in ordered]
+        self.ready: tuple[bool, ...] = tuple(n.state == "ready" for n in ordered)
         n = len(ordered)
-        self.maxcap = max((c for c, o in zip(self.cap, self.ok, strict=True) if o), default=0)
+        self.maxcap = max((c for c, o in zip(self.cap, self.ready, strict=True) if o), default=0)
+        self.maxcap_all = max(self.cap, default=0)
         self.depth = max((len(node.path) for node in ordered), default=0)
         # Domains: depth 0 is the whole cluster; depth d groups nodes by path[:d].
         self.dom_of: list[list[int]] = []
@@ -68,23 +86,84 @@ class CapacityIndex:
             self.dom_of.append(of)
             self.dom_key.append(keys)
             self.dom_range.append(ranges)
-        self.dom_free: list[list[int]] = [[0] * len(k) for k in self.dom_key]
-        self.dom_whole: list[list[int]] = [[0] * len(k) for k in self.dom_key]
-        self.count: list[int] = [0] * (max(self.cap, default=0) + 1)
-        self.heaps: list[list[int]] = [[] for _ in self.count]
-        for i in range(n):  # in index order: each bucket list is sorted, hence already a heap
-            if self.ok[i]:
-                self._add(i)
-                if self.free[i] > 0:
-                    self.heaps[self.free[i]].append(i)
         self.seg_size = 1
         while self.seg_size < max(n, 1):
             self.seg_size *= 2
+        # schedulable GPUs in the largest domain at each depth (for explanations)
+        self.largest_domain_by_depth: tuple[int, ...] = tuple(
+            max(
+                (sum(self.cap[i] for i in range(lo, hi) if self.ready[i]) for lo, hi in self.dom_range[d]),
+                default=0,
+            )
+            for d in range(self.depth + 1)
+        )
+
+
+_last_layout: list[NodeLayout] = []
+
+
+def node_layout(nodes: Sequence[Node]) -> NodeLayout:
+    """The layout of `nodes`, reused while the caller passes the very same (immutable) tuple of
+    nodes: a memo of a pure function, so results do not depend on it."""
+    if _last_layout and _last_layout[0].source is nodes and isinstance(nodes, tuple):
+        return _last_layout[0]
+    layout = NodeLayout(nodes)
+    _last_layout[:] = [layout]
+    return layout
+
+
+class CapacityIndex:
+    """Free GPUs per node (nodes sorted by topology path, so every domain is a contiguous range),
+    with per-domain totals of free GPUs and of GPUs on wholly free nodes, buckets of nodes by free
+    count (best fit) and a max-segment tree (first fit). Nodes can be masked (reserved, claimed by
+    a preemption, draining): a masked node is invisible to searches but keeps its free count."""
+
+    def __init__(self, nodes: Sequence[Node], used: Mapping[str, int], mode: PlacementMode) -> None:
+        layout = node_layout(nodes)
+        self.mode: PlacementMode = mode
+        # the static part, shared by every index built on the same nodes (never mutated)
+        self.nodes: list[Node] = layout.nodes
+        self.ids: list[str] = layout.ids
+        self.pos: dict[str, int] = layout.pos
+        self.cap: list[int] = layout.cap
+        self.maxcap = layout.maxcap
+        self.depth = layout.depth
+        self.dom_of: list[list[int]] = layout.dom_of
+        self.dom_key: list[list[tuple[str, ...]]] = layout.dom_key
+        self.dom_range: list[list[tuple[int, int]]] = layout.dom_range
+        self.layout_ready: tuple[bool, ...] = layout.ready
+        self.largest_domain_by_depth: tuple[int, ...] = layout.largest_domain_by_depth
+        # the plan of this cycle
+        cap = layout.cap
+        if used:
+            self.free: list[int] = [max(0, c - used.get(nid, 0)) for nid, c in zip(layout.ids, cap, strict=True)]
+        else:
+            self.free = list(cap)
+        free = self.free
+        self.ok: list[bool] = list(layout.ready)
+        ok = self.ok
+        n = len(cap)
+        # per-domain totals over visible nodes (what `_add` keeps), summed range by range: every
+        # domain is one contiguous range of the topology order
+        ok_free = [f if o else 0 for f, o in zip(free, ok, strict=True)]
+        ok_whole = [c if o and f == c and f > 0 else 0 for f, c, o in zip(free, cap, ok, strict=True)]
+        self.dom_free: list[list[int]] = [[sum(ok_free[lo:hi]) for lo, hi in r] for r in layout.dom_range]
+        self.dom_whole: list[list[int]] = [[sum(ok_whole[lo:hi]) for lo, hi in r] for r in layout.dom_range]
+        self.count: list[int] = [0] * (layout.maxcap_all + 1)
+        self.heaps: list[list[int]] = [[] for _ in self.count]
+        count, heaps = self.count, self.heaps
+        for i in range(n):  # in index order: each bucket list is sorted, hence already a heap
+            if ok[i]:
+                f = free[i]
+                count[f] += 1
+                if f > 0:
+                    heaps[f].append(i)
+        self.seg_size = layout.seg_size
         self.seg: list[int] = []
         if mode == "first_fit":
             self.seg = [0] * (2 * self.seg_size)
             for i in range(n):
-                self.seg[self.seg_size + i] = self.free[i] if self.ok[i] else 0
+                self.seg[self.seg_size + i] = free[i] if ok[i] else 0
             for j in range(self.seg_size - 1, 0, -1):
                 self.seg[j] = max(self.seg[2 * j], self.seg[2 * j + 1])
 
@@ -277,11 +356,13 @@ class CapacityIndex:
         d = min(max(depth, 0), self.depth)
         return max(self.dom_whole[d], default=0)
 
-    def physical_free(self) -> Iterable[tuple[int, int]]:
+    def physical_free(self) -> list[tuple[int, int]]:
         """(node index, free GPUs) of every schedulable node, masked or not."""
-        for i, node in enumerate(self.nodes):
-            if node.state == "ready":
-                yield i, self.free[i]
+        return [(i, f) for i, (f, ready) in enumerate(zip(self.free, self.layout_ready, strict=True)) if ready]
+
+    def physical_free_total(self) -> int:
+        """Free GPUs on schedulable nodes, masked or not."""
+        return sum(compress(self.free, self.layout_ready))
 
 
 def level_name(levels: Sequence[str], depth: int) -> str:
@@ -298,14 +379,14 @@ def fragmentation(index: CapacityIndex, largest_gang: int, topology_depth: int |
     use)", ÷ capacity. A one-node gang cannot use free GPUs on nodes with fewer free than it needs;
     a multi-node gang cannot use GPUs on partly busy nodes, nor any when no domain it may use holds
     enough whole free nodes."""
-    capacity = sum(c for c, n in zip(index.cap, index.nodes, strict=True) if n.state == "ready")
+    capacity = sum(compress(index.cap, index.layout_ready))
     if capacity == 0 or largest_gang <= 0:
         return 0.0
-    frees = list(index.physical_free())
-    total = sum(f for _, f in frees)
     if largest_gang <= index.maxcap:
-        unusable = sum(f for _, f in frees if f < largest_gang)
+        unusable = sum(f for f in compress(index.free, index.layout_ready) if f < largest_gang)
         return unusable / capacity
+    frees = index.physical_free()
+    total = sum(f for _, f in frees)
     whole_by_dom: dict[tuple[str, ...], int] = {}
     depth = min(topology_depth or 0, index.depth)
     for i, f in frees:

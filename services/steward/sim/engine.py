@@ -14,11 +14,12 @@ Work model (documented in docs/results.md):
 - A preempted job keeps its GPUs until its grace ends (it may complete meanwhile), then stops.
 - Lost GPU-seconds = GPUs × (work since the last checkpoint at the stop + restart overhead paid).
 
-Speed (docs/results.md "Speed"):
+Speed (docs/results.md "Speed", docs/benchmarks.md "Simulator"):
 - The snapshot is kept incrementally: immutable `PendingJob`/`RunningJob` values are built once per
   state change, usage is kept as running sums (usage.py), the queue as sorted twin chains (view.py).
 - The cycle sees only the heads of the twin chains (`trim`), which gives the same decisions as the
-  whole queue (checked by tests/unit/sim/test_philly_slice.py).
+  whole queue (checked by tests/unit/sim/test_philly_slice.py); first narrow heads, the full ones
+  only when the cycle acted past the narrow ones (`narrow`, view.py).
 - A cycle runs only at an instant where something it reads changed, and only when it can decide
   something: there is waiting work, and some waiting job fits the free GPUs or some running job is
   preemptible. With `skip` (the default) two kinds of instants do not count as changes: an arrival
@@ -120,6 +121,7 @@ class EngineStats:
     max_view: int = 0
     view_total: int = 0
     reruns: int = 0
+    widened: int = 0
     pending_total: int = 0
     events: int = 0
     trace: list[dict[str, Any]] = field(default_factory=list)
@@ -166,6 +168,7 @@ class Engine:
         self.exact = scenario.sim.exact
         self.class_bonus = dict(scenario.sim.priority_by_class)
         self.trim = not self.exact  # hand the cycle the heads of the twin chains only (view.py)
+        self.narrow = not self.exact  # first the narrow heads, the full ones when a cycle acts past them
         self.skip = not self.exact  # no cycle for arrivals behind their chain's head, nor for idle expiries
         self.pending = PendingView(settings, settings.preemption_attempts_per_cycle if may_preempt else 0)
         self.session_gpus = 0
@@ -469,7 +472,9 @@ class Engine:
         t0 = time.perf_counter()
         self._refresh_checkpoints()
         running = tuple(self.running.values())
-        pending = self.pending.jobs(self.free_total + self.session_gpus) if self.trim else self.pending.all_jobs()
+        free = self.free_total + self.session_gpus
+        narrow = self.trim and self.narrow
+        pending = self.pending.jobs(free, narrow) if self.trim else self.pending.all_jobs()
         usage = self.usage.usage(now)
         snapshot = Snapshot(
             now=now, nodes=self.nodes, tree=self.tree, usage=usage, running=running,
@@ -478,7 +483,13 @@ class Engine:
         t1 = time.perf_counter()
         result = self.schedule(snapshot)
         if self.trim:
-            result = self._with_backfill(snapshot, result, pending)
+            result = self._with_backfill(snapshot, result, pending, narrow)
+        if narrow and self.pending.acted_past(_acted_on(result), free):
+            # the narrow view may have hidden a twin the cycle would act on: the full view decides
+            self.stats.widened += 1
+            pending = self.pending.jobs(free)
+            snapshot = dataclasses.replace(snapshot, pending=tuple(pending))
+            result = self._with_backfill(snapshot, self.schedule(snapshot), pending)
         t2 = time.perf_counter()
         self.stats.cycles += 1
         self.stats.snapshot_s += t1 - t0
@@ -518,7 +529,9 @@ class Engine:
             self._start(job, p.assignments, p.funded, p.protected_until)
         return again
 
-    def _with_backfill(self, snapshot: Snapshot, result: CycleResult, pending: list[PendingJob]) -> CycleResult:
+    def _with_backfill(
+        self, snapshot: Snapshot, result: CycleResult, pending: list[PendingJob], narrow: bool = False
+    ) -> CycleResult:
         """When the cycle made reservations, work protected for less than the time until one is due
         may backfill the reserved nodes even where its twins ahead may not: if the trimmed queue
         left such jobs out, run the cycle again with them (view.py)."""
@@ -533,7 +546,7 @@ class Engine:
                 (float(r["ready_at"]) for r in result.evidence.get("reservations", ())),
                 default=result.reservation.ready_at,
             )
-            extra = self.pending.backfill_candidates(free, due - self.now)
+            extra = self.pending.backfill_candidates(free, due - self.now, narrow)
             if seen is None:
                 seen = {j.id for j in pending}
             extra = [j for j in extra if j.id not in seen]
@@ -587,6 +600,19 @@ class Engine:
             return any(f >= gpus for f in self.free.values())
         whole = math.ceil(gpus / per)
         return sum(1 for f in self.free.values() if f >= per) >= whole
+
+
+def _acted_on(result: CycleResult) -> set[str]:
+    """The waiting jobs a cycle acted on: placed, made room for (victims chosen), reserved for."""
+    acted = {p.job_id for p in result.placements}
+    acted.update(p.for_job_id for p in result.preemptions)
+    # a search whose victims are all leaving already makes room without a new preemption
+    acted.update(str(j) for j in result.evidence.get("making_room_for", ()))
+    for r in result.evidence.get("reservations", ()):
+        acted.add(str(r["job_id"]))
+    if result.reservation is not None:
+        acted.add(result.reservation.job_id)
+    return acted
 
 
 def _decision_digest(result: CycleResult) -> dict[str, Any]:

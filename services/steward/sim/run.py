@@ -45,6 +45,7 @@ class SimResult:
             "mean_pending": round(s.pending_total / max(1, s.cycles), 1),
             "mean_view": round(s.view_total / max(1, s.cycles), 1),
             "cycles_rerun_for_backfill": s.reruns,
+            "cycles_rerun_on_full_heads": s.widened,
             "unfinished_jobs": self.recorder.unfinished,
             "simulated_days": round(self.recorder.end / 86400.0, 2),
             "cycles_by_trigger": {

@@ -23,6 +23,15 @@ out and, if there are any, runs the cycle again with them (about 2 % of the cycl
 run). (`exact_protection=True` keys on protection instead.) A failed victim search is memoised by
 size whatever the waiting job's protection, so the strict-improvement horizon does not need it.
 
+The bound counts `attempts` (32) searches per chain, but a cycle rarely makes room for more than a
+few jobs of one chain. So the engine first hands the cycle a *narrow* view (`jobs(free, narrow=True)`:
+at most `NARROW` searches and lane jobs per chain) and checks the result (`acted_past`): if, in some
+chain the narrow view cut, the cycle acted on (placed, made room for, reserved for) all but `SLACK`
+jobs of the head or on the chain's last job, it runs the cycle again on the full heads. Otherwise a
+twin at the head got no action, and by the argument above neither would any twin behind it: the
+decisions are the full view's. "Made room for" includes searches whose victims were all leaving
+already (no new `Preemption`): the cycle lists them in its evidence (`making_room_for`).
+
 Trimming is checked decision by decision against the full queue: on philly slices for every policy
 (tests/unit/sim/test_philly_slice.py) and, during development, on the whole philly trace for
 `steward` (190,908 cycles, identical) and 30,000 jobs of `ai2`. Explanations of trimmed jobs are
@@ -32,7 +41,7 @@ not built: the simulator does not read them.
 from __future__ import annotations
 
 from bisect import bisect_left, insort
-from collections.abc import Hashable
+from collections.abc import Hashable, Iterable
 
 from steward.policy.contract import protection_s
 from steward.policy.lane import lane_pending
@@ -42,6 +51,9 @@ from steward.policy.settings import PolicySettings
 ChainKey = tuple[Hashable, ...]
 
 SLACK = 2
+NARROW = 4
+"""Searches (and lane jobs) per chain that the narrow view makes room for; a cycle that acts on more
+runs again on the full view (`acted_past`)."""
 
 
 def chain_key(job: PendingJob, settings: PolicySettings, exact_protection: bool = False) -> ChainKey:
@@ -112,18 +124,23 @@ class PendingView:
             del self.chains[key]
         self.count -= 1
 
-    def window(self, gpus: int, free: int, lane: bool = False) -> int:
+    def window(self, gpus: int, free: int, lane: bool = False, narrow: bool = False) -> int:
         """How many jobs at the head of a chain of `gpus`-GPU jobs a cycle may act on, plus one. A
-        lane chain also has up to `lane_project_gpus // gpus` lane searches (ADR 0007)."""
+        lane chain also has up to `lane_project_gpus // gpus` lane searches (ADR 0007). `narrow`:
+        the head of the narrow view, which counts at most `NARROW` searches (see `acted_past`)."""
         extra = self.settings.lane_project_gpus // gpus if lane else 0
-        return free // gpus + self.attempts + extra + 1 + SLACK
+        attempts = self.attempts
+        if narrow:
+            attempts = min(attempts, NARROW)
+            extra = min(extra, NARROW)
+        return free // gpus + attempts + extra + 1 + SLACK
 
-    def jobs(self, free: int) -> list[PendingJob]:
+    def jobs(self, free: int, narrow: bool = False) -> list[PendingJob]:
         """The head of every chain, and its last job (so that "does anything behind this position
         fit?", which ends the cycle's walk, sees every job size where the full queue has it)."""
         out: list[PendingJob] = []
         for chain in self.chains.values():
-            k = self.window(chain.gpus, free, chain.lane)
+            k = self.window(chain.gpus, free, chain.lane, narrow)
             jobs = chain.jobs
             if len(jobs) <= k:
                 out.extend(jobs)
@@ -132,14 +149,14 @@ class PendingView:
                 out.append(jobs[-1])
         return out
 
-    def backfill_candidates(self, free: int, horizon: float) -> list[PendingJob]:
+    def backfill_candidates(self, free: int, horizon: float, narrow: bool = False) -> list[PendingJob]:
         """Jobs left out by `jobs(free)` that a reservation due in `horizon` seconds could still
         admit: work whose protection ends by then may backfill reserved nodes although its twins
         ahead, protected longer, may not. Per chain, the first `free // gpus + 1 + slack` jobs that
         may backfill, when they lie beyond the head handed to the cycle."""
         out: list[PendingJob] = []
         for chain in self.chains.values():
-            k = self.window(chain.gpus, free, chain.lane)
+            k = self.window(chain.gpus, free, chain.lane, narrow)
             last = len(chain.jobs) - 1
             if last < k:
                 continue
@@ -152,6 +169,28 @@ class PendingView:
                 if k <= i < last:
                     out.append(chain.jobs[i])
         return out
+
+    def acted_past(self, acted: Iterable[str], free: int) -> bool:
+        """Could the full view decide differently from the narrow one, given the jobs a cycle on the
+        narrow view acted on (placed, made room for, reserved for)? Yes when, in a chain the narrow
+        view cut, the cycle acted on its last job or on all but `SLACK` of its head: then a twin
+        behind the head might have been acted on too. Otherwise some twin at the head was left
+        without an action (tried and failed, or never reached) and, twins being alike, so would
+        every twin behind it (see the module docstring): the decisions are those of the full view."""
+        count: dict[ChainKey, int] = {}
+        where = self.where
+        for job_id in acted:
+            key = where.get(job_id)
+            if key is not None:
+                count[key] = count.get(key, 0) + 1
+        for key, n in count.items():
+            chain = self.chains[key]
+            k = self.window(chain.gpus, free, chain.lane, True)
+            if len(chain.jobs) <= k:
+                continue  # handed whole
+            if n >= k - SLACK or chain.jobs[-1].id in acted:
+                return True
+        return False
 
     def all_jobs(self) -> list[PendingJob]:
         return [j for chain in self.chains.values() for j in chain.jobs]

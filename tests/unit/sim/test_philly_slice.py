@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import time
 from pathlib import Path
 from typing import Any
@@ -9,12 +10,14 @@ from typing import Any
 import pytest
 
 from steward.policy.cycle import schedule
+from steward.policy.model import CycleResult, Snapshot
 from steward.sim.engine import Engine
 from steward.sim.policies import settings_for, tree_for
 from steward.sim.run import run_scenario
 from steward.sim.scenario import Scenario, load_scenario
 
 PHILLY = Path("/work/shared/data/scenarios/philly.yaml")
+REFERENCE = Path(__file__).parent / "data" / "reference_figures.json"
 pytestmark = pytest.mark.skipif(not PHILLY.exists(), reason="reference data not present")
 
 
@@ -59,3 +62,59 @@ def test_trimmed_queue_gives_the_same_decisions_as_the_full_queue(policy: str, j
     """8,000 jobs of `steward` include reservations with short work backfilling them (view.py)."""
     scenario = slice_of(jobs)
     assert decisions(scenario, policy, trim=True, skip=False) == decisions(scenario, policy, trim=False, skip=False)
+
+
+def crowded_slice(jobs: int, nodes: int = 16, reservations: int = 3) -> Scenario:
+    """The first jobs of philly on a smaller cluster: saturated within days, so cycles hold several
+    reservations at once and short work behind the chain heads backfills them (reruns)."""
+    return load_scenario(PHILLY, {"max_jobs": str(jobs), "cluster.nodes": str(nodes),
+                                  "reservation_allocations": str(reservations)})
+
+
+def run_counting(scenario: Scenario, trim: bool, narrow: bool = True) -> tuple[list[dict[str, Any]], Engine, int]:
+    """Decisions of one run, its engine (stats) and how many cycles held two or more reservations."""
+    multi = 0
+
+    def counting(snapshot: Snapshot) -> CycleResult:
+        nonlocal multi
+        result = schedule(snapshot)
+        multi += len(result.evidence.get("reservations", ())) >= 2
+        return result
+
+    engine = Engine(scenario, settings_for("steward", scenario), tree_for(scenario), counting,
+                    record_decisions=True)
+    engine.trim, engine.skip, engine.narrow = trim, False, narrow
+    engine.run()
+    return engine.stats.trace, engine, multi
+
+
+def test_trimmed_queue_equals_the_full_queue_with_several_reservations() -> None:
+    """`reservation_allocations=3`: the trimmed queue (narrow heads first, full heads when a cycle
+    acts past them, short work added up to the latest reservation's due time) decides exactly as the
+    whole queue, and the slice does exercise what it checks."""
+    scenario = crowded_slice(3000)
+    assert settings_for("steward", scenario).reservation_allocations == 3
+    full, _, multi_full = run_counting(scenario, trim=False)
+    narrow, engine, multi = run_counting(scenario, trim=True)
+    assert multi > 50 and multi_full > 50  # cycles holding two or three reservations
+    assert engine.stats.reruns > 0  # short work added behind the heads for reserved nodes
+    assert narrow == full
+    wide, wide_engine, _ = run_counting(scenario, trim=True, narrow=False)
+    assert wide == full
+    assert engine.stats.view_total < wide_engine.stats.view_total  # the narrow view is smaller
+
+
+@pytest.mark.parametrize("policy", ["steward", "ai2"])
+def test_fast_path_gives_the_reference_figures(policy: str) -> None:
+    """A speed change must not change a result. The figures of 1,500 philly jobs on 16 nodes (every
+    one but `wall_s`) from the simulator before the speed work of docs/benchmarks.md "Simulator"
+    (commit f9b7857: full twin-chain heads, no layout or funding memos) are pinned in
+    data/reference_figures.json; regenerate them only from that commit (see reference_figures.py) or
+    when a policy change is meant to move them. Today's path must match them to the last digit, and
+    its decisions must be those of the whole queue handed to every cycle."""
+    reference = json.loads(REFERENCE.read_text())[policy]
+    scenario = crowded_slice(1500)
+    figures = run_scenario(scenario, policy).to_json()
+    figures.pop("wall_s")
+    assert figures == reference
+    assert decisions(scenario, policy) == decisions(scenario, policy, trim=False)
