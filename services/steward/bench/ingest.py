@@ -11,6 +11,7 @@ database (`steward_bench`, created by the owner role) and its own topics, and re
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import os
 import statistics
@@ -28,7 +29,7 @@ from steward.bus.envelope import command_envelope
 from steward.config import Settings
 from steward.domain.commands import CancelJob, SetAllocations, SubmitJob
 from steward.ledger.core import Ledger
-from steward.ledger.service import run_ledger
+from steward.ledger.service import LEDGER_GC_THRESHOLD, run_ledger
 from steward.store.eventstore import EventStore, RecordedEvent
 from steward.store.migrate import upgrade
 
@@ -293,12 +294,46 @@ def run(events: int, latency_events: int, latency_rate: float | None, references
         delete_topics(base, prefix)
 
 
+def ledger_alone(events: int, batch: int = 2_000, settings: Settings | None = None) -> dict[str, Any]:
+    """The ledger's unit of work without Kafka: `Ledger.process` on `events` commands in batches of
+    `batch` into a fresh PostgreSQL store, with the ledger service's garbage-collector settings; the CPU
+    per event is the main thread's share of the ledger's cost (decode, decide, fold, hash, COPY)."""
+    base = settings or Settings()
+    app_url, _ = fresh_database(base, os.environ.get("STEWARD_BENCH_DATABASE", "steward_bench") + "_alone")
+    store = EventStore.from_url(app_url)
+    try:
+        tree = command_envelope(SetAllocations("cluster", dict.fromkeys(PROJECTS, 0.1), "bench"), actor="bench",
+                                role="admin")
+        Ledger(store).process([("setup", tree.encode())], {})
+        raws = [command_envelope(c, actor="bench", role="user").encode() for c in commands(events)]
+        ledger = Ledger(store)
+        gc.collect()
+        gc.freeze()
+        before = gc.get_threshold()
+        gc.set_threshold(*LEDGER_GC_THRESHOLD)
+        cpu0, wall0 = time.process_time(), time.perf_counter()
+        try:
+            for i in range(0, events, batch):
+                ledger.process([("commands-0", r) for r in raws[i:i + batch]], {("commands", 0): i + batch})
+            cpu, wall = time.process_time() - cpu0, time.perf_counter() - wall0
+        finally:
+            gc.set_threshold(*before)
+            gc.unfreeze()
+        return {"events": events, "batch": batch, "cpu_us_per_event": round(cpu / events * 1e6, 2),
+                "events_per_cpu_s": round(events / cpu, 1), "events_per_s": round(events / wall, 1),
+                "load_average": os.getloadavg()[0]}
+    finally:
+        store.engine.dispose()
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="steward bench ingest", description=__doc__.split("\n\n")[0])
     parser.add_argument("--events", type=int, default=100_000, help="commands in the backlog (one event each)")
     parser.add_argument("--latency-events", type=int, default=None, help="paced commands for the latency figures")
     parser.add_argument("--latency-rate", type=float, default=None, help="their rate (default: half the capacity)")
     parser.add_argument("--no-references", action="store_true", help="skip the COPY and eventsourcing runs")
+    parser.add_argument("--ledger-alone", action="store_true",
+                        help="only Ledger.process on the commands in batches of 2,000, PostgreSQL, no Kafka")
     parser.add_argument("--json", action="store_true", help="print JSON (the only output there is)")
     args = parser.parse_args(argv)
     if args.events < 10:
@@ -306,7 +341,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     latency_events = args.latency_events if args.latency_events is not None else min(20_000, args.events // 5)
     try:
-        result = run(args.events, latency_events, args.latency_rate, not args.no_references)
+        if args.ledger_alone:
+            result = ledger_alone(args.events)
+        else:
+            result = run(args.events, latency_events, args.latency_rate, not args.no_references)
     except Exception as err:
         first = str(err).splitlines()[0] if str(err) else ""
         sys.stderr.write(f"steward bench ingest: {type(err).__name__}: {first}\n")

@@ -514,8 +514,9 @@ def _shape(kind: str) -> tuple[frozenset[str], tuple[tuple[str, Callable[[str, A
     return frozenset(name for name, _, _ in plan), plan
 
 
-def command_from_dict(kind: str, payload: Mapping[str, Any]) -> Command:
-    """Decode a command by its type name; unknown types, unknown or missing fields are named."""
+def command_from_dict_reference(kind: str, payload: Mapping[str, Any]) -> Command:
+    """Decode a command by its type name; unknown types, unknown or missing fields are named. The
+    reference `command_from_dict` equals (and falls back to for anything but a well-formed message)."""
     cls = COMMAND_TYPES.get(kind)
     if cls is None:
         raise InvalidCommand(f"unknown command type '{kind}'")
@@ -534,8 +535,87 @@ def command_from_dict(kind: str, payload: Mapping[str, Any]) -> Command:
     return cmd
 
 
+
+_UNSET: Any = object()
+_FAST: dict[str, Callable[[Mapping[str, Any]], Any]] = {}
+
+
+def _fast_decoder(kind: str) -> Callable[[Mapping[str, Any]], Any]:
+    """A decoder for one command type, generated once, for the common case only: every field present or
+    defaulted, no unknown field, and every value already of its field's exact type (a list or dict of
+    plain items copied, as the reference does); fields of other types go through their checker, as in
+    the reference. It returns None at the first thing it does not expect (an unknown or missing field,
+    a value of another type), and `command_from_dict` then decodes with the reference from the start,
+    which converts the value or names the problem. The command is built by setting its slots (the
+    classes are frozen and slotted, without `__post_init__`), as `__init__` would."""
+    cls = COMMAND_TYPES[kind]
+    names, _ = _shape(kind)
+    hints = get_type_hints(cls)
+    env: dict[str, Any] = {"_new": object.__new__, "_cls": cls, "_UNSET": _UNSET, "_names": names,
+                           "_count": len(names), "_type": type, "_list": list, "_dict": dict, "_all": all}
+    lines = ["    if len(payload) > _count or not _names.issuperset(payload):", "        return None"]
+    for i, f in enumerate(dataclasses.fields(cls)):
+        if not f.name.isidentifier():
+            raise TypeError(f"{kind}: field {f.name!r} is not an identifier")
+        hint = hints[f.name]
+        origin, args = get_origin(hint), get_args(hint)
+        v = f"v{i}"
+        env[f"_set{i}"] = getattr(cls, f.name).__set__
+        lines.append(f"    {v} = payload.get({f.name!r}, _UNSET)")
+        lines.append(f"    if {v} is _UNSET:")
+        if f.default is not dataclasses.MISSING:
+            env[f"_default{i}"] = f.default
+            lines.append(f"        {v} = _default{i}")
+        elif f.default_factory is not dataclasses.MISSING:
+            env[f"_factory{i}"] = f.default_factory
+            lines.append(f"        {v} = _factory{i}()")
+        else:
+            lines.append("        return None")
+        if hint in _PLAIN_HINTS:
+            env[f"_t{i}"] = hint
+            lines.append(f"    elif _type({v}) is not _t{i}:")
+            lines.append("        return None")
+        elif origin is list and args[0] in _PLAIN_HINTS:
+            env[f"_t{i}"] = args[0]
+            lines.append(f"    elif _type({v}) is _list and _all(_type(x) is _t{i} for x in {v}):")
+            lines.append(f"        {v} = _list({v})")
+            lines.append("    else:")
+            lines.append("        return None")
+        elif origin is dict and args[0] is str and args[1] in _PLAIN_HINTS:
+            env[f"_t{i}"] = args[1]
+            lines.append(f"    elif _type({v}) is _dict and _all(_type(k) is str and _type(x) is _t{i} "
+                         f"for k, x in {v}.items()):")
+            lines.append(f"        {v} = _dict({v})")
+            lines.append("    else:")
+            lines.append("        return None")
+        else:
+            env[f"_check{i}"] = _checker(hint)
+            lines.append("    else:")
+            lines.append(f"        {v} = _check{i}({f.name!r}, {v})")
+    lines.append("    out = _new(_cls)")
+    lines += [f"    _set{i}(out, v{i})" for i in range(len(dataclasses.fields(cls)))]
+    lines.append("    return out")
+    src = f"def decode_{kind}(payload):\n" + "\n".join(lines) + "\n"
+    exec(src, env)  # generated from the command class's own field names, checked above
+    fn: Callable[[Mapping[str, Any]], Any] = env[f"decode_{kind}"]
+    _FAST[kind] = fn
+    return fn
+
+
+def command_from_dict(kind: str, payload: Mapping[str, Any]) -> Command:
+    """Decode a command by its type name; unknown types, unknown or missing fields are named. Equal to
+    `command_from_dict_reference` (same command, or the same error), through a decoder generated per type
+    for well-formed messages (tests/property/test_fast_domain.py)."""
+    fast = _FAST.get(kind)
+    if fast is None:
+        if kind not in COMMAND_TYPES:
+            raise InvalidCommand(f"unknown command type '{kind}'")
+        fast = _fast_decoder(kind)
+    cmd: Command | None = fast(payload) if type(payload) is dict else None
+    return command_from_dict_reference(kind, payload) if cmd is None else cmd
+
+
 _SCALARS = frozenset({str, int, float, bool, type(None)})
-_FIELD_NAMES: dict[type[Any], tuple[str, ...]] = {}
 
 
 class _NotPlain(Exception):
@@ -556,15 +636,32 @@ def _plain(value: Any) -> Any:
     raise _NotPlain
 
 
+_TO_DICT: dict[type[Any], Callable[[Any], dict[str, Any]]] = {}
+
+
+def _to_dict_function(cls: type[Any]) -> Callable[[Any], dict[str, Any]]:
+    """`command_to_dict`'s dict for one command class, generated once: each field read once, a scalar
+    kept as is and anything else through `_plain` (which raises `_NotPlain` for what only `asdict` copies)."""
+    names = tuple(f.name for f in dataclasses.fields(cls))
+    for name in names:
+        if not name.isidentifier():
+            raise TypeError(f"{cls.__name__}: field {name!r} is not an identifier")
+    env: dict[str, Any] = {"_plain": _plain, "_scalars": _SCALARS, "_type": type}
+    reads = "".join(f"    v{i} = c.{name}\n" for i, name in enumerate(names))
+    items = ", ".join(f"{name!r}: v{i} if _type(v{i}) in _scalars else _plain(v{i})" for i, name in enumerate(names))
+    exec(f"def to_dict_{cls.__name__}(c):\n{reads}    return {{{items}}}\n", env)  # field names checked above
+    fn: Callable[[Any], dict[str, Any]] = env[f"to_dict_{cls.__name__}"]
+    _TO_DICT[cls] = fn
+    return fn
+
+
 def command_to_dict(command: Command) -> dict[str, Any]:
     """`dataclasses.asdict(command)`, without its generic deep copy when every value is a scalar or a
     list, tuple or dict of them (every command the ledger decodes); anything else goes through `asdict`
     itself. Equal to `asdict` (tests/unit/domain/test_command_codec.py)."""
     cls = type(command)
-    names = _FIELD_NAMES.get(cls)
-    if names is None:
-        names = _FIELD_NAMES[cls] = tuple(f.name for f in dataclasses.fields(cls))
+    fn = _TO_DICT.get(cls) or _to_dict_function(cls)
     try:
-        return {name: _plain(getattr(command, name)) for name in names}
+        return fn(command)
     except _NotPlain:
         return dataclasses.asdict(command)

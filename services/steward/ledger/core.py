@@ -171,15 +171,20 @@ class Ledger:
             batch: list[PendingAppend] = []
             changed: list[tuple[str, str]] = []
             position = start_position
+            view = proj.view()
             for source, env, command in decoded:
                 if env.id in seen:
                     continue  # a redelivered message: recorded already
                 seen.add(env.id)
-                events = decide_or_reject(proj.view(), command, now)
+                if (view.used is not proj.used or view.allocations is not proj.allocations
+                        or view.nodes is not proj.nodes or view.policy is not proj.policy
+                        or view.jobs is not proj.jobs):
+                    view = proj.view()  # a new view only when the projector holds another object
+                events = decide_or_reject(view, command, now)
                 for ev in events:
                     position += 1
                     changed += proj.apply(ev, now, position)
-                meta = dict(env.meta) | {"causation_id": env.id, "command": env.type, "source": source}
+                meta = {**env.meta, "causation_id": env.id, "command": env.type, "source": source}
                 if events and events[0].type == "CommandRejected":
                     meta["input"] = env.payload  # a rejection's event cannot carry the command itself
                 batch.append(PendingAppend(events, meta, env.id))
