@@ -7,8 +7,8 @@ free, or held by unfunded work (preemptible at once) or by work already leaving.
 hold a small job, and a funded small job placed there makes the node firm for its protection. So a
 funded one-node job goes, best fit, to a node that already holds firm (funded, not leaving) work;
 only when none has room does it go to a wholly free node, and last to a node of unfunded work.
-Unfunded work does the opposite: it keeps to gang-ready nodes (beside other unfunded work first,
-then a wholly free node), and takes room on a firm node last. So firm and unfunded work do not mix,
+Unfunded work does the opposite: it keeps beside other unfunded work, then takes room on a firm
+node, and breaks a wholly free node last. So firm and unfunded work do not mix,
 and a node of unfunded work can be cleared for a gang at once. Whether a job fits at all is
 unchanged: only the choice among fitting nodes.
 """
@@ -62,28 +62,39 @@ def pack_single(index: CapacityIndex, gpus: int, load: FirmLoad, funded: bool = 
     Funded work: best fit among visible nodes holding firm work; if none holds it, a wholly free
     node (it becomes firm, and the next funded work packs beside it), and only then a node of
     unfunded work.
-    Unfunded work keeps to gang-ready nodes (best fit: beside other unfunded work before a wholly
-    free node), so that firm and unfunded work do not mix and a node of unfunded work can be
-    cleared at once; firm nodes only when no gang-ready node holds it. -1 when no visible node holds
+    Unfunded work keeps beside other unfunded work (best fit), then takes room on a firm node, and
+    breaks a wholly free node last, so that a node of unfunded work can be cleared at once and whole
+    nodes stay whole. -1 when no visible node holds
     it (exactly when `index.best_single` finds none)."""
     i = index.best_single(gpus)
-    if i < 0 or load.ready(i) != funded:
-        return i
-    if gpus >= (load.miss if funded else load.ready_miss):
+    if i < 0:
         return i
     free, ok, firm, cap = index.free, index.ok, load.firm, index.cap
-    best, best_free = -1, 1 << 30
-    for j in range(len(free)):
-        f = free[j]
-        if ok[j] and (firm[j] > 0) == funded and gpus <= f < best_free:
-            best, best_free = j, f
-    if best >= 0:
-        return best
+    if (firm[i] > 0) == funded and free[i] < cap[i]:
+        return i  # the best fit is on its own side already
+    if gpus < (load.miss if funded else load.ready_miss):
+        best, best_free = -1, 1 << 30
+        for j in range(len(free)):
+            f = free[j]
+            if ok[j] and (firm[j] > 0) == funded and gpus <= f < best_free and f < cap[j]:
+                best, best_free = j, f
+        if best >= 0:
+            return best
+        if funded:
+            load.miss = gpus
+        else:
+            load.ready_miss = gpus
     if funded:
-        load.miss = gpus
         # no firm node has room: a wholly free node before one of unfunded work (which would then
         # hold unfunded work no gang can clear while the firm job is protected)
         whole = next((j for j in range(len(free)) if ok[j] and free[j] == cap[j] >= gpus), -1)
         return whole if whole >= 0 else i
-    load.ready_miss = gpus
-    return i
+    # unfunded work with no room beside other unfunded work: room on a firm node before breaking a
+    # wholly free one
+    if free[i] < cap[i]:
+        return i
+    mixed = -1
+    for j in range(len(free)):
+        if ok[j] and gpus <= free[j] < cap[j] and (mixed < 0 or free[j] < free[mixed]):
+            mixed = j
+    return mixed if mixed >= 0 else i

@@ -111,11 +111,10 @@ def test_packing_finds_room_exactly_when_best_fit_does_and_never_overcommits(hel
     [
         # best fit alone would put unfunded work on n0 (firm, 1 free): it keeps beside unfunded work
         ([running("f", "a", 7, on="n0", **FUNDED), running("u", "b", 4, on="n1", **UNFUNDED)], 1, "n1"),
-        # no unfunded-only node with room: a wholly free node before mixing with firm work
-        ([running("f", "a", 7, on="n0", **FUNDED), running("u", "b", 8, on="n1", **UNFUNDED)], 1, "n2"),
-        # nothing gang-ready has room: firm room after all
-        ([running("f", "a", 7, on="n0", **FUNDED)] + [running(f"u{i}", "b", 8, on=f"n{i}", **UNFUNDED)
-                                                     for i in (1, 2, 3)], 1, "n0"),
+        # no unfunded-only node with room: room on a firm node before breaking a wholly free one
+        ([running("f", "a", 7, on="n0", **FUNDED), running("u", "b", 8, on="n1", **UNFUNDED)], 1, "n0"),
+        # nothing partly used has room: a wholly free node
+        ([running("f", "a", 8, on="n0", **FUNDED), running("u", "b", 8, on="n1", **UNFUNDED)], 1, "n2"),
     ],
 )
 def test_unfunded_work_keeps_to_gang_ready_nodes(jobs, gpus, expected):
