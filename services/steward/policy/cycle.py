@@ -667,10 +667,7 @@ class _Cycle:
                 continue  # DESIGN.md: only funded work preempts, in the lane too
             searches += 1
             small = s.lane_victim_max_gpus  # ADR 0007: no big victim for a small job
-            lost = protection_s(job.klass, job.min_runtime_s, s) if s.lane_victim_lost_capped else None  # ADR 0013
-            plan = search.search(job, path, None, True, small, lost) or search.search(
-                job, path, None, False, small, lost
-            )
+            plan = search.search(job, path, None, True, small) or search.search(job, path, None, False, small)
             if plan is None:
                 failed = job.gpus
                 continue

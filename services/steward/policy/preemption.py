@@ -118,14 +118,6 @@ def victim_key(v: Victim) -> tuple[float, float, str]:
     return (v.per_gpu, -(ckpt if ckpt is not None else -math.inf), v.job.id)
 
 
-def affordable(lost_per_gpu_s: float, cap_s: float) -> bool:
-    """ADR 0013 (DESIGN.md "choose victims to free the fewest GPU-hours of lost work"): a lane job
-    takes no victim that would lose more work per GPU (since its last checkpoint, plus the restart)
-    than the lane job's own protection — a short debug job does not throw away a longer stretch of
-    someone's work."""
-    return lost_per_gpu_s <= cap_s
-
-
 def is_candidate(job: RunningJob, now: float, settings: PolicySettings) -> bool:
     """Can this job be a victim at all (before strict improvement)? Never inside protection; unfunded
     at once; funded after protection only when the policy preempts for fairness."""
@@ -357,19 +349,17 @@ class VictimSearch:
         allowed: set[int] | None = None,
         unfunded_only: bool = False,
         max_victim_gpus: int | None = None,
-        max_lost_per_gpu_s: float | None = None,
     ) -> VictimPlan | None:
         """The cheapest plan for `job`, or None. `allowed` adds masked nodes the job may use (its
         reservation). `unfunded_only`: take only unfunded work and jobs already leaving;
         `max_victim_gpus`: take no job (not already leaving) larger than that (the debug lane, ADR
-        0007: a 1-GPU debug job does not stop an 8-GPU job whose other GPUs nothing waiting can use);
-        `max_lost_per_gpu_s`: take no job that would lose more work per GPU than that (ADR 0013)."""
+        0007: a 1-GPU debug job does not stop an 8-GPU job whose other GPUs nothing waiting can use)."""
         horizon = protection_s(job.klass, job.min_runtime_s, self.settings)
         attempt = _Attempt(job, wpath, horizon, self.branches)
         if unfunded_only:
             attempt.div.update(dict.fromkeys(self._funded_projects(), None))
         if job.gpus <= self.index.maxcap:
-            plan = self._search_single(attempt, allowed or set(), max_victim_gpus, max_lost_per_gpu_s)
+            plan = self._search_single(attempt, allowed or set(), max_victim_gpus)
         else:
             plan = self._search_gang(attempt, allowed or set())
         if plan is not None:
@@ -394,11 +384,7 @@ class VictimSearch:
         return self.index.ok[i] or i in allowed
 
     def _search_single(
-        self,
-        attempt: _Attempt,
-        allowed: set[int],
-        max_victim_gpus: int | None = None,
-        max_lost_per_gpu_s: float | None = None,
+        self, attempt: _Attempt, allowed: set[int], max_victim_gpus: int | None = None
     ) -> VictimPlan | None:
         """One-node job: on each node, take eligible victims cheapest-first until the job fits; keep
         the plan with the least lost work, then fewest jobs, then topology order. Nodes are visited by
@@ -414,7 +400,6 @@ class VictimSearch:
         div = attempt.div
         raw = self.raw
         limit = max_victim_gpus if max_victim_gpus is not None else 1 << 30
-        lost_cap = max_lost_per_gpu_s if max_lost_per_gpu_s is not None else math.inf
         for i in self.node_order:
             if best_key is not None and min_need * raw[i][0][0] > best_key[0]:
                 break
@@ -433,7 +418,7 @@ class VictimSearch:
             cost = 0.0
             freed: dict[str, float] = {}
             for v in cands:
-                if v.taken or (not v.leaving and (v.job.gpus > limit or not affordable(v.per_gpu, lost_cap))):
+                if v.taken or (v.job.gpus > limit and not v.leaving):
                     continue
                 # fast path of attempt.eligible(): leaving and unfunded victims, and allocations
                 # already known not to qualify

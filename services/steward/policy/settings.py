@@ -65,9 +65,6 @@ class PolicySettings:
     """A debug job is a lane job when its protection (min_runtime) is at most this long."""
     lane_project_gpus: int = 32
     """GPUs one allocation may hold through the lane at once (the cap that keeps it from abuse)."""
-    lane_victim_lost_capped: bool = False
-    """A lane job takes no victim that would lose more work per GPU than the lane job's own
-    protection (ADR 0013)."""
     lane_victim_max_gpus: int = 2
     """A lane job takes no running job larger than this: stopping an 8-GPU job for a 1-GPU debug
     job leaves GPUs that the waiting gangs cannot use (occupancy)."""

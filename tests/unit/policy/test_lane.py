@@ -158,29 +158,3 @@ def test_a_lane_job_takes_no_victim_larger_than_the_limit(victim_gpus, limit, ex
                  settings=S.with_(lane_victim_max_gpus=limit))
     )
     assert preempted(result) == ({"big": "dbg"} if expected else {})
-
-
-@pytest.mark.parametrize(
-    ("checkpoint_ago_s", "capped", "expected"),
-    [
-        (200.0, True, {"unfunded": "dbg"}),  # loses 200 s + restart per GPU: less than its 300 s
-        (1200.0, True, {}),  # would lose 1,260 s of work for a 300 s debug job: no
-        (1200.0, False, {"unfunded": "dbg"}),  # without the cap (ADR 0007 alone) it would
-    ],
-)
-def test_a_lane_job_takes_no_victim_losing_more_work_than_it_asks_for(checkpoint_ago_s, capped, expected):
-    """ADR 0013: `lane_victim_lost_capped` — lost work per GPU at most the lane job's protection."""
-    held = [
-        running("a_work", "a", 7, protected_for=10 * HOUR),
-        running("unfunded", "b", 1, funded=False, resumable=True, last_checkpoint_at=NOW - checkpoint_ago_s),
-    ]
-    result = schedule(
-        snapshot(
-            nodes=nodes(1),
-            usage={"a": 0.0, "b": 0.0},
-            running=held,
-            pending=[pending("dbg", "a", 1, min_runtime_s=300.0, klass="debug")],
-            settings=S.with_(lane_victim_lost_capped=capped),
-        )
-    )
-    assert preempted(result) == expected
