@@ -50,6 +50,7 @@ from steward.policy.explain import (
     CapacityFigures,
     ExplainContext,
     Explanations,
+    ReservedRoom,
     Special,
 )
 from steward.policy.lane import lane_admits, lane_in_use, lane_pending
@@ -66,6 +67,7 @@ from steward.policy.model import (
     Stop,
 )
 from steward.policy.ordering import Order, order_pending, standing
+from steward.policy.packing import FirmLoad, pack_single
 from steward.policy.placement import CapacityIndex, Fit, fragmentation, level_name
 from steward.policy.preemption import Branches, VictimPlan, VictimSearch, strictly_improves
 from steward.policy.reservation import (
@@ -129,7 +131,7 @@ class _Cycle:
         self.claimed: set[int] = set()
         self.reserved_room: int | None = None
         self.reserved_shape: tuple[int, int] | None = None
-        self.blocked_by_reservation: set[str] = set()
+        self.blocked_by_reservation: dict[str, str] = {}  # job id → the gang whose nodes it may not use
         self.fail_reserved: dict[tuple[bool, int], float] = {}
         self.paths: dict[str, tuple[str, ...]] = {}
         self.rank_cache: dict[str, dict[str, Any]] = {}
@@ -143,6 +145,8 @@ class _Cycle:
         self.lane_blocked: list[tuple[int, PendingJob]] = []
         self.lane_use: dict[str, int] = {}
         self.room_for: list[str] = []  # waiting jobs a preemption makes room for (fresh victims or not)
+        self.load: FirmLoad | None = None  # ADR 0013: gang-aware packing of one-node work
+        self.backfilling = False  # phase 5: placing unfunded work
 
     # --- helpers -----------------------------------------------------------------------------------
 
@@ -238,6 +242,8 @@ class _Cycle:
         snap, s = self.snap, self.s
         funded_by_project = self.funded_by_project  # tallied in phase 1
         self.index = CapacityIndex(snap.nodes, self.used, s.placement)
+        if s.gang_packing and s.placement == "best_fit":
+            self.load = FirmLoad(self.index, snap.running, self.leaving)
         self.capacity = sum(compress(self.index.cap, self.index.layout_ready))
         self.stand = standing(snap.tree, snap.usage, self.capacity, s)
         self.order: Order = order_pending(snap.pending, self.stand, snap.usage, s)
@@ -286,6 +292,8 @@ class _Cycle:
             if g < self.fail_single:
                 if job.previous_node is not None:
                     i, rule = restore_node(job, index)
+                elif self.load is not None:
+                    i = pack_single(index, g, self.load, not self.backfilling)
                 else:
                     i = index.find_single(g)
                 if i >= 0:
@@ -354,6 +362,8 @@ class _Cycle:
         before = {a: self.funded_in_use.get(a, 0.0) for a in path[-1:]}
         fitting = self.index.nodes_fitting(job.gpus)  # the candidates it was chosen among
         assignments = self.index.commit(fit)
+        if self.load is not None:
+            self.load.add(fit.nodes, funded)
         self.reserved_room = self.reserved_shape = None
         if funded:
             self.charge(path, job.gpus)
@@ -462,7 +472,9 @@ class _Cycle:
                 and self.eligible_mask(k, ends_at) != (1 << len(self.res_plans)) - 1
                 and self.reserved_would_hold(job.gpus)
             ):
-                self.blocked_by_reservation.add(job.id)
+                r = self.blocking_reservation(job.gpus, self.eligible_mask(k, ends_at))
+                if r is not None:
+                    self.blocked_by_reservation[job.id] = self.reservations[r].job_id
             if self.may_reserve(job):
                 self.make_reservation(job, path, k)
             k += 1
@@ -482,6 +494,25 @@ class _Cycle:
             )
         single, whole = self.reserved_shape
         return gpus <= (single if gpus <= self.index.maxcap else whole)
+
+    def blocking_reservation(self, gpus: int, mask: int) -> int | None:
+        """ADR 0013: the first reservation a job of `gpus` may not use (not in `mask`) whose
+        unclaimed nodes would hold it now — the one its explanation names."""
+        for r, nodes in enumerate(self.res_nodes):
+            if not mask >> r & 1 and self.room_of(nodes).would_hold(gpus, self.index.maxcap):
+                return r
+        return None
+
+    def room_of(self, nodes: tuple[int, ...], job_id: str = "", ready_at: float = 0.0,
+                domain: tuple[str, ...] = ()) -> ReservedRoom:
+        """The free room on one reservation's unclaimed nodes."""
+        free, cap = self.index.free, self.index.cap
+        mine = [i for i in nodes if i not in self.claimed]
+        return ReservedRoom(
+            job_id, ready_at, domain,
+            max((free[i] for i in mine), default=0),
+            sum(cap[i] for i in mine if free[i] == cap[i]),
+        )
 
     def reserved_has_room(self) -> bool:
         return bool(self.reserved) and self.reserved_free() > 0
@@ -523,9 +554,12 @@ class _Cycle:
             job = jobs[k]
             if job.project in seen or not wants_reservation(job, s):
                 continue
-            seen.add(job.project)
             path = self.path(job.project)
-            if self.funding_gap(job, path) is not None:
+            gap = self.funding_gap(job, path)
+            if gap == UNFUNDED_BY_REQUEST:
+                continue  # ADR 0013: not the allocation's head gang; a funded one behind it may be
+            seen.add(job.project)
+            if gap is not None:
                 continue
             fit, _ = self.try_place(job, k, None)
             if fit is None and self.may_reserve(job):
@@ -754,6 +788,7 @@ class _Cycle:
     def phase5_backfill_unfunded(self) -> None:
         """DESIGN.md "Unfunded occupancy ... runs only on idle capacity, is not charged, and is
         preemptible at once. This keeps the cluster full." Reserved nodes too: no protection."""
+        self.backfilling = True
         for k, job in self.unfunded:
             if self.index.total_free == 0 and not self.reserved_has_room():
                 break
@@ -779,6 +814,10 @@ class _Cycle:
             reserved_domain=tuple(self.reservation.domain) if self.reservation else (),
             reserved_max_free=max(room, default=0),
             reserved_whole=whole_room,
+            reserved=tuple(
+                self.room_of(nodes, res.job_id, res.ready_at, tuple(res.domain))
+                for nodes, res in zip(self.res_nodes, self.reservations, strict=True)
+            ),
             maxcap=index.maxcap,
             max_free=index.max_free(),
             whole_by_depth=tuple(index.max_whole_at(d) for d in range(depth + 1)),
@@ -802,7 +841,7 @@ class _Cycle:
             index=index,
             leaving=frozenset(self.leaving),
             placements=self.placements,
-            blocked_by_reservation=frozenset(self.blocked_by_reservation),
+            blocked_by_reservation=self.blocked_by_reservation,
         )
         ctx.rank_cache.update(self.rank_cache)
         largest = max(map(_gpus_of, waiting), default=0)

@@ -119,6 +119,24 @@ class Special:
 
 
 @dataclass(frozen=True, slots=True)
+class ReservedRoom:
+    """One reservation of the cycle as explanations read it: the gang holding it, when it is due,
+    where, and the room still free on its (unclaimed) nodes."""
+
+    job_id: str
+    ready_at: float
+    domain: tuple[str, ...]
+    max_free: int
+    """Most free GPUs on one of its nodes (what a one-node job could use)."""
+    whole: int
+    """GPUs on its wholly free nodes (what a multi-node gang could use)."""
+
+    def would_hold(self, gpus: int, maxcap: int) -> bool:
+        """Issue 3: would this reservation's free room hold a job of `gpus` GPUs now?"""
+        return gpus <= (self.max_free if gpus <= maxcap else self.whole)
+
+
+@dataclass(frozen=True, slots=True)
 class CapacityFigures:
     """Free capacity after the cycle, taken once (the index itself keeps changing elsewhere)."""
 
@@ -134,6 +152,8 @@ class CapacityFigures:
     reserved_domain: tuple[str, ...] = ()
     reserved_max_free: int = 0
     reserved_whole: int = 0
+    reserved: tuple[ReservedRoom, ...] = ()
+    """Every reservation of the cycle, in the order they were made (the most under-served first)."""
 
 
 class ExplainContext:
@@ -185,7 +205,7 @@ class ExplainContext:
         index: CapacityIndex,
         leaving: frozenset[str],
         placements: Sequence[Placement] = (),
-        blocked_by_reservation: frozenset[str] = frozenset(),
+        blocked_by_reservation: Mapping[str, str] | None = None,
     ) -> None:
         self.now = now
         self.waiting = waiting
@@ -208,7 +228,8 @@ class ExplainContext:
         self._releases: list[list[tuple[float, int]]] | None = None
         self._gang_memo: dict[tuple[int, int], float | None] = {}
         self.placements = placements
-        self.blocked_by_res = blocked_by_reservation
+        self.blocked_by_res: Mapping[str, str] = blocked_by_reservation or {}
+        """Job id → the reserved gang whose nodes it was kept off when the cycle tried it."""
         self._node_paths = [n.path for n in index.nodes]
         # release profile inputs, copied so later mutation of the index cannot change answers
         self._pos_of_node = index.pos
@@ -388,11 +409,11 @@ class ExplainContext:
                     "funded_gpus": self.funded_in_use.get(short, 0.0),
                     "quota_gpus": self.quota.get(short, 0.0),
                 }
-            elif self._blocked_by_reservation(job):
+            elif (room := self._blocking_reservation(job)) is not None:
                 reason = BLOCKED_BY_RESERVATION
-                until = self.capacity.reserved_until
-                evidence["reserved_for"] = self.capacity.reserved_for
-                evidence["domain"] = list(self.capacity.reserved_domain)
+                until = room.ready_at
+                evidence["reserved_for"] = room.job_id
+                evidence["domain"] = list(room.domain)
             else:
                 until = self._earliest_for(job)
                 reason = WAITING_FOR_PROTECTION if until is not None and until > self.now else OUTRANKED
@@ -409,18 +430,25 @@ class ExplainContext:
             evidence,
         )
 
-    def _blocked_by_reservation(self, job: PendingJob) -> bool:
-        """Issue 3: the reserved nodes would hold it, but its protection would outlast the
-        reservation, so it may not backfill there."""
-        cap = self.capacity
-        if cap.reserved_for is None or cap.reserved_until is None or job.id == cap.reserved_for:
-            return False
-        if job.id in self.blocked_by_res:  # decided when the cycle tried it
-            return True
-        room = cap.reserved_max_free if job.gpus <= cap.maxcap else cap.reserved_whole
-        if room < job.gpus:
-            return False
-        return self.now + protection_s(job.klass, job.min_runtime_s, self.settings) > cap.reserved_until
+    def _blocking_reservation(self, job: PendingJob) -> ReservedRoom | None:
+        """Issue 3 (ADR 0013): the reservation that keeps this job waiting — the one the cycle
+        recorded when it tried the job; otherwise the first whose free room would hold it but that
+        it may not use: the job is behind the reserved gang in the order and its protection would
+        outlast the reservation. None when no reservation concerns it."""
+        rooms = self.capacity.reserved
+        recorded = self.blocked_by_res.get(job.id)
+        if recorded is not None:
+            return next((r for r in rooms if r.job_id == recorded), None)
+        waiting = self._waiting_positions()
+        mine = waiting[job.id]
+        ends = self.now + protection_s(job.klass, job.min_runtime_s, self.settings)
+        for room in rooms:
+            gang = waiting.get(room.job_id)
+            if gang is None or mine <= gang:  # the gang itself, or ahead of it: may use its nodes
+                continue
+            if room.would_hold(job.gpus, self.capacity.maxcap) and ends > room.ready_at:
+                return room
+        return None
 
     def _largest_possible(self, job: PendingJob) -> int:
         cap = self.capacity

@@ -73,6 +73,9 @@ class PolicySettings:
     ordering: OrderingMode = "fair_share"
     placement: PlacementMode = "best_fit"
     reservations: bool = True
+    gang_packing: bool = True
+    """Best fit puts one-node work first on nodes already holding funded work, keeping nodes a
+    waiting gang could take at once (free or unfunded only) for gangs (packing.py, ADR 0013)."""
     fairness_preemption: bool = True
     """False: only unfunded work is ever preempted (no preemption for fairness)."""
     preemptible_after_protection: bool = True
@@ -174,8 +177,9 @@ class PolicySettings:
         return out
 
 
-_NO_LANE: dict[str, Any] = {"lane": False, "unfunded_grace_s": None}
-"""The baselines have no debug lane, and give unfunded victims the same grace as funded ones."""
+_NO_LANE: dict[str, Any] = {"lane": False, "unfunded_grace_s": None, "gang_packing": False}
+"""The baselines have no debug lane, give unfunded victims the same grace as funded ones, and place
+by plain best or first fit (no gang-aware packing, ADR 0013)."""
 
 PRESETS: tuple[str, ...] = ("steward", "ai2", "fair-tree", "fifo-priority")
 

@@ -540,13 +540,11 @@ class Engine:
         for _ in range(3):
             if result.reservation is None:
                 return result
-            # every reservation of the cycle (policy: one per under-served allocation); the latest
-            # due admits the most
-            due = max(
-                (float(r["ready_at"]) for r in result.evidence.get("reservations", ())),
-                default=result.reservation.ready_at,
-            )
-            extra = self.pending.backfill_candidates(free, due - self.now, narrow)
+            # every reservation of the cycle (policy: one per under-served allocation), each with
+            # its own due time: the latest admits the most jobs, an earlier one the shortest only
+            dues = [float(r["ready_at"]) for r in result.evidence.get("reservations", ())]
+            horizons = [due - self.now for due in dues or [result.reservation.ready_at]]
+            extra = self.pending.backfill_candidates(free, horizons, narrow)
             if seen is None:
                 seen = {j.id for j in pending}
             extra = [j for j in extra if j.id not in seen]

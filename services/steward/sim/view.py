@@ -19,9 +19,10 @@ The protection a job asks for is not part of the key: keying on it would split d
 for a large gang, work may backfill only if its protection ends before the reservation is due, so a
 twin far down a chain, protected for less, may be placed where its twins ahead may not. When a cycle
 makes a reservation, the engine asks `backfill_candidates` for such jobs that the trimmed queue left
-out and, if there are any, runs the cycle again with them (about 2 % of the cycles of the philly
-run). (`exact_protection=True` keys on protection instead.) A failed victim search is memoised by
-size whatever the waiting job's protection, so the strict-improvement horizon does not need it.
+out, for the due time of each of the cycle's reservations, and, if there are any, runs the cycle
+again with them (about 2 % of the cycles of the philly run). (`exact_protection=True` keys on
+protection instead.) A failed victim search is memoised by size whatever the waiting job's
+protection, so the strict-improvement horizon does not need it.
 
 The bound counts `attempts` (32) searches per chain, but a cycle rarely makes room for more than a
 few jobs of one chain. So the engine first hands the cycle a *narrow* view (`jobs(free, narrow=True)`:
@@ -149,25 +150,32 @@ class PendingView:
                 out.append(jobs[-1])
         return out
 
-    def backfill_candidates(self, free: int, horizon: float, narrow: bool = False) -> list[PendingJob]:
-        """Jobs left out by `jobs(free)` that a reservation due in `horizon` seconds could still
-        admit: work whose protection ends by then may backfill reserved nodes although its twins
-        ahead, protected longer, may not. Per chain, the first `free // gpus + 1 + slack` jobs that
-        may backfill, when they lie beyond the head handed to the cycle."""
+    def backfill_candidates(self, free: int, horizons: Iterable[float], narrow: bool = False) -> list[PendingJob]:
+        """Jobs left out by `jobs(free)` that a reservation due in one of `horizons` seconds could
+        still admit: work whose protection ends by then may backfill reserved nodes although its
+        twins ahead, protected longer, may not. Per chain and per horizon, the first
+        `free // gpus + 1 + slack` jobs that may backfill, when they lie beyond the head handed to
+        the cycle. Every reservation's horizon counts, not only the latest: the first jobs short
+        enough for the latest may all be too long for an earlier one, whose nodes only jobs further
+        down the chain may backfill."""
         out: list[PendingJob] = []
+        limits = sorted(set(horizons))
         for chain in self.chains.values():
             k = self.window(chain.gpus, free, chain.lane, narrow)
             last = len(chain.jobs) - 1
             if last < k:
                 continue
-            need = free // chain.gpus + 1 + SLACK
             prots = chain.prots
-            for i in (i for i, p in enumerate(prots) if p <= horizon):
-                if need == 0:
-                    break
-                need -= 1
-                if k <= i < last:
-                    out.append(chain.jobs[i])
+            taken: set[int] = set()
+            for horizon in limits:
+                need = free // chain.gpus + 1 + SLACK
+                for i in (i for i, p in enumerate(prots) if p <= horizon):
+                    if need == 0:
+                        break
+                    need -= 1
+                    if k <= i < last:
+                        taken.add(i)
+            out.extend(chain.jobs[i] for i in sorted(taken))
         return out
 
     def acted_past(self, acted: Iterable[str], free: int) -> bool:

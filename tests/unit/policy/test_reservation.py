@@ -151,3 +151,45 @@ def test_reservations_are_bounded_by_the_setting():
     result = two_gangs(PolicySettings(reservation_allocations=1))
     assert [r["job_id"] for r in result.evidence["reservations"]] == ["ga"]
     assert result.explanations["gc"].reason != RESERVED
+
+
+def test_the_explanation_names_the_reservation_that_keeps_the_job_waiting():
+    """ADR 0013: with several reservations held, a job kept off the second one's nodes is told about
+    the second, not the first (its room on the first's node is too small anyway)."""
+    result = schedule(
+        snapshot(
+            nodes=nodes(2),
+            tree=tree(a=0.3, b=0.3, c=0.2, d=0.2),
+            usage={"a": 0.0, "b": 1e8, "c": 1e5, "d": 1e9},
+            running=[
+                running("d0", "d", 7, on="n0", started_at=NOW, protected_for=HOUR),
+                running("d1", "d", 6, on="n1", started_at=NOW, protected_for=2 * HOUR),
+            ],
+            pending=[
+                pending("ga", "a", 8),
+                pending("gc", "c", 8),
+                pending("late", "b", 2, min_runtime_s=3 * HOUR),
+            ],
+        )
+    )
+    held = {r["job_id"]: r["nodes"] for r in result.evidence["reservations"]}
+    assert held == {"ga": ["n0"], "gc": ["n1"]}
+    e = result.explanations["late"]
+    assert e.reason == BLOCKED_BY_RESERVATION
+    assert e.evidence["reserved_for"] == "gc" and e.blocking_until == NOW + 2 * HOUR
+
+
+def test_a_gang_that_asks_for_no_protection_does_not_hide_its_allocations_funded_gang():
+    """ADR 0013: the allocation's head *funded* gang gets the reservation; a gang ahead of it that
+    asks for no protection (unfunded by its own choice) cannot use one and is passed over."""
+    result = schedule(
+        snapshot(
+            nodes=nodes(2),
+            tree=tree(a=0.5, b=0.5),
+            usage={"a": 0.0, "b": 1e9},
+            running=[running(f"b{i}", "b", 8, on=f"n{i}", started_at=NOW, protected_for=(i + 1) * HOUR)
+                     for i in range(2)],
+            pending=[pending("free-rider", "a", 8, min_runtime_s=0), pending("funded", "a", 8, submitted_at=1)],
+        )
+    )
+    assert [r["job_id"] for r in result.evidence["reservations"]] == ["funded"]

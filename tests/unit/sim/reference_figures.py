@@ -1,9 +1,10 @@
-"""Writes data/reference_figures.json for test_philly_slice.py::test_fast_path_gives_the_reference_figures.
+"""Writes data/reference_figures.json for test_philly_slice.py (the pinned slices).
 
 Run it with the simulator you take as the reference on the path (the pinned figures come from commit
-f9b7857, before the speed work of docs/benchmarks.md "Simulator"), e.g.
+8f54b58, the quality branch's policy on the simulator before the speed work of docs/benchmarks.md
+"Simulator"), e.g.
 
-    git worktree add /tmp/ref f9b7857
+    git worktree add /tmp/ref 8f54b58
     PYTHONPATH=/tmp/ref/services:$PWD python tests/unit/sim/reference_figures.py
 
 It runs the simulator's default path (trimmed queue, idle instants skipped), as `steward sim` does.
@@ -20,6 +21,8 @@ from steward.sim.scenario import load_scenario
 PHILLY = Path("/work/shared/data/scenarios/philly.yaml")
 OUT = Path(__file__).parent / "data" / "reference_figures.json"
 SLICE = {"max_jobs": "1500", "cluster.nodes": "16", "reservation_allocations": "3"}
+SIX_RESERVATIONS = {"max_jobs": "7500", "cluster.nodes": "22", "reservation_allocations": "6"}
+"""test_philly_slice.py::test_short_work_for_an_earlier_reservation: `steward` only (key `steward@6`)."""
 
 
 def main() -> None:
@@ -28,6 +31,9 @@ def main() -> None:
         figures = run_scenario(load_scenario(PHILLY, SLICE), policy).to_json()
         figures.pop("wall_s")
         out[policy] = figures
+    figures = run_scenario(load_scenario(PHILLY, SIX_RESERVATIONS), "steward").to_json()
+    figures.pop("wall_s")
+    out["steward@6"] = figures
     OUT.write_text(json.dumps(out, indent=2, sort_keys=True) + "\n")
 
 

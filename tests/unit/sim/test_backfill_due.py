@@ -1,6 +1,7 @@
 """`Engine._with_backfill`: when a cycle holds reservations, the trimmed queue is widened with the
 short work behind the chain heads that could backfill reserved nodes, up to the *latest* due time of
-all the cycle's reservations (one per under-served allocation, ADR 0007 point 7), not the first's.
+all the cycle's reservations (one per under-served allocation, ADR 0007 point 7), not the first's;
+and each earlier reservation's own short work too, which may lie behind the latest one's candidates.
 
 The policy here is a scripted one (a real `Scheduler`: a function from a snapshot to a result) that
 holds the reservations of each case and records the queues it was handed, so the test sees exactly
@@ -95,3 +96,31 @@ def test_short_work_behind_the_heads_is_added_up_to_the_latest_due_time(
     assert len(policy.shown) == 2
     assert set(policy.shown[1]) - set(first) == case.added
     assert engine.stats.reruns == 1
+
+
+@pytest.mark.parametrize("narrow", [True, False], ids=["narrow view", "full heads"])
+def test_an_earlier_reservation_admits_short_work_beyond_the_latest_ones_candidates(
+    tmp_path: Path, narrow: bool
+) -> None:
+    """Reservations due in 1,000 s and 3,000 s: the first jobs behind the heads short enough for the
+    later one (8 jobs protected for 2,000 s) fill its candidates (free // gpus + 1 + slack = 7), and
+    the one job that may backfill the earlier reservation's nodes (600 s) lies behind them. It is
+    added too: on the whole philly trace the engine missed such a job (a funded 4-GPU job protected
+    for 150 s, 27th of its chain, backfilling a reservation due in 299 s while another was due in
+    1,981 s), and the trimmed queue decided differently from the full one from then on."""
+    rows = [job(f"long{i:02d}", submit=0, duration=LONG, min_runtime=LONG) for i in range(45)]
+    rows += [job(f"mid{i}", submit=1, duration=2000.0, min_runtime=2000.0) for i in range(8)]
+    rows.append(job("p600", submit=2, duration=600.0, min_runtime=600.0))
+    rows.append(job("tail", submit=3, duration=LONG, min_runtime=LONG))
+    scenario = load_scenario(write_scenario(tmp_path, rows, tree={"a": 1.0}, nodes=1, gpus_per_node=4))
+    policy = ScriptedPolicy((3000.0, 1000.0))
+    engine = Engine(scenario, settings_for("steward", scenario), tree_for(scenario), policy)
+    engine.narrow = narrow
+    for j in engine.jobs:
+        engine._arrive(j)
+    engine._cycle()
+    first = set(policy.shown[0])
+    assert "tail" in first and "p600" not in first
+    added = set(policy.shown[1]) - first
+    assert "p600" in added  # the earlier reservation's candidate
+    assert {f"mid{i}" for i in range(7)} <= added | first and "mid7" not in added  # the later one's

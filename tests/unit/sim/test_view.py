@@ -48,5 +48,25 @@ def test_backfill_candidates_are_short_work_behind_the_head() -> None:
     view.add(pj("tail", 30.0, min_runtime=3600))
     head = {j.id for j in view.jobs(free=0)}
     assert "short" not in head and "tail" in head  # head: 0 // 1 + 0 + 1 + slack jobs, and the last
-    assert [j.id for j in view.backfill_candidates(free=0, horizon=600)] == ["short"]
-    assert view.backfill_candidates(free=0, horizon=60) == []
+    assert [j.id for j in view.backfill_candidates(free=0, horizons=[600])] == ["short"]
+    assert view.backfill_candidates(free=0, horizons=[60]) == []
+
+
+def test_backfill_candidates_serve_every_reservations_due_time() -> None:
+    """Two reservations, due in 2,000 s and in 300 s: the first short jobs behind the head all fit
+    the later one only, and the one job short enough for the earlier reservation lies behind them.
+    It is a candidate too (the cycle may place it on the earlier reservation's nodes), although the
+    latest horizon alone would stop before it (the whole philly trace, cycle 68,331 of 80,000 jobs)."""
+    view = PendingView(PolicySettings(), attempts=0)
+    for i in range(10):
+        view.add(pj(f"long{i}", float(i), min_runtime=3600))
+    for i in range(6):
+        view.add(pj(f"mid{i}", 10.0 + i, min_runtime=900))
+    view.add(pj("short", 20.0, min_runtime=150))
+    view.add(pj("tail", 30.0, min_runtime=3600))
+    need = 0 // 1 + 1 + 2  # free // gpus + 1 + slack per horizon
+    latest = [j.id for j in view.backfill_candidates(free=0, horizons=[2000])]
+    assert latest == [f"mid{i}" for i in range(need)]
+    both = [j.id for j in view.backfill_candidates(free=0, horizons=[2000, 300])]
+    assert both == [*latest, "short"]
+    assert [j.id for j in view.backfill_candidates(free=0, horizons=[300])] == ["short"]
