@@ -110,8 +110,8 @@ def test_fast_path_gives_the_reference_figures(policy: str) -> None:
     one but `wall_s`) from the simulator before the speed work of docs/benchmarks.md "Simulator"
     (full twin-chain heads, no layout or funding memos; since gang-aware packing, commit 8f54b58 of
     that line) are pinned in data/reference_figures.json; regenerate them only from such a simulator
-    (see reference_figures.py) or when a policy change is meant to move them. Today's path must match them to the last digit, and
-    its decisions must be those of the whole queue handed to every cycle."""
+    (see reference_figures.py) or when a policy change is meant to move them. Today's path must match
+    them to the last digit, and its decisions must be those of the whole queue handed to every cycle."""
     reference = json.loads(REFERENCE.read_text())[policy]
     scenario = crowded_slice(1500)
     figures = run_scenario(scenario, policy).to_json()
