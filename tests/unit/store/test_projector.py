@@ -83,6 +83,17 @@ def events_of(history: list[tuple[str, int, int]]) -> list[tuple[Event, float]]:
     return out
 
 
+def apply_all(proj: Projector, evs: list[tuple[Event, float]]) -> None:
+    """Apply events at the positions after the projector's own."""
+    for position, (ev, at) in enumerate(evs, start=proj.position + 1):
+        proj.apply(ev, at, position)
+
+
+def seen(proj: Projector) -> tuple[Any, ...]:
+    """What a rollback must restore: the state, the positions and the head."""
+    return (proj.state(), dict(proj.positions), proj.position)
+
+
 @settings(max_examples=150, deadline=None)
 @given(steps)
 def test_projector_fold_equals_the_reference_fold(history: list[Any]) -> None:
@@ -101,14 +112,12 @@ def test_a_rolled_back_batch_leaves_the_projector_as_it_was(before: list[Any], b
     evs = events_of(before + batch)
     cut = len(events_of(before))
     proj = Projector()
-    for position, (ev, at) in enumerate(evs[:cut], start=1):
-        proj.apply(ev, at, position)
-    saved = (proj.state(), dict(proj.positions), proj.position)
+    apply_all(proj, evs[:cut])
+    saved = seen(proj)
     proj.begin()
-    for position, (ev, at) in enumerate(evs[cut:], start=cut + 1):
-        proj.apply(ev, at, position)
+    apply_all(proj, evs[cut:])
     proj.rollback()
-    assert (proj.state(), dict(proj.positions), proj.position) == saved
+    assert seen(proj) == saved
 
 
 @settings(max_examples=60, deadline=None)
@@ -120,23 +129,19 @@ def test_two_open_batches_roll_back_together_and_commit_in_order(before: list[An
     evs = events_of(before + first + second)
     a, b = len(events_of(before)), len(events_of(before + first))
     proj = Projector()
-    for position, (ev, at) in enumerate(evs[:a], start=1):
-        proj.apply(ev, at, position)
-    saved = (proj.state(), dict(proj.positions), proj.position)
+    apply_all(proj, evs[:a])
+    saved = seen(proj)
     proj.begin()
-    for position, (ev, at) in enumerate(evs[a:b], start=a + 1):
-        proj.apply(ev, at, position)
-    after_first = (proj.state(), dict(proj.positions), proj.position)
+    apply_all(proj, evs[a:b])
+    after_first = seen(proj)
     proj.begin()
-    for position, (ev, at) in enumerate(evs[b:], start=b + 1):
-        proj.apply(ev, at, position)
+    apply_all(proj, evs[b:])
     proj.rollback()
-    assert (proj.state(), dict(proj.positions), proj.position) == saved
+    assert seen(proj) == saved
     # again, with the first batch committed before the second fails
     for frame in (evs[a:b], evs[b:]):
         proj.begin()
-        for position, (ev, at) in enumerate(frame, start=proj.position + 1):
-            proj.apply(ev, at, position)
+        apply_all(proj, frame)
     proj.commit()
     proj.rollback()
-    assert (proj.state(), dict(proj.positions), proj.position) == after_first
+    assert seen(proj) == after_first
