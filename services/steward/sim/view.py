@@ -167,8 +167,9 @@ class PendingView:
                 continue
             prots = chain.prots
             taken: set[int] = set()
+            per_horizon = free // chain.gpus + 1 + SLACK
             for horizon in limits:
-                need = free // chain.gpus + 1 + SLACK
+                need = per_horizon
                 for i in (i for i, p in enumerate(prots) if p <= horizon):
                     if need == 0:
                         break

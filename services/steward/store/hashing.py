@@ -11,7 +11,6 @@ own `canonical_text` for anything else (property-tested equal in tests/property/
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import orjson
@@ -29,7 +28,6 @@ from steward.audit.verifier import (
 _SORT_KEYS = orjson.OPT_SORT_KEYS
 _INT_LIMIT = 2**63  # orjson writes 64-bit integers; larger ones go to the reference
 _EXACT_FLOAT = 2**53  # integral floats below this print as the integer (ES6); above, the reference decides
-_INF = math.inf
 
 
 class _Reference(Exception):
