@@ -94,12 +94,6 @@ def state_at(store: EventStore, position: int, jobs_first: int) -> StatePage:
         job_counts=counts, jobs=st.first_jobs(jobs_first), jobs_total=sum(counts.values()))
 
 
-def position_at(store: EventStore, at: float) -> int:
-    from steward.audit.snapshots import position_at as by_index
-
-    return by_index(store, at)
-
-
 @dataclass(frozen=True, slots=True)
 class VerifyResult:
     from_position: int

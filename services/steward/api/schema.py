@@ -381,7 +381,7 @@ class Query:
         if position is not None:
             target = position
         elif time is not None:
-            target = await asyncio.to_thread(audit.position_at, store, time)
+            target = await asyncio.to_thread(store.position_at, time)
         else:
             target = await asyncio.to_thread(store.head)
         page = await asyncio.to_thread(audit.state_at, store, target, n)

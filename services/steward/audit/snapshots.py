@@ -352,30 +352,10 @@ def state_at_position(store: EventStore, position: int) -> StateAt:
 # The newest recorded time at or before `at` by the recorded_at index, then the last position recorded
 # at that time (the `OFFSET 0` keeps PostgreSQL on that index: it would otherwise walk the primary key
 # back from the head, filtering: 100-200 ms on a million events).
-_SQL_POSITION_AT = """SELECT max(position) FROM (SELECT position FROM events WHERE recorded_at =
-  (SELECT max(recorded_at) FROM events WHERE recorded_at <= %(at)s) OFFSET 0) s"""
-
-
-def position_at(store: EventStore, at: float) -> int:
-    """The last position recorded at or before `at` (0 when none). On PostgreSQL it is the last position
-    recorded at the newest recorded time not after `at`, found by the index in O(log n): the same event
-    when recorded times do not go back along the log (one ledger, appends in position order under a
-    lock); `EventStore.position_at` scans for the exact maximum."""
-    if store.dialect != "postgresql":
-        return store.position_at(at)
-    with store.engine.connect() as conn:
-        cursor = conn.connection.driver_connection.cursor()  # type: ignore[union-attr]
-        cursor.execute(_SQL_POSITION_AT, {"at": float(at)})
-        (value,) = cursor.fetchone()
-        cursor.close()
-        conn.rollback()
-    return int(value or 0)
-
-
 def state_at(store: EventStore, at: float) -> tuple[StateAt, dict[str, Any]]:
     """The projections as of time `at` (the last event recorded at or before it)."""
     started = time.perf_counter()
-    position = position_at(store, at)
+    position = store.position_at(at)
     st = state_at_position(store, position)
     info = {"at": at, "position": position, "recorded_at": st.recorded_at if position else None,
             "fold_ms": round((time.perf_counter() - started) * 1000, 3)}

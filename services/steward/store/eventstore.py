@@ -476,11 +476,16 @@ class EventStore:
                 conn.rollback()
 
     def position_at(self, at: float) -> int:
-        """The last position recorded at or before `at` (0 when none)."""
+        """The last position recorded at or before `at` (0 when none): the last position recorded at the
+        newest recorded time not after `at`, found through the `recorded_at` index in O(log n). That is the
+        last event recorded by `at` because recorded times do not go back along the log (one ledger
+        appends in position order under a lock). The OFFSET keeps PostgreSQL from turning the outer
+        `max(position)` into a backward walk of the primary key from the head (100-200 ms at 1M events)."""
+        ev = schema.events
+        newest = select(func.max(ev.c.recorded_at)).where(ev.c.recorded_at <= at).scalar_subquery()
+        at_newest = select(ev.c.position).where(ev.c.recorded_at == newest).offset(0).subquery()
         with self.engine.connect() as conn:
-            value = conn.execute(
-                select(func.max(schema.events.c.position)).where(schema.events.c.recorded_at <= at)
-            ).scalar()
+            value = conn.execute(select(func.max(at_newest.c.position))).scalar()
             conn.rollback()
         return int(value or 0)
 
