@@ -10,7 +10,7 @@ import pytest
 from sqlalchemy import Engine, text
 from sqlalchemy.exc import DBAPIError, InternalError, ProgrammingError
 
-from steward.audit.verify import verify
+from steward.audit.verify import _sql_chain_ok, verify
 from steward.domain.events import Event
 from steward.store.eventstore import EventStore, PendingAppend
 from tests.integration.pg import pg_owner, pg_store, pg_tamper, store_test_urls
@@ -128,3 +128,20 @@ def test_the_server_side_check_hashes_exactly_as_the_python_one(pg_store: EventS
     fast, slow = verify(pg_store, checkpoints=False), verify(pg_store, independent=True, checkpoints=False)
     assert fast["engine"] == "postgresql" and slow["engine"] == "python"
     assert fast["ok"] and slow["ok"] and fast["head_hash"] == slow["head_hash"], (fast, slow)
+
+
+def test_the_server_side_check_hashes_utf8_bytes_whatever_the_client_encoding(pg_store: EventStore) -> None:
+    """The server hashes text as its UTF-8 bytes (`textsend` under the check's own client_encoding), so a
+    connection that asks for another encoding (one that holds these characters) does not hash other bytes.
+    (The store itself reads JSON as UTF-8, so only the server-side passes run on that connection.)"""
+    with pg_store.engine.begin() as conn:
+        pg_store.append(conn, [PendingAppend([Event("s", "X", {"v": "ünïcødé"})], {"actor": "é"}, "m-ø")])
+    latin1 = EventStore.from_url(store_test_urls()[0] + "?client_encoding=LATIN1")
+    try:
+        with latin1.engine.connect() as conn:
+            assert conn.execute(text("SHOW client_encoding")).scalar() == "LATIN1"
+        events, head, suspicious, first, _ = _sql_chain_ok(latin1, 1, None)
+    finally:
+        latin1.engine.dispose()
+    assert (events, head, suspicious, first) == (1, 1, [], 1)
+    assert verify(pg_store, checkpoints=False)["engine"] == "postgresql"

@@ -23,7 +23,7 @@ import hashlib
 import json
 import math
 import sys
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
 from pathlib import Path
@@ -267,6 +267,40 @@ class Frontier:
     @staticmethod
     def from_json(size: int, data: Iterable[Sequence[Any]]) -> Frontier:
         return Frontier(size, [(int(h), bytes.fromhex(v)) for h, v in data])
+
+
+def leaves_of(hashes: bytes) -> list[bytes]:
+    """The RFC 6962 leaf of every event hash in `hashes`, the raw 32-byte digests end to end."""
+    sha = hashlib.sha256
+    return [sha(b"\x00" + hashes[i:i + 32]).digest() for i in range(0, len(hashes), 32)]
+
+
+def roots_at(leaves: Sequence[bytes], sizes: Iterable[int]) -> dict[int, bytes]:
+    """The root of the tree over the first n leaves, for every n in `sizes` (at most len(leaves)).
+
+    One bottom-up pass, a level at a time, instead of a Python step per leaf: each prefix of n leaves is
+    made of the perfect subtrees that the set bits of n name (the nodes a `Frontier` of size n holds), so
+    the pass only picks those nodes up on its way to the top. Equal to `merkle_root(leaves[:n])`."""
+    wanted = sorted({int(n) for n in sizes})
+    if wanted and (wanted[0] < 0 or wanted[-1] > len(leaves)):
+        raise ValueError(f"tree sizes must be within 0..{len(leaves)}, got {wanted[0]}..{wanted[-1]}")
+    parts: dict[int, list[bytes]] = {n: [] for n in wanted if n}  # each prefix's subtrees, smallest first
+    sha = hashlib.sha256
+    level: Sequence[bytes] = leaves
+    height = 0
+    while parts and height < max(parts).bit_length():
+        for n, nodes in parts.items():
+            if n >> height & 1:  # the subtree of 2**height leaves that starts where n's higher bits end
+                nodes.append(level[(n >> (height + 1)) << 1])
+        level = [sha(b"\x01" + left + right).digest() for left, right in zip(level[0::2], level[1::2], strict=False)]
+        height += 1
+    roots = {0: EMPTY_ROOT} if 0 in wanted else {}
+    for n, nodes in parts.items():
+        h = nodes[0]
+        for left in nodes[1:]:
+            h = node_hash(left, h)
+        roots[n] = h
+    return roots
 
 
 def _largest_power_of_two_below(n: int) -> int:
@@ -514,14 +548,20 @@ def check_chain(rows: Iterable[Row], *, anchor_position: int = 0, anchor_hash: s
 
 
 def check_checkpoints(checkpoints: Sequence[dict[str, Any]], leaves: Sequence[bytes], head: int,
-                      public_key: Any | None = None, chain_ok: bool = True) -> list[Problem]:
+                      public_key: Any | None = None, chain_ok: bool = True,
+                      roots: Mapping[int, bytes] | None = None) -> list[Problem]:
     """Each checkpoint must be signed, and the log must still hold the tree it signed (one pass over
     the leaves, whatever the number of checkpoints). Roots are compared only over an intact chain
-    (a broken chain is already named more precisely)."""
+    (a broken chain is already named more precisely). `roots` are the leaves' roots at the checkpoints'
+    sizes when the caller has them already (`roots_at`)."""
     problems: list[Problem] = []
-    frontier = Frontier()
+    ordered = sorted(checkpoints, key=lambda c: c["tree_size"])
+    if not chain_ok:
+        roots = {}
+    elif roots is None:
+        roots = roots_at(leaves, [n for c in ordered if 0 <= (n := int(c["tree_size"])) <= min(head, len(leaves))])
     good = 0
-    for cp in sorted(checkpoints, key=lambda c: c["tree_size"]):
+    for cp in ordered:
         size = int(cp["tree_size"])
         if not checkpoint_signature_ok(cp, public_key):
             problems.append(Problem(size, "bad-signature", f"checkpoint of size {size} is not signed by the key"))
@@ -530,11 +570,9 @@ def check_checkpoints(checkpoints: Sequence[dict[str, Any]], leaves: Sequence[by
             problems.append(Problem(head + 1, "truncated",
                                     f"a signed checkpoint covers {size} events, the log ends at {head}"))
             continue
-        if not chain_ok or len(leaves) < size:
+        if size not in roots:
             continue
-        while frontier.size < size:
-            frontier.append(leaves[frontier.size])
-        if frontier.root().hex() == cp["root"]:
+        if roots[size].hex() == cp["root"]:
             good = size
             continue
         signed = Frontier.from_json(size, cp.get("frontier") or [])

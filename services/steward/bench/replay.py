@@ -8,6 +8,7 @@ Snapshots are taken as the ledger takes them (a delta every `--snapshot-every` e
 `--base-every`).
 
 Keys: `verify_events_per_s` (the chain), `verify_with_checkpoints_events_per_s` (chain + Merkle root),
+`verify_load_average` (the machine's load right after both verifies: the figures depend on free cores),
 `rebuild_events_per_s` (`steward audit rebuild`: the whole log's events over the time to start from the
 checked snapshot, fold the events after it and prove the live tables equal; `rebuild_tail_events` says
 how many were folded), `rebuild_full_events_per_s` (`--full`: fold from the first event, fresh tables,
@@ -141,7 +142,8 @@ def run(events: int, samples: int, snapshot_every: int, settings: Settings | Non
     full_s = time.perf_counter() - t
     assert full["ok"], full
     result |= {"verify_events_per_s": round(head / chain_s),
-               "verify_with_checkpoints_events_per_s": round(head / full_s)}
+               "verify_with_checkpoints_events_per_s": round(head / full_s),
+               "verify_load_average": [round(x, 2) for x in os.getloadavg()]}
 
     t = time.perf_counter()
     quick = rebuild(store)
