@@ -43,7 +43,6 @@ COMPILED: tuple[str, ...] = (
     "steward.policy.preemption",
     "steward.policy.reservation",
     "steward.policy.sessions",
-    "steward.policy.settings",
     "steward.policy.topology",
     "steward.policy.tree",
     "steward.policy.usage",
