@@ -12,7 +12,9 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import sys
+import sysconfig
 import time
 import warnings
 from pathlib import Path
@@ -34,6 +36,17 @@ def clean() -> None:
     (SERVICES / "steward" / native.STAMP_NAME).unlink(missing_ok=True)
     for p in native.built_binaries(SERVICES):
         p.unlink()
+
+
+def toolchain_problem() -> str | None:
+    """What is missing to compile C extensions for this interpreter (None: nothing)."""
+    compiler = (sysconfig.get_config_var("CC") or "cc").split()[0]
+    if shutil.which(compiler) is None:
+        return f"no C compiler: {compiler!r} is not on PATH (Debian: apt-get install gcc)"
+    header = Path(sysconfig.get_paths()["include"]) / "Python.h"
+    if not header.is_file():
+        return f"no Python headers: {header} is missing (Debian: apt-get install python3-dev)"
+    return None
 
 
 def build() -> float:
@@ -77,6 +90,9 @@ def main() -> int:
     if reason is None and not args.force:
         print("compile_native: up to date")
         return 0
+    problem = toolchain_problem()
+    if problem is not None:
+        raise SystemExit(f"compile_native: cannot build: {problem} (the pure .py sources run until then)")
     print(f"compile_native: building {len(native.COMPILED)} modules with mypyc ({reason or '--force'})", flush=True)
     took = build()
     left = native.stale_reason(SERVICES)
