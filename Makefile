@@ -7,11 +7,17 @@ PY := $(VENV)/bin/python
 STEWARD := $(VENV)/bin/steward
 STAMP := $(VENV)/.installed-$(shell sha1sum pyproject.toml | cut -c1-12)
 
-.PHONY: setup tools services up down demo test lint typecheck unit integration e2e bench-cycle schema clean web web-test chromium
+.PHONY: setup compile tools services up down demo test lint typecheck unit integration e2e bench-cycle schema clean web web-test chromium
 
-## setup: the Python environment and the real services' software (Kafka jars, PostgreSQL, Temporal CLI)
-setup: $(STAMP)
+## setup: the Python environment, its compiled hot modules, and the real services' software (Kafka jars,
+## PostgreSQL, Temporal CLI)
+setup: $(STAMP) compile
 	bash infra/services.sh install
+
+## compile: the policy's and the simulator's hot pure modules compiled with mypyc (ADR 0017, steward.native);
+## rebuilt only when a compiled source changed (~1 min); until then, or with STEWARD_PURE=1, the .py sources run
+compile: $(STAMP)
+	$(PY) infra/compile_native.py
 
 ## tools: what checks the deployment descriptions (Helm built from the Go proxy, Kubernetes schemas);
 ## only the tests need them, so `make demo` on a fresh machine does not wait for a Go build
@@ -58,16 +64,18 @@ demo: setup web
 	STEWARD_DEMO_T0=$${STEWARD_DEMO_T0:-$$(date +%s.%N)} $(PY) -m steward.demo $(DEMO_ARGS)
 
 ## test: set everything up and run every tier (lint, types, unit, property, integration, e2e)
+## (the suite runs the compiled build, and the policy's unit and property tests also run on the pure sources)
 test: setup tools web web-test chromium lint typecheck
-	$(PY) -m pytest -q -p no:cacheprovider tests
+	STEWARD_EXPECT_NATIVE=1 $(PY) -m pytest -q -p no:cacheprovider tests
+	STEWARD_PURE=1 $(PY) -m pytest -q -p no:cacheprovider tests/unit/policy tests/property/test_policy_properties.py
 
 lint:
-	$(VENV)/bin/ruff check services workflows tests bench migrations
+	$(VENV)/bin/ruff check services workflows tests bench migrations infra
 
 typecheck:
 	$(VENV)/bin/mypy
 
-unit:
+unit: compile
 	$(PY) -m pytest -q tests/unit tests/property
 
 integration: setup

@@ -1,1 +1,5 @@
 """Steward: event-sourced governance for shared GPU clusters."""
+
+from steward.native import install_guard
+
+install_guard()  # ADR 0017: a compiled module runs only while it matches its .py source

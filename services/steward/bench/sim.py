@@ -1,5 +1,6 @@
 """`steward bench sim [--scenario FILE] [--policy NAME] [--max-jobs N]`: simulate a scenario and print
-one JSON object: the figures of the run plus where the time went (cycles, time inside the policy).
+one JSON object: the figures of the run plus where the time went (cycles, time inside the policy), and
+`build`: `compiled` or `pure` (ADR 0017; `STEWARD_PURE=1` runs the pure sources).
 
 The issue-4 target is `wall_s` <= 60 for the whole philly scenario under `steward`.
 """
@@ -16,6 +17,7 @@ DEFAULT_SCENARIO = Path(__file__).resolve().parents[3].parent / "shared" / "data
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    from steward.native import compiled_in_use
     from steward.sim.errors import SimError
     from steward.sim.run import run_scenario
 
@@ -30,7 +32,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except SimError as exc:
         print(f"steward bench sim: {exc}", file=sys.stderr)
         return 2
-    out = {**result.to_json(), **{k: v for k, v in result.diagnostics().items() if k != "cycles_by_trigger"}}
+    out = {**result.to_json(), **{k: v for k, v in result.diagnostics().items() if k != "cycles_by_trigger"},
+           "build": "compiled" if compiled_in_use() else "pure"}  # ADR 0017: which code ran
     print(json.dumps(out, indent=2))
     return 0
 

@@ -300,7 +300,7 @@ class _Cycle:
                     n = index.nodes[i]
                     fit = Fit(((i, g),), len(n.path) + 1, (*n.path, n.id))
                 else:
-                    self.fail_single = g
+                    self.fail_single = float(g)
         else:
             d = min(job.topology_depth or 0, index.depth)
             if g < self.fail_gang.get(d, math.inf):
@@ -706,7 +706,7 @@ class _Cycle:
             small = s.lane_victim_max_gpus  # ADR 0007: no big victim for a small job
             plan = search.search(job, path, None, True, small) or search.search(job, path, None, False, small)
             if plan is None:
-                failed = job.gpus
+                failed = float(job.gpus)
                 continue
             search.take(plan)
             self.commit_preemption(job, path, plan, k, lane=True)

@@ -6,12 +6,15 @@ grace 120 s; lost work = work since the last checkpoint + restart overhead paid.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from steward.policy.model import RunningJob
+from steward.sim.engine import running_with
 from steward.sim.run import run_scenario
 from tests.unit.sim.builders import job, write_scenario
 
@@ -113,3 +116,19 @@ def test_requeued_job_keeps_its_submit_time_and_first_start(tmp_path: Path) -> N
     # j1's wait is its first start only; j2 waits for j1's grace (20 s for unfunded work, ADR 0007)
     assert sorted(result.recorder.waits["batch"]) == [0.0, 20.0]
     assert result.recorder.end == pytest.approx(5620 + 60 + 5400)
+
+
+# every field of RunningJob, none at its default: a field added to RunningJob fails the first assertion below
+EVERY_FIELD: dict[str, Any] = dict(
+    id="j", project="p", gpus=3, placement=(("n1", 2), ("n2", 1)), started_at=10.0, protected_until=70.0,
+    funded=True, last_checkpoint_at=40.0, resumable=False, klass="interactive", submitted_at=5.0,
+    preemption_requested_at=65.0, min_runtime_s=60.0, priority=2, topology_depth=1,
+)
+
+
+@pytest.mark.parametrize(("checkpoint", "requested"), [(50.0, None), (None, 80.0), (55.0, 90.0)])
+def test_running_with_is_replace_field_by_field(checkpoint: float | None, requested: float | None) -> None:
+    assert set(EVERY_FIELD) == {f.name for f in dataclasses.fields(RunningJob)}
+    rj = RunningJob(**EVERY_FIELD)
+    assert running_with(rj, checkpoint, requested) == dataclasses.replace(
+        rj, last_checkpoint_at=checkpoint, preemption_requested_at=requested)
