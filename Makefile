@@ -14,7 +14,7 @@ STAMP := $(VENV)/.installed-$(shell sha1sum pyproject.toml | cut -c1-12)
 setup: $(STAMP) compile
 	bash infra/services.sh install
 
-## compile: the policy's and the simulator's hot pure modules compiled with mypyc (ADR 0017, steward.native);
+## compile: the policy's and the simulator's hot pure modules compiled with mypyc (ADR 0020, steward.native);
 ## rebuilt only when a compiled source changed (~1 min); until then, or with STEWARD_PURE=1, the .py sources run
 compile: $(STAMP)
 	$(PY) infra/compile_native.py

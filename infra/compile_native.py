@@ -1,4 +1,4 @@
-"""`make compile`: build the mypyc extensions of steward.native.COMPILED in place (ADR 0017).
+"""`make compile`: build the mypyc extensions of steward.native.COMPILED in place (ADR 0020).
 
 Does nothing when the build on disk matches its sources (steward.native.stale_reason is None);
 otherwise removes the stamp first (a failed or interrupted build leaves the pure sources in force),

@@ -2,4 +2,4 @@
 
 from steward.native import install_guard
 
-install_guard()  # ADR 0017: a compiled module runs only while it matches its .py source
+install_guard()  # ADR 0020: a compiled module runs only while it matches its .py source

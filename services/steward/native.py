@@ -1,4 +1,4 @@
-"""The compiled build of the hot pure modules (ADR 0017), and the guard that never lets a stale one run.
+"""The compiled build of the hot pure modules (ADR 0020), and the guard that never lets a stale one run.
 
 `make compile` (infra/compile_native.py) compiles `COMPILED` with mypyc into one group library
 (`steward_native__mypyc`) plus one small extension per module next to its `.py`, and writes a stamp:

@@ -1,4 +1,4 @@
-"""The compiled build's stale-binary guard (steward.native, ADR 0017): a compiled module runs only while
+"""The compiled build's stale-binary guard (steward.native, ADR 0020): a compiled module runs only while
 the stamp written at build time matches every compiled source and binary on disk; otherwise, or with
 STEWARD_PURE=1, every compiled module is loaded from its .py source (all or nothing)."""
 

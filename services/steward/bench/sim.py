@@ -1,6 +1,6 @@
 """`steward bench sim [--scenario FILE] [--policy NAME] [--max-jobs N]`: simulate a scenario and print
 one JSON object: the figures of the run plus where the time went (cycles, time inside the policy), and
-`build`: `compiled` or `pure` (ADR 0017; `STEWARD_PURE=1` runs the pure sources).
+`build`: `compiled` or `pure` (ADR 0020; `STEWARD_PURE=1` runs the pure sources).
 
 The issue-4 target is `wall_s` <= 60 for the whole philly scenario under `steward`.
 """
@@ -33,7 +33,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"steward bench sim: {exc}", file=sys.stderr)
         return 2
     out = {**result.to_json(), **{k: v for k, v in result.diagnostics().items() if k != "cycles_by_trigger"},
-           "build": "compiled" if compiled_in_use() else "pure"}  # ADR 0017: which code ran
+           "build": "compiled" if compiled_in_use() else "pure"}  # ADR 0020: which code ran
     print(json.dumps(out, indent=2))
     return 0
 

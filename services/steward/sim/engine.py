@@ -603,7 +603,7 @@ class Engine:
 def running_with(rj: RunningJob, last_checkpoint_at: float | None,
                  preemption_requested_at: float | None) -> RunningJob:
     """`dataclasses.replace(rj, last_checkpoint_at=..., preemption_requested_at=...)`, field by field:
-    the generic `replace` took ≈ 10 % of a compiled run (ADR 0017). tests/unit/sim/test_engine.py checks
+    the generic `replace` took ≈ 10 % of a compiled run (ADR 0020). tests/unit/sim/test_engine.py checks
     that it equals `replace` with every field of `RunningJob` set."""
     return RunningJob(rj.id, rj.project, rj.gpus, rj.placement, rj.started_at, rj.protected_until, rj.funded,
                       last_checkpoint_at, rj.resumable, rj.klass, rj.submitted_at, preemption_requested_at,
