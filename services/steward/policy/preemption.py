@@ -18,6 +18,7 @@ from typing import Any
 
 from steward.policy.contract import in_grace, is_protected, protection_s
 from steward.policy.model import PendingJob, RunningJob
+from steward.policy.ordering import Standing
 from steward.policy.placement import CapacityIndex
 from steward.policy.settings import PolicySettings
 
@@ -48,6 +49,23 @@ class Branches:
     entitled: Mapping[str, float]
     running: Mapping[str, float]
     """Funded GPUs running in the subtree, not counting jobs already leaving."""
+    also: Branches | None = None
+    """A second reading that strict improvement must hold under as well (ADR 0016: the order counts
+    entitlement by demand, this is DESIGN.md's in-full reading with the same running GPUs)."""
+
+    def readings(self) -> tuple[Branches, ...]:
+        return (self,) if self.also is None else (self, self.also)
+
+
+def branches_of(stand: Standing, running: Mapping[str, float]) -> Branches:
+    """What strict improvement reads this cycle: the figures the order ranks by, and, when those count
+    entitlement by demand (ADR 0016), DESIGN.md's in-full figures as a second reading. Demand moves
+    from one cycle to the next; a preemption needs both readings to agree, so a rank that flips with
+    demand cannot drive preemptions one way and then back."""
+    if stand.active is None:
+        return Branches(stand.ranked_delivered, stand.ranked_entitled, running)
+    full = Branches(stand.delivered, stand.entitled, running)
+    return Branches(stand.ranked_delivered, stand.ranked_entitled, running, also=full)
 
 
 def strictly_improves(
@@ -81,7 +99,7 @@ def strictly_improves(
         horizon_s,
     )
     ok = after_w < after_v
-    return ok, {
+    evidence: dict[str, Any] = {
         "level": k + 1,
         "waiting_allocation": a_w,
         "victim_allocation": a_v,
@@ -89,6 +107,14 @@ def strictly_improves(
         "victim_ratio_after": None if math.isinf(after_v) else after_v,
         "horizon_s": horizon_s,
     }
+    if branches.also is not None:
+        ok_full, full = strictly_improves(
+            waiting_path, waiting_gpus, victim_path, freed_from_branch, horizon_s, branches.also
+        )
+        ok = ok and ok_full
+        evidence["in_full"] = {"waiting_ratio_after": full["waiting_ratio_after"],
+                               "victim_ratio_after": full["victim_ratio_after"]}
+    return ok, evidence
 
 
 @dataclass(slots=True)
@@ -146,7 +172,7 @@ class _Attempt:
     """Strict improvement for one waiting job, with the per-level figures of its side computed once
     and each victim allocation's comparison memoised (the same rule as `strictly_improves`)."""
 
-    __slots__ = ("branches", "div", "gpus", "horizon", "job", "level", "path", "w_after")
+    __slots__ = ("branches", "div", "gpus", "horizon", "job", "level", "path", "readings", "w_after")
 
     def __init__(self, job: PendingJob, path: tuple[str, ...], horizon: float, branches: Branches) -> None:
         self.job = job
@@ -154,10 +180,12 @@ class _Attempt:
         self.gpus = job.gpus
         self.horizon = horizon
         self.branches = branches
-        b = branches
+        self.readings = branches.readings()
+        g = job.gpus
         self.w_after = [
-            projected_ratio(b.delivered.get(a, 0.0), b.running.get(a, 0.0) + job.gpus, b.entitled.get(a, 0.0), horizon)
-            for a in path
+            [projected_ratio(b.delivered.get(a, 0.0), b.running.get(a, 0.0) + g, b.entitled.get(a, 0.0), horizon)
+             for a in path]
+            for b in self.readings
         ]
         self.div: dict[str, str | None] = {}
         self.level: dict[str, int] = {}
@@ -178,17 +206,21 @@ class _Attempt:
             k = divergence(self.path, vpath)
             if 0 <= k < len(self.path) and k < len(vpath):
                 a_v = vpath[k]
-                if self.w_after[k] < self._v_after(a_v, 0.0):
+                if self._improves(k, a_v, 0.0):
                     out = a_v
                 self.level[a_v] = k
         self.div[project] = out
         return out
 
-    def _v_after(self, a_v: str, freed: float) -> float:
-        b = self.branches
-        return projected_ratio(
-            b.delivered.get(a_v, 0.0), b.running.get(a_v, 0.0) - freed, b.entitled.get(a_v, 0.0), self.horizon
-        )
+    def _improves(self, k: int, a_v: str, freed: float) -> bool:
+        """`strictly_improves` at level k against the victim-side allocation `a_v`, under every reading."""
+        for w_after, b in zip(self.w_after, self.readings, strict=True):
+            v_after = projected_ratio(
+                b.delivered.get(a_v, 0.0), b.running.get(a_v, 0.0) - freed, b.entitled.get(a_v, 0.0), self.horizon
+            )
+            if not w_after[k] < v_after:
+                return False
+        return True
 
     def eligible(self, v: Victim, freed: dict[str, float]) -> bool:
         """Rules in order: already leaving → free; unfunded → preemptible at once by funded work;
@@ -205,7 +237,7 @@ class _Attempt:
             return True
         total = freed.get(a_v, 0.0) + v.job.gpus
         k = self.level[a_v]
-        if not self.w_after[k] < self._v_after(a_v, total):
+        if not self._improves(k, a_v, total):
             return False
         freed[a_v] = total
         return True
