@@ -21,7 +21,6 @@ from dataclasses import dataclass
 from operator import attrgetter
 from typing import Any
 
-from steward.policy.contract import asks_for_funding
 from steward.policy.model import PendingJob, RunningJob, Snapshot
 from steward.policy.settings import PolicySettings
 from steward.policy.tree import AllocationTree
@@ -49,14 +48,16 @@ def demand_gpus(
     pending: Iterable[PendingJob], running: Iterable[RunningJob], settings: PolicySettings
 ) -> dict[str, float]:
     """ADR 0016 "what counts as demand": per project, the GPUs of its work that asks for funding
-    (DESIGN.md "Unfunded occupancy": min_runtime > 0, or a session), waiting or running (in grace
-    too) — the jobs the headline figure's "that allocation's demand" counts. Work that asked for no
-    protection opted out of the allocation and is not demand."""
+    (`contract.asks_for_funding`, DESIGN.md "Unfunded occupancy": min_runtime > 0, or a session),
+    waiting or running (in grace too) — the jobs the headline figure's "that allocation's demand"
+    counts. Work that asked for no protection opted out of the allocation and is not demand."""
     out: dict[str, float] = {}
-    jobs: list[PendingJob | RunningJob] = [*pending, *running]
-    for job in jobs:
-        if asks_for_funding(job, settings):
-            out[job.project] = out.get(job.project, 0.0) + job.gpus
+    get = out.get
+    everything = not settings.funding  # asks_for_funding(), inlined: one call per job is most of the cost
+    for jobs in (pending, running):
+        for job in jobs:
+            if everything or job.min_runtime_s > 0 or job.klass == "interactive":
+                out[job.project] = get(job.project, 0.0) + job.gpus
     return out
 
 
@@ -115,6 +116,21 @@ def delivered_with_demand(
     return out
 
 
+def demand_below(tree: AllocationTree, demand: Mapping[str, float]) -> dict[str, float]:
+    """GPUs of demand of every allocation's subtree (the evidence of ADR 0016). O(tree)."""
+    out: dict[str, float] = {}
+
+    def visit(node: str) -> float:
+        kids = tree.children(node)
+        total = sum(visit(c) for c in kids) if kids else float(demand.get(node, 0.0))
+        out[node] = total
+        return total
+
+    for top in tree.children(None):
+        visit(top)
+    return out
+
+
 def ranked_entitled(tree: AllocationTree, node: str, active: Mapping[str, float], horizon: float) -> float:
     """ADR 0016: what a sibling is ranked against — a project its whole entitlement (its place among
     its siblings is unchanged), an inner allocation the active entitlement of the projects below it —
@@ -146,7 +162,8 @@ class Standing:
     leaf_index: Mapping[str, int]
     capacity: int
     demand: Mapping[str, float] | None = None
-    """GPUs of demand per project when entitlement is counted by demand (ADR 0016), else None."""
+    """GPUs of demand of each allocation's subtree when entitlement is counted by demand (ADR 0016),
+    else None."""
     active: Mapping[str, float] | None = None
     """Active entitlement per allocation (ADR 0016), else None."""
 
@@ -174,7 +191,7 @@ class Standing:
             if self.active is not None and self.demand is not None:
                 levels[-1]["active"] = {
                     "entitlement": self.active[node],
-                    "demand_gpus": self.demand_below(tree, node),
+                    "demand_gpus": self.demand[node],
                     "delivered_gpu_s": self.ranked_delivered[node],
                     "entitled_gpu_s": self.ranked_entitled[node],
                 }
@@ -185,14 +202,6 @@ class Standing:
             "projects": len(self.leaf_order),
             "levels": levels,
         }
-
-    def demand_below(self, tree: AllocationTree, node: str) -> float:
-        """GPUs of demand of the projects in `node`'s subtree (evidence, ADR 0016)."""
-        demand = self.demand or {}
-        kids = tree.children(node)
-        if not kids:
-            return demand.get(node, 0.0)
-        return sum(self.demand_below(tree, c) for c in kids)
 
 
 def standing(
@@ -250,7 +259,7 @@ def standing(
         leaf_order=tuple(leaf_order),
         leaf_index={p: i for i, p in enumerate(leaf_order)},
         capacity=capacity,
-        demand=None if demand is None else dict(demand),
+        demand=None if demand is None else demand_below(tree, demand),
         active=active,
     )
 

@@ -107,7 +107,7 @@ def strictly_improves(
         "victim_ratio_after": None if math.isinf(after_v) else after_v,
         "horizon_s": horizon_s,
     }
-    if branches.also is not None:
+    if ok and branches.also is not None:  # the in-full reading can only veto (and costs a second pass)
         ok_full, full = strictly_improves(
             waiting_path, waiting_gpus, victim_path, freed_from_branch, horizon_s, branches.also
         )
@@ -214,13 +214,19 @@ class _Attempt:
 
     def _improves(self, k: int, a_v: str, freed: float) -> bool:
         """`strictly_improves` at level k against the victim-side allocation `a_v`, under every reading."""
-        for w_after, b in zip(self.w_after, self.readings, strict=True):
-            v_after = projected_ratio(
-                b.delivered.get(a_v, 0.0), b.running.get(a_v, 0.0) - freed, b.entitled.get(a_v, 0.0), self.horizon
-            )
-            if not w_after[k] < v_after:
-                return False
-        return True
+        b, horizon = self.branches, self.horizon
+        v_after = projected_ratio(
+            b.delivered.get(a_v, 0.0), b.running.get(a_v, 0.0) - freed, b.entitled.get(a_v, 0.0), horizon
+        )
+        if not self.w_after[0][k] < v_after:
+            return False
+        also = b.also
+        if also is None:
+            return True
+        v_full = projected_ratio(
+            also.delivered.get(a_v, 0.0), also.running.get(a_v, 0.0) - freed, also.entitled.get(a_v, 0.0), horizon
+        )
+        return self.w_after[1][k] < v_full
 
     def eligible(self, v: Victim, freed: dict[str, float]) -> bool:
         """Rules in order: already leaving → free; unfunded → preemptible at once by funded work;
