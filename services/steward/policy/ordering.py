@@ -73,25 +73,29 @@ def demand_of(snap: Snapshot) -> Mapping[str, float] | None:
     return demand_gpus(snap.pending, snap.running, s)
 
 
+def subtree_sums(tree: AllocationTree, leaf_values: Mapping[str, float]) -> dict[str, float]:
+    """Per allocation, the sum of `leaf_values` over the projects in its subtree (a project: its own
+    value, 0 when absent). O(tree)."""
+    out: dict[str, float] = {}
+
+    def visit(node: str) -> float:
+        kids = tree.children(node)
+        total = sum(visit(c) for c in kids) if kids else float(leaf_values.get(node, 0.0))
+        out[node] = total
+        return total
+
+    for top in tree.children(None):
+        visit(top)
+    return out
+
+
 def active_entitlement(tree: AllocationTree, demand: Mapping[str, float], capacity: int) -> dict[str, float]:
     """ADR 0016: the part of each allocation's entitlement its demand can use now. A project counts
     min(entitlement, demand ÷ capacity); an inner allocation the sum over its children (never more
     than its own entitlement, since the children's shares sum to at most 1)."""
     cap = max(capacity, 1)
-    active: dict[str, float] = {}
-
-    def visit(node: str) -> float:
-        kids = tree.children(node)
-        if kids:
-            value = sum(visit(c) for c in kids)
-        else:
-            value = min(tree.entitlement(node), max(demand.get(node, 0.0), 0.0) / cap)
-        active[node] = value
-        return value
-
-    for top in tree.children(None):
-        visit(top)
-    return active
+    usable = {p: min(tree.entitlement(p), max(demand.get(p, 0.0), 0.0) / cap) for p in tree.leaves()}
+    return subtree_sums(tree, usable)
 
 
 def delivered_with_demand(
@@ -99,35 +103,9 @@ def delivered_with_demand(
 ) -> dict[str, float]:
     """ADR 0016: an inner allocation's delivered-in-window counts only the projects below it that
     have demand now (a project's own delivered is its usage, demand or not)."""
-    out: dict[str, float] = {}
-
-    def visit(node: str) -> float:
-        kids = tree.children(node)
-        if kids:
-            total = sum(visit(c) for c in kids)
-            out[node] = total
-            return total
-        own = float(usage.get(node, 0.0))
-        out[node] = own
-        return own if demand.get(node, 0.0) > 0.0 else 0.0
-
-    for top in tree.children(None):
-        visit(top)
-    return out
-
-
-def demand_below(tree: AllocationTree, demand: Mapping[str, float]) -> dict[str, float]:
-    """GPUs of demand of every allocation's subtree (the evidence of ADR 0016). O(tree)."""
-    out: dict[str, float] = {}
-
-    def visit(node: str) -> float:
-        kids = tree.children(node)
-        total = sum(visit(c) for c in kids) if kids else float(demand.get(node, 0.0))
-        out[node] = total
-        return total
-
-    for top in tree.children(None):
-        visit(top)
+    leaves = tree.leaves()
+    out = subtree_sums(tree, {p: usage.get(p, 0.0) for p in leaves if demand.get(p, 0.0) > 0.0})
+    out.update((p, float(usage.get(p, 0.0))) for p in leaves)
     return out
 
 
@@ -216,16 +194,7 @@ def standing(
     are ranked by the entitlement their projects' demand can use (ADR 0016); without it, every
     entitlement counts in full. O(tree)."""
     horizon = entitled_horizon_s(settings) * max(capacity, 1)
-    delivered: dict[str, float] = {}
-
-    def subtree(node: str) -> float:
-        kids = tree.children(node)
-        total = sum(subtree(c) for c in kids) if kids else float(usage.get(node, 0.0))
-        delivered[node] = total
-        return total
-
-    for top in tree.children(None):
-        subtree(top)
+    delivered = subtree_sums(tree, usage)
     entitled = {n: tree.entitlement(n) * horizon for n in tree.allocations}
     active: dict[str, float] | None = None
     if demand is None:
@@ -259,7 +228,7 @@ def standing(
         leaf_order=tuple(leaf_order),
         leaf_index={p: i for i, p in enumerate(leaf_order)},
         capacity=capacity,
-        demand=None if demand is None else demand_below(tree, demand),
+        demand=None if demand is None else subtree_sums(tree, demand),
         active=active,
     )
 
