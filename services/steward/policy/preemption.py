@@ -137,6 +137,14 @@ class Victim:
         return sum(g for n, g in nodes if n == i)
 
 
+def cheap_victim(v: Victim, cheap_s: float | None) -> bool:
+    """ADR 0016: a funded victim that loses at most `cheap_s` seconds of work per GPU (a recent
+    checkpoint) may be taken when the order's ranked reading alone shows strict improvement; a
+    costlier one needs DESIGN.md's in-full reading to agree as well. Lent entitlement is then taken
+    back mostly where it costs little."""
+    return cheap_s is not None and v.per_gpu <= cheap_s
+
+
 def victim_key(v: Victim) -> tuple[float, float, str]:
     """DESIGN.md "choose victims to free the fewest GPU-hours of lost work, preferring jobs with a
     recent checkpoint": cheapest lost work per GPU first, then the most recent checkpoint, then id."""
@@ -172,10 +180,13 @@ class _Attempt:
     """Strict improvement for one waiting job, with the per-level figures of its side computed once
     and each victim allocation's comparison memoised (the same rule as `strictly_improves`)."""
 
-    __slots__ = ("branches", "div", "gpus", "horizon", "job", "level", "path", "readings", "w_after")
+    __slots__ = ("branches", "cheap_s", "div", "gpus", "horizon", "job", "level", "path", "readings", "w_after")
 
-    def __init__(self, job: PendingJob, path: tuple[str, ...], horizon: float, branches: Branches) -> None:
+    def __init__(
+        self, job: PendingJob, path: tuple[str, ...], horizon: float, branches: Branches, cheap_s: float | None = None
+    ) -> None:
         self.job = job
+        self.cheap_s = cheap_s
         self.path = path
         self.gpus = job.gpus
         self.horizon = horizon
@@ -192,8 +203,8 @@ class _Attempt:
 
     def branch(self, v: Victim) -> str | None:
         """The victim-side allocation where the paths part, when the waiting side is strictly more
-        under-served there even with nothing freed yet (None: never eligible; "": the victim has
-        no allocation)."""
+        under-served there under the ranked reading even with nothing freed yet (None: never
+        eligible; "": the victim has no allocation). `eligible` asks the in-full reading per victim."""
         return self.branch_of(v.job.project, v.path)
 
     def branch_of(self, project: str, vpath: tuple[str, ...]) -> str | None:
@@ -206,11 +217,19 @@ class _Attempt:
             k = divergence(self.path, vpath)
             if 0 <= k < len(self.path) and k < len(vpath):
                 a_v = vpath[k]
-                if self._improves(k, a_v, 0.0):
+                if self._ranked_improves(k, a_v, 0.0):
                     out = a_v
                 self.level[a_v] = k
         self.div[project] = out
         return out
+
+    def _ranked_improves(self, k: int, a_v: str, freed: float) -> bool:
+        """`strictly_improves` at level k under the reading the order ranks by."""
+        b = self.branches
+        v_after = projected_ratio(
+            b.delivered.get(a_v, 0.0), b.running.get(a_v, 0.0) - freed, b.entitled.get(a_v, 0.0), self.horizon
+        )
+        return self.w_after[0][k] < v_after
 
     def _improves(self, k: int, a_v: str, freed: float) -> bool:
         """`strictly_improves` at level k against the victim-side allocation `a_v`, under every reading."""
@@ -243,7 +262,9 @@ class _Attempt:
             return True
         total = freed.get(a_v, 0.0) + v.job.gpus
         k = self.level[a_v]
-        if not self._improves(k, a_v, total):
+        if not self._ranked_improves(k, a_v, total):
+            return False
+        if not cheap_victim(v, self.cheap_s) and not self._improves(k, a_v, total):
             return False
         freed[a_v] = total
         return True
@@ -393,7 +414,7 @@ class VictimSearch:
         `max_victim_gpus`: take no job (not already leaving) larger than that (the debug lane, ADR
         0007: a 1-GPU debug job does not stop an 8-GPU job whose other GPUs nothing waiting can use)."""
         horizon = protection_s(job.klass, job.min_runtime_s, self.settings)
-        attempt = _Attempt(job, wpath, horizon, self.branches)
+        attempt = _Attempt(job, wpath, horizon, self.branches, self.settings.cheap_victim_s)
         if unfunded_only:
             attempt.div.update(dict.fromkeys(self._funded_projects(), None))
         if job.gpus <= self.index.maxcap:

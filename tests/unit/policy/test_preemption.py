@@ -208,6 +208,25 @@ def test_strict_improvement_must_hold_under_every_reading(ranked, in_full, expec
     assert (plan is not None) is expected
 
 
+@pytest.mark.parametrize(
+    ("checkpointed_s_ago", "cheap_s", "expected"),
+    [(100, 300.0, True), (100, None, False), (1000, 300.0, False)],
+    ids=["cheap-victim-ranked-reading-suffices", "switched-off", "costly-victim-needs-both"],
+)
+def test_a_cheap_victim_needs_only_the_ranked_reading(checkpointed_s_ago, cheap_s, expected):
+    """ADR 0016: lent entitlement is taken back where it costs little. Only the ranked reading shows
+    strict improvement here; a victim that checkpointed 100 s ago loses 160 s per GPU (with the 60 s
+    restart) and may go, one that checkpointed 1,000 s ago may not."""
+    running_gpus = {"x": 0.0, "y": 1.0}
+    br = Branches(X_UNDER[0], X_UNDER[1], running_gpus, also=Branches(Y_UNDER[0], Y_UNDER[1], running_gpus))
+    victim = running("v", "y1", 1, on="n0", last_checkpoint_at=NOW - checkpointed_s_ago)
+    settings = PolicySettings(cheap_victim_s=cheap_s)
+    search = VictimSearch(CapacityIndex((node("n0", 1),), {"n0": 1}, "best_fit"), [victim], set(),
+                          lambda p: (p[0], p), br, NOW, settings)
+    plan = search.search(pending("w", "x1", 1, min_runtime_s=1.0), ("x", "x1"))
+    assert (plan is not None) is expected
+
+
 def test_gang_preemption_prefers_the_smallest_domain_then_least_lost_work():
     ckpt = {"n0": NOW - 100, "n1": NOW - 10_000, "n2": NOW - 3000, "n3": NOW - 3000}
     victims = [running(f"v{n}", "b", 8, on=n, last_checkpoint_at=t) for n, t in ckpt.items()]
