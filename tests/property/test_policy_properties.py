@@ -14,8 +14,8 @@ from steward.policy.cycle import schedule
 from steward.policy.explain import REASONS
 from steward.policy.lane import lane_in_use, lane_pending
 from steward.policy.model import AllocationTree, Node, PendingJob, RunningJob, Snapshot
-from steward.policy.ordering import order_pending, standing
-from steward.policy.preemption import Branches, strictly_improves
+from steward.policy.ordering import demand_of, order_pending, standing
+from steward.policy.preemption import branches_of, strictly_improves
 from steward.policy.settings import PolicySettings
 
 NOW = 100_000.0
@@ -177,7 +177,7 @@ def test_strict_improvement_on_every_preemption(snap: Snapshot) -> None:
     result = schedule(snap)
     s, tree = snap.settings, snap.tree
     capacity = sum(n.gpus for n in snap.nodes if n.state == "ready")
-    stand = standing(tree, snap.usage, capacity, s)
+    stand = standing(tree, snap.usage, capacity, s, demand_of(snap))
     leaving = {x.job_id for x in result.stops}
     run: dict[str, float] = {}
 
@@ -201,7 +201,7 @@ def test_strict_improvement_on_every_preemption(snap: Snapshot) -> None:
         wpath = _paths(tree, w.project)
         assert wpath and asks_for_funding(w, s) and s.funding
         horizon = 8 * 3600.0 if w.klass == "interactive" else min(w.min_runtime_s, s.max_min_runtime_s)
-        branches = Branches(stand.delivered, stand.entitled, run)
+        branches = branches_of(stand, run)
         freed: dict[str, float] = {}
         for v in victims:
             if not v.funded:
@@ -242,7 +242,7 @@ def test_a_jobs_rank_falls_when_its_allocations_usage_rises(snap: Snapshot, proj
     capacity = sum(n.gpus for n in snap.nodes)
 
     def positions(usage: dict[str, float]) -> dict[str, int]:
-        stand = standing(snap.tree, usage, capacity, s)
+        stand = standing(snap.tree, usage, capacity, s, demand_of(snap))
         order = order_pending(snap.pending, stand, usage, s)
         return {j.id: k for k, j in enumerate(order.jobs)}
 
@@ -289,3 +289,58 @@ def test_the_debug_lane_never_exceeds_its_cap_per_allocation(snap: Snapshot, cap
     for project, gpus in after.items():
         if before.get(project, 0) <= cap and gpus > before.get(project, 0):
             assert gpus <= cap, (project, gpus, cap)
+
+
+# --- ADR 0016: an inner allocation is ranked by what its projects' demand can use ----------------------
+
+
+@st.composite
+def demands(draw: st.DrawFn) -> dict[str, float]:
+    """GPUs of demand per project (some projects with none)."""
+    return {p: float(draw(st.sampled_from([0, 1, 2, 8, 40, 400]))) for p in PROJECTS}
+
+
+def _order(tree: AllocationTree, usage: dict[str, float], demand: dict[str, float] | None,
+           jobs: list[PendingJob]) -> list[str]:
+    s = PolicySettings.steward()
+    stand = standing(tree, usage, 64, s, demand)
+    return [j.id for j in order_pending(jobs, stand, usage, s).jobs]
+
+
+def _one_job_each(demand: dict[str, float]) -> list[PendingJob]:
+    return [PendingJob(f"j{p}", p, 1, 0.0, 3600.0) for p in PROJECTS if demand.get(p, 0.0) > 0]
+
+
+@EXAMPLES
+@given(trees(), st.dictionaries(st.sampled_from(PROJECTS), st.floats(0, 5e7)), demands(),
+       st.sampled_from(["p", "q"]), st.floats(0.0, 1.0), st.floats(0, 5e7))
+def test_a_child_without_demand_never_changes_the_order_of_the_others(
+    tree: AllocationTree, usage: dict[str, float], demand: dict[str, float], parent: str, room: float,
+    its_usage: float,
+) -> None:
+    """ADR 0016: adding a project that has no demand now, whatever its share and its usage in the
+    window, leaves the order of every other project's work as it was."""
+    free = max(0.0, 1.0 - sum(tree.share(c) for c in tree.children(parent)))
+    bigger = tree.with_share("idle", free * room, parent)
+    jobs = _one_job_each(demand)
+    before = _order(tree, usage, demand, jobs)
+    after = _order(bigger, {**usage, "idle": its_usage}, demand, jobs)
+    assert after == before
+
+
+@EXAMPLES
+@given(st.lists(st.floats(0.05, 1.0), min_size=2, max_size=2), st.lists(st.floats(0.05, 1.0), min_size=5, max_size=5),
+       st.dictionaries(st.sampled_from(PROJECTS), st.floats(0, 5e7)))
+def test_when_every_project_can_use_its_whole_share_the_order_is_designs_as_written(
+    top: list[float], leaf: list[float], usage: dict[str, float],
+) -> None:
+    """ADR 0016 only lends entitlement that demand cannot use: when every project wants at least its
+    entitlement (and every parent's shares are all handed out), the order is DESIGN.md's."""
+    p, q = leaf[:3], leaf[3:]
+    triples = [("p", None, top[0] / sum(top)), ("q", None, top[1] / sum(top))]
+    triples += [(f"p{i + 1}", "p", x / sum(p)) for i, x in enumerate(p)]
+    triples += [(f"q{i + 1}", "q", x / sum(q)) for i, x in enumerate(q)]
+    tree = AllocationTree.build(triples)
+    demand = {x: 64.0 for x in PROJECTS}
+    jobs = _one_job_each(demand)
+    assert _order(tree, usage, demand, jobs) == _order(tree, usage, None, jobs)

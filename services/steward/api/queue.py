@@ -19,7 +19,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from steward.policy.ordering import order_pending, standing
+from steward.policy.ordering import demand_of, order_pending, standing
 from steward.policy.settings import PolicySettings
 from steward.scheduler.bridge import HOLDING_STATES, policy_node, running_job, snapshot_of
 from steward.scheduler.service import SchedulerState
@@ -48,7 +48,7 @@ def order_now(view: SchedulerState, now: float) -> PolicyOrder:
     usage = view.usage.usage(max(now, view.usage.now), running, nodes)
     snap = snapshot_of(state, usage, view.settings, now)
     capacity = sum(n.gpus for n in snap.nodes if n.state == "ready")
-    stand = standing(snap.tree, snap.usage, capacity, snap.settings)
+    stand = standing(snap.tree, snap.usage, capacity, snap.settings, demand_of(snap))
     order = order_pending(snap.pending, stand, snap.usage, snap.settings)
     ids = tuple(j.id for j in order.jobs)
     in_project: dict[str, int] = {}

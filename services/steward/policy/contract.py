@@ -19,7 +19,7 @@ def protection_s(klass: JobClass, min_runtime_s: float, settings: PolicySettings
     return min(max(min_runtime_s, 0.0), settings.max_min_runtime_s)
 
 
-def asks_for_funding(job: PendingJob, settings: PolicySettings) -> bool:
+def asks_for_funding(job: PendingJob | RunningJob, settings: PolicySettings) -> bool:
     """DESIGN.md "Unfunded occupancy": a job with `min_runtime = 0` is unfunded by its own choice
     (a session always asks for funding: it is protected for its cap). With `funding` off (the
     pre-budget baseline) every job counts as funded."""
@@ -43,6 +43,18 @@ def has_entitlement_left(
         if funded_in_use.get(node, 0.0) >= quota.get(node, 0.0):
             return node
     return None
+
+
+def funding_path(path: tuple[str, ...], settings: PolicySettings) -> tuple[str, ...]:
+    """The allocations whose quota `has_entitlement_left` checks for a job with this tree path.
+    ADR 0002: every level. ADR 0017 (`overshoot_is_own`, on for `steward`): a child counts at its
+    parent only up to its own quota — the last job's overshoot beyond a project's share is that
+    project's, and does not use up its siblings' part of the parent. Since siblings' shares sum to
+    at most 1, the parent then always has room while the project has, so only the project's own
+    quota is checked."""
+    if settings.overshoot_is_own:
+        return path[-1:]
+    return path
 
 
 def protected_until(job: PendingJob, start: float, funded: bool, settings: PolicySettings) -> float:

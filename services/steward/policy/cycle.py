@@ -33,6 +33,7 @@ from typing import Any
 
 from steward.policy.contract import (
     asks_for_funding,
+    funding_path,
     grace_ends_at,
     grace_s,
     has_entitlement_left,
@@ -66,10 +67,10 @@ from steward.policy.model import (
     Snapshot,
     Stop,
 )
-from steward.policy.ordering import Order, order_pending, standing
+from steward.policy.ordering import Order, demand_of, order_pending, standing
 from steward.policy.packing import FirmLoad, pack_single
 from steward.policy.placement import CapacityIndex, Fit, fragmentation, level_name
-from steward.policy.preemption import Branches, VictimPlan, VictimSearch, strictly_improves
+from steward.policy.preemption import VictimPlan, VictimSearch, branches_of, strictly_improves
 from steward.policy.reservation import (
     ReservationPlan,
     may_backfill,
@@ -176,7 +177,7 @@ class _Cycle:
             return UNFUNDED_BY_REQUEST
         ok = self.fund_ok.get(job.project)
         if ok is None:  # funding moves only when something is charged (which clears the memo)
-            ok = has_entitlement_left(path, self.funded_in_use, self.quota) is None
+            ok = has_entitlement_left(funding_path(path, self.s), self.funded_in_use, self.quota) is None
             self.fund_ok[job.project] = ok
         return None if ok else ENTITLEMENT_USED
 
@@ -245,14 +246,14 @@ class _Cycle:
         if s.gang_packing and s.placement == "best_fit":
             self.load = FirmLoad(self.index, snap.running, self.leaving)
         self.capacity = sum(compress(self.index.cap, self.index.layout_ready))
-        self.stand = standing(snap.tree, snap.usage, self.capacity, s)
+        self.stand = standing(snap.tree, snap.usage, self.capacity, s, demand_of(snap))
         self.order: Order = order_pending(snap.pending, self.stand, snap.usage, s)
         tree = snap.tree
         self.quota = {a: tree.entitlement(a) * self.capacity for a in tree.allocations}
         self.funded_in_use: dict[str, float] = {}
         for project in sorted(funded_by_project):
             self.charge(self.path(project), funded_by_project[project])
-        self.branches = Branches(self.stand.delivered, self.stand.entitled, self.funded_in_use)
+        self.branches = branches_of(self.stand, self.funded_in_use)
         # suffix_min[k]: the smallest job at or after position k (a sentinel past the end)
         self.gpus: list[int] = list(map(_gpus_of, self.order.jobs))
         suffix = list(accumulate(reversed(self.gpus), min))

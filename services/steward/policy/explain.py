@@ -15,7 +15,13 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from steward.policy.contract import asks_for_funding, grace_ends_at, has_entitlement_left, protection_s
+from steward.policy.contract import (
+    asks_for_funding,
+    funding_path,
+    grace_ends_at,
+    has_entitlement_left,
+    protection_s,
+)
 from steward.policy.model import Explanation, PendingJob, Placement, RunningJob
 from steward.policy.ordering import Standing
 from steward.policy.settings import PolicySettings
@@ -401,7 +407,8 @@ class ExplainContext:
         elif not asks_for_funding(job, settings):
             reason = UNFUNDED_BY_REQUEST
         else:
-            short = has_entitlement_left(path, self.funded_in_use, self.quota) if settings.funding else None
+            funds = funding_path(path, settings)
+            short = has_entitlement_left(funds, self.funded_in_use, self.quota) if settings.funding else None
             if short:
                 reason = ENTITLEMENT_USED
                 evidence["funding"] = {

@@ -138,7 +138,9 @@ class Snapshot:
     """Everything one scheduling cycle reads. `usage` maps allocation (project) ids to delivered,
     weighted GPU-seconds in the window up to `now` (running jobs included; see usage.py).
     `topology_levels` optionally names the path levels (e.g. `("zone", "spine", "block")`) for
-    explanations."""
+    explanations. `demand` optionally gives, per project, the GPUs of its funded-asking work waiting or
+    running, counted over the whole queue by a caller that hands the cycle only part of it (the
+    simulator's trimmed queue); None: the cycle counts `pending` and `running` (ADR 0016)."""
 
     now: float
     nodes: tuple[Node, ...]
@@ -148,6 +150,7 @@ class Snapshot:
     pending: tuple[PendingJob, ...]
     settings: PolicySettings = field(default_factory=PolicySettings)
     topology_levels: tuple[str, ...] = ()
+    demand: Mapping[str, float] | None = None
 
     def __hash__(self) -> int:  # Mapping field: identity hash, snapshots are not set members
         return id(self)

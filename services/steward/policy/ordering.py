@@ -4,6 +4,13 @@ At every level of the org tree, siblings are ordered by delivered-in-window ÷ e
 lowest first (the most under-served goes first); the walk down the tree gives the global order of
 projects; priority orders jobs only inside one project, then submit time; ties break by id.
 The `fifo_priority` baseline orders all jobs by priority, then submit time, then id.
+
+ADR 0016 (setting `active_entitlement`, on for `steward`): an inner allocation's entitlement counts
+each project below it only up to that project's demand now (the GPUs of its funded-asking work,
+waiting or running), and its delivered counts only projects with demand; a project's own
+entitlement among its siblings is counted in full. Unused entitlement is lent to the siblings, as
+Slurm Fair Tree's and Kueue's cohorts lend unused quota, so a child that cannot use its share no
+longer makes its parent look under-served.
 """
 
 from __future__ import annotations
@@ -14,7 +21,7 @@ from dataclasses import dataclass
 from operator import attrgetter
 from typing import Any
 
-from steward.policy.model import PendingJob
+from steward.policy.model import PendingJob, RunningJob, Snapshot
 from steward.policy.settings import PolicySettings
 from steward.policy.tree import AllocationTree
 from steward.policy.usage import entitled_horizon_s
@@ -37,6 +44,80 @@ def sibling_key(ratio: float, node: str) -> tuple[float, str]:
     return (ratio, node)
 
 
+def demand_gpus(
+    pending: Iterable[PendingJob], running: Iterable[RunningJob], settings: PolicySettings
+) -> dict[str, float]:
+    """ADR 0016 "what counts as demand": per project, the GPUs of its work that asks for funding
+    (`contract.asks_for_funding`, DESIGN.md "Unfunded occupancy": min_runtime > 0, or a session),
+    waiting or running (in grace too) — the jobs the headline figure's "that allocation's demand"
+    counts. Work that asked for no protection opted out of the allocation and is not demand."""
+    out: dict[str, float] = {}
+    get = out.get
+    everything = not settings.funding  # asks_for_funding(), inlined: one call per job is most of the cost
+    for jobs in (pending, running):
+        for job in jobs:
+            if everything or job.min_runtime_s > 0 or job.klass == "interactive":
+                out[job.project] = get(job.project, 0.0) + job.gpus
+    return out
+
+
+def demand_of(snap: Snapshot) -> Mapping[str, float] | None:
+    """The demand the cycle ranks with (ADR 0016): the caller's count of the whole queue when it
+    gives one (`Snapshot.demand`: the simulator hands the cycle a trimmed queue), else counted from
+    the snapshot's jobs. None when the policy counts entitlement in full (`active_entitlement` off)."""
+    s = snap.settings
+    if not s.active_entitlement or s.ordering != "fair_share":
+        return None
+    if snap.demand is not None:
+        return snap.demand
+    return demand_gpus(snap.pending, snap.running, s)
+
+
+def subtree_sums(tree: AllocationTree, leaf_values: Mapping[str, float]) -> dict[str, float]:
+    """Per allocation, the sum of `leaf_values` over the projects in its subtree (a project: its own
+    value, 0 when absent). O(tree)."""
+    out: dict[str, float] = {}
+
+    def visit(node: str) -> float:
+        kids = tree.children(node)
+        total = sum(visit(c) for c in kids) if kids else float(leaf_values.get(node, 0.0))
+        out[node] = total
+        return total
+
+    for top in tree.children(None):
+        visit(top)
+    return out
+
+
+def active_entitlement(tree: AllocationTree, demand: Mapping[str, float], capacity: int) -> dict[str, float]:
+    """ADR 0016: the part of each allocation's entitlement its demand can use now. A project counts
+    min(entitlement, demand ÷ capacity); an inner allocation the sum over its children (never more
+    than its own entitlement, since the children's shares sum to at most 1)."""
+    cap = max(capacity, 1)
+    usable = {p: min(tree.entitlement(p), max(demand.get(p, 0.0), 0.0) / cap) for p in tree.leaves()}
+    return subtree_sums(tree, usable)
+
+
+def delivered_with_demand(
+    tree: AllocationTree, usage: Mapping[str, float], demand: Mapping[str, float]
+) -> dict[str, float]:
+    """ADR 0016: an inner allocation's delivered-in-window counts only the projects below it that
+    have demand now (a project's own delivered is its usage, demand or not)."""
+    leaves = tree.leaves()
+    out = subtree_sums(tree, {p: usage.get(p, 0.0) for p in leaves if demand.get(p, 0.0) > 0.0})
+    out.update((p, float(usage.get(p, 0.0))) for p in leaves)
+    return out
+
+
+def ranked_entitled(tree: AllocationTree, node: str, active: Mapping[str, float], horizon: float) -> float:
+    """ADR 0016: what a sibling is ranked against — a project its whole entitlement (its place among
+    its siblings is unchanged), an inner allocation the active entitlement of the projects below it —
+    over the window (GPU-seconds)."""
+    if tree.children(node):
+        return active[node] * horizon
+    return tree.entitlement(node) * horizon
+
+
 @dataclass(frozen=True, slots=True)
 class Standing:
     """Where every allocation stands this cycle (the evidence of ordering decisions)."""
@@ -45,6 +126,12 @@ class Standing:
     """Usage in the window of each allocation's subtree (GPU-seconds, weighted)."""
     entitled: Mapping[str, float]
     """Entitled in window: entitlement × capacity × window (GPU-seconds)."""
+    ranked_delivered: Mapping[str, float]
+    """The delivered each allocation is ranked by (and strict improvement compares): `delivered`,
+    or with ADR 0016 only the projects below it with demand."""
+    ranked_entitled: Mapping[str, float]
+    """The entitled-in-window each allocation is ranked against: `entitled`, or with ADR 0016 the
+    active entitlement of an inner allocation (see `ranked_entitled`)."""
     ratio: Mapping[str, float]
     level_rank: Mapping[str, tuple[int, int]]
     """(rank, of): 1-based position among its siblings."""
@@ -52,6 +139,11 @@ class Standing:
     """Projects (leaves) in global order: the depth-first walk with siblings sorted."""
     leaf_index: Mapping[str, int]
     capacity: int
+    demand: Mapping[str, float] | None = None
+    """GPUs of demand of each allocation's subtree when entitlement is counted by demand (ADR 0016),
+    else None."""
+    active: Mapping[str, float] | None = None
+    """Active entitlement per allocation (ADR 0016), else None."""
 
     def evidence(self, tree: AllocationTree, project: str) -> dict[str, Any]:
         """The ranks, shares, usage behind a project's place in the order, level by level."""
@@ -74,6 +166,13 @@ class Standing:
                     "ratio": None if math.isinf(ratio) else ratio,
                 }
             )
+            if self.active is not None and self.demand is not None:
+                levels[-1]["active"] = {
+                    "entitlement": self.active[node],
+                    "demand_gpus": self.demand[node],
+                    "delivered_gpu_s": self.ranked_delivered[node],
+                    "entitled_gpu_s": self.ranked_entitled[node],
+                }
         return {
             "project": project,
             "allocation": project,
@@ -83,22 +182,29 @@ class Standing:
         }
 
 
-def standing(tree: AllocationTree, usage: Mapping[str, float], capacity: int, settings: PolicySettings) -> Standing:
+def standing(
+    tree: AllocationTree,
+    usage: Mapping[str, float],
+    capacity: int,
+    settings: PolicySettings,
+    demand: Mapping[str, float] | None = None,
+) -> Standing:
     """Compute subtree usage, entitled-in-window, ratios and sibling ranks for every allocation, and
-    the global order of projects. O(tree)."""
+    the global order of projects. With `demand` (GPUs per project, `demand_of`), inner allocations
+    are ranked by the entitlement their projects' demand can use (ADR 0016); without it, every
+    entitlement counts in full. O(tree)."""
     horizon = entitled_horizon_s(settings) * max(capacity, 1)
-    delivered: dict[str, float] = {}
-
-    def subtree(node: str) -> float:
-        kids = tree.children(node)
-        total = sum(subtree(c) for c in kids) if kids else float(usage.get(node, 0.0))
-        delivered[node] = total
-        return total
-
-    for top in tree.children(None):
-        subtree(top)
+    delivered = subtree_sums(tree, usage)
     entitled = {n: tree.entitlement(n) * horizon for n in tree.allocations}
-    ratio = {n: usage_ratio(delivered[n], entitled[n]) for n in tree.allocations}
+    active: dict[str, float] | None = None
+    if demand is None:
+        ranked_d: Mapping[str, float] = delivered
+        ranked_e: Mapping[str, float] = entitled
+    else:
+        active = active_entitlement(tree, demand, capacity)
+        ranked_d = delivered_with_demand(tree, usage, demand)
+        ranked_e = {n: ranked_entitled(tree, n, active, horizon) for n in tree.allocations}
+    ratio = {n: usage_ratio(ranked_d[n], ranked_e[n]) for n in tree.allocations}
     level_rank: dict[str, tuple[int, int]] = {}
     leaf_order: list[str] = []
 
@@ -115,11 +221,15 @@ def standing(tree: AllocationTree, usage: Mapping[str, float], capacity: int, se
     return Standing(
         delivered=delivered,
         entitled=entitled,
+        ranked_delivered=ranked_d,
+        ranked_entitled=ranked_e,
         ratio=ratio,
         level_rank=level_rank,
         leaf_order=tuple(leaf_order),
         leaf_index={p: i for i, p in enumerate(leaf_order)},
         capacity=capacity,
+        demand=None if demand is None else subtree_sums(tree, demand),
+        active=active,
     )
 
 

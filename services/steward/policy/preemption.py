@@ -18,6 +18,7 @@ from typing import Any
 
 from steward.policy.contract import in_grace, is_protected, protection_s
 from steward.policy.model import PendingJob, RunningJob
+from steward.policy.ordering import Standing
 from steward.policy.placement import CapacityIndex
 from steward.policy.settings import PolicySettings
 
@@ -48,6 +49,23 @@ class Branches:
     entitled: Mapping[str, float]
     running: Mapping[str, float]
     """Funded GPUs running in the subtree, not counting jobs already leaving."""
+    also: Branches | None = None
+    """A second reading that strict improvement must hold under as well (ADR 0016: the order counts
+    entitlement by demand, this is DESIGN.md's in-full reading with the same running GPUs)."""
+
+    def readings(self) -> tuple[Branches, ...]:
+        return (self,) if self.also is None else (self, self.also)
+
+
+def branches_of(stand: Standing, running: Mapping[str, float]) -> Branches:
+    """What strict improvement reads this cycle: the figures the order ranks by, and, when those count
+    entitlement by demand (ADR 0016), DESIGN.md's in-full figures as a second reading. Demand moves
+    from one cycle to the next; a preemption needs both readings to agree, so a rank that flips with
+    demand cannot drive preemptions one way and then back."""
+    if stand.active is None:
+        return Branches(stand.ranked_delivered, stand.ranked_entitled, running)
+    full = Branches(stand.delivered, stand.entitled, running)
+    return Branches(stand.ranked_delivered, stand.ranked_entitled, running, also=full)
 
 
 def strictly_improves(
@@ -81,7 +99,7 @@ def strictly_improves(
         horizon_s,
     )
     ok = after_w < after_v
-    return ok, {
+    evidence: dict[str, Any] = {
         "level": k + 1,
         "waiting_allocation": a_w,
         "victim_allocation": a_v,
@@ -89,6 +107,14 @@ def strictly_improves(
         "victim_ratio_after": None if math.isinf(after_v) else after_v,
         "horizon_s": horizon_s,
     }
+    if ok and branches.also is not None:  # the in-full reading can only veto (and costs a second pass)
+        ok_full, full = strictly_improves(
+            waiting_path, waiting_gpus, victim_path, freed_from_branch, horizon_s, branches.also
+        )
+        ok = ok and ok_full
+        evidence["in_full"] = {"waiting_ratio_after": full["waiting_ratio_after"],
+                               "victim_ratio_after": full["victim_ratio_after"]}
+    return ok, evidence
 
 
 @dataclass(slots=True)
@@ -109,6 +135,14 @@ class Victim:
         if len(nodes) == 1:
             return nodes[0][1]
         return sum(g for n, g in nodes if n == i)
+
+
+def cheap_victim(v: Victim, cheap_s: float | None) -> bool:
+    """ADR 0016: a funded victim that loses at most `cheap_s` seconds of work per GPU (a recent
+    checkpoint) may be taken when the order's ranked reading alone shows strict improvement; a
+    costlier one needs DESIGN.md's in-full reading to agree as well. Lent entitlement is then taken
+    back mostly where it costs little."""
+    return cheap_s is not None and v.per_gpu <= cheap_s
 
 
 def victim_key(v: Victim) -> tuple[float, float, str]:
@@ -146,26 +180,31 @@ class _Attempt:
     """Strict improvement for one waiting job, with the per-level figures of its side computed once
     and each victim allocation's comparison memoised (the same rule as `strictly_improves`)."""
 
-    __slots__ = ("branches", "div", "gpus", "horizon", "job", "level", "path", "w_after")
+    __slots__ = ("branches", "cheap_s", "div", "gpus", "horizon", "job", "level", "path", "readings", "w_after")
 
-    def __init__(self, job: PendingJob, path: tuple[str, ...], horizon: float, branches: Branches) -> None:
+    def __init__(
+        self, job: PendingJob, path: tuple[str, ...], horizon: float, branches: Branches, cheap_s: float | None = None
+    ) -> None:
         self.job = job
+        self.cheap_s = cheap_s
         self.path = path
         self.gpus = job.gpus
         self.horizon = horizon
         self.branches = branches
-        b = branches
+        self.readings = branches.readings()
+        g = job.gpus
         self.w_after = [
-            projected_ratio(b.delivered.get(a, 0.0), b.running.get(a, 0.0) + job.gpus, b.entitled.get(a, 0.0), horizon)
-            for a in path
+            [projected_ratio(b.delivered.get(a, 0.0), b.running.get(a, 0.0) + g, b.entitled.get(a, 0.0), horizon)
+             for a in path]
+            for b in self.readings
         ]
         self.div: dict[str, str | None] = {}
         self.level: dict[str, int] = {}
 
     def branch(self, v: Victim) -> str | None:
         """The victim-side allocation where the paths part, when the waiting side is strictly more
-        under-served there even with nothing freed yet (None: never eligible; "": the victim has
-        no allocation)."""
+        under-served there under the ranked reading even with nothing freed yet (None: never
+        eligible; "": the victim has no allocation). `eligible` asks the in-full reading per victim."""
         return self.branch_of(v.job.project, v.path)
 
     def branch_of(self, project: str, vpath: tuple[str, ...]) -> str | None:
@@ -178,17 +217,35 @@ class _Attempt:
             k = divergence(self.path, vpath)
             if 0 <= k < len(self.path) and k < len(vpath):
                 a_v = vpath[k]
-                if self.w_after[k] < self._v_after(a_v, 0.0):
+                if self._ranked_improves(k, a_v, 0.0):
                     out = a_v
                 self.level[a_v] = k
         self.div[project] = out
         return out
 
-    def _v_after(self, a_v: str, freed: float) -> float:
+    def _ranked_improves(self, k: int, a_v: str, freed: float) -> bool:
+        """`strictly_improves` at level k under the reading the order ranks by."""
         b = self.branches
-        return projected_ratio(
+        v_after = projected_ratio(
             b.delivered.get(a_v, 0.0), b.running.get(a_v, 0.0) - freed, b.entitled.get(a_v, 0.0), self.horizon
         )
+        return self.w_after[0][k] < v_after
+
+    def _improves(self, k: int, a_v: str, freed: float) -> bool:
+        """`strictly_improves` at level k against the victim-side allocation `a_v`, under every reading."""
+        b, horizon = self.branches, self.horizon
+        v_after = projected_ratio(
+            b.delivered.get(a_v, 0.0), b.running.get(a_v, 0.0) - freed, b.entitled.get(a_v, 0.0), horizon
+        )
+        if not self.w_after[0][k] < v_after:
+            return False
+        also = b.also
+        if also is None:
+            return True
+        v_full = projected_ratio(
+            also.delivered.get(a_v, 0.0), also.running.get(a_v, 0.0) - freed, also.entitled.get(a_v, 0.0), horizon
+        )
+        return self.w_after[1][k] < v_full
 
     def eligible(self, v: Victim, freed: dict[str, float]) -> bool:
         """Rules in order: already leaving → free; unfunded → preemptible at once by funded work;
@@ -205,7 +262,9 @@ class _Attempt:
             return True
         total = freed.get(a_v, 0.0) + v.job.gpus
         k = self.level[a_v]
-        if not self.w_after[k] < self._v_after(a_v, total):
+        if not self._ranked_improves(k, a_v, total):
+            return False
+        if not cheap_victim(v, self.cheap_s) and not self._improves(k, a_v, total):
             return False
         freed[a_v] = total
         return True
@@ -355,7 +414,7 @@ class VictimSearch:
         `max_victim_gpus`: take no job (not already leaving) larger than that (the debug lane, ADR
         0007: a 1-GPU debug job does not stop an 8-GPU job whose other GPUs nothing waiting can use)."""
         horizon = protection_s(job.klass, job.min_runtime_s, self.settings)
-        attempt = _Attempt(job, wpath, horizon, self.branches)
+        attempt = _Attempt(job, wpath, horizon, self.branches, self.settings.cheap_victim_s)
         if unfunded_only:
             attempt.div.update(dict.fromkeys(self._funded_projects(), None))
         if job.gpus <= self.index.maxcap:

@@ -76,6 +76,18 @@ class PolicySettings:
     gang_packing: bool = True
     """Best fit puts one-node work first on nodes already holding funded work, keeping nodes a
     waiting gang could take at once (free or unfunded only) for gangs (packing.py, ADR 0013)."""
+    active_entitlement: bool = True
+    """An inner allocation is ranked by the entitlement its projects' demand can use now, and by the
+    delivered of its projects with demand: unused entitlement is lent to its siblings (ordering.py,
+    ADR 0016). False: every entitlement counts in full (DESIGN.md as written; the baselines)."""
+    cheap_victim_s: float | None = 150.0
+    """A funded victim losing at most this many seconds of work per GPU may be preempted when the
+    order's ranked reading (ADR 0016) alone shows strict improvement; a costlier one needs the in-full
+    reading too (preemption.cheap_victim). None: both readings for every victim."""
+    overshoot_is_own: bool = True
+    """Funding checks the project's own quota only: what a project's last job runs beyond its share
+    is not charged against its siblings' part of the parent (contract.funding_path, ADR 0017).
+    False: every level of the path (ADR 0002; the baselines)."""
     fairness_preemption: bool = True
     """False: only unfunded work is ever preempted (no preemption for fairness)."""
     preemptible_after_protection: bool = True
@@ -177,9 +189,11 @@ class PolicySettings:
         return out
 
 
-_NO_LANE: dict[str, Any] = {"lane": False, "unfunded_grace_s": None, "gang_packing": False}
-"""The baselines have no debug lane, give unfunded victims the same grace as funded ones, and place
-by plain best or first fit (no gang-aware packing, ADR 0013)."""
+_NO_LANE: dict[str, Any] = {"lane": False, "unfunded_grace_s": None, "gang_packing": False,
+                            "active_entitlement": False, "overshoot_is_own": False}
+"""The baselines have no debug lane, give unfunded victims the same grace as funded ones, place by
+plain best or first fit (no gang-aware packing, ADR 0013), count every entitlement in full
+(ADR 0016) and check every level's quota when funding (ADR 0002, not 0017)."""
 
 PRESETS: tuple[str, ...] = ("steward", "ai2", "fair-tree", "fifo-priority")
 
@@ -203,6 +217,8 @@ def _check_settings(s: PolicySettings) -> None:
             raise InvalidSettings(name, "must be >= 0")
     if s.unfunded_grace_s is not None and not s.unfunded_grace_s >= 0:
         raise InvalidSettings("unfunded_grace_s", "must be >= 0 (or null: the same as preemption_grace_s)")
+    if s.cheap_victim_s is not None and not s.cheap_victim_s >= 0:
+        raise InvalidSettings("cheap_victim_s", "must be >= 0 (or null: both readings for every victim)")
     if s.lane_max_gpus < 1:
         raise InvalidSettings("lane_max_gpus", "must be >= 1")
     if s.lane_victim_max_gpus < 1:

@@ -191,6 +191,10 @@ class Engine:
             large_job_gpus=scenario.metrics.large_job_gpus,
             owed_period_days=scenario.metrics.owed_period_days, start=0.0,
         )
+        # ADR 0016: the cycle ranks by each project's demand over the whole queue (the trimmed one
+        # leaves jobs out); an arrival matters while its project's demand is below its entitlement
+        self.by_demand = settings.active_entitlement and settings.ordering == "fair_share"
+        self.entitled_gpus = {p: tree.entitlement(p) * self.capacity for p in projects}
         self.stats = EngineStats()
         self.frag_dirty = True
         self.next_cycle_at = -math.inf
@@ -271,7 +275,11 @@ class Engine:
         rec = self.rec
         rec.demand.add(self.now, job.gpus)
         if job.counts:
-            rec.alloc_demand[s.tenant].add(self.now, job.gpus)
+            level = rec.alloc_demand[s.tenant]
+            below = level.value < self.entitled_gpus[s.tenant]
+            level.add(self.now, job.gpus)
+            if below and self.by_demand:
+                return True  # its project's active entitlement grows (ADR 0016)
         # a job behind the head of its twin chain cannot change what a cycle decides (see view.py)
         lane = lane_pending(job.pending, self.settings)
         return not self.skip or pos < self.pending.window(job.gpus, self.free_total + self.session_gpus, lane)
@@ -476,9 +484,10 @@ class Engine:
         narrow = self.trim and self.narrow
         pending = self.pending.jobs(free, narrow) if self.trim else self.pending.all_jobs()
         usage = self.usage.usage(now)
+        demand = {p: lvl.value for p, lvl in self.rec.alloc_demand.items() if lvl.value > 0} if self.by_demand else None
         snapshot = Snapshot(
             now=now, nodes=self.nodes, tree=self.tree, usage=usage, running=running,
-            pending=tuple(pending), settings=self.settings,
+            pending=tuple(pending), settings=self.settings, demand=demand,
         )
         t1 = time.perf_counter()
         result = self.schedule(snapshot)

@@ -6,6 +6,7 @@ import pytest
 
 from steward.policy.contract import (
     asks_for_funding,
+    funding_path,
     has_entitlement_left,
     is_protected,
     lost_gpu_s,
@@ -68,6 +69,23 @@ def test_min_runtime_zero_is_unfunded_by_choice(job, funding, expected):
 def test_funded_while_the_allocation_has_entitlement_left(in_use, quota, expected):
     assert has_entitlement_left(("d", "p"), in_use, quota) == expected
     assert has_entitlement_left((), in_use, quota) == ""
+
+
+@pytest.mark.parametrize(
+    ("settings", "in_use", "expected"),
+    [
+        (PolicySettings.steward(), {"d": 10, "p": 1}, None),  # the sibling's overshoot is its own
+        (PolicySettings.steward(), {"d": 4, "p": 5}, "p"),  # the project's own quota still binds
+        (PolicySettings.ai2(), {"d": 10, "p": 1}, "d"),  # ADR 0002: every level
+        (PolicySettings.fair_tree(), {"d": 10, "p": 1}, "d"),
+        (PolicySettings.steward(overshoot_is_own=False), {"d": 10, "p": 1}, "d"),
+    ],
+    ids=["steward-sibling-overshoot", "steward-own-quota", "ai2", "fair-tree", "steward-switched-off"],
+)
+def test_a_siblings_overshoot_does_not_use_up_the_parent(settings, in_use, expected):
+    """ADR 0017: d's quota 10 is full only because p's sibling ran its last job past its own share."""
+    quota = {"d": 10, "p": 5}
+    assert has_entitlement_left(funding_path(("d", "p"), settings), in_use, quota) == expected
 
 
 @pytest.mark.parametrize(

@@ -12,7 +12,7 @@ from steward.bench.cycle import build_snapshot, run
 from steward.policy.cycle import schedule
 from steward.policy.errors import InvalidNode
 from steward.policy.settings import PRESETS, PolicySettings
-from tests.unit.policy.builders import NOW, node, nodes, pending, placed, running, snapshot, tree
+from tests.unit.policy.builders import NOW, nested, node, nodes, pending, placed, running, snapshot, tree
 
 
 def test_funded_work_first_then_unfunded_on_idle_capacity():
@@ -23,6 +23,20 @@ def test_funded_work_first_then_unfunded_on_idle_capacity():
     assert placed(result) == {"b1": (("n0", 2),)}
     assert result.placements[0].funded and result.placements[0].protected_until == NOW + 3600
     assert result.explanations["a1"].reason == "entitlement_used"
+
+
+@pytest.mark.parametrize(("preset", "funded"), [("steward", True), ("ai2", False)])
+def test_a_siblings_overshoot_leaves_the_project_funded(preset, funded):
+    """ADR 0017: x2 (4 GPUs of x's 8) runs 12, so x is past its quota of 8 only through x2's
+    overshoot; x1 has used nothing of its own 4 GPUs. `steward` funds x1's job; ADR 0002's every-level
+    check (the baselines) does not."""
+    t = nested({"x": {"share": 0.5, "children": {"x1": 0.5, "x2": 0.5}}, "y": {"share": 0.5, "children": {"y1": 1.0}}})
+    jobs = [running("r", "x2", 8, on="n0"), running("r2", "x2", 4, on="n1")]
+    s = PolicySettings.preset(preset)
+    result = schedule(snapshot(nodes=nodes(2), tree=t, running=jobs, pending=[pending("w", "x1", 2)], settings=s))
+    assert [p.funded for p in result.placements] == [funded]
+    if not funded:
+        assert result.placements[0].evidence["funded"] is False
 
 
 def test_unfunded_placement_is_not_protected():

@@ -6,9 +6,10 @@ import pytest
 
 from steward.policy.cycle import schedule
 from steward.policy.explain import OUTRANKED, PREEMPTING, RESERVED, WAITING_FOR_PROTECTION
-from steward.policy.preemption import Branches, divergence, strictly_improves
+from steward.policy.placement import CapacityIndex
+from steward.policy.preemption import Branches, VictimSearch, divergence, strictly_improves
 from steward.policy.settings import PolicySettings
-from tests.unit.policy.builders import HOUR, NOW, nodes, pending, placed, preempted, running, snapshot, tree
+from tests.unit.policy.builders import HOUR, NOW, node, nodes, pending, placed, preempted, running, snapshot, tree
 
 T = HOUR  # the waiting job's protection (min_runtime 1 h)
 E = 0.5 * 8 * 7 * 86400  # entitled-in-window of a half share of one 8-GPU node
@@ -173,6 +174,57 @@ def test_strictly_improves_compares_where_paths_part():
     ok, _ = strictly_improves(("y", "y1"), 1, ("x", "x1"), 0.0, 1.0, br)
     assert not ok
     assert strictly_improves(("x",), 1, ("x",), 0.0, 1.0, br)[0] is False
+
+
+# x waits, y would lose one GPU. Ranked reading (ADR 0016) and in-full reading (DESIGN.md), each as
+# (delivered, entitled) of x and y; running: x 0, y 1 GPU; horizon 1 s.
+X_UNDER = ({"x": 0.0, "y": 100.0}, {"x": 10.0, "y": 10.0})
+Y_UNDER = ({"x": 100.0, "y": 0.0}, {"x": 10.0, "y": 10.0})
+
+
+@pytest.mark.parametrize(
+    ("ranked", "in_full", "expected"),
+    [
+        (X_UNDER, None, True),  # one reading (the baselines, or nothing lent)
+        (Y_UNDER, None, False),
+        (X_UNDER, X_UNDER, True),  # both agree
+        (X_UNDER, Y_UNDER, False),  # lent entitlement alone does not make x more under-served
+        (Y_UNDER, X_UNDER, False),
+    ],
+    ids=["one-reading-yes", "one-reading-no", "both-agree", "only-ranked", "only-in-full"],
+)
+def test_strict_improvement_must_hold_under_every_reading(ranked, in_full, expected):
+    """ADR 0016: when the order counts entitlement by demand, a preemption needs DESIGN.md's in-full
+    reading to agree, so that a rank that flips with demand cannot preempt one way and then back."""
+    running_gpus = {"x": 0.0, "y": 1.0}
+    also = None if in_full is None else Branches(in_full[0], in_full[1], running_gpus)
+    br = Branches(ranked[0], ranked[1], running_gpus, also=also)
+    ok, ev = strictly_improves(("x", "x1"), 1, ("y", "y1"), 1.0, 1.0, br)
+    assert ok is expected
+    assert ("in_full" in ev) is (in_full is not None and ranked is X_UNDER)  # asked only when it may veto
+    search = VictimSearch(CapacityIndex((node("n0", 1),), {"n0": 1}, "best_fit"),
+                          [running("v", "y1", 1, on="n0")], set(), lambda p: (p[0], p), br, NOW, PolicySettings())
+    plan = search.search(pending("w", "x1", 1, min_runtime_s=1.0), ("x", "x1"))  # horizon 1 s
+    assert (plan is not None) is expected
+
+
+@pytest.mark.parametrize(
+    ("checkpointed_s_ago", "cheap_s", "expected"),
+    [(100, 300.0, True), (100, None, False), (1000, 300.0, False)],
+    ids=["cheap-victim-ranked-reading-suffices", "switched-off", "costly-victim-needs-both"],
+)
+def test_a_cheap_victim_needs_only_the_ranked_reading(checkpointed_s_ago, cheap_s, expected):
+    """ADR 0016: lent entitlement is taken back where it costs little. Only the ranked reading shows
+    strict improvement here; a victim that checkpointed 100 s ago loses 160 s per GPU (with the 60 s
+    restart) and may go, one that checkpointed 1,000 s ago may not."""
+    running_gpus = {"x": 0.0, "y": 1.0}
+    br = Branches(X_UNDER[0], X_UNDER[1], running_gpus, also=Branches(Y_UNDER[0], Y_UNDER[1], running_gpus))
+    victim = running("v", "y1", 1, on="n0", last_checkpoint_at=NOW - checkpointed_s_ago)
+    settings = PolicySettings(cheap_victim_s=cheap_s)
+    search = VictimSearch(CapacityIndex((node("n0", 1),), {"n0": 1}, "best_fit"), [victim], set(),
+                          lambda p: (p[0], p), br, NOW, settings)
+    plan = search.search(pending("w", "x1", 1, min_runtime_s=1.0), ("x", "x1"))
+    assert (plan is not None) is expected
 
 
 def test_gang_preemption_prefers_the_smallest_domain_then_least_lost_work():

@@ -1,10 +1,12 @@
 """Writes data/reference_figures.json for test_philly_slice.py (the pinned slices).
 
-Run it with the simulator you take as the reference on the path (the pinned figures come from commit
-8f54b58, the quality branch's policy on the simulator before the speed work of docs/benchmarks.md
-"Simulator"), e.g.
+Run it with the simulator you take as the reference on the path. The pinned figures come from commit
+756fe5d (branch `fair`: ADR 0016 ranks inner allocations by the entitlement their projects' demand can
+use, ADR 0017 funds against the project's own quota; `steward` only, the `ai2` figures did not move).
+Before that they came from 8f54b58, the quality branch's policy on the simulator before the speed work
+of docs/benchmarks.md "Simulator". For example:
 
-    git worktree add /tmp/ref 8f54b58
+    git worktree add /tmp/ref 756fe5d
     PYTHONPATH=/tmp/ref/services:$PWD python tests/unit/sim/reference_figures.py
 
 It runs the simulator's default path (trimmed queue, idle instants skipped), as `steward sim` does.

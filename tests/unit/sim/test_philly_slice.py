@@ -109,7 +109,8 @@ def test_fast_path_gives_the_reference_figures(policy: str) -> None:
     """A speed change must not change a result. The figures of 1,500 philly jobs on 16 nodes (every
     one but `wall_s`) from the simulator before the speed work of docs/benchmarks.md "Simulator"
     (full twin-chain heads, no layout or funding memos; since gang-aware packing, commit 8f54b58 of
-    that line) are pinned in data/reference_figures.json; regenerate them only from such a simulator
+    that line; since ADR 0016/0017, commit 756fe5d, whose trimmed and full queues agree) are pinned in
+    data/reference_figures.json; regenerate them only from such a simulator
     (see reference_figures.py) or when a policy change is meant to move them. Today's path must match
     them to the last digit, and its decisions must be those of the whole queue handed to every cycle."""
     reference = json.loads(REFERENCE.read_text())[policy]
@@ -125,8 +126,8 @@ def test_short_work_for_an_earlier_reservation() -> None:
     earlier reservation's nodes lay behind the first short jobs of the latest one's horizon, and the
     narrow view left it out (view.py `backfill_candidates`, one horizon per reservation now). The
     figures of the simulator without the narrow view (the quality branch, commit 8f54b58; see
-    reference_figures.py) are pinned; before the fix they moved (occupancy 0.9704 against 0.9671,
-    4,119 preemptions against 4,047)."""
+    reference_figures.py) were pinned; before the fix they moved (occupancy 0.9704 against 0.9671,
+    4,119 preemptions against 4,047). Since ADR 0016/0017 the pinned figures are commit 756fe5d's."""
     reference = json.loads(REFERENCE.read_text())["steward@6"]
     scenario = load_scenario(PHILLY, {"max_jobs": "7500", "cluster.nodes": "22", "reservation_allocations": "6"})
     figures = run_scenario(scenario, "steward").to_json()
