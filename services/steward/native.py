@@ -146,6 +146,22 @@ def active_guard() -> PureSourceFinder | None:
     return next((f for f in sys.meta_path if isinstance(f, PureSourceFinder)), None)
 
 
+def load_group_library(root: Path) -> None:
+    """Load mypyc's group library from the file the stamp checked. It lies at the top of the source root,
+    beside the `steward` package, where an editable install's finder (which maps only the package) does
+    not look: without this, `steward` run from its console script failed with "No module named
+    'steward_native__mypyc'" while the tests, with the source root on their path, passed."""
+    name = f"{GROUP}__mypyc"
+    if name in sys.modules:
+        return
+    spec = importlib.util.spec_from_file_location(name, binary_paths(root, ())[-1])
+    if spec is None or spec.loader is None:
+        raise ImportError(f"steward.native: cannot load the group library {name}")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+
+
 def install_guard() -> None:
     """Run the pure sources unless the compiled build matches them (and STEWARD_PURE is not 1)."""
     if active_guard() is not None:
@@ -153,6 +169,7 @@ def install_guard() -> None:
     root = source_root()
     reason = "STEWARD_PURE=1" if os.environ.get(PURE_ENV) == "1" else stale_reason(root)
     if reason is None:
+        load_group_library(root)
         return
     loaded = [m for m in COMPILED if m in sys.modules]
     if loaded:  # imported before the guard (should not happen: steward/__init__ runs first)

@@ -131,6 +131,21 @@ def test_a_current_build_runs_compiled() -> None:
 
 
 @compiled
+def test_the_installed_package_runs_compiled_without_the_source_root_on_the_path(tmp_path: Path) -> None:
+    """As `steward` runs from its console script: only the editable install's finder, which maps the
+    `steward` package but not mypyc's group library beside it (this failed with "No module named
+    'steward_native__mypyc'" while every test with the source root on its path passed)."""
+    env = {k: v for k, v in os.environ.items() if k not in (native.PURE_ENV, "PYTHONPATH")}
+    where = subprocess.run([sys.executable, "-c", "import steward.native as n; print(n.source_root())"],
+                           env=env, cwd=tmp_path, capture_output=True, text=True, check=True).stdout.strip()
+    if Path(where) != SERVICES:
+        pytest.skip(f"the installed steward is {where}, not this tree")
+    out = subprocess.run([sys.executable, "-c", PROBE], env=env, cwd=tmp_path, capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout) == {"reason": None, "pure": [], "group_loaded": True}
+
+
+@compiled
 def test_after_a_source_edit_every_compiled_module_runs_from_source(tmp_path: Path) -> None:
     """A copy of the built tree (binaries keep their mtimes), then one source edited as a developer would."""
     shutil.copytree(SERVICES / "steward", tmp_path / "steward", ignore=shutil.ignore_patterns("__pycache__"))
