@@ -33,6 +33,7 @@ from steward.store.upcasting import upcast
 # Positions are allocated under this lock so that they follow commit order (readers never skip a
 # late-committing event).
 POSITION_LOCK_KEY = 7_730_001
+_HEAD_SQL = "SELECT position, hash FROM events ORDER BY position DESC LIMIT 1"
 
 
 @dataclass(frozen=True, slots=True)
@@ -232,8 +233,12 @@ class EventStore:
 
     def lock_head(self, conn: Connection) -> tuple[int, str]:
         """Serialise appends (commit order = position order) and return the head (position, hash)."""
-        if self.dialect == "postgresql":
-            conn.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": POSITION_LOCK_KEY})
+        if self.dialect == "postgresql":  # one round trip: the lock, then the head in a statement of its own
+            cursor = conn.connection.driver_connection.cursor()  # type: ignore[union-attr]
+            cursor.execute(f"SELECT pg_advisory_xact_lock({int(POSITION_LOCK_KEY)}); {_HEAD_SQL}")
+            cursor.nextset()  # (its own snapshot, taken once the lock is held: it sees every commit before)
+            head = cursor.fetchone()
+            return (int(head[0]), str(head[1])) if head else (0, GENESIS)
         row = conn.execute(
             select(schema.events.c.position, schema.events.c.hash)
             .order_by(schema.events.c.position.desc())
