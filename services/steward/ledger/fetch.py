@@ -72,7 +72,7 @@ class FetchStage:
             theirs.close()
         self._conn.send((settings.model_dump_json(), topic, group, max_records))
         self._epoch = 0
-        self.cpu_s = 0.0  # the fetch process's CPU, known once it stopped
+        self.cpu_s = 0.0  # the fetch process's CPU once it took the partitions, known once it stopped
         self.partitions: list[int] = []
 
     def wait_ready(self, stop: threading.Event) -> None:
@@ -181,18 +181,19 @@ def fetch_main(conn: Connection) -> None:
                 conn.send(("error", f"topic {topic} has no partitions (is it created?)"))
                 return
             if conn.poll(0.5) and conn.recv()[0] == "stop":
-                conn.send(("stopped", time.process_time()))
+                conn.send(("stopped", 0.0))
                 return
             partitions = consumer.partitions_for_topic(topic)
         assigned = [TopicPartition(topic, p) for p in sorted(partitions)]
         consumer.assign(assigned)
         conn.send(("ready", sorted(partitions)))
+        started = time.process_time()  # the CPU reported at the end leaves out the start (imports, connect)
         epoch: int | None = None
         while True:
             while epoch is None or conn.poll(0):  # commands first; before the first seek, only commands
                 kind, *args = conn.recv()
                 if kind == "stop":
-                    conn.send(("stopped", time.process_time()))
+                    conn.send(("stopped", time.process_time() - started))
                     return
                 if kind == "seek":
                     epoch, stored = args
