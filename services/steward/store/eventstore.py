@@ -13,6 +13,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
+import orjson
 from sqlalchemy import Connection, Engine, create_engine, event, func, select, text
 from sqlalchemy.dialects import postgresql, sqlite
 
@@ -34,6 +35,16 @@ from steward.store.upcasting import upcast
 # late-committing event).
 POSITION_LOCK_KEY = 7_730_001
 _HEAD_SQL = "SELECT position, hash FROM events ORDER BY position DESC LIMIT 1"
+
+# `= ANY(...)` of a list of strings sent as one JSON text parameter (`json_texts`): psycopg dumps a list
+# parameter item by item in Python (~0.7 us an item, and a batch sends 2,000-6,000 ids and keys), orjson
+# writes the JSON in C (~0.01 us). The ARRAY(...) is computed once, so the index is still used.
+ANY_JSON_TEXTS = "ANY(ARRAY(SELECT json_array_elements_text(%s::json)))"
+
+
+def json_texts(values: Iterable[str]) -> str:
+    """The parameter of `ANY_JSON_TEXTS`."""
+    return orjson.dumps(list(values)).decode()
 
 
 @dataclass(frozen=True, slots=True)
@@ -250,10 +261,10 @@ class EventStore:
         names = sorted(set(streams))
         if not names:
             return {}
-        if self.dialect == "postgresql":  # one array parameter: no statement with thousands of literals
+        if self.dialect == "postgresql":  # one JSON parameter: no statement with thousands of literals
             cursor = conn.connection.driver_connection.cursor()  # type: ignore[union-attr]
-            cursor.execute("SELECT stream_id, max(version) FROM events WHERE stream_id = ANY(%s) GROUP BY stream_id",
-                           (names,))
+            cursor.execute(f"SELECT stream_id, max(version) FROM events WHERE stream_id = {ANY_JSON_TEXTS} "
+                           "GROUP BY stream_id", (json_texts(names),))
             found = dict(cursor.fetchall())
             return {n: found.get(n, 0) for n in names}
         rows = conn.execute(
@@ -304,9 +315,10 @@ class EventStore:
         ids = sorted(set(message_ids))
         if not ids:
             return set()
-        if self.dialect == "postgresql":  # one array parameter: no statement with thousands of literals
+        if self.dialect == "postgresql":  # one JSON parameter: no statement with thousands of literals
             cursor = conn.connection.driver_connection.cursor()  # type: ignore[union-attr]
-            cursor.execute("SELECT message_id FROM processed_messages WHERE message_id = ANY(%s)", (ids,))
+            cursor.execute(f"SELECT message_id FROM processed_messages WHERE message_id = {ANY_JSON_TEXTS}",
+                           (json_texts(ids),))
             return {r[0] for r in cursor.fetchall()}
         rows = conn.execute(
             select(schema.processed_messages.c.message_id).where(
@@ -326,9 +338,9 @@ class EventStore:
                     return self.seen_messages(conn, ids), self.stream_versions(conn, names)
                 cursor = conn.connection.driver_connection.cursor()  # type: ignore[union-attr]
                 cursor.execute(  # one round trip for both (each costs a wake-up of the server on a busy machine)
-                    "SELECT message_id, NULL FROM processed_messages WHERE message_id = ANY(%s) UNION ALL "
-                    "SELECT stream_id, max(version) FROM events WHERE stream_id = ANY(%s) GROUP BY stream_id",
-                    (ids, names))
+                    f"SELECT message_id, NULL FROM processed_messages WHERE message_id = {ANY_JSON_TEXTS} UNION ALL "
+                    f"SELECT stream_id, max(version) FROM events WHERE stream_id = {ANY_JSON_TEXTS} GROUP BY stream_id",
+                    (json_texts(ids), json_texts(names)))
                 seen: set[str] = set()
                 versions = dict.fromkeys(names, 0)
                 for key, version in cursor.fetchall():
