@@ -127,7 +127,7 @@ def run_ledger(settings: Settings, stop: threading.Event | None = None,
     (`fetch_cpu_s`) when the ledger stops."""
     stop = stop or threading.Event()
     store = EventStore.from_url(settings.resolved_store_url)
-    ledger = Ledger(store)
+    ledger = Ledger(store, keep_connections=True)
     log.info("ledger started at position %d", ledger.head)
     gc_before = _quiet_collector()
     switch_before = sys.getswitchinterval()
@@ -225,6 +225,7 @@ def run_ledger(settings: Settings, stop: threading.Event | None = None,
         sys.setswitchinterval(switch_before)
         gc.unfreeze()
         writer.shutdown(wait=True)
+        ledger.close()
         fetch.close()
         if stats is not None:
             stats["fetch_cpu_s"] = fetch.cpu_s

@@ -327,38 +327,47 @@ class EventStore:
         ).all()
         return {r[0] for r in rows}
 
-    def seen_messages_now(self, message_ids: Iterable[str],
-                          streams: Iterable[str] = ()) -> tuple[set[str], dict[str, int]]:
-        """`seen_messages` and `stream_versions` (of `streams`) among committed transactions, on a
-        connection of its own (one checkout for both)."""
+    def seen_messages_now(self, message_ids: Iterable[str], streams: Iterable[str] = (),
+                          conn: Connection | None = None) -> tuple[set[str], dict[str, int]]:
+        """`seen_messages` and `stream_versions` (of `streams`) among committed transactions, on `conn`
+        (a connection the caller keeps between reads) or one of its own (one checkout for both)."""
         ids, names = sorted(set(message_ids)), sorted(set(streams))
-        with self.engine.connect() as conn:
-            try:
-                if self.dialect != "postgresql":
-                    return self.seen_messages(conn, ids), self.stream_versions(conn, names)
-                cursor = conn.connection.driver_connection.cursor()  # type: ignore[union-attr]
-                cursor.execute(  # one round trip for both (each costs a wake-up of the server on a busy machine)
-                    f"SELECT message_id, NULL FROM processed_messages WHERE message_id = {ANY_JSON_TEXTS} UNION ALL "
-                    f"SELECT stream_id, max(version) FROM events WHERE stream_id = {ANY_JSON_TEXTS} GROUP BY stream_id",
-                    (json_texts(ids), json_texts(names)))
-                seen: set[str] = set()
-                versions = dict.fromkeys(names, 0)
-                for key, version in cursor.fetchall():
-                    if version is None:
-                        seen.add(key)
-                    else:
-                        versions[key] = int(version)
-                return seen, versions
-            finally:
-                conn.rollback()
+        with self._reading(conn) as conn:
+            if self.dialect != "postgresql":
+                return self.seen_messages(conn, ids), self.stream_versions(conn, names)
+            cursor = conn.connection.driver_connection.cursor()  # type: ignore[union-attr]
+            cursor.execute(  # one round trip for both (each costs a wake-up of the server on a busy machine)
+                f"SELECT message_id, NULL FROM processed_messages WHERE message_id = {ANY_JSON_TEXTS} UNION ALL "
+                f"SELECT stream_id, max(version) FROM events WHERE stream_id = {ANY_JSON_TEXTS} GROUP BY stream_id",
+                (json_texts(ids), json_texts(names)))
+            seen: set[str] = set()
+            versions = dict.fromkeys(names, 0)
+            for key, version in cursor.fetchall():
+                if version is None:
+                    seen.add(key)
+                else:
+                    versions[key] = int(version)
+            return seen, versions
 
-    def stream_versions_now(self, streams: Iterable[str]) -> dict[str, int]:
-        """`stream_versions` among committed transactions, on a connection of its own."""
-        with self.engine.connect() as conn:
+    def stream_versions_now(self, streams: Iterable[str], conn: Connection | None = None) -> dict[str, int]:
+        """`stream_versions` among committed transactions, on `conn` or a connection of its own."""
+        with self._reading(conn) as conn:
+            return self.stream_versions(conn, streams)
+
+    @contextmanager
+    def _reading(self, conn: Connection | None) -> Iterator[Connection]:
+        """`conn`, or a connection from the pool, for one read that ends its transaction."""
+        if conn is not None:
             try:
-                return self.stream_versions(conn, streams)
+                yield conn
             finally:
                 conn.rollback()
+            return
+        with self.engine.connect() as fresh:
+            try:
+                yield fresh
+            finally:
+                fresh.rollback()
 
     def mark_processed(self, conn: Connection, items: Sequence[tuple[str, int | None]]) -> None:
         if items and self.dialect == "postgresql":
