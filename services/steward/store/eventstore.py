@@ -24,9 +24,9 @@ from steward.store.hashing import (
     GENESIS,
     REDACTED_KEY,
     canonical_text,
-    event_body_text,
     fast_canonical_bytes,
     fast_canonical_text,
+    json_string,
     payload_digest,
 )
 from steward.store.upcasting import upcast
@@ -201,30 +201,37 @@ def encode_events(batch: Sequence[PendingAppend], position: int, prev: str, vers
     (stream -> last version) as it goes; returns the records and their (payload, metadata) canonical texts.
 
     Each payload and each message's metadata is encoded once (RFC 8785, `fast_canonical_text`: the
-    verifier's bytes) and that text is both hashed and stored."""
+    verifier's bytes) and that text is both hashed and stored. The body text is `event_body_text`'s, built
+    here from the parts that stay the same across a message (its id and metadata) or a batch (the time,
+    the types): equal to it (tests/property/test_fast_canonical.py)."""
     out: list[RecordedEvent] = []
     texts: list[tuple[str, str]] = []
     sha256 = hashlib.sha256
+    at = f'"{float(recorded_at)!r}"'
+    types: dict[str, str] = {}  # type -> its JSON string (a batch has a few types)
     for pending in batch:
         meta_text = fast_canonical_text(pending.metadata)
         mid = pending.message_id
+        head = f'{{"message_id":{"null" if mid is None else json_string(mid)},"metadata":{meta_text},"payload_sha256":"'
         for ev in pending.events:
             position += 1
-            version = versions.get(ev.stream, 0) + 1
-            versions[ev.stream] = version
+            stream = ev.stream
+            version = versions.get(stream, 0) + 1
+            versions[stream] = version
             payload = ev.payload
             payload_bytes = fast_canonical_bytes(payload)
-            payload_text = payload_bytes.decode("utf-8")
-            texts.append((payload_text, meta_text))
+            texts.append((payload_bytes.decode("utf-8"), meta_text))
             digest = (payload_digest(payload) if REDACTED_KEY in payload else sha256(payload_bytes).hexdigest())
-            body = event_body_text(
-                position=position, stream_id=ev.stream, version=version, type=ev.type,
-                schema_version=ev.schema_version, payload_sha256=digest,
-                metadata_text=meta_text, message_id=mid, recorded_at=recorded_at,
-            )
+            etype = ev.type
+            jtype = types.get(etype)
+            if jtype is None:
+                jtype = types[etype] = json_string(etype)
+            body = (f'{head}{digest}","position":{position},"recorded_at":{at},'
+                    f'"schema_version":{int(ev.schema_version)},"stream_id":{json_string(stream)},"type":{jtype},'
+                    f'"version":{version}}}')
             h = sha256((prev + body).encode("utf-8")).hexdigest()
             out.append(RecordedEvent(
-                position, ev.stream, version, ev.type, ev.schema_version, payload,
+                position, stream, version, etype, ev.schema_version, payload,
                 pending.metadata, mid, recorded_at, prev, h,
             ))
             prev = h
