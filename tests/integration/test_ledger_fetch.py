@@ -93,7 +93,9 @@ def test_a_seek_drops_what_was_read_before_it_and_starts_at_the_stored_offsets(t
     stage.seek({})
     first = drain(stage, 1)
     assert first and first[0].messages[0] == (f"{commands}/0@0", b"a0")
-    time.sleep(1.0)  # the process has polled the next batch meanwhile (waiting to hand it over)
+    while stage.poll(0.0) is not None:  # until a request is out that the process has not answered yet
+        pass
+    time.sleep(1.0)  # it answers meanwhile: a batch read before the seek below, waiting to be received
     stage.seek({(commands, 0): 150})  # as after a failed batch: back to the store's offsets
     after = drain(stage, 50)
     sources = [s for f in after for s, _ in f.messages]

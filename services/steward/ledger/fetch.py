@@ -5,12 +5,13 @@ as the ledger's deciding thread and its writer thread. This stage runs the consu
 and hands the ledger whole batches of raw messages (`source`, value bytes) with the next offset of each
 partition: a pickled list of bytes costs the ledger ~0.2 us a message to receive.
 
-The stage is stateless. The ledger still decides, records, and stores the offsets in the same
-transaction as the events; it tells the stage where to read from (`seek`, with the offsets in the store)
-at the start and after any batch that did not commit. Every seek opens a new epoch: batches fetched
-before it are dropped when they arrive, so nothing read before a rewind is ever decided after it. The
-child dies with the ledger (`PR_SET_PDEATHSIG`, and a closed pipe), so a SIGKILLed ledger leaves no
-reader behind.
+The ledger asks for each batch when it is ready for one, and gets everything read since (up to a batch);
+the process reads ahead meanwhile. The stage is stateless. The ledger still decides, records, and stores
+the offsets in the same transaction as the events; it tells the stage where to read from (`seek`, with
+the offsets in the store) at the start and after any batch that did not commit. Every seek opens a new
+epoch: what was read before it is dropped (held, or already sent), so nothing read before a rewind is
+ever decided after it. The child dies with the ledger (`PR_SET_PDEATHSIG`, and a closed pipe), so a
+SIGKILLed ledger leaves no reader behind.
 """
 
 from __future__ import annotations
@@ -40,6 +41,8 @@ PARTITIONS_TIMEOUT_S = 60.0
 # The consumer's settings for a ledger that reads batches of thousands of small commands.
 FETCH_MAX_BYTES = 64 * 1024 * 1024
 MAX_PARTITION_FETCH_BYTES = 4 * 1024 * 1024
+# Batches the process reads ahead of the ledger's requests before it waits.
+HELD_BATCHES = 2
 
 
 class FetchFailed(RuntimeError):
@@ -72,6 +75,7 @@ class FetchStage:
             theirs.close()
         self._conn.send((settings.model_dump_json(), topic, group, max_records))
         self._epoch = 0
+        self._asked = False  # a request for a batch is out
         self.cpu_s = 0.0  # the fetch process's CPU once it took the partitions, known once it stopped
         self.partitions: list[int] = []
 
@@ -97,17 +101,28 @@ class FetchStage:
         self._conn.send(("commit", dict(offsets)))
 
     def poll(self, timeout_s: float) -> Fetched | None:
-        """The next batch read since the last seek, waiting up to `timeout_s`; None when there is none."""
+        """The next batch read since the last seek, waiting up to `timeout_s`; None when there is none.
+
+        The process answers a request with everything it holds (up to `max_records`), so the batch is what
+        arrived until the ledger was ready for it, as a poll of its own consumer would give it: sending each
+        fetch as it came would hand the ledger small batches while it records, and leave the rest for a
+        batch later (one more batch of latency)."""
+        if not self._asked:
+            self._conn.send(("want",))
+            self._asked = True
         deadline = time.monotonic() + timeout_s
         while True:
             if not self._conn.poll(max(0.0, deadline - time.monotonic())):
-                return None
+                return None  # (the request stands: the next poll takes its answer)
             kind, *args = self._recv()
             if kind == "batch":
+                self._asked = False
                 epoch, messages, offsets = args
                 if epoch == self._epoch:
                     return Fetched(messages, offsets)
-                continue  # read before the last seek: dropped
+                self._conn.send(("want",))  # read before the last seek: dropped, and asked again
+                self._asked = True
+                continue
             if kind == "error":
                 raise FetchFailed(str(args[0]))
 
@@ -189,14 +204,16 @@ def fetch_main(conn: Connection) -> None:
         conn.send(("ready", sorted(partitions)))
         started = time.process_time()  # the CPU reported at the end leaves out the start (imports, connect)
         epoch: int | None = None
+        wanted = False  # the ledger asked for a batch
+        held: list[tuple[str, bytes | None, tuple[str, int], int]] = []  # read, not yet sent: in partition order
         while True:
             while epoch is None or conn.poll(0):  # commands first; before the first seek, only commands
                 kind, *args = conn.recv()
-                if kind == "stop":
-                    conn.send(("stopped", time.process_time() - started))
-                    return
-                if kind == "seek":
+                if kind == "want":
+                    wanted = True
+                elif kind == "seek":
                     epoch, stored = args
+                    held.clear()
                     for tp in assigned:
                         offset = stored.get((tp.topic, tp.partition))
                         if offset is None:
@@ -205,16 +222,26 @@ def fetch_main(conn: Connection) -> None:
                             consumer.seek(tp, offset)
                 elif kind == "commit":
                     _commit(consumer, args[0])
-            polled = consumer.poll(timeout_ms=200, max_records=max_records)
-            if not polled:
+                elif kind == "stop":
+                    conn.send(("stopped", time.process_time() - started))
+                    return
+            if wanted and held:
+                take = held[:max_records]
+                del held[:max_records]
+                offsets: Offsets = {}
+                for _, _, key, offset in take:
+                    offsets[key] = offset + 1
+                conn.send(("batch", epoch, [(source, value) for source, value, _, _ in take], offsets))
+                wanted = False
                 continue
-            messages: Messages = []
-            offsets: Offsets = {}
+            if len(held) >= HELD_BATCHES * max_records:
+                conn.poll(0.2)  # enough in hand: wait for the ledger's next request
+                continue
+            # waiting for a record the ledger asked for, or reading ahead while it decides and records
+            polled = consumer.poll(timeout_ms=200 if wanted else 20, max_records=max_records)
             for tp, records in polled.items():
-                prefix = f"{tp.topic}/{tp.partition}@"
-                messages += [(prefix + str(r.offset), r.value) for r in records]
-                offsets[(tp.topic, tp.partition)] = records[-1].offset + 1
-            conn.send(("batch", epoch, messages, offsets))
+                key, prefix = (tp.topic, tp.partition), f"{tp.topic}/{tp.partition}@"
+                held += [(prefix + str(r.offset), r.value, key, r.offset) for r in records]
     except (EOFError, BrokenPipeError, ConnectionResetError):
         return  # the ledger is gone
     finally:
@@ -222,6 +249,8 @@ def fetch_main(conn: Connection) -> None:
 
 
 def _commit(consumer: Any, offsets: Offsets) -> None:
+    """Commit to Kafka without waiting (only consumer-group tools read it; the store's copy is the truth):
+    a synchronous commit held the next fetch for a round trip to the group coordinator."""
     from kafka import TopicPartition
     from kafka.structs import OffsetAndMetadata
 
@@ -231,8 +260,12 @@ def _commit(consumer: Any, offsets: Offsets) -> None:
         except TypeError:
             return OffsetAndMetadata(offset, "")
 
+    def done(_offsets: Any, response: Any) -> None:
+        if isinstance(response, Exception):
+            log.info("offsets not committed to Kafka (%s); the store has them", type(response).__name__)
+
     try:
-        consumer.commit({TopicPartition(t, p): meta(o) for (t, p), o in offsets.items()})
+        consumer.commit_async({TopicPartition(t, p): meta(o) for (t, p), o in offsets.items()}, callback=done)
     except Exception as err:
         log.info("offsets not committed to Kafka (%s); the store has them", type(err).__name__)
 
