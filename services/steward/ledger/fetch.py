@@ -75,6 +75,7 @@ class FetchStage:
             theirs.close()
         self._conn.send((settings.model_dump_json(), topic, group, max_records))
         self._epoch = 0
+        self._max_records = max_records
         self._asked = False  # a request for a batch is out
         self.cpu_s = 0.0  # the fetch process's CPU once it took the partitions, known once it stopped
         self.partitions: list[int] = []
@@ -106,7 +107,8 @@ class FetchStage:
         The process answers a request with everything it holds (up to `max_records`), so the batch is what
         arrived until the ledger was ready for it, as a poll of its own consumer would give it: sending each
         fetch as it came would hand the ledger small batches while it records, and leave the rest for a
-        batch later (one more batch of latency)."""
+        batch later (one more batch of latency). After a batch of at least half `max_records` (a backlog)
+        the next one is asked for at once."""
         if not self._asked:
             self._conn.send(("want",))
             self._asked = True
@@ -119,6 +121,11 @@ class FetchStage:
                 self._asked = False
                 epoch, messages, offsets = args
                 if epoch == self._epoch:
+                    if len(messages) >= self._max_records // 2:
+                        # a backlog: ask for the next batch now, to have it while this one is decided and
+                        # recorded (the ledger decides batch N+1 while N is written, ADR 0015)
+                        self._conn.send(("want",))
+                        self._asked = True
                     return Fetched(messages, offsets)
                 self._conn.send(("want",))  # read before the last seek: dropped, and asked again
                 self._asked = True
