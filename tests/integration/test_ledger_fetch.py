@@ -138,3 +138,28 @@ def alive(pid: int) -> bool:
     except OSError:
         return False
     return state != "Z"
+
+
+def test_after_a_backlog_batch_the_next_one_is_already_on_its_way(topic: str, stage: FetchStage) -> None:
+    """With a backlog, the ledger decides batch N+1 while N is recorded (ADR 0015): the batch after a full
+    one is asked for at once, so a poll that does not wait finds it there. A small batch (no backlog) is
+    asked for only when the ledger is ready, to take everything that arrived until then."""
+    commands = f"{topic}.commands"
+    send(commands, [(0, f"b{i}".encode()) for i in range(200)])
+    stage.seek({})
+    first = drain(stage, 50)
+    assert len(first) == 1 and len(first[0].messages) == 50
+    time.sleep(1.0)  # deciding and recording the first batch
+    second = stage.poll(0.0)
+    assert second is not None and second.messages[0] == (f"{commands}/0@50", b"b50")
+    rest = drain(stage, 100)
+    assert [s for f in rest for s, _ in f.messages] == [f"{commands}/0@{i}" for i in range(100, 200)]
+    send(commands, [(0, b"late")])  # the request made after the last full batch is answered when it comes
+    time.sleep(1.0)
+    small = stage.poll(0.0)
+    assert small is not None and small.messages == [(f"{commands}/0@200", b"late")]
+    send(commands, [(0, b"later")])
+    time.sleep(1.0)
+    assert stage.poll(0.0) is None  # after a small batch nothing was asked for ahead: the request goes now
+    (last,) = drain(stage, 1)
+    assert last.messages == [(f"{commands}/0@201", b"later")]
