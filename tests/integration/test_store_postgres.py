@@ -11,9 +11,12 @@ from sqlalchemy import Engine, text
 from sqlalchemy.exc import DBAPIError, InternalError, ProgrammingError
 
 from steward.audit.verify import _sql_chain_ok, verify
+from steward.domain.commands import SetAllocations, SubmitJob
 from steward.domain.events import Event
+from steward.ledger.core import Ledger
 from steward.store.eventstore import EventStore, PendingAppend
 from tests.integration.pg import pg_owner, pg_store, pg_tamper, store_test_urls
+from tests.unit.store.builders import msg
 from tests.unit.store.contract import StoreContract, Tamper
 
 pytestmark = pytest.mark.integration
@@ -145,3 +148,34 @@ def test_the_server_side_check_hashes_utf8_bytes_whatever_the_client_encoding(pg
         latin1.engine.dispose()
     assert (events, head, suspicious, first) == (1, 1, [], 1)
     assert verify(pg_store, checkpoints=False)["engine"] == "postgresql"
+
+
+def test_the_ledger_keeps_its_connections_and_replaces_one_the_server_dropped(pg_store: EventStore) -> None:
+    """The ledger service's `Ledger` keeps one connection for its reads and one for its transactions
+    (no pool checkout, and no ping, per batch); when the server ends one, that batch fails as a whole and
+    the next runs on a new connection."""
+    ledger = Ledger(pg_store, keep_connections=True)
+    backends: list[tuple[int, int]] = []
+
+    def pids() -> tuple[int, int]:
+        return tuple(c.connection.driver_connection.info.backend_pid  # type: ignore[return-value, union-attr]
+                     for c in (ledger._kept["read"], ledger._kept["write"]))
+
+    try:
+        ledger.process([msg(SetAllocations("cluster", {"a": 1.0}, "setup"), "m0")], {("t", 0): 1})
+        backends.append(pids())
+        ledger.process([msg(SubmitJob("j1", "a", 1, 0.0, ["x"]), "m1")], {("t", 0): 2})
+        backends.append(pids())
+        assert backends[0] == backends[1]
+        with pg_store.engine.begin() as conn:  # (a role may end its own sessions)
+            conn.execute(text("SELECT pg_terminate_backend(:p)"), {"p": backends[1][1]})
+        with pytest.raises(DBAPIError):
+            ledger.process([msg(SubmitJob("j2", "a", 1, 0.0, ["x"]), "m2")], {("t", 0): 3})
+        assert pg_store.head() == 2 and pg_store.load_offsets("ledger") == {("t", 0): 2}
+        ledger.process([msg(SubmitJob("j2", "a", 1, 0.0, ["x"]), "m2")], {("t", 0): 3})
+        assert pids()[0] == backends[0][0] and pids()[1] != backends[1][1]
+        assert [r.message_id for r in pg_store.read()] == ["m0", "m1", "m2"]
+        assert pg_store.load_offsets("ledger") == {("t", 0): 3}
+    finally:
+        ledger.close()
+    assert ledger._kept == {}

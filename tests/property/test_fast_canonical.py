@@ -90,3 +90,45 @@ class Flag(int):
 ])
 def test_what_the_reference_refuses_or_prints_carefully_goes_to_the_reference(value: Any) -> None:
     assert_same_text_or_error(value)
+
+
+# -- the ledger's event encoding: the verifier's hash chain, built from parts per message and batch ---
+
+from steward.audit.verifier import REDACTED_KEY, event_hash  # noqa: E402
+from steward.domain.events import Event  # noqa: E402
+from steward.store.eventstore import PendingAppend, encode_events  # noqa: E402
+
+names = texts.filter(lambda s: s.isascii() or max(s) < "\ud800") | st.sampled_from(
+    ["job-j1", "Job\"Submitted", "a\\b", "é", "\u2028", "", "JobSubmitted"])
+plain = st.recursive(st.none() | st.booleans() | st.integers(-(2**53), 2**53) | st.floats(-1e6, 1e6) | names,
+                     lambda c: st.lists(c, max_size=3) | st.dictionaries(names, c, max_size=3), max_leaves=8)
+digests = st.text("0123456789abcdef", min_size=64, max_size=64)
+payloads = st.dictionaries(names, plain, max_size=4) | st.builds(lambda d: {REDACTED_KEY: d}, digests)
+events = st.builds(Event, st.sampled_from(["s1", "s2", "job-\"q\"", "é"]) | names, names, payloads)
+pendings = st.builds(PendingAppend, st.lists(events, max_size=3), st.dictionaries(names, plain, max_size=3),
+                     st.none() | names)
+
+
+@settings(max_examples=500)
+@given(st.lists(pendings, max_size=5), st.integers(0, 10**6), floats.filter(lambda f: not math.isinf(f)),
+       st.dictionaries(st.sampled_from(["s1", "s2"]), st.integers(0, 5)))
+def test_encode_events_hashes_exactly_as_the_verifier(batch: list[PendingAppend], start: int, at: float,
+                                                       versions: dict[str, int]) -> None:
+    """`encode_events` numbers, versions and chains every event as `event_hash` (the verifier's
+    reference) does, and returns the canonical texts it hashed."""
+    before = dict(versions)
+    records, texts_ = encode_events(batch, start, "f" * 64, versions, at)
+    prev, position, seen = "f" * 64, start, dict(before)
+    expected = [(p, e) for p in batch for e in p.events]
+    assert len(records) == len(texts_) == len(expected)
+    for rec, (payload_text, meta_text), (pending, ev) in zip(records, texts_, expected, strict=True):
+        position += 1
+        seen[ev.stream] = seen.get(ev.stream, 0) + 1
+        assert (rec.position, rec.stream_id, rec.version, rec.type) == (position, ev.stream, seen[ev.stream], ev.type)
+        assert (payload_text, meta_text) == (canonical_text(ev.payload), canonical_text(pending.metadata))
+        assert rec.prev_hash == prev
+        assert rec.hash == event_hash(prev, position=position, stream_id=ev.stream, version=seen[ev.stream],
+                                      type=ev.type, schema_version=ev.schema_version, payload=ev.payload,
+                                      metadata=pending.metadata, message_id=pending.message_id, recorded_at=at)
+        prev = rec.hash
+    assert versions == seen

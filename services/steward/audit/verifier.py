@@ -169,6 +169,9 @@ def _jstr(s: str) -> str:
     return json.dumps(s, ensure_ascii=False)
 
 
+json_string = _jstr  # public: the ledger builds the same body text in `encode_events`
+
+
 def event_body_text(*, position: int, stream_id: str, version: int, type: str, schema_version: int,
                     payload_sha256: str, metadata_text: str, message_id: str | None, recorded_at: float) -> str:
     """RFC 8785 of the event body, built directly (keys in sorted order). `metadata_text` must be the

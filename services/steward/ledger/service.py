@@ -2,7 +2,8 @@
 
 Offsets live in the store (auto-commit off). The ledger is the single writer of the store, so it takes
 every partition of the commands topic itself (`assign`, no group membership: a restart after a crash
-does not wait for the group to notice the dead member) and seeks each to its stored offset.
+does not wait for the group to notice the dead member) and seeks each to its stored offset. The Kafka
+consumer runs in a fetch process of its own (`steward.ledger.fetch`, ADR 0019), which the ledger seeks.
 """
 
 from __future__ import annotations
@@ -11,39 +12,27 @@ import gc
 import json
 import logging
 import os
+import sys
 import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
-from kafka import TopicPartition
 from sqlalchemy import select
 
 from steward.audit.checkpoints import key_path, latest_checkpoint, load_or_create_key, make_checkpoint
 from steward.audit.snapshots import SNAPSHOT_EVERY, take_snapshots
-from steward.bus.kafka import make_consumer, make_producer
+from steward.bus.kafka import make_producer
 from steward.config import Settings
 from steward.ledger.core import DeadLetter, Ledger, LogMoved, Prepared
+from steward.ledger.fetch import FetchStage
 from steward.logs import log_recorded
 from steward.store import schema
 from steward.store.eventstore import EventStore, RecordedEvent
 
 log = logging.getLogger("steward.ledger")
 commands_log = logging.getLogger("steward.ledger.commands")  # one line per decided command
-
-
-def assign_all(consumer: Any, topic: str, ledger: Ledger, stop: threading.Event, timeout: float = 60.0) -> None:
-    """Take every partition of `topic` and seek each to the offset stored with the events."""
-    deadline = time.monotonic() + timeout
-    partitions = consumer.partitions_for_topic(topic)
-    while not partitions and not stop.is_set():
-        if time.monotonic() > deadline:
-            raise RuntimeError(f"topic {topic} has no partitions (is it created?)")
-        stop.wait(0.5)
-        partitions = consumer.partitions_for_topic(topic)
-    consumer.assign([TopicPartition(topic, p) for p in sorted(partitions or ())])
-    _rewind(ledger, consumer, stop)
 
 
 class OutboxRelay:
@@ -130,15 +119,19 @@ class Auditor:
 
 
 def run_ledger(settings: Settings, stop: threading.Event | None = None,
-               on_batch: Callable[[list[RecordedEvent]], None] | None = None, background: bool = True) -> None:
+               on_batch: Callable[[list[RecordedEvent]], None] | None = None, background: bool = True,
+               stats: dict[str, float] | None = None) -> None:
     """Consume commands until `stop`; `on_batch` sees each committed batch right after its commit, in the
     writer thread, in log order (benchmarks; an error there is logged, the batch stays committed); `background`
-    runs the outbox relay and the checkpoint/snapshot thread."""
+    runs the outbox relay and the checkpoint/snapshot thread; `stats` gets the fetch process's CPU seconds
+    (`fetch_cpu_s`) when the ledger stops."""
     stop = stop or threading.Event()
     store = EventStore.from_url(settings.resolved_store_url)
-    ledger = Ledger(store)
+    ledger = Ledger(store, keep_connections=True)
     log.info("ledger started at position %d", ledger.head)
     gc_before = _quiet_collector()
+    switch_before = sys.getswitchinterval()
+    sys.setswitchinterval(LEDGER_SWITCH_INTERVAL_S)
     relay_thread: threading.Thread | None = None
     metrics = None
     if background:
@@ -151,8 +144,8 @@ def run_ledger(settings: Settings, stop: threading.Event | None = None,
         auditor = Auditor(settings, store)
         threading.Thread(target=auditor.run, args=(stop,), name="auditor", daemon=True).start()
     batch = int(os.environ.get("STEWARD_LEDGER_BATCH", "2000"))
-    consumer = make_consumer(settings, f"{settings.topic_prefix}-ledger", max_poll_records=batch,
-                             fetch_max_bytes=64 * 1024 * 1024, max_partition_fetch_bytes=4 * 1024 * 1024)
+    # Kafka is read in a process of its own (kafka-python parses records in Python: ADR 0019)
+    fetch = FetchStage(settings, settings.topic("commands"), f"{settings.topic_prefix}-ledger", batch)
     dead_producer = make_producer(settings)
     writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ledger-writer")
     in_flight: tuple[Future[None], Prepared, float] | None = None
@@ -181,13 +174,10 @@ def run_ledger(settings: Settings, stop: threading.Event | None = None,
             log.warning("batch not recorded (%s: %s); re-reading from the stored offsets",
                         type(err).__name__, str(err).splitlines()[0] if str(err) else "")
             ledger.abort(reload=isinstance(err, LogMoved))
-            _rewind(ledger, consumer, stop)
+            _rewind(ledger, fetch, stop)
             return False
         ledger.committed(prepared)
-        try:  # also commit to Kafka, for consumer-group tools; the store's copy is the truth
-            consumer.commit({TopicPartition(t, p): _offset_meta(o) for (t, p), o in prepared.offsets.items()})
-        except Exception as err:
-            log.info("offsets not committed to Kafka (%s); the store has them", type(err).__name__)
+        fetch.commit(prepared.offsets)  # also to Kafka, for consumer-group tools; the store's copy is the truth
         recorded = prepared.records
         if metrics is not None:
             metrics.observe_batch(recorded, ledger.proj.view(), len(prepared.dead), time.perf_counter() - started)
@@ -197,7 +187,8 @@ def run_ledger(settings: Settings, stop: threading.Event | None = None,
         return True
 
     try:
-        assign_all(consumer, settings.topic("commands"), ledger, stop)
+        fetch.wait_ready(stop)
+        _rewind(ledger, fetch, stop)
         backlog = False
         while not stop.is_set():
             # With a backlog (the last poll filled at least half a batch), the next batch is decided while
@@ -207,18 +198,13 @@ def run_ledger(settings: Settings, stop: threading.Event | None = None,
             # would leave those for the batch after: one more batch of latency).
             if in_flight is not None and (not backlog or in_flight[0].done()) and not settle():
                 continue
-            polled = consumer.poll(timeout_ms=0 if in_flight else 200, max_records=batch)
-            if not polled:
+            fetched = fetch.poll(0.0 if in_flight else 0.2)
+            if fetched is None:
                 if in_flight is None:
                     continue
                 settle()
                 continue
-            messages: list[tuple[str, bytes | None]] = []
-            offsets: dict[tuple[str, int], int] = {}
-            for tp, records in polled.items():
-                for r in records:
-                    messages.append((f"{tp.topic}/{tp.partition}@{r.offset}", r.value))
-                    offsets[(tp.topic, tp.partition)] = r.offset + 1
+            messages, offsets = fetched.messages, fetched.offsets
             backlog = len(messages) >= batch // 2
             started = time.perf_counter()
             try:
@@ -228,7 +214,7 @@ def run_ledger(settings: Settings, stop: threading.Event | None = None,
                             type(err).__name__, str(err).splitlines()[0] if str(err) else "")
                 settle()
                 ledger.abort()
-                _rewind(ledger, consumer, stop)
+                _rewind(ledger, fetch, stop)
                 continue
             if not settle():
                 continue  # the batch before failed: this one was decided on it and is undone too
@@ -236,9 +222,13 @@ def run_ledger(settings: Settings, stop: threading.Event | None = None,
         settle()
     finally:
         gc.set_threshold(*gc_before)
+        sys.setswitchinterval(switch_before)
         gc.unfreeze()
         writer.shutdown(wait=True)
-        consumer.close()
+        ledger.close()
+        fetch.close()
+        if stats is not None:
+            stats["fetch_cpu_s"] = fetch.cpu_s
         dead_producer.close(timeout=5)
         stop.set()
         if relay_thread is not None:
@@ -253,6 +243,13 @@ def run_ledger(settings: Settings, stop: threading.Event | None = None,
 LEDGER_GC_THRESHOLD = (50_000, 20, 100)
 
 
+# How long the deciding thread keeps the GIL while the writer thread waits for it (Python's default is
+# 5 ms). The writer makes about ten round trips to PostgreSQL per batch and needs the GIL back after each;
+# while the main thread decides the next batch, every one of them waited up to the whole interval
+# (tens of ms a batch, docs/benchmarks.md ingest round 5).
+LEDGER_SWITCH_INTERVAL_S = 0.0005
+
+
 def _quiet_collector() -> tuple[int, int, int]:
     """Move the state loaded at start out of the collector's sight (`gc.freeze`: it is long-lived and
     acyclic) and raise the thresholds; returns the thresholds before, restored (and the frozen objects
@@ -262,15 +259,6 @@ def _quiet_collector() -> tuple[int, int, int]:
     gc.freeze()
     gc.set_threshold(*LEDGER_GC_THRESHOLD)
     return before
-
-
-def _offset_meta(offset: int) -> Any:
-    from kafka.structs import OffsetAndMetadata
-
-    try:
-        return OffsetAndMetadata(offset, "", -1)
-    except TypeError:
-        return OffsetAndMetadata(offset, "")
 
 
 def _dead_letters(producer: Any, settings: Settings, dead: list[DeadLetter]) -> None:
@@ -285,8 +273,8 @@ def _dead_letters(producer: Any, settings: Settings, dead: list[DeadLetter]) -> 
         producer.flush(timeout=30)
 
 
-def _rewind(ledger: Ledger, consumer: Any, stop: threading.Event) -> None:
-    """Seek every assigned partition back to the offsets the store holds (retrying while it is away)."""
+def _rewind(ledger: Ledger, fetch: FetchStage, stop: threading.Event) -> None:
+    """Seek the fetch stage back to the offsets the store holds (retrying while it is away)."""
     delay = 0.5
     while not stop.is_set():
         try:
@@ -298,9 +286,4 @@ def _rewind(ledger: Ledger, consumer: Any, stop: threading.Event) -> None:
             delay = min(delay * 2, 5.0)
     else:
         return
-    for tp in consumer.assignment():
-        offset = stored.get((tp.topic, tp.partition))
-        if offset is None:
-            consumer.seek_to_beginning(tp)
-        else:
-            consumer.seek(tp, offset)
+    fetch.seek(stored)

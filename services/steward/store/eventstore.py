@@ -13,6 +13,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
+import orjson
 from sqlalchemy import Connection, Engine, create_engine, event, func, select, text
 from sqlalchemy.dialects import postgresql, sqlite
 
@@ -23,9 +24,9 @@ from steward.store.hashing import (
     GENESIS,
     REDACTED_KEY,
     canonical_text,
-    event_body_text,
     fast_canonical_bytes,
     fast_canonical_text,
+    json_string,
     payload_digest,
 )
 from steward.store.upcasting import upcast
@@ -33,6 +34,17 @@ from steward.store.upcasting import upcast
 # Positions are allocated under this lock so that they follow commit order (readers never skip a
 # late-committing event).
 POSITION_LOCK_KEY = 7_730_001
+_HEAD_SQL = "SELECT position, hash FROM events ORDER BY position DESC LIMIT 1"
+
+# `= ANY(...)` of a list of strings sent as one JSON text parameter (`json_texts`): psycopg dumps a list
+# parameter item by item in Python (~0.7 us an item, and a batch sends 2,000-6,000 ids and keys), orjson
+# writes the JSON in C (~0.01 us). The ARRAY(...) is computed once, so the index is still used.
+ANY_JSON_TEXTS = "ANY(ARRAY(SELECT json_array_elements_text(%s::json)))"
+
+
+def json_texts(values: Iterable[str]) -> str:
+    """The parameter of `ANY_JSON_TEXTS`."""
+    return orjson.dumps(list(values)).decode()
 
 
 @dataclass(frozen=True, slots=True)
@@ -189,30 +201,37 @@ def encode_events(batch: Sequence[PendingAppend], position: int, prev: str, vers
     (stream -> last version) as it goes; returns the records and their (payload, metadata) canonical texts.
 
     Each payload and each message's metadata is encoded once (RFC 8785, `fast_canonical_text`: the
-    verifier's bytes) and that text is both hashed and stored."""
+    verifier's bytes) and that text is both hashed and stored. The body text is `event_body_text`'s, built
+    here from the parts that stay the same across a message (its id and metadata) or a batch (the time,
+    the types): equal to it (tests/property/test_fast_canonical.py)."""
     out: list[RecordedEvent] = []
     texts: list[tuple[str, str]] = []
     sha256 = hashlib.sha256
+    at = f'"{float(recorded_at)!r}"'
+    types: dict[str, str] = {}  # type -> its JSON string (a batch has a few types)
     for pending in batch:
         meta_text = fast_canonical_text(pending.metadata)
         mid = pending.message_id
+        head = f'{{"message_id":{"null" if mid is None else json_string(mid)},"metadata":{meta_text},"payload_sha256":"'
         for ev in pending.events:
             position += 1
-            version = versions.get(ev.stream, 0) + 1
-            versions[ev.stream] = version
+            stream = ev.stream
+            version = versions.get(stream, 0) + 1
+            versions[stream] = version
             payload = ev.payload
             payload_bytes = fast_canonical_bytes(payload)
-            payload_text = payload_bytes.decode("utf-8")
-            texts.append((payload_text, meta_text))
+            texts.append((payload_bytes.decode("utf-8"), meta_text))
             digest = (payload_digest(payload) if REDACTED_KEY in payload else sha256(payload_bytes).hexdigest())
-            body = event_body_text(
-                position=position, stream_id=ev.stream, version=version, type=ev.type,
-                schema_version=ev.schema_version, payload_sha256=digest,
-                metadata_text=meta_text, message_id=mid, recorded_at=recorded_at,
-            )
+            etype = ev.type
+            jtype = types.get(etype)
+            if jtype is None:
+                jtype = types[etype] = json_string(etype)
+            body = (f'{head}{digest}","position":{position},"recorded_at":{at},'
+                    f'"schema_version":{int(ev.schema_version)},"stream_id":{json_string(stream)},"type":{jtype},'
+                    f'"version":{version}}}')
             h = sha256((prev + body).encode("utf-8")).hexdigest()
             out.append(RecordedEvent(
-                position, ev.stream, version, ev.type, ev.schema_version, payload,
+                position, stream, version, etype, ev.schema_version, payload,
                 pending.metadata, mid, recorded_at, prev, h,
             ))
             prev = h
@@ -232,8 +251,12 @@ class EventStore:
 
     def lock_head(self, conn: Connection) -> tuple[int, str]:
         """Serialise appends (commit order = position order) and return the head (position, hash)."""
-        if self.dialect == "postgresql":
-            conn.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": POSITION_LOCK_KEY})
+        if self.dialect == "postgresql":  # one round trip: the lock, then the head in a statement of its own
+            cursor = conn.connection.driver_connection.cursor()  # type: ignore[union-attr]
+            cursor.execute(f"SELECT pg_advisory_xact_lock({int(POSITION_LOCK_KEY)}); {_HEAD_SQL}")
+            cursor.nextset()  # (its own snapshot, taken once the lock is held: it sees every commit before)
+            head = cursor.fetchone()
+            return (int(head[0]), str(head[1])) if head else (0, GENESIS)
         row = conn.execute(
             select(schema.events.c.position, schema.events.c.hash)
             .order_by(schema.events.c.position.desc())
@@ -245,10 +268,10 @@ class EventStore:
         names = sorted(set(streams))
         if not names:
             return {}
-        if self.dialect == "postgresql":  # one array parameter: no statement with thousands of literals
+        if self.dialect == "postgresql":  # one JSON parameter: no statement with thousands of literals
             cursor = conn.connection.driver_connection.cursor()  # type: ignore[union-attr]
-            cursor.execute("SELECT stream_id, max(version) FROM events WHERE stream_id = ANY(%s) GROUP BY stream_id",
-                           (names,))
+            cursor.execute(f"SELECT stream_id, max(version) FROM events WHERE stream_id = {ANY_JSON_TEXTS} "
+                           "GROUP BY stream_id", (json_texts(names),))
             found = dict(cursor.fetchall())
             return {n: found.get(n, 0) for n in names}
         rows = conn.execute(
@@ -299,9 +322,10 @@ class EventStore:
         ids = sorted(set(message_ids))
         if not ids:
             return set()
-        if self.dialect == "postgresql":  # one array parameter: no statement with thousands of literals
+        if self.dialect == "postgresql":  # one JSON parameter: no statement with thousands of literals
             cursor = conn.connection.driver_connection.cursor()  # type: ignore[union-attr]
-            cursor.execute("SELECT message_id FROM processed_messages WHERE message_id = ANY(%s)", (ids,))
+            cursor.execute(f"SELECT message_id FROM processed_messages WHERE message_id = {ANY_JSON_TEXTS}",
+                           (json_texts(ids),))
             return {r[0] for r in cursor.fetchall()}
         rows = conn.execute(
             select(schema.processed_messages.c.message_id).where(
@@ -310,38 +334,47 @@ class EventStore:
         ).all()
         return {r[0] for r in rows}
 
-    def seen_messages_now(self, message_ids: Iterable[str],
-                          streams: Iterable[str] = ()) -> tuple[set[str], dict[str, int]]:
-        """`seen_messages` and `stream_versions` (of `streams`) among committed transactions, on a
-        connection of its own (one checkout for both)."""
+    def seen_messages_now(self, message_ids: Iterable[str], streams: Iterable[str] = (),
+                          conn: Connection | None = None) -> tuple[set[str], dict[str, int]]:
+        """`seen_messages` and `stream_versions` (of `streams`) among committed transactions, on `conn`
+        (a connection the caller keeps between reads) or one of its own (one checkout for both)."""
         ids, names = sorted(set(message_ids)), sorted(set(streams))
-        with self.engine.connect() as conn:
-            try:
-                if self.dialect != "postgresql":
-                    return self.seen_messages(conn, ids), self.stream_versions(conn, names)
-                cursor = conn.connection.driver_connection.cursor()  # type: ignore[union-attr]
-                cursor.execute(  # one round trip for both (each costs a wake-up of the server on a busy machine)
-                    "SELECT message_id, NULL FROM processed_messages WHERE message_id = ANY(%s) UNION ALL "
-                    "SELECT stream_id, max(version) FROM events WHERE stream_id = ANY(%s) GROUP BY stream_id",
-                    (ids, names))
-                seen: set[str] = set()
-                versions = dict.fromkeys(names, 0)
-                for key, version in cursor.fetchall():
-                    if version is None:
-                        seen.add(key)
-                    else:
-                        versions[key] = int(version)
-                return seen, versions
-            finally:
-                conn.rollback()
+        with self._reading(conn) as conn:
+            if self.dialect != "postgresql":
+                return self.seen_messages(conn, ids), self.stream_versions(conn, names)
+            cursor = conn.connection.driver_connection.cursor()  # type: ignore[union-attr]
+            cursor.execute(  # one round trip for both (each costs a wake-up of the server on a busy machine)
+                f"SELECT message_id, NULL FROM processed_messages WHERE message_id = {ANY_JSON_TEXTS} UNION ALL "
+                f"SELECT stream_id, max(version) FROM events WHERE stream_id = {ANY_JSON_TEXTS} GROUP BY stream_id",
+                (json_texts(ids), json_texts(names)))
+            seen: set[str] = set()
+            versions = dict.fromkeys(names, 0)
+            for key, version in cursor.fetchall():
+                if version is None:
+                    seen.add(key)
+                else:
+                    versions[key] = int(version)
+            return seen, versions
 
-    def stream_versions_now(self, streams: Iterable[str]) -> dict[str, int]:
-        """`stream_versions` among committed transactions, on a connection of its own."""
-        with self.engine.connect() as conn:
+    def stream_versions_now(self, streams: Iterable[str], conn: Connection | None = None) -> dict[str, int]:
+        """`stream_versions` among committed transactions, on `conn` or a connection of its own."""
+        with self._reading(conn) as conn:
+            return self.stream_versions(conn, streams)
+
+    @contextmanager
+    def _reading(self, conn: Connection | None) -> Iterator[Connection]:
+        """`conn`, or a connection from the pool, for one read that ends its transaction."""
+        if conn is not None:
             try:
-                return self.stream_versions(conn, streams)
+                yield conn
             finally:
                 conn.rollback()
+            return
+        with self.engine.connect() as fresh:
+            try:
+                yield fresh
+            finally:
+                fresh.rollback()
 
     def mark_processed(self, conn: Connection, items: Sequence[tuple[str, int | None]]) -> None:
         if items and self.dialect == "postgresql":

@@ -22,6 +22,7 @@ from steward.audit.verifier import (
     canonical_text,
     event_body_text,
     event_hash,
+    json_string,
     payload_digest,
 )
 
@@ -114,5 +115,6 @@ __all__ = [
     "fast_canonical_bytes",
     "fast_canonical_text",
     "hash_recorded",
+    "json_string",
     "payload_digest",
 ]

@@ -23,7 +23,7 @@ from steward.domain.events import Event
 from steward.domain.state import JOB_LOCAL_EVENTS as STATE_JOB_LOCAL_EVENTS
 from steward.domain.state import AllocationNode, ClusterNode, Job, LedgerState, evolve, evolve_job
 from steward.store import schema
-from steward.store.eventstore import copy_rows
+from steward.store.eventstore import ANY_JSON_TEXTS, copy_rows, json_texts
 
 
 def job_row(job: Job, position: int) -> dict[str, Any]:
@@ -65,9 +65,9 @@ def allocation_row(a: AllocationNode, position: int) -> dict[str, Any]:
 
 
 def _upsert(conn: Connection, table: Table, key: str, keys: list[str], rows: list[dict[str, Any]]) -> None:
-    if keys and conn.dialect.name == "postgresql":  # one array parameter: no statement with thousands of literals
+    if keys and conn.dialect.name == "postgresql":  # one JSON parameter: no statement with thousands of literals
         cursor = conn.connection.driver_connection.cursor()  # type: ignore[union-attr]
-        cursor.execute(f"DELETE FROM {table.name} WHERE {key} = ANY(%s)", (keys,))
+        cursor.execute(f"DELETE FROM {table.name} WHERE {key} = {ANY_JSON_TEXTS}", (json_texts(keys),))
     else:
         for i in range(0, len(keys), 5000):
             conn.execute(delete(table).where(table.c[key].in_(keys[i:i + 5000])))
@@ -121,7 +121,7 @@ def write_rows(conn: Connection, rows: ChangedRows) -> None:
     if conn.dialect.name == "postgresql":
         if job_keys:
             cursor = conn.connection.driver_connection.cursor()  # type: ignore[union-attr]
-            cursor.execute("DELETE FROM proj_jobs WHERE job_id = ANY(%s)", (job_keys,))
+            cursor.execute(f"DELETE FROM proj_jobs WHERE job_id = {ANY_JSON_TEXTS}", (json_texts(job_keys),))
             present = [job_copy_row(j, p) for _, j, p in rows.jobs if j is not None]
             if present:
                 copy_rows(conn, "proj_jobs", JOB_COLUMNS, present)

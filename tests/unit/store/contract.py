@@ -79,6 +79,19 @@ class StoreContract:
         assert versions == {"a": 2, "b": 1, "c": 0, "m-1": 0}
         assert store.seen_messages_now([], []) == (set(), {})
 
+    def test_ids_and_stream_names_that_need_escaping_are_matched_exactly(self, store: EventStore) -> None:
+        """The id and stream lists go to PostgreSQL as one JSON text: quotes, backslashes, commas,
+        braces, control characters, non-ASCII and the empty string are each matched as themselves."""
+        odd = ['q"uote', "back\\slash", "a,b", "{x}", "tab\tnl\n", "é😀\u2028", "", "NULL", " sp "]
+        with store.engine.begin() as conn:
+            store.append(conn, [PendingAppend([Event(s, "X", {}) for s in odd], {"actor": "t"}, odd[0])])
+            store.mark_processed(conn, [(m, None) for m in odd])
+            assert store.seen_messages(conn, [*odd, "a", "b", "x"]) == set(odd)
+            assert store.stream_versions(conn, [*odd, "a"]) == dict.fromkeys(odd, 1) | {"a": 0}
+        seen, versions = store.seen_messages_now([*odd, "q", "quote"], [*odd, "NUL"])
+        assert seen == set(odd)
+        assert versions == dict.fromkeys(odd, 1) | {"NUL": 0}
+
     def test_expected_version_mismatch_is_refused_and_nothing_is_written(self, store: EventStore) -> None:
         with store.engine.begin() as conn:
             store.append(conn, [PendingAppend([Event("a", "X", {})], {})])

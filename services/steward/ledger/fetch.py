@@ -1,0 +1,283 @@
+"""The ledger's Kafka fetch stage, in a process of its own (ADR 0019).
+
+kafka-python fetches and parses records in pure Python (~7 us of CPU per record), under the same GIL
+as the ledger's deciding thread and its writer thread. This stage runs the consumer in a child process
+and hands the ledger whole batches of raw messages (`source`, value bytes) with the next offset of each
+partition: a pickled list of bytes costs the ledger ~0.2 us a message to receive.
+
+The ledger asks for each batch when it is ready for one, and gets everything read since (up to a batch);
+the process reads ahead meanwhile. The stage is stateless. The ledger still decides, records, and stores
+the offsets in the same transaction as the events; it tells the stage where to read from (`seek`, with
+the offsets in the store) at the start and after any batch that did not commit. Every seek opens a new
+epoch: what was read before it is dropped (held, or already sent), so nothing read before a rewind is
+ever decided after it. The child dies with the ledger (`PR_SET_PDEATHSIG`, and a closed pipe), so a
+SIGKILLed ledger leaves no reader behind.
+"""
+
+from __future__ import annotations
+
+import gc
+import logging
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass
+from multiprocessing.connection import Connection
+from typing import Any
+
+from steward.config import Settings
+
+log = logging.getLogger("steward.ledger.fetch")
+
+Messages = list[tuple[str, bytes | None]]
+Offsets = dict[tuple[str, int], int]
+
+# How long the stage waits for the commands topic to have partitions before it gives up.
+PARTITIONS_TIMEOUT_S = 60.0
+# The consumer's settings for a ledger that reads batches of thousands of small commands.
+FETCH_MAX_BYTES = 64 * 1024 * 1024
+MAX_PARTITION_FETCH_BYTES = 4 * 1024 * 1024
+# Batches the process reads ahead of the ledger's requests before it waits.
+HELD_BATCHES = 2
+
+
+class FetchFailed(RuntimeError):
+    """The fetch process could not read the topic, or exited."""
+
+
+@dataclass(frozen=True, slots=True)
+class Fetched:
+    """One batch as the ledger decides it: messages in partition order, and the next offset to read of
+    every partition they came from."""
+
+    messages: Messages
+    offsets: Offsets
+
+
+class FetchStage:
+    """The parent's side: starts the fetch process, seeks it, receives its batches."""
+
+    def __init__(self, settings: Settings, topic: str, group: str, max_records: int) -> None:
+        # A new interpreter (`python -m steward.ledger.fetch`), not multiprocessing: the ledger has threads
+        # (no fork), and spawn would re-import whatever script started the ledger. The two talk through a
+        # socket pair with multiprocessing's message framing (pickle).
+        ours, theirs = socket.socketpair()
+        self._conn = Connection(ours.detach())
+        try:
+            self._proc = subprocess.Popen(
+                [sys.executable, "-m", "steward.ledger.fetch", str(theirs.fileno()), str(os.getpid())],
+                pass_fds=(theirs.fileno(),), stdin=subprocess.DEVNULL)
+        finally:
+            theirs.close()
+        self._conn.send((settings.model_dump_json(), topic, group, max_records))
+        self._epoch = 0
+        self._max_records = max_records
+        self._asked = False  # a request for a batch is out
+        self.cpu_s = 0.0  # the fetch process's CPU once it took the partitions, known once it stopped
+        self.partitions: list[int] = []
+
+    def wait_ready(self, stop: threading.Event) -> None:
+        """Wait until the process has taken every partition of the topic (FetchFailed when it cannot)."""
+        while not stop.is_set():
+            if self._conn.poll(0.2):
+                kind, *args = self._recv()
+                if kind == "ready":
+                    self.partitions = list(args[0])
+                    return
+                if kind == "error":
+                    raise FetchFailed(str(args[0]))
+
+    def seek(self, stored: Offsets) -> None:
+        """Read every partition from its stored offset (from the beginning when none is stored); batches
+        fetched before this are dropped."""
+        self._epoch += 1
+        self._conn.send(("seek", self._epoch, dict(stored)))
+
+    def commit(self, offsets: Offsets) -> None:
+        """Also commit `offsets` to Kafka (for consumer-group tools; the store's copy is the truth)."""
+        self._conn.send(("commit", dict(offsets)))
+
+    def poll(self, timeout_s: float) -> Fetched | None:
+        """The next batch read since the last seek, waiting up to `timeout_s`; None when there is none.
+
+        The process answers a request with everything it holds (up to `max_records`), so the batch is what
+        arrived until the ledger was ready for it, as a poll of its own consumer would give it: sending each
+        fetch as it came would hand the ledger small batches while it records, and leave the rest for a
+        batch later (one more batch of latency). After a batch of at least half `max_records` (a backlog)
+        the next one is asked for at once."""
+        if not self._asked:
+            self._conn.send(("want",))
+            self._asked = True
+        deadline = time.monotonic() + timeout_s
+        while True:
+            if not self._conn.poll(max(0.0, deadline - time.monotonic())):
+                return None  # (the request stands: the next poll takes its answer)
+            kind, *args = self._recv()
+            if kind == "batch":
+                self._asked = False
+                epoch, messages, offsets = args
+                if epoch == self._epoch:
+                    if len(messages) >= self._max_records // 2:
+                        # a backlog: ask for the next batch now, to have it while this one is decided and
+                        # recorded (the ledger decides batch N+1 while N is written, ADR 0015)
+                        self._conn.send(("want",))
+                        self._asked = True
+                    return Fetched(messages, offsets)
+                self._conn.send(("want",))  # read before the last seek: dropped, and asked again
+                self._asked = True
+                continue
+            if kind == "error":
+                raise FetchFailed(str(args[0]))
+
+    def close(self, timeout_s: float = 5.0) -> None:
+        """Stop the process (it reports its CPU time on the way out)."""
+        try:
+            self._conn.send(("stop",))
+            deadline = time.monotonic() + timeout_s
+            while self._conn.poll(max(0.0, deadline - time.monotonic())):
+                kind, *args = self._conn.recv()
+                if kind == "stopped":
+                    self.cpu_s = float(args[0])
+                    break
+        except (EOFError, OSError):
+            pass
+        finally:
+            self._conn.close()
+            try:
+                self._proc.wait(timeout_s)
+            except subprocess.TimeoutExpired:
+                self._proc.kill()
+                self._proc.wait(timeout_s)
+
+    def _recv(self) -> Any:
+        try:
+            return self._conn.recv()
+        except (EOFError, OSError):
+            try:
+                code = self._proc.wait(1.0)
+            except subprocess.TimeoutExpired:
+                code = None
+            raise FetchFailed(f"the fetch process exited (exit code {code})") from None
+
+
+# ----------------------------------------------------------------------------------- the child process
+
+
+def _die_with_parent(parent: int) -> None:
+    """SIGKILL this process when the ledger dies (Linux), and leave at once if it already has."""
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass  # elsewhere, the closed pipe ends it
+    if os.getppid() != parent:
+        os._exit(0)
+
+
+def fetch_main(conn: Connection) -> None:
+    """The fetch process: take every partition of the topic, then poll batches of up to `max_records` and
+    send them to the ledger, tagged with the epoch of the last seek; nothing is read before the first."""
+    gc.set_threshold(50_000, 20, 100)  # kafka-python allocates a few objects per record; none are kept
+    from kafka import TopicPartition
+
+    from steward.bus.kafka import make_consumer
+
+    try:
+        settings_json, topic, group, max_records = conn.recv()
+    except (EOFError, OSError):
+        return
+    settings = Settings.model_validate_json(settings_json)
+    consumer = make_consumer(settings, group, max_poll_records=max_records, fetch_max_bytes=FETCH_MAX_BYTES,
+                             max_partition_fetch_bytes=MAX_PARTITION_FETCH_BYTES)
+    try:
+        deadline = time.monotonic() + PARTITIONS_TIMEOUT_S
+        partitions = consumer.partitions_for_topic(topic)
+        while not partitions:
+            if time.monotonic() > deadline:
+                conn.send(("error", f"topic {topic} has no partitions (is it created?)"))
+                return
+            if conn.poll(0.5) and conn.recv()[0] == "stop":
+                conn.send(("stopped", 0.0))
+                return
+            partitions = consumer.partitions_for_topic(topic)
+        assigned = [TopicPartition(topic, p) for p in sorted(partitions)]
+        consumer.assign(assigned)
+        conn.send(("ready", sorted(partitions)))
+        started = time.process_time()  # the CPU reported at the end leaves out the start (imports, connect)
+        epoch: int | None = None
+        wanted = False  # the ledger asked for a batch
+        held: list[tuple[str, bytes | None, tuple[str, int], int]] = []  # read, not yet sent: in partition order
+        while True:
+            while epoch is None or conn.poll(0):  # commands first; before the first seek, only commands
+                kind, *args = conn.recv()
+                if kind == "want":
+                    wanted = True
+                elif kind == "seek":
+                    epoch, stored = args
+                    held.clear()
+                    for tp in assigned:
+                        offset = stored.get((tp.topic, tp.partition))
+                        if offset is None:
+                            consumer.seek_to_beginning(tp)
+                        else:
+                            consumer.seek(tp, offset)
+                elif kind == "commit":
+                    _commit(consumer, args[0])
+                elif kind == "stop":
+                    conn.send(("stopped", time.process_time() - started))
+                    return
+            if wanted and held:
+                take = held[:max_records]
+                del held[:max_records]
+                offsets: Offsets = {}
+                for _, _, key, offset in take:
+                    offsets[key] = offset + 1
+                conn.send(("batch", epoch, [(source, value) for source, value, _, _ in take], offsets))
+                wanted = False
+                continue
+            if len(held) >= HELD_BATCHES * max_records:
+                conn.poll(0.2)  # enough in hand: wait for the ledger's next request
+                continue
+            # waiting for a record the ledger asked for, or reading ahead while it decides and records
+            polled = consumer.poll(timeout_ms=200 if wanted else 20, max_records=max_records)
+            for tp, records in polled.items():
+                key, prefix = (tp.topic, tp.partition), f"{tp.topic}/{tp.partition}@"
+                held += [(prefix + str(r.offset), r.value, key, r.offset) for r in records]
+    except (EOFError, BrokenPipeError, ConnectionResetError):
+        return  # the ledger is gone
+    finally:
+        consumer.close()
+
+
+def _commit(consumer: Any, offsets: Offsets) -> None:
+    """Commit to Kafka without waiting (only consumer-group tools read it; the store's copy is the truth):
+    a synchronous commit held the next fetch for a round trip to the group coordinator."""
+    from kafka import TopicPartition
+    from kafka.structs import OffsetAndMetadata
+
+    def meta(offset: int) -> Any:
+        try:
+            return OffsetAndMetadata(offset, "", -1)
+        except TypeError:
+            return OffsetAndMetadata(offset, "")
+
+    def done(_offsets: Any, response: Any) -> None:
+        if isinstance(response, Exception):
+            log.info("offsets not committed to Kafka (%s); the store has them", type(response).__name__)
+
+    try:
+        consumer.commit_async({TopicPartition(t, p): meta(o) for (t, p), o in offsets.items()}, callback=done)
+    except Exception as err:
+        log.info("offsets not committed to Kafka (%s); the store has them", type(err).__name__)
+
+
+if __name__ == "__main__":  # python -m steward.ledger.fetch FD PARENT_PID (started by FetchStage)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # a Ctrl-C stops the ledger, which stops this process
+    _die_with_parent(int(sys.argv[2]))
+    fetch_main(Connection(int(sys.argv[1])))
