@@ -17,6 +17,7 @@ setup: $(STAMP) compile
 ## compile: the policy's and the simulator's hot pure modules compiled with mypyc (ADR 0020, steward.native);
 ## rebuilt only when a compiled source changed (~1 min); until then, or with STEWARD_PURE=1, the .py sources run
 compile: $(STAMP)
+	@command -v gcc >/dev/null || STEWARD_SVC=compile bash -c '. infra/lib.sh && apt_install gcc libc6-dev'
 	$(PY) infra/compile_native.py
 
 ## tools: what checks the deployment descriptions (Helm built from the Go proxy, Kubernetes schemas);
