@@ -217,35 +217,20 @@ class _Attempt:
             k = divergence(self.path, vpath)
             if 0 <= k < len(self.path) and k < len(vpath):
                 a_v = vpath[k]
-                if self._ranked_improves(k, a_v, 0.0):
+                if self._holds(0, k, a_v, 0.0):
                     out = a_v
                 self.level[a_v] = k
         self.div[project] = out
         return out
 
-    def _ranked_improves(self, k: int, a_v: str, freed: float) -> bool:
-        """`strictly_improves` at level k under the reading the order ranks by."""
-        b = self.branches
+    def _holds(self, reading: int, k: int, a_v: str, freed: float) -> bool:
+        """`strictly_improves` at level k against the victim-side allocation `a_v`, under one reading
+        (0: the one the order ranks by; 1: ADR 0016's in-full reading, when there is one)."""
+        b = self.readings[reading]
         v_after = projected_ratio(
             b.delivered.get(a_v, 0.0), b.running.get(a_v, 0.0) - freed, b.entitled.get(a_v, 0.0), self.horizon
         )
-        return self.w_after[0][k] < v_after
-
-    def _improves(self, k: int, a_v: str, freed: float) -> bool:
-        """`strictly_improves` at level k against the victim-side allocation `a_v`, under every reading."""
-        b, horizon = self.branches, self.horizon
-        v_after = projected_ratio(
-            b.delivered.get(a_v, 0.0), b.running.get(a_v, 0.0) - freed, b.entitled.get(a_v, 0.0), horizon
-        )
-        if not self.w_after[0][k] < v_after:
-            return False
-        also = b.also
-        if also is None:
-            return True
-        v_full = projected_ratio(
-            also.delivered.get(a_v, 0.0), also.running.get(a_v, 0.0) - freed, also.entitled.get(a_v, 0.0), horizon
-        )
-        return self.w_after[1][k] < v_full
+        return self.w_after[reading][k] < v_after
 
     def eligible(self, v: Victim, freed: dict[str, float]) -> bool:
         """Rules in order: already leaving → free; unfunded → preemptible at once by funded work;
@@ -262,9 +247,9 @@ class _Attempt:
             return True
         total = freed.get(a_v, 0.0) + v.job.gpus
         k = self.level[a_v]
-        if not self._ranked_improves(k, a_v, total):
+        if not self._holds(0, k, a_v, total):
             return False
-        if not cheap_victim(v, self.cheap_s) and not self._improves(k, a_v, total):
+        if len(self.readings) > 1 and not cheap_victim(v, self.cheap_s) and not self._holds(1, k, a_v, total):
             return False
         freed[a_v] = total
         return True
