@@ -71,7 +71,9 @@ def test_bad_submissions_are_refused_and_nothing_is_recorded(applied: None, args
     assert proc.returncode != 0
     assert message in proc.stderr and "Traceback" not in proc.stderr
     after = json.loads(steward("jobs", "--limit", "1000", "--output", "json").stdout)
-    assert after == before
+    # no job recorded by the refused submission; the jobs of earlier tests may still move on meanwhile
+    # (comparing whole records failed once when a resumable job's second attempt ended in between)
+    assert [j["id"] for j in after] == [j["id"] for j in before]
 
 
 def test_malformed_yaml_is_refused_with_its_line(tmp_path: Path, stack: dict[str, object]) -> None:
