@@ -26,7 +26,7 @@ the end. The same snapshot always gives the same result, whatever the order of i
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from itertools import accumulate, compress
 from operator import attrgetter
 from typing import Any
@@ -70,7 +70,7 @@ from steward.policy.model import (
 from steward.policy.ordering import Order, demand_of, order_pending, standing
 from steward.policy.packing import FirmLoad, pack_single
 from steward.policy.placement import CapacityIndex, Fit, fragmentation, level_name
-from steward.policy.preemption import VictimPlan, VictimSearch, branches_of, strictly_improves
+from steward.policy.preemption import Branches, VictimPlan, VictimSearch, branches_of, strictly_improves
 from steward.policy.reservation import (
     ReservationPlan,
     may_backfill,
@@ -102,6 +102,31 @@ def settings_dict(settings: PolicySettings) -> dict[str, Any]:
 def schedule(snapshot: Snapshot) -> CycleResult:
     """One scheduling cycle (see the module docstring for the phases)."""
     return _Cycle(snapshot).run()
+
+
+class _GangMayPreempt:
+    """May a reserving gang preempt a project's work once its protection ends (strict improvement,
+    memoised per project)? An object rather than closures in `make_reservation`: a closure over the
+    cycle made every such cycle reference-cyclic garbage for the collector."""
+
+    def __init__(self, path: tuple[str, ...], gpus: int, horizon: float, branches: Branches,
+                 path_of: Callable[[str], tuple[str, ...]]) -> None:
+        self.path = path
+        self.gpus = gpus
+        self.horizon = horizon
+        self.branches = branches
+        self.path_of = path_of
+        self.memo: dict[str, bool] = {}
+
+    def project(self, project: str) -> bool:
+        ok = self.memo.get(project)
+        if ok is None:
+            ok, _ = strictly_improves(self.path, self.gpus, self.path_of(project), 0.0, self.horizon, self.branches)
+            self.memo[project] = ok
+        return ok
+
+    def victim(self, victim: RunningJob) -> bool:
+        return self.project(victim.project)
 
 
 class _Cycle:
@@ -569,19 +594,10 @@ class _Cycle:
     def make_reservation(self, job: PendingJob, path: tuple[str, ...], order_pos: int) -> None:
         """Issue 3: a reservation for a blocked large gang, assembled from protection expiries."""
         index, s, now = self.index, self.s, self.now
-        horizon = protection_s(job.klass, job.min_runtime_s, s)
-        memo: dict[str, bool] = {}
-
-        def may_preempt_project(project: str) -> bool:
-            ok = memo.get(project)
-            if ok is None:
-                ok, _ = strictly_improves(path, job.gpus, self.path(project), 0.0, horizon, self.branches)
-                memo[project] = ok
-            return ok
-
-        def may_preempt(victim: RunningJob) -> bool:
-            return may_preempt_project(victim.project)
-
+        gang_may_preempt = _GangMayPreempt(path, job.gpus, protection_s(job.klass, job.min_runtime_s, s),
+                                           self.branches, self.path)
+        may_preempt = gang_may_preempt.victim
+        may_preempt_project = gang_may_preempt.project
         on_node: list[list[tuple[float, int]]] = [[] for _ in index.ids]
         pos = index.pos
         for r in self.snap.running:

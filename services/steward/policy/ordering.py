@@ -73,19 +73,42 @@ def demand_of(snap: Snapshot) -> Mapping[str, float] | None:
     return demand_gpus(snap.pending, snap.running, s)
 
 
+_post_orders: list[tuple[AllocationTree, tuple[tuple[str, tuple[str, ...]], ...]]] = []
+
+
+def post_order(tree: AllocationTree) -> tuple[tuple[str, tuple[str, ...]], ...]:
+    """Every allocation with its children, each after its children (depth first, children in
+    `tree.children` order): the order `subtree_sums` adds in. Taken once per tree object (immutable);
+    the cycle asks for it several times per call, and a recursive closure per call made each cycle
+    reference-cyclic garbage for the collector (docs/benchmarks.md "Simulator", round 5)."""
+    if _post_orders and _post_orders[0][0] is tree:
+        return _post_orders[0][1]
+    out: list[tuple[str, tuple[str, ...]]] = []
+    stack: list[tuple[str, bool]] = [(c, False) for c in reversed(tree.children(None))]
+    while stack:
+        node, done = stack.pop()
+        kids = tree.children(node)
+        if done or not kids:
+            out.append((node, kids))
+            continue
+        stack.append((node, True))
+        stack.extend((c, False) for c in reversed(kids))
+    _post_orders[:] = [(tree, tuple(out))]
+    return _post_orders[0][1]
+
+
 def subtree_sums(tree: AllocationTree, leaf_values: Mapping[str, float]) -> dict[str, float]:
     """Per allocation, the sum of `leaf_values` over the projects in its subtree (a project: its own
-    value, 0 when absent). O(tree)."""
+    value, 0 when absent), children added in `tree.children` order. O(tree)."""
     out: dict[str, float] = {}
-
-    def visit(node: str) -> float:
-        kids = tree.children(node)
-        total = sum(visit(c) for c in kids) if kids else float(leaf_values.get(node, 0.0))
+    for node, kids in post_order(tree):
+        if kids:
+            total = 0.0
+            for c in kids:
+                total += out[c]
+        else:
+            total = float(leaf_values.get(node, 0.0))
         out[node] = total
-        return total
-
-    for top in tree.children(None):
-        visit(top)
     return out
 
 
@@ -207,17 +230,7 @@ def standing(
     ratio = {n: usage_ratio(ranked_d[n], ranked_e[n]) for n in tree.allocations}
     level_rank: dict[str, tuple[int, int]] = {}
     leaf_order: list[str] = []
-
-    def walk(parent: str | None) -> None:
-        kids = sorted(tree.children(parent), key=lambda c: sibling_key(ratio[c], c))
-        for i, c in enumerate(kids):
-            level_rank[c] = (i + 1, len(kids))
-            if tree.children(c):
-                walk(c)
-            else:
-                leaf_order.append(c)
-
-    walk(None)
+    _rank_walk(tree, ratio, None, level_rank, leaf_order)
     return Standing(
         delivered=delivered,
         entitled=entitled,
@@ -231,6 +244,25 @@ def standing(
         demand=None if demand is None else subtree_sums(tree, demand),
         active=active,
     )
+
+
+def _rank_walk(
+    tree: AllocationTree,
+    ratio: Mapping[str, float],
+    parent: str | None,
+    level_rank: dict[str, tuple[int, int]],
+    leaf_order: list[str],
+) -> None:
+    """`standing`'s walk down the tree: siblings by `sibling_key` (unique, as node ids are), each
+    one's (rank, of), the leaves in global order. A module function, not a closure (see `post_order`)."""
+    kids = sorted([sibling_key(ratio[c], c) for c in tree.children(parent)])
+    n = len(kids)
+    for i, (_, c) in enumerate(kids):
+        level_rank[c] = (i + 1, n)
+        if tree.children(c):
+            _rank_walk(tree, ratio, c, level_rank, leaf_order)
+        else:
+            leaf_order.append(c)
 
 
 def sort_within_project(jobs: list[PendingJob]) -> list[PendingJob]:
