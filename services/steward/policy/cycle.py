@@ -26,8 +26,8 @@ the end. The same snapshot always gives the same result, whatever the order of i
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterator
-from itertools import accumulate, compress
+from collections.abc import Callable, Iterator, Sequence
+from itertools import compress
 from operator import attrgetter
 from typing import Any
 
@@ -83,7 +83,6 @@ from steward.policy.settings import PolicySettings
 
 __all__ = ["schedule"]
 
-_gpus_of = attrgetter("gpus")
 _id_of = attrgetter("id")
 _settings_dicts: list[tuple[PolicySettings, dict[str, Any]]] = []
 
@@ -97,6 +96,20 @@ def settings_dict(settings: PolicySettings) -> dict[str, Any]:
         base = settings.to_dict()
         _settings_dicts[:] = [(settings, base)]
     return {k: dict(v) if isinstance(v, dict) else list(v) if isinstance(v, list) else v for k, v in base.items()}
+
+
+def sizes_and_suffix_min(jobs: Sequence[PendingJob]) -> tuple[list[int], list[int]]:
+    """The GPUs of each job in the order, and suffix_min[k]: the smallest job at or after position k
+    (a sentinel 1 << 62 past the end). One compiled loop: `list(map(...))` and `accumulate(..., min)`
+    called back into the interpreter per job (≈ 10 % of a compiled simulation, round 5)."""
+    n = len(jobs)
+    gpus = [0] * n
+    suffix = [1 << 62] * (n + 1)
+    for k in range(n - 1, -1, -1):
+        g = jobs[k].gpus
+        gpus[k] = g
+        suffix[k] = g if k == n - 1 or g < suffix[k + 1] else suffix[k + 1]
+    return gpus, suffix
 
 
 def schedule(snapshot: Snapshot) -> CycleResult:
@@ -279,12 +292,7 @@ class _Cycle:
         for project in sorted(funded_by_project):
             self.charge(self.path(project), funded_by_project[project])
         self.branches = branches_of(self.stand, self.funded_in_use)
-        # suffix_min[k]: the smallest job at or after position k (a sentinel past the end)
-        self.gpus: list[int] = list(map(_gpus_of, self.order.jobs))
-        suffix = list(accumulate(reversed(self.gpus), min))
-        suffix.reverse()
-        suffix.append(1 << 62)
-        self.suffix_min = suffix
+        self.gpus, self.suffix_min = sizes_and_suffix_min(self.order.jobs)
 
     # --- placement primitives ----------------------------------------------------------------------
 
@@ -861,7 +869,10 @@ class _Cycle:
             blocked_by_reservation=self.blocked_by_reservation,
         )
         ctx.rank_cache.update(self.rank_cache)
-        largest = max(map(_gpus_of, waiting), default=0)
+        largest = 0  # the largest waiting job (a compiled loop: see `sizes_and_suffix_min`)
+        for job in waiting:
+            if job.gpus > largest:
+                largest = job.gpus
         frag = fragmentation(index, largest)
         free_after = index.physical_free_total()
         evidence = {
