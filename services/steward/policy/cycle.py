@@ -67,7 +67,7 @@ from steward.policy.model import (
     Snapshot,
     Stop,
 )
-from steward.policy.ordering import Order, demand_of, order_pending, standing
+from steward.policy.ordering import Order, demand_of, order_pending, standing, tree_layout
 from steward.policy.packing import FirmLoad, pack_single
 from steward.policy.placement import CapacityIndex, Fit, fragmentation, level_name
 from steward.policy.preemption import Branches, VictimPlan, VictimSearch, branches_of, strictly_improves
@@ -287,7 +287,8 @@ class _Cycle:
         self.stand = standing(snap.tree, snap.usage, self.capacity, s, demand_of(snap))
         self.order: Order = order_pending(snap.pending, self.stand, snap.usage, s)
         tree = snap.tree
-        self.quota = {a: tree.entitlement(a) * self.capacity for a in tree.allocations}
+        entitlement = tree_layout(tree).entitlement
+        self.quota = {a: e * self.capacity for a, e in entitlement.items()}
         self.funded_in_use: dict[str, float] = {}
         for project in sorted(funded_by_project):
             self.charge(self.path(project), funded_by_project[project])

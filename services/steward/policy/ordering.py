@@ -73,28 +73,48 @@ def demand_of(snap: Snapshot) -> Mapping[str, float] | None:
     return demand_gpus(snap.pending, snap.running, s)
 
 
-_post_orders: list[tuple[AllocationTree, tuple[tuple[str, tuple[str, ...]], ...]]] = []
+class TreeLayout:
+    """What the cycle reads of an allocation tree several times per call, taken once per tree object
+    (immutable): every allocation with its children, each after its children (depth first, children
+    in `tree.children` order: the order `subtree_sums` adds in), the projects (leaves) and each
+    allocation's entitlement. Recursive closures per call made each cycle reference-cyclic garbage
+    for the collector (docs/benchmarks.md "Simulator", round 5)."""
+
+    __slots__ = ("entitlement", "leaves", "nodes", "post", "tree")
+
+    def __init__(self, tree: AllocationTree) -> None:
+        self.tree = tree
+        out: list[tuple[str, tuple[str, ...]]] = []
+        stack: list[tuple[str, bool]] = [(c, False) for c in reversed(tree.children(None))]
+        while stack:
+            node, done = stack.pop()
+            kids = tree.children(node)
+            if done or not kids:
+                out.append((node, kids))
+                continue
+            stack.append((node, True))
+            stack.extend((c, False) for c in reversed(kids))
+        self.post: tuple[tuple[str, tuple[str, ...]], ...] = tuple(out)
+        self.leaves: tuple[str, ...] = tree.leaves()
+        self.nodes: tuple[str, ...] = tuple(tree.allocations)
+        self.entitlement: dict[str, float] = {n: tree.entitlement(n) for n in self.nodes}
+
+
+_layouts: list[TreeLayout] = []
+
+
+def tree_layout(tree: AllocationTree) -> TreeLayout:
+    """The layout of `tree`, reused while the caller passes the very same tree object."""
+    if _layouts and _layouts[0].tree is tree:
+        return _layouts[0]
+    layout = TreeLayout(tree)
+    _layouts[:] = [layout]
+    return layout
 
 
 def post_order(tree: AllocationTree) -> tuple[tuple[str, tuple[str, ...]], ...]:
-    """Every allocation with its children, each after its children (depth first, children in
-    `tree.children` order): the order `subtree_sums` adds in. Taken once per tree object (immutable);
-    the cycle asks for it several times per call, and a recursive closure per call made each cycle
-    reference-cyclic garbage for the collector (docs/benchmarks.md "Simulator", round 5)."""
-    if _post_orders and _post_orders[0][0] is tree:
-        return _post_orders[0][1]
-    out: list[tuple[str, tuple[str, ...]]] = []
-    stack: list[tuple[str, bool]] = [(c, False) for c in reversed(tree.children(None))]
-    while stack:
-        node, done = stack.pop()
-        kids = tree.children(node)
-        if done or not kids:
-            out.append((node, kids))
-            continue
-        stack.append((node, True))
-        stack.extend((c, False) for c in reversed(kids))
-    _post_orders[:] = [(tree, tuple(out))]
-    return _post_orders[0][1]
+    """Every allocation with its children, each after its children (see `TreeLayout`)."""
+    return tree_layout(tree).post
 
 
 def subtree_sums(tree: AllocationTree, leaf_values: Mapping[str, float]) -> dict[str, float]:
@@ -117,7 +137,9 @@ def active_entitlement(tree: AllocationTree, demand: Mapping[str, float], capaci
     min(entitlement, demand ÷ capacity); an inner allocation the sum over its children (never more
     than its own entitlement, since the children's shares sum to at most 1)."""
     cap = max(capacity, 1)
-    usable = {p: min(tree.entitlement(p), max(demand.get(p, 0.0), 0.0) / cap) for p in tree.leaves()}
+    layout = tree_layout(tree)
+    ent = layout.entitlement
+    usable = {p: min(ent[p], max(demand.get(p, 0.0), 0.0) / cap) for p in layout.leaves}
     return subtree_sums(tree, usable)
 
 
@@ -126,7 +148,7 @@ def delivered_with_demand(
 ) -> dict[str, float]:
     """ADR 0016: an inner allocation's delivered-in-window counts only the projects below it that
     have demand now (a project's own delivered is its usage, demand or not)."""
-    leaves = tree.leaves()
+    leaves = tree_layout(tree).leaves
     out = subtree_sums(tree, {p: usage.get(p, 0.0) for p in leaves if demand.get(p, 0.0) > 0.0})
     out.update((p, float(usage.get(p, 0.0))) for p in leaves)
     return out
@@ -218,7 +240,9 @@ def standing(
     entitlement counts in full. O(tree)."""
     horizon = entitled_horizon_s(settings) * max(capacity, 1)
     delivered = subtree_sums(tree, usage)
-    entitled = {n: tree.entitlement(n) * horizon for n in tree.allocations}
+    layout = tree_layout(tree)
+    nodes, ent = layout.nodes, layout.entitlement
+    entitled = {n: ent[n] * horizon for n in nodes}
     active: dict[str, float] | None = None
     if demand is None:
         ranked_d: Mapping[str, float] = delivered
@@ -226,8 +250,8 @@ def standing(
     else:
         active = active_entitlement(tree, demand, capacity)
         ranked_d = delivered_with_demand(tree, usage, demand)
-        ranked_e = {n: ranked_entitled(tree, n, active, horizon) for n in tree.allocations}
-    ratio = {n: usage_ratio(ranked_d[n], ranked_e[n]) for n in tree.allocations}
+        ranked_e = {n: ranked_entitled(tree, n, active, horizon) for n in nodes}
+    ratio = {n: usage_ratio(ranked_d[n], ranked_e[n]) for n in nodes}
     level_rank: dict[str, tuple[int, int]] = {}
     leaf_order: list[str] = []
     _rank_walk(tree, ratio, None, level_rank, leaf_order)
