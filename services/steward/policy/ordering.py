@@ -150,7 +150,8 @@ def delivered_with_demand(
     have demand now (a project's own delivered is its usage, demand or not)."""
     leaves = tree_layout(tree).leaves
     out = subtree_sums(tree, {p: usage.get(p, 0.0) for p in leaves if demand.get(p, 0.0) > 0.0})
-    out.update((p, float(usage.get(p, 0.0))) for p in leaves)
+    for p in leaves:  # a loop, not `update(generator)`: compiled, the generator cost more than the sums
+        out[p] = float(usage.get(p, 0.0))
     return out
 
 
