@@ -11,6 +11,7 @@ import gc
 import math
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
+from typing import Any
 
 import pytest
 from hypothesis import given
@@ -103,7 +104,7 @@ def test_standing_leaves_no_reference_cycles() -> None:
         ),
     ],
 )
-def test_subtree_sums(spec: dict, values: dict[str, float], expected: dict[str, float]) -> None:
+def test_subtree_sums(spec: dict[str, Any], values: dict[str, float], expected: dict[str, float]) -> None:
     got = subtree_sums(nested(spec), values)
     assert got == expected
     assert list(got) == [n for n, _ in post_order(nested(spec))]  # children before their parent

@@ -10,12 +10,13 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from steward.policy.cycle import sizes_and_suffix_min
+from steward.policy.model import PendingJob
 from tests.unit.policy.builders import pending
 
 SENTINEL = 1 << 62
 
 
-def jobs_of(sizes: list[int]) -> list:
+def jobs_of(sizes: list[int]) -> list[PendingJob]:
     return [pending(f"j{i}", "a", g, submitted_at=i) for i, g in enumerate(sizes)]
 
 
