@@ -73,19 +73,62 @@ def demand_of(snap: Snapshot) -> Mapping[str, float] | None:
     return demand_gpus(snap.pending, snap.running, s)
 
 
+class TreeLayout:
+    """What the cycle reads of an allocation tree several times per call, taken once per tree object
+    (immutable): every allocation with its children, each after its children (depth first, children
+    in `tree.children` order: the order `subtree_sums` adds in), the projects (leaves) and each
+    allocation's entitlement. Recursive closures per call made each cycle reference-cyclic garbage
+    for the collector (docs/benchmarks.md "Simulator", round 5)."""
+
+    __slots__ = ("entitlement", "leaves", "nodes", "post", "tree")
+
+    def __init__(self, tree: AllocationTree) -> None:
+        self.tree = tree
+        out: list[tuple[str, tuple[str, ...]]] = []
+        stack: list[tuple[str, bool]] = [(c, False) for c in reversed(tree.children(None))]
+        while stack:
+            node, done = stack.pop()
+            kids = tree.children(node)
+            if done or not kids:
+                out.append((node, kids))
+                continue
+            stack.append((node, True))
+            stack.extend((c, False) for c in reversed(kids))
+        self.post: tuple[tuple[str, tuple[str, ...]], ...] = tuple(out)
+        self.leaves: tuple[str, ...] = tree.leaves()
+        self.nodes: tuple[str, ...] = tuple(tree.allocations)
+        self.entitlement: dict[str, float] = {n: tree.entitlement(n) for n in self.nodes}
+
+
+_layouts: list[TreeLayout] = []
+
+
+def tree_layout(tree: AllocationTree) -> TreeLayout:
+    """The layout of `tree`, reused while the caller passes the very same tree object."""
+    if _layouts and _layouts[0].tree is tree:
+        return _layouts[0]
+    layout = TreeLayout(tree)
+    _layouts[:] = [layout]
+    return layout
+
+
+def post_order(tree: AllocationTree) -> tuple[tuple[str, tuple[str, ...]], ...]:
+    """Every allocation with its children, each after its children (see `TreeLayout`)."""
+    return tree_layout(tree).post
+
+
 def subtree_sums(tree: AllocationTree, leaf_values: Mapping[str, float]) -> dict[str, float]:
     """Per allocation, the sum of `leaf_values` over the projects in its subtree (a project: its own
-    value, 0 when absent). O(tree)."""
+    value, 0 when absent), children added in `tree.children` order. O(tree)."""
     out: dict[str, float] = {}
-
-    def visit(node: str) -> float:
-        kids = tree.children(node)
-        total = sum(visit(c) for c in kids) if kids else float(leaf_values.get(node, 0.0))
+    for node, kids in post_order(tree):
+        if kids:
+            total = 0.0
+            for c in kids:
+                total += out[c]
+        else:
+            total = float(leaf_values.get(node, 0.0))
         out[node] = total
-        return total
-
-    for top in tree.children(None):
-        visit(top)
     return out
 
 
@@ -94,7 +137,9 @@ def active_entitlement(tree: AllocationTree, demand: Mapping[str, float], capaci
     min(entitlement, demand ÷ capacity); an inner allocation the sum over its children (never more
     than its own entitlement, since the children's shares sum to at most 1)."""
     cap = max(capacity, 1)
-    usable = {p: min(tree.entitlement(p), max(demand.get(p, 0.0), 0.0) / cap) for p in tree.leaves()}
+    layout = tree_layout(tree)
+    ent = layout.entitlement
+    usable = {p: min(ent[p], max(demand.get(p, 0.0), 0.0) / cap) for p in layout.leaves}
     return subtree_sums(tree, usable)
 
 
@@ -103,9 +148,10 @@ def delivered_with_demand(
 ) -> dict[str, float]:
     """ADR 0016: an inner allocation's delivered-in-window counts only the projects below it that
     have demand now (a project's own delivered is its usage, demand or not)."""
-    leaves = tree.leaves()
+    leaves = tree_layout(tree).leaves
     out = subtree_sums(tree, {p: usage.get(p, 0.0) for p in leaves if demand.get(p, 0.0) > 0.0})
-    out.update((p, float(usage.get(p, 0.0))) for p in leaves)
+    for p in leaves:  # a loop, not `update(generator)`: compiled, the generator cost more than the sums
+        out[p] = float(usage.get(p, 0.0))
     return out
 
 
@@ -195,7 +241,9 @@ def standing(
     entitlement counts in full. O(tree)."""
     horizon = entitled_horizon_s(settings) * max(capacity, 1)
     delivered = subtree_sums(tree, usage)
-    entitled = {n: tree.entitlement(n) * horizon for n in tree.allocations}
+    layout = tree_layout(tree)
+    nodes, ent = layout.nodes, layout.entitlement
+    entitled = {n: ent[n] * horizon for n in nodes}
     active: dict[str, float] | None = None
     if demand is None:
         ranked_d: Mapping[str, float] = delivered
@@ -203,21 +251,11 @@ def standing(
     else:
         active = active_entitlement(tree, demand, capacity)
         ranked_d = delivered_with_demand(tree, usage, demand)
-        ranked_e = {n: ranked_entitled(tree, n, active, horizon) for n in tree.allocations}
-    ratio = {n: usage_ratio(ranked_d[n], ranked_e[n]) for n in tree.allocations}
+        ranked_e = {n: ranked_entitled(tree, n, active, horizon) for n in nodes}
+    ratio = {n: usage_ratio(ranked_d[n], ranked_e[n]) for n in nodes}
     level_rank: dict[str, tuple[int, int]] = {}
     leaf_order: list[str] = []
-
-    def walk(parent: str | None) -> None:
-        kids = sorted(tree.children(parent), key=lambda c: sibling_key(ratio[c], c))
-        for i, c in enumerate(kids):
-            level_rank[c] = (i + 1, len(kids))
-            if tree.children(c):
-                walk(c)
-            else:
-                leaf_order.append(c)
-
-    walk(None)
+    _rank_walk(tree, ratio, None, level_rank, leaf_order)
     return Standing(
         delivered=delivered,
         entitled=entitled,
@@ -231,6 +269,25 @@ def standing(
         demand=None if demand is None else subtree_sums(tree, demand),
         active=active,
     )
+
+
+def _rank_walk(
+    tree: AllocationTree,
+    ratio: Mapping[str, float],
+    parent: str | None,
+    level_rank: dict[str, tuple[int, int]],
+    leaf_order: list[str],
+) -> None:
+    """`standing`'s walk down the tree: siblings by `sibling_key` (unique, as node ids are), each
+    one's (rank, of), the leaves in global order. A module function, not a closure (see `post_order`)."""
+    kids = sorted([sibling_key(ratio[c], c) for c in tree.children(parent)])
+    n = len(kids)
+    for i, (_, c) in enumerate(kids):
+        level_rank[c] = (i + 1, n)
+        if tree.children(c):
+            _rank_walk(tree, ratio, c, level_rank, leaf_order)
+        else:
+            leaf_order.append(c)
 
 
 def sort_within_project(jobs: list[PendingJob]) -> list[PendingJob]:

@@ -170,7 +170,9 @@ class PendingView:
             per_horizon = free // chain.gpus + 1 + SLACK
             for horizon in limits:
                 need = per_horizon
-                for i in (i for i, p in enumerate(prots) if p <= horizon):
+                for i, p in enumerate(prots):  # a plain loop: compiled, a generator here was a whole list
+                    if p > horizon:
+                        continue
                     if need == 0:
                         break
                     need -= 1
