@@ -13,8 +13,8 @@ from typing import Any
 
 import pytest
 
-from steward.policy.model import RunningJob
-from steward.sim.engine import running_with
+from steward.policy.model import PendingJob, RunningJob
+from steward.sim.engine import running_with, with_room_freed
 from steward.sim.run import run_scenario
 from tests.unit.sim.builders import job, write_scenario
 
@@ -122,13 +122,29 @@ def test_requeued_job_keeps_its_submit_time_and_first_start(tmp_path: Path) -> N
 EVERY_FIELD: dict[str, Any] = dict(
     id="j", project="p", gpus=3, placement=(("n1", 2), ("n2", 1)), started_at=10.0, protected_until=70.0,
     funded=True, last_checkpoint_at=40.0, resumable=False, klass="interactive", submitted_at=5.0,
-    preemption_requested_at=65.0, min_runtime_s=60.0, priority=2, topology_depth=1,
+    preemption_requested_at=65.0, min_runtime_s=60.0, priority=2, topology_depth=1, claimed_for="w",
 )
 
 
-@pytest.mark.parametrize(("checkpoint", "requested"), [(50.0, None), (None, 80.0), (55.0, 90.0)])
-def test_running_with_is_replace_field_by_field(checkpoint: float | None, requested: float | None) -> None:
+@pytest.mark.parametrize(("checkpoint", "requested", "claimed_for"),
+                         [(50.0, None, None), (None, 80.0, "x"), (55.0, 90.0, None)])
+def test_running_with_is_replace_field_by_field(checkpoint: float | None, requested: float | None,
+                                                claimed_for: str | None) -> None:
     assert set(EVERY_FIELD) == {f.name for f in dataclasses.fields(RunningJob)}
     rj = RunningJob(**EVERY_FIELD)
-    assert running_with(rj, checkpoint, requested) == dataclasses.replace(
-        rj, last_checkpoint_at=checkpoint, preemption_requested_at=requested)
+    assert running_with(rj, checkpoint, requested, claimed_for) == dataclasses.replace(
+        rj, last_checkpoint_at=checkpoint, preemption_requested_at=requested,
+        claimed_for=rj.claimed_for if claimed_for is None else claimed_for)
+
+
+# every field of PendingJob, none at its default (see EVERY_FIELD)
+EVERY_PENDING_FIELD: dict[str, Any] = dict(
+    id="j", project="p", gpus=3, submitted_at=5.0, min_runtime_s=60.0, resumable=False, klass="debug",
+    priority=2, topology_depth=1, previous_node="n1", room_freed_at=3.0,
+)
+
+
+def test_with_room_freed_is_replace_field_by_field() -> None:
+    assert set(EVERY_PENDING_FIELD) == {f.name for f in dataclasses.fields(PendingJob)}
+    pj = PendingJob(**EVERY_PENDING_FIELD)  # type: ignore[arg-type]
+    assert with_room_freed(pj, 9.0) == dataclasses.replace(pj, room_freed_at=9.0)
