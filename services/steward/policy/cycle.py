@@ -408,7 +408,6 @@ class _Cycle:
         self.lane_use = lane_in_use(self.snap.running, self.leaving, s)
         if s.lane_hold_s is None:
             return
-        use = self.lane_use
         now = self.now
         for k, job in enumerate(self.order.jobs):
             if job.room_freed_at is None or not holds_room(job, now, s):
@@ -417,17 +416,7 @@ class _Cycle:
             if fit is None:
                 continue  # not all of its room is free yet: the lane treats it as usual
             self.lane_seen.add(job.id)
-            path = self.path(job.project)
-            before = use.get(job.project, 0)
-            gap = self.funding_gap(job, path)
-            self.place(job, fit, rule, self.lane_funds(gap), path, k)
-            self.placements[-1].evidence["lane"] = {
-                "project_gpus_before": before,
-                "project_cap_gpus": s.lane_project_gpus,
-                "funded_by_lane": gap == ENTITLEMENT_USED,
-                "held_room_since": job.room_freed_at,
-            }
-            use[job.project] = before + job.gpus
+            self.place_lane(job, fit, rule, self.path(job.project), k)["held_room_since"] = job.room_freed_at
 
     def phase2b_lane(self) -> None:
         """ADR 0007 (DESIGN.md "p95 time to first GPU for a session or debug job under 2 minutes
@@ -452,15 +441,23 @@ class _Cycle:
             if fit is None:
                 self.lane_blocked.append((k, job))
                 continue
-            before = use.get(job.project, 0)
-            gap = self.funding_gap(job, path)
-            self.place(job, fit, rule, self.lane_funds(gap), path, k)
-            self.placements[-1].evidence["lane"] = {
-                "project_gpus_before": before,
-                "project_cap_gpus": s.lane_project_gpus,
-                "funded_by_lane": gap == ENTITLEMENT_USED,
-            }
-            use[job.project] = before + job.gpus
+            self.place_lane(job, fit, rule, path, k)
+
+    def place_lane(self, job: PendingJob, fit: Fit, rule: str, path: tuple[str, ...], k: int) -> dict[str, Any]:
+        """Place a lane job, funded as the lane funds it, and count it in its allocation's lane GPUs;
+        returns the placement's `lane` evidence."""
+        use = self.lane_use
+        before = use.get(job.project, 0)
+        gap = self.funding_gap(job, path)
+        self.place(job, fit, rule, self.lane_funds(gap), path, k)
+        lane: dict[str, Any] = {
+            "project_gpus_before": before,
+            "project_cap_gpus": self.s.lane_project_gpus,
+            "funded_by_lane": gap == ENTITLEMENT_USED,
+        }
+        self.placements[-1].evidence["lane"] = lane
+        use[job.project] = before + job.gpus
+        return lane
 
     @staticmethod
     def lane_funds(gap: str | None) -> bool:
