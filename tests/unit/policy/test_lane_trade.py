@@ -8,12 +8,17 @@ import pytest
 
 from steward.policy.cycle import schedule
 from steward.policy.lane import holds_room
+from steward.policy.model import PendingJob, RunningJob
 from steward.policy.preemption import Trade, Victim, trade_victim
 from steward.policy.settings import PolicySettings
 from tests.unit.policy.builders import HOUR, NOW, nodes, pending, placed, preempted, running, snapshot
 
 S = PolicySettings.steward(lane_hold_s=30.0, lane_trade=True)  # off by default: measured, ADR 0021
-DEBUG = {"min_runtime_s": 300.0, "klass": "debug"}
+
+
+def debug(id: str, project: str = "a", room_freed_at: float | None = None) -> PendingJob:
+    return pending(id, project, 1, min_runtime_s=300.0, klass="debug", room_freed_at=room_freed_at)
+
 
 
 @pytest.mark.parametrize(
@@ -28,7 +33,8 @@ DEBUG = {"min_runtime_s": 300.0, "klass": "debug"}
         (NOW - 10, "debug", PolicySettings.ai2(), False),  # the baselines have no lane and no hold
     ],
 )
-def test_which_jobs_hold_room(room_freed_at, klass, settings, expected):
+def test_which_jobs_hold_room(room_freed_at: float | None, klass: str, settings: PolicySettings,
+                              expected: bool) -> None:
     job = pending("j", "a", 1, min_runtime_s=300.0, klass=klass, room_freed_at=room_freed_at)
     assert holds_room(job, NOW, settings) is expected
 
@@ -64,16 +70,16 @@ def _bounded(max_lost_s: float) -> Trade:
         (_victim("a", leaving=True, claimed_for="other"), Trade("a"), False),  # its GPUs are another's
     ],
 )
-def test_which_victims_a_trade_may_take(victim, trade, expected):
+def test_which_victims_a_trade_may_take(victim: Victim, trade: Trade, expected: bool) -> None:
     assert trade_victim(victim, "dbg", trade) is expected
 
 
-def _at_cap(project: str, count: int, node: str = "n0") -> list:
-    return [running(f"{project}_lane{i}", project, 1, on=node, started_at=NOW - 60, protected_for=300.0, **DEBUG)
-            for i in range(count)]
+def _at_cap(project: str, count: int, node: str = "n0") -> list[RunningJob]:
+    return [running(f"{project}_lane{i}", project, 1, on=node, started_at=NOW - 60, protected_for=300.0,
+                    min_runtime_s=300.0, klass="debug") for i in range(count)]
 
 
-def test_a_burst_over_the_cap_trades_its_own_unfunded_work_not_anothers():
+def test_a_burst_over_the_cap_trades_its_own_unfunded_work_not_anothers() -> None:
     s = S.with_(lane_project_gpus=2)
     held = [
         *_at_cap("a", 2),
@@ -83,7 +89,7 @@ def test_a_burst_over_the_cap_trades_its_own_unfunded_work_not_anothers():
         *(running(f"b{i}", "b", 1, protected_for=10 * HOUR) for i in range(2)),
     ]
     snap = snapshot(nodes=nodes(1), usage={"a": 1e7, "b": 0.0}, running=held,
-                    pending=[pending("dbg", "a", 1, **DEBUG)], settings=s)
+                    pending=[debug("dbg")], settings=s)
     result = schedule(snap)
     assert preempted(result) == {"a_own": "dbg"}
     evidence = result.preemptions[0].evidence
@@ -91,18 +97,18 @@ def test_a_burst_over_the_cap_trades_its_own_unfunded_work_not_anothers():
     # without trades the job is over the cap and a's entitlement is used: it would run unfunded, and
     # unfunded work preempts nothing
     assert preempted(schedule(snapshot(nodes=nodes(1), usage={"a": 1e7, "b": 0.0}, running=held,
-                                       pending=[pending("dbg", "a", 1, **DEBUG)],
+                                       pending=[debug("dbg")],
                                        settings=s.with_(lane_trade=False)))) == {}
 
 
-def test_a_trade_takes_own_funded_work_out_of_protection_only_when_allowed():
+def test_a_trade_takes_own_funded_work_out_of_protection_only_when_allowed() -> None:
     s = S.with_(lane_project_gpus=0)  # every lane job is over the cap
     held = [
         running("a_batch", "a", 1, protected_for=HOUR, last_checkpoint_at=NOW - 30),  # out of protection
         running("a_protected", "a", 1, started_at=NOW - 60, protected_for=HOUR),
         *(running(f"b{i}", "b", 1, protected_for=10 * HOUR) for i in range(6)),
     ]
-    job = pending("dbg", "a", 1, **DEBUG)
+    job = debug("dbg")
     snap = snapshot(nodes=nodes(1), usage={"a": 1e7, "b": 0.0}, running=held, pending=[job], settings=s)
     assert preempted(schedule(snap)) == {"a_batch": "dbg"}
     snap = snapshot(nodes=nodes(1), usage={"a": 1e7, "b": 0.0}, running=held, pending=[job],
@@ -110,7 +116,7 @@ def test_a_trade_takes_own_funded_work_out_of_protection_only_when_allowed():
     assert preempted(schedule(snap)) == {}
 
 
-def test_the_freed_room_goes_to_the_job_it_was_freed_for():
+def test_the_freed_room_goes_to_the_job_it_was_freed_for() -> None:
     # one GPU is free; b's batch job is first in the order (b is under-served) and a is over the
     # lane cap: the GPU goes to b, unless a trade just freed it for a's debug job
     s = S.with_(lane_project_gpus=2)
@@ -118,7 +124,7 @@ def test_the_freed_room_goes_to_the_job_it_was_freed_for():
             *(running(f"b{i}", "b", 1, protected_for=10 * HOUR) for i in range(3))]
     waiting = [pending("batch", "b", 1)]
     for freed_at, expected in ((NOW - 20, {"dbg"}), (NOW - 100, {"batch"}), (None, {"batch"})):
-        dbg = pending("dbg", "a", 1, room_freed_at=freed_at, **DEBUG)
+        dbg = debug("dbg", room_freed_at=freed_at)
         result = schedule(snapshot(nodes=nodes(1), usage={"a": 1e7, "b": 0.0}, running=held,
                                    pending=[*waiting, dbg], settings=s))
         assert set(placed(result)) == expected, freed_at
@@ -127,7 +133,7 @@ def test_the_freed_room_goes_to_the_job_it_was_freed_for():
             assert p.funded and p.evidence["lane"]["held_room_since"] == freed_at
 
 
-def test_the_baselines_neither_hold_nor_trade():
+def test_the_baselines_neither_hold_nor_trade() -> None:
     for preset in ("ai2", "fair-tree", "fifo-priority"):
         s = PolicySettings.preset(preset)
         assert s.lane_hold_s is None and not s.lane_trade

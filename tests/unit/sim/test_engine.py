@@ -146,7 +146,7 @@ EVERY_PENDING_FIELD: dict[str, Any] = dict(
 
 def test_with_room_freed_is_replace_field_by_field() -> None:
     assert set(EVERY_PENDING_FIELD) == {f.name for f in dataclasses.fields(PendingJob)}
-    pj = PendingJob(**EVERY_PENDING_FIELD)  # type: ignore[arg-type]
+    pj = PendingJob(**EVERY_PENDING_FIELD)
     assert with_room_freed(pj, 9.0) == dataclasses.replace(pj, room_freed_at=9.0)
 
 
@@ -161,7 +161,8 @@ def test_with_room_freed_is_replace_field_by_field() -> None:
         ({}, [0.0, 295.0]),
     ],
 )
-def test_a_trade_and_its_hold_through_the_engine(tmp_path: Path, sets: dict[str, str], debug_waits: list[float]) -> None:
+def test_a_trade_and_its_hold_through_the_engine(tmp_path: Path, sets: dict[str, str],
+                                                 debug_waits: list[float]) -> None:
     """ADR 0021, hand-computed on one 4-GPU node: a holds its entitlement (a1 and the lane job d1, 2
     GPUs) and the lane cap (1 GPU); u is a's unfunded work; b2 is b's funded batch job, waiting."""
     jobs = [
