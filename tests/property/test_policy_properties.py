@@ -71,8 +71,14 @@ def snapshots(draw: st.DrawFn) -> Snapshot:
                 priority=draw(st.integers(0, 2)),
                 topology_depth=draw(st.sampled_from([None, None, 1, 2])),
                 previous_node=draw(st.sampled_from([None, "n0", "n3"])),
+                room_freed_at=draw(st.sampled_from([None, None, None, NOW - 5, NOW - 60])),
             )
         )
+    ids = [j.id for j in pending]
+    running = [  # a job in its grace was preempted for someone (ADR 0021: its beneficiary)
+        replace(r, claimed_for=draw(st.sampled_from([None, *ids]))) if r.preemption_requested_at is not None else r
+        for r in running
+    ]
     preset = draw(st.sampled_from(["steward", "steward", "ai2", "fair-tree", "fifo-priority"]))
     s = PolicySettings.preset(preset, reservation_min_gpus=draw(st.sampled_from([4, 8, 16])))
     return Snapshot(NOW, node_list, tree, usage, tuple(running), tuple(pending), s, ("spine", "block"))
@@ -203,6 +209,8 @@ def test_strict_improvement_on_every_preemption(snap: Snapshot) -> None:
         horizon = 8 * 3600.0 if w.klass == "interactive" else min(w.min_runtime_s, s.max_min_runtime_s)
         branches = branches_of(stand, run)
         freed: dict[str, float] = {}
+        traded = {p.victim_id for p in result.preemptions if p.for_job_id == for_id and p.evidence.get("trade")}
+        victims = [v for v in victims if v.id not in traded]  # ADR 0021: checked by the trade property
         for v in victims:
             if not v.funded:
                 continue
@@ -279,8 +287,10 @@ def test_the_debug_lane_never_exceeds_its_cap_per_allocation(snap: Snapshot, cap
     leaving = {x.job_id for x in result.stops}
     before = lane_in_use(snap.running, leaving, s)
     jobs = {j.id: j for j in snap.pending}
-    lane_placed = [p.job_id for p in result.placements if "lane" in p.evidence]
-    lane_preempting = {p.for_job_id for p in result.preemptions if p.evidence["lane"]}
+    # ADR 0021: a held room and a trade of the allocation's own work are outside the cap
+    lane_placed = [p.job_id for p in result.placements if "lane" in p.evidence
+                   and "held_room_since" not in p.evidence["lane"]]
+    lane_preempting = {p.for_job_id for p in result.preemptions if p.evidence["lane"] and not p.evidence["trade"]}
     after = dict(before)
     for job_id in {*lane_placed, *lane_preempting}:
         job = jobs[job_id]
@@ -344,3 +354,32 @@ def test_when_every_project_can_use_its_whole_share_the_order_is_designs_as_writ
     demand = {x: 64.0 for x in PROJECTS}
     jobs = _one_job_each(demand)
     assert _order(tree, usage, demand, jobs) == _order(tree, usage, None, jobs)
+
+
+# --- ADR 0021: the lane holds freed room for its job, and trades only the allocation's own work ---------
+
+
+@EXAMPLES
+@given(snapshots())
+def test_a_trade_takes_only_the_allocations_own_work_and_a_hold_only_its_own_room(snap: Snapshot) -> None:
+    """A lane job's trade takes work of its own allocation only, and never protected work; a placement
+    on held room is a lane job whose victims stopped within `lane_hold_s`."""
+    result = schedule(snap)
+    s = snap.settings
+    jobs = {j.id: j for j in snap.pending}
+    by_id = {r.id: r for r in snap.running}
+    for p in result.preemptions:
+        if not p.evidence["trade"]:
+            continue
+        w, v = jobs[p.for_job_id], by_id[p.victim_id]
+        assert s.lane_trade and lane_pending(w, s)
+        assert v.project == w.project, (p.victim_id, p.for_job_id)
+        assert not (v.funded and v.protected_until > NOW)
+        assert v.funded is False or s.lane_trade_funded
+        assert p.evidence["rule"] == "lane_trade_own_work"
+    for p in result.placements:
+        lane = p.evidence.get("lane")
+        if lane is not None and "held_room_since" in lane:
+            job = jobs[p.job_id]
+            assert job.room_freed_at is not None and s.lane_hold_s is not None
+            assert NOW - job.room_freed_at <= s.lane_hold_s and lane_pending(job, s)

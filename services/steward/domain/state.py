@@ -187,6 +187,9 @@ _NO_PREEMPTION: dict[str, Any] = {"preemption_requested_at": None, "preemption_r
                                   "preemption_grace_s": None, "preemption_requeue": True, "preemption_for": ""}
 
 
+_YIELDED: dict[str, Any] = {k: v for k, v in _NO_PREEMPTION.items() if k != "preemption_for"}
+
+
 def _set_node_states(state: LedgerState, node_ids: Any, from_state: str, to_state: str) -> LedgerState:
     changed = {n: replace(state.nodes[n], state=to_state) for n in node_ids
                if n in state.nodes and state.nodes[n].state == from_state}
@@ -216,8 +219,10 @@ def _evolve_job(job: Job, event: Event, at: float) -> Job:
             job = _replace_job(job, checkpoint_path=p["checkpoint_path"],
                           last_checkpoint_at=p.get("checkpoint_at") or job.last_checkpoint_at)
         if p.get("requeue", True):
-            return _replace_job(job, **_NO_PREEMPTION, preemptions=job.preemptions + 1, exit_code=p.get("exit_code"),
-                           idle_since=None, state="PREEMPTED")
+            # the requeued job keeps `preemption_for`: whom it stopped for, and (with `requeued_at`)
+            # when its GPUs were freed, which the scheduler holds for that job (ADR 0021)
+            return _replace_job(job, **_YIELDED, preemptions=job.preemptions + 1,
+                           exit_code=p.get("exit_code"), idle_since=None, state="PREEMPTED")
         return _replace_job(job, **_NO_PREEMPTION, preemptions=job.preemptions + 1, exit_code=p.get("exit_code"),
                        idle_since=None, state="SUSPENDED", ended_at=at)
     if kind == "JobLost":

@@ -13,7 +13,8 @@ the end. The same snapshot always gives the same result, whatever the order of i
    under-served allocations (earliest in the order) holds nodes assembled from protection expiries;
    work behind it in the order (lane jobs included) may use them only if its protection ends before
    the reservation is due (DESIGN.md "Placement"; ADR 0007 "Reservations before the lane").
-2b. The debug lane — small debug jobs and sessions first, up to a per-allocation cap (ADR 0007).
+2b. The debug lane — first the lane jobs whose victims just freed GPUs for them (the hold, ADR 0021),
+   then small debug jobs and sessions, up to a per-allocation cap (ADR 0007).
 3. Place funded work in order, best fit in the smallest domain; a large gang that does not fit gets
    a reservation if fewer than `reservation_allocations` are held, after which the same backfill
    rule holds for its nodes (DESIGN.md "Placement").
@@ -54,7 +55,7 @@ from steward.policy.explain import (
     ReservedRoom,
     Special,
 )
-from steward.policy.lane import lane_admits, lane_in_use, lane_pending
+from steward.policy.lane import holds_room, lane_admits, lane_in_use, lane_pending
 from steward.policy.model import (
     CycleResult,
     Node,
@@ -70,7 +71,7 @@ from steward.policy.model import (
 from steward.policy.ordering import Order, demand_of, order_pending, standing, tree_layout
 from steward.policy.packing import FirmLoad, pack_single
 from steward.policy.placement import CapacityIndex, Fit, fragmentation, level_name
-from steward.policy.preemption import Branches, VictimPlan, VictimSearch, branches_of, strictly_improves
+from steward.policy.preemption import Branches, Trade, VictimPlan, VictimSearch, branches_of, strictly_improves
 from steward.policy.reservation import (
     ReservationPlan,
     may_backfill,
@@ -182,6 +183,7 @@ class _Cycle:
         self.funded_by_project: dict[str, int] = {}
         self.lane_seen: set[str] = set()
         self.lane_blocked: list[tuple[int, PendingJob]] = []
+        self.lane_over: list[tuple[int, PendingJob]] = []  # lane jobs over the cap (ADR 0021 trades)
         self.lane_use: dict[str, int] = {}
         self.room_for: list[str] = []  # waiting jobs a preemption makes room for (fresh victims or not)
         self.load: FirmLoad | None = None  # ADR 0013: gang-aware packing of one-node work
@@ -429,6 +431,27 @@ class _Cycle:
 
     # --- phase 2b: the debug lane --------------------------------------------------------------------
 
+    def phase2b_held_room(self) -> None:
+        """ADR 0021: a lane job whose victims stopped in the last `lane_hold_s` seconds takes the
+        GPUs they freed before anything else is placed (reservations included: the room was made
+        for it first), funded as the lane funds it, whatever the lane cap: the preemption that made
+        the room was counted against the cap, or traded the project's own work (`lane_trade`)."""
+        s = self.s
+        if not s.lane:
+            return
+        self.lane_use = lane_in_use(self.snap.running, self.leaving, s)
+        if s.lane_hold_s is None:
+            return
+        now = self.now
+        for k, job in enumerate(self.order.jobs):
+            if job.room_freed_at is None or not holds_room(job, now, s):
+                continue
+            fit, rule = self.try_place(job, k, now + protection_s(job.klass, job.min_runtime_s, s))
+            if fit is None:
+                continue  # not all of its room is free yet: the lane treats it as usual
+            self.lane_seen.add(job.id)
+            self.place_lane(job, fit, rule, self.path(job.project), k)["held_room_since"] = job.room_freed_at
+
     def phase2b_lane(self) -> None:
         """ADR 0007 (DESIGN.md "p95 time to first GPU for a session or debug job under 2 minutes
         while the cluster is full"): lane jobs, in global order, are placed before the fair-share
@@ -437,10 +460,14 @@ class _Cycle:
         s = self.s
         if not s.lane:
             return
-        self.lane_use = lane_in_use(self.snap.running, self.leaving, s)
         use = self.lane_use
+        lane_seen = self.lane_seen
         for k, job in enumerate(self.order.jobs):
-            if job.klass == "batch" or not lane_pending(job, s) or not lane_admits(job.project, job.gpus, use, s):
+            if job.klass == "batch" or not lane_pending(job, s) or (lane_seen and job.id in lane_seen):
+                continue
+            if not lane_admits(job.project, job.gpus, use, s):
+                if s.lane_trade:
+                    self.lane_over.append((k, job))
                 continue
             self.lane_seen.add(job.id)
             path = self.path(job.project)
@@ -448,15 +475,23 @@ class _Cycle:
             if fit is None:
                 self.lane_blocked.append((k, job))
                 continue
-            before = use.get(job.project, 0)
-            gap = self.funding_gap(job, path)
-            self.place(job, fit, rule, self.lane_funds(gap), path, k)
-            self.placements[-1].evidence["lane"] = {
-                "project_gpus_before": before,
-                "project_cap_gpus": s.lane_project_gpus,
-                "funded_by_lane": gap == ENTITLEMENT_USED,
-            }
-            use[job.project] = before + job.gpus
+            self.place_lane(job, fit, rule, path, k)
+
+    def place_lane(self, job: PendingJob, fit: Fit, rule: str, path: tuple[str, ...], k: int) -> dict[str, Any]:
+        """Place a lane job, funded as the lane funds it, and count it in its allocation's lane GPUs;
+        returns the placement's `lane` evidence."""
+        use = self.lane_use
+        before = use.get(job.project, 0)
+        gap = self.funding_gap(job, path)
+        self.place(job, fit, rule, self.lane_funds(gap), path, k)
+        lane: dict[str, Any] = {
+            "project_gpus_before": before,
+            "project_cap_gpus": self.s.lane_project_gpus,
+            "funded_by_lane": gap == ENTITLEMENT_USED,
+        }
+        self.placements[-1].evidence["lane"] = lane
+        use[job.project] = before + job.gpus
+        return lane
 
     @staticmethod
     def lane_funds(gap: str | None) -> bool:
@@ -715,33 +750,86 @@ class _Cycle:
         """ADR 0007: a blocked lane job that would be funded takes the GPUs of unfunded work first
         (preemptible at once, short grace), else of funded work out of protection under strict
         improvement. Within the lane cap, which counts the GPUs being freed for it."""
-        if not self.lane_blocked:
+        if not self.lane_blocked and not self.lane_over:
             return None
         s = self.s
         search = VictimSearch(self.index, self.snap.running, self.leaving, self.path, self.branches, self.now, s)
         use = self.lane_use
         searches = 0
         failed = math.inf  # as in phase 4: a size that found no victims is not searched again
+        small = s.lane_victim_max_gpus  # ADR 0007: no big victim for a small job
+        no_trade: dict[str, float] = {}  # per project: the smallest size a trade found no victims for
         for k, job in self.lane_blocked:
-            if job.gpus >= failed or not lane_admits(job.project, job.gpus, use, s):
+            if not lane_admits(job.project, job.gpus, use, s):
                 continue
             path = self.path(job.project)
             if not self.lane_funds(self.funding_gap(job, path)):
                 continue  # DESIGN.md: only funded work preempts, in the lane too
-            searches += 1
-            small = s.lane_victim_max_gpus  # ADR 0007: no big victim for a small job
-            plan = search.search(job, path, None, True, small) or search.search(job, path, None, False, small)
+            plan = None
+            traded = False
+            if s.lane_trade and s.lane_cheapest:
+                # ADR 0021: one search, cheapest lost work first, the allocation's own work included
+                if job.gpus < failed:
+                    searches += 1
+                    trade = self.trade_of(job, False)
+                    plan = search.search(job, path, None, False, small, trade)
+                    if plan is None:
+                        failed = float(job.gpus)
+                    else:
+                        traded = any(v.job.project == job.project and not v.leaving for v in plan.victims)
+            else:
+                if job.gpus < failed:
+                    searches += 1
+                    plan = search.search(job, path, None, True, small) or search.search(job, path, None, False, small)
+                    if plan is None:
+                        failed = float(job.gpus)
+                traded = plan is None
+                if traded:
+                    plan = self.trade_plan(search, job, path, no_trade)
             if plan is None:
-                failed = float(job.gpus)
                 continue
             search.take(plan)
-            self.commit_preemption(job, path, plan, k, lane=True)
+            self.commit_preemption(job, path, plan, k, lane=True, trade=traded)
             use[job.project] = use.get(job.project, 0) + job.gpus
+        if self.lane_over:
+            placed = {p.job_id for p in self.placements}
+            for k, job in self.lane_over:
+                if job.id in placed or job.id in self.specials:
+                    continue
+                path = self.path(job.project)
+                if not self.lane_funds(self.funding_gap(job, path)):
+                    continue
+                plan = self.trade_plan(search, job, path, no_trade)
+                if plan is not None:
+                    search.take(plan)
+                    self.commit_preemption(job, path, plan, k, lane=True, trade=True)
         self.counters["lane_searches"] = searches
         return search
 
+    def trade_of(self, job: PendingJob, own_only: bool) -> Trade:
+        s = self.s
+        return Trade(job.project, s.lane_trade_funded, s.lane_trade_max_lost_s, own_only, self.now,
+                     grace_s(True, s), grace_s(False, s), s.checkpoint_interval_s, s.restart_overhead_s)
+
+    def trade_plan(
+        self, search: VictimSearch, job: PendingJob, path: tuple[str, ...], no_trade: dict[str, float]
+    ) -> VictimPlan | None:
+        """ADR 0021: a lane job that found no victim under ADR 0007's rules, or is over the lane
+        cap, takes its own allocation's work (`preemption.trade_victim`), which takes nothing from
+        anyone else; the GPUs freed are held for it (`phase2b_held_room`)."""
+        s = self.s
+        if not s.lane_trade or job.gpus >= no_trade.get(job.project, math.inf):
+            return None
+        trade = self.trade_of(job, True)
+        plan = search.search(job, path, None, False, s.lane_victim_max_gpus, trade)
+        if plan is None:
+            no_trade[job.project] = float(job.gpus)
+        self.counters["lane_trades"] = self.counters.get("lane_trades", 0) + 1
+        return plan
+
     def commit_preemption(
-        self, job: PendingJob, path: tuple[str, ...], plan: VictimPlan, k: int, lane: bool = False
+        self, job: PendingJob, path: tuple[str, ...], plan: VictimPlan, k: int, lane: bool = False,
+        trade: bool = False,
     ) -> None:
         now, s = self.now, self.s
         for i, _g in plan.nodes:
@@ -769,7 +857,8 @@ class _Cycle:
                     grace_ends_at=now + grace,
                     lost_gpu_s=v.cost,
                     evidence={
-                        "rule": "strict_improvement" if v.job.funded else "unfunded_preemptible_at_once",
+                        "rule": "lane_trade_own_work" if trade
+                        else "strict_improvement" if v.job.funded else "unfunded_preemptible_at_once",
                         "waiting": {
                             "job_id": job.id,
                             "project": job.project,
@@ -790,6 +879,7 @@ class _Cycle:
                         },
                         "check": plan.checks.get(v.job.id),
                         "lane": lane,
+                        "trade": trade,
                         "plan": {
                             "nodes": nodes,
                             "victims": len(plan.victims),
@@ -898,6 +988,7 @@ class _Cycle:
     def run(self) -> CycleResult:
         self.phase1_expire_and_drain()
         self.phase2_order_and_fund()
+        self.phase2b_held_room()
         self.phase2a_reserve()
         self.phase2b_lane()
         self.phase3_place_funded()

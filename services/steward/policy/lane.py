@@ -50,3 +50,13 @@ def lane_in_use(running: Iterable[RunningJob], leaving: Mapping[str, object] | s
 def lane_admits(project: str, gpus: int, in_use: Mapping[str, int], settings: PolicySettings) -> bool:
     """ADR 0007: the per-allocation cap of the lane."""
     return in_use.get(project, 0) + gpus <= settings.lane_project_gpus
+
+
+def holds_room(job: PendingJob, now: float, settings: PolicySettings) -> bool:
+    """ADR 0021: the GPUs a preemption freed for a lane job are that job's for `lane_hold_s` after
+    its victims stop (`PendingJob.room_freed_at`): it is placed before anything else, whoever comes
+    first in the order. Without the hold they went to the next cycle's first taker, and the job
+    searched (and preempted) again."""
+    t = job.room_freed_at
+    hold = settings.lane_hold_s
+    return t is not None and hold is not None and now - t <= hold and lane_pending(job, settings)

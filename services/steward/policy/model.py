@@ -79,7 +79,9 @@ class Node:
 @dataclass(frozen=True, slots=True)
 class PendingJob:
     """A waiting job. `topology_depth`, when set, is a hard constraint: the gang must fit inside one
-    domain `node.path[:topology_depth]`. `previous_node` marks a session restore."""
+    domain `node.path[:topology_depth]`. `previous_node` marks a session restore. `room_freed_at` is
+    the last time a job preempted for this one (`RunningJob.claimed_for`) stopped and freed its GPUs
+    (ADR 0021: the lane holds them for it a short while)."""
 
     id: str
     project: str
@@ -91,6 +93,7 @@ class PendingJob:
     priority: int = 0
     topology_depth: int | None = None
     previous_node: str | None = None
+    room_freed_at: float | None = None
 
     def __post_init__(self) -> None:
         if self.gpus < 1:
@@ -107,7 +110,8 @@ class PendingJob:
 class RunningJob:
     """A job holding GPUs. `placement` is ((node_id, gpu_count), ...). `protected_until` is the end
     of its protection from this start (equal to `started_at` when unfunded). `preemption_requested_at`
-    is set once a preemption (checkpoint request) was issued; the job stops after the grace period."""
+    is set once a preemption (checkpoint request) was issued; the job stops after the grace period.
+    `claimed_for` is then the waiting job the preemption makes room for (its beneficiary, ADR 0021)."""
 
     id: str
     project: str
@@ -124,6 +128,7 @@ class RunningJob:
     min_runtime_s: float = 0.0
     priority: int = 0
     topology_depth: int | None = None
+    claimed_for: str | None = None
 
     def __post_init__(self) -> None:
         if sum(c for _, c in self.placement) != self.gpus:

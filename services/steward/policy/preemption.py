@@ -16,7 +16,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from steward.policy.contract import in_grace, is_protected, protection_s
+from steward.policy.contract import grace_s, in_grace, is_protected, protection_s
 from steward.policy.model import PendingJob, RunningJob
 from steward.policy.ordering import Standing
 from steward.policy.placement import CapacityIndex
@@ -143,6 +143,55 @@ def cheap_victim(v: Victim, cheap_s: float | None) -> bool:
     costlier one needs DESIGN.md's in-full reading to agree as well. Lent entitlement is then taken
     back mostly where it costs little."""
     return cheap_s is not None and v.per_gpu <= cheap_s
+
+
+@dataclass(frozen=True, slots=True)
+class Trade:
+    """ADR 0021: a lane job trading its own allocation's work: whose work (`project`), whether
+    funded work out of protection may go too, and the most work per GPU a victim may lose."""
+
+    project: str
+    funded: bool = False
+    max_lost_s: float | None = None
+    own_only: bool = True
+    """False: other allocations' work is a candidate too, under the usual rules (cheapest first)."""
+    now: float = 0.0
+    grace_funded_s: float = 0.0
+    grace_unfunded_s: float = 0.0
+    checkpoint_interval_s: float = 0.0
+    restart_s: float = 0.0
+
+
+def lost_at_stop_s(job: RunningJob, trade: Trade) -> float:
+    """ADR 0021: the work per GPU a victim loses when it stops at the end of its grace, not when it is
+    asked: a resumable job whose next periodic checkpoint (every `checkpoint_interval_s`) falls
+    inside the grace keeps it and loses only what it does after it; plus the restart."""
+    since = job.started_at
+    ckpt = job.last_checkpoint_at
+    if job.resumable and ckpt is not None and ckpt > since:
+        since = ckpt
+    grace = trade.grace_funded_s if job.funded else trade.grace_unfunded_s
+    at_stop = max(0.0, trade.now - since) + grace
+    interval = trade.checkpoint_interval_s
+    if job.resumable and interval > 0 and at_stop >= interval:
+        at_stop -= interval * (at_stop // interval)
+    return at_stop + trade.restart_s
+
+
+def trade_victim(v: Victim, for_job: str, trade: Trade) -> bool:
+    """ADR 0021 (DESIGN.md "priority only orders jobs inside one project"): a lane job may take its
+    own allocation's work, which takes nothing from anyone else. Unfunded work ("preemptible at
+    once"), or, with `trade.funded`, funded work out of its protection (the candidates are never
+    protected); no job already leaving for another waiting job (its GPUs are that job's,
+    `RunningJob.claimed_for`); at most `trade.max_lost_s` of work per GPU lost at its stop."""
+    job = v.job
+    if job.project != trade.project:
+        return False
+    if v.leaving:
+        return job.claimed_for is None or job.claimed_for == for_job
+    if job.funded and not trade.funded:
+        return False
+    return trade.max_lost_s is None or lost_at_stop_s(job, trade) <= trade.max_lost_s
 
 
 def victim_key(v: Victim) -> tuple[float, float, str]:
@@ -297,6 +346,9 @@ class VictimSearch:
         fairness = settings.fairness_preemption and settings.preemptible_after_protection
         raw, held = self.raw, self.held
         inf = math.inf
+        at_stop = settings.victim_cost_at_stop
+        grace_funded, grace_unfunded = grace_s(True, settings), grace_s(False, settings)
+        interval = settings.checkpoint_interval_s
         for job in running:
             placement = job.placement
             if len(placement) == 1:
@@ -321,6 +373,10 @@ class VictimSearch:
                 if job.resumable and ckpt is not None and ckpt > since:
                     since = ckpt
                 lost = now - since
+                if at_stop:  # ADR 0021: the work lost at the end of the grace (`lost_at_stop_s`)
+                    lost = (lost if lost > 0.0 else 0.0) + (grace_funded if job.funded else grace_unfunded)
+                    if job.resumable and lost >= interval > 0.0:
+                        lost -= interval * (lost // interval)
                 cost = job.gpus * ((lost if lost > 0.0 else 0.0) + restart)
             ckpt = job.last_checkpoint_at
             item: _Raw = (cost / job.gpus, -ckpt if ckpt is not None else inf, job.id, cost, going, job, nodes)
@@ -393,23 +449,27 @@ class VictimSearch:
         allowed: set[int] | None = None,
         unfunded_only: bool = False,
         max_victim_gpus: int | None = None,
+        trade: Trade | None = None,
     ) -> VictimPlan | None:
         """The cheapest plan for `job`, or None. `allowed` adds masked nodes the job may use (its
         reservation). `unfunded_only`: take only unfunded work and jobs already leaving;
         `max_victim_gpus`: take no job (not already leaving) larger than that (the debug lane, ADR
-        0007: a 1-GPU debug job does not stop an 8-GPU job whose other GPUs nothing waiting can use)."""
+        0007: a 1-GPU debug job does not stop an 8-GPU job whose other GPUs nothing waiting can use);
+        `trade`: take only the job's own allocation's work (ADR 0021, `trade_victim`)."""
         horizon = protection_s(job.klass, job.min_runtime_s, self.settings)
         attempt = _Attempt(job, wpath, horizon, self.branches, self.settings.cheap_victim_s)
         if unfunded_only:
             attempt.div.update(dict.fromkeys(self._funded_projects(), None))
-        if job.gpus <= self.index.maxcap:
+        if trade is not None:
+            plan = self._search_single(attempt, allowed or set(), max_victim_gpus, trade)
+        elif job.gpus <= self.index.maxcap:
             plan = self._search_single(attempt, allowed or set(), max_victim_gpus)
         else:
             plan = self._search_gang(attempt, allowed or set())
         if plan is not None:
             freed: dict[str, float] = {}
             for v in plan.victims:
-                if v.job.funded and not v.leaving:
+                if v.job.funded and not v.leaving and (trade is None or v.job.project != trade.project):
                     a_v = attempt.branch(v) or ""
                     freed[a_v] = freed.get(a_v, 0.0) + v.job.gpus
                     plan.checks[v.job.id] = attempt.evidence(v, freed[a_v])
@@ -428,7 +488,7 @@ class VictimSearch:
         return self.index.ok[i] or i in allowed
 
     def _search_single(
-        self, attempt: _Attempt, allowed: set[int], max_victim_gpus: int | None = None
+        self, attempt: _Attempt, allowed: set[int], max_victim_gpus: int | None = None, trade: Trade | None = None
     ) -> VictimPlan | None:
         """One-node job: on each node, take eligible victims cheapest-first until the job fits; keep
         the plan with the least lost work, then fewest jobs, then topology order. Nodes are visited by
@@ -464,9 +524,14 @@ class VictimSearch:
             for v in cands:
                 if v.taken or (v.job.gpus > limit and not v.leaving):
                     continue
+                if trade is not None and v.job.project == trade.project:
+                    if not trade_victim(v, attempt.job.id, trade):
+                        continue
+                elif trade is not None and trade.own_only:
+                    continue
                 # fast path of attempt.eligible(): leaving and unfunded victims, and allocations
                 # already known not to qualify
-                if v.leaving or not v.job.funded:
+                elif v.leaving or not v.job.funded:
                     pass
                 elif div.get(v.job.project, "") is None or not attempt.eligible(v, freed):
                     continue

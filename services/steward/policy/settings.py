@@ -68,6 +68,24 @@ class PolicySettings:
     lane_victim_max_gpus: int = 2
     """A lane job takes no running job larger than this: stopping an 8-GPU job for a 1-GPU debug
     job leaves GPUs that the waiting gangs cannot use (occupancy)."""
+    lane_hold_s: float | None = None
+    """GPUs freed by a preemption made for a lane job are held for it: for this many seconds after
+    its victims stop, it is placed before anything else (lane.py `holds_room`, ADR 0021). None: the
+    freed GPUs go to whoever comes first (the baselines have no lane)."""
+    lane_trade: bool = False
+    """A lane job over the lane cap may take its own allocation's unfunded work (lane.py
+    `trade_victim`, ADR 0021): the burst trades its project's idle-capacity work, nobody else's."""
+    victim_cost_at_stop: bool = False
+    """Victims are ranked by the work they lose when they stop at the end of their grace: a resumable
+    job whose periodic checkpoint falls inside the grace loses little (ADR 0021). False: the work
+    since the last checkpoint when asked."""
+    lane_cheapest: bool = False
+    """A lane job under the cap takes the victims that lose the least work, whoever's (one search);
+    False: unfunded work first, then funded work (ADR 0007), then its own allocation's (a trade)."""
+    lane_trade_funded: bool = True
+    """A trade may take the allocation's own funded work out of protection too, not only unfunded."""
+    lane_trade_max_lost_s: float | None = None
+    """A traded victim loses at most this many seconds of work per GPU (None: any)."""
 
     # Baseline switches (issue 4): the same cycle runs every policy
     ordering: OrderingMode = "fair_share"
@@ -189,7 +207,8 @@ class PolicySettings:
         return out
 
 
-_NO_LANE: dict[str, Any] = {"lane": False, "unfunded_grace_s": None, "gang_packing": False,
+_NO_LANE: dict[str, Any] = {"lane": False, "lane_hold_s": None, "lane_trade": False, "victim_cost_at_stop": False,
+                            "unfunded_grace_s": None, "gang_packing": False,
                             "active_entitlement": False, "overshoot_is_own": False}
 """The baselines have no debug lane, give unfunded victims the same grace as funded ones, place by
 plain best or first fit (no gang-aware packing, ADR 0013), count every entitlement in full
@@ -219,6 +238,10 @@ def _check_settings(s: PolicySettings) -> None:
         raise InvalidSettings("unfunded_grace_s", "must be >= 0 (or null: the same as preemption_grace_s)")
     if s.cheap_victim_s is not None and not s.cheap_victim_s >= 0:
         raise InvalidSettings("cheap_victim_s", "must be >= 0 (or null: both readings for every victim)")
+    if s.lane_hold_s is not None and not s.lane_hold_s >= 0:
+        raise InvalidSettings("lane_hold_s", "must be >= 0 (or null: no hold)")
+    if s.lane_trade_max_lost_s is not None and not s.lane_trade_max_lost_s >= 0:
+        raise InvalidSettings("lane_trade_max_lost_s", "must be >= 0 (or null: any victim)")
     if s.lane_max_gpus < 1:
         raise InvalidSettings("lane_max_gpus", "must be >= 1")
     if s.lane_victim_max_gpus < 1:

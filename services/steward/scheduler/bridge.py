@@ -48,12 +48,24 @@ def _klass(job: Job) -> Any:
     return job.job_class if job.job_class in ("batch", "debug", "interactive") else "batch"
 
 
-def pending_job(job: Job) -> PendingJob:
+def pending_job(job: Job, room_freed_at: float | None = None) -> PendingJob:
     return PendingJob(
         id=job.job_id, project=job.project, gpus=job.gpus, submitted_at=job.submitted_at,
         min_runtime_s=job.min_runtime_s, resumable=job.resumable, klass=_klass(job), priority=job.priority,
-        previous_node=job.preferred_node,
+        previous_node=job.preferred_node, room_freed_at=room_freed_at,
     )
+
+
+def rooms_freed(jobs: list[Job]) -> dict[str, float]:
+    """ADR 0021: per waiting job, the last time a job preempted for it stopped and freed its GPUs. A
+    requeued victim keeps `preemption_for` (its beneficiary) until it is placed again, and its
+    `requeued_at` is the stop; the policy holds the room for the beneficiary a while (`lane_hold_s`)."""
+    out: dict[str, float] = {}
+    for job in jobs:
+        at, beneficiary = job.requeued_at, job.preemption_for
+        if job.state in WAITING_STATES and beneficiary and at is not None and at > out.get(beneficiary, -1.0):
+            out[beneficiary] = at
+    return out
 
 
 def running_job(job: Job, now: float) -> RunningJob:
@@ -67,20 +79,21 @@ def running_job(job: Job, now: float) -> RunningJob:
         protected_until=protected, funded=job.funded, last_checkpoint_at=job.last_checkpoint_at,
         resumable=job.resumable, klass=_klass(job), submitted_at=job.submitted_at,
         preemption_requested_at=job.preemption_requested_at, min_runtime_s=job.min_runtime_s,
-        priority=job.priority,
+        priority=job.priority, claimed_for=job.preemption_for or None,
     )
 
 
 def snapshot_of(state: LedgerState, usage: Mapping[str, float], settings: PolicySettings, now: float) -> Snapshot:
     nodes = tuple(policy_node(n) for _, n in sorted(state.nodes.items()))
     jobs = sorted(state.jobs.values(), key=lambda j: j.job_id)
+    freed = rooms_freed(jobs)
     return Snapshot(
         now=now,
         nodes=nodes,
         tree=allocation_tree(state, settings.max_tree_depth),
         usage=usage,
         running=tuple(running_job(j, now) for j in jobs if j.state in HOLDING_STATES),
-        pending=tuple(pending_job(j) for j in jobs if j.state in WAITING_STATES),
+        pending=tuple(pending_job(j, freed.get(j.job_id)) for j in jobs if j.state in WAITING_STATES),
         settings=settings,
     )
 

@@ -196,6 +196,9 @@ class Engine:
         self.by_demand = settings.active_entitlement and settings.ordering == "fair_share"
         self.entitled_gpus = {p: tree.entitlement(p) * self.capacity for p in projects}
         self.stats = EngineStats()
+        # ADR 0021: beneficiaries of preemptions whose victims stopped, while the lane holds their room
+        self.hold = settings.lane and settings.lane_hold_s is not None
+        self.held: dict[str, SimJob] = {}
         self.frag_dirty = True
         self.next_cycle_at = -math.inf
         self.last_searches: int | None = None
@@ -412,6 +415,8 @@ class Engine:
         job.epoch += 1
         job.grace_end = None
         self.frag_dirty = True
+        if rj.claimed_for is not None and self.hold:
+            self._room_freed(rj.claimed_for)
         if completed or not requeue_job:
             job.state = DONE
             rec.demand.add(now, -job.gpus)
@@ -433,6 +438,38 @@ class Engine:
         job.state = PENDING
         job.pending = requeue(rj)
         self._enqueue(job)
+
+    def _room_freed(self, job_id: str) -> None:
+        """ADR 0021: a job preempted for `job_id` stopped (or ended in its grace): its waiting
+        beneficiary learns when its room was freed (`PendingJob.room_freed_at`), as the ledger's
+        fold tells the live scheduler, and the cycle holds the GPUs for it a while."""
+        job = self.by_id.get(job_id)
+        if job is None or job.state != PENDING or job.pending is None:
+            return
+        self._dequeue(job)
+        job.pending = with_room_freed(job.pending, self.now)
+        self._enqueue(job)
+        self.held[job_id] = job
+
+    def _held_jobs(self, pending: list[PendingJob]) -> list[PendingJob]:
+        """The view plus every beneficiary whose hold still runs (a trimmed view may have left it out:
+        it is no twin of its chain while it holds room); expired holds are forgotten."""
+        if not self.held:
+            return pending
+        hold = self.settings.lane_hold_s or 0.0
+        now = self.now
+        extra: list[PendingJob] = []
+        seen: set[str] | None = None
+        for job_id, job in list(self.held.items()):
+            pj = job.pending
+            if job.state != PENDING or pj is None or pj.room_freed_at is None or now - pj.room_freed_at > hold:
+                del self.held[job_id]
+                continue
+            if seen is None:
+                seen = {j.id for j in pending}
+            if job_id not in seen:
+                extra.append(pj)
+        return pending + extra if extra else pending
 
     def _unmark_preemptible(self, job: SimJob) -> None:
         if job.preemptible:
@@ -482,7 +519,7 @@ class Engine:
         running = tuple(self.running.values())
         free = self.free_total + self.session_gpus
         narrow = self.trim and self.narrow
-        pending = self.pending.jobs(free, narrow) if self.trim else self.pending.all_jobs()
+        pending = self._held_jobs(self.pending.jobs(free, narrow) if self.trim else self.pending.all_jobs())
         usage = self.usage.usage(now)
         demand = {p: lvl.value for p, lvl in self.rec.alloc_demand.items() if lvl.value > 0} if self.by_demand else None
         snapshot = Snapshot(
@@ -496,7 +533,7 @@ class Engine:
         if narrow and self.pending.acted_past(_acted_on(result), free):
             # the narrow view may have hidden a twin the cycle would act on: the full view decides
             self.stats.widened += 1
-            pending = self.pending.jobs(free)
+            pending = self._held_jobs(self.pending.jobs(free))
             snapshot = dataclasses.replace(snapshot, pending=tuple(pending))
             result = self._with_backfill(snapshot, self.schedule(snapshot), pending)
         t2 = time.perf_counter()
@@ -527,7 +564,7 @@ class Engine:
             job = self.by_id.get(pre.victim_id)
             if job is None or job.state != RUNNING or job.grace_end is not None:
                 continue
-            self._preempt(job, pre.grace_ends_at)
+            self._preempt(job, pre.grace_ends_at, pre.for_job_id)
             if pre.grace_ends_at <= now:
                 self._end_run(job, completed=False)
                 again = True
@@ -566,7 +603,7 @@ class Engine:
             result = self.schedule(snapshot)
         return result
 
-    def _preempt(self, job: SimJob, grace_ends_at: float) -> None:
+    def _preempt(self, job: SimJob, grace_ends_at: float, for_job_id: str | None = None) -> None:
         now = self.now
         rj = job.running
         assert rj is not None
@@ -576,7 +613,7 @@ class Engine:
             rec.protection_violations += 1
         self._unmark_preemptible(job)
         job.grace_end = max(grace_ends_at, now)
-        job.running = running_with(rj, rj.last_checkpoint_at, now)
+        job.running = running_with(rj, rj.last_checkpoint_at, now, for_job_id)
         self.running[job.spec.job_id] = job.running
         if grace_ends_at > now:
             self._push(grace_ends_at, GRACE_END, job)
@@ -610,13 +647,21 @@ class Engine:
 
 
 def running_with(rj: RunningJob, last_checkpoint_at: float | None,
-                 preemption_requested_at: float | None) -> RunningJob:
-    """`dataclasses.replace(rj, last_checkpoint_at=..., preemption_requested_at=...)`, field by field:
-    the generic `replace` took ≈ 10 % of a compiled run (ADR 0020). tests/unit/sim/test_engine.py checks
-    that it equals `replace` with every field of `RunningJob` set."""
+                 preemption_requested_at: float | None, claimed_for: str | None = None) -> RunningJob:
+    """`dataclasses.replace(rj, last_checkpoint_at=..., preemption_requested_at=..., claimed_for=...)`
+    (`claimed_for` None keeps the job's own), field by field: the generic `replace` took ≈ 10 % of a
+    compiled run (ADR 0020). tests/unit/sim/test_engine.py checks that it equals `replace` with every
+    field of `RunningJob` set."""
     return RunningJob(rj.id, rj.project, rj.gpus, rj.placement, rj.started_at, rj.protected_until, rj.funded,
                       last_checkpoint_at, rj.resumable, rj.klass, rj.submitted_at, preemption_requested_at,
-                      rj.min_runtime_s, rj.priority, rj.topology_depth)
+                      rj.min_runtime_s, rj.priority, rj.topology_depth,
+                      rj.claimed_for if claimed_for is None else claimed_for)
+
+
+def with_room_freed(pj: PendingJob, at: float) -> PendingJob:
+    """`dataclasses.replace(pj, room_freed_at=at)`, field by field (see `running_with`)."""
+    return PendingJob(pj.id, pj.project, pj.gpus, pj.submitted_at, pj.min_runtime_s, pj.resumable, pj.klass,
+                      pj.priority, pj.topology_depth, pj.previous_node, at)
 
 
 def _acted_on(result: CycleResult) -> set[str]:

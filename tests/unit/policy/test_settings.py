@@ -76,6 +76,8 @@ def test_defaults_match_design():
         ({"max_min_runtime_s": -1}, "max_min_runtime_s"),
         ({"gpu_model_weights": {"A100": -1.0}}, "gpu_model_weights"),
         ({"max_tree_depth": 9}, "max_tree_depth"),
+        ({"lane_hold_s": -1.0}, "lane_hold_s"),
+        ({"lane_trade_max_lost_s": -1.0}, "lane_trade_max_lost_s"),
     ],
 )
 def test_bad_settings_are_refused(changes, field):

@@ -6,7 +6,7 @@ from dataclasses import replace
 
 import pytest
 
-from steward.domain.commands import PlaceJob, RegisterNode, ReportJobStarted, RequestPreemption
+from steward.domain.commands import PlaceJob, RegisterNode, ReportJobPreempted, ReportJobStarted, RequestPreemption
 from steward.domain.state import LedgerState
 from steward.policy.cycle import schedule
 from steward.policy.settings import PolicySettings
@@ -113,3 +113,23 @@ def test_recorded_policy_settings_drive_the_cycle(tmp_path: object) -> None:
     assert view.settings.window_s == 3600.0 and view.settings.ordering == "fifo_priority"
     assert view.usage.settings.window_s == 3600.0
     assert not view.follow_policy(store)
+
+
+def test_the_beneficiary_of_a_preemption_reaches_the_policy_in_grace_and_after_the_stop() -> None:
+    """ADR 0021: a victim in its grace carries the job it stops for (`RunningJob.claimed_for`); once it
+    stopped and was requeued, that job's `PendingJob.room_freed_at` is the stop, until the victim runs
+    again."""
+    state = apply(cluster(1, 4), submit("u", "a1", gpus=4, min_runtime_s=0), place("u", n0=[0, 1, 2, 3]))
+    state = apply(state, ReportJobStarted("u", 1, 42), now=10.0)
+    state = apply(state, submit("f", "b1", gpus=4, min_runtime_s=600), now=20.0)
+    state = apply(state, RequestPreemption("u", "unfunded", 1, 20.0, True, for_job_id="f"), now=30.0)
+    snap = snapshot_of(state, {}, SETTINGS, 40.0)
+    assert [(r.id, r.claimed_for) for r in snap.running] == [("u", "f")]
+    assert {j.id: j.room_freed_at for j in snap.pending} == {"f": None}
+    state = apply(state, ReportJobPreempted("u", 1, "unfunded", 0), now=50.0)
+    snap = snapshot_of(state, {}, SETTINGS, 60.0)
+    assert {j.id: j.room_freed_at for j in snap.pending} == {"f": 50.0, "u": None}
+    assert state.jobs["u"].preemption_for == "f" and state.jobs["u"].preemption_requested_at is None
+    # the victim placed again forgets whom it stopped for
+    state = apply(state, place("u", n0=[0, 1, 2, 3]))
+    assert state.jobs["u"].preemption_for == ""

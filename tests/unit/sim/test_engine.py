@@ -13,8 +13,8 @@ from typing import Any
 
 import pytest
 
-from steward.policy.model import RunningJob
-from steward.sim.engine import running_with
+from steward.policy.model import PendingJob, RunningJob
+from steward.sim.engine import running_with, with_room_freed
 from steward.sim.run import run_scenario
 from tests.unit.sim.builders import job, write_scenario
 
@@ -122,13 +122,58 @@ def test_requeued_job_keeps_its_submit_time_and_first_start(tmp_path: Path) -> N
 EVERY_FIELD: dict[str, Any] = dict(
     id="j", project="p", gpus=3, placement=(("n1", 2), ("n2", 1)), started_at=10.0, protected_until=70.0,
     funded=True, last_checkpoint_at=40.0, resumable=False, klass="interactive", submitted_at=5.0,
-    preemption_requested_at=65.0, min_runtime_s=60.0, priority=2, topology_depth=1,
+    preemption_requested_at=65.0, min_runtime_s=60.0, priority=2, topology_depth=1, claimed_for="w",
 )
 
 
-@pytest.mark.parametrize(("checkpoint", "requested"), [(50.0, None), (None, 80.0), (55.0, 90.0)])
-def test_running_with_is_replace_field_by_field(checkpoint: float | None, requested: float | None) -> None:
+@pytest.mark.parametrize(("checkpoint", "requested", "claimed_for"),
+                         [(50.0, None, None), (None, 80.0, "x"), (55.0, 90.0, None)])
+def test_running_with_is_replace_field_by_field(checkpoint: float | None, requested: float | None,
+                                                claimed_for: str | None) -> None:
     assert set(EVERY_FIELD) == {f.name for f in dataclasses.fields(RunningJob)}
     rj = RunningJob(**EVERY_FIELD)
-    assert running_with(rj, checkpoint, requested) == dataclasses.replace(
-        rj, last_checkpoint_at=checkpoint, preemption_requested_at=requested)
+    assert running_with(rj, checkpoint, requested, claimed_for) == dataclasses.replace(
+        rj, last_checkpoint_at=checkpoint, preemption_requested_at=requested,
+        claimed_for=rj.claimed_for if claimed_for is None else claimed_for)
+
+
+# every field of PendingJob, none at its default (see EVERY_FIELD)
+EVERY_PENDING_FIELD: dict[str, Any] = dict(
+    id="j", project="p", gpus=3, submitted_at=5.0, min_runtime_s=60.0, resumable=False, klass="debug",
+    priority=2, topology_depth=1, previous_node="n1", room_freed_at=3.0,
+)
+
+
+def test_with_room_freed_is_replace_field_by_field() -> None:
+    assert set(EVERY_PENDING_FIELD) == {f.name for f in dataclasses.fields(PendingJob)}
+    pj = PendingJob(**EVERY_PENDING_FIELD)
+    assert with_room_freed(pj, 9.0) == dataclasses.replace(pj, room_freed_at=9.0)
+
+
+@pytest.mark.parametrize(
+    ("sets", "debug_waits"),
+    [
+        # the trade stops a's own unfunded job for d2 (20 s grace) and the hold hands its GPU to d2
+        ({"lane_hold_s": "30", "lane_trade": "true"}, [0.0, 20.0]),
+        # without the hold the freed GPU goes to b's batch job, first in the order: d2 waits for d1
+        ({"lane_trade": "true"}, [0.0, 295.0]),
+        # without trades d2 (over the cap, a's entitlement used) waits for d1 to end
+        ({}, [0.0, 295.0]),
+    ],
+)
+def test_a_trade_and_its_hold_through_the_engine(tmp_path: Path, sets: dict[str, str],
+                                                 debug_waits: list[float]) -> None:
+    """ADR 0021, hand-computed on one 4-GPU node: a holds its entitlement (a1 and the lane job d1, 2
+    GPUs) and the lane cap (1 GPU); u is a's unfunded work; b2 is b's funded batch job, waiting."""
+    jobs = [
+        job("a1", duration=20000),
+        job("d1", duration=300, klass="debug", min_runtime=300),
+        job("u", duration=20000, min_runtime=0),
+        job("b1", duration=20000, tenant="b"),
+        job("d2", submit=5, duration=300, klass="debug", min_runtime=300),
+        job("b2", submit=10, duration=1000, tenant="b"),
+    ]
+    path = write_scenario(tmp_path, jobs)
+    result = run_scenario(path, "steward", {"lane_project_gpus": "1", **sets})
+    assert sorted(result.recorder.waits["debug"]) == debug_waits
+    assert result.to_json()["protection_violations"] == 0
