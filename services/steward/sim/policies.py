@@ -7,7 +7,7 @@ overhead, grace) applies to all of them, and `--set` knobs go on top.
 
 from __future__ import annotations
 
-import dataclasses
+import typing
 from collections.abc import Mapping
 from typing import Any
 
@@ -28,28 +28,45 @@ def canonical(name: str) -> str:
     return n
 
 
-def _coerce(name: str, value: Any, default: Any) -> Any:
-    """Type a `--set` value like the field's default (YAML already typed numbers and booleans)."""
-    if isinstance(default, bool):
+def _declared_types() -> dict[str, tuple[type, bool]]:
+    """Each setting's declared type without `None`, and whether `None` (YAML `null`) is allowed."""
+    out: dict[str, tuple[type, bool]] = {}
+    for name, hint in typing.get_type_hints(PolicySettings).items():
+        args = typing.get_args(hint)
+        nullable = type(None) in args
+        base = next((a for a in args if a is not type(None)), hint) if nullable else hint
+        out[name] = (typing.get_origin(base) or base, nullable)
+    return out
+
+
+def _coerce(name: str, value: Any, declared: tuple[type, bool]) -> Any:
+    """Type a `--set` value like the field's declared type (YAML already typed numbers and booleans)."""
+    kind, nullable = declared
+    if value is None:
+        if nullable:
+            return None
+        raise OverrideError(f"--set {name}: null is not allowed here (this setting cannot be switched off)")
+    or_null = " or null" if nullable else ""
+    if kind is bool:
         if isinstance(value, bool):
             return value
-        raise OverrideError(f"--set {name}: expected true or false, got {value!r}")
-    if isinstance(default, int):
+        raise OverrideError(f"--set {name}: expected true or false{or_null}, got {value!r}")
+    if kind is int:
         if isinstance(value, int) and not isinstance(value, bool):
             return value
-        raise OverrideError(f"--set {name}: expected a whole number, got {value!r}")
-    if isinstance(default, float):
+        raise OverrideError(f"--set {name}: expected a whole number{or_null}, got {value!r}")
+    if kind is float:
         if isinstance(value, int | float) and not isinstance(value, bool):
             return float(value)
-        raise OverrideError(f"--set {name}: expected a number, got {value!r}")
-    if isinstance(default, tuple):
+        raise OverrideError(f"--set {name}: expected a number{or_null}, got {value!r}")
+    if kind is tuple:
         if isinstance(value, list | tuple):
             return tuple(value)
         return (value,)
-    if isinstance(default, Mapping):
+    if kind is Mapping or kind is dict:
         if isinstance(value, Mapping):
             return dict(value)
-        raise OverrideError(f"--set {name}: expected a mapping, got {value!r}")
+        raise OverrideError(f"--set {name}: expected a mapping{or_null}, got {value!r}")
     return value
 
 
@@ -67,13 +84,13 @@ def settings_for(policy: str, scenario: Scenario, extra: Mapping[str, Any] | Non
     }
     if sp.half_life_days is not None:
         base["half_life_s"] = sp.half_life_days * DAY_S
-    defaults = {f.name: getattr(PolicySettings(), f.name) for f in dataclasses.fields(PolicySettings)}
+    declared = _declared_types()
     knobs = {**scenario.settings_overrides, **(extra or {})}
     for key, value in knobs.items():
-        if key not in defaults:
+        if key not in declared:
             raise OverrideError(
-                f"--set {key}: not a scenario key nor a policy setting (settings: {', '.join(sorted(defaults))})")
-        base[key] = _coerce(key, value, defaults[key])
+                f"--set {key}: not a scenario key nor a policy setting (settings: {', '.join(sorted(declared))})")
+        base[key] = _coerce(key, value, declared[key])
     try:
         return PolicySettings.preset(name, **base)
     except PolicyError as exc:

@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from steward.sim.errors import OverrideError, ScenarioError
+from steward.sim.policies import settings_for
 from steward.sim.scenario import load_scenario, parse_set_args
 from tests.unit.sim.builders import HEADER, job, write_scenario
 
@@ -153,3 +154,38 @@ def test_override_that_breaks_the_tree_is_refused_like_a_bad_file(tmp_path: Path
     path = write_scenario(tmp_path, [job("j1")], tree={"a": 0.5, "b": 0.5})
     with pytest.raises(ScenarioError, match=r"sum to 1\.3 > 1"):
         load_scenario(path, {"share.a": "0.8"})
+
+
+# ------------------------------------------------------- --set on policy settings, typed by declaration
+
+
+@pytest.mark.parametrize(("item", "field", "expected"), [
+    ("cheap_victim_s=null", "cheap_victim_s", None),        # an optional setting switched off
+    ("cheap_victim_s=300", "cheap_victim_s", 300.0),        # a whole number typed as the float it is
+    ("lane_hold_s=30", "lane_hold_s", 30.0),                # default None: still typed by its declaration
+    ("lane_hold_s=null", "lane_hold_s", None),
+    ("unfunded_grace_s=~", "unfunded_grace_s", None),       # YAML's other spelling of null
+    ("lane_project_gpus=64", "lane_project_gpus", 64),
+    ("reservations=false", "reservations", False),
+    ("session_warnings_s=[600, 60]", "session_warnings_s", (600.0, 60.0)),
+])
+def test_set_types_a_policy_setting_by_its_declaration(tmp_path: Path, item: str, field: str,
+                                                       expected: object) -> None:
+    scenario = load_scenario(write_scenario(tmp_path, [job("j1")]), parse_set_args([item]))
+    value = getattr(settings_for("steward", scenario), field)
+    assert value == expected
+    assert type(value) is type(expected)
+
+
+@pytest.mark.parametrize(("item", "message"), [
+    ("lane_project_gpus=null", r"--set lane_project_gpus: null is not allowed"),
+    ("lane_project_gpus=1.5", r"--set lane_project_gpus: expected a whole number, got 1\.5"),
+    ("cheap_victim_s=soon", r"--set cheap_victim_s: expected a number or null, got 'soon'"),
+    ("lane=maybe", r"--set lane: expected true or false, got 'maybe'"),
+    ("no_such_knob=1", r"--set no_such_knob: not a scenario key nor a policy setting"),
+    ("cheap_victim_s=-1", r"cheap_victim_s"),
+])
+def test_set_refuses_a_value_its_setting_cannot_take(tmp_path: Path, item: str, message: str) -> None:
+    scenario = load_scenario(write_scenario(tmp_path, [job("j1")]), parse_set_args([item]))
+    with pytest.raises(OverrideError, match=message):
+        settings_for("steward", scenario)
