@@ -62,6 +62,7 @@ COMPILED: tuple[str, ...] = (
     "steward.sim.view",
     "steward.store.encoding",
     "steward.store.hashing",
+    "steward.store.projector",
 )
 GROUP = "steward_native"  # mypyc's shared library: `steward_native__mypyc` at the top of the source root
 STAMP_NAME = "native-stamp.json"  # in the steward package, next to __init__.py; git-ignored
