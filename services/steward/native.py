@@ -41,6 +41,7 @@ COMPILED: tuple[str, ...] = (
     "steward.domain.protection",
     "steward.domain.sessions",
     "steward.domain.state",
+    "steward.ledger.batch",
     "steward.policy.contract",
     "steward.policy.cycle",
     "steward.policy.draining",
