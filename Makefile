@@ -14,8 +14,9 @@ STAMP := $(VENV)/.installed-$(shell sha1sum pyproject.toml | cut -c1-12)
 setup: $(STAMP) compile
 	bash infra/services.sh install
 
-## compile: the policy's and the simulator's hot pure modules compiled with mypyc (ADR 0020, steward.native);
-## rebuilt only when a compiled source changed (~1 min); until then, or with STEWARD_PURE=1, the .py sources run
+## compile: the hot pure modules (policy, simulator, domain, the ledger's per-event code) compiled with mypyc
+## (ADR 0020, steward.native); rebuilt only when a compiled source changed (~1 min); until then, or with
+## STEWARD_PURE=1, the .py sources run
 compile: $(STAMP)
 	@command -v gcc >/dev/null || STEWARD_SVC=compile bash -c '. infra/lib.sh && apt_install gcc libc6-dev'
 	$(PY) infra/compile_native.py

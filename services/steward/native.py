@@ -30,6 +30,18 @@ from types import ModuleType
 
 # the modules compiled by `make compile` (packages' __init__ stay pure)
 COMPILED: tuple[str, ...] = (
+    "steward.bus.envelope",
+    "steward.domain.contract",
+    "steward.domain.decide",
+    "steward.domain.denials",
+    "steward.domain.events",
+    "steward.domain.guards",
+    "steward.domain.nodes",
+    "steward.domain.periods",
+    "steward.domain.protection",
+    "steward.domain.sessions",
+    "steward.domain.state",
+    "steward.ledger.batch",
     "steward.policy.contract",
     "steward.policy.cycle",
     "steward.policy.draining",
@@ -49,6 +61,9 @@ COMPILED: tuple[str, ...] = (
     "steward.sim.engine",
     "steward.sim.usage",
     "steward.sim.view",
+    "steward.store.encoding",
+    "steward.store.hashing",
+    "steward.store.projector",
 )
 GROUP = "steward_native"  # mypyc's shared library: `steward_native__mypyc` at the top of the source root
 STAMP_NAME = "native-stamp.json"  # in the steward package, next to __init__.py; git-ignored
@@ -179,5 +194,5 @@ def install_guard() -> None:
 
 def compiled_in_use() -> bool:
     """Whether this process runs the compiled build (for `steward bench` output and the tests)."""
-    mod = sys.modules.get(COMPILED[0])
+    mod = next((sys.modules[m] for m in COMPILED if m in sys.modules), None)  # any one: all or nothing
     return mod is not None and not str(getattr(mod, "__file__", "")).endswith(".py")

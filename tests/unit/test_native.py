@@ -146,23 +146,28 @@ def test_the_installed_package_runs_compiled_without_the_source_root_on_the_path
 
 
 @compiled
-def test_after_a_source_edit_every_compiled_module_runs_from_source(tmp_path: Path) -> None:
-    """A copy of the built tree (binaries keep their mtimes), then one source edited as a developer would."""
+@pytest.mark.parametrize("module", ["steward.policy.lane", "steward.domain.state", "steward.store.encoding",
+                                    "steward.bus.envelope"])
+def test_after_a_source_edit_every_compiled_module_runs_from_source(tmp_path: Path, module: str) -> None:
+    """A copy of the built tree (binaries keep their mtimes), then one source edited as a developer would:
+    a policy module, or one of the ledger's (ADR 0020's second group: the domain, the store's encoding)."""
     shutil.copytree(SERVICES / "steward", tmp_path / "steward", ignore=shutil.ignore_patterns("__pycache__"))
     group = native.binary_paths(SERVICES, native.COMPILED)[-1]
     shutil.copy2(group, tmp_path / group.name)
     assert probe(tmp_path)["reason"] is None  # the copy is still a current build
 
-    edited = native.source_path(tmp_path, "steward.policy.lane")
+    edited = native.source_path(tmp_path, module)
     edited.write_text(edited.read_text() + "\n# edited\n")
     result = probe(tmp_path)
-    assert result == {"reason": "sources changed since the build: steward.policy.lane",
+    assert result == {"reason": f"sources changed since the build: {module}",
                       "pure": sorted(native.COMPILED), "group_loaded": False}
 
 
 @pytest.mark.skipif(os.environ.get("STEWARD_EXPECT_NATIVE") != "1", reason="only where the build is required")
 def test_the_required_build_is_the_one_running() -> None:
     """`make test` sets STEWARD_EXPECT_NATIVE=1 after `make compile`: the suite must run the compiled build."""
+    import steward.domain.state
     import steward.policy.cycle
 
     assert native.active_guard() is None and native.compiled_in_use(), steward.policy.cycle.__file__
+    assert not steward.domain.state.__file__.endswith(".py"), steward.domain.state.__file__

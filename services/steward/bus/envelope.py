@@ -52,13 +52,23 @@ def _require_unicode(data: Any) -> None:
         raise MalformedMessage(f"not valid Unicode: a lone surrogate ({bad}) in a string") from None
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, init=False)
 class Envelope:
     id: str
     type: str
     key: str
     payload: dict[str, Any]
     meta: dict[str, Any] = field(default_factory=dict)
+
+    def __init__(self, id: str, type: str, key: str, payload: dict[str, Any],
+                 meta: dict[str, Any] | None = None) -> None:
+        """The frozen dataclass's `__init__` written out: compiled (ADR 0020), each `object.__setattr__` is a
+        native slot write instead of the generated `__init__` run as Python code (one envelope a message)."""
+        object.__setattr__(self, "id", id)
+        object.__setattr__(self, "type", type)
+        object.__setattr__(self, "key", key)
+        object.__setattr__(self, "payload", payload)
+        object.__setattr__(self, "meta", {} if meta is None else meta)
 
     def encode(self) -> bytes:
         return json.dumps(asdict(self), separators=(",", ":"), sort_keys=True).encode()

@@ -46,11 +46,18 @@ EVENT_TYPES: dict[str, int] = {
 }
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, init=False)
 class Event:
     stream: str
     type: str
     payload: dict[str, Any] = field(default_factory=dict)
+
+    def __init__(self, stream: str, type: str, payload: dict[str, Any] | None = None) -> None:
+        """The frozen dataclass's `__init__` written out: compiled (ADR 0020), each `object.__setattr__` is a
+        native slot write instead of the generated `__init__` run as Python code."""
+        object.__setattr__(self, "stream", stream)
+        object.__setattr__(self, "type", type)
+        object.__setattr__(self, "payload", {} if payload is None else payload)
 
     @property
     def schema_version(self) -> int:

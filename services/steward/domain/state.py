@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass, field, fields
 from typing import Any, TypeVar
 
@@ -21,39 +20,33 @@ ACTIVE_STATES = frozenset({"PLACED", "RUNNING"})
 
 
 _T = TypeVar("_T")
-_new = object.__new__
-_UNSET: Any = object()
-_REPLACERS: dict[type, Callable[..., Any]] = {}
+_FIELD_NAMES: dict[type, tuple[tuple[str, ...], frozenset[str]]] = {}
 
 
-def _replacer(cls: type) -> Callable[..., Any]:
-    """A copy-with-changes function for one frozen, slotted class, generated once: one keyword-only
-    parameter per field (so Python's own argument parsing refuses an unknown name, with the TypeError
-    `dataclasses.replace` raises), and each slot set through its member descriptor's bound `__set__`
-    (the cheapest way to fill a slot of a frozen class; `object.__setattr__` is ~1.6x slower)."""
+def _field_names(cls: type) -> tuple[tuple[str, ...], frozenset[str]]:
     names = tuple(f.name for f in fields(cls))
-    for name in names:
-        if not name.isidentifier():
-            raise TypeError(f"{cls.__name__}: field {name!r} is not an identifier")
-    env: dict[str, Any] = {"_new": _new, "_cls": cls, "_UNSET": _UNSET}
-    env.update({f"_set_{name}": getattr(cls, name).__set__ for name in names})
-    params = ", ".join(f"{name}=_UNSET" for name in names)
-    body = "".join(f"    _set_{name}(out, obj.{name} if {name} is _UNSET else {name})\n" for name in names)
-    src = f"def replace_{cls.__name__}(obj, /, *, {params}):\n    out = _new(_cls)\n{body}    return out\n"
-    exec(src, env)  # generated from the class's own field names, checked above
-    fn: Callable[..., Any] = env[f"replace_{cls.__name__}"]
-    _REPLACERS[cls] = fn
-    return fn
+    _FIELD_NAMES[cls] = (names, frozenset(names))
+    return names, frozenset(names)
+
+
+def _unknown_field(cls: type, changes: dict[str, Any], known: frozenset[str]) -> TypeError:
+    """The TypeError `dataclasses.replace` raises for a name the class does not have."""
+    name = sorted(set(changes) - known)[0]
+    return TypeError(f"{cls.__name__}.__init__() got an unexpected keyword argument '{name}'")
 
 
 def replace(obj: _T, /, **changes: Any) -> _T:
-    """`dataclasses.replace` for this module's frozen, slotted state classes, about three times faster
-    (the ledger copies a job record per event, a rebuild folds millions): a function generated once per
-    class copies the fields without re-running `__init__`. The classes have no `__post_init__` or
-    init-only fields, so the result equals what `dataclasses.replace` builds, and an unknown name raises
-    the same TypeError (tests/unit/domain/test_evolve.py)."""
-    fn = _REPLACERS.get(type(obj)) or _replacer(type(obj))
-    out: _T = fn(obj, **changes)
+    """`dataclasses.replace` for this module's frozen, slotted state classes, without its per-field
+    checks: the class is called with every field positionally, changed or kept. The classes have no
+    `__post_init__` or init-only fields, so the result equals what `dataclasses.replace` builds, and an
+    unknown name raises a TypeError as it does (tests/unit/domain/test_evolve.py). Plain code, no
+    generated functions: the module is compiled with mypyc (ADR 0020), where the constructor of a
+    native class is the cheapest way to build one."""
+    cls = type(obj)
+    names, known = _FIELD_NAMES.get(cls) or _field_names(cls)
+    if changes and not known.issuperset(changes):
+        raise _unknown_field(cls, changes, known)
+    out: _T = cls(*[changes[n] if n in changes else getattr(obj, n) for n in names])
     return out
 
 
@@ -74,7 +67,7 @@ class ClusterNode:
     state: str = "ready"
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, init=False)
 class Job:
     job_id: str
     project: str
@@ -114,6 +107,58 @@ class Job:
     restored_to: str | None = None
     preferred_node: str | None = None
 
+    def __init__(
+        self, job_id: str, project: str, gpus: int, min_runtime_s: float, command: tuple[str, ...],
+        resumable: bool, job_class: str, priority: int, submitted_at: float, state: str = "QUEUED",
+        attempt: int = 0, assignments: tuple[tuple[str, tuple[int, ...]], ...] = (), funded: bool = False,
+        started_at: float | None = None, ended_at: float | None = None, exit_code: int | None = None,
+        protected_until: float | None = None, protection_revoked: bool = False,
+        preemption_requested_at: float | None = None, preemption_reason: str | None = None,
+        preemption_grace_s: float | None = None, preemption_requeue: bool = True, preemption_for: str = "",
+        preemptions: int = 0, losses: int = 0, last_checkpoint_at: float | None = None,
+        checkpoint_path: str | None = None, resume_from: str | None = None, requeued_at: float | None = None,
+        session_cap_at: float | None = None, cap_reached_at: float | None = None,
+        idle_since: float | None = None, restored_from: str | None = None, restored_to: str | None = None,
+        preferred_node: str | None = None,
+    ) -> None:
+        """Each field set through `object.__setattr__`, as the frozen dataclass's own `__init__` does: compiled
+        (ADR 0020), that is a native slot write instead of the generated `__init__` run as Python code."""
+        object.__setattr__(self, "job_id", job_id)
+        object.__setattr__(self, "project", project)
+        object.__setattr__(self, "gpus", gpus)
+        object.__setattr__(self, "min_runtime_s", min_runtime_s)
+        object.__setattr__(self, "command", command)
+        object.__setattr__(self, "resumable", resumable)
+        object.__setattr__(self, "job_class", job_class)
+        object.__setattr__(self, "priority", priority)
+        object.__setattr__(self, "submitted_at", submitted_at)
+        object.__setattr__(self, "state", state)
+        object.__setattr__(self, "attempt", attempt)
+        object.__setattr__(self, "assignments", assignments)
+        object.__setattr__(self, "funded", funded)
+        object.__setattr__(self, "started_at", started_at)
+        object.__setattr__(self, "ended_at", ended_at)
+        object.__setattr__(self, "exit_code", exit_code)
+        object.__setattr__(self, "protected_until", protected_until)
+        object.__setattr__(self, "protection_revoked", protection_revoked)
+        object.__setattr__(self, "preemption_requested_at", preemption_requested_at)
+        object.__setattr__(self, "preemption_reason", preemption_reason)
+        object.__setattr__(self, "preemption_grace_s", preemption_grace_s)
+        object.__setattr__(self, "preemption_requeue", preemption_requeue)
+        object.__setattr__(self, "preemption_for", preemption_for)
+        object.__setattr__(self, "preemptions", preemptions)
+        object.__setattr__(self, "losses", losses)
+        object.__setattr__(self, "last_checkpoint_at", last_checkpoint_at)
+        object.__setattr__(self, "checkpoint_path", checkpoint_path)
+        object.__setattr__(self, "resume_from", resume_from)
+        object.__setattr__(self, "requeued_at", requeued_at)
+        object.__setattr__(self, "session_cap_at", session_cap_at)
+        object.__setattr__(self, "cap_reached_at", cap_reached_at)
+        object.__setattr__(self, "idle_since", idle_since)
+        object.__setattr__(self, "restored_from", restored_from)
+        object.__setattr__(self, "restored_to", restored_to)
+        object.__setattr__(self, "preferred_node", preferred_node)
+
     @property
     def nodes(self) -> tuple[str, ...]:
         return tuple(n for n, _ in self.assignments)
@@ -123,10 +168,32 @@ class Job:
         return self.preemption_requested_at is not None
 
 
-# `replace` for job records without the generic call's keyword repacking (the ledger's hottest copy), and a
-# record with every default from which a submitted job is built the same way (equal to `Job(...)`).
-_replace_job: Callable[..., Job] = _replacer(Job)
-_NEW_JOB = Job("", "", 0, 0.0, (), False, "batch", 0, 0.0)
+_JOB_FIELDS = frozenset(f.name for f in fields(Job))
+
+
+def _replace_job(job: Job, /, **c: Any) -> Job:
+    """`replace` for job records (the ledger's hottest copy: one per event), each field read once by name:
+    a call of the constructor with every field, changed or kept."""
+    if not _JOB_FIELDS.issuperset(c):
+        raise _unknown_field(Job, c, _JOB_FIELDS)
+    return Job(
+        c.get("job_id", job.job_id), c.get("project", job.project), c.get("gpus", job.gpus),
+        c.get("min_runtime_s", job.min_runtime_s), c.get("command", job.command),
+        c.get("resumable", job.resumable), c.get("job_class", job.job_class), c.get("priority", job.priority),
+        c.get("submitted_at", job.submitted_at), c.get("state", job.state), c.get("attempt", job.attempt),
+        c.get("assignments", job.assignments), c.get("funded", job.funded), c.get("started_at", job.started_at),
+        c.get("ended_at", job.ended_at), c.get("exit_code", job.exit_code),
+        c.get("protected_until", job.protected_until), c.get("protection_revoked", job.protection_revoked),
+        c.get("preemption_requested_at", job.preemption_requested_at),
+        c.get("preemption_reason", job.preemption_reason), c.get("preemption_grace_s", job.preemption_grace_s),
+        c.get("preemption_requeue", job.preemption_requeue), c.get("preemption_for", job.preemption_for),
+        c.get("preemptions", job.preemptions), c.get("losses", job.losses),
+        c.get("last_checkpoint_at", job.last_checkpoint_at), c.get("checkpoint_path", job.checkpoint_path),
+        c.get("resume_from", job.resume_from), c.get("requeued_at", job.requeued_at),
+        c.get("session_cap_at", job.session_cap_at), c.get("cap_reached_at", job.cap_reached_at),
+        c.get("idle_since", job.idle_since), c.get("restored_from", job.restored_from),
+        c.get("restored_to", job.restored_to), c.get("preferred_node", job.preferred_node),
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -265,10 +332,9 @@ def evolve_job(job: Job | None, used: dict[str, frozenset[int]], event: Event,
     p: dict[str, Any] = event.payload
     kind = event.type
     if kind == "JobSubmitted":
-        return _replace_job(
-            _NEW_JOB, job_id=p["job_id"], project=p["project"], gpus=p["gpus"], min_runtime_s=p["min_runtime_s"],
-            command=tuple(p["command"]), resumable=p["resumable"], job_class=p["job_class"],
-            priority=p["priority"], submitted_at=p["submitted_at"], resume_from=p.get("resume_from"),
+        return Job(
+            p["job_id"], p["project"], p["gpus"], p["min_runtime_s"], tuple(p["command"]), p["resumable"],
+            p["job_class"], p["priority"], p["submitted_at"], resume_from=p.get("resume_from"),
             restored_from=p.get("restored_from"), preferred_node=p.get("preferred_node"),
         ), used
     if job is None:

@@ -20,26 +20,17 @@ from dataclasses import dataclass
 from sqlalchemy import Connection
 
 from steward.audit.snapshots import events_for_fold, load_snapshot
-from steward.bus.envelope import Envelope
-from steward.domain.commands import Command, command_from_dict
-from steward.domain.decide import decide_or_reject
-from steward.domain.errors import DomainError
 from steward.domain.state import LedgerState, evolve
+from steward.ledger.batch import DeadLetter as DeadLetter  # re-exported: the service publishes them
+from steward.ledger.batch import decide_messages, decode_messages
 from steward.store import projections
-from steward.store.eventstore import EventStore, PendingAppend, RecordedEvent, encode_events
+from steward.store.eventstore import EventStore, RecordedEvent, encode_events
 from steward.store.projections import Projector
 
 log = logging.getLogger(__name__)
 
 # Commands larger than this are dead-lettered unread (a command is a few hundred bytes).
 MAX_MESSAGE_BYTES = int(os.environ.get("STEWARD_MAX_COMMAND_BYTES", str(256 * 1024)))
-
-
-@dataclass(frozen=True, slots=True)
-class DeadLetter:
-    raw: bytes | None
-    error: str
-    source: str
 
 
 def fold(store: EventStore) -> tuple[LedgerState, int]:
@@ -116,16 +107,6 @@ class Ledger:
     def head(self) -> int:
         return self.proj.position
 
-    def _decode(self, source: str, raw: bytes | None) -> tuple[Envelope, Command] | DeadLetter:
-        if raw is not None and len(raw) > self.max_message_bytes:
-            return DeadLetter(raw[:4096], f"oversized: {len(raw)} bytes, the limit is {self.max_message_bytes}",
-                              source)
-        try:
-            env = Envelope.decode(raw)
-            return env, command_from_dict(env.type, env.payload)
-        except (ValueError, DomainError) as err:
-            return DeadLetter(raw, str(err), source)
-
     def process(
         self,
         messages: Sequence[tuple[str, bytes | None]],
@@ -157,14 +138,7 @@ class Ledger:
                 offsets: dict[tuple[str, int], int]) -> Prepared:
         """Decide `messages` after every batch prepared so far, in memory (undone by `abort`)."""
         now = self.clock()
-        dead: list[DeadLetter] = []
-        decoded: list[tuple[str, Envelope, Command]] = []
-        for source, raw in messages:
-            item = self._decode(source, raw)
-            if isinstance(item, DeadLetter):
-                dead.append(item)
-            else:
-                decoded.append((source, *item))
+        decoded, dead = decode_messages(messages, self.max_message_bytes)
         proj = self.proj
         start_position, start_hash = proj.position, proj.head_hash
         ids = {e.id for _, e, _ in decoded}
@@ -182,26 +156,7 @@ class Ledger:
             seen |= ids & flight
         proj.begin()
         try:
-            batch: list[PendingAppend] = []
-            changed: list[tuple[str, str]] = []
-            position = start_position
-            view = proj.view()
-            for source, env, command in decoded:
-                if env.id in seen:
-                    continue  # a redelivered message: recorded already
-                seen.add(env.id)
-                if (view.used is not proj.used or view.allocations is not proj.allocations
-                        or view.nodes is not proj.nodes or view.policy is not proj.policy
-                        or view.jobs is not proj.jobs):
-                    view = proj.view()  # a new view only when the projector holds another object
-                events = decide_or_reject(view, command, now)
-                for ev in events:
-                    position += 1
-                    changed += proj.apply(ev, now, position)
-                meta = {**env.meta, "causation_id": env.id, "command": env.type, "source": source}
-                if events and events[0].type == "CommandRejected":
-                    meta["input"] = env.payload  # a rejection's event cannot carry the command itself
-                batch.append(PendingAppend(events, meta, env.id))
+            batch, changed, position = decide_messages(proj, decoded, seen, now, start_position)
             missing = {e.stream for p in batch for e in p.events if e.stream not in versions}
             if missing:
                 with self._connection("read") as conn:

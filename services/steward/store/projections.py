@@ -13,55 +13,25 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 from sqlalchemy import Connection, MetaData, Table, delete, select, text
 
 from steward.audit.verifier import canonical_text
-from steward.domain.events import Event
-from steward.domain.state import JOB_LOCAL_EVENTS as STATE_JOB_LOCAL_EVENTS
-from steward.domain.state import AllocationNode, ClusterNode, Job, LedgerState, evolve, evolve_job
+from steward.domain.state import Job
 from steward.store import schema
 from steward.store.eventstore import ANY_JSON_TEXTS, copy_rows, json_texts
 
-
-def job_row(job: Job, position: int) -> dict[str, Any]:
-    return {
-        "job_id": job.job_id,
-        "project": job.project,
-        "state": job.state,
-        "gpus": job.gpus,
-        "min_runtime_s": job.min_runtime_s,
-        "resumable": int(job.resumable),
-        "job_class": job.job_class,
-        "priority": job.priority,
-        "command": list(job.command),
-        "submitted_at": job.submitted_at,
-        "attempt": job.attempt,
-        "assignments": {n: list(g) for n, g in job.assignments},
-        "funded": int(job.funded),
-        "started_at": job.started_at,
-        "ended_at": job.ended_at,
-        "exit_code": job.exit_code,
-        "position": position,
-    }
-
-
-def node_row(node: ClusterNode, position: int) -> dict[str, Any]:
-    return {
-        "node_id": node.node_id,
-        "gpus": node.gpus,
-        "gpu_model": node.gpu_model,
-        "path": list(node.path),
-        "executor": node.executor,
-        "state": node.state,
-        "position": position,
-    }
-
-
-def allocation_row(a: AllocationNode, position: int) -> dict[str, Any]:
-    return {"name": a.name, "parent": a.parent, "share": a.share, "position": position}
+# the fold and the rows it changed live in `steward.store.projector` (pure, compiled: ADR 0020)
+from steward.store.projector import JOB_LOCAL_EVENTS as JOB_LOCAL_EVENTS
+from steward.store.projector import ChangedRows as ChangedRows
+from steward.store.projector import Key as Key
+from steward.store.projector import Projector as Projector
+from steward.store.projector import allocation_row as allocation_row
+from steward.store.projector import capture as capture
+from steward.store.projector import fold_events as fold_events
+from steward.store.projector import job_row as job_row
+from steward.store.projector import node_row as node_row
 
 
 def _upsert(conn: Connection, table: Table, key: str, keys: list[str], rows: list[dict[str, Any]]) -> None:
@@ -72,30 +42,6 @@ def _upsert(conn: Connection, table: Table, key: str, keys: list[str], rows: lis
         for i in range(0, len(keys), 5000):
             conn.execute(delete(table).where(table.c[key].in_(keys[i:i + 5000])))
     insert_rows(conn, table, rows)
-
-
-@dataclass(frozen=True, slots=True)
-class ChangedRows:
-    """The projection rows a batch changed, as they were at the end of that batch: (key, record or None
-    when the row is gone, position) per table. Records are frozen, so holding them is a snapshot; the
-    ledger writes these while it decides the next batch."""
-
-    allocations: list[tuple[str, AllocationNode | None, int]]
-    nodes: list[tuple[str, ClusterNode | None, int]]
-    jobs: list[tuple[str, Job | None, int]]
-
-
-def capture(proj: Projector, changed: Iterable[tuple[str, str]]) -> ChangedRows:
-    keys: dict[str, set[str]] = {"a": set(), "n": set(), "j": set()}
-    for kind, key in changed:
-        keys[kind].add(key)
-    pos = proj.positions
-    allocations, nodes, jobs = proj.allocations, proj.nodes, proj.jobs
-    return ChangedRows(
-        [(k, allocations.get(k), pos.get(("a", k), 0)) for k in sorted(keys["a"])],
-        [(k, nodes.get(k), pos.get(("n", k), 0)) for k in sorted(keys["n"])],
-        [(k, jobs.get(k), pos.get(("j", k), 0)) for k in sorted(keys["j"])],
-    )
 
 
 _JSON_TEXT = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode  # as `insert_rows` writes JSON
@@ -134,162 +80,7 @@ def write(conn: Connection, proj: Projector, changed: Iterable[tuple[str, str]])
     write_rows(conn, capture(proj, changed))
 
 
-# ------------------------------------------------------------------------------------ the fast fold
-
-
-# Event types whose `evolve` reads and changes only the job named by `payload["job_id"]` (besides the
-# GPU use): they are folded by the domain's `evolve_job` on that job alone. Any other type is folded on
-# the whole state (correct for anything `evolve` does, at the cost of its dict copies).
-JOB_LOCAL_EVENTS = STATE_JOB_LOCAL_EVENTS
-
-Key = tuple[str, str]  # ("a" | "n" | "j", key)
-
-
-def _changed(before: dict[str, Any], after: dict[str, Any], kind: str) -> list[Key]:
-    if after is before:
-        return []
-    out = [(kind, k) for k, v in after.items() if before.get(k) is not v]
-    out += [(kind, k) for k in before if k not in after]
-    return out
-
-
-@dataclass(slots=True)
-class Projector:
-    """The ledger state folded event by event, with the position of the last event that changed each
-    row (for the projections)."""
-
-    allocations: dict[str, AllocationNode] = field(default_factory=dict)
-    nodes: dict[str, ClusterNode] = field(default_factory=dict)
-    jobs: dict[str, Job] = field(default_factory=dict)
-    used: dict[str, frozenset[int]] = field(default_factory=dict)
-    policy: dict[str, Any] = field(default_factory=dict)
-    positions: dict[Key, int] = field(default_factory=dict)
-    position: int = 0
-    recorded_at: float = 0.0
-    head_hash: str = "0" * 64
-    # open undo frames, oldest first: (scalars before the batch, jobs before, positions before)
-    _frames: list[tuple[Any, dict[str, Job | None], dict[Key, int | None]]] = field(default_factory=list)
-
-    def view(self) -> LedgerState:
-        """The whole state without copying (for the pure, read-only `decide`)."""
-        return LedgerState(self.allocations, self.nodes, self.jobs, self.used, self.policy)
-
-    def begin(self) -> None:
-        """Start recording what `apply` changes in a new undo frame, so that `rollback` can undo a failed
-        batch. Frames stack: the ledger decides the next batch while the one before commits."""
-        self._frames.append(((self.allocations, self.nodes, self.used, self.policy, self.position,
-                              self.recorded_at, self.head_hash), {}, {}))
-
-    def rollback(self) -> None:
-        """Undo every open frame, newest first (the batches after a failed one were decided on it)."""
-        while self._frames:
-            self.rollback_newest()
-
-    def rollback_newest(self) -> None:
-        """Undo the newest open frame only (a batch that failed while being decided)."""
-        if self._frames:
-            undo, undo_jobs, undo_positions = self._frames.pop()
-            (self.allocations, self.nodes, self.used, self.policy, self.position, self.recorded_at,
-             self.head_hash) = undo
-            for job_id, job in undo_jobs.items():
-                if job is None:
-                    self.jobs.pop(job_id, None)
-                else:
-                    self.jobs[job_id] = job
-            for key, pos in undo_positions.items():
-                if pos is None:
-                    self.positions.pop(key, None)
-                else:
-                    self.positions[key] = pos
-
-    def commit(self) -> None:
-        """The oldest open frame's batch is durable: forget how to undo it."""
-        if self._frames:
-            self._frames.pop(0)
-
-    def apply(self, event: Event, at: float, position: int, event_hash: str | None = None) -> list[Key]:
-        """Fold one recorded event; returns the rows it changed."""
-        payload = event.payload
-        job_id = payload.get("job_id")
-        if event.type in JOB_LOCAL_EVENTS and isinstance(job_id, str):
-            changed = self._apply_job_local(event, at, position, job_id)
-        else:
-            changed = self._apply_whole(event, at, position)
-        self.position, self.recorded_at = position, at
-        if event_hash is not None:
-            self.head_hash = event_hash
-        return changed
-
-    def _apply_job_local(self, event: Event, at: float, position: int, job_id: str) -> list[Key]:
-        old = self.jobs.get(job_id)
-        step = evolve_job(old, self.used, event, at)
-        if step is None:
-            return []
-        job, self.used = step
-        key = ("j", job.job_id)
-        if self._frames:
-            _, undo_jobs, undo_positions = self._frames[-1]
-            if key not in undo_positions:
-                undo_positions[key] = self.positions.get(key)
-            if job.job_id not in undo_jobs:
-                undo_jobs[job.job_id] = self.jobs.get(job.job_id)
-        self.jobs[job.job_id] = job
-        self.positions[key] = position
-        return [key]
-
-    def _apply_whole(self, event: Event, at: float, position: int) -> list[Key]:
-        after = evolve(self.view(), event, at)
-        new_jobs = after.jobs
-        changed = _changed(self.jobs, new_jobs, "j")
-        changed += _changed(self.allocations, after.allocations, "a")
-        changed += _changed(self.nodes, after.nodes, "n")
-        recording = bool(self._frames)
-        undo_jobs, undo_positions = (self._frames[-1][1], self._frames[-1][2]) if recording else ({}, {})
-        for kind, key in changed:
-            if recording and (kind, key) not in undo_positions:
-                undo_positions[(kind, key)] = self.positions.get((kind, key))
-            if kind == "j":
-                if recording and key not in undo_jobs:
-                    undo_jobs[key] = self.jobs.get(key)
-                if key in new_jobs:
-                    self.jobs[key] = new_jobs[key]
-                    self.positions[("j", key)] = position
-                else:
-                    self.jobs.pop(key, None)
-                    self.positions.pop(("j", key), None)
-            else:
-                table = after.allocations if kind == "a" else after.nodes
-                if key in table:
-                    self.positions[(kind, key)] = position
-                else:
-                    self.positions.pop((kind, key), None)
-        self.allocations, self.nodes, self.used, self.policy = after.allocations, after.nodes, after.used, after.policy
-        return changed
-
-    def state(self) -> LedgerState:
-        return LedgerState(dict(self.allocations), dict(self.nodes), dict(self.jobs), dict(self.used),
-                           dict(self.policy))
-
-    def rows(self) -> dict[str, list[dict[str, Any]]]:
-        pos = self.positions
-        return {
-            "proj_allocations": [allocation_row(a, pos[("a", n)]) for n, a in sorted(self.allocations.items())],
-            "proj_nodes": [node_row(x, pos[("n", n)]) for n, x in sorted(self.nodes.items())],
-            "proj_jobs": [job_row(j, pos[("j", k)]) for k, j in sorted(self.jobs.items())],
-        }
-
-
 JOB_COLUMNS = tuple(c.name for c in schema.proj_jobs.columns)
-
-
-def fold_events(events: Iterable[tuple[int, Event, float]], start: Projector | None = None) -> Projector:
-    proj = start or Projector()
-    for position, ev, at in events:
-        proj.apply(ev, at, position)
-    return proj
-
-
-# ------------------------------------------------------------------------------------ rebuild + checksums
 
 
 def read_rows(conn: Connection, table: Table) -> list[dict[str, Any]]:
