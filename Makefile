@@ -66,10 +66,13 @@ demo: setup web
 	STEWARD_DEMO_T0=$${STEWARD_DEMO_T0:-$$(date +%s.%N)} $(PY) -m steward.demo $(DEMO_ARGS)
 
 ## test: set everything up and run every tier (lint, types, unit, property, integration, e2e)
-## (the suite runs the compiled build, and the policy's unit and property tests also run on the pure sources)
+## (the suite runs the compiled build; the unit and property tests of the compiled policy, domain, store and ledger
+## also run on the pure sources)
 test: setup tools web web-test chromium lint typecheck
 	STEWARD_EXPECT_NATIVE=1 $(PY) -m pytest -q -p no:cacheprovider tests
-	STEWARD_PURE=1 $(PY) -m pytest -q -p no:cacheprovider tests/unit/policy tests/property/test_policy_properties.py
+	STEWARD_PURE=1 $(PY) -m pytest -q -p no:cacheprovider tests/unit/policy tests/property/test_policy_properties.py \
+		tests/unit/domain tests/unit/store tests/unit/ledger tests/unit/test_written_inits.py tests/property/test_fast_domain.py \
+		tests/property/test_fast_decode.py tests/property/test_fast_canonical.py
 
 lint:
 	$(VENV)/bin/ruff check services workflows tests bench migrations infra
