@@ -137,7 +137,7 @@ def main() -> int:
 
     def copy_reference(owner_url: str, rows: list[tuple[Any, ...]]) -> float:
         marks["copy_start"] = snapshot(args.pg_pid, args.broker_pid)
-        rate = real_copy(owner_url, rows)
+        rate = float(real_copy(owner_url, rows))
         marks["copy_end"] = snapshot(args.pg_pid, args.broker_pid)
         return rate
 
