@@ -162,20 +162,25 @@ class Trade:
     restart_s: float = 0.0
 
 
+def work_lost_by_stop_s(lost_now_s: float, grace_s: float, resumable: bool, interval_s: float) -> float:
+    """ADR 0021: the work per GPU a victim that would lose `lost_now_s` if stopped now loses when it
+    stops at the end of its grace instead: a resumable job whose next periodic checkpoint (every
+    `interval_s`) falls inside the grace keeps it and loses only what it does after it."""
+    at_stop = (lost_now_s if lost_now_s > 0.0 else 0.0) + grace_s
+    if resumable and at_stop >= interval_s > 0.0:
+        at_stop -= interval_s * (at_stop // interval_s)
+    return at_stop
+
+
 def lost_at_stop_s(job: RunningJob, trade: Trade) -> float:
-    """ADR 0021: the work per GPU a victim loses when it stops at the end of its grace, not when it is
-    asked: a resumable job whose next periodic checkpoint (every `checkpoint_interval_s`) falls
-    inside the grace keeps it and loses only what it does after it; plus the restart."""
+    """ADR 0021: the work per GPU a victim loses at the end of its grace (`work_lost_by_stop_s`), plus
+    the restart."""
     since = job.started_at
     ckpt = job.last_checkpoint_at
     if job.resumable and ckpt is not None and ckpt > since:
         since = ckpt
     grace = trade.grace_funded_s if job.funded else trade.grace_unfunded_s
-    at_stop = max(0.0, trade.now - since) + grace
-    interval = trade.checkpoint_interval_s
-    if job.resumable and interval > 0 and at_stop >= interval:
-        at_stop -= interval * (at_stop // interval)
-    return at_stop + trade.restart_s
+    return work_lost_by_stop_s(trade.now - since, grace, job.resumable, trade.checkpoint_interval_s) + trade.restart_s
 
 
 def trade_victim(v: Victim, for_job: str, trade: Trade) -> bool:
@@ -373,10 +378,9 @@ class VictimSearch:
                 if job.resumable and ckpt is not None and ckpt > since:
                     since = ckpt
                 lost = now - since
-                if at_stop:  # ADR 0021: the work lost at the end of the grace (`lost_at_stop_s`)
-                    lost = (lost if lost > 0.0 else 0.0) + (grace_funded if job.funded else grace_unfunded)
-                    if job.resumable and lost >= interval > 0.0:
-                        lost -= interval * (lost // interval)
+                if at_stop:  # ADR 0021: the work lost at the end of the grace
+                    lost = work_lost_by_stop_s(lost, grace_funded if job.funded else grace_unfunded,
+                                               job.resumable, interval)
                 cost = job.gpus * ((lost if lost > 0.0 else 0.0) + restart)
             ckpt = job.last_checkpoint_at
             item: _Raw = (cost / job.gpus, -ckpt if ckpt is not None else inf, job.id, cost, going, job, nodes)
