@@ -61,6 +61,7 @@ COMPILED: tuple[str, ...] = (
     "steward.sim.engine",
     "steward.sim.usage",
     "steward.sim.view",
+    "steward.store.copytext",
     "steward.store.encoding",
     "steward.store.hashing",
     "steward.store.projector",

@@ -14,6 +14,7 @@ from steward.audit.verify import _sql_chain_ok, verify
 from steward.domain.commands import SetAllocations, SubmitJob
 from steward.domain.events import Event
 from steward.ledger.core import Ledger
+from steward.store import schema
 from steward.store.eventstore import EventStore, PendingAppend
 from tests.integration.pg import pg_owner, pg_store, pg_tamper, store_test_urls
 from tests.unit.store.builders import msg
@@ -179,3 +180,58 @@ def test_the_ledger_keeps_its_connections_and_replaces_one_the_server_dropped(pg
     finally:
         ledger.close()
     assert ledger._kept == {}
+
+
+# values COPY's text format escapes or that print in more than one way (ADR 0022: the writer's own COPY text)
+ODD = ['q"uote', "back\\slash \\N", "tab\tnl\ncr\r", "\b\v\f\x01\x7f", "é😀\u2028\U0010fffd", "", "\\N", "plain"]
+
+
+def test_the_writers_copy_text_reads_back_as_the_rows_psycopg_wrote(pg_store: EventStore) -> None:
+    """The writer's rows (`copytext`, one COPY write per table) read back from PostgreSQL as the same row text
+    as the old path's (psycopg's `write_row` of the same tuples), for events, dedup ids and job rows; and the
+    live job rows give `steward audit rebuild`'s server-side checksum of the rebuild's `insert_rows`."""
+    from steward.domain.state import Job
+    from steward.store import projections
+    from steward.store.encoding import RecordedEvent
+    from steward.store.eventstore import EVENT_COLUMNS, copy_rows
+    from steward.store.hashing import canonical_text
+
+    times = [1754000000.123456, -0.0, 0.0, 1e-300, 1e300, 600.0, 5e-324]
+    records, texts, old_events = [], [], []
+    for i, s in enumerate(ODD):
+        payload, metadata = {"s": s, "n": i, "f": times[i % len(times)]}, {"actor": s}
+        p, m = canonical_text(payload), canonical_text(metadata)
+        rec = RecordedEvent(i + 1, f"job-{s}", i + 1, f"T{s}", 1 + i, payload, metadata, None if i == 2 else s,
+                            times[i % len(times)], "0" * 64, f"{i:064x}")
+        records.append(rec)
+        texts.append((p, m))
+        old_events.append((rec.position, rec.stream_id, rec.version, rec.type, rec.schema_version, p, m,
+                           rec.message_id, rec.recorded_at, rec.prev_hash, rec.hash))
+    processed = [(f"m{s}", None if i % 3 == 0 else i * 2**40) for i, s in enumerate(ODD)]
+    jobs: list[tuple[str, Job | None, int]] = [
+        (f"j{s}", Job(f"j{s}", s, i, times[i % len(times)], (s, "x", ""), i % 2 == 0, s, -i, 1e9 + i,
+                      assignments=((s, (0, i)), ("n2", ())) if i % 2 else (), exit_code=None if i % 2 else -i,
+                      started_at=None if i % 3 else times[i % len(times)]), 2**33 + i)
+        for i, s in enumerate(ODD)] + [("jgone", None, 7)]
+    with pg_store.engine.begin() as conn:
+        for table in ("events", "processed_messages"):
+            conn.exec_driver_sql(f"CREATE TEMPORARY TABLE old_{table} (LIKE {table}) ON COMMIT DROP")
+        pg_store.insert_recorded(conn, records, texts)
+        copy_rows(conn, "old_events", EVENT_COLUMNS, old_events)
+        pg_store.mark_processed(conn, processed)
+        copy_rows(conn, "old_processed_messages", ("message_id", "position"), processed)
+        projections.write_rows(conn, projections.ChangedRows([], [], jobs, frozenset(k for k, _, _ in jobs)))
+        rebuilt = projections.fresh_table(conn, schema.proj_jobs)
+        projections.insert_rows(conn, rebuilt, [projections.job_row(j, p) for _, j, p in jobs if j is not None])
+        for new, old, key in (("events", "old_events", "position"),
+                              ("processed_messages", "old_processed_messages", "message_id"),
+                              ("proj_jobs", rebuilt.name, "job_id")):
+            got = conn.exec_driver_sql(f"SELECT t::text FROM {new} t ORDER BY {key}").scalars().all()
+            want = conn.exec_driver_sql(f"SELECT t::text FROM {old} t ORDER BY {key}").scalars().all()
+            assert got == want and len(got) == len(ODD), new
+        assert projections.sql_checksum(conn, schema.proj_jobs) == projections.sql_checksum(conn, rebuilt)
+        # and the values themselves, as the store reads them
+        stored = conn.exec_driver_sql("SELECT payload::text, metadata::text, stream_id, message_id, recorded_at "
+                                      "FROM events ORDER BY position").all()
+    assert [tuple(r) for r in stored] == [(p, m, r.stream_id, r.message_id, r.recorded_at)
+                                          for r, (p, m) in zip(records, texts, strict=True)]

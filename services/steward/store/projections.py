@@ -18,9 +18,8 @@ from typing import Any
 from sqlalchemy import Connection, MetaData, Table, delete, select, text
 
 from steward.audit.verifier import canonical_text
-from steward.domain.state import Job
-from steward.store import schema
-from steward.store.eventstore import ANY_JSON_TEXTS, copy_rows, json_texts
+from steward.store import copytext, schema
+from steward.store.eventstore import ANY_JSON_TEXTS, copy_data, copy_rows, json_texts
 
 # the fold and the rows it changed live in `steward.store.projector` (pure, compiled: ADR 0020)
 from steward.store.projector import JOB_LOCAL_EVENTS as JOB_LOCAL_EVENTS
@@ -44,18 +43,6 @@ def _upsert(conn: Connection, table: Table, key: str, keys: list[str], rows: lis
     insert_rows(conn, table, rows)
 
 
-_JSON_TEXT = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode  # as `insert_rows` writes JSON
-
-
-def job_copy_row(job: Job, position: int) -> tuple[Any, ...]:
-    """`job_row` as the tuple `insert_rows` writes for it on PostgreSQL (columns in table order, JSON as
-    text), built directly (equal: tests/unit/store/test_projection_rows.py)."""
-    return (job.job_id, job.project, job.state, job.gpus, job.min_runtime_s, int(job.resumable), job.job_class,
-            job.priority, _JSON_TEXT(list(job.command)), job.submitted_at, job.attempt,
-            _JSON_TEXT({n: list(g) for n, g in job.assignments}) if job.assignments else "{}", int(job.funded),
-            job.started_at, job.ended_at, job.exit_code, position)
-
-
 def write_rows(conn: Connection, rows: ChangedRows) -> None:
     """Replace the rows `rows` names by their captured values (a row gone from the state is deleted): one
     array DELETE and one COPY per table."""
@@ -65,12 +52,12 @@ def write_rows(conn: Connection, rows: ChangedRows) -> None:
             [node_row(x, p) for _, x, p in rows.nodes if x is not None])
     job_keys = [k for k, _, _ in rows.jobs]
     if conn.dialect.name == "postgresql":
-        if job_keys:
+        new = rows.new_jobs  # rows no earlier batch wrote: nothing to delete (ADR 0022)
+        held = [k for k in job_keys if k not in new] if new else job_keys
+        if held:
             cursor = conn.connection.driver_connection.cursor()  # type: ignore[union-attr]
-            cursor.execute(f"DELETE FROM proj_jobs WHERE job_id = {ANY_JSON_TEXTS}", (json_texts(job_keys),))
-            present = [job_copy_row(j, p) for _, j, p in rows.jobs if j is not None]
-            if present:
-                copy_rows(conn, "proj_jobs", JOB_COLUMNS, present)
+            cursor.execute(f"DELETE FROM proj_jobs WHERE job_id = {ANY_JSON_TEXTS}", (json_texts(held),))
+        copy_data(conn, "proj_jobs", JOB_COLUMNS, copytext.jobs_data(rows.jobs))  # built in compiled code
         return
     _upsert(conn, schema.proj_jobs, "job_id", job_keys, [job_row(j, p) for _, j, p in rows.jobs if j is not None])
 
@@ -80,7 +67,7 @@ def write(conn: Connection, proj: Projector, changed: Iterable[tuple[str, str]])
     write_rows(conn, capture(proj, changed))
 
 
-JOB_COLUMNS = tuple(c.name for c in schema.proj_jobs.columns)
+JOB_COLUMNS = copytext.JOB_COLUMNS  # the table's columns in order (tests/unit/store/test_projection_rows.py)
 
 
 def read_rows(conn: Connection, table: Table) -> list[dict[str, Any]]:

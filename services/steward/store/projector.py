@@ -213,16 +213,27 @@ class ChangedRows:
     allocations: list[tuple[str, AllocationNode | None, int]]
     nodes: list[tuple[str, ClusterNode | None, int]]
     jobs: list[tuple[str, Job | None, int]]
+    # job rows the projection did not hold before this batch (so no earlier batch left a row to replace:
+    # the writer skips their DELETE, ADR 0022); empty when unknown (every row is replaced)
+    new_jobs: frozenset[str] = frozenset()
 
 
 def capture(proj: Projector, changed: Iterable[tuple[str, str]]) -> ChangedRows:
+    """The rows `changed` as they are now. Called for the batch of the newest open frame (`begin`), it also
+    names the jobs that frame found absent: absent after every earlier batch, including those still being
+    written, which are committed before this one or not at all (a failed batch aborts the ones after it)."""
     keys: dict[str, set[str]] = {"a": set(), "n": set(), "j": set()}
     for kind, key in changed:
         keys[kind].add(key)
     pos = proj.positions
     allocations, nodes, jobs = proj.allocations, proj.nodes, proj.jobs
+    new_jobs: frozenset[str] = frozenset()
+    if proj._frames:
+        before = proj._frames[-1][1]  # job id -> the job before this batch (None: absent)
+        new_jobs = frozenset([k for k in keys["j"] if k in before and before[k] is None])
     return ChangedRows(
         [(k, allocations.get(k), pos.get(("a", k), 0)) for k in sorted(keys["a"])],
         [(k, nodes.get(k), pos.get(("n", k), 0)) for k in sorted(keys["n"])],
         [(k, jobs.get(k), pos.get(("j", k), 0)) for k in sorted(keys["j"])],
+        new_jobs,
     )
