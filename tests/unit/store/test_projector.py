@@ -26,7 +26,7 @@ from steward.domain.commands import (
 from steward.domain.decide import decide_or_reject
 from steward.domain.events import Event
 from steward.domain.state import LedgerState, evolve
-from steward.store.projections import Projector
+from steward.store.projections import ChangedRows, Projector, capture
 
 JOBS = [f"j{i}" for i in range(6)]
 SETUP = [SetAllocations("cluster", {"a": 0.5, "b": 0.5}, "t"), RegisterNode("n0", 4, "H100", ["z", "n0"]),
@@ -145,3 +145,50 @@ def test_two_open_batches_roll_back_together_and_commit_in_order(before: list[An
     proj.commit()
     proj.rollback()
     assert seen(proj) == after_first
+
+
+def write_model(table: dict[str, Any], rows: ChangedRows) -> None:
+    """What `write_rows` does to `proj_jobs`, with its primary key: DELETE the rows the batch changed but
+    those `capture` named new, then insert every present row."""
+    for key, _, _ in rows.jobs:
+        if key not in rows.new_jobs:
+            table.pop(key, None)
+    for key, job, position in rows.jobs:
+        if job is not None:
+            assert key not in table, f"{key}: its DELETE was skipped but an earlier batch wrote its row"
+            table[key] = (job, position)
+
+
+def decide_batch(proj: Projector, evs: list[tuple[Event, float]]) -> ChangedRows:
+    """As `Ledger.prepare` does: a new frame, the batch's events, the rows it changed."""
+    proj.begin()
+    changed: list[tuple[str, str]] = []
+    for position, (ev, at) in enumerate(evs, start=proj.position + 1):
+        changed += proj.apply(ev, at, position)
+    return capture(proj, changed)
+
+
+@settings(max_examples=100, deadline=None)
+@given(steps, steps, steps)
+def test_job_rows_new_in_a_batch_need_no_delete_even_with_the_batch_before_still_in_flight(
+        before: list[Any], first: list[Any], second: list[Any]) -> None:
+    """ADR 0022: `capture` names the jobs the projection did not hold before the batch. Batch N+1 is decided
+    before N commits and written after it, so the table it meets is the one N left: skipping their DELETE
+    never meets a row (the primary key would refuse the insert), and the table ends as the projection."""
+    evs = events_of(before + first + second)
+    a, b = len(events_of(before)), len(events_of(before + first))
+    proj = Projector()
+    apply_all(proj, evs[:a])
+    table = {k: (j, proj.positions[("j", k)]) for k, j in proj.jobs.items()}
+    held_before_first = set(proj.jobs)
+    rows_first = decide_batch(proj, evs[a:b])
+    held_before_second = set(proj.jobs)
+    rows_second = decide_batch(proj, evs[b:])  # decided while the first is being written
+    for rows, held in ((rows_first, held_before_first), (rows_second, held_before_second)):
+        assert rows.new_jobs == {k for k, _, _ in rows.jobs} - held
+    write_model(table, rows_first)
+    proj.commit()
+    write_model(table, rows_second)
+    proj.commit()
+    assert table == {k: (j, proj.positions[("j", k)]) for k, j in proj.jobs.items()}
+    assert capture(proj, [("j", k) for k in table]).new_jobs == frozenset()  # no open frame: delete every row
