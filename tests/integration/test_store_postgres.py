@@ -193,12 +193,13 @@ def test_the_writers_copy_text_reads_back_as_the_rows_psycopg_wrote(pg_store: Ev
     from steward.domain.state import Job
     from steward.store import projections
     from steward.store.encoding import RecordedEvent
-    from steward.store.eventstore import EVENT_COLUMNS, copy_rows
+    from steward.store.eventstore import COPY_CHUNK_ROWS, EVENT_COLUMNS, copy_rows
     from steward.store.hashing import canonical_text
 
     times = [1754000000.123456, -0.0, 0.0, 1e-300, 1e300, 600.0, 5e-324]
+    odd = [f"{s}{i}" if i >= len(ODD) else s for i, s in enumerate(ODD * 40)]  # 320 rows: two COPY pieces
     records, texts, old_events = [], [], []
-    for i, s in enumerate(ODD):
+    for i, s in enumerate(odd):
         payload, metadata = {"s": s, "n": i, "f": times[i % len(times)]}, {"actor": s}
         p, m = canonical_text(payload), canonical_text(metadata)
         rec = RecordedEvent(i + 1, f"job-{s}", i + 1, f"T{s}", 1 + i, payload, metadata, None if i == 2 else s,
@@ -207,12 +208,12 @@ def test_the_writers_copy_text_reads_back_as_the_rows_psycopg_wrote(pg_store: Ev
         texts.append((p, m))
         old_events.append((rec.position, rec.stream_id, rec.version, rec.type, rec.schema_version, p, m,
                            rec.message_id, rec.recorded_at, rec.prev_hash, rec.hash))
-    processed = [(f"m{s}", None if i % 3 == 0 else i * 2**40) for i, s in enumerate(ODD)]
+    processed = [(f"m{s}", None if i % 3 == 0 else i * 2**40) for i, s in enumerate(odd)]
     jobs: list[tuple[str, Job | None, int]] = [
         (f"j{s}", Job(f"j{s}", s, i, times[i % len(times)], (s, "x", ""), i % 2 == 0, s, -i, 1e9 + i,
                       assignments=((s, (0, i)), ("n2", ())) if i % 2 else (), exit_code=None if i % 2 else -i,
                       started_at=None if i % 3 else times[i % len(times)]), 2**33 + i)
-        for i, s in enumerate(ODD)] + [("jgone", None, 7)]
+        for i, s in enumerate(odd)] + [("jgone", None, 7)]
     with pg_store.engine.begin() as conn:
         for table in ("events", "processed_messages"):
             conn.exec_driver_sql(f"CREATE TEMPORARY TABLE old_{table} (LIKE {table}) ON COMMIT DROP")
@@ -228,7 +229,7 @@ def test_the_writers_copy_text_reads_back_as_the_rows_psycopg_wrote(pg_store: Ev
                               ("proj_jobs", rebuilt.name, "job_id")):
             got = conn.exec_driver_sql(f"SELECT t::text FROM {new} t ORDER BY {key}").scalars().all()
             want = conn.exec_driver_sql(f"SELECT t::text FROM {old} t ORDER BY {key}").scalars().all()
-            assert got == want and len(got) == len(ODD), new
+            assert got == want and len(got) == len(odd) > COPY_CHUNK_ROWS, new
         assert projections.sql_checksum(conn, schema.proj_jobs) == projections.sql_checksum(conn, rebuilt)
         # and the values themselves, as the store reads them
         stored = conn.exec_driver_sql("SELECT payload::text, metadata::text, stream_id, message_id, recorded_at "

@@ -24,7 +24,7 @@ from steward.domain.state import LedgerState, evolve
 from steward.ledger.batch import DeadLetter as DeadLetter  # re-exported: the service publishes them
 from steward.ledger.batch import decide_messages, decode_messages
 from steward.store import projections
-from steward.store.eventstore import EventStore, RecordedEvent, encode_events
+from steward.store.eventstore import EventStore, RecordedEvent, encode_events, explicit_begin
 from steward.store.projections import Projector
 
 log = logging.getLogger(__name__)
@@ -184,17 +184,36 @@ class Ledger:
     def record(self, prepared: Prepared, before_commit: Callable[[list[DeadLetter]], None] | None = None) -> None:
         """Write one prepared batch in one transaction (safe to run in another thread: it reads only
         `prepared` and the store). Raises `LogMoved` when the log does not end where the batch follows."""
-        with self._connection("write") as conn, conn.begin():
-            position, head_hash = self.store.lock_head(conn)  # held to commit: our positions are next
-            if (position, head_hash) != (prepared.start_position, prepared.start_hash):
-                raise LogMoved(f"the log moved under the ledger: head {position}, expected "
-                               f"{prepared.start_position} (is a second ledger running?)")
+        if self.store.dialect != "postgresql":
+            with self._connection("write") as conn, conn.begin():
+                self._check_head(self.store.lock_head(conn), prepared)
+                self.store.insert_recorded(conn, prepared.records, prepared.texts)
+                self.store.mark_processed(conn, prepared.processed)
+                projections.write_rows(conn, prepared.rows)
+                self.store.save_offsets(conn, self.consumer_name, prepared.offsets)
+                if before_commit is not None:
+                    before_commit(prepared.dead)
+            return
+        # PostgreSQL: BEGIN, the head lock, the replaced job rows' DELETE and the offsets in one round trip
+        # (none of those can fail on a conflict, and all roll back with the batch when the head moved), then
+        # one COPY per table (ADR 0022)
+        with self._connection("write") as conn, explicit_begin(conn), conn.begin():
+            first = [projections.jobs_delete_sql(conn, prepared.rows)]
+            if prepared.offsets:
+                first.append(self.store.offsets_sql(conn, self.consumer_name, prepared.offsets))
+            self._check_head(self.store.lock_head(conn, [s for s in first if s], begin=True), prepared)
             self.store.insert_recorded(conn, prepared.records, prepared.texts)
             self.store.mark_processed(conn, prepared.processed)
-            projections.write_rows(conn, prepared.rows)
-            self.store.save_offsets(conn, self.consumer_name, prepared.offsets)
+            projections.write_rows(conn, prepared.rows, jobs_deleted=True)
             if before_commit is not None:
                 before_commit(prepared.dead)
+
+    @staticmethod
+    def _check_head(head: tuple[int, str], prepared: Prepared) -> None:
+        """The log ends where `prepared` was decided to follow (held to commit: our positions are next)."""
+        if head != (prepared.start_position, prepared.start_hash):
+            raise LogMoved(f"the log moved under the ledger: head {head[0]}, expected "
+                           f"{prepared.start_position} (is a second ledger running?)")
 
     def committed(self, prepared: Prepared) -> None:
         """`prepared` (the oldest open batch) is durable."""

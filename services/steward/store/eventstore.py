@@ -8,10 +8,11 @@ import json
 import re
 import time
 from collections.abc import Iterable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from typing import Any
 
 import orjson
+from psycopg.pq import Escaping
 from sqlalchemy import Connection, Engine, create_engine, event, func, select, text
 from sqlalchemy.dialects import sqlite
 
@@ -36,14 +37,6 @@ ANY_JSON_TEXTS = "ANY(ARRAY(SELECT json_array_elements_text(%s::json)))"
 def json_texts(values: Iterable[str]) -> str:
     """The parameter of `ANY_JSON_TEXTS`."""
     return orjson.dumps(list(values)).decode()
-
-
-# the consumed offsets of a batch, upserted by one constant statement: SQLAlchemy's multi-row `insert().values()`
-# compiled a new statement for every batch (~0.8 ms of the writer thread's CPU under the GIL)
-_OFFSETS_SQL = (
-    "INSERT INTO consumer_offsets (consumer, topic, partition, next_offset) "
-    "SELECT %s, t, p, o FROM unnest(%s::text[], %s::int[], %s::bigint[]) AS u(t, p, o) "
-    "ON CONFLICT (consumer, topic, partition) DO UPDATE SET next_offset = EXCLUDED.next_offset")
 
 
 class ConcurrencyError(Exception):
@@ -86,14 +79,52 @@ def copy_rows(conn: Connection, table: str, columns: Sequence[str], rows: Iterab
             write(row)
 
 
-def copy_data(conn: Connection, table: str, columns: Sequence[str], data: bytes) -> None:
-    """COPY `data`, rows already in COPY's text format (`steward.store.copytext`), in one write: the writer
-    builds them in compiled code and psycopg only sends them (ADR 0022)."""
-    if not data:
-        return
-    cursor = conn.connection.driver_connection.cursor()  # type: ignore[union-attr]
-    with cursor.copy(f"COPY {table} ({', '.join(columns)}) FROM STDIN") as copy:
-        copy.write(data)
+def sql_literal(conn: Connection, value: str) -> str:
+    """`value` as a PostgreSQL string literal, quoted by libpq for this connection (`PQescapeLiteral`)."""
+    pgconn = conn.connection.driver_connection.pgconn  # type: ignore[union-attr]
+    return bytes(Escaping(pgconn).escape_literal(value.encode())).decode()
+
+
+@contextmanager
+def explicit_begin(conn: Connection) -> Iterator[None]:
+    """Let the caller start the transaction with its own `BEGIN` (`lock_head(begin=True)`), in its first round
+    trip: psycopg otherwise sends `BEGIN` alone, a round trip of its own, before a transaction's first
+    statement. The driver is in autocommit mode meanwhile (psycopg then sends no `BEGIN`; `COMMIT` and
+    `ROLLBACK` it sends whenever a transaction is open), and is restored after."""
+    driver = conn.connection.driver_connection
+    driver.autocommit = True  # type: ignore[union-attr]
+    try:
+        yield
+    finally:
+        if not driver.closed and driver.pgconn.transaction_status == 0:  # type: ignore[union-attr]  # IDLE
+            driver.autocommit = False  # type: ignore[union-attr]
+        else:  # a broken connection: never back to the pool in autocommit mode
+            conn.invalidate()
+
+
+# rows per piece of COPY data the writer builds and sends at a time (~140 kB of events): the compiled builder
+# holds the GIL for a whole piece, and the deciding thread gets it back between pieces; PostgreSQL starts on
+# the first piece while the next is built
+COPY_CHUNK_ROWS = 256
+
+
+def chunks(n: int) -> range:
+    """The starts of `n` rows' pieces of COPY_CHUNK_ROWS."""
+    return range(0, n, COPY_CHUNK_ROWS)
+
+
+def copy_data(conn: Connection, table: str, columns: Sequence[str], data: Iterable[bytes]) -> None:
+    """COPY `data`, pieces of rows already in COPY's text format (`steward.store.copytext`), one write each:
+    the writer builds them in compiled code and psycopg only sends them (ADR 0022). No COPY when all empty."""
+    with ExitStack() as stack:
+        copy = None
+        for piece in data:
+            if not piece:
+                continue
+            if copy is None:  # the COPY starts with the first piece that holds a row
+                cursor = conn.connection.driver_connection.cursor()  # type: ignore[union-attr]
+                copy = stack.enter_context(cursor.copy(f"COPY {table} ({', '.join(columns)}) FROM STDIN"))
+            copy.write(piece)
 
 
 _COPY_UNESCAPES = {b"\\": b"\\", b"t": b"\t", b"n": b"\n", b"r": b"\r", b"b": b"\b", b"f": b"\f", b"v": b"\v"}
@@ -170,11 +201,19 @@ class EventStore:
 
     # -- writing -------------------------------------------------------------------------------
 
-    def lock_head(self, conn: Connection) -> tuple[int, str]:
-        """Serialise appends (commit order = position order) and return the head (position, hash)."""
-        if self.dialect == "postgresql":  # one round trip: the lock, then the head in a statement of its own
+    def lock_head(self, conn: Connection, then: Sequence[str] = (), begin: bool = False) -> tuple[int, str]:
+        """Serialise appends (commit order = position order) and return the head (position, hash).
+
+        PostgreSQL: one round trip for the lock, the head in a statement of its own, and `then` (literal SQL
+        statements of the same transaction, run after the head is read: statements that cannot fail on a
+        conflict, since the caller checks the head only after them). `begin`: the transaction starts here
+        (the connection is in `explicit_begin`), instead of in a round trip of its own before."""
+        if self.dialect == "postgresql":
             cursor = conn.connection.driver_connection.cursor()  # type: ignore[union-attr]
-            cursor.execute(f"SELECT pg_advisory_xact_lock({int(POSITION_LOCK_KEY)}); {_HEAD_SQL}")
+            lock = f"SELECT pg_advisory_xact_lock({int(POSITION_LOCK_KEY)})"
+            cursor.execute("; ".join(["BEGIN", lock, _HEAD_SQL, *then] if begin else [lock, _HEAD_SQL, *then]))
+            if begin:
+                cursor.nextset()
             cursor.nextset()  # (its own snapshot, taken once the lock is held: it sees every commit before)
             head = cursor.fetchone()
             return (int(head[0]), str(head[1])) if head else (0, GENESIS)
@@ -231,7 +270,8 @@ class EventStore:
         if texts is None:
             texts = [(canonical_text(r.payload), canonical_text(r.metadata)) for r in records]
         if self.dialect == "postgresql":  # the rows as one text, built in compiled code (ADR 0022)
-            copy_data(conn, "events", EVENT_COLUMNS, copytext.events_data(records, texts))
+            copy_data(conn, "events", EVENT_COLUMNS, (copytext.events_data(
+                records[i:i + COPY_CHUNK_ROWS], texts[i:i + COPY_CHUNK_ROWS]) for i in chunks(len(records))))
             return
         conn.execute(text(
             f"INSERT INTO events ({', '.join(EVENT_COLUMNS)}) VALUES ({', '.join(':' + c for c in EVENT_COLUMNS)})"),
@@ -297,21 +337,27 @@ class EventStore:
 
     def mark_processed(self, conn: Connection, items: Sequence[tuple[str, int | None]]) -> None:
         if items and self.dialect == "postgresql":
-            copy_data(conn, "processed_messages", copytext.PROCESSED_COLUMNS, copytext.processed_data(items))
+            copy_data(conn, "processed_messages", copytext.PROCESSED_COLUMNS,
+                      (copytext.processed_data(items[i:i + COPY_CHUNK_ROWS]) for i in chunks(len(items))))
         elif items:
             conn.execute(
                 schema.processed_messages.insert(),
                 [{"message_id": m, "position": p} for m, p in items],
             )
 
+    def offsets_sql(self, conn: Connection, consumer: str, offsets: dict[tuple[str, int], int]) -> str:
+        """`save_offsets` on PostgreSQL as one literal statement (for `lock_head`'s round trip)."""
+        values = ", ".join(f"({sql_literal(conn, consumer)}, {sql_literal(conn, t)}, {int(p)}, {int(o)})"
+                           for (t, p), o in offsets.items())
+        return (f"INSERT INTO consumer_offsets (consumer, topic, partition, next_offset) VALUES {values} "
+                "ON CONFLICT (consumer, topic, partition) DO UPDATE SET next_offset = EXCLUDED.next_offset")
+
     def save_offsets(self, conn: Connection, consumer: str, offsets: dict[tuple[str, int], int]) -> None:
         """Store the next offset to read per (topic, partition), in the caller's transaction."""
         if not offsets:
             return
-        if self.dialect == "postgresql":  # one constant statement (prepared by psycopg after a few batches)
-            cursor = conn.connection.driver_connection.cursor()  # type: ignore[union-attr]
-            cursor.execute(_OFFSETS_SQL, (consumer, [t for t, _ in offsets], [p for _, p in offsets],
-                                          list(offsets.values())))
+        if self.dialect == "postgresql":
+            conn.connection.driver_connection.execute(self.offsets_sql(conn, consumer, offsets))  # type: ignore[union-attr]
             return
         rows = [
             {"consumer": consumer, "topic": t, "partition": p, "next_offset": o}

@@ -19,7 +19,15 @@ from sqlalchemy import Connection, MetaData, Table, delete, select, text
 
 from steward.audit.verifier import canonical_text
 from steward.store import copytext, schema
-from steward.store.eventstore import ANY_JSON_TEXTS, copy_data, copy_rows, json_texts
+from steward.store.eventstore import (
+    ANY_JSON_TEXTS,
+    COPY_CHUNK_ROWS,
+    chunks,
+    copy_data,
+    copy_rows,
+    json_texts,
+    sql_literal,
+)
 
 # the fold and the rows it changed live in `steward.store.projector` (pure, compiled: ADR 0020)
 from steward.store.projector import JOB_LOCAL_EVENTS as JOB_LOCAL_EVENTS
@@ -43,21 +51,33 @@ def _upsert(conn: Connection, table: Table, key: str, keys: list[str], rows: lis
     insert_rows(conn, table, rows)
 
 
-def write_rows(conn: Connection, rows: ChangedRows) -> None:
+def jobs_delete_sql(conn: Connection, rows: ChangedRows) -> str | None:
+    """PostgreSQL: the DELETE of the job rows `rows` replaces, as one literal statement (for the writer's
+    first round trip, `EventStore.lock_head`), or None. Rows new in the batch (`rows.new_jobs`) are left
+    out: no earlier batch wrote them, so there is nothing to delete (ADR 0022)."""
+    new = rows.new_jobs
+    held = [k for k, _, _ in rows.jobs if k not in new]
+    if not held:
+        return None
+    return f"DELETE FROM proj_jobs WHERE job_id = {ANY_JSON_TEXTS % sql_literal(conn, json_texts(held))}"
+
+
+def write_rows(conn: Connection, rows: ChangedRows, jobs_deleted: bool = False) -> None:
     """Replace the rows `rows` names by their captured values (a row gone from the state is deleted): one
-    array DELETE and one COPY per table."""
+    array DELETE and one COPY per table. `jobs_deleted`: the caller ran `jobs_delete_sql` already."""
     _upsert(conn, schema.proj_allocations, "name", [k for k, _, _ in rows.allocations],
             [allocation_row(a, p) for _, a, p in rows.allocations if a is not None])
     _upsert(conn, schema.proj_nodes, "node_id", [k for k, _, _ in rows.nodes],
             [node_row(x, p) for _, x, p in rows.nodes if x is not None])
     job_keys = [k for k, _, _ in rows.jobs]
     if conn.dialect.name == "postgresql":
-        new = rows.new_jobs  # rows no earlier batch wrote: nothing to delete (ADR 0022)
-        held = [k for k in job_keys if k not in new] if new else job_keys
-        if held:
-            cursor = conn.connection.driver_connection.cursor()  # type: ignore[union-attr]
-            cursor.execute(f"DELETE FROM proj_jobs WHERE job_id = {ANY_JSON_TEXTS}", (json_texts(held),))
-        copy_data(conn, "proj_jobs", JOB_COLUMNS, copytext.jobs_data(rows.jobs))  # built in compiled code
+        if not jobs_deleted:
+            delete = jobs_delete_sql(conn, rows)
+            if delete:
+                conn.connection.driver_connection.execute(delete)  # type: ignore[union-attr]
+        jobs = rows.jobs  # built in compiled code, a piece at a time
+        copy_data(conn, "proj_jobs", JOB_COLUMNS,
+                  (copytext.jobs_data(jobs[i:i + COPY_CHUNK_ROWS]) for i in chunks(len(jobs))))
         return
     _upsert(conn, schema.proj_jobs, "job_id", job_keys, [job_row(j, p) for _, j, p in rows.jobs if j is not None])
 

@@ -151,7 +151,7 @@ class StoreContract:
         def crash(*_: Any) -> None:
             raise OSError("the disk went away after the events were appended")
 
-        monkeypatch.setattr(store, "save_offsets", crash)
+        monkeypatch.setattr(store, "mark_processed", crash)  # called after the events' COPY on either store
         with pytest.raises(OSError):
             ledger.process([msg(SetAllocations("a", {"a1": 1.0}, "x")), msg(SubmitJob("j", "a1", 1, 0, ["t"]))],
                            {("t", 0): 3})
