@@ -236,3 +236,32 @@ def test_the_writers_copy_text_reads_back_as_the_rows_psycopg_wrote(pg_store: Ev
                                       "FROM events ORDER BY position").all()
     assert [tuple(r) for r in stored] == [(p, m, r.stream_id, r.message_id, r.recorded_at)
                                           for r, (p, m) in zip(records, texts, strict=True)]
+
+
+def test_a_job_row_written_outside_the_ledger_fails_one_batch_then_is_replaced(pg_store: EventStore) -> None:
+    """ADR 0022: the writer skips the DELETE of job rows new in a batch. A row written behind the ledger's
+    back then meets the primary key: that batch fails and is undone, and the next attempt deletes every row
+    it replaces, as the writer always did, so the ledger goes on and the table equals a rebuild."""
+    import psycopg
+
+    from steward.audit.rebuild import rebuild
+
+    ledger = Ledger(pg_store)
+    ledger.process([msg(SetAllocations("cluster", {"a": 1.0}, "setup"))], {("t", 0): 1})
+    with pg_store.engine.begin() as conn:
+        conn.exec_driver_sql(
+            "INSERT INTO proj_jobs (job_id, project, state, gpus, min_runtime_s, resumable, job_class, priority, "
+            "command, submitted_at, attempt, assignments, funded, position) "
+            "VALUES ('j1', 'x', 'QUEUED', 1, 0, 0, 'batch', 0, '[]', 0, 0, '{}', 0, 99)")
+    submit = msg(SubmitJob("j1", "a", 1, 0, ["t"]))
+    with pytest.raises(psycopg.errors.UniqueViolation):
+        ledger.process([submit], {("t", 0): 2})
+    assert pg_store.head() == 1 and ledger.head == 1
+    recorded, _ = ledger.process([submit], {("t", 0): 2})
+    assert [r.type for r in recorded] == ["JobSubmitted"]
+    with pg_store.engine.connect() as conn:
+        assert conn.exec_driver_sql("SELECT project, position FROM proj_jobs").all() == [("a", 2)]
+    assert rebuild(pg_store)["ok"]
+    # and once a batch committed, new rows skip their DELETE again
+    recorded, _ = ledger.process([msg(SubmitJob("j2", "a", 1, 0, ["t"]))], {("t", 0): 3})
+    assert ledger._skip_new_job_deletes and [r.position for r in recorded] == [3]

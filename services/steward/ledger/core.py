@@ -15,7 +15,7 @@ import os
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from sqlalchemy import Connection
 
@@ -98,6 +98,9 @@ class Ledger:
         self.proj = load_projector(store)
         self._versions: dict[str, int] = {}  # stream -> last version, as decided (cleared on abort)
         self._in_flight: list[set[str]] = []  # message ids of prepared, not yet committed batches
+        # whether the writer may skip the DELETE of job rows new in a batch (ADR 0022): not after a batch
+        # failed, until one commits (a row written outside the ledger fails one batch, then is replaced)
+        self._skip_new_job_deletes = True
 
     @property
     def state(self) -> LedgerState:
@@ -197,14 +200,15 @@ class Ledger:
         # PostgreSQL: BEGIN, the head lock, the replaced job rows' DELETE and the offsets in one round trip
         # (none of those can fail on a conflict, and all roll back with the batch when the head moved), then
         # one COPY per table (ADR 0022)
+        rows = prepared.rows if self._skip_new_job_deletes else replace(prepared.rows, new_jobs=frozenset())
         with self._connection("write") as conn, explicit_begin(conn), conn.begin():
-            first = [projections.jobs_delete_sql(conn, prepared.rows)]
+            first = [projections.jobs_delete_sql(conn, rows)]
             if prepared.offsets:
                 first.append(self.store.offsets_sql(conn, self.consumer_name, prepared.offsets))
             self._check_head(self.store.lock_head(conn, [s for s in first if s], begin=True), prepared)
             self.store.insert_recorded(conn, prepared.records, prepared.texts)
             self.store.mark_processed(conn, prepared.processed)
-            projections.write_rows(conn, prepared.rows, jobs_deleted=True)
+            projections.write_rows(conn, rows, jobs_deleted=True)
             if before_commit is not None:
                 before_commit(prepared.dead)
 
@@ -218,6 +222,7 @@ class Ledger:
     def committed(self, prepared: Prepared) -> None:
         """`prepared` (the oldest open batch) is durable."""
         self.proj.commit()
+        self._skip_new_job_deletes = True
         if self._in_flight:
             self._in_flight.pop(0)
         if not self._in_flight and len(self._versions) > VERSION_CACHE_LIMIT:
@@ -227,6 +232,7 @@ class Ledger:
         """Undo every open batch in memory (their transactions did not commit); `reload` re-reads the
         state from the store (after another writer moved the log)."""
         self.proj.rollback()
+        self._skip_new_job_deletes = False
         self._in_flight.clear()
         self._versions.clear()
         if reload:
