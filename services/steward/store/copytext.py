@@ -24,7 +24,7 @@ when that check fails is the table built again with every field fully escaped.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from json.encoder import encode_basestring  # what `json` (ensure_ascii=False) writes a str with: C
 from typing import Final
 
@@ -93,6 +93,18 @@ def _encode(text: str) -> bytes:
         raise CopyTextError(f"COPY data is not UTF-8 encodable: {exc.reason} at {text[exc.start:exc.end]!r}") from exc
 
 
+def _data(build: Callable[[bool], tuple[str, int]], columns: int) -> bytes:
+    """The text `build(full)` makes (and its number of rows) as UTF-8: built with backslashes doubled and
+    checked whole, or built again with every field fully escaped when a field holds anything else COPY
+    escapes (`full`)."""
+    text, rows = build(False)
+    if not rows:
+        return b""
+    if not _clean(text, rows, columns):
+        text, rows = build(True)
+    return _encode(text)
+
+
 def _columns_error(row: Sequence[object], columns: Sequence[str]) -> CopyTextError:
     return CopyTextError(f"a row of {len(row)} values for {len(columns)} columns ({', '.join(columns)})")
 
@@ -110,12 +122,7 @@ def _rows_text(rows: Sequence[Sequence[object]], columns: Sequence[str], full: b
 
 def rows_data(rows: Sequence[Sequence[object]], columns: Sequence[str]) -> bytes:
     """Any rows (None, bool, int, float and str values) for a COPY of `columns`."""
-    if not rows:
-        return b""
-    text = _rows_text(rows, columns, False)
-    if not _clean(text, len(rows), len(columns)):
-        text = _rows_text(rows, columns, True)
-    return _encode(text)
+    return _data(lambda full: (_rows_text(rows, columns, full), len(rows)), len(columns))
 
 
 def _events_text(records: Sequence[RecordedEvent], texts: Sequence[tuple[str, str]], full: bool) -> str:
@@ -141,12 +148,7 @@ def events_data(records: Sequence[RecordedEvent], texts: Sequence[tuple[str, str
     what psycopg writes for the tuples `EventStore.insert_recorded` wrote before (tests/property)."""
     if len(records) != len(texts):
         raise CopyTextError(f"{len(records)} events but {len(texts)} payload and metadata texts")
-    if not records:
-        return b""
-    text = _events_text(records, texts, False)
-    if not _clean(text, len(records), len(EVENT_COLUMNS)):
-        text = _events_text(records, texts, True)
-    return _encode(text)
+    return _data(lambda full: (_events_text(records, texts, full), len(records)), len(EVENT_COLUMNS))
 
 
 def _processed_text(items: Sequence[tuple[str, int | None]], full: bool) -> str:
@@ -159,12 +161,7 @@ def _processed_text(items: Sequence[tuple[str, int | None]], full: bool) -> str:
 
 def processed_data(items: Sequence[tuple[str, int | None]]) -> bytes:
     """The `processed_messages` rows (message id, first position or None)."""
-    if not items:
-        return b""
-    text = _processed_text(items, False)
-    if not _clean(text, len(items), len(PROCESSED_COLUMNS)):
-        text = _processed_text(items, True)
-    return _encode(text)
+    return _data(lambda full: (_processed_text(items, full), len(items)), len(PROCESSED_COLUMNS))
 
 
 def _json_ints(values: Sequence[object]) -> str | None:
@@ -237,9 +234,4 @@ def _jobs_text(jobs: Sequence[tuple[str, Job | None, int]], full: bool) -> tuple
 def jobs_data(jobs: Sequence[tuple[str, Job | None, int]]) -> bytes:
     """The `proj_jobs` rows (JOB_COLUMNS order) of the present jobs among `jobs` ((key, job or None when
     gone, position), as `ChangedRows.jobs` holds them): what psycopg writes for `job_copy_row`'s tuples."""
-    text, rows = _jobs_text(jobs, False)
-    if not rows:
-        return b""
-    if not _clean(text, rows, len(JOB_COLUMNS)):
-        text, rows = _jobs_text(jobs, True)
-    return _encode(text)
+    return _data(lambda full: _jobs_text(jobs, full), len(JOB_COLUMNS))
