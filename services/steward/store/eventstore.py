@@ -12,7 +12,7 @@ from contextlib import ExitStack, contextmanager
 from typing import Any
 
 import orjson
-from psycopg.pq import Escaping
+from psycopg.pq import Escaping, TransactionStatus
 from sqlalchemy import Connection, Engine, create_engine, event, func, select, text
 from sqlalchemy.dialects import sqlite
 
@@ -96,7 +96,7 @@ def explicit_begin(conn: Connection) -> Iterator[None]:
     try:
         yield
     finally:
-        if not driver.closed and driver.pgconn.transaction_status == 0:  # type: ignore[union-attr]  # IDLE
+        if not driver.closed and driver.pgconn.transaction_status == TransactionStatus.IDLE:  # type: ignore[union-attr]
             driver.autocommit = False  # type: ignore[union-attr]
         else:  # a broken connection: never back to the pool in autocommit mode
             conn.invalidate()

@@ -87,7 +87,7 @@ def write(conn: Connection, proj: Projector, changed: Iterable[tuple[str, str]])
     write_rows(conn, capture(proj, changed))
 
 
-JOB_COLUMNS = copytext.JOB_COLUMNS  # the table's columns in order (tests/unit/store/test_projection_rows.py)
+JOB_COLUMNS = copytext.JOB_COLUMNS  # the table's columns in order (tests/property/test_copytext.py)
 
 
 def read_rows(conn: Connection, table: Table) -> list[dict[str, Any]]:
