@@ -14,6 +14,7 @@ import logging
 import os
 import time
 from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
 
@@ -22,7 +23,17 @@ from sqlalchemy import Connection
 from steward.audit.snapshots import events_for_fold, load_snapshot
 from steward.domain.state import LedgerState, evolve
 from steward.ledger.batch import DeadLetter as DeadLetter  # re-exported: the service publishes them
-from steward.ledger.batch import decide_messages, decode_messages
+from steward.ledger.batch import (
+    batch_versions,
+    decide_messages,
+    decided_a_duplicate,
+    decode_messages,
+    ids_and_new_keys,
+    in_flight_duplicates,
+    merge_versions,
+    processed_messages,
+    unknown_streams,
+)
 from steward.store import projections
 from steward.store.eventstore import EventStore, RecordedEvent, encode_events
 from steward.store.projections import Projector
@@ -84,7 +95,7 @@ class Ledger:
 
     def __init__(self, store: EventStore, consumer_name: str = "ledger",
                  clock: Callable[[], float] = time.time, max_message_bytes: int = MAX_MESSAGE_BYTES,
-                 keep_connections: bool = False) -> None:
+                 keep_connections: bool = False, read_aside: bool | None = None) -> None:
         self.store = store
         # PostgreSQL: one connection kept for `prepare`'s reads and one for `record`'s transactions (the
         # ledger service: each is used by one thread), instead of a pool checkout per batch, which pings
@@ -98,6 +109,10 @@ class Ledger:
         self.proj = load_projector(store)
         self._versions: dict[str, int] = {}  # stream -> last version, as decided (cleared on abort)
         self._in_flight: list[set[str]] = []  # message ids of prepared, not yet committed batches
+        # the dedup and version read in a thread of its own, while the batch is decided (ADR 0023): by
+        # default with kept connections (the ledger service); `close()` ends it
+        aside = self._keep if read_aside is None else read_aside
+        self._reader = ThreadPoolExecutor(1, thread_name_prefix="ledger-reader") if aside else None
 
     @property
     def state(self) -> LedgerState:
@@ -136,50 +151,62 @@ class Ledger:
 
     def prepare(self, messages: Sequence[tuple[str, bytes | None]],
                 offsets: dict[tuple[str, int], int]) -> Prepared:
-        """Decide `messages` after every batch prepared so far, in memory (undone by `abort`)."""
+        """Decide `messages` after every batch prepared so far, in memory (undone by `abort`).
+
+        The store's answer on which messages it holds committed (and the versions of the streams the
+        messages name) is read while the batch is decided (ADR 0023): the batch is decided on "not
+        committed" and, in the rare case the answer names a message decided anyway, undone and decided
+        again without it. Messages held by batches still being recorded are skipped from memory."""
         now = self.clock()
         decoded, dead = decode_messages(messages, self.max_message_bytes)
         proj = self.proj
         start_position, start_hash = proj.position, proj.head_hash
-        ids = {e.id for _, e, _ in decoded}
         versions = self._versions
-        # committed duplicates from the store, with the versions of the streams the messages name (most
-        # events go to their command's aggregate); duplicates in batches still being recorded from memory
-        keys = {e.key for _, e, _ in decoded if e.key not in versions}
-        if ids:
-            with self._connection("read") as conn:
-                seen, found = self.store.seen_messages_now(ids, keys, conn)
-        else:
-            seen, found = set(), {}
-        versions.update(found)
-        for flight in self._in_flight:
-            seen |= ids & flight
+        ids, keys = ids_and_new_keys(decoded, versions)
+        skipped = in_flight_duplicates(ids, self._in_flight)
+        answer = self._read_seen(ids, keys) if ids else None
         proj.begin()
         try:
-            batch, changed, position = decide_messages(proj, decoded, seen, now, start_position)
-            missing = {e.stream for p in batch for e in p.events if e.stream not in versions}
+            batch, changed, position = decide_messages(proj, decoded, set(skipped), now, start_position)
+            rows = projections.capture(proj, changed)
+            if answer is not None:
+                committed, found = answer()
+                if decided_a_duplicate(committed, skipped):  # redelivered: decide again without them
+                    proj.rollback_newest()
+                    proj.begin()
+                    batch, changed, position = decide_messages(proj, decoded, skipped | committed, now,
+                                                               start_position)
+                    rows = projections.capture(proj, changed)
+                merge_versions(versions, found)
+            missing = unknown_streams(batch, versions)
             if missing:
                 with self._connection("read") as conn:
-                    versions.update(self.store.stream_versions_now(missing, conn))
-            batch_versions = {e.stream: versions[e.stream] for p in batch for e in p.events}
-            records, texts = encode_events(batch, start_position, start_hash, batch_versions, float(now))
+                    merge_versions(versions, self.store.stream_versions_now(missing, conn))
+            numbered = batch_versions(batch, versions)
+            records, texts = encode_events(batch, start_position, start_hash, numbered, float(now))
             if records:
                 if records[-1].position != position:
                     raise RuntimeError(f"positions out of step: {records[-1].position}, expected {position}")
                 proj.head_hash = records[-1].hash
-            first_position: dict[str, int] = {}
-            for rec in records:
-                if rec.message_id is not None:
-                    first_position.setdefault(rec.message_id, rec.position)
-            processed = [(p.message_id, first_position.get(p.message_id)) for p in batch if p.message_id]
-            rows = projections.capture(proj, changed)
+            processed, batch_ids = processed_messages(batch, start_position)
         except BaseException:
             proj.rollback_newest()  # this batch only: the one before may still commit
             raise
-        versions.update(batch_versions)
-        batch_ids = {p.message_id for p in batch if p.message_id}
+        versions.update(numbered)
         self._in_flight.append(batch_ids)
         return Prepared(start_position, start_hash, records, texts, processed, rows, dict(offsets), dead, batch_ids)
+
+    def _read_seen(self, ids: set[str], keys: set[str]) -> Callable[[], tuple[set[str], dict[str, int]]]:
+        """The store's committed ids among `ids` and the versions of `keys`' streams, as a call that gives
+        them: read in the reader thread from now on (its wait on the server releases the GIL), or, without
+        one, when called."""
+        def read() -> tuple[set[str], dict[str, int]]:
+            with self._connection("read") as conn:
+                return self.store.seen_messages_now(ids, keys, conn)
+
+        if self._reader is None:
+            return read
+        return self._reader.submit(read).result
 
     def record(self, prepared: Prepared, before_commit: Callable[[list[DeadLetter]], None] | None = None) -> None:
         """Write one prepared batch in one transaction (safe to run in another thread: it reads only
@@ -233,7 +260,9 @@ class Ledger:
         self._kept[role] = conn
 
     def close(self) -> None:
-        """Return the kept connections to the pool."""
+        """End the reader thread and return the kept connections to the pool."""
+        if self._reader is not None:
+            self._reader.shutdown(wait=True)
         while self._kept:
             self._kept.popitem()[1].close()
 

@@ -1,0 +1,208 @@
+"""Exactly-once with the dedup read beside the decision (ADR 0023): `Ledger.prepare` decides a batch while
+the store is asked which of its messages are committed, and decides it again without them when the answer
+names one. Every interleaving of a redelivered message with the batches around it, on a real SQLite store,
+with the read synchronous (after the decision) and in the reader thread (beside it)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from pathlib import Path
+
+import pytest
+
+from steward.audit.verify import verify
+from steward.domain.commands import CancelJob, SetAllocations, SubmitJob
+from steward.domain.events import Event
+from steward.ledger.batch import merge_versions, processed_messages
+from steward.ledger.core import Ledger, Prepared, fold
+from steward.store.encoding import PendingAppend, encode_events
+from steward.store.eventstore import EventStore
+from steward.store.migrate import upgrade
+from tests.unit.store.builders import msg
+
+TREE = [SetAllocations("cluster", {"a": 1.0}, "setup"), SetAllocations("a", {"a1": 1.0}, "setup")]
+ASIDE = pytest.mark.parametrize("aside", [False, True], ids=["read-after", "read-aside"])
+
+
+def submit(job: str, mid: str) -> tuple[str, bytes]:
+    return msg(SubmitJob(job, "a1", 1, 600.0, ["true"]), mid)
+
+
+def cancel(job: str, mid: str) -> tuple[str, bytes]:
+    return msg(CancelJob(job, "x"), mid)
+
+
+class HookedStore(EventStore):
+    """A real SQLite store that runs `before_read` / `after_read` around the ledger's dedup read: the test
+    commits a batch at exactly that point of the next batch's decision."""
+
+    before_read: Callable[[], None] | None = None
+    after_read: Callable[[], None] | None = None
+
+    def seen_messages_now(self, message_ids: Iterable[str], streams: Iterable[str] = (),
+                          conn: object = None) -> tuple[set[str], dict[str, int]]:
+        hook, self.before_read = self.before_read, None
+        if hook is not None:
+            hook()
+        answer = super().seen_messages_now(message_ids, streams, conn)  # type: ignore[arg-type]
+        hook, self.after_read = self.after_read, None
+        if hook is not None:
+            hook()
+        return answer
+
+
+@pytest.fixture()
+def store(tmp_path: Path) -> HookedStore:
+    url = f"sqlite:///{tmp_path / 'store.db'}"
+    upgrade(url)
+    return HookedStore(EventStore.from_url(url).engine)
+
+
+def ledger_on(store: EventStore, aside: bool) -> Ledger:
+    ledger = Ledger(store, clock=lambda: 100.0, read_aside=aside)
+    ledger.process([msg(c) for c in TREE], {("t", 0): 2})
+    return ledger
+
+
+def commit(ledger: Ledger, prepared: Prepared) -> None:
+    ledger.record(prepared)
+    ledger.committed(prepared)
+
+
+def stored(store: EventStore) -> list[tuple[str | None, str]]:
+    """(message id, type) of every event after the tree."""
+    return [(r.message_id, r.type) for r in store.read()][len(TREE):]
+
+
+def assert_consistent(ledger: Ledger, store: EventStore) -> None:
+    """Memory equals the log: the state folds from it, positions and the chain are whole, and every
+    message is recorded as processed once."""
+    assert ledger.state == fold(store)[0]
+    assert ledger.head == store.head() and ledger.proj.head_hash == store.read()[-1].hash
+    assert verify(store)["ok"]
+    ids = [m for m, _ in stored(store) if m is not None]
+    assert len(ids) == len(set(ids))
+
+
+@ASIDE
+def test_a_duplicate_within_one_batch_is_decided_once(store: HookedStore, aside: bool) -> None:
+    ledger = ledger_on(store, aside)
+    recorded, _ = ledger.process([submit("j1", "m1"), submit("j1", "m1"), cancel("j1", "m2")], {})
+    assert [(r.message_id, r.type) for r in recorded] == [("m1", "JobSubmitted"), ("m2", "JobCancelled")]
+    assert_consistent(ledger, store)
+
+
+@ASIDE
+def test_a_duplicate_of_a_batch_still_in_flight_is_skipped_from_memory(store: HookedStore, aside: bool) -> None:
+    ledger = ledger_on(store, aside)
+    first = ledger.prepare([submit("j1", "m1")], {("t", 0): 3})
+    second = ledger.prepare([submit("j1", "m1"), cancel("j1", "m2")], {("t", 0): 5})
+    assert [r.message_id for r in second.records] == ["m2"]
+    assert [r.version for r in second.records] == [2]  # the stream's version from the batch in flight
+    commit(ledger, first)
+    commit(ledger, second)
+    assert stored(store) == [("m1", "JobSubmitted"), ("m2", "JobCancelled")]
+    assert_consistent(ledger, store)
+
+
+@ASIDE
+@pytest.mark.parametrize("when", ["before_read", "after_read"])
+def test_a_batch_that_commits_around_the_read_is_not_decided_twice(store: HookedStore, aside: bool,
+                                                                   when: str) -> None:
+    """Batch A is in flight while B (which repeats A's message) is decided; A commits just before the
+    store answers B's read (the answer names A's message) or just after (it does not): either way A's
+    message is skipped once, from memory or from the answer."""
+    ledger = ledger_on(store, aside)
+    first = ledger.prepare([submit("j1", "m1")], {("t", 0): 3})
+    setattr(store, when, lambda: ledger.record(first))
+    second = ledger.prepare([submit("j2", "m0"), submit("j1", "m1"), cancel("j1", "m2")], {("t", 0): 6})
+    assert store.head() == len(TREE) + 1  # A is in the store now, B not yet
+    ledger.committed(first)
+    commit(ledger, second)
+    assert stored(store) == [("m1", "JobSubmitted"), ("m0", "JobSubmitted"), ("m2", "JobCancelled")]
+    assert_consistent(ledger, store)
+
+
+@ASIDE
+@pytest.mark.parametrize("restarted", [False, True], ids=["same-ledger", "restarted-ledger"])
+def test_a_message_committed_long_ago_is_undone_and_the_batch_decided_again(
+        store: HookedStore, aside: bool, restarted: bool) -> None:
+    """m1 (submit j1) committed batches ago comes again between two new messages. Decided on "not
+    committed" it would become a rejection (j1 exists) at a position of its own; the answer names it, so
+    the batch is decided again without it: no event, positions and versions as if it never came."""
+    ledger = ledger_on(store, aside)
+    ledger.process([submit("j1", "m1")], {("t", 0): 3})
+    ledger.process([submit("j3", "m3")], {("t", 0): 4})
+    if restarted:
+        ledger = Ledger(store, clock=lambda: 100.0, read_aside=aside)
+    recorded, _ = ledger.process([submit("j2", "m0"), submit("j1", "m1"), cancel("j1", "m2")], {("t", 0): 7})
+    head = len(TREE) + 2
+    assert [(r.position, r.message_id, r.type, r.version) for r in recorded] == [
+        (head + 1, "m0", "JobSubmitted", 1), (head + 2, "m2", "JobCancelled", 2)]
+    assert store.load_offsets("ledger") == {("t", 0): 7}
+    assert_consistent(ledger, store)
+
+
+@ASIDE
+def test_redelivery_after_a_rewind_records_only_what_is_new(store: HookedStore, aside: bool) -> None:
+    """A commits, B (decided on A) fails and both are undone in memory; the consumer rewinds to an
+    offset before A and gets A's messages again with B's: only B's are recorded."""
+    ledger = ledger_on(store, aside)
+    first = ledger.prepare([submit("j1", "m1"), submit("j2", "m2")], {("t", 0): 4})
+    second = ledger.prepare([cancel("j1", "m3")], {("t", 0): 5})
+    commit(ledger, first)
+
+    def unavailable(_dead: object) -> None:
+        raise ConnectionError("dead-letter topic unavailable")
+
+    with pytest.raises(ConnectionError):
+        ledger.record(second, before_commit=unavailable)
+    ledger.abort()
+    recorded, _ = ledger.process([submit("j1", "m1"), submit("j2", "m2"), cancel("j1", "m3")], {("t", 0): 5})
+    assert [(r.message_id, r.type) for r in recorded] == [("m3", "JobCancelled")]
+    assert stored(store) == [("m1", "JobSubmitted"), ("m2", "JobSubmitted"), ("m3", "JobCancelled")]
+    assert_consistent(ledger, store)
+
+
+@ASIDE
+def test_a_batch_of_only_redelivered_messages_records_nothing(store: HookedStore, aside: bool) -> None:
+    ledger = ledger_on(store, aside)
+    ledger.process([submit("j1", "m1"), cancel("j1", "m2")], {("t", 0): 4})
+    recorded, _ = ledger.process([submit("j1", "m1"), cancel("j1", "m2")], {("t", 0): 4})
+    assert recorded == []
+    assert_consistent(ledger, store)
+
+
+@pytest.mark.parametrize(("cache", "found", "expected"), [
+    ({}, {"s": 3}, {"s": 3}),
+    ({"s": 5}, {"s": 3}, {"s": 5}),  # decided in a batch in flight: newer than the committed one
+    ({"s": 5}, {"t": 0}, {"s": 5, "t": 0}),
+    ({"s": 1}, {}, {"s": 1}),
+])
+def test_versions_read_from_the_store_never_replace_the_cached_ones(
+        cache: dict[str, int], found: dict[str, int], expected: dict[str, int]) -> None:
+    merge_versions(cache, found)
+    assert cache == expected
+
+
+def pending(mid: str | None, events: int) -> PendingAppend:
+    return PendingAppend([Event(f"s-{mid}-{i}", "JobCancelled", {"job_id": "j"}) for i in range(events)], {}, mid)
+
+
+@pytest.mark.parametrize("batch", [
+    [],
+    [pending("a", 1)],
+    [pending("a", 2), pending("b", 0), pending("c", 1)],
+    [pending(None, 1), pending("", 2), pending("d", 1)],
+    [pending("a", 0), pending("b", 0)],
+])
+def test_dedup_rows_name_each_message_s_first_event_as_encode_events_numbers_it(
+        batch: list[PendingAppend]) -> None:
+    """The rows `processed_messages` counts from the batch equal the ones read off the numbered records."""
+    records, _ = encode_events(batch, 41, "0" * 64, {}, 1.0)
+    first: dict[str, int] = {}
+    for rec in records:
+        if rec.message_id is not None:
+            first.setdefault(rec.message_id, rec.position)
+    expected = [(p.message_id, first.get(p.message_id)) for p in batch if p.message_id]
+    assert processed_messages(batch, 41) == (expected, {m for m, _ in expected})
