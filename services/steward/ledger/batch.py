@@ -27,19 +27,35 @@ class DeadLetter:
 Decoded = tuple[str, Envelope, Command]  # (source, envelope, command)
 
 
-def decode_messages(messages: Sequence[tuple[str, bytes | None]],
-                    max_message_bytes: int) -> tuple[list[Decoded], list[DeadLetter]]:
-    """Each message (source, raw bytes) as its envelope and command, or a dead letter naming the problem:
-    oversized (cut to its first 4 KiB), not an envelope, or not a valid command."""
-    decoded: list[Decoded] = []
-    dead: list[DeadLetter] = []
+Opened = tuple[str, bytes | None, Envelope | None, str]  # (source, raw, envelope or None, the error if None)
+
+
+def open_envelopes(messages: Sequence[tuple[str, bytes | None]], max_message_bytes: int) -> list[Opened]:
+    """Each message (source, raw bytes) as its envelope, or None with the problem: oversized (cut to its
+    first 4 KiB), or not an envelope. Decoding's first half: the envelopes name the ids and keys the
+    ledger asks the store about, which it asks before the commands are decoded (ADR 0023)."""
+    out: list[Opened] = []
     for source, raw in messages:
         if raw is not None and len(raw) > max_message_bytes:
-            dead.append(DeadLetter(raw[:4096], f"oversized: {len(raw)} bytes, the limit is {max_message_bytes}",
-                                   source))
+            out.append((source, raw[:4096], None, f"oversized: {len(raw)} bytes, the limit is {max_message_bytes}"))
             continue
         try:
-            env = Envelope.decode(raw)
+            out.append((source, raw, Envelope.decode(raw), ""))
+        except (ValueError, DomainError) as err:
+            out.append((source, raw, None, str(err)))
+    return out
+
+
+def decode_commands(opened: list[Opened]) -> tuple[list[Decoded], list[DeadLetter]]:
+    """Decoding's second half: each opened envelope's command, or a dead letter naming the problem (not
+    an envelope, oversized, or not a valid command), in the messages' order."""
+    decoded: list[Decoded] = []
+    dead: list[DeadLetter] = []
+    for source, raw, env, error in opened:
+        if env is None:
+            dead.append(DeadLetter(raw, error, source))
+            continue
+        try:
             command = command_from_dict(env.type, env.payload)
         except (ValueError, DomainError) as err:
             dead.append(DeadLetter(raw, str(err), source))
@@ -79,12 +95,15 @@ def decide_messages(proj: Projector, decoded: list[Decoded], seen: set[str], now
 # ------------------------------------------------------------------ the batch's bookkeeping (Ledger.prepare)
 
 
-def ids_and_new_keys(decoded: list[Decoded], versions: dict[str, int]) -> tuple[set[str], set[str]]:
+def ids_and_new_keys(opened: list[Opened], versions: dict[str, int]) -> tuple[set[str], set[str]]:
     """The batch's message ids, and the keys (aggregates, whose streams most events go to) whose last
-    version the ledger does not hold yet: what the dedup and version read asks the store for."""
+    version the ledger does not hold yet: what the dedup and version read asks the store for (also for
+    an envelope whose command turns out invalid: an answer more, never a wrong one)."""
     ids: set[str] = set()
     keys: set[str] = set()
-    for _, env, _ in decoded:
+    for _, _, env, _ in opened:
+        if env is None:
+            continue
         ids.add(env.id)
         key = env.key
         if key not in versions:
@@ -100,10 +119,14 @@ def in_flight_duplicates(ids: set[str], in_flight: list[set[str]]) -> set[str]:
     return seen
 
 
-def decided_a_duplicate(committed: set[str], skipped: set[str]) -> bool:
-    """Whether a message the store holds as committed was decided anyway (it was not `skipped`): the
-    batch was decided before the store's answer came, on "not committed" (ADR 0023)."""
-    return not committed <= skipped
+def decided_a_duplicate(committed: set[str], batch: list[PendingAppend]) -> bool:
+    """Whether a message the store holds as committed was decided anyway: the batch was decided before
+    the store's answer came, on "not committed" (ADR 0023)."""
+    if committed:
+        for pending in batch:
+            if pending.message_id in committed:
+                return True
+    return False
 
 
 def merge_versions(versions: dict[str, int], found: dict[str, int]) -> None:

@@ -27,10 +27,11 @@ from steward.ledger.batch import (
     batch_versions,
     decide_messages,
     decided_a_duplicate,
-    decode_messages,
+    decode_commands,
     ids_and_new_keys,
     in_flight_duplicates,
     merge_versions,
+    open_envelopes,
     processed_messages,
     unknown_streams,
 )
@@ -113,6 +114,7 @@ class Ledger:
         # default with kept connections (the ledger service); `close()` ends it
         aside = self._keep if read_aside is None else read_aside
         self._reader = ThreadPoolExecutor(1, thread_name_prefix="ledger-reader") if aside else None
+        self._redelivering = False  # the last answer named committed messages: await the next one first
 
     @property
     def state(self) -> LedgerState:
@@ -156,27 +158,34 @@ class Ledger:
         The store's answer on which messages it holds committed (and the versions of the streams the
         messages name) is read while the batch is decided (ADR 0023): the batch is decided on "not
         committed" and, in the rare case the answer names a message decided anyway, undone and decided
-        again without it. Messages held by batches still being recorded are skipped from memory."""
+        again without it (after such a batch, the next one waits for its answer first). Messages held
+        by batches still being recorded are skipped from memory."""
         now = self.clock()
-        decoded, dead = decode_messages(messages, self.max_message_bytes)
+        opened = open_envelopes(messages, self.max_message_bytes)
         proj = self.proj
         start_position, start_hash = proj.position, proj.head_hash
         versions = self._versions
-        ids, keys = ids_and_new_keys(decoded, versions)
+        ids, keys = ids_and_new_keys(opened, versions)
         skipped = in_flight_duplicates(ids, self._in_flight)
-        answer = self._read_seen(ids, keys) if ids else None
+        answer = self._read_seen(ids, keys) if ids else None  # read from here on, beside the decision
+        decoded, dead = decode_commands(opened)
+        # while redelivered messages keep coming (a rewind replayed), the answer is awaited first: one
+        # decision per batch instead of two
+        known = answer() if answer is not None and self._redelivering else None
         proj.begin()
         try:
-            batch, changed, position = decide_messages(proj, decoded, set(skipped), now, start_position)
+            seen = set(skipped) if known is None else skipped | known[0]
+            batch, changed, position = decide_messages(proj, decoded, seen, now, start_position)
             rows = projections.capture(proj, changed)
             if answer is not None:
-                committed, found = answer()
-                if decided_a_duplicate(committed, skipped):  # redelivered: decide again without them
+                committed, found = answer() if known is None else known
+                if known is None and decided_a_duplicate(committed, batch):  # decide again without them
                     proj.rollback_newest()
                     proj.begin()
                     batch, changed, position = decide_messages(proj, decoded, skipped | committed, now,
                                                                start_position)
                     rows = projections.capture(proj, changed)
+                self._redelivering = bool(committed)
                 merge_versions(versions, found)
             missing = unknown_streams(batch, versions)
             if missing:

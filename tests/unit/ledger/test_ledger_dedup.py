@@ -7,12 +7,15 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from steward.audit.verify import verify
 from steward.domain.commands import CancelJob, SetAllocations, SubmitJob
 from steward.domain.events import Event
+from steward.ledger import batch as ledger_batch
+from steward.ledger import core
 from steward.ledger.batch import merge_versions, processed_messages
 from steward.ledger.core import Ledger, Prepared, fold
 from steward.store.encoding import PendingAppend, encode_events
@@ -206,3 +209,26 @@ def test_dedup_rows_name_each_message_s_first_event_as_encode_events_numbers_it(
             first.setdefault(rec.message_id, rec.position)
     expected = [(p.message_id, first.get(p.message_id)) for p in batch if p.message_id]
     assert processed_messages(batch, 41) == (expected, {m for m, _ in expected})
+
+
+@ASIDE
+def test_a_replayed_rewind_costs_one_extra_decision_not_one_per_batch(
+        store: HookedStore, aside: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Three batches of messages committed before come again, then a new one: the first is decided twice
+    (on "not committed", then without them), the others once each, after their answer."""
+    ledger = ledger_on(store, aside)
+    batches = [[submit(f"j{i}", f"m{i}"), cancel(f"j{i}", f"c{i}")] for i in range(4)]
+    for messages in batches[:3]:
+        ledger.process(messages, {})
+    decisions: list[int] = []
+    counted = ledger_batch.decide_messages
+
+    def counting(*args: Any) -> Any:
+        decisions.append(len(args[1]))
+        return counted(*args)
+
+    monkeypatch.setattr(core, "decide_messages", counting)
+    recorded = [ledger.process(messages, {})[0] for messages in batches]
+    assert [len(r) for r in recorded] == [0, 0, 0, 2]
+    assert len(decisions) == 5  # 2 + 1 + 1 + 1
+    assert_consistent(ledger, store)
