@@ -14,8 +14,7 @@ import logging
 import os
 import time
 from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 
 from sqlalchemy import Connection
@@ -96,7 +95,7 @@ class Ledger:
 
     def __init__(self, store: EventStore, consumer_name: str = "ledger",
                  clock: Callable[[], float] = time.time, max_message_bytes: int = MAX_MESSAGE_BYTES,
-                 keep_connections: bool = False, read_aside: bool | None = None) -> None:
+                 keep_connections: bool = False) -> None:
         self.store = store
         # PostgreSQL: one connection kept for `prepare`'s reads and one for `record`'s transactions (the
         # ledger service: each is used by one thread), instead of a pool checkout per batch, which pings
@@ -110,10 +109,6 @@ class Ledger:
         self.proj = load_projector(store)
         self._versions: dict[str, int] = {}  # stream -> last version, as decided (cleared on abort)
         self._in_flight: list[set[str]] = []  # message ids of prepared, not yet committed batches
-        # the dedup and version read in a thread of its own, while the batch is decided (ADR 0023): by
-        # default with kept connections (the ledger service); `close()` ends it
-        aside = self._keep if read_aside is None else read_aside
-        self._reader = ThreadPoolExecutor(1, thread_name_prefix="ledger-reader") if aside else None
         self._redelivering = False  # the last answer named committed messages: await the next one first
 
     @property
@@ -168,12 +163,14 @@ class Ledger:
         ids, keys = ids_and_new_keys(opened, versions)
         skipped = in_flight_duplicates(ids, self._in_flight)
         answer = self._read_seen(ids, keys) if ids else None  # read from here on, beside the decision
-        decoded, dead = decode_commands(opened)
-        # while redelivered messages keep coming (a rewind replayed), the answer is awaited first: one
-        # decision per batch instead of two
-        known = answer() if answer is not None and self._redelivering else None
-        proj.begin()
+        begun = False
         try:
+            decoded, dead = decode_commands(opened)
+            # while redelivered messages keep coming (a rewind replayed), the answer is awaited first: one
+            # decision per batch instead of two
+            known = answer() if answer is not None and self._redelivering else None
+            proj.begin()
+            begun = True
             seen = set(skipped) if known is None else skipped | known[0]
             batch, changed, position = decide_messages(proj, decoded, seen, now, start_position)
             rows = projections.capture(proj, changed)
@@ -199,7 +196,11 @@ class Ledger:
                 proj.head_hash = records[-1].hash
             processed, batch_ids = processed_messages(batch, start_position)
         except BaseException:
-            proj.rollback_newest()  # this batch only: the one before may still commit
+            if begun:
+                proj.rollback_newest()  # this batch only: the one before may still commit
+            if answer is not None and self._keep:
+                with suppress(Exception):
+                    answer()  # the statement sent ends before its connection is used again
             raise
         versions.update(numbered)
         self._in_flight.append(batch_ids)
@@ -207,15 +208,33 @@ class Ledger:
 
     def _read_seen(self, ids: set[str], keys: set[str]) -> Callable[[], tuple[set[str], dict[str, int]]]:
         """The store's committed ids among `ids` and the versions of `keys`' streams, as a call that gives
-        them: read in the reader thread from now on (its wait on the server releases the GIL), or, without
-        one, when called."""
-        def read() -> tuple[set[str], dict[str, int]]:
-            with self._connection("read") as conn:
-                return self.store.seen_messages_now(ids, keys, conn)
+        them (the same answer if called again). With kept connections (PostgreSQL) the statement is sent
+        now and the call waits for its answer; otherwise the call reads."""
+        if not self._keep:
+            def read() -> tuple[set[str], dict[str, int]]:
+                with self._connection("read") as conn:
+                    return self.store.seen_messages_now(ids, keys, conn)
 
-        if self._reader is None:
             return read
-        return self._reader.submit(read).result
+        conn = self._take("read")
+        try:
+            answer = self.store.seen_messages_sent(ids, keys, conn)
+        except BaseException:
+            conn.invalidate()
+            raise
+        got: list[tuple[set[str], dict[str, int]]] = []
+
+        def received() -> tuple[set[str], dict[str, int]]:
+            if not got:
+                try:
+                    got.append(answer())
+                except BaseException:
+                    conn.invalidate()  # a statement may still be under way on it
+                    raise
+                self._kept["read"] = conn
+            return got[0]
+
+        return received
 
     def record(self, prepared: Prepared, before_commit: Callable[[list[DeadLetter]], None] | None = None) -> None:
         """Write one prepared batch in one transaction (safe to run in another thread: it reads only
@@ -258,9 +277,7 @@ class Ledger:
             with self.store.engine.connect() as fresh:
                 yield fresh
             return
-        conn = self._kept.pop(role, None)
-        if conn is None or conn.closed or conn.invalidated:
-            conn = self.store.engine.connect()
+        conn = self._take(role)
         try:
             yield conn
         except BaseException:
@@ -268,10 +285,15 @@ class Ledger:
             raise
         self._kept[role] = conn
 
+    def _take(self, role: str) -> Connection:
+        """The connection kept for `role`, taken out until it is handed back (a new one if none is kept)."""
+        conn = self._kept.pop(role, None)
+        if conn is None or conn.closed or conn.invalidated:
+            conn = self.store.engine.connect()
+        return conn
+
     def close(self) -> None:
-        """End the reader thread and return the kept connections to the pool."""
-        if self._reader is not None:
-            self._reader.shutdown(wait=True)
+        """Return the kept connections to the pool."""
         while self._kept:
             self._kept.popitem()[1].close()
 

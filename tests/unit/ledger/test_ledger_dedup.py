@@ -1,7 +1,8 @@
 """Exactly-once with the dedup read beside the decision (ADR 0023): `Ledger.prepare` decides a batch while
 the store is asked which of its messages are committed, and decides it again without them when the answer
-names one. Every interleaving of a redelivered message with the batches around it, on a real SQLite store,
-with the read synchronous (after the decision) and in the reader thread (beside it)."""
+names one. Every interleaving of a redelivered message with the batches around it, on a real SQLite store
+(the store read after the decision); tests/integration/test_ledger_dedup_postgres.py runs the same tests on
+PostgreSQL with kept connections (the statement sent before the decision, its answer taken after)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from sqlalchemy import Connection, Engine
 
 from steward.audit.verify import verify
 from steward.domain.commands import CancelJob, SetAllocations, SubmitJob
@@ -24,7 +26,6 @@ from steward.store.migrate import upgrade
 from tests.unit.store.builders import msg
 
 TREE = [SetAllocations("cluster", {"a": 1.0}, "setup"), SetAllocations("a", {"a1": 1.0}, "setup")]
-ASIDE = pytest.mark.parametrize("aside", [False, True], ids=["read-after", "read-aside"])
 
 
 def submit(job: str, mid: str) -> tuple[str, bytes]:
@@ -36,22 +37,46 @@ def cancel(job: str, mid: str) -> tuple[str, bytes]:
 
 
 class HookedStore(EventStore):
-    """A real SQLite store that runs `before_read` / `after_read` around the ledger's dedup read: the test
-    commits a batch at exactly that point of the next batch's decision."""
+    """A real store that runs `before_read` before the ledger's dedup statement is sent and `after_read`
+    once its answer is in: the test commits a batch at exactly that point of the next batch's decision."""
 
     before_read: Callable[[], None] | None = None
     after_read: Callable[[], None] | None = None
 
+    def __init__(self, engine: Engine) -> None:
+        super().__init__(engine)
+        self.ledgers: list[Ledger] = []  # closed by the fixture (their kept connections)
+
+    def _hook(self, name: str) -> None:
+        hook = getattr(self, name)
+        setattr(self, name, None)
+        if hook is not None:
+            hook()
+
     def seen_messages_now(self, message_ids: Iterable[str], streams: Iterable[str] = (),
-                          conn: object = None) -> tuple[set[str], dict[str, int]]:
-        hook, self.before_read = self.before_read, None
-        if hook is not None:
-            hook()
-        answer = super().seen_messages_now(message_ids, streams, conn)  # type: ignore[arg-type]
-        hook, self.after_read = self.after_read, None
-        if hook is not None:
-            hook()
+                          conn: Connection | None = None) -> tuple[set[str], dict[str, int]]:
+        self._hook("before_read")
+        answer = super().seen_messages_now(message_ids, streams, conn)
+        self._hook("after_read")
         return answer
+
+    def seen_messages_sent(self, message_ids: Iterable[str], streams: Iterable[str],
+                           conn: Connection) -> Callable[[], tuple[set[str], dict[str, int]]]:
+        self._hook("before_read")
+        answer = super().seen_messages_sent(message_ids, streams, conn)
+
+        def hooked() -> tuple[set[str], dict[str, int]]:
+            got = answer()
+            self._hook("after_read")
+            return got
+
+        return hooked
+
+
+@pytest.fixture()
+def keep() -> bool:
+    """Whether the ledger keeps its connections (the ledger service does; on SQLite it reads anyway)."""
+    return False
 
 
 @pytest.fixture()
@@ -61,8 +86,14 @@ def store(tmp_path: Path) -> HookedStore:
     return HookedStore(EventStore.from_url(url).engine)
 
 
-def ledger_on(store: EventStore, aside: bool) -> Ledger:
-    ledger = Ledger(store, clock=lambda: 100.0, read_aside=aside)
+def new_ledger(store: HookedStore, keep: bool) -> Ledger:
+    ledger = Ledger(store, clock=lambda: 100.0, keep_connections=keep)
+    store.ledgers.append(ledger)
+    return ledger
+
+
+def ledger_on(store: HookedStore, keep: bool) -> Ledger:
+    ledger = new_ledger(store, keep)
     ledger.process([msg(c) for c in TREE], {("t", 0): 2})
     return ledger
 
@@ -87,17 +118,15 @@ def assert_consistent(ledger: Ledger, store: EventStore) -> None:
     assert len(ids) == len(set(ids))
 
 
-@ASIDE
-def test_a_duplicate_within_one_batch_is_decided_once(store: HookedStore, aside: bool) -> None:
-    ledger = ledger_on(store, aside)
+def test_a_duplicate_within_one_batch_is_decided_once(store: HookedStore, keep: bool) -> None:
+    ledger = ledger_on(store, keep)
     recorded, _ = ledger.process([submit("j1", "m1"), submit("j1", "m1"), cancel("j1", "m2")], {})
     assert [(r.message_id, r.type) for r in recorded] == [("m1", "JobSubmitted"), ("m2", "JobCancelled")]
     assert_consistent(ledger, store)
 
 
-@ASIDE
-def test_a_duplicate_of_a_batch_still_in_flight_is_skipped_from_memory(store: HookedStore, aside: bool) -> None:
-    ledger = ledger_on(store, aside)
+def test_a_duplicate_of_a_batch_still_in_flight_is_skipped_from_memory(store: HookedStore, keep: bool) -> None:
+    ledger = ledger_on(store, keep)
     first = ledger.prepare([submit("j1", "m1")], {("t", 0): 3})
     second = ledger.prepare([submit("j1", "m1"), cancel("j1", "m2")], {("t", 0): 5})
     assert [r.message_id for r in second.records] == ["m2"]
@@ -108,14 +137,13 @@ def test_a_duplicate_of_a_batch_still_in_flight_is_skipped_from_memory(store: Ho
     assert_consistent(ledger, store)
 
 
-@ASIDE
 @pytest.mark.parametrize("when", ["before_read", "after_read"])
-def test_a_batch_that_commits_around_the_read_is_not_decided_twice(store: HookedStore, aside: bool,
+def test_a_batch_that_commits_around_the_read_is_not_decided_twice(store: HookedStore, keep: bool,
                                                                    when: str) -> None:
     """Batch A is in flight while B (which repeats A's message) is decided; A commits just before the
     store answers B's read (the answer names A's message) or just after (it does not): either way A's
     message is skipped once, from memory or from the answer."""
-    ledger = ledger_on(store, aside)
+    ledger = ledger_on(store, keep)
     first = ledger.prepare([submit("j1", "m1")], {("t", 0): 3})
     setattr(store, when, lambda: ledger.record(first))
     second = ledger.prepare([submit("j2", "m0"), submit("j1", "m1"), cancel("j1", "m2")], {("t", 0): 6})
@@ -126,18 +154,17 @@ def test_a_batch_that_commits_around_the_read_is_not_decided_twice(store: Hooked
     assert_consistent(ledger, store)
 
 
-@ASIDE
 @pytest.mark.parametrize("restarted", [False, True], ids=["same-ledger", "restarted-ledger"])
 def test_a_message_committed_long_ago_is_undone_and_the_batch_decided_again(
-        store: HookedStore, aside: bool, restarted: bool) -> None:
+        store: HookedStore, keep: bool, restarted: bool) -> None:
     """m1 (submit j1) committed batches ago comes again between two new messages. Decided on "not
     committed" it would become a rejection (j1 exists) at a position of its own; the answer names it, so
     the batch is decided again without it: no event, positions and versions as if it never came."""
-    ledger = ledger_on(store, aside)
+    ledger = ledger_on(store, keep)
     ledger.process([submit("j1", "m1")], {("t", 0): 3})
     ledger.process([submit("j3", "m3")], {("t", 0): 4})
     if restarted:
-        ledger = Ledger(store, clock=lambda: 100.0, read_aside=aside)
+        ledger = new_ledger(store, keep)
     recorded, _ = ledger.process([submit("j2", "m0"), submit("j1", "m1"), cancel("j1", "m2")], {("t", 0): 7})
     head = len(TREE) + 2
     assert [(r.position, r.message_id, r.type, r.version) for r in recorded] == [
@@ -146,11 +173,10 @@ def test_a_message_committed_long_ago_is_undone_and_the_batch_decided_again(
     assert_consistent(ledger, store)
 
 
-@ASIDE
-def test_redelivery_after_a_rewind_records_only_what_is_new(store: HookedStore, aside: bool) -> None:
+def test_redelivery_after_a_rewind_records_only_what_is_new(store: HookedStore, keep: bool) -> None:
     """A commits, B (decided on A) fails and both are undone in memory; the consumer rewinds to an
     offset before A and gets A's messages again with B's: only B's are recorded."""
-    ledger = ledger_on(store, aside)
+    ledger = ledger_on(store, keep)
     first = ledger.prepare([submit("j1", "m1"), submit("j2", "m2")], {("t", 0): 4})
     second = ledger.prepare([cancel("j1", "m3")], {("t", 0): 5})
     commit(ledger, first)
@@ -167,9 +193,8 @@ def test_redelivery_after_a_rewind_records_only_what_is_new(store: HookedStore, 
     assert_consistent(ledger, store)
 
 
-@ASIDE
-def test_a_batch_of_only_redelivered_messages_records_nothing(store: HookedStore, aside: bool) -> None:
-    ledger = ledger_on(store, aside)
+def test_a_batch_of_only_redelivered_messages_records_nothing(store: HookedStore, keep: bool) -> None:
+    ledger = ledger_on(store, keep)
     ledger.process([submit("j1", "m1"), cancel("j1", "m2")], {("t", 0): 4})
     recorded, _ = ledger.process([submit("j1", "m1"), cancel("j1", "m2")], {("t", 0): 4})
     assert recorded == []
@@ -211,12 +236,11 @@ def test_dedup_rows_name_each_message_s_first_event_as_encode_events_numbers_it(
     assert processed_messages(batch, 41) == (expected, {m for m, _ in expected})
 
 
-@ASIDE
 def test_a_replayed_rewind_costs_one_extra_decision_not_one_per_batch(
-        store: HookedStore, aside: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+        store: HookedStore, keep: bool, monkeypatch: pytest.MonkeyPatch) -> None:
     """Three batches of messages committed before come again, then a new one: the first is decided twice
     (on "not committed", then without them), the others once each, after their answer."""
-    ledger = ledger_on(store, aside)
+    ledger = ledger_on(store, keep)
     batches = [[submit(f"j{i}", f"m{i}"), cancel(f"j{i}", f"c{i}")] for i in range(4)]
     for messages in batches[:3]:
         ledger.process(messages, {})
