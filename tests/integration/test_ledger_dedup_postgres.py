@@ -6,12 +6,19 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+import psycopg
 import pytest
+from sqlalchemy import text
 
 from steward.store.eventstore import EventStore
 from tests.integration.pg import pg_owner, pg_store
 from tests.unit.ledger.test_ledger_dedup import (
+    TREE,
     HookedStore,
+    assert_consistent,
+    cancel,
+    ledger_on,
+    submit,
     test_a_batch_of_only_redelivered_messages_records_nothing,
     test_a_batch_that_commits_around_the_read_is_not_decided_twice,
     test_a_duplicate_of_a_batch_still_in_flight_is_skipped_from_memory,
@@ -44,3 +51,22 @@ def store(pg_store: EventStore) -> Iterator[HookedStore]:
     yield hooked
     for ledger in hooked.ledgers:
         ledger.close()
+
+
+def test_a_dedup_connection_the_server_ended_fails_its_batch_and_the_next_gets_a_new_one(store: HookedStore) -> None:
+    """The server ends the kept read connection between two batches: the next batch's statement fails
+    (sent, or answered, on a dead connection), that batch is undone, and the one after reads on a new
+    connection and records it once."""
+    ledger = ledger_on(store, True)
+    ledger.process([submit("j1", "m1")], {("t", 0): 3})
+    read_conn = ledger._kept["read"]
+    pid = read_conn.connection.driver_connection.info.backend_pid  # type: ignore[union-attr]
+    with store.engine.begin() as conn:
+        conn.execute(text("SELECT pg_terminate_backend(:p)"), {"p": pid})
+    with pytest.raises(psycopg.OperationalError):
+        ledger.process([submit("j1", "m1"), cancel("j1", "m2")], {("t", 0): 5})
+    assert store.head() == len(TREE) + 1
+    recorded, _ = ledger.process([submit("j1", "m1"), cancel("j1", "m2")], {("t", 0): 5})
+    assert [(r.message_id, r.type) for r in recorded] == [("m2", "JobCancelled")]
+    assert ledger._kept["read"] is not read_conn
+    assert_consistent(ledger, store)

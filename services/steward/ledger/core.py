@@ -220,7 +220,7 @@ class Ledger:
         try:
             answer = self.store.seen_messages_sent(ids, keys, conn)
         except BaseException:
-            conn.invalidate()
+            _discard(conn)
             raise
         got: list[tuple[set[str], dict[str, int]]] = []
 
@@ -229,7 +229,7 @@ class Ledger:
                 try:
                     got.append(answer())
                 except BaseException:
-                    conn.invalidate()  # a statement may still be under way on it
+                    _discard(conn)  # a statement may still be under way on it
                     raise
                 self._kept["read"] = conn
             return got[0]
@@ -296,6 +296,12 @@ class Ledger:
         """Return the kept connections to the pool."""
         while self._kept:
             self._kept.popitem()[1].close()
+
+
+def _discard(conn: Connection) -> None:
+    """Drop a connection that may be mid-statement: closed by the pool, never handed out again."""
+    conn.invalidate()
+    conn.close()
 
 
 VERSION_CACHE_LIMIT = 1_000_000  # streams whose last version the ledger remembers between batches
