@@ -14,7 +14,7 @@ import logging
 import os
 import time
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass, replace
 
 from sqlalchemy import Connection
@@ -22,7 +22,18 @@ from sqlalchemy import Connection
 from steward.audit.snapshots import events_for_fold, load_snapshot
 from steward.domain.state import LedgerState, evolve
 from steward.ledger.batch import DeadLetter as DeadLetter  # re-exported: the service publishes them
-from steward.ledger.batch import decide_messages, decode_messages
+from steward.ledger.batch import (
+    batch_versions,
+    decide_messages,
+    decided_a_duplicate,
+    decode_commands,
+    ids_and_new_keys,
+    in_flight_duplicates,
+    merge_versions,
+    open_envelopes,
+    processed_messages,
+    unknown_streams,
+)
 from steward.store import projections
 from steward.store.eventstore import EventStore, RecordedEvent, encode_events, explicit_begin
 from steward.store.projections import Projector
@@ -101,6 +112,7 @@ class Ledger:
         # whether the writer may skip the DELETE of job rows new in a batch (ADR 0022): not after a batch
         # failed, until one commits (a row written outside the ledger fails one batch, then is replaced)
         self._skip_new_job_deletes = True
+        self._redelivering = False  # the last answer named committed messages: await the next one first
 
     @property
     def state(self) -> LedgerState:
@@ -139,50 +151,93 @@ class Ledger:
 
     def prepare(self, messages: Sequence[tuple[str, bytes | None]],
                 offsets: dict[tuple[str, int], int]) -> Prepared:
-        """Decide `messages` after every batch prepared so far, in memory (undone by `abort`)."""
+        """Decide `messages` after every batch prepared so far, in memory (undone by `abort`).
+
+        The store's answer on which messages it holds committed (and the versions of the streams the
+        messages name) is read while the batch is decided (ADR 0023): the batch is decided on "not
+        committed" and, in the rare case the answer names a message decided anyway, undone and decided
+        again without it (after such a batch, the next one waits for its answer first). Messages held
+        by batches still being recorded are skipped from memory."""
         now = self.clock()
-        decoded, dead = decode_messages(messages, self.max_message_bytes)
+        opened = open_envelopes(messages, self.max_message_bytes)
         proj = self.proj
         start_position, start_hash = proj.position, proj.head_hash
-        ids = {e.id for _, e, _ in decoded}
         versions = self._versions
-        # committed duplicates from the store, with the versions of the streams the messages name (most
-        # events go to their command's aggregate); duplicates in batches still being recorded from memory
-        keys = {e.key for _, e, _ in decoded if e.key not in versions}
-        if ids:
-            with self._connection("read") as conn:
-                seen, found = self.store.seen_messages_now(ids, keys, conn)
-        else:
-            seen, found = set(), {}
-        versions.update(found)
-        for flight in self._in_flight:
-            seen |= ids & flight
-        proj.begin()
+        ids, keys = ids_and_new_keys(opened, versions)
+        skipped = in_flight_duplicates(ids, self._in_flight)
+        answer = self._read_seen(ids, keys) if ids else None  # read from here on, beside the decision
+        begun = False
         try:
+            decoded, dead = decode_commands(opened)
+            # while redelivered messages keep coming (a rewind replayed), the answer is awaited first: one
+            # decision per batch instead of two
+            known = answer() if answer is not None and self._redelivering else None
+            proj.begin()
+            begun = True
+            seen = set(skipped) if known is None else skipped | known[0]
             batch, changed, position = decide_messages(proj, decoded, seen, now, start_position)
-            missing = {e.stream for p in batch for e in p.events if e.stream not in versions}
+            rows = projections.capture(proj, changed)
+            if answer is not None:
+                committed, found = answer() if known is None else known
+                if known is None and decided_a_duplicate(committed, batch):  # decide again without them
+                    proj.rollback_newest()
+                    proj.begin()
+                    batch, changed, position = decide_messages(proj, decoded, skipped | committed, now,
+                                                               start_position)
+                    rows = projections.capture(proj, changed)
+                self._redelivering = bool(committed)
+                merge_versions(versions, found)
+            missing = unknown_streams(batch, versions)
             if missing:
                 with self._connection("read") as conn:
-                    versions.update(self.store.stream_versions_now(missing, conn))
-            batch_versions = {e.stream: versions[e.stream] for p in batch for e in p.events}
-            records, texts = encode_events(batch, start_position, start_hash, batch_versions, float(now))
+                    merge_versions(versions, self.store.stream_versions_now(missing, conn))
+            numbered = batch_versions(batch, versions)
+            records, texts = encode_events(batch, start_position, start_hash, numbered, float(now))
             if records:
                 if records[-1].position != position:
                     raise RuntimeError(f"positions out of step: {records[-1].position}, expected {position}")
                 proj.head_hash = records[-1].hash
-            first_position: dict[str, int] = {}
-            for rec in records:
-                if rec.message_id is not None:
-                    first_position.setdefault(rec.message_id, rec.position)
-            processed = [(p.message_id, first_position.get(p.message_id)) for p in batch if p.message_id]
-            rows = projections.capture(proj, changed)
+            processed, batch_ids = processed_messages(batch, start_position)
         except BaseException:
-            proj.rollback_newest()  # this batch only: the one before may still commit
+            if begun:
+                proj.rollback_newest()  # this batch only: the one before may still commit
+            if answer is not None and self._keep:
+                with suppress(Exception):
+                    answer()  # the statement sent ends before its connection is used again
             raise
-        versions.update(batch_versions)
-        batch_ids = {p.message_id for p in batch if p.message_id}
+        versions.update(numbered)
         self._in_flight.append(batch_ids)
         return Prepared(start_position, start_hash, records, texts, processed, rows, dict(offsets), dead, batch_ids)
+
+    def _read_seen(self, ids: set[str], keys: set[str]) -> Callable[[], tuple[set[str], dict[str, int]]]:
+        """The store's committed ids among `ids` and the versions of `keys`' streams, as a call that gives
+        them (the same answer if called again). With kept connections (PostgreSQL) the statement is sent
+        now and the call waits for its answer; otherwise the call reads."""
+        if not self._keep:
+            def read() -> tuple[set[str], dict[str, int]]:
+                with self._connection("read") as conn:
+                    return self.store.seen_messages_now(ids, keys, conn)
+
+            return read
+        conn = self._take("read")
+        try:
+            answer = self.store.seen_messages_sent(ids, keys, conn)
+        except BaseException:
+            _discard(conn)
+            raise
+        got: list[tuple[set[str], dict[str, int]]] = []
+
+        def received() -> tuple[set[str], dict[str, int]]:
+            if not got:
+                try:
+                    got.append(answer())
+                except BaseException:
+                    _discard(conn)  # a statement may still be under way on it
+                    raise
+                self._kept["read"] = conn
+            return got[0]
+
+        return received
 
     def record(self, prepared: Prepared, before_commit: Callable[[list[DeadLetter]], None] | None = None) -> None:
         """Write one prepared batch in one transaction (safe to run in another thread: it reads only
@@ -247,9 +302,7 @@ class Ledger:
             with self.store.engine.connect() as fresh:
                 yield fresh
             return
-        conn = self._kept.pop(role, None)
-        if conn is None or conn.closed or conn.invalidated:
-            conn = self.store.engine.connect()
+        conn = self._take(role)
         try:
             yield conn
         except BaseException:
@@ -257,10 +310,23 @@ class Ledger:
             raise
         self._kept[role] = conn
 
+    def _take(self, role: str) -> Connection:
+        """The connection kept for `role`, taken out until it is handed back (a new one if none is kept)."""
+        conn = self._kept.pop(role, None)
+        if conn is None or conn.closed or conn.invalidated:
+            conn = self.store.engine.connect()
+        return conn
+
     def close(self) -> None:
         """Return the kept connections to the pool."""
         while self._kept:
             self._kept.popitem()[1].close()
+
+
+def _discard(conn: Connection) -> None:
+    """Drop a connection that may be mid-statement: closed by the pool, never handed out again."""
+    conn.invalidate()
+    conn.close()
 
 
 VERSION_CACHE_LIMIT = 1_000_000  # streams whose last version the ledger remembers between batches

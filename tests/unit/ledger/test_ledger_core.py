@@ -190,3 +190,17 @@ def test_a_lone_surrogate_is_dead_lettered_not_retried_forever(store: EventStore
     assert [d.source for d in dead] == ["t/0@0"]
     assert "lone surrogate (\\ud800)" in dead[0].error
     assert [r.type for r in recorded] == ["AllocationsSet"]
+
+
+def test_dead_letters_keep_the_messages_order_whichever_half_of_decoding_refused_them(store: EventStore) -> None:
+    """Envelopes are opened for the whole batch before its commands are decoded (ADR 0023): the dead
+    letters still come in the messages' order, each with its own reason."""
+    ledger = Ledger(store, max_message_bytes=1024)
+    big = Envelope("big", "SetAllocations", "k", {"parent": "cluster", "shares": {}, "reason": "x" * 2000}).encode()
+    bad_command = Envelope("y", "CancelJob", "k", {"job": 1}).encode()
+    recorded, dead = ledger.process([("t/0@0", bad_command), ("t/0@1", b"not json"), msg(TREE[0]),
+                                     ("t/0@3", big), ("t/0@4", None)], {("t", 0): 5})
+    assert [d.source for d in dead] == ["t/0@0", "t/0@1", "t/0@3", "t/0@4"]
+    assert dead[2].error.startswith("oversized: ") and dead[2].raw == big[:4096]
+    assert dead[3].error == "empty message" and dead[0].raw == bad_command
+    assert [r.type for r in recorded] == ["AllocationsSet"]

@@ -1,0 +1,258 @@
+"""Exactly-once with the dedup read beside the decision (ADR 0023): `Ledger.prepare` decides a batch while
+the store is asked which of its messages are committed, and decides it again without them when the answer
+names one. Every interleaving of a redelivered message with the batches around it, on a real SQLite store
+(the store read after the decision); tests/integration/test_ledger_dedup_postgres.py runs the same tests on
+PostgreSQL with kept connections (the statement sent before the decision, its answer taken after)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from sqlalchemy import Connection, Engine
+
+from steward.audit.verify import verify
+from steward.domain.commands import CancelJob, SetAllocations, SubmitJob
+from steward.domain.events import Event
+from steward.ledger import batch as ledger_batch
+from steward.ledger import core
+from steward.ledger.batch import merge_versions, processed_messages
+from steward.ledger.core import Ledger, Prepared, fold
+from steward.store.encoding import PendingAppend, encode_events
+from steward.store.eventstore import EventStore
+from steward.store.migrate import upgrade
+from tests.unit.store.builders import msg
+
+TREE = [SetAllocations("cluster", {"a": 1.0}, "setup"), SetAllocations("a", {"a1": 1.0}, "setup")]
+
+
+def submit(job: str, mid: str) -> tuple[str, bytes]:
+    return msg(SubmitJob(job, "a1", 1, 600.0, ["true"]), mid)
+
+
+def cancel(job: str, mid: str) -> tuple[str, bytes]:
+    return msg(CancelJob(job, "x"), mid)
+
+
+class HookedStore(EventStore):
+    """A real store that runs `before_read` before the ledger's dedup statement is sent and `after_read`
+    once its answer is in: the test commits a batch at exactly that point of the next batch's decision."""
+
+    before_read: Callable[[], None] | None = None
+    after_read: Callable[[], None] | None = None
+
+    def __init__(self, engine: Engine) -> None:
+        super().__init__(engine)
+        self.ledgers: list[Ledger] = []  # closed by the fixture (their kept connections)
+
+    def _hook(self, name: str) -> None:
+        hook = getattr(self, name)
+        setattr(self, name, None)
+        if hook is not None:
+            hook()
+
+    def seen_messages_now(self, message_ids: Iterable[str], streams: Iterable[str] = (),
+                          conn: Connection | None = None) -> tuple[set[str], dict[str, int]]:
+        self._hook("before_read")
+        answer = super().seen_messages_now(message_ids, streams, conn)
+        self._hook("after_read")
+        return answer
+
+    def seen_messages_sent(self, message_ids: Iterable[str], streams: Iterable[str],
+                           conn: Connection) -> Callable[[], tuple[set[str], dict[str, int]]]:
+        self._hook("before_read")
+        answer = super().seen_messages_sent(message_ids, streams, conn)
+
+        def hooked() -> tuple[set[str], dict[str, int]]:
+            got = answer()
+            self._hook("after_read")
+            return got
+
+        return hooked
+
+
+@pytest.fixture()
+def keep() -> bool:
+    """Whether the ledger keeps its connections (the ledger service does; on SQLite it reads anyway)."""
+    return False
+
+
+@pytest.fixture()
+def store(tmp_path: Path) -> HookedStore:
+    url = f"sqlite:///{tmp_path / 'store.db'}"
+    upgrade(url)
+    return HookedStore(EventStore.from_url(url).engine)
+
+
+def new_ledger(store: HookedStore, keep: bool) -> Ledger:
+    ledger = Ledger(store, clock=lambda: 100.0, keep_connections=keep)
+    store.ledgers.append(ledger)
+    return ledger
+
+
+def ledger_on(store: HookedStore, keep: bool) -> Ledger:
+    ledger = new_ledger(store, keep)
+    ledger.process([msg(c) for c in TREE], {("t", 0): 2})
+    return ledger
+
+
+def commit(ledger: Ledger, prepared: Prepared) -> None:
+    ledger.record(prepared)
+    ledger.committed(prepared)
+
+
+def stored(store: EventStore) -> list[tuple[str | None, str]]:
+    """(message id, type) of every event after the tree."""
+    return [(r.message_id, r.type) for r in store.read()][len(TREE):]
+
+
+def assert_consistent(ledger: Ledger, store: EventStore) -> None:
+    """Memory equals the log: the state folds from it, positions and the chain are whole, and every
+    message is recorded as processed once."""
+    assert ledger.state == fold(store)[0]
+    assert ledger.head == store.head() and ledger.proj.head_hash == store.read()[-1].hash
+    assert verify(store)["ok"]
+    ids = [m for m, _ in stored(store) if m is not None]
+    assert len(ids) == len(set(ids))
+
+
+def test_a_duplicate_within_one_batch_is_decided_once(store: HookedStore, keep: bool) -> None:
+    ledger = ledger_on(store, keep)
+    recorded, _ = ledger.process([submit("j1", "m1"), submit("j1", "m1"), cancel("j1", "m2")], {})
+    assert [(r.message_id, r.type) for r in recorded] == [("m1", "JobSubmitted"), ("m2", "JobCancelled")]
+    assert_consistent(ledger, store)
+
+
+def test_a_duplicate_of_a_batch_still_in_flight_is_skipped_from_memory(store: HookedStore, keep: bool) -> None:
+    ledger = ledger_on(store, keep)
+    first = ledger.prepare([submit("j1", "m1")], {("t", 0): 3})
+    second = ledger.prepare([submit("j1", "m1"), cancel("j1", "m2")], {("t", 0): 5})
+    assert [r.message_id for r in second.records] == ["m2"]
+    assert [r.version for r in second.records] == [2]  # the stream's version from the batch in flight
+    commit(ledger, first)
+    commit(ledger, second)
+    assert stored(store) == [("m1", "JobSubmitted"), ("m2", "JobCancelled")]
+    assert_consistent(ledger, store)
+
+
+@pytest.mark.parametrize("when", ["before_read", "after_read"])
+def test_a_batch_that_commits_around_the_read_is_not_decided_twice(store: HookedStore, keep: bool,
+                                                                   when: str) -> None:
+    """Batch A is in flight while B (which repeats A's message) is decided; A commits just before the
+    store answers B's read (the answer names A's message) or just after (it does not): either way A's
+    message is skipped once, from memory or from the answer."""
+    ledger = ledger_on(store, keep)
+    first = ledger.prepare([submit("j1", "m1")], {("t", 0): 3})
+    setattr(store, when, lambda: ledger.record(first))
+    second = ledger.prepare([submit("j2", "m0"), submit("j1", "m1"), cancel("j1", "m2")], {("t", 0): 6})
+    assert store.head() == len(TREE) + 1  # A is in the store now, B not yet
+    ledger.committed(first)
+    commit(ledger, second)
+    assert stored(store) == [("m1", "JobSubmitted"), ("m0", "JobSubmitted"), ("m2", "JobCancelled")]
+    assert_consistent(ledger, store)
+
+
+@pytest.mark.parametrize("restarted", [False, True], ids=["same-ledger", "restarted-ledger"])
+def test_a_message_committed_long_ago_is_undone_and_the_batch_decided_again(
+        store: HookedStore, keep: bool, restarted: bool) -> None:
+    """m1 (submit j1) committed batches ago comes again between two new messages. Decided on "not
+    committed" it would become a rejection (j1 exists) at a position of its own; the answer names it, so
+    the batch is decided again without it: no event, positions and versions as if it never came."""
+    ledger = ledger_on(store, keep)
+    ledger.process([submit("j1", "m1")], {("t", 0): 3})
+    ledger.process([submit("j3", "m3")], {("t", 0): 4})
+    if restarted:
+        ledger = new_ledger(store, keep)
+    recorded, _ = ledger.process([submit("j2", "m0"), submit("j1", "m1"), cancel("j1", "m2")], {("t", 0): 7})
+    head = len(TREE) + 2
+    assert [(r.position, r.message_id, r.type, r.version) for r in recorded] == [
+        (head + 1, "m0", "JobSubmitted", 1), (head + 2, "m2", "JobCancelled", 2)]
+    assert store.load_offsets("ledger") == {("t", 0): 7}
+    assert_consistent(ledger, store)
+
+
+def test_redelivery_after_a_rewind_records_only_what_is_new(store: HookedStore, keep: bool) -> None:
+    """A commits, B (decided on A) fails and both are undone in memory; the consumer rewinds to an
+    offset before A and gets A's messages again with B's: only B's are recorded."""
+    ledger = ledger_on(store, keep)
+    first = ledger.prepare([submit("j1", "m1"), submit("j2", "m2")], {("t", 0): 4})
+    second = ledger.prepare([cancel("j1", "m3")], {("t", 0): 5})
+    commit(ledger, first)
+
+    def unavailable(_dead: object) -> None:
+        raise ConnectionError("dead-letter topic unavailable")
+
+    with pytest.raises(ConnectionError):
+        ledger.record(second, before_commit=unavailable)
+    ledger.abort()
+    recorded, _ = ledger.process([submit("j1", "m1"), submit("j2", "m2"), cancel("j1", "m3")], {("t", 0): 5})
+    assert [(r.message_id, r.type) for r in recorded] == [("m3", "JobCancelled")]
+    assert stored(store) == [("m1", "JobSubmitted"), ("m2", "JobSubmitted"), ("m3", "JobCancelled")]
+    assert_consistent(ledger, store)
+
+
+def test_a_batch_of_only_redelivered_messages_records_nothing(store: HookedStore, keep: bool) -> None:
+    ledger = ledger_on(store, keep)
+    ledger.process([submit("j1", "m1"), cancel("j1", "m2")], {("t", 0): 4})
+    recorded, _ = ledger.process([submit("j1", "m1"), cancel("j1", "m2")], {("t", 0): 4})
+    assert recorded == []
+    assert_consistent(ledger, store)
+
+
+@pytest.mark.parametrize(("cache", "found", "expected"), [
+    ({}, {"s": 3}, {"s": 3}),
+    ({"s": 5}, {"s": 3}, {"s": 5}),  # decided in a batch in flight: newer than the committed one
+    ({"s": 5}, {"t": 0}, {"s": 5, "t": 0}),
+    ({"s": 1}, {}, {"s": 1}),
+])
+def test_versions_read_from_the_store_never_replace_the_cached_ones(
+        cache: dict[str, int], found: dict[str, int], expected: dict[str, int]) -> None:
+    merge_versions(cache, found)
+    assert cache == expected
+
+
+def pending(mid: str | None, events: int) -> PendingAppend:
+    return PendingAppend([Event(f"s-{mid}-{i}", "JobCancelled", {"job_id": "j"}) for i in range(events)], {}, mid)
+
+
+@pytest.mark.parametrize("batch", [
+    [],
+    [pending("a", 1)],
+    [pending("a", 2), pending("b", 0), pending("c", 1)],
+    [pending(None, 1), pending("", 2), pending("d", 1)],
+    [pending("a", 0), pending("b", 0)],
+])
+def test_dedup_rows_name_each_message_s_first_event_as_encode_events_numbers_it(
+        batch: list[PendingAppend]) -> None:
+    """The rows `processed_messages` counts from the batch equal the ones read off the numbered records."""
+    records, _ = encode_events(batch, 41, "0" * 64, {}, 1.0)
+    first: dict[str, int] = {}
+    for rec in records:
+        if rec.message_id is not None:
+            first.setdefault(rec.message_id, rec.position)
+    expected = [(p.message_id, first.get(p.message_id)) for p in batch if p.message_id]
+    assert processed_messages(batch, 41) == (expected, {m for m, _ in expected})
+
+
+def test_a_replayed_rewind_costs_one_extra_decision_not_one_per_batch(
+        store: HookedStore, keep: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Three batches of messages committed before come again, then a new one: the first is decided twice
+    (on "not committed", then without them), the others once each, after their answer."""
+    ledger = ledger_on(store, keep)
+    batches = [[submit(f"j{i}", f"m{i}"), cancel(f"j{i}", f"c{i}")] for i in range(4)]
+    for messages in batches[:3]:
+        ledger.process(messages, {})
+    decisions: list[int] = []
+    counted = ledger_batch.decide_messages
+
+    def counting(*args: Any) -> Any:
+        decisions.append(len(args[1]))
+        return counted(*args)
+
+    monkeypatch.setattr(core, "decide_messages", counting)
+    recorded = [ledger.process(messages, {})[0] for messages in batches]
+    assert [len(r) for r in recorded] == [0, 0, 0, 2]
+    assert len(decisions) == 5  # 2 + 1 + 1 + 1
+    assert_consistent(ledger, store)
