@@ -30,7 +30,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from steward.config import Settings
-from steward.ledger.records import Pair, install, source_prefix
+from steward.ledger.recordbatch import Pair
+from steward.ledger.records import install, source_prefix
 from steward.ledger.wire import Wire
 
 log = logging.getLogger("steward.ledger.fetch")

@@ -9,10 +9,9 @@ each into the ledger's `(source, value)` pair. That was ~5 us of the process's ~
 consumer and yields the ledger's pairs directly. Everything else stays kafka-python's: the connection,
 fetch requests and sessions, positions, seeks, the batch headers, the CRC check of every batch (CRC-32C over
 the whole batch, which covers every record), control batches and transaction markers. Only the records of
-an uncompressed v2 batch (what the brokers here store) are read by the loop below; compressed and legacy
-batches go through kafka-python's own record iterator. The structure checks of kafka-python's reader are
-kept: a record whose fields do not add up to its length, a negative header count or bytes left after the
-last record raise `CorruptRecordError` as they do there.
+an uncompressed v2 batch (what the brokers here store) are read by our own loop (steward.ledger.recordbatch,
+compiled), with kafka-python's structure checks; compressed and legacy batches go through kafka-python's own
+record iterator.
 
 The fetcher's bookkeeping that `KafkaConsumer.poll` relies on is kept per record (`next_fetch_offset`, so a
 fetch split over two polls resumes exactly) or per batch (`records_read`, `bytes_read`, `leader_epoch`).
@@ -28,124 +27,18 @@ import kafka
 from kafka.consumer.fetcher import Fetcher, IsolationLevel
 from kafka.errors import CorruptRecordError
 from kafka.record.default_records import DefaultRecordBatch
-from kafka.record.util import decode_varint
+
+from steward.ledger.recordbatch import Pair, read_batch
 
 log = logging.getLogger("steward.ledger.records")
 
-Pair = tuple[str, bytes | None]
-
 # the kafka-python versions whose fetcher internals this module was written against (and tested on)
 KNOWN_VERSIONS = ("3.0.",)
-_HEADER_SIZE = DefaultRecordBatch.HEADER_STRUCT.size
 
 
 def source_prefix(topic: str, partition: int) -> str:
     """The start of a message's `source` ("topic/partition@offset", stored in each event's metadata)."""
     return f"{topic}/{partition}@"
-
-
-def read_batch(data: bytes, base_offset: int, count: int, skip_below: int, prefix: str,
-               out: list[Pair], offsets: list[int]) -> tuple[int, int]:
-    """Append `(prefix + offset, value)` to `out` and the offset to `offsets` for each of the `count` records
-    of an uncompressed v2 batch (`data` is the whole batch, header included) whose offset is at least
-    `skip_below`. Returns (the last record's offset, the records' size in bytes as kafka-python counts it);
-    CorruptRecordError on a malformed record."""
-    pos = _HEADER_SIZE
-    end = len(data)
-    offset = base_offset - 1
-    size = 0
-    try:
-        for _ in range(count):
-            # each varint inline when it has one or two bytes (zigzag: values below 64 or 8,192)
-            b = data[pos]  # Length
-            if b < 0x80:
-                length = (b >> 1) ^ -(b & 1)
-                pos += 1
-            elif data[pos + 1] < 0x80:
-                length = (b & 0x7F) | (data[pos + 1] << 7)
-                length = (length >> 1) ^ -(length & 1)
-                pos += 2
-            else:
-                length, pos = decode_varint(data, pos)
-            start = pos
-            # Attributes (int8, read as a varint like kafka-python) and TimestampDelta (varlong): skipped
-            while data[pos] & 0x80:
-                pos += 1
-            pos += 1
-            while data[pos] & 0x80:
-                pos += 1
-            pos += 1
-            b = data[pos]  # OffsetDelta
-            if b < 0x80:
-                delta = (b >> 1) ^ -(b & 1)
-                pos += 1
-            elif data[pos + 1] < 0x80:
-                delta = (b & 0x7F) | (data[pos + 1] << 7)
-                delta = (delta >> 1) ^ -(delta & 1)
-                pos += 2
-            else:
-                delta, pos = decode_varint(data, pos)
-            offset = base_offset + delta
-            b = data[pos]  # Key: skipped
-            if b < 0x80:
-                n = (b >> 1) ^ -(b & 1)
-                pos += 1
-            elif data[pos + 1] < 0x80:
-                n = (b & 0x7F) | (data[pos + 1] << 7)
-                n = (n >> 1) ^ -(n & 1)
-                pos += 2
-            else:
-                n, pos = decode_varint(data, pos)
-            if n > 0:
-                pos += n
-            b = data[pos]  # Value
-            if b < 0x80:
-                n = (b >> 1) ^ -(b & 1)
-                pos += 1
-            elif data[pos + 1] < 0x80:
-                n = (b & 0x7F) | (data[pos + 1] << 7)
-                n = (n >> 1) ^ -(n & 1)
-                pos += 2
-            else:
-                n, pos = decode_varint(data, pos)
-            if n >= 0:
-                value: bytes | None = data[pos:pos + n]
-                pos += n
-            else:
-                value = None
-            b = data[pos]  # Headers: skipped, but walked (their lengths must add up)
-            if b:
-                n, pos = decode_varint(data, pos)
-                pos = _skip_headers(data, pos, n)
-            else:
-                pos += 1
-            if pos - start != length or pos > end:
-                raise CorruptRecordError(f"Invalid record size: expected to read {length} bytes in record payload, "
-                                         f"but instead read {pos - start}")
-            size += length
-            if offset >= skip_below:
-                out.append((prefix + str(offset), value))
-                offsets.append(offset)
-    except (ValueError, IndexError) as err:
-        raise CorruptRecordError(f"Found invalid record structure: {err!r}") from None
-    if pos != end:
-        raise CorruptRecordError(f"{end - pos} unconsumed bytes after all records consumed")
-    return offset, size
-
-
-def _skip_headers(data: bytes, pos: int, count: int) -> int:
-    if count < 0:
-        raise CorruptRecordError(f"Found invalid number of record headers {count}")
-    for _ in range(count):
-        n, pos = decode_varint(data, pos)
-        if n < 0:
-            raise CorruptRecordError(f"Invalid negative header key size {n}")
-        data[pos:pos + n].decode("utf-8")  # a header key is a string (kafka-python decodes it too)
-        pos += n
-        n, pos = decode_varint(data, pos)
-        if n > 0:
-            pos += n
-    return pos
 
 
 class LeanPartitionRecords(Fetcher.PartitionRecords):  # type: ignore[misc]

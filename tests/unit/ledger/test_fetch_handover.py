@@ -10,7 +10,7 @@ from collections.abc import Iterator
 import pytest
 
 from steward.ledger.fetch import Held
-from steward.ledger.records import Pair
+from steward.ledger.recordbatch import Pair
 from steward.ledger.wire import Wire
 
 

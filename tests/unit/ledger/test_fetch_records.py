@@ -17,7 +17,8 @@ from kafka.record.default_records import DefaultRecordBatch
 from kafka.record.memory_records import MemoryRecords, MemoryRecordsBuilder
 from kafka.record.util import calc_crc32c
 
-from steward.ledger.records import LeanPartitionRecords, Pair, read_batch, source_prefix
+from steward.ledger.recordbatch import HEADER_SIZE, Pair, read_batch
+from steward.ledger.records import LeanPartitionRecords, source_prefix
 
 TP = TopicPartition("steward.commands", 3)
 PREFIX = source_prefix(TP.topic, TP.partition)
@@ -162,3 +163,4 @@ def test_read_batch_reports_the_last_offset_and_kafka_pythons_byte_count() -> No
     assert [v for _, v in out] == [b"bb", b"ccc"]
     kafka_batch = DefaultRecordBatch(data)
     assert size == sum(r.size_in_bytes for r in kafka_batch)
+    assert DefaultRecordBatch.HEADER_STRUCT.size == HEADER_SIZE
