@@ -15,9 +15,9 @@ from kafka.consumer.fetcher import Fetcher
 from kafka.errors import CorruptRecordError
 from kafka.record.default_records import DefaultRecordBatch
 from kafka.record.memory_records import MemoryRecords, MemoryRecordsBuilder
-from kafka.record.util import calc_crc32c
+from kafka.record.util import calc_crc32c, encode_varint
 
-from steward.ledger.recordbatch import HEADER_SIZE, Pair, read_batch
+from steward.ledger.recordbatch import HEADER_SIZE, Pair, read_batch, varint
 from steward.ledger.records import LeanPartitionRecords, source_prefix
 
 TP = TopicPartition("steward.commands", 3)
@@ -164,3 +164,11 @@ def test_read_batch_reports_the_last_offset_and_kafka_pythons_byte_count() -> No
     kafka_batch = DefaultRecordBatch(data)
     assert size == sum(r.size_in_bytes for r in kafka_batch)
     assert DefaultRecordBatch.HEADER_STRUCT.size == HEADER_SIZE
+
+
+@pytest.mark.parametrize("value", [0, -1, 1, 63, -64, 64, -65, 8191, -8192, 8192, -8193, 2**31 - 1, -(2**31), 2**62])
+def test_varint_reads_what_kafka_python_writes(value: int) -> None:
+    written = bytearray(b"\x07")
+    encode_varint(value, written.append)
+    written += b"\x05"  # what follows is not read
+    assert varint(bytes(written), 1) == (value, len(written) - 1)
