@@ -42,6 +42,7 @@ COMPILED: tuple[str, ...] = (
     "steward.domain.sessions",
     "steward.domain.state",
     "steward.ledger.batch",
+    "steward.ledger.recordbatch",
     "steward.policy.contract",
     "steward.policy.cycle",
     "steward.policy.draining",
