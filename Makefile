@@ -72,7 +72,7 @@ test: setup tools web web-test chromium lint typecheck
 	STEWARD_EXPECT_NATIVE=1 $(PY) -m pytest -q -p no:cacheprovider tests
 	STEWARD_PURE=1 $(PY) -m pytest -q -p no:cacheprovider tests/unit/policy tests/property/test_policy_properties.py \
 		tests/unit/domain tests/unit/store tests/unit/ledger tests/unit/test_written_inits.py tests/property/test_fast_domain.py \
-		tests/property/test_fast_decode.py tests/property/test_fast_canonical.py
+		tests/property/test_fast_decode.py tests/property/test_fast_canonical.py tests/property/test_copytext.py
 
 lint:
 	$(VENV)/bin/ruff check services workflows tests bench migrations infra
