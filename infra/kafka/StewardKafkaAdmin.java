@@ -22,6 +22,7 @@ import org.apache.kafka.clients.admin.CreateTopicsResult;
 import org.apache.kafka.clients.admin.NewTopic;
 import org.apache.kafka.clients.admin.TopicDescription;
 import org.apache.kafka.common.errors.TopicExistsException;
+import org.apache.kafka.common.errors.UnknownTopicOrPartitionException;
 
 public final class StewardKafkaAdmin {
     private StewardKafkaAdmin() {}
@@ -131,7 +132,7 @@ public final class StewardKafkaAdmin {
         for (NewTopic t : wanted) {
             names.add(t.name());
         }
-        Map<String, TopicDescription> described = admin.describeTopics(names).allTopicNames().get(30, TimeUnit.SECONDS);
+        Map<String, TopicDescription> described = describeWhenLed(admin, names, 30);
         for (NewTopic t : wanted) {
             int actual = described.get(t.name()).partitions().size();
             if (actual != t.numPartitions()) {
@@ -141,5 +142,36 @@ public final class StewardKafkaAdmin {
             System.out.println("topic " + t.name() + " partitions=" + actual);
         }
         return rc;
+    }
+
+    /**
+     * The topics' descriptions once every partition has a leader. The controller acknowledges a creation
+     * before the broker's metadata names the topic, so a describe (or a client's first produce or fetch)
+     * right after it can meet UnknownTopicOrPartition or a partition without a leader; this waits that out
+     * (up to timeoutSeconds) instead of handing a half-created topic to the caller.
+     */
+    private static Map<String, TopicDescription> describeWhenLed(Admin admin, List<String> names, int timeoutSeconds)
+            throws Exception {
+        long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(timeoutSeconds);
+        while (true) {
+            try {
+                Map<String, TopicDescription> described = admin.describeTopics(names).allTopicNames()
+                        .get(10, TimeUnit.SECONDS);
+                boolean led = true;
+                for (TopicDescription d : described.values()) {
+                    for (org.apache.kafka.common.TopicPartitionInfo p : d.partitions()) {
+                        led &= p.leader() != null && !p.leader().isEmpty();
+                    }
+                }
+                if (led || System.nanoTime() > deadline) {
+                    return described;
+                }
+            } catch (ExecutionException ex) {
+                if (!(ex.getCause() instanceof UnknownTopicOrPartitionException) || System.nanoTime() > deadline) {
+                    throw ex;
+                }
+            }
+            Thread.sleep(100);
+        }
     }
 }
