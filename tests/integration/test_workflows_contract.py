@@ -66,9 +66,15 @@ def kill(name: str) -> int:
 
 
 def start(name: str) -> int:
+    """Start one of the stack's processes again as `steward up` does, on its own metrics port (without
+    it the process fell back to the base port, which the ledger holds, and served no metrics: a later
+    module scraping the stack failed)."""
+    from steward.cli.stack import metrics_env
+    from steward.config import Settings
     from steward.infra.processes import Paths, start_own
+    from steward.metrics import stack_ports
 
-    return start_own(name, Paths(TEST_RUN_DIR), _stack_env())
+    return start_own(name, Paths(TEST_RUN_DIR), _stack_env() | metrics_env(name, stack_ports(Settings())))
 
 
 @pytest.fixture(scope="module")
@@ -148,6 +154,27 @@ def checkpointed_step(job_id: str) -> int:
 
 def first_line(job_id: str, attempt: int) -> str:
     return job_log(job_id, attempt).splitlines()[0]
+
+
+def test_restarted_processes_serve_metrics_on_their_own_stack_ports(contract: Log) -> None:
+    """The worker and the executor this module restarted serve their metrics where `steward up` put them
+    (modules after this one scrape them: test_observability failed when it ran after this module)."""
+    import httpx
+
+    from steward.metrics import metrics_urls
+
+    urls = metrics_urls(contract.settings)
+    deadline = time.monotonic() + 30
+    for name in ("worker", "executor"):
+        while True:
+            try:
+                resp = httpx.get(urls[name], timeout=10)
+                break
+            except httpx.ConnectError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.3)
+        assert resp.status_code == 200 and f'process="{name}"' in resp.text, (name, resp.text[:300])
 
 
 def test_preempted_after_protection_and_resumed_from_its_checkpoint(contract: Log) -> None:

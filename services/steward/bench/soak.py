@@ -220,7 +220,7 @@ class Agents:
 
     def restart(self, victim: str) -> None:
         if victim == "local":
-            from steward.cli.stack import _metrics_env
+            from steward.cli.stack import metrics_env
             from steward.infra.processes import Paths, start_own
             from steward.metrics import stack_ports
 
@@ -229,7 +229,7 @@ class Agents:
             if stack_env.exists():
                 values = dict(line.split("=", 1) for line in stack_env.read_text().splitlines() if "=" in line)
             env = os.environ | values | {"STEWARD_RUN_DIR": str(self.settings.run_dir)}
-            start_own("executor", Paths(self.settings.run_dir), env | _metrics_env("executor",
+            start_own("executor", Paths(self.settings.run_dir), env | metrics_env("executor",
                                                                                    stack_ports(self.settings)))
         elif victim in self.procs:
             self.start(victim)

@@ -71,7 +71,7 @@ def bring_up(settings: Settings, postgres: bool = True, restart: bool = False) -
     upgrade(values.get("STEWARD_STORE_OWNER_URL", values["STEWARD_STORE_URL"]))
     token_file = ensure_admin_token(settings, values["STEWARD_STORE_URL"])
     env = os.environ | values | {"STEWARD_RUN_DIR": str(settings.run_dir)}
-    pids = {name: start_own(name, paths, env | _metrics_env(name, metrics_ports)) for name in OWN_PROCESSES}
+    pids = {name: start_own(name, paths, env | metrics_env(name, metrics_ports)) for name in OWN_PROCESSES}
     _wait_for_api(settings)
     dead = [name for name in OWN_PROCESSES if read_pid(paths, name) is None]
     if dead:  # e.g. the API could not bind because another process holds its port
@@ -84,7 +84,7 @@ def bring_up(settings: Settings, postgres: bool = True, restart: bool = False) -
             | {"api": f"http://{settings.api_host}:{settings.api_port}/metrics"}}
 
 
-def _metrics_env(name: str, ports: dict[str, int]) -> dict[str, str]:
+def metrics_env(name: str, ports: dict[str, int]) -> dict[str, str]:
     """Each process serves its metrics on its own port of the stack's range (none when off); the API
     serves /metrics on its HTTP port."""
     if name in ports:
