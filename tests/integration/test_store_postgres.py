@@ -265,3 +265,26 @@ def test_a_job_row_written_outside_the_ledger_fails_one_batch_then_is_replaced(p
     # and once a batch committed, new rows skip their DELETE again
     recorded, _ = ledger.process([msg(SubmitJob("j2", "a", 1, 0, ["t"]))], {("t", 0): 3})
     assert ledger._skip_new_job_deletes and [r.position for r in recorded] == [3]
+
+
+def backend_state(store: EventStore, pid: int) -> str:
+    with store.engine.connect() as conn:
+        state = conn.execute(text("SELECT state FROM pg_stat_activity WHERE pid = :p"), {"p": pid}).scalar_one()
+        conn.rollback()
+    return str(state)
+
+
+def test_a_kept_read_connection_is_idle_between_reads_not_idle_in_a_transaction(pg_store: EventStore) -> None:
+    """The ledger keeps its read connection between batches: a read on it ends its transaction, although
+    the read's statements go to the driver directly (SQLAlchemy's rollback alone does nothing then). An
+    open transaction would hold its tables' locks until the next batch, and past the last one."""
+    with pg_store.engine.begin() as conn:
+        pg_store.append(conn, [PendingAppend([Event("a", "X", {})], {"actor": "t"}, "m-1")])
+    with pg_store.engine.connect() as kept:
+        pid = kept.connection.driver_connection.info.backend_pid  # type: ignore[union-attr]
+        assert pg_store.stream_versions_now(["a", "b"], kept) == {"a": 1, "b": 0}
+        assert backend_state(pg_store, pid) == "idle"
+        assert pg_store.seen_messages_now(["m-1", "m-2"], ["a"], kept) == ({"m-1"}, {"a": 1})
+        assert backend_state(pg_store, pid) == "idle"
+        with kept.begin():  # and the connection still works through SQLAlchemy
+            assert kept.execute(text("SELECT count(*) FROM events")).scalar_one() == 1
