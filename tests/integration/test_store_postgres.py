@@ -191,9 +191,9 @@ def test_the_writers_copy_text_reads_back_as_the_rows_psycopg_wrote(pg_store: Ev
     as the old path's (psycopg's `write_row` of the same tuples), for events, dedup ids and job rows; and the
     live job rows give `steward audit rebuild`'s server-side checksum of the rebuild's `insert_rows`."""
     from steward.domain.state import Job
-    from steward.store import projections
+    from steward.store import copytext, projections
     from steward.store.encoding import RecordedEvent
-    from steward.store.eventstore import COPY_CHUNK_ROWS, EVENT_COLUMNS, copy_rows
+    from steward.store.eventstore import COPY_CHUNK_ROWS, EVENT_COLUMNS, chunks, copy_data, copy_rows
     from steward.store.hashing import canonical_text
 
     times = [1754000000.123456, -0.0, 0.0, 1e-300, 1e300, 600.0, 5e-324]
@@ -219,7 +219,10 @@ def test_the_writers_copy_text_reads_back_as_the_rows_psycopg_wrote(pg_store: Ev
             conn.exec_driver_sql(f"CREATE TEMPORARY TABLE old_{table} (LIKE {table}) ON COMMIT DROP")
         pg_store.insert_recorded(conn, records, texts)
         copy_rows(conn, "old_events", EVENT_COLUMNS, old_events)
-        pg_store.mark_processed(conn, processed)
+        # the rows as `mark_processed` writes them (it writes only those with no position since ADR 0026;
+        # the formatter is checked on both)
+        copy_data(conn, "processed_messages", copytext.PROCESSED_COLUMNS,
+                  (copytext.processed_data(processed[i:i + COPY_CHUNK_ROWS]) for i in chunks(len(processed))))
         copy_rows(conn, "old_processed_messages", ("message_id", "position"), processed)
         projections.write_rows(conn, projections.ChangedRows([], [], jobs, frozenset(k for k, _, _ in jobs)))
         rebuilt = projections.fresh_table(conn, schema.proj_jobs)

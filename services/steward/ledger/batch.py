@@ -158,16 +158,16 @@ def batch_versions(batch: list[PendingAppend], versions: dict[str, int]) -> dict
     return out
 
 
-def processed_messages(batch: list[PendingAppend]) -> tuple[list[tuple[str, int | None]], set[str]]:
-    """The dedup rows of the batch: one (id, None) for each message that records no event, and the set of
-    every message id of the batch. A message that records events is known as processed by them
-    (`events.message_id`, ADR 0026): it needs no row of its own."""
+def processed_messages(batch: list[PendingAppend], position: int) -> tuple[list[tuple[str, int | None]], set[str]]:
+    """The dedup rows of the batch's messages (id, position of its first event or None when it has none),
+    numbered after `position` as `encode_events` numbers them, and the set of those ids."""
     rows: list[tuple[str, int | None]] = []
     ids: set[str] = set()
     for pending in batch:
+        count = len(pending.events)
         mid = pending.message_id
         if mid:
-            if not pending.events:
-                rows.append((mid, None))
+            rows.append((mid, position + 1 if count else None))
             ids.add(mid)
+        position += count
     return rows, ids

@@ -197,7 +197,7 @@ class Ledger:
                 if records[-1].position != position:
                     raise RuntimeError(f"positions out of step: {records[-1].position}, expected {position}")
                 proj.head_hash = records[-1].hash
-            processed, batch_ids = processed_messages(batch)
+            processed, batch_ids = processed_messages(batch, start_position)
         except BaseException:
             if begun:
                 proj.rollback_newest()  # this batch only: the one before may still commit

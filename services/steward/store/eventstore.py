@@ -62,6 +62,10 @@ class ConcurrencyError(Exception):
     """Another writer appended to a stream first (optimistic concurrency)."""
 
 
+class MessageRecordedTwice(ConcurrencyError):
+    """A message of the batch being written was recorded by another writer meanwhile (ADR 0026)."""
+
+
 EVENT_COLUMNS = copytext.EVENT_COLUMNS  # the events table's columns in COPY order
 
 
@@ -389,14 +393,36 @@ class EventStore:
                 fresh.rollback()
 
     def mark_processed(self, conn: Connection, items: Sequence[tuple[str, int | None]]) -> None:
-        if items and self.dialect == "postgresql":
+        """The batch's messages as processed, in its transaction, after its events (ADR 0026): `items` is
+        each message with the position of its first event, or None when it recorded none.
+
+        A message that recorded events is known by them (`events.message_id`): no row is written for it,
+        and it is checked to have none. A row would mean another writer recorded the message, with no
+        event, while this batch was decided: a batch that records no event leaves the head where it was,
+        so the head check cannot see it. `MessageRecordedTwice` then, and nothing of the batch commits.
+        A message that recorded no event gets its row; the primary key refuses a second one."""
+        recorded = [m for m, position in items if position is not None]
+        rows = [(m, position) for m, position in items if position is None]
+        if recorded and (found := self._processed_among(conn, recorded)):
+            raise MessageRecordedTwice(f"message {found!r} was recorded by another writer, with no event, "
+                                       "while this batch was decided (is a second ledger running?)")
+        if rows and self.dialect == "postgresql":
             copy_data(conn, "processed_messages", copytext.PROCESSED_COLUMNS,
-                      (copytext.processed_data(items[i:i + COPY_CHUNK_ROWS]) for i in chunks(len(items))))
-        elif items:
-            conn.execute(
-                schema.processed_messages.insert(),
-                [{"message_id": m, "position": p} for m, p in items],
-            )
+                      (copytext.processed_data(rows[i:i + COPY_CHUNK_ROWS]) for i in chunks(len(rows))))
+        elif rows:
+            conn.execute(schema.processed_messages.insert(), [{"message_id": m, "position": p} for m, p in rows])
+
+    def _processed_among(self, conn: Connection, message_ids: Sequence[str]) -> str | None:
+        """One of `message_ids` that has a dedup row, if any (one probe of the primary key per id)."""
+        if self.dialect == "postgresql":
+            cursor = conn.connection.driver_connection.cursor()  # type: ignore[union-attr]
+            cursor.execute(f"SELECT message_id FROM processed_messages WHERE message_id = {ANY_JSON_TEXTS} LIMIT 1",
+                           (json_texts(message_ids),))
+            row = cursor.fetchone()
+            return None if row is None else str(row[0])
+        pm = schema.processed_messages.c.message_id
+        found = conn.execute(select(pm).where(pm.in_(sorted(set(message_ids)))).limit(1)).scalar()
+        return None if found is None else str(found)
 
     def offsets_sql(self, conn: Connection, consumer: str, offsets: dict[tuple[str, int], int]) -> str:
         """`save_offsets` on PostgreSQL as one literal statement (for `lock_head`'s round trip)."""

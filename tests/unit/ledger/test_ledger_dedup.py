@@ -30,8 +30,8 @@ from steward.ledger import core
 from steward.ledger.batch import merge_versions, processed_messages
 from steward.ledger.core import Ledger, LogMoved, Prepared, fold
 from steward.store import schema
-from steward.store.encoding import PendingAppend
-from steward.store.eventstore import EventStore
+from steward.store.encoding import PendingAppend, encode_events
+from steward.store.eventstore import EventStore, MessageRecordedTwice
 from steward.store.migrate import upgrade
 from tests.unit.store.builders import msg
 
@@ -231,14 +231,20 @@ def pending(mid: str | None, events: int) -> PendingAppend:
     [],
     [pending("a", 1)],
     [pending("a", 2), pending("b", 0), pending("c", 1)],
-    [pending(None, 1), pending("", 2), pending("d", 1), pending(None, 0), pending("", 0)],
+    [pending(None, 1), pending("", 2), pending("d", 1)],
     [pending("a", 0), pending("b", 0)],
 ])
-def test_dedup_rows_are_kept_only_for_messages_that_record_no_event(batch: list[PendingAppend]) -> None:
-    """A message that records events is known by their `message_id` (ADR 0026): a row only for the others;
-    the in-flight set names every message of the batch."""
-    expected = [(p.message_id, None) for p in batch if p.message_id and not p.events]
-    assert processed_messages(batch) == (expected, {p.message_id for p in batch if p.message_id})
+def test_dedup_rows_name_each_message_s_first_event_as_encode_events_numbers_it(
+        batch: list[PendingAppend]) -> None:
+    """The rows `processed_messages` counts from the batch equal the ones read off the numbered records
+    (`mark_processed` writes those with none and checks the others: ADR 0026)."""
+    records, _ = encode_events(batch, 41, "0" * 64, {}, 1.0)
+    first: dict[str, int] = {}
+    for rec in records:
+        if rec.message_id is not None:
+            first.setdefault(rec.message_id, rec.position)
+    expected = [(p.message_id, first.get(p.message_id)) for p in batch if p.message_id]
+    assert processed_messages(batch, 41) == (expected, {m for m, _ in expected})
 
 
 def test_a_replayed_rewind_costs_one_extra_decision_not_one_per_batch(
@@ -340,3 +346,26 @@ def test_a_message_that_recorded_no_event_keeps_its_dedup_row_and_is_skipped(
         assert recorded == [] and store.head() == head
     assert dedup_rows(store) == [("u1", None)]
     assert_consistent(ledger, store)
+
+
+def test_a_second_ledger_that_recorded_a_message_with_no_event_refuses_this_one_s_events_for_it(
+        store: HookedStore, keep: bool) -> None:
+    """The case the head check cannot see: `a`'s batch records no event (u1: "busy", known busy), so the
+    head stays where `b` decided its batch, and in `b`'s batch u1 follows u2 ("idle") and records
+    SessionActive. `b` finds u1's dedup row under the lock: its batch fails whole, and decided again it
+    skips u1. (Without the check u1 would be recorded twice: `steward audit verify` names that.)"""
+    a = ledger_on(store, keep)
+    a.process([msg(c) for c in SESSION], {("t", 0): 7})
+    b = new_ledger(store, keep)
+    busy, idle = msg(ReportUtilisation("s1", 1, False, 150.0), "u1"), msg(ReportUtilisation("s1", 1, True, 160.0), "u2")
+    nothing = a.prepare([busy], {("t", 0): 8})
+    both = b.prepare([idle, busy], {("t", 0): 9})
+    assert nothing.records == [] and [r.type for r in both.records] == ["SessionIdle", "SessionActive"]
+    commit(a, nothing)
+    with pytest.raises(MessageRecordedTwice, match="u1"):
+        b.record(both)
+    b.abort()
+    recorded, _ = b.process([idle, busy], {("t", 0): 9})
+    assert [(r.message_id, r.type) for r in recorded] == [("u2", "SessionIdle")]
+    assert dedup_rows(store) == [("u1", None)]
+    assert_consistent(b, store)

@@ -10,6 +10,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import psycopg
 import pytest
 from sqlalchemy import Connection, text
 from sqlalchemy.exc import IntegrityError
@@ -73,7 +74,8 @@ class StoreContract:
         with store.engine.begin() as conn:
             store.append(conn, [PendingAppend([Event("a", "X", {}), Event("a", "X", {}), Event("b", "X", {})],
                                               {"actor": "t"}, "m-1")])
-            store.mark_processed(conn, [("m-2", None), ("m-4", 1)])  # m-4: a row as databases before 0026 hold
+            store.mark_processed(conn, [("m-1", 1), ("m-2", None)])  # m-1 recorded events: no row for it
+            conn.execute(schema.processed_messages.insert(), [{"message_id": "m-4", "position": 1}])  # as before 0026
         seen, versions = store.seen_messages_now(["m-1", "m-2", "m-3", "m-4", "a"], ["a", "b", "c", "m-1"])
         assert seen == {"m-1", "m-2", "m-4"}  # m-1 by its events alone (ADR 0026)
         assert versions == {"a": 2, "b": 1, "c": 0, "m-1": 0}
@@ -138,10 +140,13 @@ class StoreContract:
     def test_offsets_are_upserted_and_messages_deduplicated(self, store: EventStore) -> None:
         with store.engine.begin() as conn:
             store.save_offsets(conn, "ledger", {("t", 0): 5, ("t", 1): 7})
-            store.mark_processed(conn, [("m-1", 1)])
+            store.mark_processed(conn, [("m-1", None)])
         with store.engine.begin() as conn:
             store.save_offsets(conn, "ledger", {("t", 0): 9})
             assert store.seen_messages(conn, ["m-1", "m-2"]) == {"m-1"}
+        with pytest.raises((IntegrityError, psycopg.IntegrityError)), store.engine.begin() as conn:
+            store.mark_processed(conn, [("m-1", None)])  # the primary key refuses a second row (SQLAlchemy's
+            # error on SQLite, the driver's from the COPY on PostgreSQL)
         assert store.load_offsets("ledger") == {("t", 0): 9, ("t", 1): 7}
 
     def test_a_failed_batch_leaves_neither_rows_nor_state(self, store: EventStore,
