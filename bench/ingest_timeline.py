@@ -67,9 +67,8 @@ def main() -> None:
     timings: Timings = {}
     for owner, attribute, name in TIMED:
         setattr(owner, attribute, timed(getattr(owner, attribute), name, timings))
-    sent = eventstore.EventStore.seen_messages_sent
-    eventstore.EventStore.seen_messages_sent = timed_answer(
-        sent, "decider: waiting for the dedup answer", timings)
+    owner, attribute = eventstore.EventStore, "seen_messages_sent"
+    setattr(owner, attribute, timed_answer(getattr(owner, attribute), "decider: waiting for the dedup answer", timings))
     result = ingest.run(args.events, 0, None, False)
     per_1k = args.events / 1000
     print(json.dumps({
