@@ -30,7 +30,7 @@ TIMED: tuple[tuple[Any, str, str], ...] = (
     (core.Ledger, "record", "writer record"),
     (eventstore.EventStore, "lock_head", "writer: head lock (first round trip)"),
     (eventstore.EventStore, "insert_recorded", "writer: COPY events"),
-    (eventstore.EventStore, "mark_processed", "writer: COPY processed_messages"),
+    (eventstore.EventStore, "mark_processed", "writer: processed_messages (COPY; ADR 0026: lookup)"),
     (projections, "write_rows", "writer: projection rows"),
 )
 
@@ -51,6 +51,15 @@ def timed(fn: Callable[..., Any], name: str, timings: Timings) -> Callable[..., 
     return wrapper
 
 
+def timed_answer(send: Callable[..., Any], name: str, timings: Timings) -> Callable[..., Any]:
+    """`seen_messages_sent`, whose returned call (the wait for the dedup answer, on the deciding thread) adds
+    each call's wall time and thread CPU to `timings[name]`."""
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        return timed(send(*args, **kwargs), name, timings)
+
+    return wrapper
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--events", type=int, default=40_000)
@@ -58,6 +67,8 @@ def main() -> None:
     timings: Timings = {}
     for owner, attribute, name in TIMED:
         setattr(owner, attribute, timed(getattr(owner, attribute), name, timings))
+    owner, attribute = eventstore.EventStore, "seen_messages_sent"
+    setattr(owner, attribute, timed_answer(getattr(owner, attribute), "decider: waiting for the dedup answer", timings))
     result = ingest.run(args.events, 0, None, False)
     per_1k = args.events / 1000
     print(json.dumps({

@@ -24,8 +24,12 @@ from tests.unit.ledger.test_ledger_dedup import (
     test_a_duplicate_of_a_batch_still_in_flight_is_skipped_from_memory,
     test_a_duplicate_within_one_batch_is_decided_once,
     test_a_message_committed_long_ago_is_undone_and_the_batch_decided_again,
+    test_a_message_that_recorded_no_event_keeps_its_dedup_row_and_is_skipped,
+    test_a_redelivery_after_restart_of_a_message_recorded_long_ago_is_skipped_by_its_events,
     test_a_replayed_rewind_costs_one_extra_decision_not_one_per_batch,
+    test_a_second_ledger_that_recorded_a_message_with_no_event_refuses_this_one_s_events_for_it,
     test_redelivery_after_a_rewind_records_only_what_is_new,
+    test_two_ledgers_fed_the_same_messages_interleaved_record_each_once,
 )
 
 __all__ = [
@@ -35,8 +39,12 @@ __all__ = [
     "test_a_duplicate_of_a_batch_still_in_flight_is_skipped_from_memory",
     "test_a_duplicate_within_one_batch_is_decided_once",
     "test_a_message_committed_long_ago_is_undone_and_the_batch_decided_again",
+    "test_a_message_that_recorded_no_event_keeps_its_dedup_row_and_is_skipped",
+    "test_a_redelivery_after_restart_of_a_message_recorded_long_ago_is_skipped_by_its_events",
     "test_a_replayed_rewind_costs_one_extra_decision_not_one_per_batch",
+    "test_a_second_ledger_that_recorded_a_message_with_no_event_refuses_this_one_s_events_for_it",
     "test_redelivery_after_a_rewind_records_only_what_is_new",
+    "test_two_ledgers_fed_the_same_messages_interleaved_record_each_once",
 ]
 
 

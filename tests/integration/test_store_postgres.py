@@ -191,9 +191,9 @@ def test_the_writers_copy_text_reads_back_as_the_rows_psycopg_wrote(pg_store: Ev
     as the old path's (psycopg's `write_row` of the same tuples), for events, dedup ids and job rows; and the
     live job rows give `steward audit rebuild`'s server-side checksum of the rebuild's `insert_rows`."""
     from steward.domain.state import Job
-    from steward.store import projections
+    from steward.store import copytext, projections
     from steward.store.encoding import RecordedEvent
-    from steward.store.eventstore import COPY_CHUNK_ROWS, EVENT_COLUMNS, copy_rows
+    from steward.store.eventstore import COPY_CHUNK_ROWS, EVENT_COLUMNS, chunks, copy_data, copy_rows
     from steward.store.hashing import canonical_text
 
     times = [1754000000.123456, -0.0, 0.0, 1e-300, 1e300, 600.0, 5e-324]
@@ -219,7 +219,10 @@ def test_the_writers_copy_text_reads_back_as_the_rows_psycopg_wrote(pg_store: Ev
             conn.exec_driver_sql(f"CREATE TEMPORARY TABLE old_{table} (LIKE {table}) ON COMMIT DROP")
         pg_store.insert_recorded(conn, records, texts)
         copy_rows(conn, "old_events", EVENT_COLUMNS, old_events)
-        pg_store.mark_processed(conn, processed)
+        # the rows as `mark_processed` writes them (it writes only those with no position since ADR 0026;
+        # the formatter is checked on both)
+        copy_data(conn, "processed_messages", copytext.PROCESSED_COLUMNS,
+                  (copytext.processed_data(processed[i:i + COPY_CHUNK_ROWS]) for i in chunks(len(processed))))
         copy_rows(conn, "old_processed_messages", ("message_id", "position"), processed)
         projections.write_rows(conn, projections.ChangedRows([], [], jobs, frozenset(k for k, _, _ in jobs)))
         rebuilt = projections.fresh_table(conn, schema.proj_jobs)
@@ -265,3 +268,26 @@ def test_a_job_row_written_outside_the_ledger_fails_one_batch_then_is_replaced(p
     # and once a batch committed, new rows skip their DELETE again
     recorded, _ = ledger.process([msg(SubmitJob("j2", "a", 1, 0, ["t"]))], {("t", 0): 3})
     assert ledger._skip_new_job_deletes and [r.position for r in recorded] == [3]
+
+
+def backend_state(store: EventStore, pid: int) -> str:
+    with store.engine.connect() as conn:
+        state = conn.execute(text("SELECT state FROM pg_stat_activity WHERE pid = :p"), {"p": pid}).scalar_one()
+        conn.rollback()
+    return str(state)
+
+
+def test_a_kept_read_connection_is_idle_between_reads_not_idle_in_a_transaction(pg_store: EventStore) -> None:
+    """The ledger keeps its read connection between batches: a read on it ends its transaction, although
+    the read's statements go to the driver directly (SQLAlchemy's rollback alone does nothing then). An
+    open transaction would hold its tables' locks until the next batch, and past the last one."""
+    with pg_store.engine.begin() as conn:
+        pg_store.append(conn, [PendingAppend([Event("a", "X", {})], {"actor": "t"}, "m-1")])
+    with pg_store.engine.connect() as kept:
+        pid = kept.connection.driver_connection.info.backend_pid  # type: ignore[union-attr]
+        assert pg_store.stream_versions_now(["a", "b"], kept) == {"a": 1, "b": 0}
+        assert backend_state(pg_store, pid) == "idle"
+        assert pg_store.seen_messages_now(["m-1", "m-2"], ["a"], kept) == ({"m-1"}, {"a": 1})
+        assert backend_state(pg_store, pid) == "idle"
+        with kept.begin():  # and the connection still works through SQLAlchemy
+            assert kept.execute(text("SELECT count(*) FROM events")).scalar_one() == 1

@@ -1,5 +1,6 @@
 """`steward audit verify`: recompute every hash and link of the stored log, check it against the signed
-checkpoints, and against the ledger's own witnesses of how far the log went (outbox and dedup)."""
+checkpoints, against the ledger's own witness of how far the log went (the outbox), and against the dedup
+table's claims about it."""
 
 from __future__ import annotations
 
@@ -27,9 +28,36 @@ def _witnesses(store: EventStore) -> dict[str, int]:
     """Positions other tables say the log reached (the ledger writes them in the same transaction)."""
     with store.engine.connect() as conn:
         relay = conn.execute(select(func.max(schema.relay_positions.c.position))).scalar() or 0
-        dedup = conn.execute(select(func.max(schema.processed_messages.c.position))).scalar() or 0
         conn.rollback()
-    return {"outbox relay": int(relay), "processed messages": int(dedup)}
+    return {"outbox relay": int(relay)}
+
+
+def _dedup_problems(store: EventStore, head: int) -> list[Problem]:
+    """Where the dedup table disagrees with the log (ADR 0026). A row (message, position) says the message's
+    first event is at that position (rows written before ADR 0026; a later position than the head: the log
+    was truncated; another one: the log was rewritten there); a row (message, none) says the message was
+    processed and recorded no event, so an event with its id means it was recorded twice. Only the first
+    disagreements are read; with nothing to disagree (every row agrees) the table costs one pass."""
+    pm, ev = schema.processed_messages, schema.events
+    first = select(func.min(ev.c.position)).where(ev.c.message_id == pm.c.message_id).scalar_subquery()
+    with store.engine.connect() as conn:
+        rows = conn.execute(select(pm.c.message_id, pm.c.position, first.label("first"))
+                            .where(pm.c.position.is_distinct_from(first))
+                            .order_by(func.coalesce(pm.c.position, first)).limit(20)).all()
+        conn.rollback()
+    problems = []
+    for row in rows:
+        message, claimed, found = row.message_id, row.position, row.first
+        if claimed is None:  # (then `found` is a position: the two differ)
+            problems.append(Problem(found, "recorded-twice", f"message {message!r} is recorded as having no "
+                                    f"event, and has events from position {found}"))
+        elif claimed > head:
+            problems.append(Problem(head + 1, "truncated", f"the processed messages reached position "
+                                    f"{claimed} (message {message!r}), the log ends at {head}"))
+        else:
+            problems.append(Problem(claimed, "forked", f"message {message!r} has its first event at position "
+                                    f"{claimed} by the processed messages, at {found} by the log"))
+    return problems
 
 
 # The chain check in PostgreSQL itself (C sha256 next to the data): every hash recomputed from the stored
@@ -153,6 +181,7 @@ def verify(store: EventStore, start: int = 1, to: int | None = None, public_key:
             if pos > rep.head:
                 problems.append(Problem(rep.head + 1, "truncated",
                                         f"the {name} reached position {pos}, the log ends at {rep.head}"))
+        problems += _dedup_problems(store, rep.head)
         if cps is not None:
             problems += check_checkpoints(cps, rep.leaves, rep.head, public_key, chain_ok=rep.ok, roots=roots)
             checked = len(cps)

@@ -35,11 +35,19 @@ _HEAD_SQL = "SELECT position, hash FROM events ORDER BY position DESC LIMIT 1"
 # parameter item by item in Python (~0.7 us an item, and a batch sends 2,000-6,000 ids and keys), orjson
 # writes the JSON in C (~0.01 us). The ARRAY(...) is computed once, so the index is still used.
 ANY_JSON_TEXTS = "ANY(ARRAY(SELECT json_array_elements_text(%s::json)))"
+# The committed message ids among a list (ADR 0026): a message that recorded events is known by
+# `events.message_id` (`ix_events_message_id`), one that recorded none by its `processed_messages` row (so are
+# the messages of databases written before, whose rows stay). The id list is parsed once (the CTE), and the
+# array comes to both index scans as one value.
+_SEEN_IDS = (
+    "SELECT message_id FROM events WHERE message_id = ANY((SELECT a FROM ids)::text[]) UNION "
+    "SELECT message_id FROM processed_messages WHERE message_id = ANY((SELECT a FROM ids)::text[])"
+)
 # the dedup and version read of a batch (`seen_messages_sent`): the committed ids among $1 and the last
 # version of each stream of $2 that has events, as one row of two JSON values
 SEEN_AND_VERSIONS = (
-    b"SELECT (SELECT coalesce(json_agg(message_id), '[]') FROM processed_messages WHERE message_id = "
-    b"ANY(ARRAY(SELECT json_array_elements_text($1::json)))), "
+    b"WITH ids(a) AS (SELECT ARRAY(SELECT json_array_elements_text($1::json))) "
+    b"SELECT (SELECT coalesce(json_agg(message_id), '[]') FROM (" + _SEEN_IDS.encode() + b") AS seen), "
     b"(SELECT coalesce(json_object_agg(stream_id, v), '{}') FROM (SELECT stream_id, max(version) AS v FROM events "
     b"WHERE stream_id = ANY(ARRAY(SELECT json_array_elements_text($2::json))) GROUP BY stream_id) AS s)"
 )
@@ -52,6 +60,10 @@ def json_texts(values: Iterable[str]) -> str:
 
 class ConcurrencyError(Exception):
     """Another writer appended to a stream first (optimistic concurrency)."""
+
+
+class MessageRecordedTwice(ConcurrencyError):
+    """A message of the batch being written was recorded by another writer meanwhile (ADR 0026)."""
 
 
 EVENT_COLUMNS = copytext.EVENT_COLUMNS  # the events table's columns in COPY order
@@ -166,6 +178,16 @@ def copy_out(engine: Engine, sql: str) -> Iterator[list[bytes]]:
         finally:
             cursor.close()
             conn.rollback()
+
+
+def end_transaction(conn: Connection) -> None:
+    """Roll back `conn`'s transaction, also one the driver began for statements sent to it directly (a
+    `cursor.execute` outside `Connection.execute`): SQLAlchemy's `rollback` ends only one it began, and the
+    connection would stay "idle in transaction", holding its tables' locks, while it is kept."""
+    conn.rollback()
+    driver = conn.connection.driver_connection
+    if isinstance(driver, psycopg.Connection) and driver.pgconn.transaction_status == TransactionStatus.INTRANS:
+        driver.rollback()
 
 
 _JSON_DECODER = json.JSONDecoder()
@@ -289,18 +311,18 @@ class EventStore:
             [r.to_dict() | {"payload": p, "metadata": m} for r, (p, m) in zip(records, texts, strict=True)])
 
     def seen_messages(self, conn: Connection, message_ids: Iterable[str]) -> set[str]:
+        """The committed messages among `message_ids`: those with events, and those with a dedup row."""
         ids = sorted(set(message_ids))
         if not ids:
             return set()
         if self.dialect == "postgresql":  # one JSON parameter: no statement with thousands of literals
             cursor = conn.connection.driver_connection.cursor()  # type: ignore[union-attr]
-            cursor.execute(f"SELECT message_id FROM processed_messages WHERE message_id = {ANY_JSON_TEXTS}",
+            cursor.execute(f"WITH ids(a) AS (SELECT ARRAY(SELECT json_array_elements_text(%s::json))) {_SEEN_IDS}",
                            (json_texts(ids),))
             return {r[0] for r in cursor.fetchall()}
+        events, processed = schema.events.c.message_id, schema.processed_messages.c.message_id
         rows = conn.execute(
-            select(schema.processed_messages.c.message_id).where(
-                schema.processed_messages.c.message_id.in_(ids)
-            )
+            select(events).where(events.in_(ids)).union(select(processed).where(processed.in_(ids)))
         ).all()
         return {r[0] for r in rows}
 
@@ -362,7 +384,7 @@ class EventStore:
             try:
                 yield conn
             finally:
-                conn.rollback()
+                end_transaction(conn)
             return
         with self.engine.connect() as fresh:
             try:
@@ -371,14 +393,36 @@ class EventStore:
                 fresh.rollback()
 
     def mark_processed(self, conn: Connection, items: Sequence[tuple[str, int | None]]) -> None:
-        if items and self.dialect == "postgresql":
+        """The batch's messages as processed, in its transaction, after its events (ADR 0026): `items` is
+        each message with the position of its first event, or None when it recorded none.
+
+        A message that recorded events is known by them (`events.message_id`): no row is written for it,
+        and it is checked to have none. A row would mean another writer recorded the message, with no
+        event, while this batch was decided: a batch that records no event leaves the head where it was,
+        so the head check cannot see it. `MessageRecordedTwice` then, and nothing of the batch commits.
+        A message that recorded no event gets its row; the primary key refuses a second one."""
+        recorded = [m for m, position in items if position is not None]
+        rows = [(m, position) for m, position in items if position is None]
+        if recorded and (found := self._processed_among(conn, recorded)):
+            raise MessageRecordedTwice(f"message {found!r} was recorded by another writer, with no event, "
+                                       "while this batch was decided (is a second ledger running?)")
+        if rows and self.dialect == "postgresql":
             copy_data(conn, "processed_messages", copytext.PROCESSED_COLUMNS,
-                      (copytext.processed_data(items[i:i + COPY_CHUNK_ROWS]) for i in chunks(len(items))))
-        elif items:
-            conn.execute(
-                schema.processed_messages.insert(),
-                [{"message_id": m, "position": p} for m, p in items],
-            )
+                      (copytext.processed_data(rows[i:i + COPY_CHUNK_ROWS]) for i in chunks(len(rows))))
+        elif rows:
+            conn.execute(schema.processed_messages.insert(), [{"message_id": m, "position": p} for m, p in rows])
+
+    def _processed_among(self, conn: Connection, message_ids: Sequence[str]) -> str | None:
+        """One of `message_ids` that has a dedup row, if any (one probe of the primary key per id)."""
+        if self.dialect == "postgresql":
+            cursor = conn.connection.driver_connection.cursor()  # type: ignore[union-attr]
+            cursor.execute(f"SELECT message_id FROM processed_messages WHERE message_id = {ANY_JSON_TEXTS} LIMIT 1",
+                           (json_texts(message_ids),))
+            row = cursor.fetchone()
+            return None if row is None else str(row[0])
+        pm = schema.processed_messages.c.message_id
+        found = conn.execute(select(pm).where(pm.in_(sorted(set(message_ids)))).limit(1)).scalar()
+        return None if found is None else str(found)
 
     def offsets_sql(self, conn: Connection, consumer: str, offsets: dict[tuple[str, int], int]) -> str:
         """`save_offsets` on PostgreSQL as one literal statement (for `lock_head`'s round trip)."""

@@ -11,17 +11,27 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from sqlalchemy import Connection, Engine
+from sqlalchemy import Connection, Engine, select
 
 from steward.audit.verify import verify
-from steward.domain.commands import CancelJob, SetAllocations, SubmitJob
+from steward.domain.commands import (
+    CancelJob,
+    OpenSession,
+    PlaceJob,
+    RegisterNode,
+    ReportJobStarted,
+    ReportUtilisation,
+    SetAllocations,
+    SubmitJob,
+)
 from steward.domain.events import Event
 from steward.ledger import batch as ledger_batch
 from steward.ledger import core
 from steward.ledger.batch import merge_versions, processed_messages
-from steward.ledger.core import Ledger, Prepared, fold
+from steward.ledger.core import Ledger, LogMoved, Prepared, fold
+from steward.store import schema
 from steward.store.encoding import PendingAppend, encode_events
-from steward.store.eventstore import EventStore
+from steward.store.eventstore import EventStore, MessageRecordedTwice
 from steward.store.migrate import upgrade
 from tests.unit.store.builders import msg
 
@@ -226,7 +236,8 @@ def pending(mid: str | None, events: int) -> PendingAppend:
 ])
 def test_dedup_rows_name_each_message_s_first_event_as_encode_events_numbers_it(
         batch: list[PendingAppend]) -> None:
-    """The rows `processed_messages` counts from the batch equal the ones read off the numbered records."""
+    """The rows `processed_messages` counts from the batch equal the ones read off the numbered records
+    (`mark_processed` writes those with none and checks the others: ADR 0026)."""
     records, _ = encode_events(batch, 41, "0" * 64, {}, 1.0)
     first: dict[str, int] = {}
     for rec in records:
@@ -256,3 +267,105 @@ def test_a_replayed_rewind_costs_one_extra_decision_not_one_per_batch(
     assert [len(r) for r in recorded] == [0, 0, 0, 2]
     assert len(decisions) == 5  # 2 + 1 + 1 + 1
     assert_consistent(ledger, store)
+
+
+# -- ADR 0026: a message that recorded events is known by them; a dedup row only for one that recorded none
+
+
+def dedup_rows(store: EventStore) -> list[tuple[str, int | None]]:
+    with store.engine.connect() as conn:
+        return [(r.message_id, r.position) for r in
+                conn.execute(select(schema.processed_messages).order_by(schema.processed_messages.c.message_id))]
+
+
+def test_two_ledgers_fed_the_same_messages_interleaved_record_each_once(store: HookedStore, keep: bool) -> None:
+    """Two `Ledger`s on one store (a second ledger started by mistake) get the same messages, interleaved.
+    Each decides a batch on the head it loaded; the second to write finds the head moved under the lock
+    (`LogMoved`), re-reads the state and, deciding again, skips what the other recorded: it knows them by
+    their events alone (no dedup row is written for a message with events)."""
+    a = ledger_on(store, keep)
+    b = new_ledger(store, keep)
+    first = a.prepare([submit("j1", "m1"), submit("j2", "m2")], {("t", 0): 4})
+    lost = b.prepare([submit("j2", "m2"), submit("j3", "m3")], {("t", 0): 5})  # same head, m2 in both
+    commit(a, first)
+    with pytest.raises(LogMoved):
+        b.record(lost)
+    b.abort(reload=True)
+    recorded, _ = b.process([submit("j2", "m2"), submit("j3", "m3")], {("t", 0): 5})
+    assert [(r.message_id, r.type) for r in recorded] == [("m3", "JobSubmitted")]
+    # now `a` is behind: its dedup read names m3 (recorded by b), the rest it decides on its stale head
+    store.after_read = lambda: commit(b, b.prepare([cancel("j1", "c1"), cancel("j2", "c2")], {("t", 0): 7}))
+    late = a.prepare([submit("j3", "m3"), cancel("j1", "c1"), cancel("j3", "c3")], {("t", 0): 8})
+    assert [r.message_id for r in late.records] == ["c1", "c3"]  # b's c1 committed after a's read
+    with pytest.raises(LogMoved):
+        a.record(late)
+    a.abort(reload=True)
+    recorded, _ = a.process([submit("j3", "m3"), cancel("j1", "c1"), cancel("j3", "c3")], {("t", 0): 8})
+    assert [(r.message_id, r.type) for r in recorded] == [("c3", "JobCancelled")]
+    assert stored(store) == [("m1", "JobSubmitted"), ("m2", "JobSubmitted"), ("m3", "JobSubmitted"),
+                             ("c1", "JobCancelled"), ("c2", "JobCancelled"), ("c3", "JobCancelled")]
+    assert dedup_rows(store) == []
+    assert_consistent(a, store)
+
+
+def test_a_redelivery_after_restart_of_a_message_recorded_long_ago_is_skipped_by_its_events(
+        store: HookedStore, keep: bool) -> None:
+    """m1 recorded many batches before the restart, with events only (no dedup row): a new ledger's read
+    finds it by `events.message_id` and records nothing for it."""
+    ledger = ledger_on(store, keep)
+    ledger.process([submit("j1", "m1")], {("t", 0): 3})
+    for i in range(2, 12):
+        ledger.process([submit(f"j{i}", f"m{i}")], {("t", 0): 2 + i})
+    assert dedup_rows(store) == []
+    restarted = new_ledger(store, keep)
+    recorded, _ = restarted.process([submit("j1", "m1"), cancel("j1", "m12")], {("t", 0): 14})
+    assert [(r.message_id, r.type) for r in recorded] == [("m12", "JobCancelled")]
+    assert store.seen_messages_now(["m1", "m12", "m13"]) == ({"m1", "m12"}, {})
+    assert_consistent(restarted, store)
+
+
+SESSION = [RegisterNode("n0", 8, "A100", ["z1", "b0", "n0"]),
+           SubmitJob("s1", "a1", 1, 600.0, ["jupyter"], True, "interactive"),
+           PlaceJob("s1", {"n0": [0]}, True), ReportJobStarted("s1", 1, 4242, 100.0),
+           OpenSession("s1", 1, 700.0, [650.0])]
+
+
+def test_a_message_that_recorded_no_event_keeps_its_dedup_row_and_is_skipped(
+        store: HookedStore, keep: bool) -> None:
+    """"Busy" for a session known busy records nothing: its row in `processed_messages` is what makes a
+    redelivery after the session turned idle a duplicate (decided again, it would record SessionActive)."""
+    ledger = ledger_on(store, keep)
+    ledger.process([msg(c) for c in SESSION], {("t", 0): 7})
+    recorded, _ = ledger.process([msg(ReportUtilisation("s1", 1, False, 150.0), "u1")], {("t", 0): 8})
+    assert recorded == [] and dedup_rows(store) == [("u1", None)]
+    ledger.process([msg(ReportUtilisation("s1", 1, True, 160.0), "u2")], {("t", 0): 9})
+    assert stored(store)[-1] == ("u2", "SessionIdle")
+    head = store.head()
+    for again in (ledger, new_ledger(store, keep)):
+        recorded, _ = again.process([msg(ReportUtilisation("s1", 1, False, 150.0), "u1")], {("t", 0): 10})
+        assert recorded == [] and store.head() == head
+    assert dedup_rows(store) == [("u1", None)]
+    assert_consistent(ledger, store)
+
+
+def test_a_second_ledger_that_recorded_a_message_with_no_event_refuses_this_one_s_events_for_it(
+        store: HookedStore, keep: bool) -> None:
+    """The case the head check cannot see: `a`'s batch records no event (u1: "busy", known busy), so the
+    head stays where `b` decided its batch, and in `b`'s batch u1 follows u2 ("idle") and records
+    SessionActive. `b` finds u1's dedup row under the lock: its batch fails whole, and decided again it
+    skips u1. (Without the check u1 would be recorded twice: `steward audit verify` names that.)"""
+    a = ledger_on(store, keep)
+    a.process([msg(c) for c in SESSION], {("t", 0): 7})
+    b = new_ledger(store, keep)
+    busy, idle = msg(ReportUtilisation("s1", 1, False, 150.0), "u1"), msg(ReportUtilisation("s1", 1, True, 160.0), "u2")
+    nothing = a.prepare([busy], {("t", 0): 8})
+    both = b.prepare([idle, busy], {("t", 0): 9})
+    assert nothing.records == [] and [r.type for r in both.records] == ["SessionIdle", "SessionActive"]
+    commit(a, nothing)
+    with pytest.raises(MessageRecordedTwice, match="u1"):
+        b.record(both)
+    b.abort()
+    recorded, _ = b.process([idle, busy], {("t", 0): 9})
+    assert [(r.message_id, r.type) for r in recorded] == [("u2", "SessionIdle")]
+    assert dedup_rows(store) == [("u1", None)]
+    assert_consistent(b, store)

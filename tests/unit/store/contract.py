@@ -10,6 +10,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import psycopg
 import pytest
 from sqlalchemy import Connection, text
 from sqlalchemy.exc import IntegrityError
@@ -73,9 +74,10 @@ class StoreContract:
         with store.engine.begin() as conn:
             store.append(conn, [PendingAppend([Event("a", "X", {}), Event("a", "X", {}), Event("b", "X", {})],
                                               {"actor": "t"}, "m-1")])
-            store.mark_processed(conn, [("m-1", 1), ("m-2", None)])
-        seen, versions = store.seen_messages_now(["m-1", "m-2", "m-3", "a"], ["a", "b", "c", "m-1"])
-        assert seen == {"m-1", "m-2"}
+            store.mark_processed(conn, [("m-1", 1), ("m-2", None)])  # m-1 recorded events: no row for it
+            conn.execute(schema.processed_messages.insert(), [{"message_id": "m-4", "position": 1}])  # as before 0026
+        seen, versions = store.seen_messages_now(["m-1", "m-2", "m-3", "m-4", "a"], ["a", "b", "c", "m-1"])
+        assert seen == {"m-1", "m-2", "m-4"}  # m-1 by its events alone (ADR 0026)
         assert versions == {"a": 2, "b": 1, "c": 0, "m-1": 0}
         assert store.seen_messages_now([], []) == (set(), {})
 
@@ -84,8 +86,10 @@ class StoreContract:
         braces, control characters, non-ASCII and the empty string are each matched as themselves."""
         odd = ['q"uote', "back\\slash", "a,b", "{x}", "tab\tnl\n", "é😀\u2028", "", "NULL", " sp "]
         with store.engine.begin() as conn:
-            store.append(conn, [PendingAppend([Event(s, "X", {}) for s in odd], {"actor": "t"}, odd[0])])
-            store.mark_processed(conn, [(m, None) for m in odd])
+            # half the ids known by their events, half by a dedup row (messages that recorded no event)
+            store.append(conn, [PendingAppend([Event(s, "X", {})], {"actor": "t"}, s if i % 2 else f"other-{i}")
+                                for i, s in enumerate(odd)])
+            store.mark_processed(conn, [(m, None) for m in odd[::2]])
             assert store.seen_messages(conn, [*odd, "a", "b", "x"]) == set(odd)
             assert store.stream_versions(conn, [*odd, "a"]) == dict.fromkeys(odd, 1) | {"a": 0}
         seen, versions = store.seen_messages_now([*odd, "q", "quote"], [*odd, "NUL"])
@@ -136,10 +140,13 @@ class StoreContract:
     def test_offsets_are_upserted_and_messages_deduplicated(self, store: EventStore) -> None:
         with store.engine.begin() as conn:
             store.save_offsets(conn, "ledger", {("t", 0): 5, ("t", 1): 7})
-            store.mark_processed(conn, [("m-1", 1)])
+            store.mark_processed(conn, [("m-1", None)])
         with store.engine.begin() as conn:
             store.save_offsets(conn, "ledger", {("t", 0): 9})
             assert store.seen_messages(conn, ["m-1", "m-2"]) == {"m-1"}
+        with pytest.raises((IntegrityError, psycopg.IntegrityError)), store.engine.begin() as conn:
+            store.mark_processed(conn, [("m-1", None)])  # the primary key refuses a second row (SQLAlchemy's
+            # error on SQLite, the driver's from the COPY on PostgreSQL)
         assert store.load_offsets("ledger") == {("t", 0): 9, ("t", 1): 7}
 
     def test_a_failed_batch_leaves_neither_rows_nor_state(self, store: EventStore,
@@ -238,6 +245,34 @@ class StoreContract:
             assert report["first_bad_position"] <= where
         else:
             assert report["first_bad_position"] == where, report
+
+    @pytest.mark.parametrize(("row", "kind", "at"), [
+        ("none-with-events", "recorded-twice", 12),  # events of a message whose dedup row says it has none
+        ("beyond-head", "truncated", None),  # a row as before ADR 0026, past the end of the log
+        ("not-first", "forked", 13),  # a row as before ADR 0026 whose message's first event is elsewhere
+    ])
+    def test_verify_checks_the_dedup_rows_against_the_log(self, store: EventStore, tamper: Tamper, row: str,
+                                                           kind: str, at: int | None) -> None:
+        """The dedup table holds rows only for messages that recorded no event (ADR 0026): such a row with
+        events means the message was recorded twice; a row with a position (written before 0026) names
+        its message's first event, and must agree with the log."""
+        run_history(store, jobs=5)
+        head = store.head()
+        assert verify(store)["ok"]
+        message = store.read(after=11, limit=1)[0].message_id
+        if row == "none-with-events":
+            tamper("INSERT INTO processed_messages (message_id, position) VALUES (:m, NULL)", {"m": message})
+        elif row == "beyond-head":
+            tamper("INSERT INTO processed_messages (message_id, position) VALUES ('gone', :p)", {"p": head + 3})
+        else:
+            tamper("INSERT INTO processed_messages (message_id, position) VALUES (:m, 13)", {"m": message})
+        report = verify(store)
+        assert not report["ok"] and report["problem"] == kind, report
+        assert report["first_bad_position"] == (head + 1 if at is None else at)
+        tamper("DELETE FROM processed_messages", None)
+        tamper("INSERT INTO processed_messages (message_id, position) VALUES (:m, 12), ('no-events', NULL)",
+               {"m": message})  # an old row that agrees, and a message that recorded nothing
+        assert verify(store)["ok"]
 
     # -- checkpoints, proofs, export ---------------------------------------------------------------
 
