@@ -124,6 +124,17 @@ def chunks(n: int) -> range:
     return range(0, n, COPY_CHUNK_ROWS)
 
 
+def events_pieces(records: Sequence[RecordedEvent], texts: Sequence[tuple[str, str]]) -> Iterator[bytes]:
+    """The COPY text of `events` rows (with their payload and metadata canonical texts), a piece at a time."""
+    return (copytext.events_data(records[i:i + COPY_CHUNK_ROWS], texts[i:i + COPY_CHUNK_ROWS])
+            for i in chunks(len(records)))
+
+
+def processed_pieces(items: Sequence[tuple[str, int | None]]) -> Iterator[bytes]:
+    """The COPY text of `processed_messages` rows, a piece at a time."""
+    return (copytext.processed_data(items[i:i + COPY_CHUNK_ROWS]) for i in chunks(len(items)))
+
+
 def copy_data(conn: Connection, table: str, columns: Sequence[str], data: Iterable[bytes]) -> None:
     """COPY `data`, pieces of rows already in COPY's text format (`steward.store.copytext`), one write each:
     the writer builds them in compiled code and psycopg only sends them (ADR 0022). No COPY when all empty."""
@@ -281,8 +292,7 @@ class EventStore:
         if texts is None:
             texts = [(canonical_text(r.payload), canonical_text(r.metadata)) for r in records]
         if self.dialect == "postgresql":  # the rows as one text, built in compiled code (ADR 0022)
-            copy_data(conn, "events", EVENT_COLUMNS, (copytext.events_data(
-                records[i:i + COPY_CHUNK_ROWS], texts[i:i + COPY_CHUNK_ROWS]) for i in chunks(len(records))))
+            copy_data(conn, "events", EVENT_COLUMNS, events_pieces(records, texts))
             return
         conn.execute(text(
             f"INSERT INTO events ({', '.join(EVENT_COLUMNS)}) VALUES ({', '.join(':' + c for c in EVENT_COLUMNS)})"),
@@ -372,8 +382,7 @@ class EventStore:
 
     def mark_processed(self, conn: Connection, items: Sequence[tuple[str, int | None]]) -> None:
         if items and self.dialect == "postgresql":
-            copy_data(conn, "processed_messages", copytext.PROCESSED_COLUMNS,
-                      (copytext.processed_data(items[i:i + COPY_CHUNK_ROWS]) for i in chunks(len(items))))
+            copy_data(conn, "processed_messages", copytext.PROCESSED_COLUMNS, processed_pieces(items))
         elif items:
             conn.execute(
                 schema.processed_messages.insert(),
