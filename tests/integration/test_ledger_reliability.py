@@ -250,6 +250,7 @@ def test_a_killed_writer_process_stops_the_ledger_and_a_restart_records_everythi
     messages = workload(n, seed=9)
     log = tmp_path / "ledger.log"
     ledger = LedgerProcess(topics, log)
+    ledger.env["STEWARD_LEDGER_WRITER"] = "process"
     ledger.start()
     feeder = threading.Thread(target=publish, args=(topics, messages, 0.1, pg_store))
     feeder.start()
