@@ -1,16 +1,11 @@
 """The ledger's writer process (ADR 0025) against the real PostgreSQL: a batch is one transaction in the
-process, with the same rows as the in-process writer's; a moved head is `LogMoved`, a failed batch and a
-failed dead-letter publish commit nothing, and the process dies with the ledger. (The ledger service with
-the process, SIGKILLed mid-stream: tests/integration/test_ledger_reliability.py.)"""
+process, with the same rows as the in-process writer's; a moved head is `LogMoved`, a failed dead-letter
+publish commits nothing, and the process dies with the ledger. (A failed batch: test_store_postgres.py's
+job row written outside the ledger, with both writers; the ledger service with the process SIGKILLed
+mid-stream: test_ledger_reliability.py.)"""
 
 from __future__ import annotations
 
-import os
-import signal
-import subprocess
-import sys
-import textwrap
-import time
 from collections.abc import Iterator
 
 import pytest
@@ -20,11 +15,10 @@ from steward.audit.rebuild import rebuild
 from steward.audit.verify import verify
 from steward.domain.commands import SetAllocations, SubmitJob
 from steward.ledger.core import DeadLetter, Ledger, LogMoved
-from steward.ledger.writer import WriterFailed, WriterStage
+from steward.ledger.writer import WriterStage
 from steward.store.eventstore import EventStore
-from tests.integration.conftest import REPO
 from tests.integration.pg import owner_sql, pg_owner, pg_store, store_test_urls
-from tests.integration.test_ledger_fetch import alive
+from tests.integration.test_ledger_fetch import assert_child_dies_with_its_parent
 from tests.unit.store.builders import history_messages, msg
 
 pytestmark = pytest.mark.integration
@@ -93,29 +87,6 @@ def test_a_moved_head_is_log_moved_and_the_ledger_decides_again_on_the_new_one(p
     ledger.close()
 
 
-def test_a_failed_batch_commits_nothing_names_the_error_and_the_next_gets_a_new_connection(
-        pg_store: EventStore, stage: WriterStage) -> None:
-    """A job row written behind the ledger's back meets the primary key in the process (ADR 0022, 2): the
-    batch is not committed, the error names the violation, and the retry goes through."""
-    ledger = Ledger(pg_store, keep_connections=True, writer=stage)
-    ledger.process([msg(SetAllocations("cluster", {"a": 1.0}, "setup"))], {("t", 0): 1})
-    with pg_store.engine.begin() as conn:
-        conn.exec_driver_sql(
-            "INSERT INTO proj_jobs (job_id, project, state, gpus, min_runtime_s, resumable, job_class, priority, "
-            "command, submitted_at, attempt, assignments, funded, position) "
-            "VALUES ('j1', 'x', 'QUEUED', 1, 0, 0, 'batch', 0, '[]', 0, 0, '{}', 0, 99)")
-    submit = msg(SubmitJob("j1", "a", 1, 0, ["t"]))
-    with pytest.raises(WriterFailed, match="UniqueViolation: duplicate key value"):
-        ledger.process([submit], {("t", 0): 2})
-    assert pg_store.head() == 1 and ledger.head == 1 and pg_store.load_offsets("ledger") == {("t", 0): 1}
-    recorded, _ = ledger.process([submit], {("t", 0): 2})
-    assert [r.type for r in recorded] == ["JobSubmitted"]
-    with pg_store.engine.connect() as conn:
-        assert conn.exec_driver_sql("SELECT project, position FROM proj_jobs").all() == [("a", 2)]
-    assert rebuild(pg_store)["ok"]
-    ledger.close()
-
-
 def test_dead_letters_are_published_before_the_commit_and_a_failed_publish_commits_nothing(
         pg_store: EventStore, stage: WriterStage) -> None:
     ledger = Ledger(pg_store, keep_connections=True, writer=stage)
@@ -137,25 +108,10 @@ def test_dead_letters_are_published_before_the_commit_and_a_failed_publish_commi
 
 
 def test_the_writer_process_dies_with_a_sigkilled_ledger(real_services: None) -> None:
-    script = textwrap.dedent(f"""
+    assert_child_dies_with_its_parent(f"""
         import time
         from steward.ledger.writer import WriterStage
         stage = WriterStage({store_test_urls()[0]!r})
         print(stage.pid, flush=True)
         time.sleep(600)
     """)
-    parent = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True, cwd=REPO,
-                              env=os.environ.copy(), start_new_session=True)
-    try:
-        assert parent.stdout is not None
-        child = int(parent.stdout.readline())
-        assert alive(child)
-        os.kill(parent.pid, signal.SIGKILL)
-        parent.wait(10)
-        deadline = time.monotonic() + 10
-        while alive(child) and time.monotonic() < deadline:
-            time.sleep(0.1)
-        assert not alive(child), "the writer process outlived its ledger"
-    finally:
-        if parent.poll() is None:
-            parent.kill()

@@ -29,9 +29,7 @@ commit it may or may not have reached is known only to the store, which a restar
 from __future__ import annotations
 
 import logging
-import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -39,7 +37,7 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from steward.ledger.fetch import _die_with_parent  # the same lifetime as the fetch process
-from steward.ledger.wire import Wire
+from steward.ledger.wire import Wire, start_child, stop_child
 
 log = logging.getLogger("steward.ledger.writer")
 
@@ -61,15 +59,7 @@ class WriterStage:
     """The ledger's side: starts the writer process, hands it batches, and returns how each ended."""
 
     def __init__(self, store_url: str) -> None:
-        # a new interpreter, as the fetch stage (ADR 0019, 4): the ledger has threads (no fork)
-        ours, theirs = socket.socketpair()
-        self._conn = Wire(ours)
-        try:
-            self._proc = subprocess.Popen(
-                [sys.executable, "-m", "steward.ledger.writer", str(theirs.fileno()), str(os.getpid())],
-                pass_fds=(theirs.fileno(),), stdin=subprocess.DEVNULL)
-        finally:
-            theirs.close()
+        self._conn, self._proc = start_child("steward.ledger.writer")  # as the fetch process (ADR 0019, 4)
         self._conn.send((store_url,))
         self.cpu_s = 0.0  # the process's CPU, known once it stopped
         self.pid = self._proc.pid
@@ -120,21 +110,9 @@ class WriterStage:
 
     def close(self, timeout_s: float = 5.0) -> None:
         """Stop the process (it reports its CPU time on the way out)."""
-        try:
-            self._conn.send(("stop",))
-            if self._conn.poll(timeout_s):
-                kind, *args = self._conn.recv()
-                if kind == "stopped":
-                    self.cpu_s = float(args[0])
-        except (EOFError, OSError):
-            pass
-        finally:
-            self._conn.close()
-            try:
-                self._proc.wait(timeout_s)
-            except subprocess.TimeoutExpired:
-                self._proc.kill()
-                self._proc.wait(timeout_s)
+        cpu = stop_child(self._conn, self._proc, timeout_s)
+        if cpu is not None:
+            self.cpu_s = cpu
 
 
 def batch_messages(start_position: int, start_hash: str, consumer: str, offsets: Offsets,
