@@ -129,7 +129,7 @@ def run_ledger(settings: Settings, stop: threading.Event | None = None,
     exits (a restart reads what the store committed)."""
     stop = stop or threading.Event()
     store = EventStore.from_url(settings.resolved_store_url)
-    # STEWARD_LEDGER_WRITER=process: PostgreSQL's transactions run in a writer process of its own (ADR 0025)
+    # PostgreSQL's transactions run in a writer process of its own (ADR 0025) unless STEWARD_LEDGER_WRITER=thread
     writer_stage = (WriterStage(settings.resolved_store_url)
                     if store.dialect == "postgresql" and ledger_writer_mode() == "process" else None)
     ledger = Ledger(store, keep_connections=True, writer=writer_stage)
@@ -248,10 +248,9 @@ def run_ledger(settings: Settings, stop: threading.Event | None = None,
 
 
 def ledger_writer_mode() -> str:
-    """Where the PostgreSQL ledger runs its transactions, from STEWARD_LEDGER_WRITER: "thread" (a thread of the
-    ledger's process, ADR 0015; the default) or "process" (a writer process, ADR 0025: not faster in the
-    same-run pairs measured, docs/benchmarks.md "Ingest, round 8 (proc)")."""
-    mode = os.environ.get("STEWARD_LEDGER_WRITER", "thread").strip().lower() or "thread"
+    """Where the PostgreSQL ledger runs its transactions, from STEWARD_LEDGER_WRITER: "process" (a writer
+    process, ADR 0025; the default) or "thread" (a thread of the ledger's process, ADR 0015)."""
+    mode = os.environ.get("STEWARD_LEDGER_WRITER", "process").strip().lower() or "process"
     if mode not in ("process", "thread"):
         raise ValueError(f"STEWARD_LEDGER_WRITER must be 'process' or 'thread', not {mode!r}")
     return mode

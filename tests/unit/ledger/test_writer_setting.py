@@ -10,9 +10,9 @@ from steward.store.eventstore import EventStore
 
 
 @pytest.mark.parametrize(("value", "mode"), [
-    (None, "thread"), ("", "thread"), ("process", "process"), (" Process ", "process"), ("thread", "thread"),
+    (None, "process"), ("", "process"), ("process", "process"), ("thread", "thread"), (" Thread ", "thread"),
 ])
-def test_the_writer_setting_defaults_to_the_thread(monkeypatch: pytest.MonkeyPatch, value: str | None,
+def test_the_writer_setting_defaults_to_the_process(monkeypatch: pytest.MonkeyPatch, value: str | None,
                                                    mode: str) -> None:
     if value is None:
         monkeypatch.delenv("STEWARD_LEDGER_WRITER", raising=False)
