@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
-from sqlalchemy import Engine, text
+from sqlalchemy import Engine
 
 from steward.audit.rebuild import rebuild
 from steward.audit.verify import verify
@@ -37,7 +37,9 @@ def stage() -> Iterator[WriterStage]:
 def table_texts(store: EventStore) -> dict[str, list[str]]:
     """Every row of the ledger's tables as PostgreSQL's row text, in key order."""
     with store.engine.connect() as conn:
-        out = {t: conn.execute(text(f"SELECT t::text FROM {t} t ORDER BY t::text")).scalars().all() for t in TABLES}
+        out: dict[str, list[str]] = {
+            t: list(map(str, conn.exec_driver_sql(f"SELECT t::text FROM {t} t ORDER BY t::text").scalars().all()))
+            for t in TABLES}
         conn.rollback()
     return out
 
