@@ -103,8 +103,8 @@ def test_a_seek_drops_what_was_read_before_it_and_starts_at_the_stored_offsets(t
     assert after[-1].offsets == {(commands, 0): 200}
 
 
-def test_the_fetch_process_dies_with_a_sigkilled_ledger(topic: str, tmp_path: Path) -> None:
-    script = textwrap.dedent(f"""
+def test_the_fetch_process_dies_with_a_sigkilled_ledger(topic: str) -> None:
+    assert_child_dies_with_its_parent(f"""
         import threading, time
         from steward.config import Settings
         from steward.ledger.fetch import FetchStage
@@ -114,18 +114,23 @@ def test_the_fetch_process_dies_with_a_sigkilled_ledger(topic: str, tmp_path: Pa
         print(stage._proc.pid, flush=True)
         time.sleep(600)
     """)
-    parent = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True, cwd=REPO,
-                              env=os.environ.copy(), start_new_session=True)
+
+
+def assert_child_dies_with_its_parent(script: str) -> None:
+    """Run `script` (which prints its child's pid, then sleeps) in a process, SIGKILL that process, and check
+    that the child is gone within 10 s."""
+    parent = subprocess.Popen([sys.executable, "-c", textwrap.dedent(script)], stdout=subprocess.PIPE, text=True,
+                              cwd=REPO, env=os.environ.copy(), start_new_session=True)
     try:
         assert parent.stdout is not None
         child = int(parent.stdout.readline())
-        assert Path(f"/proc/{child}").exists()
+        assert alive(child)
         os.kill(parent.pid, signal.SIGKILL)
         parent.wait(10)
         deadline = time.monotonic() + 10
         while alive(child) and time.monotonic() < deadline:
             time.sleep(0.1)
-        assert not alive(child), "the fetch process outlived its ledger"
+        assert not alive(child), "the child process outlived its parent"
     finally:
         if parent.poll() is None:
             parent.kill()

@@ -228,6 +228,52 @@ def test_sigkill_the_ledger_again_and_again_while_commands_flow(topics: str, pg_
     assert_exactly_once(pg_store, topics, COMMANDS)
 
 
+def writer_process(ledger_pid: int) -> int | None:
+    """The ledger's writer process (ADR 0025), found among its children."""
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            cmdline = (entry / "cmdline").read_bytes().split(b"\0")
+            parent = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+        except (OSError, IndexError, ValueError):
+            continue
+        if parent == ledger_pid and b"steward.ledger.writer" in cmdline:
+            return int(entry.name)
+    return None
+
+
+def test_a_killed_writer_process_stops_the_ledger_and_a_restart_records_everything_once(
+        topics: str, pg_store: EventStore, tmp_path: Path) -> None:
+    """SIGKILL the writer process mid-stream: the ledger fails loudly (it cannot know whether the batch the
+    process was writing committed), and a restarted ledger reads the store and loses and repeats nothing."""
+    n = min(COMMANDS, 6000)
+    messages = workload(n, seed=9)
+    log = tmp_path / "ledger.log"
+    ledger = LedgerProcess(topics, log)
+    ledger.env["STEWARD_LEDGER_WRITER"] = "process"
+    ledger.start()
+    feeder = threading.Thread(target=publish, args=(topics, messages, 0.1, pg_store))
+    feeder.start()
+    try:
+        deadline = time.monotonic() + 60
+        while pg_store.head() < n // 4 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert ledger.proc is not None
+        child = writer_process(ledger.proc.pid)
+        assert child is not None, "no writer process under the ledger"
+        os.kill(child, signal.SIGKILL)
+        assert ledger.proc.wait(30) != 0, "the ledger went on without its writer"
+        assert "the writer process exited" in log.read_text()
+        ledger.start()
+        feeder.join(300)
+        wait_until_caught_up(pg_store, topics, n)
+    finally:
+        ledger.stop()
+        feeder.join(5)
+    assert_exactly_once(pg_store, topics, n)
+
+
 def test_restart_postgres_then_kafka_mid_stream(topics: str, pg_store: EventStore, tmp_path: Path) -> None:
     n = min(COMMANDS, 6000)
     messages = workload(n, seed=3)

@@ -241,15 +241,29 @@ def test_the_writers_copy_text_reads_back_as_the_rows_psycopg_wrote(pg_store: Ev
                                           for r, (p, m) in zip(records, texts, strict=True)]
 
 
-def test_a_job_row_written_outside_the_ledger_fails_one_batch_then_is_replaced(pg_store: EventStore) -> None:
+@pytest.mark.parametrize("writer", ["thread", "process"])
+def test_a_job_row_written_outside_the_ledger_fails_one_batch_then_is_replaced(pg_store: EventStore,
+                                                                               writer: str) -> None:
     """ADR 0022: the writer skips the DELETE of job rows new in a batch. A row written behind the ledger's
     back then meets the primary key: that batch fails and is undone, and the next attempt deletes every row
-    it replaces, as the writer always did, so the ledger goes on and the table equals a rebuild."""
+    it replaces, as the writer always did, so the ledger goes on and the table equals a rebuild. The same
+    with the writer process (ADR 0025), whose error names the violation."""
     import psycopg
 
     from steward.audit.rebuild import rebuild
+    from steward.ledger.writer import WriterFailed, WriterStage
 
-    ledger = Ledger(pg_store)
+    stage = WriterStage(store_test_urls()[0]) if writer == "process" else None
+    try:
+        _outside_row_then_replaced(pg_store, Ledger(pg_store, writer=stage),
+                                   psycopg.errors.UniqueViolation if stage is None else WriterFailed)
+    finally:
+        if stage is not None:
+            stage.close()
+    assert rebuild(pg_store)["ok"]
+
+
+def _outside_row_then_replaced(pg_store: EventStore, ledger: Ledger, error: type[Exception]) -> None:
     ledger.process([msg(SetAllocations("cluster", {"a": 1.0}, "setup"))], {("t", 0): 1})
     with pg_store.engine.begin() as conn:
         conn.exec_driver_sql(
@@ -257,14 +271,13 @@ def test_a_job_row_written_outside_the_ledger_fails_one_batch_then_is_replaced(p
             "command, submitted_at, attempt, assignments, funded, position) "
             "VALUES ('j1', 'x', 'QUEUED', 1, 0, 0, 'batch', 0, '[]', 0, 0, '{}', 0, 99)")
     submit = msg(SubmitJob("j1", "a", 1, 0, ["t"]))
-    with pytest.raises(psycopg.errors.UniqueViolation):
+    with pytest.raises(error, match=r"(UniqueViolation: )?duplicate key value"):
         ledger.process([submit], {("t", 0): 2})
-    assert pg_store.head() == 1 and ledger.head == 1
+    assert pg_store.head() == 1 and ledger.head == 1 and pg_store.load_offsets("ledger") == {("t", 0): 1}
     recorded, _ = ledger.process([submit], {("t", 0): 2})
     assert [r.type for r in recorded] == ["JobSubmitted"]
     with pg_store.engine.connect() as conn:
         assert conn.exec_driver_sql("SELECT project, position FROM proj_jobs").all() == [("a", 2)]
-    assert rebuild(pg_store)["ok"]
     # and once a batch committed, new rows skip their DELETE again
     recorded, _ = ledger.process([msg(SubmitJob("j2", "a", 1, 0, ["t"]))], {("t", 0): 3})
     assert ledger._skip_new_job_deletes and [r.position for r in recorded] == [3]

@@ -267,16 +267,17 @@ def run(events: int, latency_events: int, latency_rate: float | None, references
         stop.set()
         ledger.join(30)
         # before the read-back below (references only); with the fetch process's CPU (ADR 0019)
-        fetch_cpu = stats.get("fetch_cpu_s", 0.0)
-        ledger_cpu = time.process_time() - cpu_started + fetch_cpu
+        fetch_cpu, writer_cpu = stats.get("fetch_cpu_s", 0.0), stats.get("writer_cpu_s", 0.0)  # ADR 0025
+        ledger_cpu = time.process_time() - cpu_started + fetch_cpu + writer_cpu
         recorded = store.read(after=1)
         batches = len(throughput_commits)
-        cpu = time.process_time() - cpu_started + fetch_cpu
+        cpu = time.process_time() - cpu_started + fetch_cpu + writer_cpu
         result: dict[str, Any] = {
             "events": events, "events_per_s": round(events_per_s, 1),
             "client_cpu_s_per_1k_events": round(1000 * cpu / (events + latency_events), 3),
             "ledger_cpu_s_per_1k_events": round(1000 * ledger_cpu / (events + latency_events), 3),
             "fetch_cpu_s_per_1k_events": round(1000 * fetch_cpu / (events + latency_events), 3),
+            "writer_cpu_s_per_1k_events": round(1000 * writer_cpu / (events + latency_events), 3),
             "batches": batches, "avg_batch": round(events / max(1, batches), 1),
             "latency_events": len(latencies), "latency_rate_per_s": round(rate, 1),
             "latency_ms_p50": round(percentile(latencies, 0.50), 2),

@@ -34,8 +34,17 @@ from steward.ledger.batch import (
     processed_messages,
     unknown_streams,
 )
-from steward.store import projections
-from steward.store.eventstore import EventStore, RecordedEvent, encode_events, explicit_begin
+from steward.ledger.writer import Message, WriterStage, batch_messages
+from steward.store import copytext, projections
+from steward.store.eventstore import (
+    EventStore,
+    RecordedEvent,
+    dedup_rows,
+    encode_events,
+    events_pieces,
+    explicit_begin,
+    processed_pieces,
+)
 from steward.store.projections import Projector
 
 log = logging.getLogger(__name__)
@@ -95,8 +104,10 @@ class Ledger:
 
     def __init__(self, store: EventStore, consumer_name: str = "ledger",
                  clock: Callable[[], float] = time.time, max_message_bytes: int = MAX_MESSAGE_BYTES,
-                 keep_connections: bool = False) -> None:
+                 keep_connections: bool = False, writer: WriterStage | None = None) -> None:
         self.store = store
+        # PostgreSQL: `record` hands each batch to a writer process (ADR 0025) instead of running it here
+        self.writer = writer if store.dialect == "postgresql" else None
         # PostgreSQL: one connection kept for `prepare`'s reads and one for `record`'s transactions (the
         # ledger service: each is used by one thread), instead of a pool checkout per batch, which pings
         # the server first: a round trip more per batch, on the deciding thread for the reads. Close with
@@ -256,6 +267,13 @@ class Ledger:
         # (none of those can fail on a conflict, and all roll back with the batch when the head moved), then
         # one COPY per table (ADR 0022)
         rows = prepared.rows if self._skip_new_job_deletes else replace(prepared.rows, new_jobs=frozenset())
+        if self.writer is not None:  # the same transaction, in the writer process (ADR 0025)
+            dead = prepared.dead
+            self.writer.write(
+                batch_messages(prepared.start_position, prepared.start_hash, self.consumer_name, prepared.offsets,
+                               projections.held_jobs(rows), _table_messages(prepared, rows)),
+                None if before_commit is None else lambda: before_commit(dead))
+            return
         with self._connection("write") as conn, explicit_begin(conn), conn.begin():
             first = [projections.jobs_delete_sql(conn, rows)]
             if prepared.offsets:
@@ -321,6 +339,23 @@ class Ledger:
         """Return the kept connections to the pool."""
         while self._kept:
             self._kept.popitem()[1].close()
+
+
+def _table_messages(prepared: Prepared, rows: projections.ChangedRows) -> Iterator[Message]:
+    """The writer process's `copy` and `upsert` messages of a batch, in the order the in-process writer
+    writes them; each piece of COPY text is built as it is sent (compiled, ADR 0022)."""
+    for piece in events_pieces(prepared.records, prepared.texts):
+        yield ("copy", "events", copytext.EVENT_COLUMNS, piece)
+    recorded, dedup = dedup_rows(prepared.processed)  # as `mark_processed` writes them (ADR 0026)
+    if recorded:
+        yield ("check", recorded)
+    for piece in processed_pieces(dedup):
+        yield ("copy", "processed_messages", copytext.PROCESSED_COLUMNS, piece)
+    for table, key, keys, new in projections.keyed_rows(rows):
+        if keys:
+            yield ("upsert", table, key, keys, new)
+    for piece in projections.jobs_pieces(rows):
+        yield ("copy", "proj_jobs", copytext.JOB_COLUMNS, piece)
 
 
 def _discard(conn: Connection) -> None:

@@ -22,7 +22,6 @@ import gc
 import logging
 import os
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -34,7 +33,7 @@ from typing import Any
 from steward.config import Settings
 from steward.ledger.recordbatch import Pair
 from steward.ledger.records import install, source_prefix
-from steward.ledger.wire import Wire
+from steward.ledger.wire import Wire, start_child, stop_child
 
 log = logging.getLogger("steward.ledger.fetch")
 
@@ -70,14 +69,7 @@ class FetchStage:
         # A new interpreter (`python -m steward.ledger.fetch`), not multiprocessing: the ledger has threads
         # (no fork), and spawn would re-import whatever script started the ledger. The two talk through a
         # socket pair (steward.ledger.wire: marshal'd messages).
-        ours, theirs = socket.socketpair()
-        self._conn = Wire(ours)
-        try:
-            self._proc = subprocess.Popen(
-                [sys.executable, "-m", "steward.ledger.fetch", str(theirs.fileno()), str(os.getpid())],
-                pass_fds=(theirs.fileno(),), stdin=subprocess.DEVNULL)
-        finally:
-            theirs.close()
+        self._conn, self._proc = start_child("steward.ledger.fetch")
         self._conn.send((settings.model_dump_json(), topic, group, max_records))
         self._epoch = 0
         self._max_records = max_records
@@ -140,23 +132,9 @@ class FetchStage:
 
     def close(self, timeout_s: float = 5.0) -> None:
         """Stop the process (it reports its CPU time on the way out)."""
-        try:
-            self._conn.send(("stop",))
-            deadline = time.monotonic() + timeout_s
-            while self._conn.poll(max(0.0, deadline - time.monotonic())):
-                kind, *args = self._conn.recv()
-                if kind == "stopped":
-                    self.cpu_s = float(args[0])
-                    break
-        except (EOFError, OSError):
-            pass
-        finally:
-            self._conn.close()
-            try:
-                self._proc.wait(timeout_s)
-            except subprocess.TimeoutExpired:
-                self._proc.kill()
-                self._proc.wait(timeout_s)
+        cpu = stop_child(self._conn, self._proc, timeout_s)
+        if cpu is not None:
+            self.cpu_s = cpu
 
     def _recv(self) -> Any:
         try:

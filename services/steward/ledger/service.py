@@ -27,6 +27,7 @@ from steward.bus.kafka import make_producer
 from steward.config import Settings
 from steward.ledger.core import DeadLetter, Ledger, LogMoved, Prepared
 from steward.ledger.fetch import FetchStage
+from steward.ledger.writer import WriterDied, WriterStage
 from steward.logs import log_recorded
 from steward.store import schema
 from steward.store.eventstore import EventStore, RecordedEvent
@@ -123,11 +124,15 @@ def run_ledger(settings: Settings, stop: threading.Event | None = None,
                stats: dict[str, float] | None = None) -> None:
     """Consume commands until `stop`; `on_batch` sees each committed batch right after its commit, in the
     writer thread, in log order (benchmarks; an error there is logged, the batch stays committed); `background`
-    runs the outbox relay and the checkpoint/snapshot thread; `stats` gets the fetch process's CPU seconds
-    (`fetch_cpu_s`) when the ledger stops."""
+    runs the outbox relay and the checkpoint/snapshot thread; `stats` gets the fetch and writer processes' CPU
+    seconds (`fetch_cpu_s`, `writer_cpu_s`) when the ledger stops. Raises `WriterDied` when the writer process
+    exits (a restart reads what the store committed)."""
     stop = stop or threading.Event()
     store = EventStore.from_url(settings.resolved_store_url)
-    ledger = Ledger(store, keep_connections=True)
+    # PostgreSQL's transactions run in a writer process of its own (ADR 0025) unless STEWARD_LEDGER_WRITER=thread
+    writer_stage = (WriterStage(settings.resolved_store_url)
+                    if store.dialect == "postgresql" and ledger_writer_mode() == "process" else None)
+    ledger = Ledger(store, keep_connections=True, writer=writer_stage)
     log.info("ledger started at position %d", ledger.head)
     gc_before = _quiet_collector()
     switch_before = sys.getswitchinterval()
@@ -170,6 +175,10 @@ def run_ledger(settings: Settings, stop: threading.Event | None = None,
         in_flight = None
         try:
             future.result()
+        except WriterDied as err:  # whether its batch committed is known only to the store: a restart reads it
+            log.error("%s", err)
+            ledger.abort()
+            raise
         except Exception as err:  # the store or the dead-letter topic is away: nothing was committed
             log.warning("batch not recorded (%s: %s); re-reading from the stored offsets",
                         type(err).__name__, str(err).splitlines()[0] if str(err) else "")
@@ -227,12 +236,24 @@ def run_ledger(settings: Settings, stop: threading.Event | None = None,
         writer.shutdown(wait=True)
         ledger.close()
         fetch.close()
+        if writer_stage is not None:
+            writer_stage.close()
         if stats is not None:
             stats["fetch_cpu_s"] = fetch.cpu_s
+            stats["writer_cpu_s"] = writer_stage.cpu_s if writer_stage is not None else 0.0
         dead_producer.close(timeout=5)
         stop.set()
         if relay_thread is not None:
             relay_thread.join(timeout=5)
+
+
+def ledger_writer_mode() -> str:
+    """Where the PostgreSQL ledger runs its transactions, from STEWARD_LEDGER_WRITER: "process" (a writer
+    process, ADR 0025; the default) or "thread" (a thread of the ledger's process, ADR 0015)."""
+    mode = os.environ.get("STEWARD_LEDGER_WRITER", "process").strip().lower() or "process"
+    if mode not in ("process", "thread"):
+        raise ValueError(f"STEWARD_LEDGER_WRITER must be 'process' or 'thread', not {mode!r}")
+    return mode
 
 
 # The cyclic collector's thresholds while the ledger runs: a generation-0 pass every 50,000 allocations

@@ -13,9 +13,13 @@ from __future__ import annotations
 
 import contextlib
 import marshal
+import os
 import select
 import socket
 import struct
+import subprocess
+import sys
+import time
 from typing import Any
 
 _LENGTH = struct.Struct("!Q")
@@ -72,3 +76,40 @@ class Wire:
         with contextlib.suppress(KeyError, ValueError):
             self._poller.unregister(self._sock.fileno())
         self._sock.close()
+
+
+def start_child(module: str) -> tuple[Wire, subprocess.Popen[bytes]]:
+    """`python -m <module> FD PARENT_PID` and the wire to it: a new interpreter, not multiprocessing (the
+    ledger has threads, so no fork, and spawn would re-import whatever script started the ledger)."""
+    ours, theirs = socket.socketpair()
+    conn = Wire(ours)
+    try:
+        proc = subprocess.Popen([sys.executable, "-m", module, str(theirs.fileno()), str(os.getpid())],
+                                pass_fds=(theirs.fileno(),), stdin=subprocess.DEVNULL)
+    finally:
+        theirs.close()
+    return conn, proc
+
+
+def stop_child(conn: Wire, proc: subprocess.Popen[bytes], timeout_s: float) -> float | None:
+    """Ask a child started by `start_child` to stop, and wait for it (killed after `timeout_s`); the CPU
+    seconds it reported on the way out (`("stopped", cpu)`, read past anything still queued), or None."""
+    cpu: float | None = None
+    try:
+        conn.send(("stop",))
+        deadline = time.monotonic() + timeout_s
+        while conn.poll(max(0.0, deadline - time.monotonic())):
+            kind, *args = conn.recv()
+            if kind == "stopped":
+                cpu = float(args[0])
+                break
+    except (EOFError, OSError):
+        pass
+    finally:
+        conn.close()
+        try:
+            proc.wait(timeout_s)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout_s)
+    return cpu

@@ -136,6 +136,24 @@ def chunks(n: int) -> range:
     return range(0, n, COPY_CHUNK_ROWS)
 
 
+def events_pieces(records: Sequence[RecordedEvent], texts: Sequence[tuple[str, str]]) -> Iterator[bytes]:
+    """The COPY text of `events` rows (with their payload and metadata canonical texts), a piece at a time."""
+    return (copytext.events_data(records[i:i + COPY_CHUNK_ROWS], texts[i:i + COPY_CHUNK_ROWS])
+            for i in chunks(len(records)))
+
+
+def processed_pieces(items: Sequence[tuple[str, int | None]]) -> Iterator[bytes]:
+    """The COPY text of `processed_messages` rows, a piece at a time."""
+    return (copytext.processed_data(items[i:i + COPY_CHUNK_ROWS]) for i in chunks(len(items)))
+
+
+def dedup_rows(items: Sequence[tuple[str, int | None]]) -> tuple[list[str], list[tuple[str, int | None]]]:
+    """A batch's messages (id, position of the first event or None) split as the writer treats them (ADR
+    0026): the ids of those that recorded events (known by `events.message_id`, checked to have no dedup
+    row) and the `processed_messages` rows of those that recorded none."""
+    return [m for m, position in items if position is not None], [(m, p) for m, p in items if p is None]
+
+
 def copy_data(conn: Connection, table: str, columns: Sequence[str], data: Iterable[bytes]) -> None:
     """COPY `data`, pieces of rows already in COPY's text format (`steward.store.copytext`), one write each:
     the writer builds them in compiled code and psycopg only sends them (ADR 0022). No COPY when all empty."""
@@ -303,8 +321,7 @@ class EventStore:
         if texts is None:
             texts = [(canonical_text(r.payload), canonical_text(r.metadata)) for r in records]
         if self.dialect == "postgresql":  # the rows as one text, built in compiled code (ADR 0022)
-            copy_data(conn, "events", EVENT_COLUMNS, (copytext.events_data(
-                records[i:i + COPY_CHUNK_ROWS], texts[i:i + COPY_CHUNK_ROWS]) for i in chunks(len(records))))
+            copy_data(conn, "events", EVENT_COLUMNS, events_pieces(records, texts))
             return
         conn.execute(text(
             f"INSERT INTO events ({', '.join(EVENT_COLUMNS)}) VALUES ({', '.join(':' + c for c in EVENT_COLUMNS)})"),
@@ -397,20 +414,23 @@ class EventStore:
         each message with the position of its first event, or None when it recorded none.
 
         A message that recorded events is known by them (`events.message_id`): no row is written for it,
-        and it is checked to have none. A row would mean another writer recorded the message, with no
-        event, while this batch was decided: a batch that records no event leaves the head where it was,
-        so the head check cannot see it. `MessageRecordedTwice` then, and nothing of the batch commits.
-        A message that recorded no event gets its row; the primary key refuses a second one."""
-        recorded = [m for m, position in items if position is not None]
-        rows = [(m, position) for m, position in items if position is None]
+        and it is checked to have none (`check_unprocessed`). A message that recorded no event gets its
+        row; the primary key refuses a second one."""
+        recorded, rows = dedup_rows(items)
+        self.check_unprocessed(conn, recorded)
+        if rows and self.dialect == "postgresql":
+            copy_data(conn, "processed_messages", copytext.PROCESSED_COLUMNS, processed_pieces(rows))
+        elif rows:
+            conn.execute(schema.processed_messages.insert(), [{"message_id": m, "position": p} for m, p in rows])
+
+    def check_unprocessed(self, conn: Connection, recorded: Sequence[str]) -> None:
+        """Refuse the batch (`MessageRecordedTwice`) when one of `recorded`, the messages it records events
+        for, has a dedup row: another writer recorded the message, with no event, while this batch was
+        decided. A batch that records no event leaves the head where it was, so the head check cannot
+        see it (ADR 0026). Run under the head lock, in the batch's transaction."""
         if recorded and (found := self._processed_among(conn, recorded)):
             raise MessageRecordedTwice(f"message {found!r} was recorded by another writer, with no event, "
                                        "while this batch was decided (is a second ledger running?)")
-        if rows and self.dialect == "postgresql":
-            copy_data(conn, "processed_messages", copytext.PROCESSED_COLUMNS,
-                      (copytext.processed_data(rows[i:i + COPY_CHUNK_ROWS]) for i in chunks(len(rows))))
-        elif rows:
-            conn.execute(schema.processed_messages.insert(), [{"message_id": m, "position": p} for m, p in rows])
 
     def _processed_among(self, conn: Connection, message_ids: Sequence[str]) -> str | None:
         """One of `message_ids` that has a dedup row, if any (one probe of the primary key per id)."""

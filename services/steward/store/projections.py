@@ -51,34 +51,61 @@ def _upsert(conn: Connection, table: Table, key: str, keys: list[str], rows: lis
     insert_rows(conn, table, rows)
 
 
+def held_jobs(rows: ChangedRows) -> list[str]:
+    """The jobs whose rows `rows` replaces, but for those new in the batch (`rows.new_jobs`): no earlier batch
+    wrote them, so there is nothing to delete (ADR 0022)."""
+    new = rows.new_jobs
+    return [k for k, _, _ in rows.jobs if k not in new]
+
+
 def jobs_delete_sql(conn: Connection, rows: ChangedRows) -> str | None:
     """PostgreSQL: the DELETE of the job rows `rows` replaces, as one literal statement (for the writer's
-    first round trip, `EventStore.lock_head`), or None. Rows new in the batch (`rows.new_jobs`) are left
-    out: no earlier batch wrote them, so there is nothing to delete (ADR 0022)."""
-    new = rows.new_jobs
-    held = [k for k, _, _ in rows.jobs if k not in new]
-    if not held:
-        return None
+    first round trip, `EventStore.lock_head`), or None."""
+    held = held_jobs(rows)
+    return jobs_delete_sql_for(conn, held) if held else None
+
+
+def jobs_delete_sql_for(conn: Connection, held: Sequence[str]) -> str:
+    """The DELETE of the job rows of `held` (job ids) as one literal statement."""
     return f"DELETE FROM proj_jobs WHERE job_id = {ANY_JSON_TEXTS % sql_literal(conn, json_texts(held))}"
+
+
+def keyed_rows(rows: ChangedRows) -> list[tuple[str, str, list[str], list[dict[str, Any]]]]:
+    """The allocation and node rows `rows` replaces, as (table, key column, keys, new rows); a key without
+    a new row is a row gone from the state."""
+    return [
+        ("proj_allocations", "name", [k for k, _, _ in rows.allocations],
+         [allocation_row(a, p) for _, a, p in rows.allocations if a is not None]),
+        ("proj_nodes", "node_id", [k for k, _, _ in rows.nodes],
+         [node_row(x, p) for _, x, p in rows.nodes if x is not None]),
+    ]
+
+
+def upsert_rows(conn: Connection, table: str, key: str, keys: list[str], rows: list[dict[str, Any]]) -> None:
+    """One of `keyed_rows`' tables: delete the rows of `keys`, insert `rows`."""
+    _upsert(conn, schema.metadata.tables[table], key, keys, rows)
+
+
+def jobs_pieces(rows: ChangedRows) -> Iterator[bytes]:
+    """PostgreSQL: the job rows of `rows` as pieces of COPY text (compiled, ADR 0022), built one at a time."""
+    jobs = rows.jobs
+    return (copytext.jobs_data(jobs[i:i + COPY_CHUNK_ROWS]) for i in chunks(len(jobs)))
 
 
 def write_rows(conn: Connection, rows: ChangedRows, jobs_deleted: bool = False) -> None:
     """Replace the rows `rows` names by their captured values (a row gone from the state is deleted): one
     array DELETE and one COPY per table. `jobs_deleted`: the caller ran `jobs_delete_sql` already."""
-    _upsert(conn, schema.proj_allocations, "name", [k for k, _, _ in rows.allocations],
-            [allocation_row(a, p) for _, a, p in rows.allocations if a is not None])
-    _upsert(conn, schema.proj_nodes, "node_id", [k for k, _, _ in rows.nodes],
-            [node_row(x, p) for _, x, p in rows.nodes if x is not None])
-    job_keys = [k for k, _, _ in rows.jobs]
+    for table, key, keys, new in keyed_rows(rows):
+        if keys:
+            upsert_rows(conn, table, key, keys, new)
     if conn.dialect.name == "postgresql":
         if not jobs_deleted:
             delete = jobs_delete_sql(conn, rows)
             if delete:
                 conn.connection.driver_connection.execute(delete)  # type: ignore[union-attr]
-        jobs = rows.jobs  # built in compiled code, a piece at a time
-        copy_data(conn, "proj_jobs", JOB_COLUMNS,
-                  (copytext.jobs_data(jobs[i:i + COPY_CHUNK_ROWS]) for i in chunks(len(jobs))))
+        copy_data(conn, "proj_jobs", JOB_COLUMNS, jobs_pieces(rows))
         return
+    job_keys = [k for k, _, _ in rows.jobs]
     _upsert(conn, schema.proj_jobs, "job_id", job_keys, [job_row(j, p) for _, j, p in rows.jobs if j is not None])
 
 
