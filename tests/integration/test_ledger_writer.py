@@ -13,12 +13,13 @@ from sqlalchemy import Engine
 
 from steward.audit.rebuild import rebuild
 from steward.audit.verify import verify
-from steward.domain.commands import SetAllocations, SubmitJob
+from steward.domain.commands import ReportUtilisation, SetAllocations, SubmitJob
 from steward.ledger.core import DeadLetter, Ledger, LogMoved
 from steward.ledger.writer import WriterStage
-from steward.store.eventstore import EventStore
+from steward.store.eventstore import EventStore, MessageRecordedTwice
 from tests.integration.pg import owner_sql, pg_owner, pg_store, store_test_urls
 from tests.integration.test_ledger_fetch import assert_child_dies_with_its_parent
+from tests.unit.ledger.test_ledger_dedup import SESSION, TREE, dedup_rows
 from tests.unit.store.builders import history_messages, msg
 
 pytestmark = pytest.mark.integration
@@ -117,3 +118,28 @@ def test_the_writer_process_dies_with_a_sigkilled_ledger(real_services: None) ->
         print(stage.pid, flush=True)
         time.sleep(600)
     """)
+
+
+def test_the_writer_process_refuses_events_for_a_message_another_writer_recorded_with_none(
+        pg_store: EventStore, stage: WriterStage) -> None:
+    """ADR 0026's case the head check cannot see, through the writer process: `a` records u1 with no event
+    (the head stays), `b` decided u1 with an event on that head; the process's check finds u1's dedup row
+    under the lock, so `b`'s batch commits nothing, and decided again it skips u1."""
+    a = Ledger(pg_store, clock=lambda: 100.0)
+    a.process([msg(c) for c in [*TREE, *SESSION]], {("t", 0): 7})
+    b = Ledger(pg_store, clock=lambda: 100.0, keep_connections=True, writer=stage)
+    busy, idle = msg(ReportUtilisation("s1", 1, False, 150.0), "u1"), msg(ReportUtilisation("s1", 1, True, 160.0), "u2")
+    nothing = a.prepare([busy], {("t", 0): 8})
+    both = b.prepare([idle, busy], {("t", 0): 9})
+    assert nothing.records == [] and [r.type for r in both.records] == ["SessionIdle", "SessionActive"]
+    a.record(nothing)
+    a.committed(nothing)
+    head = pg_store.head()
+    with pytest.raises(MessageRecordedTwice, match="u1"):
+        b.record(both)
+    b.abort()
+    assert pg_store.head() == head and pg_store.load_offsets("ledger") == {("t", 0): 8}
+    recorded, _ = b.process([idle, busy], {("t", 0): 9})
+    assert [(r.message_id, r.type) for r in recorded] == [("u2", "SessionIdle")]
+    assert [(m, p) for m, p in dedup_rows(pg_store)] == [("u1", None)]
+    b.close()
