@@ -9,7 +9,8 @@ timed during the last pass, per generation).
 The store reads and writes are left out (the ledger's writer thread and PostgreSQL do them), so the figures
 are the decider's CPU floor, comparable between two codes run alternately on the same machine (each with
 its own PYTHONPATH), not with `bench/ingest_timeline.py`'s wall times. `--gc` picks the collector setting:
-`ledger` (the ledger service's thresholds, as in the bench), `off` (no collection during the passes).
+`ledger` (the ledger service's thresholds), `freeze` (those, and `gc.freeze()` after each batch, as the ledger
+service does since ADR 0027), `off` (no collection during the passes).
 """
 
 from __future__ import annotations
@@ -49,7 +50,7 @@ class CollectorClock:
             entry[1] += time.perf_counter() - self._start
 
 
-def one_pass(raws: list[bytes], batch: int, now: float) -> dict[str, float]:
+def one_pass(raws: list[bytes], batch: int, now: float, freeze: bool) -> dict[str, float]:
     """One run over every message from an empty ledger: thread CPU seconds per stage."""
     proj = Projector()
     versions: dict[str, int] = {}
@@ -82,6 +83,8 @@ def one_pass(raws: list[bytes], batch: int, now: float) -> dict[str, float]:
         steps.processed_messages(pending, position)
         versions.update(numbered)
         proj.commit()
+        if freeze:
+            gc.freeze()  # as the ledger service does after each decided batch (steward.ledger.collector)
         t6 = time.thread_time()
         if dead or last != proj.position:
             raise RuntimeError(f"unexpected: {len(dead)} dead letters, position {last} != {proj.position}")
@@ -95,7 +98,7 @@ def main() -> None:
     parser.add_argument("--events", type=int, default=40_000)
     parser.add_argument("--batch", type=int, default=2_000)
     parser.add_argument("--repeat", type=int, default=5)
-    parser.add_argument("--gc", choices=("ledger", "off"), default="ledger")
+    parser.add_argument("--gc", choices=("ledger", "freeze", "off"), default="ledger")
     args = parser.parse_args()
     raws = [command_envelope(c, actor="bench", role="user").encode() for c in commands(args.events)]
     now = 1_700_000_000.0
@@ -110,7 +113,7 @@ def main() -> None:
     for i in range(args.repeat):
         if i == args.repeat - 1:
             gc.callbacks.append(clock)
-        cpu = one_pass(raws, args.batch, now)
+        cpu = one_pass(raws, args.batch, now, args.gc == "freeze")
         totals.append(sum(cpu.values()))
         for name, seconds in cpu.items():
             best[name] = min(best.get(name, seconds), seconds)
