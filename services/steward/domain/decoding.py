@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any, Final, get_args, get_origin, get_type_hints
 
 from steward.domain.commands import COMMAND_TYPES, Command, checker_of, command_from_dict_reference
@@ -35,20 +36,18 @@ class _Unset:
 _UNSET: Final = _Unset()
 
 
+@dataclass(frozen=True)
 class Field:
     """One field's decoding: its name, how its value is checked, its default, and how it is set."""
 
-    def __init__(self, name: str, how: int, item: type, required: bool, default: object,
-                 factory: Callable[[], object] | None, setter: Callable[[object, object], None],
-                 check: Callable[[str, object], object] | None) -> None:
-        self.name = name
-        self.how = how
-        self.item = item
-        self.required = required
-        self.default = default
-        self.factory = factory
-        self.setter = setter
-        self.check = check
+    name: str
+    how: int
+    item: type
+    required: bool
+    default: object
+    factory: Callable[[], object] | None
+    setter: Callable[[object, object], None]
+    check: Callable[[str, object], object] | None
 
 
 class Plan:
