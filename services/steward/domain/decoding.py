@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from typing import Any, Final, get_args, get_origin, get_type_hints
 
 from steward.domain.commands import COMMAND_TYPES, Command, checker_of, command_from_dict_reference
@@ -36,18 +35,15 @@ class _Unset:
 _UNSET: Final = _Unset()
 
 
-@dataclass(frozen=True)
 class Field:
-    """One field's decoding: its name, how its value is checked, its default, and how it is set."""
+    """One field's decoding: its name, how its value is checked, its default, and how it is set. (A plain
+    class: compiled as a mypyc dataclass, a field annotated `object` fails at import.)"""
 
-    name: str
-    how: int
-    item: type
-    required: bool
-    default: object
-    factory: Callable[[], object] | None
-    setter: Callable[[object, object], None]
-    check: Callable[[str, object], object] | None
+    def __init__(self, name: str, how: int, item: type, required: bool, default: object,
+                 factory: Callable[[], object] | None, setter: Callable[[object, object], None],
+                 check: Callable[[str, object], object] | None) -> None:
+        self.name, self.how, self.item, self.required = name, how, item, required
+        self.default, self.factory, self.setter, self.check = default, factory, setter, check
 
 
 class Plan:
