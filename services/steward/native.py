@@ -33,6 +33,7 @@ COMPILED: tuple[str, ...] = (
     "steward.bus.envelope",
     "steward.domain.contract",
     "steward.domain.decide",
+    "steward.domain.decoding",
     "steward.domain.denials",
     "steward.domain.events",
     "steward.domain.guards",

@@ -4,6 +4,8 @@ one defers to the reference (same text, or the same error)."""
 
 from __future__ import annotations
 
+import contextlib
+import copy
 import math
 from typing import Any
 
@@ -79,6 +81,28 @@ def test_command_shaped_payloads(payload: dict[str, Any]) -> None:
     expected = reference(payload)
     if isinstance(expected, str):
         assert fast_canonical_text(payload) == expected
+
+
+@settings(max_examples=500)
+@given(values)
+def test_the_encoders_leave_their_input_as_it_was(value: Any) -> None:
+    """The fast path hands a dict or list that needs no change to orjson itself and copies only where a
+    value changes (an integral float): what it was given is never written to."""
+    before = copy.deepcopy(value)
+    for encode in (fast_canonical_text, fast_canonical_bytes):
+        with contextlib.suppress(Exception):
+            encode(value)
+        assert repr(value) == repr(before)  # repr: NaN != NaN, and -0.0 == 0 would hide a change
+
+
+@pytest.mark.parametrize("value", [
+    {"b": "\ue000", "\U0001f600": 1}, {"x": [{"\ue000": 1, "\U0001f600": 2}]}, {"é": 1.0, "e": 2},
+    {"a": [1.0, "x"], "b": ("y", -0.0)}, {"t": 2.0**53 - 1, "u": 2.0**53}, {"s": ["a", "b"], "n": None},
+])
+def test_keys_and_values_the_fast_path_checks_on_its_output(value: Any) -> None:
+    """Keys whose UTF-16 order differs from code point order, found on a non-ASCII output; values changed
+    inside nested containers; the integral floats at 2**53."""
+    assert_same_text_or_error(value)
 
 
 class Flag(int):

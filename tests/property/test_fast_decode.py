@@ -66,3 +66,33 @@ def test_edge_messages_read_the_same(raw: bytes) -> None:
 @given(st.binary(max_size=40))
 def test_arbitrary_bytes_read_the_same_or_fail_the_same(raw: bytes) -> None:
     check(raw)
+
+
+# -- the envelope around the value: every refusal names its problem ---------------------------------------
+
+from steward.bus.envelope import Envelope, MalformedMessage  # noqa: E402
+
+
+@pytest.mark.parametrize(("raw", "problem"), [
+    (None, "empty message"),
+    (b"[1]", "message is not a JSON object"),
+    (b'{"type":"T","key":"k","payload":{}}', "missing field(s) id"),
+    (b'{"id":"i","payload":{}}', "missing field(s) type, key"),
+    (b"{}", "missing field(s) id, type, key, payload"),
+    (b'{"id":"i","type":"T","key":"k","payload":[]}', "payload and meta must be objects"),
+    (b'{"id":"i","type":"T","key":"k","payload":{},"meta":null}', "payload and meta must be objects"),
+    (b'{"id":"i","type":"T","key":"k","payload":{},"meta":"x"}', "payload and meta must be objects"),
+])
+def test_an_envelope_that_is_not_one_is_refused_by_name(raw: bytes | None, problem: str) -> None:
+    with pytest.raises(MalformedMessage) as err:
+        Envelope.decode(raw)
+    assert str(err.value) == problem
+
+
+@pytest.mark.parametrize(("raw", "meta"), [
+    (b'{"id":"i","type":"T","key":"k","payload":{"a":1}}', {}),
+    (b'{"id":"i","type":"T","key":"k","payload":{"a":1},"meta":{"actor":"x"}}', {"actor": "x"}),
+])
+def test_an_envelope_without_meta_has_an_empty_one(raw: bytes, meta: dict[str, Any]) -> None:
+    env = Envelope.decode(raw)
+    assert (env.id, env.type, env.key, env.payload, env.meta) == ("i", "T", "k", {"a": 1}, meta)

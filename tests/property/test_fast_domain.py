@@ -1,6 +1,6 @@
 """The domain's fast paths build exactly what their references build: the decoder generated per command
-type against `command_from_dict_reference` (same command with the same field types, or the same error),
-and a submitted job's record against `Job(...)`."""
+type and the compiled one against `command_from_dict_reference` (same command with the same field types, or
+the same error), and a submitted job's record against `Job(...)`."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from steward.domain.commands import COMMAND_TYPES, command_from_dict, command_from_dict_reference
+from steward.domain.decoding import command_from_dict as compiled_command_from_dict
 from steward.domain.errors import DomainError
 from steward.domain.events import Event
 from steward.domain.state import AllocationNode, Job, LedgerState, evolve_job
@@ -80,10 +81,12 @@ def decode(decoder: Any, kind: str, payload: dict[str, Any]) -> tuple[str, Any]:
 
 
 @settings(max_examples=3000)
-@given(payloads())
-def test_the_generated_decoder_equals_the_reference(case: tuple[str, dict[str, Any]]) -> None:
+@given(payloads(), st.sampled_from([command_from_dict, compiled_command_from_dict]))
+def test_the_fast_decoders_equal_the_reference(case: tuple[str, dict[str, Any]], decoder: Any) -> None:
+    """The decoder generated per type (`commands.command_from_dict`, for replay) and the compiled one the
+    ledger decodes with (`decoding.command_from_dict`, ADR 0027)."""
     kind, payload = case
-    fast, reference = decode(command_from_dict, kind, payload), decode(command_from_dict_reference, kind, payload)
+    fast, reference = decode(decoder, kind, payload), decode(command_from_dict_reference, kind, payload)
     assert fast[0] == reference[0]
     assert same(fast[1], reference[1])
     if fast[0] == "ok":  # containers are copies, not the message's own
@@ -95,6 +98,7 @@ def test_the_generated_decoder_equals_the_reference(case: tuple[str, dict[str, A
 
 def test_an_unknown_type_is_named() -> None:
     assert decode(command_from_dict, "Nope", {}) == decode(command_from_dict_reference, "Nope", {})
+    assert decode(compiled_command_from_dict, "Nope", {}) == decode(command_from_dict_reference, "Nope", {})
 
 
 @given(st.text(max_size=5), st.text(max_size=5), st.integers(1, 8), st.floats(0, 3e4), st.lists(st.text(max_size=4)),

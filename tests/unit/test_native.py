@@ -147,11 +147,12 @@ def test_the_installed_package_runs_compiled_without_the_source_root_on_the_path
 
 @compiled
 @pytest.mark.parametrize("module", ["steward.policy.lane", "steward.domain.state", "steward.store.encoding",
-                                    "steward.bus.envelope", "steward.store.copytext"])
+                                    "steward.bus.envelope", "steward.store.copytext",
+                                    "steward.domain.decoding"])
 def test_after_a_source_edit_every_compiled_module_runs_from_source(tmp_path: Path, module: str) -> None:
     """A copy of the built tree (binaries keep their mtimes), then one source edited as a developer would:
     a policy module, or one of the ledger's (ADR 0020's second group: the domain, the store's encoding; the
-    writer's COPY text, ADR 0022)."""
+    writer's COPY text, ADR 0022; the command decoder, ADR 0027)."""
     shutil.copytree(SERVICES / "steward", tmp_path / "steward", ignore=shutil.ignore_patterns("__pycache__"))
     group = native.binary_paths(SERVICES, native.COMPILED)[-1]
     shutil.copy2(group, tmp_path / group.name)

@@ -85,13 +85,14 @@ class Envelope:
             _require_unicode(data)
         if not isinstance(data, dict):
             raise MalformedMessage("message is not a JSON object")
-        missing = [k for k in ("id", "type", "key", "payload") if k not in data]
-        if missing:
+        if "id" not in data or "type" not in data or "key" not in data or "payload" not in data:
+            missing = [k for k in ("id", "type", "key", "payload") if k not in data]
             raise MalformedMessage(f"missing field(s) {', '.join(missing)}")
-        if not isinstance(data["payload"], dict) or not isinstance(data.get("meta", {}), dict):
+        payload = data["payload"]
+        meta = data.get("meta", {})
+        if not isinstance(payload, dict) or not isinstance(meta, dict):
             raise MalformedMessage("payload and meta must be objects")
-        return Envelope(str(data["id"]), str(data["type"]), str(data["key"]), data["payload"],
-                        data.get("meta", {}))
+        return Envelope(str(data["id"]), str(data["type"]), str(data["key"]), payload, meta)
 
 
 def command_envelope(

@@ -497,6 +497,9 @@ def _checker(hint: Any) -> Callable[[str, Any], Any]:
     return functools.partial(_check_hint, hint)
 
 
+checker_of = _checker  # for the compiled decoder (steward.domain.decoding): the same checker per field type
+
+
 def _check_hint(hint: Any, name: str, value: Any) -> Any:
     return _check(name, value, hint)
 

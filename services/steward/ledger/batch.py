@@ -10,8 +10,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from steward.bus.envelope import Envelope
-from steward.domain.commands import Command, command_from_dict
+from steward.domain.commands import Command
 from steward.domain.decide import decide_or_reject
+from steward.domain.decoding import command_from_dict
 from steward.domain.errors import DomainError
 from steward.store.encoding import PendingAppend
 from steward.store.projector import Key, Projector

@@ -25,6 +25,7 @@ from steward.audit.checkpoints import key_path, latest_checkpoint, load_or_creat
 from steward.audit.snapshots import SNAPSHOT_EVERY, take_snapshots
 from steward.bus.kafka import make_producer
 from steward.config import Settings
+from steward.ledger.collector import BatchCollector
 from steward.ledger.core import DeadLetter, Ledger, LogMoved, Prepared
 from steward.ledger.fetch import FetchStage
 from steward.ledger.writer import WriterDied, WriterStage
@@ -135,6 +136,7 @@ def run_ledger(settings: Settings, stop: threading.Event | None = None,
     ledger = Ledger(store, keep_connections=True, writer=writer_stage)
     log.info("ledger started at position %d", ledger.head)
     gc_before = _quiet_collector()
+    collector = BatchCollector(time.monotonic())
     switch_before = sys.getswitchinterval()
     sys.setswitchinterval(LEDGER_SWITCH_INTERVAL_S)
     relay_thread: threading.Thread | None = None
@@ -225,6 +227,7 @@ def run_ledger(settings: Settings, stop: threading.Event | None = None,
                 ledger.abort()
                 _rewind(ledger, fetch, stop)
                 continue
+            collector.batch_decided(time.monotonic())  # what it left alive is out of the collector's way
             if not settle():
                 continue  # the batch before failed: this one was decided on it and is undone too
             in_flight = (writer.submit(write, prepared), prepared, started)
