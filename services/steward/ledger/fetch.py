@@ -47,6 +47,8 @@ FETCH_MAX_BYTES = 64 * 1024 * 1024
 MAX_PARTITION_FETCH_BYTES = 4 * 1024 * 1024
 # Batches the process reads ahead of the ledger's requests before it waits.
 HELD_BATCHES = 2
+# how long the fetch process waits after a retriable Kafka error before it polls again (`poll_or_wait`)
+POLL_RETRY_S = 0.5
 
 
 class FetchFailed(RuntimeError):
@@ -225,7 +227,7 @@ def fetch_main(conn: Wire) -> None:
                 conn.poll(0.2)  # enough in hand: wait for the ledger's next request
                 continue
             # waiting for a record the ledger asked for, or reading ahead while it decides and records
-            polled = consumer.poll(timeout_ms=200 if wanted else 20, max_records=max_records)
+            polled = poll_or_wait(consumer, 200 if wanted else 20, max_records)
             for tp, records in polled.items():
                 if not lean:
                     prefix = source_prefix(tp.topic, tp.partition)
@@ -235,6 +237,25 @@ def fetch_main(conn: Wire) -> None:
         return  # the ledger is gone
     finally:
         consumer.close()
+
+
+def poll_or_wait(consumer: Any, timeout_ms: int, max_records: int) -> dict[Any, Any]:
+    """`consumer.poll`, or nothing for now when the broker is away for a moment: a retriable `KafkaError`
+    (connection refused or reset while the broker restarts, a request timed out) is logged and waited out
+    for `POLL_RETRY_S`, and the loop polls again. kafka-python keeps the position of every partition at
+    the first record it has not returned, so nothing is skipped or read twice. Other errors end the
+    process, and the ledger fails loudly (`FetchFailed`). (Before, a connection error raised from `poll`
+    during a broker restart ended the process and the ledger with it.)"""
+    from kafka.errors import KafkaError
+
+    try:
+        return dict(consumer.poll(timeout_ms=timeout_ms, max_records=max_records))
+    except KafkaError as err:
+        if not err.retriable:
+            raise
+        log.warning("Kafka away (%s: %s); polling again in %.1f s", type(err).__name__, err, POLL_RETRY_S)
+        time.sleep(POLL_RETRY_S)
+        return {}
 
 
 class Held:
