@@ -51,9 +51,12 @@ def bring_up(settings: Settings, postgres: bool = True, restart: bool = False) -
     from steward.store.migrate import upgrade
 
     paths = Paths(settings.run_dir)
+    from steward.ledger.service import LedgerSettingError, ledger_writer_mode
+
     try:
         metrics_ports = stack_ports(settings)
-    except MetricsSettingError as err:
+        ledger_writer_mode()  # checked before anything starts, as the ledger would refuse it
+    except (MetricsSettingError, LedgerSettingError) as err:
         fail(str(err), 2)
     restarted = [name for name in reversed(OWN_PROCESSES) if restart and stop_own(name, paths)]
     infra_script("kafka", "start", settings=settings)
@@ -110,8 +113,12 @@ def run_process(name: str, settings: Settings) -> None:
         signal.signal(signal.SIGTERM, lambda *_: stop.set())
         signal.signal(signal.SIGINT, lambda *_: stop.set())
         if name == "ledger":
-            from steward.ledger.service import run_ledger
+            from steward.ledger.service import LedgerSettingError, ledger_writer_mode, run_ledger
 
+            try:
+                ledger_writer_mode()
+            except LedgerSettingError as err:
+                fail(str(err), 2)
             run_ledger(settings, stop)
         else:
             from steward.scheduler.service import run_scheduler

@@ -250,12 +250,16 @@ def run_ledger(settings: Settings, stop: threading.Event | None = None,
             relay_thread.join(timeout=5)
 
 
+class LedgerSettingError(ValueError):
+    """A ledger setting from the environment is not one of its values."""
+
+
 def ledger_writer_mode() -> str:
     """Where the PostgreSQL ledger runs its transactions, from STEWARD_LEDGER_WRITER: "process" (a writer
     process, ADR 0025; the default) or "thread" (a thread of the ledger's process, ADR 0015)."""
     mode = os.environ.get("STEWARD_LEDGER_WRITER", "process").strip().lower() or "process"
     if mode not in ("process", "thread"):
-        raise ValueError(f"STEWARD_LEDGER_WRITER must be 'process' or 'thread', not {mode!r}")
+        raise LedgerSettingError(f"STEWARD_LEDGER_WRITER must be 'process' or 'thread', not {mode!r}")
     return mode
 
 

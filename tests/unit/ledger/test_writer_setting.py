@@ -35,3 +35,18 @@ def test_sqlite_keeps_its_writer_in_process(tmp_path: object) -> None:
     upgrade(url)
     ledger = Ledger(EventStore.from_url(url), writer=object())  # type: ignore[arg-type]
     assert ledger.writer is None
+
+
+def test_the_ledger_refuses_a_wrong_writer_setting_by_name_without_a_traceback(tmp_path: object) -> None:
+    """`steward run ledger` checks STEWARD_LEDGER_WRITER before it starts anything."""
+    import os
+    import subprocess
+    import sys
+
+    env = os.environ | {"STEWARD_LEDGER_WRITER": "fork", "STEWARD_RUN_DIR": str(tmp_path),
+                        "STEWARD_METRICS_PORT": "off"}
+    proc = subprocess.run([sys.executable, "-m", "steward.cli.main", "run", "ledger"], capture_output=True,
+                          text=True, env=env, timeout=120)
+    assert proc.returncode == 2, proc.stderr
+    assert "STEWARD_LEDGER_WRITER must be 'process' or 'thread', not 'fork'" in proc.stderr
+    assert "Traceback" not in proc.stderr
