@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import gc
 import logging
-import os
 import signal
 import subprocess
 import sys
@@ -30,10 +29,12 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Any
 
+from kafka.errors import KafkaError
+
 from steward.config import Settings
 from steward.ledger.recordbatch import Pair
 from steward.ledger.records import install, source_prefix
-from steward.ledger.wire import Wire, start_child, stop_child
+from steward.ledger.wire import Wire, die_with_parent, start_child, stop_child
 
 log = logging.getLogger("steward.ledger.fetch")
 
@@ -152,19 +153,6 @@ class FetchStage:
 # ----------------------------------------------------------------------------------- the child process
 
 
-def _die_with_parent(parent: int) -> None:
-    """SIGKILL this process when the ledger dies (Linux), and leave at once if it already has."""
-    try:
-        import ctypes
-
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-    except (OSError, AttributeError):
-        pass  # elsewhere, the closed pipe ends it
-    if os.getppid() != parent:
-        os._exit(0)
-
-
 def fetch_main(conn: Wire) -> None:
     """The fetch process: take every partition of the topic, then poll batches of up to `max_records` and
     send them to the ledger, tagged with the epoch of the last seek; nothing is read before the first."""
@@ -246,8 +234,6 @@ def poll_or_wait(consumer: Any, timeout_ms: int, max_records: int) -> dict[Any, 
     the first record it has not returned, so nothing is skipped or read twice. Other errors end the
     process, and the ledger fails loudly (`FetchFailed`). (Before, a connection error raised from `poll`
     during a broker restart ended the process and the ledger with it.)"""
-    from kafka.errors import KafkaError
-
     try:
         return dict(consumer.poll(timeout_ms=timeout_ms, max_records=max_records))
     except KafkaError as err:
@@ -319,5 +305,5 @@ def _commit(consumer: Any, offsets: Offsets) -> None:
 
 if __name__ == "__main__":  # python -m steward.ledger.fetch FD PARENT_PID (started by FetchStage)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # a Ctrl-C stops the ledger, which stops this process
-    _die_with_parent(int(sys.argv[2]))
+    die_with_parent(int(sys.argv[2]))
     fetch_main(Wire.from_fd(int(sys.argv[1])))

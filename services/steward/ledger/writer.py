@@ -38,8 +38,7 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
-from steward.ledger.fetch import _die_with_parent  # the same lifetime as the fetch process
-from steward.ledger.wire import Wire, start_child, stop_child
+from steward.ledger.wire import Wire, die_with_parent, start_child, stop_child
 
 log = logging.getLogger("steward.ledger.writer")
 
@@ -235,5 +234,5 @@ def _first_line(err: BaseException) -> str:
 
 if __name__ == "__main__":  # python -m steward.ledger.writer FD PARENT_PID (started by WriterStage)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # a Ctrl-C stops the ledger, which stops this process
-    _die_with_parent(int(sys.argv[2]))
+    die_with_parent(int(sys.argv[2]))
     writer_main(Wire.from_fd(int(sys.argv[1])))
