@@ -121,3 +121,62 @@ def test_unfunded_work_keeps_to_gang_ready_nodes(jobs, gpus, expected):
     index, load = load_of(jobs)
     i = pack_single(index, gpus, load, funded=False)
     assert (index.ids[i] if i >= 0 else None) == expected
+
+
+def packing_rule(index: CapacityIndex, firm: list[int], gpus: int, funded: bool) -> int:
+    """ADR 0013 read straight off the page, one walk over every node: the specification that the
+    heaps of `FirmLoad` must give the same answer as."""
+    n = len(index.free)
+    fits = [j for j in range(n) if index.ok[j] and index.free[j] >= gpus]
+    if not fits:
+        return -1
+
+    def best(cands: list[int]) -> int:
+        return min(cands, key=lambda j: (index.free[j], j), default=-1)
+
+    partial = [j for j in fits if index.free[j] < index.cap[j]]
+    own = best([j for j in partial if (firm[j] > 0) == funded])
+    if own >= 0:
+        return own
+    whole = [j for j in fits if index.free[j] == index.cap[j]]
+    if funded:
+        return min(whole) if whole else best(fits)
+    return best(partial) if partial else best(fits)
+
+
+@settings(deadline=None, max_examples=300)
+@given(
+    st.lists(st.tuples(st.integers(0, 5), st.integers(0, 8), st.booleans()), max_size=10),
+    st.lists(
+        st.one_of(
+            st.tuples(st.just("place"), st.integers(1, 8), st.booleans()),
+            st.tuples(st.just("mask"), st.integers(0, 5), st.booleans()),
+        ),
+        max_size=25,
+    ),
+)
+def test_packing_follows_the_rule_through_a_cycle(held, steps):
+    """Through a cycle's placements and masks (reservations, claims), `pack_single` picks exactly
+    the node the rule picks, and the firm load follows every placement."""
+    used = [0] * 6
+    jobs = []
+    for k, (i, g, funded) in enumerate(held):
+        g = min(g, 8 - used[i])
+        if g:
+            used[i] += g
+            jobs.append(running(f"r{k}", "a", g, on=f"n{i}", funded=funded, started_at=NOW))
+    index, load = load_of(jobs, count=6)
+    firm = list(load.firm)
+    for kind, a, funded in steps:
+        if kind == "mask":
+            index.mask(a)
+            continue
+        i = pack_single(index, a, load, funded)
+        assert i == packing_rule(index, firm, a, funded)
+        if i < 0:
+            continue
+        index.take(i, a)
+        load.add(((i, a),), funded)
+        if funded:
+            firm[i] += a
+        assert load.firm == firm
