@@ -574,6 +574,7 @@ def sample(mix: Mix, p: Size, rng: random.Random) -> tuple[list[Row], float]:
             raw.append((t, order, body))
             order += 1
     last = max(t for t, _, _ in raw)
+    span = max(1.0, span)  # whole seconds: the last arrival is never at 0
     scale = span / last if last > 0 else 1.0
     raw.sort(key=lambda r: (r[0], r[1]))
     rows = [

@@ -54,11 +54,12 @@ class SuiteScenario:
     family: str | None
     nodes: int = 0
     load: float = 0.0
+    jobs: int | None = None  # None: the family's default for the size (QUICK_JOBS with --quick)
 
     def values(self, quick: bool) -> dict[str, Any]:
         out: dict[str, Any] = {"nodes": self.nodes, "load": self.load}
-        if quick:
-            out["jobs"] = QUICK_JOBS
+        if self.jobs is not None or quick:
+            out["jobs"] = self.jobs if self.jobs is not None else QUICK_JOBS
         return out
 
 
