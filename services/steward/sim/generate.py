@@ -164,7 +164,7 @@ class GangHeavy(Size):
 class DebugHeavy(Size):
     debug: float = 0.55
     interactive: float = 0.10
-    median_s: float = 2 * 3600.0
+    median_s: float = 4 * 3600.0
     sigma: float = 1.4
     unfunded: float = 0.15
 
@@ -176,7 +176,7 @@ class Bursty(Size):
     burst_max: int = 80
     diurnal: float = 0.9
     debug: float = 0.25
-    median_s: float = 1800.0
+    median_s: float = 3600.0
     sigma: float = 1.8
     unfunded: float = 0.15
 
@@ -186,7 +186,7 @@ class DominantTenant(Size):
     dominant: float = 0.70  # the dominant tenant's fraction of submissions
     dominant_share: float = 0.25  # its share of the cluster (at most DOMINANT_GROUP_SHARE)
     debug: float = 0.20
-    median_s: float = 3600.0
+    median_s: float = 2 * 3600.0
     sigma: float = 1.6
     unfunded: float = 0.15
 
@@ -197,13 +197,13 @@ class UnfundedMany(Size):
     guest_weight: float = 0.35  # their fraction of submissions
     unfunded: float = 0.30  # fraction of funded tenants' batch jobs that ask min_runtime 0
     debug: float = 0.20
-    median_s: float = 3600.0
+    median_s: float = 2 * 3600.0
     sigma: float = 1.6
 
 
 @dataclass(frozen=True)
 class HeavyTail(Size):
-    xm_s: float = 480.0  # median 2^(1/alpha) x xm = 20 min, Philly's median
+    xm_s: float = 1500.0  # median 2^(1/alpha) x xm = 1 h
     alpha: float = 0.8
     max_days: float = 7.0
     debug: float = 0.20
@@ -430,7 +430,7 @@ def _validate(fam: str, p: Size) -> None:
 def job_bounds(nodes: int) -> tuple[int, int]:
     """How many jobs a scenario of `nodes` nodes gets when `jobs` is not given: enough to be more
     than noise, few enough that a policy runs it in seconds (small clusters get fewer)."""
-    hi = min(6000, 400 + 150 * nodes)
+    hi = min(4000, 300 + 100 * nodes)
     return max(1, hi // 5), hi
 
 

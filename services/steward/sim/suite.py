@@ -77,15 +77,15 @@ GENERATED: tuple[SuiteScenario, ...] = (
     _g("gang-heavy", 32, 2.0),
     _g("gang-heavy", 64, 1.5),
     _g("debug-heavy", 4, 2.0),
-    _g("debug-heavy", 16, 1.0),
+    _g("debug-heavy", 64, 1.2),
     _g("bursty", 8, 0.8),
     _g("bursty", 16, 2.0),
     _g("dominant-tenant", 8, 1.5),
     _g("dominant-tenant", 32, 3.0),
     _g("unfunded-many", 4, 3.0),
     _g("unfunded-many", 16, 1.2),
+    _g("heavy-tail", 8, 2.5),
     _g("heavy-tail", 16, 1.5),
-    _g("heavy-tail", 64, 1.0),
 )
 PHILLY_ENTRY = SuiteScenario("philly", None)
 
