@@ -231,7 +231,7 @@ def _gpu_table(one: float, rest: Sequence[tuple[int, float]]) -> tuple[tuple[int
 
 def short_jobs(p: ShortJobs, rng: random.Random) -> Mix:
     """Mostly 1-GPU short jobs: a production cluster of many small training and inference-tuning
-    pods (Alibaba PAI, Helios' Earth/Venus): median ~20 min, a long tail; ~30 % debug."""
+    pods (Alibaba PAI, Helios' Earth/Venus): half the jobs under ~10 min, a long tail; ~30 % debug."""
     return Mix(
         tenants=_zipf_tenants(p.tenants, 2, rng),
         debug=p.debug, interactive=p.interactive,
@@ -319,8 +319,9 @@ def unfunded_many(p: UnfundedMany, rng: random.Random) -> Mix:
 
 
 def heavy_tail(p: HeavyTail, rng: random.Random) -> Mix:
-    """Heavy-tailed durations: Pareto run times (Philly, Helios: the longest 1 % of jobs hold most
-    GPU-time), so the cluster is held for days by a few jobs while most finish in minutes."""
+    """Heavy-tailed durations: Pareto run times (Philly, Helios: a few very long jobs hold much of the
+    GPU-time; here the longest 1 % hold ~45 %), so a few jobs hold GPUs for days while half finish
+    within the hour."""
     return Mix(
         tenants=_zipf_tenants(p.tenants, 3, rng),
         debug=p.debug, interactive=0.02,
