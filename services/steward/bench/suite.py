@@ -15,7 +15,7 @@ from collections.abc import Sequence
 def main(argv: Sequence[str] | None = None) -> int:
     from steward.native import compiled_in_use
     from steward.sim.errors import SimError
-    from steward.sim.suite import PHILLY, resolve_policies, run_suite
+    from steward.sim.suite import PHILLY, resolve_policies, run_suite, select
 
     p = argparse.ArgumentParser(prog="steward bench suite")
     p.add_argument("--json", action="store_true", help="accepted for symmetry; the output is always JSON")
@@ -25,11 +25,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--policies", default=None)
     p.add_argument("--out", default=None, help="also write suite.csv, suite.md, checks.csv, suite.json here")
     p.add_argument("--no-philly", action="store_true")
+    p.add_argument("--scenarios", default=None, help="only these scenarios of the suite")
     args = p.parse_args(list(sys.argv[1:] if argv is None else argv))
     seeds = args.seeds if args.seeds is not None else (1 if args.quick else 3)
     try:
         result = run_suite(resolve_policies(args.policies), seeds=seeds, quick=args.quick,
-                           workers=max(1, args.workers), out_dir=args.out,
+                           workers=max(1, args.workers), out_dir=args.out, scenarios=select(args.scenarios),
                            philly=None if args.no_philly else PHILLY)
     except SimError as exc:
         print(f"steward bench suite: {exc}", file=sys.stderr)

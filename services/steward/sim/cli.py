@@ -5,7 +5,7 @@
     --from-events FILE --policy NAME [--set KEY=VALUE ...] [--json] [--out DIR]
     generate --family NAME --seed N --out DIR [--nodes N --load X --jobs N --days D --param K=V ...]
     generate --list
-    suite [--json] [--quick] [--policies a,b] [--seeds 3] [--workers N] [--out DIR]
+    suite [--json] [--quick] [--policies a,b] [--seeds 3] [--workers N] [--out DIR] [--scenarios a,b]
 
 `main(argv)` returns the exit code: 0 done, 2 bad input (one line on stderr, no traceback),
 1 the simulation itself failed (a policy decision the cluster cannot carry out).
@@ -88,6 +88,7 @@ def suite_parser() -> argparse.ArgumentParser:
     p.add_argument("--workers", type=int, default=1, metavar="N", help="simulations at once, in processes")
     p.add_argument("--out", metavar="DIR", help="write suite.csv, suite.md, checks.csv, suite.json and the scenarios")
     p.add_argument("--no-philly", action="store_true", help="generated scenarios only")
+    p.add_argument("--scenarios", metavar="A,B", help="only these scenarios of the suite (names as in the table)")
     return p
 
 
@@ -200,7 +201,7 @@ def _generate(args: argparse.Namespace) -> int:
 
 
 def _suite(args: argparse.Namespace) -> int:
-    from steward.sim.suite import PHILLY, markdown, resolve_policies, run_suite
+    from steward.sim.suite import PHILLY, markdown, resolve_policies, run_suite, select
 
     seeds = args.seeds if args.seeds is not None else (1 if args.quick else 3)
     if args.workers < 1:
@@ -211,7 +212,8 @@ def _suite(args: argparse.Namespace) -> int:
             _say(f"[{done}/{total}] {task.scenario} seed {task.seed} {task.policy}")
 
     result = run_suite(resolve_policies(args.policies), seeds=seeds, quick=args.quick, workers=args.workers,
-                       out_dir=args.out, philly=None if args.no_philly else PHILLY, progress=progress)
+                       out_dir=args.out, scenarios=select(args.scenarios),
+                       philly=None if args.no_philly else PHILLY, progress=progress)
     for note in result.meta["notes"]:
         _say(f"steward sim suite: {note}")
     for err in result.errors:

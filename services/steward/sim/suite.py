@@ -166,6 +166,19 @@ def resolve_policies(names: str | None) -> tuple[str, ...]:
     return out
 
 
+def select(names: str | None) -> tuple[SuiteScenario, ...] | None:
+    """`--scenarios a,b`: those entries of the suite (`philly` included); None: the whole suite."""
+    if not names:
+        return None
+    known = {e.name: e for e in (PHILLY_ENTRY, *GENERATED)}
+    wanted = [n.strip() for n in names.split(",") if n.strip()]
+    unknown = [n for n in wanted if n not in known]
+    if unknown or not wanted:
+        raise SimError(f"--scenarios: unknown scenario {unknown[0] if unknown else names!r} "
+                       f"(one of {', '.join(known)})")
+    return tuple(known[n] for n in dict.fromkeys(wanted))
+
+
 def plan(
     work_dir: Path,
     policies: Sequence[str],

@@ -168,6 +168,15 @@ def test_the_policies_are_read_from_the_simulator_at_call_time(monkeypatch: pyte
     assert resolve_policies("AI2,steward,ai2") == ("ai2", "steward")
 
 
+def test_scenarios_are_selected_by_their_table_names() -> None:
+    from steward.sim.suite import select
+
+    assert select(None) is None
+    picked = select("philly,bursty-n8-l0.8,philly")
+    assert picked is not None and [e.name for e in picked] == ["philly", "bursty-n8-l0.8"]
+    assert picked[0].family is None and picked[1].family == "bursty"
+
+
 def test_the_default_suite_has_philly_and_sixteen_generated_scenarios(tmp_path: Path) -> None:
     from steward.sim.suite import GENERATED
 
@@ -247,6 +256,7 @@ def test_generate_cli_lists_families_and_writes_a_scenario(tmp_path: Path) -> No
     ("suite", "--policies", "nope"),
     ("suite", "--seeds", "0", "--no-philly"),
     ("suite", "--workers", "0"),
+    ("suite", "--scenarios", "nope"),
 ])
 def test_bad_cli_input_exits_2(argv: tuple[str, ...], capsys: pytest.CaptureFixture[str]) -> None:
     code, _ = run_cli(*argv)
