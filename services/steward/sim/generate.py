@@ -508,14 +508,14 @@ def _protection(job_class: str, duration: int, rng: random.Random, unfunded: flo
     return (0 if rng.random() < unfunded else int(min(duration, BATCH_PROTECTION_S))), 1
 
 
-def _body(mix: Mix, job_class: str, gpus: int | None, rng: random.Random, max_gpus: int) -> tuple[int, int]:
-    """(gpus, duration_s) of one job of `job_class`."""
+def _body(mix: Mix, job_class: str, rng: random.Random, max_gpus: int) -> tuple[int, int]:
+    """(gpus, duration_s) of one job of `job_class`; no gang larger than the cluster."""
     if job_class == "debug":
-        return gpus or _pick(rng, mix.debug_gpus), max(1, round(mix.debug_durations.draw(rng)))
+        return _pick(rng, mix.debug_gpus), max(1, round(mix.debug_durations.draw(rng)))
     if job_class == "interactive":
-        return gpus or _pick(rng, mix.session_gpus), max(1, round(mix.session_durations.draw(rng)))
+        return _pick(rng, mix.session_gpus), max(1, round(mix.session_durations.draw(rng)))
     table = tuple((g, w) for g, w in mix.batch_gpus if g <= max_gpus) or ((1, 1.0),)
-    return gpus or _pick(rng, table), max(1, round(mix.batch_durations.draw(rng)))
+    return _pick(rng, table), max(1, round(mix.batch_durations.draw(rng)))
 
 
 def _arrival_density(t: float, diurnal: float) -> float:
@@ -545,7 +545,7 @@ def sample(mix: Mix, p: Size, rng: random.Random) -> tuple[list[Row], float]:
         if mix.burst > 0 and job_class != "interactive" and rng.random() < mix.burst:
             size = rng.randint(*mix.burst_size)
         size = min(size, hi - n)
-        gpus, base = _body(mix, job_class, None, rng, capacity)
+        gpus, base = _body(mix, job_class, rng, capacity)
         unit = []
         for k in range(size):
             dur = base if k == 0 else max(1, round(base * math.exp(rng.gauss(0.0, 0.3))))
