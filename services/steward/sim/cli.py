@@ -3,6 +3,9 @@
     --scenario FILE --policy NAME [--json] [--out DIR] [--set KEY=VALUE ...]
     --scenario FILE --compare steward,ai2,fair-tree,fifo-priority --out DIR [--json]
     --from-events FILE --policy NAME [--set KEY=VALUE ...] [--json] [--out DIR]
+    generate --family NAME --seed N --out DIR [--nodes N --load X --jobs N --days D --param K=V ...]
+    generate --list
+    suite [--json] [--quick] [--policies a,b] [--seeds 3] [--workers N] [--out DIR] [--scenarios a,b]
 
 `main(argv)` returns the exit code: 0 done, 2 bad input (one line on stderr, no traceback),
 1 the simulation itself failed (a policy decision the cluster cannot carry out).
@@ -11,6 +14,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import sys
 from collections.abc import Sequence
@@ -54,16 +58,60 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+def generate_parser() -> argparse.ArgumentParser:
+    p = _Parser(prog="steward sim generate",
+                description="Write a generated scenario (YAML + trace CSV) of a named, seeded family "
+                            "(docs/results.md, 'The scenario suite').")
+    p.add_argument("--list", action="store_true", help="list the families and their parameters")
+    p.add_argument("--family", metavar="NAME")
+    p.add_argument("--seed", type=int, default=0, metavar="N", help="same family, seed and parameters: same files")
+    p.add_argument("--out", metavar="DIR", help="folder for NAME.yaml and NAME.csv")
+    p.add_argument("--nodes", type=int, metavar="N", help="nodes of 8 GPUs (4-64 in the suite)")
+    p.add_argument("--load", type=float, metavar="X", help="requested GPU-seconds / (capacity x arrival span)")
+    p.add_argument("--jobs", type=int, metavar="N", help="exactly N jobs (default: by cluster size and --days)")
+    p.add_argument("--days", type=float, metavar="D", help="arrival span to aim for (default 10)")
+    p.add_argument("--param", metavar="KEY=VALUE", action="append", default=[], dest="params",
+                   help="any other parameter of the family (see --list); repeatable")
+    p.add_argument("--json", action="store_true", help="print what was written as JSON")
+    return p
+
+
+def suite_parser() -> argparse.ArgumentParser:
+    p = _Parser(prog="steward sim suite",
+                description="Philly plus generated scenarios, every policy, several seeds: one table of "
+                            "each figure's mean [min, max] and the issue-18 checks for steward.")
+    p.add_argument("--json", action="store_true", help="print the table and checks as JSON")
+    p.add_argument("--quick", action="store_true",
+                   help="a fast pass: 1 seed unless --seeds, small generated scenarios, Philly's first jobs")
+    p.add_argument("--policies", metavar="A,B", help="default: every policy of the simulator")
+    p.add_argument("--seeds", type=int, metavar="N", help="seeds per scenario (default 3; --quick 1)")
+    p.add_argument("--workers", type=int, default=1, metavar="N", help="simulations at once, in processes")
+    p.add_argument("--out", metavar="DIR", help="write suite.csv, suite.md, checks.csv, suite.json and the scenarios")
+    p.add_argument("--no-philly", action="store_true", help="generated scenarios only")
+    p.add_argument("--scenarios", metavar="A,B", help="only these scenarios of the suite (names as in the table)")
+    return p
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args_list = list(sys.argv[1:] if argv is None else argv)
+    sub = args_list[0] if args_list and args_list[0] in ("generate", "suite") else None
     try:
-        args = build_parser().parse_args(args_list)
+        if sub == "generate":
+            args = generate_parser().parse_args(args_list[1:])
+        elif sub == "suite":
+            args = suite_parser().parse_args(args_list[1:])
+        else:
+            args = build_parser().parse_args(args_list)
     except _Usage as exc:
-        _say(f"steward sim: {exc}")
+        _say(f"steward sim{' ' + sub if sub else ''}: {exc}")
         return EXIT_BAD_INPUT
     except SystemExit as exc:  # --help
         return int(exc.code or 0)
     try:
+        if sub == "generate":
+            return _generate(args)
+        if sub == "suite":
+            return _suite(args)
         return _run(args)
     except SimulationFailed as exc:
         _say(f"steward sim: {exc}")
@@ -116,6 +164,66 @@ def _run(args: argparse.Namespace) -> int:
     if result.recorder.unfinished:
         _say(f"steward sim: warning: {result.recorder.unfinished} job(s) never finished")
     return EXIT_OK
+
+
+def _generate(args: argparse.Namespace) -> int:
+    from steward.sim.generate import FAMILIES, generate
+    from steward.sim.scenario import parse_set_args
+
+    if args.list:
+        fams: list[dict[str, Any]] = [
+            {"family": f.name, "what": f.doc, "parameters": dataclasses.asdict(f.params())}
+            for f in FAMILIES.values()]
+        if args.json:
+            print(json.dumps(fams, indent=2))
+        else:
+            for f in fams:
+                print(f"{f['family']}: {f['what']}")
+                print("    " + " ".join(f"{k}={v}" for k, v in f["parameters"].items()))
+        return EXIT_OK
+    if not args.family:
+        raise SimError("generate needs --family NAME (or --list)")
+    if not args.out:
+        raise SimError("generate needs --out DIR")
+    values: dict[str, Any] = dict(parse_set_args(args.params))
+    for key in ("nodes", "load", "jobs", "days"):
+        if getattr(args, key) is not None:
+            values[key] = getattr(args, key)
+    g = generate(args.family, args.seed, values)
+    path = g.write(args.out)
+    if args.json:
+        print(json.dumps({**g.summary(), "yaml": str(path.resolve())}, indent=2))
+    else:
+        s = g.summary()
+        print(f"wrote {path} and {g.name}.csv: {s['jobs']} jobs over {s['span_days']} days on "
+              f"{s['gpus']} GPUs, offered load {s['load']}")
+    return EXIT_OK
+
+
+def _suite(args: argparse.Namespace) -> int:
+    from steward.sim.suite import PHILLY, markdown, resolve_policies, run_suite, select
+
+    seeds = args.seeds if args.seeds is not None else (1 if args.quick else 3)
+    if args.workers < 1:
+        raise SimError(f"--workers must be >= 1, got {args.workers}")
+
+    def progress(task: Any, done: int, total: int) -> None:
+        if not args.json:
+            _say(f"[{done}/{total}] {task.scenario} seed {task.seed} {task.policy}")
+
+    result = run_suite(resolve_policies(args.policies), seeds=seeds, quick=args.quick, workers=args.workers,
+                       out_dir=args.out, scenarios=select(args.scenarios),
+                       philly=None if args.no_philly else PHILLY, progress=progress)
+    for note in result.meta["notes"]:
+        _say(f"steward sim suite: {note}")
+    for err in result.errors:
+        _say(f"steward sim suite: {err['scenario']} seed {err['seed']} {err['policy']}: {err['error']}")
+    if args.json:
+        print(json.dumps(result.to_json(), indent=2))
+    else:
+        print(markdown(result), end="")
+        print(f"{result.meta['runs']} runs in {result.meta['wall_s']} s")
+    return EXIT_FAILED if result.errors else EXIT_OK
 
 
 def _say(line: str) -> None:
