@@ -72,6 +72,7 @@ class SimJob:
     """Mutable per-job state of the simulation (the trace row is `spec`)."""
 
     __slots__ = (
+        "contenders",
         "counts",
         "epoch",
         "first_start",
@@ -109,6 +110,7 @@ class SimJob:
         self.preemptible = False  # counted in Engine.n_preemptible (past protection or unfunded, no grace)
         self.pending: PendingJob | None = None
         self.running: RunningJob | None = None
+        self.contenders = 0  # tenants with work present at its submit (metrics.py, finish-time fairness)
 
 
 @dataclass
@@ -191,6 +193,7 @@ class Engine:
             large_job_gpus=scenario.metrics.large_job_gpus,
             owed_period_days=scenario.metrics.owed_period_days, start=0.0,
         )
+        self.rec.restart_overhead_s = self.restart_overhead  # what a flap is (metrics.py)
         # ADR 0016: the cycle ranks by each project's demand over the whole queue (the trimmed one
         # leaves jobs out); an arrival matters while its project's demand is below its entitlement
         self.by_demand = settings.active_entitlement and settings.ordering == "fair_share"
@@ -276,6 +279,7 @@ class Engine:
         )
         pos = self._enqueue(job)
         rec = self.rec
+        job.contenders = rec.job_arrived(s.tenant, s.submit_s)
         rec.demand.add(self.now, job.gpus)
         if job.counts:
             level = rec.alloc_demand[s.tenant]
@@ -419,6 +423,7 @@ class Engine:
             self._room_freed(rj.claimed_for)
         if completed or not requeue_job:
             job.state = DONE
+            rec.job_done(s.tenant, s.submit_s, now, s.duration_s, s.gpus, job.contenders)
             rec.demand.add(now, -job.gpus)
             if job.counts:
                 rec.alloc_demand[s.tenant].add(now, -job.gpus)
@@ -609,6 +614,7 @@ class Engine:
         assert rj is not None
         rec = self.rec
         rec.preemptions += 1
+        rec.preempted(now - job.run_start)
         if job.funded and now < job.protected_until:
             rec.protection_violations += 1
         self._unmark_preemptible(job)
