@@ -1,7 +1,7 @@
 """`steward sim` / `python -m steward.sim`: run a scenario, compare policies, or replay history.
 
     --scenario FILE --policy NAME [--json] [--out DIR] [--set KEY=VALUE ...]
-    --scenario FILE --compare steward,ai2,fair-tree,fifo-priority --out DIR [--json]
+    --scenario FILE --compare steward,ai2,fair-tree,fifo-priority,tiresias --out DIR [--json]
     --from-events FILE --policy NAME [--set KEY=VALUE ...] [--json] [--out DIR]
     generate --family NAME --seed N --out DIR [--nodes N --load X --jobs N --days D --param K=V ...]
     generate --list
@@ -45,7 +45,7 @@ def build_parser() -> argparse.ArgumentParser:
     src.add_argument("--from-events", metavar="FILE",
                      help="recorded history to replay (scenario YAML today; event-log NDJSON later)")
     what = p.add_mutually_exclusive_group(required=True)
-    what.add_argument("--policy", metavar="NAME", help="steward, ai2, fair-tree or fifo-priority")
+    what.add_argument("--policy", metavar="NAME", help="steward, ai2, fair-tree, fifo-priority or tiresias")
     what.add_argument("--compare", metavar="A,B,...", help="several policies on the same scenario")
     p.add_argument("--set", metavar="KEY=VALUE", action="append", default=[], dest="sets",
                    help="what-if override: share.NODE=X, window_days=N, max_min_runtime_s=S, "

@@ -37,7 +37,7 @@ import time
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from steward.policy.contract import requeue
 from steward.policy.lane import lane_pending
@@ -51,13 +51,30 @@ from steward.sim.view import PendingView
 
 Scheduler = Callable[[Snapshot], CycleResult]
 
+
+class QueueListener(Protocol):
+    """Told of the queue and of every run as the engine applies them, for a scheduler that keeps its
+    own order of the whole queue (the `tiresias` baseline, sim/tiresias.py). The trimmed view (view.py)
+    is cut for the fair-share cycle's order and does not tell what such a scheduler would act on.
+    Attained service is the engine's: GPUs × seconds held, summed over the job's runs."""
+
+    def queued(self, job: PendingJob) -> None:
+        """`job` waits (submitted, or requeued after a run)."""
+
+    def left_queue(self, job_id: str) -> None:
+        """`job_id` no longer waits (it was placed)."""
+
+    def stopped(self, job_id: str, attained_gpu_s: float, run_s: float, now: float, done: bool) -> None:
+        """A run of `job_id` ended after `run_s` seconds; `attained_gpu_s` over all its runs; `done`
+        when the job left for good (otherwise `queued` follows)."""
+
 # event kinds, in the order they are applied at one instant
-FINISH, GRACE_END, PROTECT_END, SESSION_CAP = 0, 1, 2, 3
+FINISH, GRACE_END, PROTECT_END, SESSION_CAP, WAKE = 0, 1, 2, 3, 4
 
 FUTURE, PENDING, RUNNING, DONE = 0, 1, 2, 3
 ARRIVAL_BIT = 1 << 8
 TRIGGER_NAMES = ((FINISH, "finish"), (GRACE_END, "grace_end"), (PROTECT_END, "protection_end"),
-                 (SESSION_CAP, "session_cap"))
+                 (SESSION_CAP, "session_cap"), (WAKE, "wake"))
 MAX_CYCLES_PER_INSTANT = 64
 
 
@@ -72,6 +89,8 @@ class SimJob:
     """Mutable per-job state of the simulation (the trace row is `spec`)."""
 
     __slots__ = (
+        "attained",
+        "contenders",
         "counts",
         "epoch",
         "first_start",
@@ -109,6 +128,8 @@ class SimJob:
         self.preemptible = False  # counted in Engine.n_preemptible (past protection or unfunded, no grace)
         self.pending: PendingJob | None = None
         self.running: RunningJob | None = None
+        self.contenders = 0  # tenants with work present at its submit (metrics.py, finish-time fairness)
+        self.attained = 0.0  # GPU-seconds held over all its runs (QueueListener)
 
 
 @dataclass
@@ -141,6 +162,7 @@ class Engine:
         tree: AllocationTree,
         scheduler: Scheduler,
         record_decisions: bool = False,
+        listener: QueueListener | None = None,
     ) -> None:
         self.scenario = scenario
         self.settings = settings
@@ -170,6 +192,11 @@ class Engine:
         self.trim = not self.exact  # hand the cycle the heads of the twin chains only (view.py)
         self.narrow = not self.exact  # first the narrow heads, the full ones when a cycle acts past them
         self.skip = not self.exact  # no cycle for arrivals behind their chain's head, nor for idle expiries
+        # a scheduler with its own queue order (QueueListener) acts on any arrival and reads no narrow view
+        self.listener = listener
+        if listener is not None:
+            self.narrow = self.skip = False
+        self.wakes: set[float] = set()  # cycles a scheduler asked for (evidence "wake_at"), still ahead
         self.pending = PendingView(settings, settings.preemption_attempts_per_cycle if may_preempt else 0)
         self.session_gpus = 0
         self.running: dict[str, RunningJob] = {}
@@ -191,6 +218,7 @@ class Engine:
             large_job_gpus=scenario.metrics.large_job_gpus,
             owed_period_days=scenario.metrics.owed_period_days, start=0.0,
         )
+        self.rec.restart_overhead_s = self.restart_overhead  # what a flap is (metrics.py)
         # ADR 0016: the cycle ranks by each project's demand over the whole queue (the trimmed one
         # leaves jobs out); an arrival matters while its project's demand is below its entitlement
         self.by_demand = settings.active_entitlement and settings.ordering == "fair_share"
@@ -216,6 +244,8 @@ class Engine:
         trig = 0
         while True:
             t_arr = jobs[ai].spec.submit_s if ai < n else math.inf
+            while events and events[0][1] == WAKE and not self.pending:
+                self.wakes.discard(heapq.heappop(events)[0])  # nothing waits: nothing to wake a cycle for
             t_evt = events[0][0] if events else math.inf
             t = min(t_arr, t_evt)
             if dirty and interval > 0 and self.next_cycle_at < t:
@@ -276,6 +306,7 @@ class Engine:
         )
         pos = self._enqueue(job)
         rec = self.rec
+        job.contenders = rec.job_arrived(s.tenant, s.submit_s)
         rec.demand.add(self.now, job.gpus)
         if job.counts:
             level = rec.alloc_demand[s.tenant]
@@ -292,6 +323,8 @@ class Engine:
         pos = self.pending.add(job.pending)
         self.pending_sizes[job.gpus] += 1
         self.frag_dirty = True
+        if self.listener is not None:
+            self.listener.queued(job.pending)
         return pos
 
     def _dequeue(self, job: SimJob) -> None:
@@ -303,9 +336,14 @@ class Engine:
         else:
             del self.pending_sizes[job.gpus]
         self.frag_dirty = True
+        if self.listener is not None:
+            self.listener.left_queue(job.spec.job_id)
 
     def _handle(self, kind: int, job: SimJob, epoch: int) -> bool:
         """Apply one timed event; True when it may change what a cycle decides."""
+        if kind == WAKE:
+            self.wakes.discard(self.now)
+            return True
         if job.epoch != epoch or job.state != RUNNING:
             return False  # stale: the run it belonged to has ended
         if kind == FINISH:
@@ -417,8 +455,12 @@ class Engine:
         self.frag_dirty = True
         if rj.claimed_for is not None and self.hold:
             self._room_freed(rj.claimed_for)
+        job.attained += job.gpus * elapsed
+        if self.listener is not None:
+            self.listener.stopped(s.job_id, job.attained, elapsed, now, completed or not requeue_job)
         if completed or not requeue_job:
             job.state = DONE
+            rec.job_done(s.tenant, s.submit_s, now, s.duration_s, s.gpus, job.contenders)
             rec.demand.add(now, -job.gpus)
             if job.counts:
                 rec.alloc_demand[s.tenant].add(now, -job.gpus)
@@ -548,6 +590,11 @@ class Engine:
             self.stats.max_view = len(pending)
         if self.record_decisions:
             self.stats.trace.append(_decision_digest(result))
+        wake = result.evidence.get("wake_at")
+        if isinstance(wake, float) and wake > now and wake not in self.wakes:
+            self.wakes.add(wake)
+            self.seq += 1
+            heapq.heappush(self.events, (wake, WAKE, self.seq, 0, -1))
         self.productive = bool(result.placements or result.preemptions or result.stops)
         searches = result.evidence.get("preemption_searches")
         lane = result.evidence.get("lane_searches", 0)
@@ -609,6 +656,7 @@ class Engine:
         assert rj is not None
         rec = self.rec
         rec.preemptions += 1
+        rec.preempted(now - job.run_start)
         if job.funded and now < job.protected_until:
             rec.protection_violations += 1
         self._unmark_preemptible(job)

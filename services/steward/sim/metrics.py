@@ -14,6 +14,24 @@ Conventions this module fixes (the README leaves them open; the same for every p
 - Demand is every job between submit and completion, whatever it is doing (waiting, running, in
   grace); busy counts every GPU held by a job (including grace and restart overhead).
 - Waits are submit to *first* start; percentiles interpolate linearly between order statistics.
+
+Figures research reports (issue 18; docs/results.md "Figures research reports"), the same for every policy:
+- `preemptions_per_1k_gpu_h` = preemptions ÷ (delivered GPU-hours ÷ 1,000); delivered GPU-hours are
+  every GPU held by a job, funded or not (the denominator of `lost_gpu_hours_fraction`).
+- `flaps`: preemptions requested at most `restart_overhead_s` after the victim's current run started
+  (its first start or a restart); `flaps_fraction` = flaps ÷ preemptions (0 without preemptions).
+- Job completion time (JCT) of a job = the moment it is done (its work complete, or a session stopped
+  at its cap) − its submit time; `jct_mean_s`, `jct_p99_s` over the jobs done by the end of the run.
+  `makespan_s` = last done − first submit (of every job submitted).
+- Finish-time fairness ρ (Themis, Mahajan et al., NSDI'20: ρ = T_shared ÷ T_independent, where
+  T_independent is the finish time running alone on 1/N of the cluster with N contending apps). Here a
+  job is the app, T_shared is its JCT, N is the number of tenants with at least one job present (waiting
+  or running) when it is submitted, itself and jobs submitted earlier at the same instant included, and
+  T_independent = duration × max(1, gpus ÷ (capacity ÷ N)): the job alone on capacity/N GPUs runs for
+  its duration when its gang fits in them, and is slowed in proportion when it does not (the fluid
+  idealisation: its work spread over the GPUs it would have). No restart overhead, no wait. Reported:
+  `rho_mean`, `rho_p50`, `rho_p90`, `rho_p99`, `rho_max` and `rho_gt1_fraction` (jobs with ρ > 1), over
+  the jobs done.
 """
 
 from __future__ import annotations
@@ -123,6 +141,13 @@ class Recorder:
     cycles: int = 0
     skipped_cycles: int = 0
     unfinished: int = 0
+    restart_overhead_s: float = 0.0
+    flaps: int = 0
+    done: list[tuple[float, float, float]] = field(init=False)
+    """(submit, done, T_independent) of every job done, in the order they were done."""
+    present: dict[str, int] = field(init=False)
+    """Jobs between submit and done, per tenant (tenants with none are absent)."""
+    first_submit: float = math.inf
 
     def __post_init__(self) -> None:
         self.demand = Level(self.start)
@@ -133,6 +158,8 @@ class Recorder:
         self.gang_wait = Level(self.start)
         self.frag = Level(self.start)
         self.waits = {c: [] for c in WAIT_CLASSES}
+        self.done = []
+        self.present = {}
 
     # --- feeding -------------------------------------------------------------------------------
 
@@ -141,6 +168,27 @@ class Recorder:
             self.waits[job_class].append(wait_s)
         if gpus >= self.large_job_gpus:
             self.waits["large"].append(wait_s)
+
+    def job_arrived(self, tenant: str, submit: float) -> int:
+        """A job of `tenant` is submitted; returns N, the tenants with a job present (itself included)."""
+        self.first_submit = min(self.first_submit, submit)
+        self.present[tenant] = self.present.get(tenant, 0) + 1
+        return len(self.present)
+
+    def job_done(self, tenant: str, submit: float, now: float, duration: float, gpus: int, contenders: int) -> None:
+        """A job submitted at `submit` is done at `now`; `contenders` is what `job_arrived` returned."""
+        left = self.present[tenant] - 1
+        if left:
+            self.present[tenant] = left
+        else:
+            del self.present[tenant]
+        self.done.append((submit, now, independent_time(duration, gpus, self.capacity, contenders)))
+
+    def preempted(self, ran_s: float) -> None:
+        """A preemption was requested `ran_s` seconds after the victim's current run started: count
+        it among the flaps when that is within the restart overhead (`preemptions` is counted apart)."""
+        if ran_s <= self.restart_overhead_s:
+            self.flaps += 1
 
     def close(self, now: float) -> None:
         self.end = now
@@ -216,7 +264,7 @@ class Recorder:
         rows = [r for r in self.owed_delivered_table() if r["project"] and r["ratio"] is not None]
         ratios = [float(r["ratio"]) for r in rows]
         delivered = sum(self.busy_funded.hourly.buckets) + sum(self.busy_unfunded.hourly.buckets)
-        return {
+        figs: dict[str, Any] = {
             "policy": policy,
             "scenario": scenario,
             "jobs": jobs,
@@ -231,6 +279,42 @@ class Recorder:
             "fragmentation_mean": _round(self.fragmentation_mean()),
             "wall_s": round(wall_s, 3),
         }
+        figs.update(self.churn_figures(delivered))
+        figs.update(self.completion_figures())
+        return figs
+
+    def churn_figures(self, delivered_gpu_s: float) -> dict[str, Any]:
+        """`preemptions_per_1k_gpu_h`, `flaps`, `flaps_fraction` (module docstring)."""
+        gpu_h = delivered_gpu_s / HOUR_S
+        return {
+            "preemptions_per_1k_gpu_h": _round(self.preemptions * 1000.0 / gpu_h) if gpu_h > 0 else 0.0,
+            "flaps": self.flaps,
+            "flaps_fraction": _round(self.flaps / self.preemptions) if self.preemptions else 0.0,
+        }
+
+    def completion_figures(self) -> dict[str, Any]:
+        """JCT, makespan and finish-time fairness ρ over the jobs done (module docstring)."""
+        jct = [d - s for s, d, _ in self.done]
+        rho = [(d - s) / t for s, d, t in self.done if t > 0]
+        makespan = max(d for _, d, _ in self.done) - self.first_submit if self.done else None
+        return {
+            "jct_mean_s": _round(sum(jct) / len(jct)) if jct else None,
+            "jct_p99_s": _round(percentile(jct, 99)),
+            "makespan_s": _round(makespan),
+            "rho_mean": _round(sum(rho) / len(rho)) if rho else None,
+            "rho_p50": _round(percentile(rho, 50)),
+            "rho_p90": _round(percentile(rho, 90)),
+            "rho_p99": _round(percentile(rho, 99)),
+            "rho_max": _round(max(rho)) if rho else None,
+            "rho_gt1_fraction": _round(sum(1 for r in rho if r > 1.0) / len(rho)) if rho else None,
+        }
+
+
+def independent_time(duration: float, gpus: int, capacity: int, contenders: int) -> float:
+    """Themis' T_independent for one job (module docstring): its duration alone on capacity/N GPUs,
+    stretched by gpus ÷ (capacity/N) when its gang is larger than that share."""
+    share = capacity / max(1, contenders)
+    return duration * max(1.0, gpus / share) if share > 0 else math.inf
 
 
 def _round(x: float | None, digits: int = 6) -> float | None:

@@ -2,7 +2,9 @@
 
 Every policy is the same cycle (`steward.policy.cycle.schedule`) with a preset of knobs; the
 scenario's `policy:` section (window, protection cap, session cap, checkpoint interval, restart
-overhead, grace) applies to all of them, and `--set` knobs go on top.
+overhead, grace) applies to all of them, and `--set` knobs go on top. The research baselines
+(`RESEARCH`: `tiresias`, sim/tiresias.py) are schedulers of their own; their settings are a preset's
+(`RESEARCH_BASE`), which the engine reads for the work model (checkpoints, restart, grace) only.
 """
 
 from __future__ import annotations
@@ -18,7 +20,12 @@ from steward.sim.errors import OverrideError, ScenarioError, UnknownPolicy
 from steward.sim.scenario import Scenario
 
 DAY_S = 86400.0
-POLICIES: tuple[str, ...] = PRESETS
+RESEARCH: tuple[str, ...] = ("tiresias",)
+POLICIES: tuple[str, ...] = PRESETS + RESEARCH
+RESEARCH_BASE: dict[str, tuple[str, dict[str, Any]]] = {
+    # no budgets, no lane, no reservations; best fit like steward (Tiresias consolidates when it can)
+    "tiresias": ("fifo-priority", {"placement": "best_fit"}),
+}
 
 
 def canonical(name: str) -> str:
@@ -73,8 +80,10 @@ def _coerce(name: str, value: Any, declared: tuple[type, bool]) -> Any:
 def settings_for(policy: str, scenario: Scenario, extra: Mapping[str, Any] | None = None) -> PolicySettings:
     """The preset `policy` with the scenario's policy section and the `--set` knobs applied."""
     name = canonical(policy)
+    preset, research = RESEARCH_BASE.get(name, (name, {}))
     sp = scenario.policy
     base: dict[str, Any] = {
+        **research,
         "window_s": sp.window_days * DAY_S,
         "max_min_runtime_s": sp.max_min_runtime_s,
         "session_cap_s": sp.session_cap_s,
@@ -92,7 +101,7 @@ def settings_for(policy: str, scenario: Scenario, extra: Mapping[str, Any] | Non
                 f"--set {key}: not a scenario key nor a policy setting (settings: {', '.join(sorted(declared))})")
         base[key] = _coerce(key, value, declared[key])
     try:
-        return PolicySettings.preset(name, **base)
+        return PolicySettings.preset(preset, **base)
     except PolicyError as exc:
         raise OverrideError(exc.message) from None
 

@@ -37,6 +37,18 @@ ROWS: tuple[tuple[str, str], ...] = (
     ("lost_gpu_hours_fraction", "lost GPU-hours fraction"),
     ("protection_violations", "protection violations"),
     ("fragmentation_mean", "fragmentation mean"),
+    ("preemptions_per_1k_gpu_h", "preemptions per 1k GPU-h"),
+    ("flaps", "flaps"),
+    ("flaps_fraction", "flaps fraction"),
+    ("jct_mean_s", "JCT mean (s)"),
+    ("jct_p99_s", "JCT p99 (s)"),
+    ("makespan_s", "makespan (s)"),
+    ("rho_mean", "finish-time fairness ρ mean"),
+    ("rho_p50", "ρ p50"),
+    ("rho_p90", "ρ p90"),
+    ("rho_p99", "ρ p99"),
+    ("rho_max", "ρ max"),
+    ("rho_gt1_fraction", "ρ > 1 fraction"),
     ("wall_s", "wall (s)"),
 )
 

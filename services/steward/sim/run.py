@@ -10,7 +10,7 @@ from typing import Any
 
 from steward.policy.model import CycleResult, Snapshot
 from steward.policy.settings import PolicySettings
-from steward.sim.engine import Engine, EngineError, EngineStats, Scheduler
+from steward.sim.engine import Engine, EngineError, EngineStats, QueueListener, Scheduler
 from steward.sim.errors import SimError, SimulationFailed
 from steward.sim.history import load_history
 from steward.sim.metrics import Recorder
@@ -78,7 +78,12 @@ def simulate(
     name = canonical(policy)
     settings = settings_for(name, scenario, settings_overrides)
     tree = tree_for(scenario)
-    engine = Engine(scenario, settings, tree, scheduler or default_scheduler(), record_decisions)
+    listener: QueueListener | None = None
+    if scheduler is None and name == "tiresias":
+        from steward.sim.tiresias import Tiresias
+
+        scheduler = listener = Tiresias()
+    engine = Engine(scenario, settings, tree, scheduler or default_scheduler(), record_decisions, listener)
     t0 = time.perf_counter()
     try:
         recorder = engine.run()
@@ -93,7 +98,8 @@ def run_scenario(
     path: str | Path | Scenario, policy_name: str, overrides: Mapping[str, Any] | None = None
 ) -> SimResult:
     """Load `path` (a scenario YAML), apply `overrides` (the `--set` keys, see scenario.py) and
-    simulate it under `policy_name` (steward, ai2, fair-tree, fifo-priority)."""
+    simulate it under `policy_name` (steward, ai2, fair-tree, fifo-priority, or the research baseline
+    tiresias)."""
     canonical(policy_name)
     scenario = path if isinstance(path, Scenario) else load_scenario(path, overrides or {})
     return simulate(scenario, policy_name)

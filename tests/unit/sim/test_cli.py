@@ -13,7 +13,8 @@ from tests.unit.sim.builders import job, write_scenario
 KEYS = {
     "policy", "scenario", "jobs", "occupancy", "owed_delivered_mean", "owed_delivered_min", "wait_p50_s",
     "wait_p90_s", "preemptions", "lost_gpu_hours_fraction", "protection_violations", "fragmentation_mean",
-    "wall_s",
+    "wall_s", "preemptions_per_1k_gpu_h", "flaps", "flaps_fraction", "jct_mean_s", "jct_p99_s", "makespan_s",
+    "rho_mean", "rho_p50", "rho_p90", "rho_p99", "rho_max", "rho_gt1_fraction",
 }
 
 

@@ -91,6 +91,32 @@ CASES = [
          # period 1: b owed 2 h, got 2 GPUs x 2 h; a owes nothing (no demand)
          {"owed_delivered_mean": round(2 / 3, 6), "owed_delivered_min": 0.0},
          tree={"a": 0.75, "b": 0.25}, metrics={"owed_period_days": 2 / 24}),
+    # issue 18's figures (metrics.py docstring); restart overhead 60 s, one node of 4 GPUs
+    Case("a preemption 30 s after the victim's start is a flap; JCT and rho by hand",
+         [job("j1", duration=7200, gpus=4, min_runtime=0), job("j2", submit=30, duration=3600, gpus=4,
+                                                              tenant="b", min_runtime=3600)],
+         # j1 is preempted at 30 and stops at 150 (grace 120, no checkpoint yet: keeps nothing); j2 runs
+         # 150-3750; j1 restarts at 3750 and pays 60 s: done at 3750 + 60 + 7200 = 11010.
+         # N at submit: j1 alone (1), j2 with a's j1 present (2): T_independent 7200 and 3600 x 4/2 = 7200
+         {"preemptions": 1, "flaps": 1, "flaps_fraction": 1.0,
+          "preemptions_per_1k_gpu_h": 1000 / ((4 * 150 + 4 * 3600 + 4 * 7260) / 3600),
+          "jct_mean_s": (11010 + 3720) / 2, "jct_p99_s": 3720 + 0.99 * (11010 - 3720), "makespan_s": 11010.0,
+          "rho_max": 11010 / 7200, "rho_mean": (11010 / 7200 + 3720 / 7200) / 2, "rho_gt1_fraction": 0.5},
+         policy="ai2"),
+    Case("a preemption exactly the restart overhead after the start is still a flap",
+         [job("j1", duration=7200, gpus=4, min_runtime=0), job("j2", submit=60, duration=3600, gpus=4,
+                                                              tenant="b", min_runtime=3600)],
+         {"preemptions": 1, "flaps": 1}, policy="ai2"),
+    Case("a preemption past the restart overhead is no flap",
+         [job("j1", duration=7200, gpus=4, min_runtime=0), job("j2", submit=61, duration=3600, gpus=4,
+                                                              tenant="b", min_runtime=3600)],
+         {"preemptions": 1, "flaps": 0, "flaps_fraction": 0.0}, policy="ai2"),
+    Case("FIFO on a full node: the second tenant waits, and its rho is 1 because N = 2 halves its share",
+         [job("j1", duration=3600, gpus=4), job("j2", duration=3600, gpus=4, tenant="b")],
+         # j1 runs 0-3600 (N = 1, rho 1); j2 runs 3600-7200: JCT 7200, T_independent 3600 x 4/2 = 7200
+         {"jct_mean_s": 5400.0, "makespan_s": 7200.0, "rho_mean": 1.0, "rho_max": 1.0, "rho_gt1_fraction": 0.0,
+          "preemptions_per_1k_gpu_h": 0.0, "flaps": 0},
+         policy="fifo-priority"),
 ]
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from steward.sim.metrics import HOUR_S, Hourly, Level, Recorder, percentile
+from steward.sim.metrics import HOUR_S, Hourly, Level, Recorder, independent_time, percentile
 
 
 def test_hourly_splits_at_hour_boundaries() -> None:
@@ -80,3 +80,88 @@ def test_fragmentation_is_averaged_over_hours_with_a_waiting_gang() -> None:
     rec.frag.set(HOUR_S, 0.0)
     rec.close(3 * HOUR_S)
     assert rec.fragmentation_mean() == pytest.approx(0.5)
+
+
+# --- issue 18: churn, completion and finish-time fairness figures (metrics.py docstring) ---------------
+
+
+@pytest.mark.parametrize(("ran_s", "flap"), [(0.0, True), (30.0, True), (60.0, True), (60.5, False), (3600.0, False)])
+def test_a_flap_is_a_preemption_within_the_restart_overhead_of_the_start(ran_s: float, flap: bool) -> None:
+    rec = recorder()
+    rec.restart_overhead_s = 60.0
+    rec.preemptions += 1
+    rec.preempted(ran_s)
+    rec.close(1.0)
+    figs = rec.figures("steward", "t", 1, 0.0)
+    assert figs["flaps"] == int(flap)
+    assert figs["flaps_fraction"] == float(flap)
+
+
+def test_preemptions_per_thousand_delivered_gpu_hours() -> None:
+    rec = recorder()
+    rec.busy_funded.add(0, 3)  # 3 GPUs for 10 h funded + 1 GPU for 10 h unfunded: 40 GPU-h delivered
+    rec.busy_unfunded.add(0, 1)
+    rec.preemptions = 2
+    rec.close(10 * HOUR_S)
+    figs = rec.figures("steward", "t", 0, 0.0)
+    assert figs["preemptions_per_1k_gpu_h"] == pytest.approx(2 * 1000 / 40)
+    assert figs["flaps"] == 0 and figs["flaps_fraction"] == 0.0
+
+
+def test_no_preemption_no_delivery_gives_zeros_and_no_jobs_done_gives_none() -> None:
+    rec = recorder()
+    rec.close(1.0)
+    figs = rec.figures("steward", "t", 0, 0.0)
+    assert (figs["preemptions_per_1k_gpu_h"], figs["flaps_fraction"]) == (0.0, 0.0)
+    assert all(figs[k] is None for k in ("jct_mean_s", "jct_p99_s", "makespan_s", "rho_mean", "rho_max",
+                                         "rho_gt1_fraction"))
+
+
+@pytest.mark.parametrize(("duration", "gpus", "capacity", "contenders", "expected"), [
+    (100.0, 1, 8, 1, 100.0),  # alone: its duration
+    (100.0, 2, 8, 4, 100.0),  # 2 GPUs fit in a quarter of 8
+    (100.0, 4, 8, 4, 200.0),  # 4 GPUs on a 2-GPU share: twice as long
+    (100.0, 8, 8, 1, 100.0),  # the whole cluster, alone
+    (100.0, 3, 8, 3, 112.5),  # 3 GPUs on 8/3: stretched by 9/8
+])
+def test_independent_time_is_the_duration_on_one_nth_of_the_cluster(
+        duration: float, gpus: int, capacity: int, contenders: int, expected: float) -> None:
+    assert independent_time(duration, gpus, capacity, contenders) == pytest.approx(expected)
+
+
+def test_contenders_count_tenants_with_work_present() -> None:
+    rec = recorder()
+    assert rec.job_arrived("a", 0.0) == 1
+    assert rec.job_arrived("a", 5.0) == 1  # a second job of the same tenant
+    assert rec.job_arrived("b", 10.0) == 2
+    rec.job_done("a", 0.0, 20.0, 20.0, 1, 1)
+    assert rec.job_arrived("c", 30.0) == 3  # a still has its second job
+    rec.job_done("a", 5.0, 40.0, 10.0, 1, 1)
+    assert rec.job_arrived("d", 50.0) == 3  # b, c, d
+    assert rec.present == {"b": 1, "c": 1, "d": 1}
+
+
+def test_jct_makespan_and_rho_by_hand() -> None:
+    rec = recorder(capacity=4)
+    # (tenant, submit, done, duration, gpus): N at submit is 1, 2, 2, 2
+    jobs = [("a", 0.0, 100.0, 100.0, 4), ("b", 10.0, 410.0, 100.0, 4), ("b", 20.0, 220.0, 200.0, 1),
+            ("a", 50.0, 850.0, 100.0, 2)]
+    contenders = [rec.job_arrived(t, s) for t, s, *_ in jobs]
+    assert contenders == [1, 2, 2, 2]
+    for (t, s, d, dur, g), n in zip(jobs, contenders, strict=True):
+        rec.job_done(t, s, d, dur, g, n)
+    rec.close(850.0)
+    figs = rec.figures("steward", "t", 4, 0.0)
+    # JCTs 100, 400, 200, 800; T_independent 100 (alone), 200 (4 GPUs on 2), 200 (1 on 2), 100 (2 on 2)
+    jct = [100.0, 400.0, 200.0, 800.0]
+    rho = [1.0, 2.0, 1.0, 8.0]
+    assert figs["jct_mean_s"] == pytest.approx(375.0)
+    assert figs["jct_p99_s"] == pytest.approx(percentile(jct, 99))
+    assert figs["jct_p99_s"] == pytest.approx(400.0 + 0.97 * 400.0)  # (4 - 1) × 0.99 = 2.97 between 400 and 800
+    assert figs["makespan_s"] == pytest.approx(850.0)
+    assert figs["rho_mean"] == pytest.approx(3.0)
+    assert figs["rho_p50"] == pytest.approx(1.5)
+    assert figs["rho_p90"] == pytest.approx(2.0 + 0.7 * 6.0)
+    assert figs["rho_max"] == pytest.approx(8.0)
+    assert figs["rho_gt1_fraction"] == pytest.approx(0.5)
+    assert [(d - s) / t for s, d, t in rec.done] == pytest.approx(rho)

@@ -125,6 +125,13 @@ def test_trimmed_queue_equals_the_full_queue_with_several_reservations() -> None
     assert engine.stats.view_total < wide_engine.stats.view_total  # the narrow view is smaller
 
 
+def pinned(figures: dict[str, Any], reference: dict[str, Any]) -> dict[str, Any]:
+    """The figures the reference has: figures added after it was pinned (issue 18's churn, JCT and
+    fairness figures) are checked by test_metrics.py and test_engine.py; every pinned one must be there."""
+    assert set(reference) <= set(figures)
+    return {k: figures[k] for k in reference}
+
+
 @pytest.mark.parametrize("policy", ["steward", "ai2"])
 def test_fast_path_gives_the_reference_figures(policy: str) -> None:
     """A speed change must not change a result. The figures of 1,500 philly jobs on 16 nodes (every
@@ -138,7 +145,7 @@ def test_fast_path_gives_the_reference_figures(policy: str) -> None:
     scenario = crowded_slice(1500)
     figures = run_scenario(scenario, policy).to_json()
     figures.pop("wall_s")
-    assert figures == reference
+    assert pinned(figures, reference) == reference
     assert decisions(scenario, policy) == decisions(scenario, policy, trim=False)
 
 
@@ -153,4 +160,4 @@ def test_short_work_for_an_earlier_reservation() -> None:
     scenario = load_scenario(PHILLY, {"max_jobs": "7500", "cluster.nodes": "22", "reservation_allocations": "6"})
     figures = run_scenario(scenario, "steward").to_json()
     figures.pop("wall_s")
-    assert figures == reference
+    assert pinned(figures, reference) == reference
