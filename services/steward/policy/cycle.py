@@ -1075,15 +1075,15 @@ class _Cycle:
         if s.claim_hold_s is None or not self.unfunded:
             return
         placed = {p.job_id for p in self.placements}
-        least = math.inf
+        least: float = math.inf
         for _k, job in self.blocked:
             if job.gpus < least and job.id not in placed and job.id not in self.held_rooms:
                 special = self.specials.get(job.id)
                 if special is None or special.reason != PREEMPTING:
-                    least = job.gpus
+                    least = float(job.gpus)
         for _k, job in self.lane_blocked:
             if job.gpus < least and job.id not in placed and job.id not in self.specials:
-                least = job.gpus
+                least = float(job.gpus)
         if math.isinf(least):
             return
         soon = self.now + s.restart_overhead_s
