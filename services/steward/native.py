@@ -44,6 +44,7 @@ COMPILED: tuple[str, ...] = (
     "steward.domain.state",
     "steward.ledger.batch",
     "steward.ledger.recordbatch",
+    "steward.policy.churn",
     "steward.policy.contract",
     "steward.policy.cycle",
     "steward.policy.draining",

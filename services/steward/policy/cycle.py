@@ -32,6 +32,16 @@ from itertools import compress
 from operator import attrgetter
 from typing import Any
 
+from steward.policy.churn import (
+    ChurnCheck,
+    claimed_rooms,
+    defers_to_backfill,
+    holds_claimed_room,
+    needed_soon,
+    soonest_release,
+    victim_cost_gpu_s,
+    worth_preempting,
+)
 from steward.policy.contract import (
     asks_for_funding,
     funding_path,
@@ -47,6 +57,7 @@ from steward.policy.explain import (
     ENTITLEMENT_USED,
     NO_ALLOCATION,
     PREEMPTING,
+    PREEMPTION_COSTS_MORE,
     RESERVED,
     UNFUNDED_BY_REQUEST,
     CapacityFigures,
@@ -186,6 +197,9 @@ class _Cycle:
         self.lane_over: list[tuple[int, PendingJob]] = []  # lane jobs over the cap (ADR 0021 trades)
         self.lane_use: dict[str, int] = {}
         self.room_for: list[str] = []  # waiting jobs a preemption makes room for (fresh victims or not)
+        self.held_rooms: set[str] = set()  # ADR 0028: beneficiaries whose room is held this cycle
+        self.releases: dict[int, list[tuple[float, int]]] | None = None  # per node: jobs leaving it
+        self.churn_refused: list[dict[str, Any]] = []  # preemptions `worth_preempting` refused
         self.load: FirmLoad | None = None  # ADR 0013: gang-aware packing of one-node work
         self.backfilling = False  # phase 5: placing unfunded work
 
@@ -452,6 +466,76 @@ class _Cycle:
             self.lane_seen.add(job.id)
             self.place_lane(job, fit, rule, self.path(job.project), k)["held_room_since"] = job.room_freed_at
 
+    def phase2c_claimed_rooms(self) -> None:
+        """ADR 0028 (churn.holds_claimed_room): the room a preemption made is its beneficiary's. A
+        waiting job whose victims are in their grace, or stopped less than `claim_hold_s` ago, is
+        placed before anything else when it fits; while its victims still run, the free GPUs its
+        plan counted on their node are held for it (a gang: their nodes), its victims are nobody
+        else's, and it is not searched victims for again. Funded as it would be now (the lane funds
+        a lane job as usual); it was charged when the room was made."""
+        s = self.s
+        if s.claim_hold_s is None:
+            return
+        rooms = claimed_rooms(self.snap.running)
+        now = self.now
+        index = self.index
+        for k, job in enumerate(self.order.jobs):
+            victims = rooms.get(job.id)
+            if victims is None and job.room_freed_at is None:
+                continue
+            if not holds_claimed_room(job, victims or (), now, s):
+                continue
+            path = self.path(job.project)
+            gap = self.funding_gap(job, path)
+            lane = s.lane and lane_pending(job, s)
+            funded = self.lane_funds(gap) if lane else gap is None
+            ends_at = now + protection_s(job.klass, job.min_runtime_s, s) if funded else now
+            fit, rule = self.try_place(job, k, ends_at)
+            if fit is not None:
+                self.lane_seen.add(job.id)
+                if lane:
+                    self.place_lane(job, fit, rule, path, k)
+                else:
+                    self.place(job, fit, rule, funded, path, k)
+                self.placements[-1].evidence["claimed_room"] = {
+                    "victims_leaving": sorted(v.id for v in victims or ()),
+                    "room_freed_at": job.room_freed_at,
+                }
+                continue
+            if not victims:
+                continue  # its room is not all free (someone else's stop): the usual phases
+            on: dict[int, int] = {}
+            for v in victims:
+                for nid, g in v.placement:
+                    i = index.pos.get(nid)
+                    if i is not None:
+                        on[i] = on.get(i, 0) + g
+            held = 0
+            if job.gpus <= index.maxcap:
+                i = max(on, key=lambda n: (index.free[n] + on[n], -n))
+                held = min(index.free[i], max(0, job.gpus - on[i]))
+                if held:
+                    index.take(i, held)
+            else:
+                for i in on:
+                    index.mask(i)
+                    self.claimed.add(i)
+            self.reserved_room = self.reserved_shape = None
+            if funded:
+                self.charge(path, job.gpus)
+            if lane:
+                self.lane_use[job.project] = self.lane_use.get(job.project, 0) + job.gpus
+            self.lane_seen.add(job.id)
+            self.held_rooms.add(job.id)
+            self.room_for.append(job.id)
+            until = max(grace_ends_at(v, s) for v in victims)
+            nodes = sorted(index.ids[i] for i in on)
+            self.specials[job.id] = Special(
+                PREEMPTING, 0, "one node" if len(nodes) == 1 else "whole nodes", until,
+                {"victims": len(victims), "new_preemptions": 0, "nodes": nodes, "room_held": True,
+                 "held_free_gpus": held},
+            )
+
     def phase2b_lane(self) -> None:
         """ADR 0007 (DESIGN.md "p95 time to first GPU for a session or debug job under 2 minutes
         while the cluster is full"): lane jobs, in global order, are placed before the fair-share
@@ -469,8 +553,10 @@ class _Cycle:
                 if s.lane_trade:
                     self.lane_over.append((k, job))
                 continue
-            self.lane_seen.add(job.id)
             path = self.path(job.project)
+            if defers_to_backfill(self.lane_funds(self.funding_gap(job, path)), s):
+                continue  # ADR 0028: unfunded, it waits for phase 5's idle capacity
+            self.lane_seen.add(job.id)
             fit, rule = self.try_place(job, k, self.now + protection_s(job.klass, job.min_runtime_s, s))
             if fit is None:
                 self.lane_blocked.append((k, job))
@@ -732,7 +818,8 @@ class _Cycle:
                 continue
             if search is None:
                 search = VictimSearch(
-                    self.index, self.snap.running, self.leaving, self.path, self.branches, self.now, s
+                    self.index, self.snap.running, self.leaving, self.path, self.branches, self.now, s,
+                    self.held_rooms,
                 )
             gang_searches += gang
             r = self.res_by_job.get(job.id)
@@ -742,8 +829,11 @@ class _Cycle:
             if plan is None:
                 self.fail_search = min(self.fail_search, job.gpus)
                 continue
+            check = self.churn_check(job, plan, k)
+            if not check.allowed:
+                continue
             search.take(plan)
-            self.commit_preemption(job, path, plan, k)
+            self.commit_preemption(job, path, plan, k, check=check)
         self.counters["preemption_searches"] = attempts
 
     def lane_preempt(self) -> VictimSearch | None:
@@ -753,7 +843,8 @@ class _Cycle:
         if not self.lane_blocked and not self.lane_over:
             return None
         s = self.s
-        search = VictimSearch(self.index, self.snap.running, self.leaving, self.path, self.branches, self.now, s)
+        search = VictimSearch(self.index, self.snap.running, self.leaving, self.path, self.branches, self.now, s,
+                              self.held_rooms)
         use = self.lane_use
         searches = 0
         failed = math.inf  # as in phase 4: a size that found no victims is not searched again
@@ -772,7 +863,7 @@ class _Cycle:
                 if job.gpus < failed:
                     searches += 1
                     trade = self.trade_of(job, False)
-                    plan = search.search(job, path, None, False, small, trade)
+                    plan = search.search(job, path, None, False, small, trade, True)
                     if plan is None:
                         failed = float(job.gpus)
                     else:
@@ -780,7 +871,8 @@ class _Cycle:
             else:
                 if job.gpus < failed:
                     searches += 1
-                    plan = search.search(job, path, None, True, small) or search.search(job, path, None, False, small)
+                    plan = (search.search(job, path, None, True, small, None, True)
+                            or search.search(job, path, None, False, small, None, True))
                     if plan is None:
                         failed = float(job.gpus)
                 traded = plan is None
@@ -788,8 +880,11 @@ class _Cycle:
                     plan = self.trade_plan(search, job, path, no_trade)
             if plan is None:
                 continue
+            check = self.churn_check(job, plan, k)
+            if not check.allowed:
+                continue
             search.take(plan)
-            self.commit_preemption(job, path, plan, k, lane=True, trade=traded)
+            self.commit_preemption(job, path, plan, k, lane=True, trade=traded, check=check)
             use[job.project] = use.get(job.project, 0) + job.gpus
         if self.lane_over:
             placed = {p.job_id for p in self.placements}
@@ -801,8 +896,11 @@ class _Cycle:
                     continue
                 plan = self.trade_plan(search, job, path, no_trade)
                 if plan is not None:
+                    check = self.churn_check(job, plan, k)
+                    if not check.allowed:
+                        continue
                     search.take(plan)
-                    self.commit_preemption(job, path, plan, k, lane=True, trade=True)
+                    self.commit_preemption(job, path, plan, k, lane=True, trade=True, check=check)
         self.counters["lane_searches"] = searches
         return search
 
@@ -821,17 +919,73 @@ class _Cycle:
         if not s.lane_trade or job.gpus >= no_trade.get(job.project, math.inf):
             return None
         trade = self.trade_of(job, True)
-        plan = search.search(job, path, None, False, s.lane_victim_max_gpus, trade)
+        plan = search.search(job, path, None, False, s.lane_victim_max_gpus, trade, True)
         if plan is None:
             no_trade[job.project] = float(job.gpus)
         self.counters["lane_trades"] = self.counters.get("lane_trades", 0) + 1
         return plan
 
+    def release_times(self) -> dict[int, list[tuple[float, int]]]:
+        """Per node, (time, GPUs) of the jobs leaving it, soonest first: stops of this cycle now, jobs
+        in their grace at its end; not those leaving for a job whose room is held (its GPUs are that
+        job's). Built once per cycle, when a preemption is first weighed."""
+        if self.releases is None:
+            out: dict[int, list[tuple[float, int]]] = {}
+            pos = self.index.pos
+            held = self.held_rooms
+            s = self.s
+            for job in self.snap.running:
+                if job.id in self.leaving:
+                    t = self.now
+                elif job.preemption_requested_at is not None and job.claimed_for not in held:
+                    t = grace_ends_at(job, s)
+                else:
+                    continue
+                for nid, g in job.placement:
+                    i = pos.get(nid)
+                    if i is not None:
+                        out.setdefault(i, []).append((t, g))
+            for lst in out.values():
+                lst.sort()
+            self.releases = out
+        return self.releases
+
+    def churn_check(self, job: PendingJob, plan: VictimPlan, k: int) -> ChurnCheck:
+        """churn.worth_preempting for one plan: its victims' cost against the beneficiary's earlier
+        start. A refusal is kept for the cycle's evidence and the job's "why pending"."""
+        now, s = self.now, self.s
+        start_by = now
+        cost = 0.0
+        for v in plan.victims:
+            rq = v.job.preemption_requested_at
+            if v.leaving:
+                end = now if rq is None else grace_ends_at(v.job, s)
+            else:
+                end = now + grace_s(v.job.funded, s)
+                cost += victim_cost_gpu_s(v.job, now, s)
+            if end > start_by:
+                start_by = end
+        if s.preemption_gain_horizon_s is None:
+            without = math.inf
+        elif job.gpus <= self.index.maxcap:
+            without = soonest_release(job.gpus, self.index.free, self.index.ok, self.release_times(), now)
+        else:
+            without = math.inf
+        check = worth_preempting(job.gpus, now, start_by, without, cost, s)
+        if not check.allowed:
+            ev = check.evidence()
+            ev.update({"job_id": job.id, "position": k + 1, "victims": [v.job.id for v in plan.victims]})
+            self.churn_refused.append(ev)
+            if job.id not in self.specials:
+                self.specials[job.id] = Special(PREEMPTION_COSTS_MORE, job.gpus, "one node", None, {"churn": ev})
+        return check
+
     def commit_preemption(
         self, job: PendingJob, path: tuple[str, ...], plan: VictimPlan, k: int, lane: bool = False,
-        trade: bool = False,
+        trade: bool = False, check: ChurnCheck | None = None,
     ) -> None:
         now, s = self.now, self.s
+        churn = check.evidence() if check is not None else None
         for i, _g in plan.nodes:
             self.index.mask(i)  # claimed: the job starts here once the victims stop
             self.claimed.add(i)
@@ -878,6 +1032,7 @@ class _Cycle:
                             "rank": self.rank(v.job.project),
                         },
                         "check": plan.checks.get(v.job.id),
+                        "churn": churn,
                         "lane": lane,
                         "trade": trade,
                         "plan": {
@@ -905,12 +1060,40 @@ class _Cycle:
         """DESIGN.md "Unfunded occupancy ... runs only on idle capacity, is not charged, and is
         preemptible at once. This keeps the cluster full." Reserved nodes too: no protection."""
         self.backfilling = True
+        self.keep_needed_soon()
         for k, job in self.unfunded:
             if self.index.total_free == 0 and not self.reserved_has_room():
                 break
             fit, rule = self.try_place(job, k, self.now)  # no protection: every reservation
             if fit is not None:
                 self.place(job, fit, rule, False, self.path(job.project), k)
+
+    def keep_needed_soon(self) -> None:
+        """churn.needed_soon: hide from the backfill the nodes where GPUs about to be freed (within the
+        restart overhead), with the free ones, hold the smallest funded job still blocked."""
+        s = self.s
+        if s.claim_hold_s is None or not self.unfunded:
+            return
+        placed = {p.job_id for p in self.placements}
+        least: float = math.inf
+        for _k, job in self.blocked:
+            if job.gpus < least and job.id not in placed and job.id not in self.held_rooms:
+                special = self.specials.get(job.id)
+                if special is None or special.reason != PREEMPTING:
+                    least = float(job.gpus)
+        for _k, job in self.lane_blocked:
+            if job.gpus < least and job.id not in placed and job.id not in self.specials:
+                least = float(job.gpus)
+        if math.isinf(least):
+            return
+        soon = self.now + s.restart_overhead_s
+        index = self.index
+        for i, rel in self.release_times().items():
+            released = sum(g for t, g in rel if t <= soon)
+            if index.ok[i] and needed_soon(index.free[i], released, least):
+                index.mask(i)
+                self.claimed.add(i)
+                self.counters["kept_for_funded"] = self.counters.get("kept_for_funded", 0) + 1
 
     # --- phase 6 -----------------------------------------------------------------------------------
 
@@ -975,6 +1158,8 @@ class _Cycle:
             "stopped": len(self.stops),
             "largest_waiting_gang": largest,
             "making_room_for": self.room_for,
+            "rooms_held": sorted(self.held_rooms),
+            "preemptions_refused": self.churn_refused,
             "reservations": [
                 {"job_id": r.job_id, "nodes": list(r.nodes), "ready_at": r.ready_at} for r in self.reservations
             ],
@@ -989,6 +1174,7 @@ class _Cycle:
         self.phase1_expire_and_drain()
         self.phase2_order_and_fund()
         self.phase2b_held_room()
+        self.phase2c_claimed_rooms()
         self.phase2a_reserve()
         self.phase2b_lane()
         self.phase3_place_funded()

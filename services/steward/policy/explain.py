@@ -41,6 +41,7 @@ PREEMPTING = "preempting"
 RESERVED = "reserved"
 BLOCKED_BY_RESERVATION = "blocked_by_reservation"
 TOO_LARGE = "too_large"
+PREEMPTION_COSTS_MORE = "preemption_costs_more"
 
 REASONS: tuple[str, ...] = (
     NO_ALLOCATION,
@@ -53,6 +54,7 @@ REASONS: tuple[str, ...] = (
     RESERVED,
     BLOCKED_BY_RESERVATION,
     TOO_LARGE,
+    PREEMPTION_COSTS_MORE,
 )
 
 
@@ -104,6 +106,13 @@ def explanation_text(e: Explanation) -> str:
         return (
             f"the free GPUs that fit it are reserved for {ev.get('reserved_for')} until {until}, "
             f"and its protection would outlast that; {need}"
+        )
+    if e.reason == PREEMPTION_COSTS_MORE:
+        c = ev.get("churn", {})
+        return (
+            f"{need}; the cheapest preemption would throw away {c.get('cost_gpu_s', 0):.0f} GPU-seconds of "
+            f"work, more than the {c.get('gain_gpu_s', 0):.0f} it would gain by starting early (ADR 0028): "
+            f"it waits for GPUs to free; {_rank_words(e)}"
         )
     if e.reason == TOO_LARGE:
         return (

@@ -334,7 +334,10 @@ class VictimSearch:
         branches: Branches,
         now: float,
         settings: PolicySettings,
+        held_for: set[str] | None = None,
     ) -> None:
+        """`held_for`: waiting jobs whose room is held this cycle (churn.holds_claimed_room): the jobs
+        leaving for them are nobody else's victims."""
         self.index = index
         self.branches = branches
         self.settings = settings
@@ -354,6 +357,8 @@ class VictimSearch:
         at_stop = settings.victim_cost_at_stop
         grace_funded, grace_unfunded = grace_s(True, settings), grace_s(False, settings)
         interval = settings.checkpoint_interval_s
+        settle = settings.settle_s
+        self.settle = settle
         for job in running:
             placement = job.placement
             if len(placement) == 1:
@@ -362,12 +367,18 @@ class VictimSearch:
             else:
                 nodes = tuple((pos[nid], g) for nid, g in placement if nid in pos)
             going = job.preemption_requested_at is not None or job.id in leaving
+            if going and held_for and job.claimed_for in held_for:
+                for i, g in nodes:
+                    held[i] += g
+                continue
             if going:
                 cost = 0.0
             else:
                 # is_candidate(), inlined: never inside protection; unfunded at once; funded only
                 # when the policy preempts for fairness.
-                candidate = (fairness and now >= job.protected_until) if job.funded else funding
+                # churn.settled, inlined for unfunded work: not again before its settle time
+                candidate = (fairness and now >= job.protected_until) if job.funded else (
+                    funding and (settle is None or now - job.started_at >= settle))
                 if not candidate:
                     for i, g in nodes:
                         held[i] += g
@@ -454,20 +465,24 @@ class VictimSearch:
         unfunded_only: bool = False,
         max_victim_gpus: int | None = None,
         trade: Trade | None = None,
+        settle: bool = False,
     ) -> VictimPlan | None:
         """The cheapest plan for `job`, or None. `allowed` adds masked nodes the job may use (its
         reservation). `unfunded_only`: take only unfunded work and jobs already leaving;
         `max_victim_gpus`: take no job (not already leaving) larger than that (the debug lane, ADR
         0007: a 1-GPU debug job does not stop an 8-GPU job whose other GPUs nothing waiting can use);
-        `trade`: take only the job's own allocation's work (ADR 0021, `trade_victim`)."""
+        `trade`: take only the job's own allocation's work (ADR 0021, `trade_victim`); `settle`: a
+        lane search, which takes no job that has not run its settle time (churn.settled; unfunded
+        work never is a candidate before it)."""
         horizon = protection_s(job.klass, job.min_runtime_s, self.settings)
         attempt = _Attempt(job, wpath, horizon, self.branches, self.settings.cheap_victim_s)
         if unfunded_only:
             attempt.div.update(dict.fromkeys(self._funded_projects(), None))
+        young = self.now - self.settle if settle and self.settle is not None else math.inf
         if trade is not None:
-            plan = self._search_single(attempt, allowed or set(), max_victim_gpus, trade)
+            plan = self._search_single(attempt, allowed or set(), max_victim_gpus, trade, young)
         elif job.gpus <= self.index.maxcap:
-            plan = self._search_single(attempt, allowed or set(), max_victim_gpus)
+            plan = self._search_single(attempt, allowed or set(), max_victim_gpus, None, young)
         else:
             plan = self._search_gang(attempt, allowed or set())
         if plan is not None:
@@ -492,7 +507,8 @@ class VictimSearch:
         return self.index.ok[i] or i in allowed
 
     def _search_single(
-        self, attempt: _Attempt, allowed: set[int], max_victim_gpus: int | None = None, trade: Trade | None = None
+        self, attempt: _Attempt, allowed: set[int], max_victim_gpus: int | None = None, trade: Trade | None = None,
+        young: float = math.inf,
     ) -> VictimPlan | None:
         """One-node job: on each node, take eligible victims cheapest-first until the job fits; keep
         the plan with the least lost work, then fewest jobs, then topology order. Nodes are visited by
@@ -526,8 +542,8 @@ class VictimSearch:
             cost = 0.0
             freed: dict[str, float] = {}
             for v in cands:
-                if v.taken or (v.job.gpus > limit and not v.leaving):
-                    continue
+                if v.taken or (v.job.gpus > limit and not v.leaving) or (v.job.started_at > young and not v.leaving):
+                    continue  # (`young`: started after it, it has not run its settle time)
                 if trade is not None and v.job.project == trade.project:
                     if not trade_victim(v, attempt.job.id, trade):
                         continue

@@ -87,6 +87,26 @@ class PolicySettings:
     lane_trade_max_lost_s: float | None = None
     """A traded victim loses at most this many seconds of work per GPU (None: any)."""
 
+    # Bounded churn (DESIGN.md "The time-slicing contract": "Churn is bounded"; churn.py, ADR 0028)
+    settle_s: float | None = 300.0
+    """A (re)started job is not preempted for an unfunded or lane reason before it has run this long
+    (churn.settled). 300 s = 5 x the default restart overhead: a job preempted at its settle time has
+    spent at most a fifth of its run paying the restart, and at least one unfunded grace (20 s) and a
+    restart fit in it many times over; it is short against the checkpoint interval (1800 s), so a
+    settling job loses little when it goes. None: no settle time (the baselines)."""
+    preemption_gain_horizon_s: float | None = 1800.0
+    """A preemption goes ahead only when its beneficiary's gain (GPUs x the earlier start, the wait it
+    saves bounded by this horizon) is at least its victims' cost (work lost at the stop plus the
+    restart; churn.worth_preempting). The default is the checkpoint interval: a victim about to reach
+    its next checkpoint, or a job that cannot checkpoint and has run longer than that, is not thrown
+    away for a beneficiary of its size. None: every preemption the other rules allow (the baselines)."""
+    claim_hold_s: float | None = 60.0
+    """The room a preemption makes is its beneficiary's while the victims are in their grace and for
+    this many seconds after they stop (churn.holds_claimed_room); unfunded lane jobs and unfunded
+    starts on GPUs about to be needed wait for the backfill (churn.defers_to_backfill, needed_soon).
+    60 s = the restart overhead: the beneficiary normally starts at the instant its room frees. None:
+    the freed GPUs go to whoever comes first (the baselines)."""
+
     # Baseline switches (issue 4): the same cycle runs every policy
     ordering: OrderingMode = "fair_share"
     placement: PlacementMode = "best_fit"
@@ -139,7 +159,7 @@ class PolicySettings:
     @classmethod
     def ai2(cls, **overrides: Any) -> PolicySettings:
         """Budgets + 7-day window + min-runtime contract, first-fit placement, no reservations."""
-        base: dict[str, Any] = {**_NO_LANE, "placement": "first_fit", "reservations": False}
+        base: dict[str, Any] = {**_NO_LANE, **_NO_CHURN, "placement": "first_fit", "reservations": False}
         return cls(**{**base, **overrides})
 
     @classmethod
@@ -148,6 +168,7 @@ class PolicySettings:
         fairness (only unfunded work is preemptible), first fit, no reservations."""
         base: dict[str, Any] = {
             **_NO_LANE,
+            **_NO_CHURN,
             "usage_mode": "decay",
             "half_life_s": 7 * DAY_S,
             "placement": "first_fit",
@@ -162,6 +183,7 @@ class PolicySettings:
         """The pre-budget world: strict priority then FIFO, every job funded, nothing preempted."""
         base: dict[str, Any] = {
             **_NO_LANE,
+            **_NO_CHURN,
             "ordering": "fifo_priority",
             "placement": "first_fit",
             "reservations": False,
@@ -214,6 +236,10 @@ _NO_LANE: dict[str, Any] = {"lane": False, "lane_hold_s": None, "lane_trade": Fa
 plain best or first fit (no gang-aware packing, ADR 0013), count every entitlement in full
 (ADR 0016) and check every level's quota when funding (ADR 0002, not 0017)."""
 
+_NO_CHURN: dict[str, Any] = {"settle_s": None, "preemption_gain_horizon_s": None, "claim_hold_s": None}
+"""The baselines keep the churn of issue 4's runs: no settle time, no cost rule, no held rooms
+(ADR 0028)."""
+
 PRESETS: tuple[str, ...] = ("steward", "ai2", "fair-tree", "fifo-priority")
 
 
@@ -240,6 +266,10 @@ def _check_settings(s: PolicySettings) -> None:
         raise InvalidSettings("cheap_victim_s", "must be >= 0 (or null: both readings for every victim)")
     if s.lane_hold_s is not None and not s.lane_hold_s >= 0:
         raise InvalidSettings("lane_hold_s", "must be >= 0 (or null: no hold)")
+    for name in ("settle_s", "preemption_gain_horizon_s", "claim_hold_s"):
+        value = getattr(s, name)
+        if value is not None and not value >= 0:
+            raise InvalidSettings(name, "must be >= 0 (or null: the rule is off)")
     if s.lane_trade_max_lost_s is not None and not s.lane_trade_max_lost_s >= 0:
         raise InvalidSettings("lane_trade_max_lost_s", "must be >= 0 (or null: any victim)")
     if s.lane_max_gpus < 1:

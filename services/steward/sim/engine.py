@@ -225,8 +225,11 @@ class Engine:
         self.entitled_gpus = {p: tree.entitlement(p) * self.capacity for p in projects}
         self.stats = EngineStats()
         # ADR 0021: beneficiaries of preemptions whose victims stopped, while the lane holds their room
-        self.hold = settings.lane and settings.lane_hold_s is not None
+        # ADR 0028: every beneficiary, while its victims are in their grace and `claim_hold_s` after
+        self.hold = (settings.lane and settings.lane_hold_s is not None) or settings.claim_hold_s is not None
+        self.hold_s = max(settings.lane_hold_s or 0.0, settings.claim_hold_s or 0.0)
         self.held: dict[str, SimJob] = {}
+        self.claims: dict[str, int] = {}  # beneficiary -> its victims still in their grace
         self.frag_dirty = True
         self.next_cycle_at = -math.inf
         self.last_searches: int | None = None
@@ -454,6 +457,11 @@ class Engine:
         job.grace_end = None
         self.frag_dirty = True
         if rj.claimed_for is not None and self.hold:
+            left = self.claims.get(rj.claimed_for, 0) - 1
+            if left > 0:
+                self.claims[rj.claimed_for] = left
+            else:
+                self.claims.pop(rj.claimed_for, None)
             self._room_freed(rj.claimed_for)
         job.attained += job.gpus * elapsed
         if self.listener is not None:
@@ -498,13 +506,15 @@ class Engine:
         it is no twin of its chain while it holds room); expired holds are forgotten."""
         if not self.held:
             return pending
-        hold = self.settings.lane_hold_s or 0.0
+        hold = self.hold_s
+        claims = self.claims
         now = self.now
         extra: list[PendingJob] = []
         seen: set[str] | None = None
         for job_id, job in list(self.held.items()):
             pj = job.pending
-            if job.state != PENDING or pj is None or pj.room_freed_at is None or now - pj.room_freed_at > hold:
+            if job.state != PENDING or pj is None or (job_id not in claims and (
+                    pj.room_freed_at is None or now - pj.room_freed_at > hold)):
                 del self.held[job_id]
                 continue
             if seen is None:
@@ -665,6 +675,11 @@ class Engine:
         self.running[job.spec.job_id] = job.running
         if grace_ends_at > now:
             self._push(grace_ends_at, GRACE_END, job)
+        if for_job_id is not None and self.hold:
+            beneficiary = self.by_id.get(for_job_id)
+            if beneficiary is not None and beneficiary.state == PENDING:
+                self.claims[for_job_id] = self.claims.get(for_job_id, 0) + 1
+                self.held[for_job_id] = beneficiary
 
     # --- fragmentation ---------------------------------------------------------------------------
 

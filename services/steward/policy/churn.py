@@ -1,0 +1,164 @@
+"""Bounded churn (DESIGN.md "The time-slicing contract": "Churn is bounded. A preemption costs the
+victim's work since its last checkpoint, its restart overhead and the grace it occupies; the policy
+preempts only where the beneficiary's gain outweighs that cost, never re-preempts a just-restarted
+job for an unfunded or lane reason within a settle time, and does not start unfunded work on GPUs
+that waiting work will need within the restart overhead"; ADR 0028).
+
+Four rules, each a small function the cycle calls:
+
+- `settled`: the settle time of a (re)started job before an unfunded or lane preemption.
+- `worth_preempting`: a preemption's cost (`victim_cost_gpu_s`) against its beneficiary's gain (the
+  GPU-seconds of earlier start, bounded by `soonest_release` and a horizon).
+- `claimed_rooms` / `holds_claimed_room`: the room a preemption makes is its beneficiary's until it
+  starts (the cause of the loop: the freed GPUs went back to unfunded work, and the beneficiary
+  preempted again).
+- `defers_to_backfill` / `needed_soon`: unfunded work is not started ahead of the order, nor on GPUs
+  that a blocked funded job will take within the restart overhead.
+
+Pure: time is an argument.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from steward.policy.contract import grace_s
+from steward.policy.model import PendingJob, RunningJob
+from steward.policy.preemption import work_lost_by_stop_s
+from steward.policy.settings import PolicySettings
+
+WORTH_RULE = "preemption_worth_its_cost"
+
+
+def settled(job: RunningJob, now: float, settings: PolicySettings) -> bool:
+    """DESIGN.md "never re-preempts a just-restarted job for an unfunded or lane reason within a
+    settle time": True once the job has run `settle_s` since its last start (always, without one)."""
+    settle = settings.settle_s
+    return settle is None or now - job.started_at >= settle
+
+
+def victim_cost_gpu_s(job: RunningJob, now: float, settings: PolicySettings) -> float:
+    """DESIGN.md "A preemption costs the victim's work since its last checkpoint, its restart overhead
+    and the grace it occupies": the work it loses when it stops at the end of its grace
+    (`preemption.work_lost_by_stop_s`: the work since its last checkpoint plus the grace it runs,
+    less what a periodic checkpoint inside the grace keeps), plus the restart overhead, in
+    GPU-seconds. A job already leaving costs nothing more."""
+    if job.preemption_requested_at is not None:
+        return 0.0
+    since = job.started_at
+    ckpt = job.last_checkpoint_at
+    if job.resumable and ckpt is not None and ckpt > since:
+        since = ckpt
+    lost = work_lost_by_stop_s(now - since, grace_s(job.funded, settings), job.resumable,
+                               settings.checkpoint_interval_s)
+    return job.gpus * (lost + settings.restart_overhead_s)
+
+
+def soonest_release(gpus: int, free: Sequence[int], visible: Sequence[bool],
+                    releases: Mapping[int, Sequence[tuple[float, int]]], now: float) -> float:
+    """The soonest time the policy can see `gpus` GPUs free on one node without a new preemption:
+    a node's free GPUs plus the GPUs of jobs already leaving it (each at its grace end). Completion
+    times are unknown to the policy, and a protection expiry frees nothing by itself (it only makes a
+    job a candidate for another preemption), so neither counts. `inf` when nothing visible frees
+    enough (a multi-node gang: the caller passes no releases)."""
+    best = math.inf
+    for i, f in enumerate(free):
+        if not visible[i]:
+            continue
+        if f >= gpus:
+            return now
+        acc = f
+        for t, g in releases.get(i, ()):
+            acc += g
+            if acc >= gpus:
+                if t < best:
+                    best = t
+                break
+    return best
+
+
+@dataclass(frozen=True, slots=True)
+class ChurnCheck:
+    """The inputs and outcome of `worth_preempting`, as recorded on the preemption (or on the cycle
+    when refused)."""
+
+    gain_gpu_s: float
+    cost_gpu_s: float
+    start_by_preemption: float
+    start_without: float
+    horizon_s: float
+    allowed: bool
+
+    def evidence(self) -> dict[str, Any]:
+        return {
+            "rule": WORTH_RULE,
+            "gain_gpu_s": self.gain_gpu_s,
+            "cost_gpu_s": self.cost_gpu_s,
+            "start_by_preemption": self.start_by_preemption,
+            "start_without": None if math.isinf(self.start_without) else self.start_without,
+            "horizon_s": self.horizon_s,
+            "allowed": self.allowed,
+        }
+
+
+def worth_preempting(gpus: int, now: float, start_by_preemption: float, start_without: float,
+                     cost_gpu_s: float, settings: PolicySettings) -> ChurnCheck:
+    """DESIGN.md "the policy preempts only where the beneficiary's gain outweighs that cost".
+
+    The gain is the GPU-seconds of earlier start the beneficiary gets: its GPUs times the time between
+    the start the preemption gives it (the last victim's grace end) and the start it would get
+    without it (`soonest_release`), that wait bounded by `preemption_gain_horizon_s` (the policy
+    cannot see completions, so an unseen release counts as at most the horizon away). The preemption
+    is allowed when the victims' cost (`victim_cost_gpu_s`, summed) is at most the gain. With no
+    horizon set, every preemption is allowed (the baselines)."""
+    horizon = settings.preemption_gain_horizon_s
+    if horizon is None:
+        return ChurnCheck(math.inf, cost_gpu_s, start_by_preemption, start_without, math.inf, True)
+    without = start_without if start_without < now + horizon else now + horizon
+    gain = gpus * max(0.0, without - start_by_preemption)
+    return ChurnCheck(gain, cost_gpu_s, start_by_preemption, start_without, horizon, cost_gpu_s <= gain)
+
+
+def claimed_rooms(running: Iterable[RunningJob]) -> dict[str, list[RunningJob]]:
+    """The jobs in their grace, by the waiting job each stops for (`RunningJob.claimed_for`, ADR 0021)."""
+    out: dict[str, list[RunningJob]] = {}
+    for job in running:
+        if job.preemption_requested_at is not None and job.claimed_for is not None:
+            out.setdefault(job.claimed_for, []).append(job)
+    return out
+
+
+def holds_claimed_room(job: PendingJob, victims: Sequence[RunningJob], now: float,
+                       settings: PolicySettings) -> bool:
+    """DESIGN.md "does not start unfunded work on GPUs that waiting work will need" (ADR 0028): the
+    room a preemption makes is its beneficiary's — while its victims are in their grace, and for
+    `claim_hold_s` after the last of them stopped (`PendingJob.room_freed_at`) — so the next cycle
+    neither gives those GPUs to other work nor searches (and preempts) again for the job. ADR 0021's
+    lane hold, for every beneficiary."""
+    hold = settings.claim_hold_s
+    if hold is None:
+        return False
+    if victims:
+        return True
+    t = job.room_freed_at
+    return t is not None and now - t <= hold
+
+
+def defers_to_backfill(lane_funded: bool, settings: PolicySettings) -> bool:
+    """DESIGN.md "Unfunded occupancy ... runs only on idle capacity" and "does not start unfunded work
+    on GPUs that waiting work will need": a lane job the lane would run unfunded (no allocation, or
+    no protection asked) is not started ahead of the fair-share order; it waits for the backfill of
+    idle capacity (the first funded job that needed its GPUs preempted it at once, and the lane put
+    it back)."""
+    return settings.claim_hold_s is not None and not lane_funded
+
+
+def needed_soon(free: int, released_soon: int, blocked_min_gpus: float) -> bool:
+    """DESIGN.md "does not start unfunded work on GPUs that waiting work will need within the restart
+    overhead": a node's free GPUs, with the GPUs of jobs leaving it within the restart overhead, hold
+    the smallest blocked funded job: an unfunded start there would be preempted before it has paid
+    its own restart."""
+    return released_soon > 0 and free + released_soon >= blocked_min_gpus
