@@ -47,6 +47,7 @@ COMPILED: tuple[str, ...] = (
     "steward.policy.churn",
     "steward.policy.contract",
     "steward.policy.cycle",
+    "steward.policy.debug_quota",
     "steward.policy.draining",
     "steward.policy.errors",
     "steward.policy.explain",

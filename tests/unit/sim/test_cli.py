@@ -14,7 +14,7 @@ KEYS = {
     "policy", "scenario", "jobs", "occupancy", "owed_delivered_mean", "owed_delivered_min", "wait_p50_s",
     "wait_p90_s", "preemptions", "lost_gpu_hours_fraction", "protection_violations", "fragmentation_mean",
     "wall_s", "preemptions_per_1k_gpu_h", "flaps", "flaps_fraction", "jct_mean_s", "jct_p99_s", "makespan_s",
-    "rho_mean", "rho_p50", "rho_p90", "rho_p99", "rho_max", "rho_gt1_fraction",
+    "rho_mean", "rho_p50", "rho_p90", "rho_p99", "rho_max", "rho_gt1_fraction", "debug_qualified_fraction",
 }
 
 
@@ -29,7 +29,8 @@ def test_json_has_exactly_the_documented_keys(tmp_path: Path, capsys: pytest.Cap
     assert main(["--scenario", str(small(tmp_path)), "--policy", "steward", "--json"]) == EXIT_OK
     figs = json.loads(capsys.readouterr().out)
     assert set(figs) == KEYS
-    assert set(figs["wait_p50_s"]) == set(figs["wait_p90_s"]) == {"debug", "batch", "large"}
+    assert set(figs["wait_p50_s"]) == set(figs["wait_p90_s"]) == {"debug", "batch", "large", "debug_qualified",
+                                                                   "debug_over_quota"}
     assert figs["policy"] == "steward" and figs["jobs"] == 3 and figs["scenario"] == "small"
 
 
