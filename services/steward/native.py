@@ -46,6 +46,7 @@ COMPILED: tuple[str, ...] = (
     "steward.ledger.recordbatch",
     "steward.policy.contract",
     "steward.policy.cycle",
+    "steward.policy.debug_quota",
     "steward.policy.draining",
     "steward.policy.errors",
     "steward.policy.explain",

@@ -79,6 +79,14 @@ class UnknownAllocation(TreeError):
         super().__init__(node, f"no allocation named {node!r}")
 
 
+class InvalidDebugQuota(TreeError):
+    code = "invalid_debug_quota"
+
+    def __init__(self, node: str, value: object) -> None:
+        super().__init__(node, f"allocation {node!r}: debug quota must be a whole number of GPUs >= 0, got {value!r}")
+        self.value = value
+
+
 # --- cluster nodes, jobs, settings ------------------------------------------------------------------
 
 

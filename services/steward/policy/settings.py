@@ -65,6 +65,11 @@ class PolicySettings:
     """A debug job is a lane job when its protection (min_runtime) is at most this long."""
     lane_project_gpus: int = 32
     """GPUs one allocation may hold through the lane at once (the cap that keeps it from abuse)."""
+    debug_quota_share: float = 0.5
+    """The default debug quota of an allocation is this fraction of its entitlement in GPUs, at least
+    `debug_quota_floor_gpus` (debug_quota.py `default_debug_quota_gpus`, ADR 0029)."""
+    debug_quota_floor_gpus: int = 4
+    """The least default debug quota: two 2-GPU debug jobs, or four 1-GPU ones, for any allocation."""
     lane_victim_max_gpus: int = 2
     """A lane job takes no running job larger than this: stopping an 8-GPU job for a 1-GPU debug
     job leaves GPUs that the waiting gangs cannot use (occupancy)."""
@@ -248,6 +253,10 @@ def _check_settings(s: PolicySettings) -> None:
         raise InvalidSettings("lane_victim_max_gpus", "must be >= 1")
     if s.lane_project_gpus < 0:
         raise InvalidSettings("lane_project_gpus", "must be >= 0")
+    if not 0.0 <= s.debug_quota_share <= 1.0:  # also rejects NaN
+        raise InvalidSettings("debug_quota_share", "must be in [0, 1] (a fraction of the entitlement)")
+    if s.debug_quota_floor_gpus < 0:
+        raise InvalidSettings("debug_quota_floor_gpus", "must be >= 0")
     if not s.lane_max_runtime_s >= 0:
         raise InvalidSettings("lane_max_runtime_s", "must be >= 0")
     if s.usage_mode not in ("window", "decay"):

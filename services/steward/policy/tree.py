@@ -4,6 +4,12 @@ A tree of allocations (cluster → division → team → project, any depth up t
 holds a share of its parent's allocation; top-level allocations (parent `None`) hold a share of the
 cluster. A project's entitlement is the product of the shares on its path. Jobs belong to leaves
 (projects); an internal node funds nothing directly.
+
+Debug quotas (DESIGN.md "Debug quota and the time-to-first-GPU SLO", ADR 0029): a manager may set,
+on any allocation, the GPUs of debug work it may run ahead of the fair-share order. A quota set on
+an inner allocation applies to each leaf below it that has none of its own (the nearest set quota on
+the path wins; it is not a cap on the subtree's sum). Leaves with no set quota anywhere on their
+path get the default of debug_quota.py.
 """
 
 from __future__ import annotations
@@ -17,6 +23,7 @@ from steward.policy.errors import (
     ChildrenOverAllocated,
     CycleInTree,
     DuplicateNode,
+    InvalidDebugQuota,
     ShareOutOfRange,
     TreeError,
     TreeTooDeep,
@@ -77,6 +84,24 @@ def check_children_sum(parent: str, children: Iterable[Allocation]) -> None:
         raise ChildrenOverAllocated(parent, total)
 
 
+def check_debug_quota(node: str, value: object, ids: Mapping[str, Allocation]) -> int:
+    """DESIGN.md "Debug quota": a quota is set on a known allocation, in whole GPUs, at least 0.
+    Returns it as an int (a float with no fractional part is accepted, as YAML and JSON give)."""
+    if node not in ids:
+        raise UnknownAllocation(node)
+    if isinstance(value, bool):
+        raise InvalidDebugQuota(node, value)
+    if isinstance(value, int):
+        gpus = value
+    elif isinstance(value, float) and value.is_integer():
+        gpus = int(value)
+    else:
+        raise InvalidDebugQuota(node, value)
+    if gpus < 0:
+        raise InvalidDebugQuota(node, value)
+    return gpus
+
+
 # --- the tree ----------------------------------------------------------------------------------------
 
 CLUSTER = "<cluster>"
@@ -95,20 +120,26 @@ class AllocationTree:
     _path: Mapping[str, tuple[str, ...]] = field(
         default_factory=lambda: MappingProxyType({}), repr=False, compare=False
     )
+    debug_quotas: Mapping[str, int] = field(default_factory=lambda: MappingProxyType({}))
+    """Manager-set debug quotas (GPUs) by the allocation they were set on (ADR 0029)."""
 
     def __hash__(self) -> int:
-        return hash(tuple(sorted((a.id, a.parent or "", a.share) for a in self.allocations.values())))
+        return hash((tuple(sorted((a.id, a.parent or "", a.share) for a in self.allocations.values())),
+                     tuple(sorted(self.debug_quotas.items()))))
 
     @classmethod
     def build(
         cls,
         allocations: Iterable[Allocation | tuple[str, str | None, float]],
         max_depth: int = MAX_DEPTH,
+        debug_quotas: Mapping[str, int] | None = None,
     ) -> AllocationTree:
-        """Validate and index a tree given as (id, parent, share) triples.
+        """Validate and index a tree given as (id, parent, share) triples, with the manager-set
+        debug quotas (GPUs by allocation; ADR 0029).
 
         Raises a `TreeError` subclass naming the offending node: duplicate id, share outside
-        [0, 1], unknown parent, cycle, deeper than `max_depth`, children summing above 1.
+        [0, 1], unknown parent, cycle, deeper than `max_depth`, children summing above 1, a debug
+        quota on an unknown allocation or not a whole number >= 0.
         """
         ids: dict[str, Allocation] = {}
         for item in allocations:
@@ -140,18 +171,22 @@ class AllocationTree:
                 visit(child, e, path[child])
 
         visit(None, 1.0, ())
+        quotas = {n: check_debug_quota(n, q, ids) for n, q in sorted((debug_quotas or {}).items())}
         return cls(
             MappingProxyType(dict(sorted(ids.items()))),
             MappingProxyType(children),
             MappingProxyType(entitlement),
             MappingProxyType(path),
+            MappingProxyType(quotas),
         )
 
     @classmethod
     def from_nested(cls, nested: Mapping[str, Any], max_depth: int = MAX_DEPTH) -> AllocationTree:
         """Build from the scenario form: `{name: {share: s, children: {...}}}` where a child may
-        also be a bare share (`{name: 0.35}`), as in data/scenarios/philly.yaml."""
+        also be a bare share (`{name: 0.35}`), as in data/scenarios/philly.yaml. A mapping may also
+        carry `debug_quota: GPUs` (ADR 0029)."""
         triples: list[tuple[str, str | None, float]] = []
+        quotas: dict[str, int] = {}
 
         def walk(parent: str | None, mapping: Mapping[str, Any]) -> None:
             for name, spec in mapping.items():
@@ -159,12 +194,14 @@ class AllocationTree:
                     if "share" not in spec:
                         raise TreeError(str(name), f"allocation {name!r} has no share")
                     triples.append((str(name), parent, float(spec["share"])))
+                    if spec.get("debug_quota") is not None:
+                        quotas[str(name)] = spec["debug_quota"]
                     walk(str(name), spec.get("children") or {})
                 else:
                     triples.append((str(name), parent, float(spec)))
 
         walk(None, nested)
-        return cls.build(triples, max_depth=max_depth)
+        return cls.build(triples, max_depth=max_depth, debug_quotas=quotas)
 
     @classmethod
     def flat(cls, shares: Mapping[str, float]) -> AllocationTree:
@@ -210,6 +247,35 @@ class AllocationTree:
     def leaves(self) -> tuple[str, ...]:
         return tuple(n for n in self.allocations if not self._children.get(n))
 
+    def debug_quota(self, node: str) -> int | None:
+        """ADR 0029: the manager-set debug quota (GPUs) that applies to `node`: its own, else the
+        nearest one set on an ancestor; None when none is set (the default applies) or `node` is
+        unknown."""
+        for a in reversed(self._path.get(node, ())):
+            q = self.debug_quotas.get(a)
+            if q is not None:
+                return q
+        return None
+
+    def debug_quota_set_on(self, node: str) -> str | None:
+        """The allocation whose manager set the quota `debug_quota(node)` returns (None: default)."""
+        for a in reversed(self._path.get(node, ())):
+            if a in self.debug_quotas:
+                return a
+        return None
+
+    def with_debug_quota(self, node: str, gpus: int | None) -> AllocationTree:
+        """A new tree where the manager of `node` set its debug quota to `gpus` (None: back to the
+        default), validated again."""
+        quotas = dict(self.debug_quotas)
+        if gpus is None:
+            if node not in self.allocations:
+                raise UnknownAllocation(node)
+            quotas.pop(node, None)
+        else:
+            quotas[node] = gpus
+        return AllocationTree.build(self.allocations.values(), debug_quotas=quotas)
+
     def with_share(self, node: str, share: float, parent: str | object | None = ...) -> AllocationTree:
         """A new tree where `node` has `share` (and, when given, a new `parent`), validated again.
         Adds `node` when it is new (then `parent` is required)."""
@@ -222,7 +288,7 @@ class AllocationTree:
             new_parent = parent if isinstance(parent, str) else None
         updated = dict(self.allocations)
         updated[node] = Allocation(node, new_parent, float(share))
-        return AllocationTree.build(updated.values())
+        return AllocationTree.build(updated.values(), debug_quotas=self.debug_quotas)
 
     def without(self, node: str) -> AllocationTree:
         """A new tree without the leaf `node`."""
@@ -230,13 +296,21 @@ class AllocationTree:
             raise UnknownAllocation(node)
         if self._children.get(node):
             raise TreeError(node, f"allocation {node!r} still has children")
-        return AllocationTree.build(a for a in self.allocations.values() if a.id != node)
+        quotas = {n: q for n, q in self.debug_quotas.items() if n != node}
+        return AllocationTree.build((a for a in self.allocations.values() if a.id != node), debug_quotas=quotas)
 
     def to_nested(self) -> dict[str, Any]:
-        """Inverse of `from_nested` (every node as `{share, children}`)."""
+        """Inverse of `from_nested` (every node as `{share, children}`, plus `debug_quota` where
+        a manager set one)."""
+
+        def one(c: str) -> dict[str, Any]:
+            out: dict[str, Any] = {"share": self.allocations[c].share, "children": build(c)}
+            if c in self.debug_quotas:
+                out["debug_quota"] = self.debug_quotas[c]
+            return out
 
         def build(parent: str | None) -> dict[str, Any]:
-            return {c: {"share": self.allocations[c].share, "children": build(c)} for c in self.children(parent)}
+            return {c: one(c) for c in self.children(parent)}
 
         return build(None)
 
