@@ -275,7 +275,7 @@ def _debug_quota(where: str, raw: Any) -> int | None:
         return None
     if isinstance(raw, bool) or not isinstance(raw, int) or raw < 0:
         raise ScenarioError(f"{where}: debug_quota must be a whole number of GPUs >= 0, got {raw!r}")
-    return raw
+    return int(raw)
 
 
 def _parse_tree(fname: str, raw: Any) -> dict[str, AllocationSpec]:

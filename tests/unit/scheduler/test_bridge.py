@@ -6,7 +6,14 @@ from dataclasses import replace
 
 import pytest
 
-from steward.domain.commands import PlaceJob, RegisterNode, SetAllocations, ReportJobPreempted, ReportJobStarted, RequestPreemption
+from steward.domain.commands import (
+    PlaceJob,
+    RegisterNode,
+    ReportJobPreempted,
+    ReportJobStarted,
+    RequestPreemption,
+    SetAllocations,
+)
 from steward.domain.state import LedgerState
 from steward.policy.cycle import schedule
 from steward.policy.settings import PolicySettings
