@@ -22,7 +22,8 @@ SUBMIT = f"""mutation($input: SubmitJobInput!) {{ submitJob(input: $input) {{ __
   ... on JobAccepted {{ job {{ id state }} outlook {{ {OUTLOOK_FIELDS} }} }}
   ... on InvalidInput {{ message }} ... on NotAuthorised {{ message }} ... on Rejected {{ reason }} }} }}"""
 PREVIEW = f"""query($input: SubmitJobInput!) {{ submitOutlook(input: $input) {{ __typename
-  ... on SubmitOutlook {{ {OUTLOOK_FIELDS} }} ... on InvalidInput {{ message }} ... on NotAuthorised {{ message }} }} }}"""
+  ... on SubmitOutlook {{ {OUTLOOK_FIELDS} }} ... on InvalidInput {{ message }}
+  ... on NotAuthorised {{ message }} }} }}"""
 SET_QUOTA = """mutation($a: String!, $g: Int, $r: String!) { setDebugQuota(allocation: $a, gpus: $g, reason: $r) {
   __typename ... on DebugQuotaChanged { allocation gpus position } ... on Rejected { code reason }
   ... on InvalidInput { field message } ... on NotAuthorised { message } } }"""
