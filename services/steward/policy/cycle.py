@@ -14,12 +14,15 @@ the end. The same snapshot always gives the same result, whatever the order of i
    work behind it in the order (lane jobs included) may use them only if its protection ends before
    the reservation is due (DESIGN.md "Placement"; ADR 0007 "Reservations before the lane").
 2b. The debug lane — first the lane jobs whose victims just freed GPUs for them (the hold, ADR 0021),
-   then small debug jobs and sessions, up to a per-allocation cap (ADR 0007).
+   then debug jobs and sessions inside their allocation's debug quota, in global order (ADR 0007,
+   0029; DESIGN.md "Debug quota and the time-to-first-GPU SLO"). Debug work over the quota is
+   ordinary funded work.
 3. Place funded work in order, best fit in the smallest domain; a large gang that does not fit gets
    a reservation if fewer than `reservation_allocations` are held, after which the same backfill
    rule holds for its nodes (DESIGN.md "Placement").
 4. Preempt with strict improvement for funded work still blocked, choosing victims by least lost
-   work (DESIGN.md "The time-slicing contract"); blocked lane jobs first, from unfunded work.
+   work (DESIGN.md "The time-slicing contract"); blocked qualified lane jobs first, from unfunded
+   work.
 5. Backfill unfunded work on idle capacity (DESIGN.md "Unfunded occupancy").
 6. Explain every waiting job and measure fragmentation (issue 3 "Explanations").
 """
@@ -41,6 +44,7 @@ from steward.policy.contract import (
     protected_until,
     protection_s,
 )
+from steward.policy.debug_quota import Qualification, debug_quota_gpus, qualify_all
 from steward.policy.draining import drain_stop
 from steward.policy.errors import InvalidNode
 from steward.policy.explain import (
@@ -52,7 +56,7 @@ from steward.policy.explain import (
     ReservedRoom,
     Special,
 )
-from steward.policy.lane import holds_room, lane_admits, lane_in_use, lane_pending
+from steward.policy.lane import holds_room
 from steward.policy.model import (
     CycleResult,
     Node,
@@ -180,8 +184,8 @@ class _Cycle:
         self.funded_by_project: dict[str, int] = {}
         self.lane_seen: set[str] = set()
         self.lane_blocked: list[tuple[int, PendingJob]] = []
-        self.lane_over: list[tuple[int, PendingJob]] = []  # lane jobs over the cap (ADR 0021 trades)
-        self.lane_use: dict[str, int] = {}
+        self.lane_over: list[tuple[int, PendingJob]] = []  # lane jobs over the quota (ADR 0021 trades)
+        self.qual: dict[str, Qualification] = {}  # ADR 0029: waiting debug work of an allocation
         self.room_for: list[str] = []  # waiting jobs a preemption makes room for (fresh victims or not)
         self.load: FirmLoad | None = None  # ADR 0013: gang-aware packing of one-node work
         self.backfilling = False  # phase 5: placing unfunded work
@@ -401,6 +405,9 @@ class _Cycle:
             "protected_until": until,
             "rank": self.rank(job.project),
         }
+        q = self.qual.get(job.id) if self.qual else None
+        if q is not None:
+            evidence["qualified"] = q.qualified  # ADR 0029: inside its allocation's debug quota?
         if path and self.s.funding:
             leaf = path[-1]
             evidence["funding"] = {
@@ -418,15 +425,34 @@ class _Cycle:
 
     # --- phase 2b: the debug lane --------------------------------------------------------------------
 
+    def qualifications(self) -> dict[str, Qualification]:
+        """ADR 0029: the qualification of every waiting piece of debug work of an allocation, at the
+        start of the lane (jobs stopping this cycle no longer count). Placing a qualified job moves
+        its GPUs from "ahead" to "in use" of the jobs behind it, and a preemption made for it frees
+        GPUs (victims leave): neither adds to what counts, so the qualifications hold all cycle."""
+        snap, s = self.snap, self.s
+        tree = snap.tree
+        quotas: dict[str, int] = {}
+        capacity = self.capacity
+        for job in snap.pending:
+            if job.klass != "batch" and job.project not in quotas and self.path(job.project):
+                quotas[job.project] = debug_quota_gpus(tree, job.project, capacity, s)
+        if not quotas:
+            return {}
+        leaving = self.leaving
+        running = [r for r in snap.running if r.id not in leaving] if leaving else snap.running
+        return qualify_all(quotas, running, snap.pending, s)
+
     def phase2b_held_room(self) -> None:
         """ADR 0021: a lane job whose victims stopped in the last `lane_hold_s` seconds takes the
         GPUs they freed before anything else is placed (reservations included: the room was made
-        for it first), funded as the lane funds it, whatever the lane cap: the preemption that made
-        the room was counted against the cap, or traded the project's own work (`lane_trade`)."""
+        for it first), funded as the lane funds it, whatever its qualification now: the preemption
+        that made the room was made for it when it was qualified, or traded the project's own work
+        (`lane_trade`)."""
         s = self.s
         if not s.lane:
             return
-        self.lane_use = lane_in_use(self.snap.running, self.leaving, s)
+        self.qual = self.qualifications()
         if s.lane_hold_s is None:
             return
         now = self.now
@@ -440,19 +466,20 @@ class _Cycle:
             self.place_lane(job, fit, rule, self.path(job.project), k)["held_room_since"] = job.room_freed_at
 
     def phase2b_lane(self) -> None:
-        """ADR 0007 (DESIGN.md "p95 time to first GPU for a session or debug job under 2 minutes
-        while the cluster is full"): lane jobs, in global order, are placed before the fair-share
-        walk while their allocation is under the lane cap; those that do not fit are searched
-        victims for first in phase 4."""
+        """DESIGN.md "Debug quota and the time-to-first-GPU SLO" (ADR 0007, 0029): qualified debug
+        work, in global order, is placed before the fair-share walk; what does not fit is searched
+        victims for first in phase 4. Debug work over its allocation's quota is left to the
+        ordinary order (phase 3)."""
         s = self.s
-        if not s.lane:
+        qual = self.qual
+        if not s.lane or not qual:
             return
-        use = self.lane_use
         lane_seen = self.lane_seen
         for k, job in enumerate(self.order.jobs):
-            if job.klass == "batch" or not lane_pending(job, s) or (lane_seen and job.id in lane_seen):
+            q = qual.get(job.id) if job.klass != "batch" else None
+            if q is None or (lane_seen and job.id in lane_seen):
                 continue
-            if not lane_admits(job.project, job.gpus, use, s):
+            if not q.qualified:
                 if s.lane_trade:
                     self.lane_over.append((k, job))
                 continue
@@ -465,25 +492,21 @@ class _Cycle:
             self.place_lane(job, fit, rule, path, k)
 
     def place_lane(self, job: PendingJob, fit: Fit, rule: str, path: tuple[str, ...], k: int) -> dict[str, Any]:
-        """Place a lane job, funded as the lane funds it, and count it in its allocation's lane GPUs;
-        returns the placement's `lane` evidence."""
-        use = self.lane_use
-        before = use.get(job.project, 0)
+        """Place a lane job, funded as the lane funds it; returns the placement's `lane` evidence:
+        its qualification (quota, in use, ahead; ADR 0029) and whether the lane funded it."""
         gap = self.funding_gap(job, path)
         self.place(job, fit, rule, self.lane_funds(gap), path, k)
-        lane: dict[str, Any] = {
-            "project_gpus_before": before,
-            "project_cap_gpus": self.s.lane_project_gpus,
-            "funded_by_lane": gap == ENTITLEMENT_USED,
-        }
+        q = self.qual.get(job.id)
+        lane: dict[str, Any] = q.to_dict() if q is not None else {}
+        lane["funded_by_lane"] = gap == ENTITLEMENT_USED
         self.placements[-1].evidence["lane"] = lane
-        use[job.project] = before + job.gpus
         return lane
 
     @staticmethod
     def lane_funds(gap: str | None) -> bool:
-        """ADR 0007: the lane funds a lane job of an allocation whose entitlement is used (within
-        the lane cap); work with no allocation, or that asks for no protection, stays unfunded."""
+        """ADR 0007, 0029: the lane funds a qualified job of an allocation whose entitlement is used
+        (the quota bounds it); work with no allocation, or that asks for no protection, stays
+        unfunded."""
         return gap is None or gap == ENTITLEMENT_USED
 
     # --- phase 3 -----------------------------------------------------------------------------------
@@ -734,21 +757,20 @@ class _Cycle:
         self.counters["preemption_searches"] = attempts
 
     def lane_preempt(self) -> VictimSearch | None:
-        """ADR 0007: a blocked lane job that would be funded takes the GPUs of unfunded work first
-        (preemptible at once, short grace), else of funded work out of protection under strict
-        improvement. Within the lane cap, which counts the GPUs being freed for it."""
+        """ADR 0007, 0029: a blocked qualified lane job that would be funded takes the GPUs of
+        unfunded work first (preemptible at once, short grace), else of funded work out of
+        protection under strict improvement, else (`lane_trade`) its own allocation's work. Every
+        job in `lane_blocked` is inside its quota, the GPUs being freed for it counted (they are
+        its own, "ahead" of the jobs behind it)."""
         if not self.lane_blocked and not self.lane_over:
             return None
         s = self.s
         search = VictimSearch(self.index, self.snap.running, self.leaving, self.path, self.branches, self.now, s)
-        use = self.lane_use
         searches = 0
         failed = math.inf  # as in phase 4: a size that found no victims is not searched again
         small = s.lane_victim_max_gpus  # ADR 0007: no big victim for a small job
         no_trade: dict[str, float] = {}  # per project: the smallest size a trade found no victims for
         for k, job in self.lane_blocked:
-            if not lane_admits(job.project, job.gpus, use, s):
-                continue
             path = self.path(job.project)
             if not self.lane_funds(self.funding_gap(job, path)):
                 continue  # DESIGN.md: only funded work preempts, in the lane too
@@ -777,7 +799,6 @@ class _Cycle:
                 continue
             search.take(plan)
             self.commit_preemption(job, path, plan, k, lane=True, trade=traded)
-            use[job.project] = use.get(job.project, 0) + job.gpus
         if self.lane_over:
             placed = {p.job_id for p in self.placements}
             for k, job in self.lane_over:
@@ -801,8 +822,8 @@ class _Cycle:
     def trade_plan(
         self, search: VictimSearch, job: PendingJob, path: tuple[str, ...], no_trade: dict[str, float]
     ) -> VictimPlan | None:
-        """ADR 0021: a lane job that found no victim under ADR 0007's rules, or is over the lane
-        cap, takes its own allocation's work (`preemption.trade_victim`), which takes nothing from
+        """ADR 0021: a lane job that found no victim under ADR 0007's rules, or is over its debug
+        quota, takes its own allocation's work (`preemption.trade_victim`), which takes nothing from
         anyone else; the GPUs freed are held for it (`phase2b_held_room`)."""
         s = self.s
         if not s.lane_trade or job.gpus >= no_trade.get(job.project, math.inf):
@@ -945,6 +966,7 @@ class _Cycle:
             leaving=frozenset(self.leaving),
             placements=self.placements,
             blocked_by_reservation=self.blocked_by_reservation,
+            qualifications=self.qual,
         )
         ctx.rank_cache.update(self.rank_cache)
         largest = 0  # the largest waiting job (a compiled loop: see `sizes_and_suffix_min`)

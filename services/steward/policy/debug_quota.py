@@ -75,8 +75,9 @@ def default_debug_quota_gpus(entitlement: float, capacity_gpus: float, settings:
 
 def debug_quota_gpus(tree: AllocationTree, project: str, capacity_gpus: float, settings: PolicySettings) -> int:
     """DESIGN.md "Debug quota": the quota its manager set (on the allocation or, nearest first, an
-    ancestor), else the default from its entitlement. A project with no allocation has none (0)."""
-    if project not in tree:
+    ancestor), else the default from its entitlement. A project with no allocation (not a leaf of
+    the tree: jobs belong to leaves) has none (0)."""
+    if not tree.is_leaf(project):
         return 0
     q = tree.debug_quota(project)
     if q is not None:
@@ -153,7 +154,7 @@ def qualify_in(
     """`qualify` with the quota and the allocation read from `tree` (the submit preview, "why
     pending")."""
     quota = debug_quota_gpus(tree, job.project, capacity_gpus, settings)
-    return qualify(job, quota, running, waiting, settings, allocated=job.project in tree)
+    return qualify(job, quota, running, waiting, settings, allocated=tree.is_leaf(job.project))
 
 
 # --- a whole queue at once (the cycle) -------------------------------------------------------------

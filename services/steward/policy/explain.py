@@ -25,6 +25,7 @@ from steward.policy.contract import (
     has_entitlement_left,
     protection_s,
 )
+from steward.policy.debug_quota import Qualification
 from steward.policy.model import Explanation, PendingJob, Placement, RunningJob
 from steward.policy.ordering import Standing
 from steward.policy.settings import PolicySettings
@@ -75,8 +76,27 @@ def _rank_words(e: Explanation) -> str:
     return f"allocation {lvl['allocation']} ranked {lvl['rank']} of {lvl['of']} at its level"
 
 
+def debug_quota_words(q: Mapping[str, Any]) -> str:
+    """DESIGN.md "Debug quota": whether a debug job or session is qualified, with the figures
+    (`Qualification.to_dict()`, as explanations carry it under `debug_quota`)."""
+    figures = (f"debug quota {q.get('quota_gpus', 0)} GPUs, {q.get('in_use_gpus', 0)} in use, "
+               f"{q.get('ahead_gpus', 0)} waiting ahead")
+    if q.get("qualified"):
+        return f"qualified for the debug lane ({figures}): it goes ahead of the fair-share order"
+    if q.get("reason") == "over_quota":
+        return f"over its allocation's debug quota ({figures}): it waits as ordinary funded work"
+    return f"not qualified for the debug lane ({q.get('reason')})"
+
+
 def explanation_text(e: Explanation) -> str:
-    """Plain words for one explanation (DESIGN.md: "'Why pending' ... answered from those events")."""
+    """Plain words for one explanation (DESIGN.md: "'Why pending' ... answered from those events"),
+    with the debug lane's qualification after it for debug work (ADR 0029)."""
+    text = _reason_text(e)
+    q = e.evidence.get("debug_quota")
+    return f"{text}; {debug_quota_words(q)}" if isinstance(q, Mapping) else text
+
+
+def _reason_text(e: Explanation) -> str:
     need = f"needs {e.blocking_gpus} more GPUs in {e.blocking_scope}"
     until = _when(e.blocking_until, e.evidence.get("now", 0.0))
     ev = e.evidence
@@ -185,6 +205,7 @@ class ExplainContext:
         "now",
         "paths",
         "placements",
+        "qualifications",
         "quota",
         "rank_cache",
         "running",
@@ -213,6 +234,7 @@ class ExplainContext:
         leaving: frozenset[str],
         placements: Sequence[Placement] = (),
         blocked_by_reservation: Mapping[str, str] | None = None,
+        qualifications: Mapping[str, Qualification] | None = None,
     ) -> None:
         self.now = now
         self.waiting = waiting
@@ -235,6 +257,8 @@ class ExplainContext:
         self._releases: list[list[tuple[float, int]]] | None = None
         self._gang_memo: dict[tuple[int, int], float | None] = {}
         self.placements = placements
+        self.qualifications: Mapping[str, Qualification] = qualifications or {}
+        """ADR 0029: the debug lane's qualification of each waiting piece of debug work."""
         self.blocked_by_res: Mapping[str, str] = blocked_by_reservation or {}
         """Job id → the reserved gang whose nodes it was kept off when the cycle tried it."""
         self._node_paths = [n.path for n in index.nodes]
@@ -380,6 +404,9 @@ class ExplainContext:
             "priority": job.priority,
             "rank": self.rank(job.project),
         }
+        q = self.qualifications.get(job.id) if job.klass != "batch" else None
+        if q is not None:
+            evidence["debug_quota"] = q.to_dict()
         scope, usable = self.scope(job)
         blocking = max(0, job.gpus - usable)
         special = self.specials.get(job.id)

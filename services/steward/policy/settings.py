@@ -55,16 +55,14 @@ class PolicySettings:
     session_warnings_s: tuple[float, ...] = (1800.0, 300.0)
     session_at_cap: SessionAtCap = "stop"
 
-    # The debug lane (DESIGN.md "Interactive sessions": "p95 time to first GPU for a session or debug
-    # job under 2 minutes while the cluster is full"; ADR 0007)
+    # The debug lane and quota (DESIGN.md "Debug quota and the time-to-first-GPU SLO"; ADR 0007, 0029)
     lane: bool = True
-    """Small debug jobs and sessions go ahead of the fair-share order (see lane.py)."""
+    """Debug work inside its allocation's debug quota goes ahead of the fair-share order (lane.py,
+    debug_quota.py). False: no lane and no quota (the baselines)."""
     lane_max_gpus: int = 2
-    """A lane job asks for at most this many GPUs."""
+    """Debug work asks for at most this many GPUs (a larger job is batch work by its size)."""
     lane_max_runtime_s: float = 900.0
-    """A debug job is a lane job when its protection (min_runtime) is at most this long."""
-    lane_project_gpus: int = 32
-    """GPUs one allocation may hold through the lane at once (the cap that keeps it from abuse)."""
+    """A debug job is debug work when its protection (min_runtime) is at most this long."""
     debug_quota_share: float = 0.5
     """The default debug quota of an allocation is this fraction of its entitlement in GPUs, at least
     `debug_quota_floor_gpus` (debug_quota.py `default_debug_quota_gpus`, ADR 0029)."""
@@ -251,10 +249,8 @@ def _check_settings(s: PolicySettings) -> None:
         raise InvalidSettings("lane_max_gpus", "must be >= 1")
     if s.lane_victim_max_gpus < 1:
         raise InvalidSettings("lane_victim_max_gpus", "must be >= 1")
-    if s.lane_project_gpus < 0:
-        raise InvalidSettings("lane_project_gpus", "must be >= 0")
-    if not 0.0 <= s.debug_quota_share <= 1.0:  # also rejects NaN
-        raise InvalidSettings("debug_quota_share", "must be in [0, 1] (a fraction of the entitlement)")
+    if not s.debug_quota_share >= 0:  # also rejects NaN
+        raise InvalidSettings("debug_quota_share", "must be >= 0 (a fraction of the entitlement)")
     if s.debug_quota_floor_gpus < 0:
         raise InvalidSettings("debug_quota_floor_gpus", "must be >= 0")
     if not s.lane_max_runtime_s >= 0:

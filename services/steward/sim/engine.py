@@ -40,6 +40,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from steward.policy.contract import requeue
+from steward.policy.debug_quota import debug_quota_gpus, qualify
 from steward.policy.lane import lane_pending
 from steward.policy.model import CycleResult, Node, PendingJob, RunningJob, Snapshot
 from steward.policy.settings import PolicySettings
@@ -73,6 +74,7 @@ class SimJob:
 
     __slots__ = (
         "counts",
+        "debug_class",
         "epoch",
         "first_start",
         "funded",
@@ -96,6 +98,7 @@ class SimJob:
         self.spec = spec
         self.gpus = spec.gpus
         self.counts = counts  # counts toward its allocation's demand (funded-asking, tenant in tree)
+        self.debug_class: str | None = None  # a debug job's wait class, decided at submit (ADR 0029)
         self.state = FUTURE
         self.saved = 0.0  # work checkpointed before this run
         self.overhead = 0.0  # restart overhead paid at the start of this run
@@ -170,7 +173,10 @@ class Engine:
         self.trim = not self.exact  # hand the cycle the heads of the twin chains only (view.py)
         self.narrow = not self.exact  # first the narrow heads, the full ones when a cycle acts past them
         self.skip = not self.exact  # no cycle for arrivals behind their chain's head, nor for idle expiries
-        self.pending = PendingView(settings, settings.preemption_attempts_per_cycle if may_preempt else 0)
+        # ADR 0029: each project's debug quota (the tree and the capacity are fixed in a run)
+        self.debug_quotas = {p: debug_quota_gpus(tree, p, self.capacity, settings) for p in projects}
+        self.pending = PendingView(settings, settings.preemption_attempts_per_cycle if may_preempt else 0,
+                                   debug_quotas=self.debug_quotas if settings.lane else None)
         self.session_gpus = 0
         self.running: dict[str, RunningJob] = {}
         self.pending_sizes: Counter[int] = Counter()
@@ -274,6 +280,8 @@ class Engine:
             min_runtime_s=s.min_runtime_s, resumable=s.resumable, klass=s.job_class,  # type: ignore[arg-type]
             priority=s.priority + self.class_bonus.get(s.job_class, 0),
         )
+        if s.job_class == "debug":
+            job.debug_class = self._debug_class(job.pending)
         pos = self._enqueue(job)
         rec = self.rec
         rec.demand.add(self.now, job.gpus)
@@ -284,8 +292,21 @@ class Engine:
             if below and self.by_demand:
                 return True  # its project's active entitlement grows (ADR 0016)
         # a job behind the head of its twin chain cannot change what a cycle decides (see view.py)
-        lane = lane_pending(job.pending, self.settings)
+        lane = self.debug_quotas.get(s.tenant, 0) if lane_pending(job.pending, self.settings) else 0
         return not self.skip or pos < self.pending.window(job.gpus, self.free_total + self.session_gpus, lane)
+
+    def _debug_class(self, pj: PendingJob) -> str | None:
+        """ADR 0029: a debug job's wait class, decided at submit by `qualify` on the engine's state
+        (its allocation's running and waiting debug work; the job is the last submitted). Without a
+        lane (the baselines) every debug job counts as qualified."""
+        if not self.settings.lane:
+            qualified, reason = True, "within_quota"
+        else:
+            project = pj.project
+            q = qualify(pj, self.debug_quotas.get(project, 0), self.running.values(),
+                        self.pending.lane_jobs(project), self.settings, allocated=project in self.debug_quotas)
+            qualified, reason = q.qualified, q.reason
+        return self.rec.record_debug_class(qualified, reason)
 
     def _enqueue(self, job: SimJob) -> int:
         assert job.pending is not None
@@ -363,7 +384,7 @@ class Engine:
         self.running[s.job_id] = job.running
         if job.first_start is None:
             job.first_start = now
-            self.rec.record_wait(s.job_class, s.gpus, now - s.submit_s)
+            self.rec.record_wait(s.job_class, s.gpus, now - s.submit_s, job.debug_class)
         remaining = max(0.0, s.duration_s - job.saved)
         self._push(now + job.overhead + remaining, FINISH, job)
         if funded:

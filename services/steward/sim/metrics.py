@@ -25,6 +25,10 @@ from typing import Any
 
 HOUR_S = 3600.0
 WAIT_CLASSES = ("debug", "batch", "large")
+DEBUG_CLASSES = ("debug_qualified", "debug_over_quota")
+"""ADR 0029: debug jobs qualified at submit (inside their allocation's debug quota; every debug job
+for a policy without a lane), and those over the quota. Debug jobs that cannot qualify (no
+allocation, no protection asked, not small or short) are in neither, only in `debug`."""
 
 
 class Hourly:
@@ -123,6 +127,8 @@ class Recorder:
     cycles: int = 0
     skipped_cycles: int = 0
     unfinished: int = 0
+    debug_jobs: int = 0
+    debug_qualified: int = 0
 
     def __post_init__(self) -> None:
         self.demand = Level(self.start)
@@ -132,13 +138,23 @@ class Recorder:
         self.alloc_delivered = {p: Level(self.start) for p in self.projects}
         self.gang_wait = Level(self.start)
         self.frag = Level(self.start)
-        self.waits = {c: [] for c in WAIT_CLASSES}
+        self.waits = {c: [] for c in (*WAIT_CLASSES, *DEBUG_CLASSES)}
 
     # --- feeding -------------------------------------------------------------------------------
 
-    def record_wait(self, job_class: str, gpus: int, wait_s: float) -> None:
+    def record_debug_class(self, qualified: bool, reason: str) -> str | None:
+        """A debug job's class at submit (ADR 0029); returns its wait class (None: neither)."""
+        self.debug_jobs += 1
+        if qualified:
+            self.debug_qualified += 1
+            return "debug_qualified"
+        return "debug_over_quota" if reason == "over_quota" else None
+
+    def record_wait(self, job_class: str, gpus: int, wait_s: float, debug_class: str | None = None) -> None:
         if job_class in ("debug", "batch"):
             self.waits[job_class].append(wait_s)
+        if debug_class is not None:
+            self.waits[debug_class].append(wait_s)
         if gpus >= self.large_job_gpus:
             self.waits["large"].append(wait_s)
 
@@ -223,8 +239,9 @@ class Recorder:
             "occupancy": _round(self.occupancy()),
             "owed_delivered_mean": _round(sum(ratios) / len(ratios)) if ratios else None,
             "owed_delivered_min": _round(min(ratios)) if ratios else None,
-            "wait_p50_s": {c: _round(percentile(self.waits[c], 50)) for c in WAIT_CLASSES},
-            "wait_p90_s": {c: _round(percentile(self.waits[c], 90)) for c in WAIT_CLASSES},
+            "wait_p50_s": {c: _round(percentile(self.waits[c], 50)) for c in (*WAIT_CLASSES, *DEBUG_CLASSES)},
+            "wait_p90_s": {c: _round(percentile(self.waits[c], 90)) for c in (*WAIT_CLASSES, *DEBUG_CLASSES)},
+            "debug_qualified_fraction": _round(self.debug_qualified / self.debug_jobs) if self.debug_jobs else None,
             "preemptions": self.preemptions,
             "lost_gpu_hours_fraction": _round(self.lost_gpu_s / delivered) if delivered > 0 else 0.0,
             "protection_violations": self.protection_violations,

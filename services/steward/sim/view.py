@@ -24,6 +24,12 @@ again with them (about 2 % of the cycles of the philly run). (`exact_protection=
 protection instead.) A failed victim search is memoised by size whatever the waiting job's
 protection, so the strict-improvement horizon does not need it.
 
+Debug work of one allocation is qualified for the lane by its place in the allocation's debug work
+in submit order, across its chains (ADR 0029), which a trimmed chain would hide. So a lane chain's
+head also has `quota // gpus` jobs (its project's debug quota): a job of another chain with a cut
+job of this chain ahead of it has the whole head ahead too, more than the quota, and is over the
+quota in the trimmed view as in the full one; a qualified job has no cut job ahead of it.
+
 The bound counts `attempts` (32) searches per chain, but a cycle rarely makes room for more than a
 few jobs of one chain. So the engine first hands the cycle a *narrow* view (`jobs(free, narrow=True)`:
 at most `NARROW` searches and lane jobs per chain) and checks the result (`acted_past`): if, in some
@@ -42,7 +48,7 @@ not built: the simulator does not read them.
 from __future__ import annotations
 
 from bisect import bisect_left, insort
-from collections.abc import Hashable, Iterable
+from collections.abc import Hashable, Iterable, Iterator, Mapping
 
 from steward.policy.contract import protection_s
 from steward.policy.lane import lane_pending
@@ -53,7 +59,7 @@ ChainKey = tuple[Hashable, ...]
 
 SLACK = 2
 NARROW = 4
-"""Searches (and lane jobs) per chain that the narrow view makes room for; a cycle that acts on more
+"""Searches per chain that the narrow view makes room for; a cycle that acts on more
 runs again on the full view (`acted_past`)."""
 
 
@@ -71,17 +77,19 @@ def chain_key(job: PendingJob, settings: PolicySettings, exact_protection: bool 
 class _Chain:
     __slots__ = ("gpus", "jobs", "keys", "lane", "prots")
 
-    def __init__(self, gpus: int, lane: bool = False) -> None:
+    def __init__(self, gpus: int, lane: int = 0) -> None:
         self.gpus = gpus
-        self.lane = lane
+        self.lane = lane  # a lane chain: its project's debug quota (GPUs); 0 otherwise
         self.keys: list[tuple[float, str]] = []
         self.jobs: list[PendingJob] = []
         self.prots: list[float] = []  # protection asked, for backfill on reserved nodes
 
 
 class PendingView:
-    def __init__(self, settings: PolicySettings, attempts: int, exact_protection: bool = False) -> None:
+    def __init__(self, settings: PolicySettings, attempts: int, exact_protection: bool = False,
+                 debug_quotas: Mapping[str, int] | None = None) -> None:
         self.settings = settings
+        self.debug_quotas: Mapping[str, int] = debug_quotas or {}
         self.exact_protection = exact_protection
         self.attempts = attempts
         self.chains: dict[ChainKey, _Chain] = {}
@@ -96,7 +104,7 @@ class PendingView:
         key = chain_key(job, self.settings, self.exact_protection)
         chain = self.chains.get(key)
         if chain is None:
-            chain = self.chains[key] = _Chain(job.gpus, bool(key[-1]))
+            chain = self.chains[key] = _Chain(job.gpus, self.debug_quotas.get(job.project, 0) if key[-1] else 0)
         k = (job.submitted_at, job.id)
         prot = protection_s(job.klass, job.min_runtime_s, self.settings)
         if not chain.keys or k > chain.keys[-1]:
@@ -125,15 +133,15 @@ class PendingView:
             del self.chains[key]
         self.count -= 1
 
-    def window(self, gpus: int, free: int, lane: bool = False, narrow: bool = False) -> int:
+    def window(self, gpus: int, free: int, lane: int = 0, narrow: bool = False) -> int:
         """How many jobs at the head of a chain of `gpus`-GPU jobs a cycle may act on, plus one. A
-        lane chain also has up to `lane_project_gpus // gpus` lane searches (ADR 0007). `narrow`:
-        the head of the narrow view, which counts at most `NARROW` searches (see `acted_past`)."""
-        extra = self.settings.lane_project_gpus // gpus if lane else 0
+        lane chain (`lane`: its project's debug quota) also has `lane // gpus` jobs, in the narrow
+        view too (ADR 0029: see the module docstring). `narrow`: the head of the narrow view, which
+        counts at most `NARROW` searches (see `acted_past`)."""
+        extra = lane // gpus
         attempts = self.attempts
         if narrow:
             attempts = min(attempts, NARROW)
-            extra = min(extra, NARROW)
         return free // gpus + attempts + extra + 1 + SLACK
 
     def jobs(self, free: int, narrow: bool = False) -> list[PendingJob]:
@@ -202,6 +210,12 @@ class PendingView:
             if n >= k - SLACK or chain.jobs[-1].id in acted:
                 return True
         return False
+
+    def lane_jobs(self, project: str) -> Iterator[PendingJob]:
+        """The waiting debug work of `project` (its lane chains), every job."""
+        for key, chain in self.chains.items():
+            if key[0] == project and key[-1]:
+                yield from chain.jobs
 
     def all_jobs(self) -> list[PendingJob]:
         return [j for chain in self.chains.values() for j in chain.jobs]

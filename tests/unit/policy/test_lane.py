@@ -1,12 +1,12 @@
-"""The debug lane (ADR 0007; DESIGN.md "p95 time to first GPU for a session or debug job under 2
-minutes while the cluster is full"), through the cycle."""
+"""The debug lane (ADR 0007, 0029; DESIGN.md "Debug quota and the time-to-first-GPU SLO"), through
+the cycle."""
 
 from __future__ import annotations
 
 import pytest
 
 from steward.policy.cycle import schedule
-from steward.policy.lane import is_lane_job, lane_in_use
+from steward.policy.lane import is_lane_job
 from steward.policy.settings import PolicySettings
 from tests.unit.policy.builders import HOUR, NOW, nodes, pending, placed, preempted, running, snapshot, tree
 
@@ -44,7 +44,11 @@ def test_a_debug_job_goes_ahead_of_the_fair_share_order():
         )
     )
     assert set(placed(result)) == {"dbg"}
-    assert result.placements[0].evidence["lane"]["project_cap_gpus"] == S.lane_project_gpus
+    evidence = result.placements[0].evidence
+    # a: 0.5 x 8 GPUs x 0.5 = 2 -> the floor, 4; nothing of its debug work runs or waits ahead
+    assert evidence["qualified"] is True
+    assert evidence["lane"] == {"qualified": True, "reason": "within_quota", "quota_gpus": 4, "in_use_gpus": 0,
+                                "ahead_gpus": 0, "funded_by_lane": True}
     # without the lane the fair-share order decides
     result = schedule(
         snapshot(
@@ -58,22 +62,46 @@ def test_a_debug_job_goes_ahead_of_the_fair_share_order():
     assert set(placed(result)) == {"batch"}
 
 
-def test_the_lane_cap_per_allocation():
-    s = S.with_(lane_project_gpus=2)
-    held = [running(f"d{i}", "a", 1, klass="debug", min_runtime_s=300.0, protected_for=300.0,
-                    started_at=NOW - 10) for i in range(2)]
+@pytest.mark.parametrize(("quota", "held", "expected"), [
+    (2, 2, {"batch"}),          # a runs 2 debug GPUs: its debug job waits its fair-share turn, behind b's
+    (3, 2, {"dbg"}),            # one more GPU of quota: it goes first (and b's job no longer fits)
+    (0, 0, {"batch"}),          # a manager may set 0: no debug work of a goes ahead of the order
+])
+def test_the_debug_quota_per_allocation(quota, held, expected):
+    debug = [running(f"d{i}", "a", 1, klass="debug", min_runtime_s=300.0, protected_for=300.0,
+                     started_at=NOW - 10, submitted_at=NOW - 20) for i in range(held)]
     result = schedule(
         snapshot(
             nodes=nodes(1),
+            tree=tree(a=0.5, b=0.5).with_debug_quota("a", quota),
             usage={"a": 1e7, "b": 0.0},
-            running=held,
-            pending=[pending("batch", "b", 6), pending("dbg", "a", 1, min_runtime_s=300.0, klass="debug")],
-            settings=s,
+            running=debug,
+            pending=[pending("batch", "b", 8 - held),
+                     pending("dbg", "a", 1, min_runtime_s=300.0, klass="debug", submitted_at=NOW)],
         )
     )
-    # a holds 2 lane GPUs already: its debug job waits its fair-share turn, behind b's batch job
-    assert set(placed(result)) == {"batch"}
-    assert lane_in_use(held, set(), s) == {"a": 2}
+    assert set(placed(result)) == expected
+    why = result.explanations.get("dbg")
+    if why is not None:  # over the quota: "why pending" says so, with the figures
+        assert why.evidence["debug_quota"] == {"qualified": False, "reason": "over_quota", "quota_gpus": quota,
+                                               "in_use_gpus": held, "ahead_gpus": 0}
+
+
+def test_a_burst_places_only_its_quota_ahead_of_the_order():
+    """Issue 4: bursts of debug jobs of one project over the lane's cap. Quota 3: three of a's five
+    debug jobs go first; the other two wait behind b's batch job as ordinary funded work."""
+    burst = [pending(f"dbg{i}", "a", 1, min_runtime_s=300.0, klass="debug", submitted_at=float(i)) for i in range(5)]
+    result = schedule(
+        snapshot(
+            nodes=nodes(1),
+            tree=tree(a=0.5, b=0.5).with_debug_quota("a", 3),
+            usage={"a": 1e7, "b": 0.0},
+            pending=[pending("batch", "b", 5), *burst],
+        )
+    )
+    assert set(placed(result)) == {"dbg0", "dbg1", "dbg2", "batch"}
+    assert [p.evidence["lane"]["ahead_gpus"] for p in result.placements if "lane" in p.evidence] == [0, 1, 2]
+    assert result.explanations["dbg3"].evidence["debug_quota"]["reason"] == "over_quota"
 
 
 def test_a_lane_job_takes_unfunded_work_first_with_the_short_grace():
@@ -138,13 +166,14 @@ def test_a_lane_job_never_preempts_protected_work_nor_breaks_strict_improvement(
     assert preempted(result) == {}
 
 
-def test_work_with_no_allocation_gets_the_lane_order_but_never_preempts():
+def test_work_with_no_allocation_is_not_qualified_and_never_preempts():
     held = [running("unfunded", "b", 8, funded=False)]
     result = schedule(
         snapshot(nodes=nodes(1), tree=tree(a=0.5, b=0.5), running=held,
                  pending=[pending("dbg", "nobody", 1, min_runtime_s=300.0, klass="debug")])
     )
     assert preempted(result) == {}
+    assert "debug_quota" not in result.explanations["dbg"].evidence
 
 
 @pytest.mark.parametrize(("victim_gpus", "limit", "expected"), [(2, 2, True), (4, 2, False), (4, 4, True)])

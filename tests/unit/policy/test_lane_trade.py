@@ -79,8 +79,8 @@ def _at_cap(project: str, count: int, node: str = "n0") -> list[RunningJob]:
                     min_runtime_s=300.0, klass="debug") for i in range(count)]
 
 
-def test_a_burst_over_the_cap_trades_its_own_unfunded_work_not_anothers() -> None:
-    s = S.with_(lane_project_gpus=2)
+def test_a_burst_over_the_quota_trades_its_own_unfunded_work_not_anothers() -> None:
+    s = S.with_(debug_quota_share=0.0, debug_quota_floor_gpus=2)
     held = [
         *_at_cap("a", 2),
         running("a_own", "a", 1, funded=False, last_checkpoint_at=NOW - 600),
@@ -94,7 +94,7 @@ def test_a_burst_over_the_cap_trades_its_own_unfunded_work_not_anothers() -> Non
     assert preempted(result) == {"a_own": "dbg"}
     evidence = result.preemptions[0].evidence
     assert evidence["rule"] == "lane_trade_own_work" and evidence["trade"] and evidence["lane"]
-    # without trades the job is over the cap and a's entitlement is used: it would run unfunded, and
+    # without trades the job is over its quota and a's entitlement is used: it would run unfunded, and
     # unfunded work preempts nothing
     assert preempted(schedule(snapshot(nodes=nodes(1), usage={"a": 1e7, "b": 0.0}, running=held,
                                        pending=[debug("dbg")],
@@ -102,7 +102,7 @@ def test_a_burst_over_the_cap_trades_its_own_unfunded_work_not_anothers() -> Non
 
 
 def test_a_trade_takes_own_funded_work_out_of_protection_only_when_allowed() -> None:
-    s = S.with_(lane_project_gpus=0)  # every lane job is over the cap
+    s = S.with_(debug_quota_share=0.0, debug_quota_floor_gpus=0)  # every lane job is over its quota
     held = [
         running("a_batch", "a", 1, protected_for=HOUR, last_checkpoint_at=NOW - 30),  # out of protection
         running("a_protected", "a", 1, started_at=NOW - 60, protected_for=HOUR),
@@ -118,8 +118,8 @@ def test_a_trade_takes_own_funded_work_out_of_protection_only_when_allowed() -> 
 
 def test_the_freed_room_goes_to_the_job_it_was_freed_for() -> None:
     # one GPU is free; b's batch job is first in the order (b is under-served) and a is over the
-    # lane cap: the GPU goes to b, unless a trade just freed it for a's debug job
-    s = S.with_(lane_project_gpus=2)
+    # debug quota: the GPU goes to b, unless a trade just freed it for a's debug job
+    s = S.with_(debug_quota_share=0.0, debug_quota_floor_gpus=2)
     held = [*_at_cap("a", 2), *(running(f"a{i}", "a", 1, protected_for=10 * HOUR) for i in range(2)),
             *(running(f"b{i}", "b", 1, protected_for=10 * HOUR) for i in range(3))]
     waiting = [pending("batch", "b", 1)]

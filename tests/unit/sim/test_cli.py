@@ -13,7 +13,7 @@ from tests.unit.sim.builders import job, write_scenario
 KEYS = {
     "policy", "scenario", "jobs", "occupancy", "owed_delivered_mean", "owed_delivered_min", "wait_p50_s",
     "wait_p90_s", "preemptions", "lost_gpu_hours_fraction", "protection_violations", "fragmentation_mean",
-    "wall_s",
+    "wall_s", "debug_qualified_fraction",
 }
 
 
@@ -28,7 +28,8 @@ def test_json_has_exactly_the_documented_keys(tmp_path: Path, capsys: pytest.Cap
     assert main(["--scenario", str(small(tmp_path)), "--policy", "steward", "--json"]) == EXIT_OK
     figs = json.loads(capsys.readouterr().out)
     assert set(figs) == KEYS
-    assert set(figs["wait_p50_s"]) == set(figs["wait_p90_s"]) == {"debug", "batch", "large"}
+    assert set(figs["wait_p50_s"]) == set(figs["wait_p90_s"]) == {"debug", "batch", "large", "debug_qualified",
+                                                                   "debug_over_quota"}
     assert figs["policy"] == "steward" and figs["jobs"] == 3 and figs["scenario"] == "small"
 
 

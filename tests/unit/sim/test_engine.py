@@ -157,14 +157,14 @@ def test_with_room_freed_is_replace_field_by_field() -> None:
         ({"lane_hold_s": "30", "lane_trade": "true"}, [0.0, 20.0]),
         # without the hold the freed GPU goes to b's batch job, first in the order: d2 waits for d1
         ({"lane_trade": "true"}, [0.0, 295.0]),
-        # without trades d2 (over the cap, a's entitlement used) waits for d1 to end
+        # without trades d2 (over the quota, a's entitlement used) waits for d1 to end
         ({}, [0.0, 295.0]),
     ],
 )
 def test_a_trade_and_its_hold_through_the_engine(tmp_path: Path, sets: dict[str, str],
                                                  debug_waits: list[float]) -> None:
     """ADR 0021, hand-computed on one 4-GPU node: a holds its entitlement (a1 and the lane job d1, 2
-    GPUs) and the lane cap (1 GPU); u is a's unfunded work; b2 is b's funded batch job, waiting."""
+    GPUs) and its debug quota (1 GPU); u is a's unfunded work; b2 is b's funded batch job, waiting."""
     jobs = [
         job("a1", duration=20000),
         job("d1", duration=300, klass="debug", min_runtime=300),
@@ -174,6 +174,6 @@ def test_a_trade_and_its_hold_through_the_engine(tmp_path: Path, sets: dict[str,
         job("b2", submit=10, duration=1000, tenant="b"),
     ]
     path = write_scenario(tmp_path, jobs)
-    result = run_scenario(path, "steward", {"lane_project_gpus": "1", **sets})
+    result = run_scenario(path, "steward", {"debug_quota_share": "0", "debug_quota_floor_gpus": "1", **sets})
     assert sorted(result.recorder.waits["debug"]) == debug_waits
     assert result.to_json()["protection_violations"] == 0

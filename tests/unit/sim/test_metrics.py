@@ -69,7 +69,30 @@ def test_waits_by_class_and_large() -> None:
     rec.record_wait("batch", 1, 0.0)
     rec.close(1.0)
     figs = rec.figures("steward", "t", 3, 0.0)
-    assert figs["wait_p50_s"] == {"debug": 10.0, "batch": 50.0, "large": 100.0}
+    assert figs["wait_p50_s"] == {"debug": 10.0, "batch": 50.0, "large": 100.0, "debug_qualified": None,
+                                  "debug_over_quota": None}
+    assert figs["debug_qualified_fraction"] is None
+
+
+@pytest.mark.parametrize(("classes", "qualified_p90", "over_p90", "fraction"), [
+    # (qualified, reason, wait): the debug job's class at submit, and its wait
+    ([(True, "within_quota", 10.0), (True, "within_quota", 20.0), (False, "over_quota", 500.0)], 19.0, 500.0, 2 / 3),
+    # a debug job that cannot qualify (no allocation) counts in the fraction, in neither class
+    ([(True, "within_quota", 10.0), (False, "no_allocation", 900.0)], 10.0, None, 0.5),
+    ([(False, "over_quota", 30.0), (False, "over_quota", 40.0)], None, 39.0, 0.0),
+])
+def test_debug_waits_by_qualification(classes: list[tuple[bool, str, float]], qualified_p90: float | None,
+                                      over_p90: float | None, fraction: float) -> None:
+    """ADR 0029: a debug job's class is decided at submit; the `debug` class keeps every debug job."""
+    rec = recorder()
+    for qualified, reason, wait in classes:
+        rec.record_wait("debug", 1, wait, rec.record_debug_class(qualified, reason))
+    rec.close(1.0)
+    figs = rec.figures("steward", "t", len(classes), 0.0)
+    assert figs["wait_p90_s"]["debug_qualified"] == (None if qualified_p90 is None else pytest.approx(qualified_p90))
+    assert figs["wait_p90_s"]["debug_over_quota"] == (None if over_p90 is None else pytest.approx(over_p90))
+    assert figs["debug_qualified_fraction"] == pytest.approx(fraction)
+    assert len(rec.waits["debug"]) == len(classes)
 
 
 def test_fragmentation_is_averaged_over_hours_with_a_waiting_gang() -> None:

@@ -117,7 +117,7 @@ def test_trimmed_queue_equals_the_full_queue_with_several_reservations() -> None
     assert settings_for("steward", scenario).reservation_allocations == 3
     full, _, multi_full = run_counting(scenario, trim=False)
     narrow, engine, multi = run_counting(scenario, trim=True)
-    assert multi > 50 and multi_full > 50  # cycles holding two or three reservations
+    assert multi > 30 and multi_full > 30  # cycles holding two or three reservations (42 since ADR 0029)
     assert engine.stats.reruns > 0  # short work added behind the heads for reserved nodes
     assert narrow == full
     wide, wide_engine, _ = run_counting(scenario, trim=True, narrow=False)

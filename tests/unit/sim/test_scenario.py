@@ -169,7 +169,7 @@ def test_override_that_breaks_the_tree_is_refused_like_a_bad_file(tmp_path: Path
     ("lane_hold_s=30", "lane_hold_s", 30.0),                # default None: still typed by its declaration
     ("lane_hold_s=null", "lane_hold_s", None),
     ("unfunded_grace_s=~", "unfunded_grace_s", None),       # YAML's other spelling of null
-    ("lane_project_gpus=64", "lane_project_gpus", 64),
+    ("debug_quota_floor_gpus=64", "debug_quota_floor_gpus", 64),
     ("reservations=false", "reservations", False),
     ("session_warnings_s=[600, 60]", "session_warnings_s", (600.0, 60.0)),
 ])
@@ -182,8 +182,8 @@ def test_set_types_a_policy_setting_by_its_declaration(tmp_path: Path, item: str
 
 
 @pytest.mark.parametrize(("item", "message"), [
-    ("lane_project_gpus=null", r"--set lane_project_gpus: null is not allowed"),
-    ("lane_project_gpus=1.5", r"--set lane_project_gpus: expected a whole number, got 1\.5"),
+    ("debug_quota_floor_gpus=null", r"--set debug_quota_floor_gpus: null is not allowed"),
+    ("debug_quota_floor_gpus=1.5", r"--set debug_quota_floor_gpus: expected a whole number, got 1\.5"),
     ("cheap_victim_s=soon", r"--set cheap_victim_s: expected a number or null, got 'soon'"),
     ("lane=maybe", r"--set lane: expected true or false, got 'maybe'"),
     ("no_such_knob=1", r"--set no_such_knob: not a scenario key nor a policy setting"),
