@@ -212,6 +212,8 @@ class SubmitOutlook:
     funded: bool
     reason: str = strawberry.field(description="funded, or why it will run unfunded: no_allocation, "
                                                "unfunded_by_request (no protection asked), entitlement_used.")
+    funded_by_lane: bool = strawberry.field(description="Funded although its allocation's entitlement is used: "
+                                                        "qualified debug work, funded by the debug lane.")
     protection_s: float = strawberry.field(description="Protection from each start (0: preemptible at once).")
     asked_protection_s: float = strawberry.field(description="The protection the job asked for (policy-capped).")
     project: str
@@ -224,7 +226,8 @@ class SubmitOutlook:
 
     @staticmethod
     def of(o: Outlook) -> SubmitOutlook:
-        return SubmitOutlook(funded=o.funded, reason=o.reason, protection_s=o.protection_s,
+        return SubmitOutlook(funded=o.funded, reason=o.reason, funded_by_lane=o.funded_by_lane,
+                             protection_s=o.protection_s,
                              asked_protection_s=o.asked_protection_s, project=o.project, allocation=o.allocation,
                              in_use_gpus=o.in_use_gpus, entitled_gpus=o.entitled_gpus,
                              qualification=None if o.qualification is None else DebugQualification.of(o.qualification),

@@ -91,6 +91,13 @@ def funding_gap(
     return None if ok else ENTITLEMENT_USED
 
 
+def lane_funds(gap: str | None) -> bool:
+    """ADR 0007, 0029: the debug lane funds a qualified job of an allocation whose entitlement is used
+    (its debug quota bounds it); work with no allocation, or that asks for no protection, stays
+    unfunded. `gap` is `funding_gap`'s answer for the job."""
+    return gap is None or gap == ENTITLEMENT_USED
+
+
 def protected_until(job: PendingJob, start: float, funded: bool, settings: PolicySettings) -> float:
     """Protection ends `protection_s` after this start for funded work; unfunded work has none
     ("preemptible at once")."""

@@ -41,6 +41,7 @@ from steward.policy.contract import (
     funding_gap,
     grace_ends_at,
     grace_s,
+    lane_funds,
     protected_until,
     protection_s,
 )
@@ -504,10 +505,8 @@ class _Cycle:
 
     @staticmethod
     def lane_funds(gap: str | None) -> bool:
-        """ADR 0007, 0029: the lane funds a qualified job of an allocation whose entitlement is used
-        (the quota bounds it); work with no allocation, or that asks for no protection, stays
-        unfunded."""
-        return gap is None or gap == ENTITLEMENT_USED
+        """contract.lane_funds (the rule's one home; the submit preview calls it too)."""
+        return lane_funds(gap)
 
     # --- phase 3 -----------------------------------------------------------------------------------
 

@@ -4,9 +4,11 @@ quota": "Whether a job is qualified is shown at submit").
 
 Pure: the caller passes the job and the current projections (tree, ready capacity, running and waiting
 jobs); nothing here reads a clock. No rule is decided here a second time: funding is
-`contract.funding_gap` (the cycle's own), protection is `contract.protection_s`, the debug quota and
-qualification are `debug_quota.qualify_in`. This module gathers their inputs as the cycle's phase 2 does
-(funded GPUs in use per allocation, entitlement × ready capacity per allocation) and words the answer.
+`contract.funding_gap` (the cycle's own) and, for qualified debug work, `contract.lane_funds` (the debug
+lane funds it while its allocation's entitlement is used, ADR 0029); protection is `contract.protection_s`;
+the debug quota and qualification are `debug_quota.qualify_in`. This module gathers their inputs as the
+cycle's phase 2 does (funded GPUs in use per allocation, entitlement × ready capacity per allocation) and
+words the answer.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from steward.policy.contract import (
     funding_gap,
     funding_path,
     has_entitlement_left,
+    lane_funds,
     protection_s,
 )
 from steward.policy.debug_quota import Qualification, qualify_in
@@ -37,13 +40,15 @@ FUNDED = "funded"
 class Outlook:
     """What a submitted job will get if it starts now, and why.
 
-    `reason` is "funded" or why it would run unfunded (contract.funding_gap's codes). `allocation`,
+    `reason` is "funded" or why it would run unfunded (contract.funding_gap's codes); `funded_by_lane`:
+    funded although its allocation's entitlement is used, as qualified debug work (ADR 0029). `allocation`,
     `in_use_gpus` and `entitled_gpus` are the figures behind "entitlement_used": the allocation on the
     job's funding path whose funded GPUs in use reached its entitlement × ready capacity. For debug work
     (a debug job or a session) `qualification` says whether it is inside its allocation's debug quota."""
 
     funded: bool
     reason: str
+    funded_by_lane: bool
     protection_s: float
     """Protection from each funded start (0: unfunded work is preemptible at once)."""
     asked_protection_s: float
@@ -59,6 +64,7 @@ class Outlook:
         return {
             "funded": self.funded,
             "reason": self.reason,
+            "funded_by_lane": self.funded_by_lane,
             "protection_s": self.protection_s,
             "asked_protection_s": self.asked_protection_s,
             "project": self.project,
@@ -106,10 +112,13 @@ def outlook(
     qualification = None
     if job.klass in ("debug", "interactive"):
         qualification = qualify_in(job, tree, capacity_gpus, running, waiting, settings)
+    by_lane = gap is not None and qualification is not None and qualification.qualified and lane_funds(gap)
+    funded = gap is None or by_lane
     out = Outlook(
-        funded=gap is None,
-        reason=FUNDED if gap is None else gap,
-        protection_s=asked if gap is None else 0.0,
+        funded=funded,
+        reason=FUNDED if funded else str(gap),
+        funded_by_lane=by_lane,
+        protection_s=asked if funded else 0.0,
         asked_protection_s=asked,
         project=job.project,
         allocation=figures_of,
@@ -137,10 +146,13 @@ def _gpus(x: float) -> str:
 def funding_message(o: Outlook) -> str:
     """One line a researcher reads at submit: funded (and its protection) or unfunded, and why."""
     if o.funded:
+        figures = f"'{o.allocation}' has {_gpus(o.in_use_gpus)} of {_gpus(o.entitled_gpus)} entitled GPUs in use"
+        if o.funded_by_lane:
+            return (f"funded by the debug lane: protected for {duration(o.protection_s)} from each start; {figures}, "
+                    "and it is inside its debug quota")
         if o.protection_s <= 0:
             return "funded"
-        return (f"funded: protected for {duration(o.protection_s)} from each start "
-                f"('{o.allocation}' has {_gpus(o.in_use_gpus)} of {_gpus(o.entitled_gpus)} entitled GPUs in use)")
+        return f"funded: protected for {duration(o.protection_s)} from each start ({figures})"
     unfunded = ("will run unfunded: only on idle GPUs, not charged, preemptible at once (no protection)")
     if o.reason == UNFUNDED_BY_REQUEST:
         return f"{unfunded}: it asks for no protection (min runtime 0); ask for one to be funded"
@@ -176,5 +188,5 @@ def _with_message(o: Outlook, settings: PolicySettings) -> Outlook:
     lines = [funding_message(o)]
     if o.qualification is not None:
         lines.append(qualification_message(o.qualification, o.project, settings))
-    return Outlook(o.funded, o.reason, o.protection_s, o.asked_protection_s, o.project, o.allocation,
+    return Outlook(o.funded, o.reason, o.funded_by_lane, o.protection_s, o.asked_protection_s, o.project, o.allocation,
                    o.in_use_gpus, o.entitled_gpus, o.qualification, "\n".join(lines))

@@ -122,3 +122,22 @@ def test_the_job_itself_among_the_waiting_is_not_counted_ahead_of_itself() -> No
                                                (3661, "1h1m1s")])
 def test_duration(seconds: float, text: str) -> None:
     assert duration(seconds) == text
+
+
+def test_qualified_debug_work_is_funded_by_the_lane_when_the_entitlement_is_used() -> None:
+    """ADR 0029 (contract.lane_funds): inside its debug quota, a debug job runs funded although its
+    allocation has no entitlement left; over the quota it would run unfunded, and the preview says why."""
+    used = [_run(4)]  # a1's 4 entitled GPUs are in use by funded batch work
+    job = pending("j", "a1", gpus=1, **DEBUG)  # type: ignore[arg-type]
+    inside = outlook(job, TREE.with_debug_quota("a1", 2), CAPACITY, used, [], S)
+    assert (inside.funded, inside.funded_by_lane, inside.reason, inside.protection_s) == (True, True, "funded", 300.0)
+    assert inside.message.startswith("funded by the debug lane: protected for 5m from each start")
+    over = outlook(job, TREE.with_debug_quota("a1", 0), CAPACITY, used, [], S)
+    assert (over.funded, over.funded_by_lane, over.reason) == (False, False, ENTITLEMENT_USED)
+    assert "no allocation left" in over.message and "over 'a1' debug quota of 0 GPUs" in over.message
+
+
+def test_the_lane_does_not_fund_work_that_asks_for_no_protection() -> None:
+    session = pending("s", "a", min_runtime_s=0.0, klass="interactive")  # 'a' is not a project: no allocation
+    o = outlook(session, TREE, CAPACITY, [], [], S)
+    assert (o.funded, o.funded_by_lane, o.reason) == (False, False, NO_ALLOCATION)

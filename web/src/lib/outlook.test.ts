@@ -2,7 +2,7 @@ import { describe, expect, it } from "vitest";
 import { outlookHeadline, parseQuota, qualificationFromEvidence, parseSubmit, previewInput, qualificationLabel, quotaText, type SubmitForm, type SubmitOutlook } from "./outlook";
 
 const FORM: SubmitForm = { project: "a1", gpus: "2", minRuntimeS: "600", jobClass: "debug", resumable: false, command: "python train.py" };
-const OUTLOOK: SubmitOutlook = { funded: false, reason: "entitlement_used", protectionS: 0, askedProtectionS: 600, project: "a1", allocation: "a1", inUseGpus: 4, entitledGpus: 2.88, qualification: null, message: "" };
+const OUTLOOK: SubmitOutlook = { funded: false, reason: "entitlement_used", fundedByLane: false, protectionS: 0, askedProtectionS: 600, project: "a1", allocation: "a1", inUseGpus: 4, entitledGpus: 2.88, qualification: null, message: "" };
 
 describe("the submit form", () => {
   it("becomes the API's input", () => {
@@ -27,6 +27,7 @@ describe("the outlook in words", () => {
     expect(outlookHeadline(OUTLOOK)).toBe("Unfunded: no allocation left");
     expect(outlookHeadline({ ...OUTLOOK, reason: "unfunded_by_request" })).toBe("Unfunded: no protection asked");
     expect(outlookHeadline({ ...OUTLOOK, funded: true, reason: "funded" })).toBe("Funded");
+    expect(outlookHeadline({ ...OUTLOOK, funded: true, reason: "funded", fundedByLane: true })).toBe("Funded by the debug lane");
   });
   it("labels the debug qualification", () => {
     const q = { qualified: false, reason: "over_quota", quotaGpus: 1, inUseGpus: 1, aheadGpus: 0 };

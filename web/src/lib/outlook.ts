@@ -12,6 +12,7 @@ export interface Qualification {
 export interface SubmitOutlook {
   funded: boolean;
   reason: string; // funded | no_allocation | unfunded_by_request | entitlement_used
+  fundedByLane: boolean; // qualified debug work funded by the debug lane while the entitlement is used
   protectionS: number;
   askedProtectionS: number;
   project: string;
@@ -30,7 +31,7 @@ export interface DebugQuota {
 }
 
 export const OUTLOOK_SELECTION =
-  "funded reason protectionS askedProtectionS project allocation inUseGpus entitledGpus message qualification { qualified reason quotaGpus inUseGpus aheadGpus }";
+  "funded reason fundedByLane protectionS askedProtectionS project allocation inUseGpus entitledGpus message qualification { qualified reason quotaGpus inUseGpus aheadGpus }";
 
 export interface SubmitForm {
   project: string;
@@ -76,7 +77,7 @@ export function outlookTone(o: SubmitOutlook): "ok" | "warn" {
 }
 
 export function outlookHeadline(o: SubmitOutlook): string {
-  if (o.funded) return "Funded";
+  if (o.funded) return o.fundedByLane ? "Funded by the debug lane" : "Funded";
   if (o.reason === "unfunded_by_request") return "Unfunded: no protection asked";
   if (o.reason === "no_allocation") return "Unfunded: no allocation";
   if (o.reason === "entitlement_used") return "Unfunded: no allocation left";
