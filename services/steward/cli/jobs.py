@@ -20,7 +20,8 @@ PAYLOAD = """
     ... on NotAuthorised {{ message }}
     ... on {ok} {{ job {{ {fields} }} }}"""
 
-OUTLOOK_FIELDS = """funded reason fundedByLane protectionS askedProtectionS project allocation inUseGpus entitledGpus message
+OUTLOOK_FIELDS = """funded reason fundedByLane protectionS askedProtectionS project allocation inUseGpus entitledGpus
+  message
   qualification { qualified reason quotaGpus inUseGpus aheadGpus }"""
 
 SUBMIT = f"""mutation($input: SubmitJobInput!) {{ submitJob(input: $input) {{

@@ -16,7 +16,8 @@ from sqlalchemy import func, select
 from steward.store import schema
 from tests.unit.api.harness import Server, serve
 
-OUTLOOK_FIELDS = """funded reason fundedByLane protectionS askedProtectionS project allocation inUseGpus entitledGpus message
+OUTLOOK_FIELDS = """funded reason fundedByLane protectionS askedProtectionS project allocation inUseGpus entitledGpus
+  message
   qualification { qualified reason quotaGpus inUseGpus aheadGpus }"""
 SUBMIT = f"""mutation($input: SubmitJobInput!) {{ submitJob(input: $input) {{ __typename
   ... on JobAccepted {{ job {{ id state }} outlook {{ {OUTLOOK_FIELDS} }} }}
