@@ -10,7 +10,7 @@ import strawberry
 from strawberry.scalars import JSON
 
 from steward.api.scalars import BigInt
-from steward.api.types import ApiToken, Job
+from steward.api.types import ApiToken, Job, SubmitOutlook
 
 
 @strawberry.type
@@ -33,6 +33,9 @@ class NotAuthorised:
 @strawberry.type
 class JobAccepted:
     job: Job
+    outlook: SubmitOutlook | None = strawberry.field(
+        default=None, description="The submit preview at submission: funded or unfunded and why, protection, "
+                                  "debug qualification.")
 
 
 @strawberry.type
@@ -43,6 +46,8 @@ class JobCancelled:
 @strawberry.type
 class SessionOpened:
     job: Job
+    outlook: SubmitOutlook | None = strawberry.field(
+        default=None, description="The submit preview at opening: funded, protection, debug qualification.")
 
 
 @strawberry.type
@@ -63,6 +68,13 @@ class PreemptionRequested:
 @strawberry.type
 class AllocationsChanged:
     parent: str
+    position: BigInt
+
+
+@strawberry.type(description="The ledger recorded the debug quota of an allocation.")
+class DebugQuotaChanged:
+    allocation: str
+    gpus: int | None = strawberry.field(description="The quota set (null: back to the default).")
     position: BigInt
 
 
@@ -108,6 +120,10 @@ OpenSessionResult = Annotated[
 RestoreSessionResult = Annotated[
     SessionRestored | Rejected | InvalidInput | NotAuthorised, strawberry.union("RestoreSessionResult")
 ]
+SetDebugQuotaResult = Annotated[
+    DebugQuotaChanged | Rejected | InvalidInput | NotAuthorised, strawberry.union("SetDebugQuotaResult")
+]
+SubmitOutlookResult = Annotated[SubmitOutlook | InvalidInput | NotAuthorised, strawberry.union("SubmitOutlookResult")]
 SetAllocationsResult = Annotated[
     AllocationsChanged | Rejected | InvalidInput | NotAuthorised, strawberry.union("SetAllocationsResult")
 ]
@@ -134,6 +150,9 @@ RevokeTokenResult = Annotated[
 class ShareInput:
     child: str
     share: float
+    debug_quota_gpus: int | None = strawberry.field(
+        default=strawberry.UNSET, description="Optionally, the child's debug quota in GPUs (null: back to the "
+                                              "default that follows the share; absent: unchanged).")
 
 
 @strawberry.input

@@ -17,13 +17,17 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
+from steward.api.outlook import QuotaFigures, quota_figures
+from steward.domain.state import LedgerState
 from steward.policy.ordering import demand_of, order_pending, standing
 from steward.policy.settings import PolicySettings
 from steward.scheduler.bridge import HOLDING_STATES, policy_node, running_job, snapshot_of
 from steward.scheduler.service import SchedulerState
 from steward.store.eventstore import EventStore
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,6 +76,7 @@ class PolicyQueue:
         self._view = SchedulerState(settings or PolicySettings.steward())
         self._lock = threading.Lock()
         self._last: PolicyOrder | None = None
+        self._quotas: tuple[int, dict[str, QuotaFigures]] | None = None
 
     def cached(self, head: int) -> PolicyOrder | None:
         """The last order if `order(head)` would return it without recomputing (no IO), else None."""
@@ -79,6 +84,32 @@ class PolicyQueue:
         if last is not None and last.head >= head and self.clock() - last.now < self.ttl_s:
             return last
         return None
+
+    def read(self, fn: Callable[[LedgerState, PolicySettings, float], T]) -> T:
+        """`fn(state, settings, now)` on the view caught up with the store (the submit preview, the
+        debug quotas in force): the state and the settings the scheduler's next cycle reads."""
+        with self._lock:
+            self._view.catch_up(self.store)
+            self._view.follow_policy(self.store)
+            return fn(self._view.state, self._view.settings, self.clock())
+
+    def cached_quotas(self, head: int) -> dict[str, QuotaFigures] | None:
+        """`quotas(head)` when it needs no IO, else None."""
+        hit = self._quotas
+        return hit[1] if hit is not None and hit[0] >= head else None
+
+    def quotas(self, head: int) -> dict[str, QuotaFigures]:
+        """Every allocation's debug quota in force at the store's head (at least `head`): they move only
+        with the log (an allocation change, a node, a policy change), so they are kept per head."""
+        hit = self._quotas
+        if hit is not None and hit[0] >= head:
+            return hit[1]
+
+        def compute(state: LedgerState, settings: PolicySettings, now: float) -> tuple[int, dict[str, QuotaFigures]]:
+            return self._view.head, quota_figures(state, settings)
+
+        self._quotas = self.read(compute)
+        return self._quotas[1]
 
     def order(self, head: int | None = None) -> PolicyOrder:
         """The order at the store's head (at least `head`), computed anew when the log moved or the

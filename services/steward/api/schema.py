@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import uuid
 from collections.abc import AsyncGenerator, Sequence
+from dataclasses import replace
 from typing import Any
 
 import strawberry
@@ -33,10 +34,12 @@ from steward.api.commands import Outcome, OutcomeTimeout
 from steward.api.context import BadInput, Context, UserError
 from steward.api.explain import WAITING, queued, why_pending, why_preempted
 from steward.api.figures import DEFAULT_WINDOW_S
+from steward.api.outlook import submit_outlook
 from steward.api.payloads import (
     AllocationsChanged,
     CancelJobResult,
     CreateTokenResult,
+    DebugQuotaChanged,
     DrainNodeResult,
     EventFilter,
     InvalidInput,
@@ -62,10 +65,12 @@ from steward.api.payloads import (
     SessionOpened,
     SessionRestored,
     SetAllocationsResult,
+    SetDebugQuotaResult,
     SetPolicyResult,
     ShareInput,
     SubmitJobInput,
     SubmitJobResult,
+    SubmitOutlookResult,
     TokenCreated,
     TokenRevoked,
 )
@@ -96,6 +101,7 @@ from steward.api.types import (
     QueueEntry,
     StateAt,
     StateCount,
+    SubmitOutlook,
     Verification,
     decode_cursor,
     encode_cursor,
@@ -155,7 +161,8 @@ async def _execute(ctx: Context, command: Command) -> Outcome:
 
 
 def _ledger_state(snap: Snapshot) -> LedgerState:
-    return LedgerState(allocations={a["name"]: AllocationNode(a["name"], a["parent"], a["share"])
+    return LedgerState(allocations={a["name"]: AllocationNode(a["name"], a["parent"], a["share"],
+                                                              a.get("debug_quota_gpus"))
                                     for a in snap.allocations})
 
 
@@ -192,6 +199,22 @@ class Query:
     async def allocations(self, info: Info[Context, None], window_s: float = DEFAULT_WINDOW_S,
                           under: str | None = None) -> list[Allocation]:
         return await _allocations(_ctx(info), window_s, under, "allocations")
+
+    @fields.field("The submit preview: what this job would get if submitted now (funded, or unfunded and why; its "
+                  "protection; for debug work whether it is inside its allocation's debug quota). Nothing is "
+                  "recorded.")
+    async def submit_outlook(self, info: Info[Context, None], input: SubmitJobInput) -> SubmitOutlookResult:
+        ctx = _ctx(info)
+        command = SubmitJob(
+            job_id=input.job_id or "", project=input.project, gpus=input.gpus, min_runtime_s=input.min_runtime_s,
+            command=list(input.command) or ["(preview)"], resumable=input.resumable, job_class=input.job_class,
+            priority=input.priority,
+        )
+        refused = await _submittable(ctx, replace(command, job_id=command.job_id or "preview"), "submitOutlook")
+        if refused is not None:
+            return refused
+        ctx.no_cache()
+        return await _outlook(ctx, command)
 
     @fields.field("Projects (leaves of the tree) you may see, with their figures.")
     async def projects(self, info: Info[Context, None], window_s: float = DEFAULT_WINDOW_S) -> list[Allocation]:
@@ -431,7 +454,12 @@ async def _allocations(ctx: Context, window_s: float, root: str | None, operatio
     if ctx.services.read.figures_head(window_s) < ctx.services.read.known_head():
         ctx.no_cache()
     under = subtree((await ctx.snapshot()).parents, [root]) if root is not None and root != ROOT else None
-    return [Allocation.of(f) for f in figs if access.sees(f.name) and (under is None or f.name in under)]
+    policy, head = ctx.services.read.policy, ctx.services.read.known_head()
+    quotas = policy.cached_quotas(head)
+    if quotas is None:
+        quotas = await asyncio.to_thread(policy.quotas, head)
+    return [Allocation.of(f, quotas.get(f.name)) for f in figs
+            if access.sees(f.name) and (under is None or f.name in under)]
 
 
 def _token(t: TokenInfo) -> ApiToken:
@@ -496,8 +524,8 @@ async def _role_refused(ctx: Context, access: Access, capability: Capability, op
     return NotAuthorised(message=f"your role ({access.role.value}) may not use '{operation}'")
 
 
-async def _submit(ctx: Context, command: SubmitJob, operation: str) -> JobAccepted | Rejected | InvalidInput | \
-        NotAuthorised:
+async def _submittable(ctx: Context, command: SubmitJob, operation: str) -> InvalidInput | NotAuthorised | None:
+    """None when the principal may submit `command` and it has a valid shape for a known project."""
     access = await ctx.access(operation)
     if (refused := await _role_refused(ctx, access, Capability.work, operation)) is not None:
         return refused
@@ -509,13 +537,29 @@ async def _submit(ctx: Context, command: SubmitJob, operation: str) -> JobAccept
         require_known_project(_ledger_state(await ctx.snapshot()), command.project)
     except DomainError as err:
         return InvalidInput(field=None, message=err.message)
+    return None
+
+
+async def _outlook(ctx: Context, command: SubmitJob) -> SubmitOutlook:
+    """The submit preview of `command` on the scheduler's view now (steward.api.outlook)."""
+    policy = ctx.services.read.policy
+    found = await asyncio.to_thread(policy.read, lambda state, settings, now: submit_outlook(state, settings,
+                                                                                             command, now))
+    return SubmitOutlook.of(found)
+
+
+async def _submit(ctx: Context, command: SubmitJob, operation: str) -> JobAccepted | Rejected | InvalidInput | \
+        NotAuthorised:
+    if (refused := await _submittable(ctx, command, operation)) is not None:
+        return refused
+    preview = await _outlook(ctx, command)
     outcome = await _execute(ctx, command)
     if (rej := _rejected(outcome)) is not None:
         return rej
     row = await asyncio.to_thread(ctx.services.read.job, command.job_id)
     if row is None:
         raise UserError("the job was recorded but its projection is not there yet; retry the read", "LAGGING")
-    return JobAccepted(job=Job.of(row))
+    return JobAccepted(job=Job.of(row), outlook=preview)
 
 
 def _new_id(prefix: str, given: str | None) -> str:
@@ -563,7 +607,7 @@ class Mutation:
                             min_runtime_s=input.cap_s, command=list(input.command), resumable=True,
                             job_class="interactive")
         res = await _submit(_ctx(info), command, "openSession")
-        return SessionOpened(job=res.job) if isinstance(res, JobAccepted) else res
+        return SessionOpened(job=res.job, outlook=res.outlook) if isinstance(res, JobAccepted) else res
 
     @fields.mutation("Restore a session from its last checkpoint.")
     async def restore_session(self, info: Info[Context, None], id: strawberry.ID) -> RestoreSessionResult:
@@ -637,11 +681,34 @@ class Mutation:
             return InvalidInput(field="shares", message="a child appears more than once")
         if any(not s.child or len(s.child) > 200 for s in shares):
             return InvalidInput(field="shares", message="a child's name has 1 to 200 characters")
+        quotas = {s.child: s.debug_quota_gpus for s in shares if s.debug_quota_gpus is not strawberry.UNSET}
         outcome = await _execute(ctx, SetAllocations(parent=parent, shares={s.child: s.share for s in shares},
-                                                     reason=reason))
+                                                     reason=reason, debug_quotas=quotas))
         if (rej := _rejected(outcome)) is not None:
             return rej
         return AllocationsChanged(parent=parent, position=outcome.position)
+
+    @fields.mutation("Set an allocation's debug quota (GPUs that may run debug jobs and sessions ahead of the "
+                     "fair-share order), with a reason; null puts it back on the default that follows the share. "
+                     "Managers set the quotas of their own node's children.")
+    async def set_debug_quota(self, info: Info[Context, None], allocation: str, gpus: int | None,
+                              reason: str) -> SetDebugQuotaResult:
+        ctx = _ctx(info)
+        access = await ctx.access("setDebugQuota")
+        if (refused := await _role_refused(ctx, access, Capability.set_allocations, "setDebugQuota")) is not None:
+            return refused
+        # an unknown allocation goes to the ledger under the root (admins), which refuses it by name
+        parent = (await ctx.snapshot()).parents.get(allocation, ROOT)
+        if not access.manages(parent):
+            await ctx.deny("setDebugQuota", f"allocation:{allocation}", "outside the principal's scopes")
+            return _not_authorised("allocation", allocation, "set the debug quota of")
+        if not reason.strip():
+            return InvalidInput(field="reason", message="a debug quota change needs a reason")
+        outcome = await _execute(ctx, SetAllocations(parent=parent, shares={}, reason=reason,
+                                                     debug_quotas={allocation: gpus}))
+        if (rej := _rejected(outcome)) is not None:
+            return rej
+        return DebugQuotaChanged(allocation=allocation, gpus=gpus, position=outcome.position)
 
     @fields.mutation("Register a node with its GPUs and topology path (admins).")
     async def register_node(self, info: Info[Context, None], input: RegisterNodeInput) -> RegisterNodeResult:

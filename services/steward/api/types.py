@@ -14,7 +14,10 @@ from steward.api import fields
 from steward.api.context import Context
 from steward.api.explain import Why
 from steward.api.figures import AllocationFigures
+from steward.api.outlook import QuotaFigures
 from steward.api.scalars import BigInt
+from steward.policy.debug_quota import Qualification
+from steward.policy.outlook import Outlook
 from steward.store.eventstore import RecordedEvent
 
 # The decisions about a job (DESIGN.md "Every decision has evidence"): admitted or rejected, placed,
@@ -171,6 +174,66 @@ class JobConnection:
     page_info: PageInfo
 
 
+@strawberry.type(description="An allocation's debug quota (DESIGN.md \"Debug quota\"): GPUs that may run debug "
+                             "jobs and sessions ahead of the fair-share order.")
+class DebugQuota:
+    gpus: int = strawberry.field(description="The quota in force now (GPUs).")
+    set_gpus: int | None = strawberry.field(description="The value its parent's manager set on this allocation "
+                                                        "(null: none set here).")
+    is_default: bool = strawberry.field(description="True when no manager set a quota on it or an ancestor: the "
+                                                    "default that follows the share, with a floor, applies.")
+    set_on: str | None = strawberry.field(description="The allocation whose set quota applies (itself or the "
+                                                      "nearest ancestor); null when the default applies.")
+
+    @staticmethod
+    def of(q: QuotaFigures) -> DebugQuota:
+        return DebugQuota(gpus=q.gpus, set_gpus=q.set_gpus, is_default=q.is_default, set_on=q.set_on)
+
+
+@strawberry.type(description="Whether a debug job or session is inside its allocation's debug quota (qualified: "
+                             "it goes ahead of the fair-share order) and the figures that decided it.")
+class DebugQualification:
+    qualified: bool
+    reason: str = strawberry.field(description="within_quota, over_quota, not_debug, no_allocation or "
+                                               "unfunded_by_request.")
+    quota_gpus: int
+    in_use_gpus: int = strawberry.field(description="GPUs of the allocation's running debug work counted before it.")
+    ahead_gpus: int = strawberry.field(description="GPUs of the allocation's waiting debug work ahead of it.")
+
+    @staticmethod
+    def of(q: Qualification) -> DebugQualification:
+        return DebugQualification(qualified=q.qualified, reason=q.reason, quota_gpus=q.quota_gpus,
+                                  in_use_gpus=q.in_use_gpus, ahead_gpus=q.ahead_gpus)
+
+
+@strawberry.type(description="What a job as submitted gets if it starts now (the submit preview): funded or "
+                             "unfunded and why, its protection, and for debug work whether it is qualified.")
+class SubmitOutlook:
+    funded: bool
+    reason: str = strawberry.field(description="funded, or why it will run unfunded: no_allocation, "
+                                               "unfunded_by_request (no protection asked), entitlement_used.")
+    funded_by_lane: bool = strawberry.field(description="Funded although its allocation's entitlement is used: "
+                                                        "qualified debug work, funded by the debug lane.")
+    protection_s: float = strawberry.field(description="Protection from each start (0: preemptible at once).")
+    asked_protection_s: float = strawberry.field(description="The protection the job asked for (policy-capped).")
+    project: str
+    allocation: str | None = strawberry.field(description="The allocation the figures are of (for "
+                                                          "entitlement_used: the one with no entitlement left).")
+    in_use_gpus: float = strawberry.field(description="Its funded GPUs in use.")
+    entitled_gpus: float = strawberry.field(description="Its entitlement × ready capacity, in GPUs.")
+    qualification: DebugQualification | None = strawberry.field(description="For debug jobs and sessions.")
+    message: str = strawberry.field(description="The same in words, one line per point.")
+
+    @staticmethod
+    def of(o: Outlook) -> SubmitOutlook:
+        return SubmitOutlook(funded=o.funded, reason=o.reason, funded_by_lane=o.funded_by_lane,
+                             protection_s=o.protection_s,
+                             asked_protection_s=o.asked_protection_s, project=o.project, allocation=o.allocation,
+                             in_use_gpus=o.in_use_gpus, entitled_gpus=o.entitled_gpus,
+                             qualification=None if o.qualification is None else DebugQualification.of(o.qualification),
+                             message=o.message)
+
+
 @strawberry.type(description="An allocation (a node of the org tree) with its figures over the window. "
                              "Amounts are GPU-seconds.")
 class Allocation:
@@ -191,10 +254,13 @@ class Allocation:
     running_jobs: BigInt
     waiting_jobs: BigInt
     waiting_gpus: BigInt
+    debug_quota_gpus: DebugQuota | None = strawberry.field(
+        default=None, description="Its debug quota: in force, set value, and whether the default applies.")
 
     @staticmethod
-    def of(f: AllocationFigures) -> Allocation:
-        return Allocation(name=f.name, parent=f.parent, depth=f.depth, share=f.share, entitlement=f.entitlement,
+    def of(f: AllocationFigures, quota: QuotaFigures | None = None) -> Allocation:
+        return Allocation(debug_quota_gpus=None if quota is None else DebugQuota.of(quota),
+                          name=f.name, parent=f.parent, depth=f.depth, share=f.share, entitlement=f.entitlement,
                           is_project=f.is_project, entitled_in_window=f.entitled_in_window,
                           usage_in_window=f.usage_in_window, demand_in_window=f.demand_in_window, owed=f.owed,
                           delivered=f.delivered, delivered_over_owed=f.delivered_over_owed, burn=f.burn,

@@ -20,14 +20,24 @@ PAYLOAD = """
     ... on NotAuthorised {{ message }}
     ... on {ok} {{ job {{ {fields} }} }}"""
 
+OUTLOOK_FIELDS = """funded reason fundedByLane protectionS askedProtectionS project allocation inUseGpus entitledGpus
+  message
+  qualification { qualified reason quotaGpus inUseGpus aheadGpus }"""
+
 SUBMIT = f"""mutation($input: SubmitJobInput!) {{ submitJob(input: $input) {{
-{PAYLOAD.format(ok="JobAccepted", fields=JOB_FIELDS)} }} }}"""
+{PAYLOAD.format(ok="JobAccepted", fields=JOB_FIELDS)} ... on JobAccepted {{ outlook {{ {OUTLOOK_FIELDS} }} }} }} }}"""
+
+PREVIEW = f"""query($input: SubmitJobInput!) {{ submitOutlook(input: $input) {{ __typename
+    ... on InvalidInput {{ field message }}
+    ... on NotAuthorised {{ message }}
+    ... on SubmitOutlook {{ {OUTLOOK_FIELDS} }} }} }}"""
 
 CANCEL = f"""mutation($id: ID!, $reason: String!) {{ cancelJob(id: $id, reason: $reason) {{
 {PAYLOAD.format(ok="JobCancelled", fields=JOB_FIELDS)} }} }}"""
 
 OPEN_SESSION = f"""mutation($input: OpenSessionInput!) {{ openSession(input: $input) {{
-{PAYLOAD.format(ok="SessionOpened", fields=JOB_FIELDS)} }} }}"""
+{PAYLOAD.format(ok="SessionOpened", fields=JOB_FIELDS)}
+    ... on SessionOpened {{ outlook {{ {OUTLOOK_FIELDS} }} }} }} }}"""
 
 RESTORE_SESSION = f"""mutation($id: ID!) {{ restoreSession(id: $id) {{
 {PAYLOAD.format(ok="SessionRestored", fields=JOB_FIELDS)} }} }}"""
@@ -60,6 +70,20 @@ def refusal(res: dict[str, Any]) -> str | None:
     return None
 
 
+def echo_outlook(outlook: dict[str, Any] | None) -> None:
+    """The submit preview under a table: one line per point (funded or unfunded and why; debug quota)."""
+    if outlook:
+        for line in outlook["message"].splitlines():
+            typer.echo(line)
+
+
+def qualification_line(q: dict[str, Any]) -> str:
+    """A debug job's qualification as "why pending" carries it (evidence `debug_quota`), in one line."""
+    verdict = "qualified" if q.get("qualified") else f"not qualified ({q.get('reason')})"
+    return (f"debug quota: {verdict}: quota {q.get('quota_gpus')} GPUs, {q.get('in_use_gpus')} in use, "
+            f"{q.get('ahead_gpus')} waiting ahead")
+
+
 def _job_row(job: dict[str, Any]) -> list[Any]:
     return [job["id"], job["project"], job["state"], job["gpus"], job["jobClass"]]
 
@@ -90,9 +114,13 @@ def register(app: typer.Typer) -> None:
                                        help="it checkpoints and resumes"),
         job_class: str = typer.Option("batch", "--class", help="batch, debug or interactive"),
         priority: int = typer.Option(0, help="orders jobs inside one project only"),
+        preview: bool = typer.Option(False, "--preview",
+                                     help="only say what it would get now (funded or not, and why); record nothing"),
         output: OutputFormat = OutputOption,
     ) -> None:
-        """Submit a job: `steward submit --project P --gpus G --min-runtime S -- COMMAND...`."""
+        """Submit a job: `steward submit --project P --gpus G --min-runtime S -- COMMAND...`. The answer says
+        whether it runs funded (protected for its min runtime) or unfunded, and why; for debug work whether
+        it is inside its allocation's debug quota."""
         if gpus < 1:
             fail(f"--gpus must be at least 1, got {gpus}", 2)
         if min_runtime < 0:
@@ -100,12 +128,22 @@ def register(app: typer.Typer) -> None:
         variables = {"input": {"project": project, "gpus": gpus, "minRuntimeS": min_runtime,
                                "command": command, "resumable": resumable, "jobClass": job_class,
                                "priority": priority}}
-        res = GraphQLClient(get_settings()).execute(SUBMIT, variables)["submitJob"]
+        client = GraphQLClient(get_settings())
+        if preview:
+            found = client.execute(PREVIEW, variables)["submitOutlook"]
+            if (why := refusal(found)) is not None:
+                fail(f"preview {why}", 2)
+            found.pop("__typename", None)
+            emit(found, output, [[line] for line in found["message"].splitlines()], ["outlook"])
+            return
+        res = client.execute(SUBMIT, variables)["submitJob"]
         if (why := refusal(res)) is not None:
             fail(f"submission {why}", 2)
         job = res["job"]
-        emit(job, output, [[job["id"], job["project"], job["state"], job["gpus"]]],
+        emit({**job, "outlook": res.get("outlook")}, output, [[job["id"], job["project"], job["state"], job["gpus"]]],
              ["id", "project", "state", "gpus"])
+        if output is not OutputFormat.json:
+            echo_outlook(res.get("outlook"))
 
     @job_app.command("show")
     def job_show(job_id: str = typer.Argument(...), output: OutputFormat = OutputOption) -> None:
@@ -149,6 +187,9 @@ def register(app: typer.Typer) -> None:
             return
         typer.echo(f"{job_id} ({data['job']['state']}): {main['text']}")
         typer.echo(f"reason: {main['reason']} (from {main['source']})")
+        quota = (main["evidence"] or {}).get("debug_quota")
+        if isinstance(quota, dict):
+            typer.echo(qualification_line(quota))
         if preempted["reason"] != "not_preempted" and main is not preempted:
             typer.echo(f"last preemption: {preempted['text']}")
         if main["evidence"]:

@@ -86,19 +86,44 @@ def tree_apply(
         fail(f"{file}: {err}", 2)
     results = []
     for cmd in commands:
-        shares = [{"child": c, "share": s} for c, s in cmd.shares.items()]
+        shares = [{"child": c, "share": s} | ({"debugQuotaGpus": cmd.debug_quotas[c]} if c in cmd.debug_quotas else {})
+                  for c, s in cmd.shares.items()]
         res = client.execute(SET_ALLOCATIONS, {"parent": cmd.parent, "shares": shares,
                                                "reason": cmd.reason})["setAllocations"]
         if (why := _refusal(res)) is not None:
             fail(f"allocations under '{cmd.parent}' {why}")
-        results.append({"parent": cmd.parent, "shares": cmd.shares, "position": res["position"]})
+        results.append({"parent": cmd.parent, "shares": cmd.shares, "debug_quotas": cmd.debug_quotas,
+                        "position": res["position"]})
     emit({"applied": results}, output,
-         [[r["parent"], ", ".join(f"{c}={s:g}" for c, s in r["shares"].items()), r["position"]] for r in results],
-         ["parent", "shares", "position"])
+         [[r["parent"], ", ".join(f"{c}={s:g}" for c, s in r["shares"].items()),
+           ", ".join(f"{c}={q}" for c, q in r["debug_quotas"].items()) or "-", r["position"]] for r in results],
+         ["parent", "shares", "debug quotas", "position"])
 
 
 TREE = """query($window: Float!) { allocations(windowS: $window) { name parent depth share entitlement isProject
-  entitledInWindow usageInWindow owed delivered deliveredOverOwed burn runningGpus waitingJobs } }"""
+  entitledInWindow usageInWindow owed delivered deliveredOverOwed burn runningGpus waitingJobs
+  debugQuotaGpus { gpus setGpus isDefault setOn } } }"""
+
+SET_DEBUG_QUOTA = """mutation($allocation: String!, $gpus: Int, $reason: String!) {
+  setDebugQuota(allocation: $allocation, gpus: $gpus, reason: $reason) {
+    __typename
+    ... on DebugQuotaChanged { allocation gpus position }
+    ... on Rejected { code reason }
+    ... on InvalidInput { field message }
+    ... on NotAuthorised { message }
+  }
+}"""
+
+
+def quota_text(q: dict[str, Any] | None) -> str:
+    """An allocation's debug quota in one cell: the GPUs in force, and where they come from."""
+    if not q:
+        return "-"
+    if q["isDefault"]:
+        return f"{q['gpus']} (default)"
+    if q["setGpus"] is not None:
+        return f"{q['gpus']} (set)"
+    return f"{q['gpus']} (from {q['setOn']})"
 
 
 def _ratio(x: float | None) -> str:
@@ -112,8 +137,36 @@ def tree_show(window: float = typer.Option(7 * 24, "--window-hours", help="the u
     allocs = GraphQLClient(get_settings()).execute(TREE, {"window": window * 3600})["allocations"]
     emit(allocs, output, [["  " * (a["depth"] - 1) + a["name"], f"{a['share']:.3f}", f"{a['entitlement']:.4f}",
                            f"{a['owed'] / 3600:.1f}", f"{a['delivered'] / 3600:.1f}", _ratio(a["deliveredOverOwed"]),
-                           _ratio(a["burn"]), a["runningGpus"], a["waitingJobs"]] for a in allocs],
-         ["name", "share", "entitlement", "owed h", "delivered h", "ratio", "burn", "gpus", "waiting"])
+                           _ratio(a["burn"]), a["runningGpus"], a["waitingJobs"], quota_text(a.get("debugQuotaGpus"))]
+                          for a in allocs],
+         ["name", "share", "entitlement", "owed h", "delivered h", "ratio", "burn", "gpus", "waiting", "debug quota"])
+
+
+@tree_app.command("quota")
+def tree_quota(
+    allocation: str = typer.Argument(..., help="the allocation (a child of a node you manage)"),
+    gpus: str = typer.Argument(..., help="GPUs that may run debug work ahead of the fair-share order, or 'default'"),
+    reason: str = typer.Option(..., "--reason", help="recorded with the change"),
+    output: OutputFormat = OutputOption,
+) -> None:
+    """Set an allocation's debug quota: `steward tree quota a1 4 --reason "..."` (`default`: back to the
+    default that follows the share)."""
+    value: int | None
+    if gpus == "default":
+        value = None
+    else:
+        try:
+            value = int(gpus)
+        except ValueError:
+            fail(f"'{gpus}' is not a whole number of GPUs (or 'default')", 2)
+        if value < 0:
+            fail(f"a debug quota is 0 or more GPUs, got {value}", 2)
+    res = GraphQLClient(get_settings()).execute(SET_DEBUG_QUOTA, {"allocation": allocation, "gpus": value,
+                                                                  "reason": reason})["setDebugQuota"]
+    if (why := _refusal(res)) is not None:
+        fail(f"debug quota of '{allocation}' {why}", 2)
+    emit(res, output, [[allocation, "default" if value is None else value, res["position"]]],
+         ["allocation", "debug quota", "position"])
 
 
 @app.command("allocate")

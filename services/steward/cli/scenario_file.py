@@ -38,8 +38,18 @@ def _share(value: Any, where: str) -> float:
     return float(value)
 
 
+def _debug_quota(value: Any, where: str) -> int | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ScenarioFileError(
+            f"tree node '{where}': debug_quota must be a whole number of GPUs >= 0, got {value!r}")
+    return int(value)
+
+
 def tree_commands(data: dict[str, Any], reason: str) -> list[SetAllocations]:
-    """One SetAllocations per parent, top-down. A child is `name: share` or `name: {share, children}`."""
+    """One SetAllocations per parent, top-down. A child is `name: share` or `name: {share, children,
+    debug_quota}` (`debug_quota`: GPUs of debug work ahead of the fair-share order; DESIGN.md "Debug quota")."""
     tree = data.get("tree")
     if not isinstance(tree, dict) or not tree:
         raise ScenarioFileError("the file has no 'tree:' section (a mapping of node name to share)")
@@ -47,16 +57,19 @@ def tree_commands(data: dict[str, Any], reason: str) -> list[SetAllocations]:
 
     def walk(parent: str, children: dict[str, Any]) -> None:
         shares: dict[str, float] = {}
+        quotas: dict[str, int | None] = {}
         nested: list[tuple[str, dict[str, Any]]] = []
         for name, spec in children.items():
             name = str(name)
             if isinstance(spec, dict):
-                unknown = set(spec) - {"share", "children"}
+                unknown = set(spec) - {"share", "children", "debug_quota"}
                 if unknown:
                     raise ScenarioFileError(f"tree node '{name}': unknown key(s) {', '.join(sorted(unknown))}")
                 if "share" not in spec:
                     raise ScenarioFileError(f"tree node '{name}': missing 'share'")
                 shares[name] = _share(spec["share"], name)
+                if spec.get("debug_quota") is not None:
+                    quotas[name] = _debug_quota(spec["debug_quota"], name)
                 kids = spec.get("children") or {}
                 if not isinstance(kids, dict):
                     raise ScenarioFileError(f"tree node '{name}': 'children' must be a mapping")
@@ -64,7 +77,7 @@ def tree_commands(data: dict[str, Any], reason: str) -> list[SetAllocations]:
                     nested.append((name, kids))
             else:
                 shares[name] = _share(spec, name)
-        out.append(SetAllocations(parent=parent, shares=shares, reason=reason))
+        out.append(SetAllocations(parent=parent, shares=shares, reason=reason, debug_quotas=quotas))
         for name, kids in nested:
             walk(name, kids)
 

@@ -10,7 +10,7 @@ from typing import Any
 import typer
 
 from steward.cli.client import GraphQLClient
-from steward.cli.jobs import JOB_FIELDS, OPEN_SESSION, RESTORE_SESSION, refusal
+from steward.cli.jobs import JOB_FIELDS, OPEN_SESSION, RESTORE_SESSION, echo_outlook, refusal
 from steward.cli.output import OutputFormat, OutputOption, emit, fail
 from steward.config import get_settings
 from steward.domain.commands import DEFAULT_GRACE_S
@@ -54,7 +54,10 @@ def register(app: typer.Typer) -> None:
         if (why := refusal(res)) is not None:
             fail(f"session {why}", 2)
         job = res["job"]
-        emit(job, output, [[job["id"], job["project"], job["state"], job["gpus"]]], ["id", "project", "state", "gpus"])
+        emit({**job, "outlook": res.get("outlook")}, output, [[job["id"], job["project"], job["state"], job["gpus"]]],
+             ["id", "project", "state", "gpus"])
+        if output is not OutputFormat.json:
+            echo_outlook(res.get("outlook"))
 
     @session_app.command("restore")
     def session_restore(session_id: str = typer.Argument(..., help="the stopped session"),

@@ -21,12 +21,16 @@ ROOT = "cluster"
 
 @dataclass(frozen=True, slots=True)
 class SetAllocations:
-    """A manager of `parent` sets the shares of its children (DESIGN: org tree and allocations)."""
+    """A manager of `parent` sets the shares of its children (DESIGN: org tree and allocations) and,
+    optionally, their debug quotas (DESIGN: debug quota): GPUs per child that may run debug work ahead of
+    the fair-share order; None puts a child back on the default that follows its share. A child named
+    in `debug_quotas` keeps its share unless `shares` names it too."""
 
     TYPE: ClassVar[str] = "SetAllocations"
     parent: str
     shares: dict[str, float]
     reason: str
+    debug_quotas: dict[str, int | None] = field(default_factory=dict)
 
     @property
     def aggregate(self) -> str:

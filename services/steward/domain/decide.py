@@ -94,6 +94,32 @@ def require_no_cycle_and_depth(state: LedgerState, parent: str, shares: dict[str
         raise InvalidAllocation(f"node '{parent}' is at the maximum depth {MAX_TREE_DEPTH}")
 
 
+def require_valid_debug_quotas(state: LedgerState, parent: str, shares: dict[str, float],
+                                debug_quotas: dict[str, int | None]) -> None:
+    """Debug quota (DESIGN.md "Debug quota and the time-to-first-GPU SLO"): a manager of `parent` sets the
+    quota of `parent`'s children only (existing ones, or ones this command creates), as a whole number of
+    GPUs >= 0; None returns a child to the default that follows its share."""
+    for child, gpus in debug_quotas.items():
+        existing = state.allocations.get(child)
+        if child not in shares and (existing is None or existing.parent != parent):
+            raise InvalidAllocation(f"'{child}' is not a child of '{parent}': no debug quota to set")
+        if gpus is None:
+            continue
+        if isinstance(gpus, bool) or not isinstance(gpus, int):
+            raise InvalidAllocation(f"debug quota of '{child}' must be a whole number of GPUs, got {gpus!r}")
+        if gpus < 0:
+            raise InvalidAllocation(f"debug quota of '{child}' must be >= 0 GPUs, got {gpus}")
+
+
+def allocations_set_payload(command: SetAllocations) -> dict[str, Any]:
+    """The `AllocationsSet` payload: the command's fields, `debug_quotas` only when the command sets any
+    (AllocationsSet v2; a payload without it is the v1 shape, so old decisions replay to the same event)."""
+    payload = command_to_dict(command)
+    if not payload["debug_quotas"]:
+        del payload["debug_quotas"]
+    return payload
+
+
 def require_valid_job_shape(cmd: SubmitJob) -> None:
     """Contract: gpus >= 1, min_runtime in [0, 8 h], a known job class, a command to run."""
     if cmd.gpus < 1:
@@ -210,7 +236,8 @@ def decide(state: LedgerState, command: Command, now: float) -> list[Event]:
         require_shares_in_unit_interval(command.shares)
         require_no_cycle_and_depth(state, command.parent, command.shares)
         require_children_sum_at_most_one(state, command.parent, command.shares)
-        return [Event(command.aggregate, "AllocationsSet", command_to_dict(command))]
+        require_valid_debug_quotas(state, command.parent, command.shares, command.debug_quotas)
+        return [Event(command.aggregate, "AllocationsSet", allocations_set_payload(command))]
     if isinstance(command, RegisterNode):
         if command.gpus < 1:
             raise InvalidCommand(f"node '{command.node_id}' needs at least 1 GPU, got {command.gpus}")

@@ -9,7 +9,7 @@ SCHEMA_VERSION = 1
 
 # The event types the domain emits, with the schema version each is written at.
 EVENT_TYPES: dict[str, int] = {
-    "AllocationsSet": 1,
+    "AllocationsSet": 2,  # v2: optional `debug_quotas` (per child: GPUs, or null for the default)
     "NodeRegistered": 1,
     "JobSubmitted": 1,
     "JobPlaced": 1,

@@ -55,6 +55,9 @@ class AllocationNode:
     name: str
     parent: str
     share: float
+    # GPUs of debug work ahead of the fair-share order, set by the parent's manager; None: the default
+    # (DESIGN.md "Debug quota and the time-to-first-GPU SLO")
+    debug_quota_gpus: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -355,6 +358,22 @@ def evolve_job(job: Job | None, used: dict[str, frozenset[int]], event: Event,
     return _evolve_job(job, event, at), used
 
 
+def _allocations_set(before: dict[str, AllocationNode], p: dict[str, Any]) -> dict[str, AllocationNode]:
+    """`AllocationsSet`: the shares named are set (a child keeps its debug quota); the debug quotas named
+    are set (a child keeps its share)."""
+    allocations = dict(before)
+    parent = p["parent"]
+    for child, share in p["shares"].items():
+        old = allocations.get(child)
+        allocations[child] = AllocationNode(child, parent, float(share), old.debug_quota_gpus if old else None)
+    quotas: dict[str, Any] = p.get("debug_quotas") or {}
+    for child, gpus in quotas.items():
+        old = allocations.get(child)
+        if old is not None:
+            allocations[child] = AllocationNode(child, old.parent, old.share, None if gpus is None else int(gpus))
+    return allocations
+
+
 def evolve(state: LedgerState, event: Event, at: float) -> LedgerState:
     """Apply one recorded event to the state. Unknown event types leave the state unchanged."""
     p: dict[str, Any] = event.payload
@@ -366,10 +385,7 @@ def evolve(state: LedgerState, event: Event, at: float) -> LedgerState:
         job, used = step
         return replace(state, jobs={**state.jobs, job.job_id: job}, used=used)
     if event.type == "AllocationsSet":
-        allocations = dict(state.allocations)
-        for child, share in p["shares"].items():
-            allocations[child] = AllocationNode(child, p["parent"], float(share))
-        return replace(state, allocations=allocations)
+        return replace(state, allocations=_allocations_set(state.allocations, p))
     if event.type == "PolicySet":
         return replace(state, policy=dict(p["settings"]))
     if event.type == "NodeRegistered":

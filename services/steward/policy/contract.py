@@ -4,10 +4,15 @@ protection from each start, lost work, grace and requeue.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, MutableMapping
 
 from steward.policy.model import JobClass, PendingJob, Placement, RunningJob
 from steward.policy.settings import PolicySettings
+
+# Why a job would run unfunded (stable codes: they end up in events, explanations and the API)
+NO_ALLOCATION = "no_allocation"
+UNFUNDED_BY_REQUEST = "unfunded_by_request"
+ENTITLEMENT_USED = "entitlement_used"
 
 
 def protection_s(klass: JobClass, min_runtime_s: float, settings: PolicySettings) -> float:
@@ -55,6 +60,42 @@ def funding_path(path: tuple[str, ...], settings: PolicySettings) -> tuple[str, 
     if settings.overshoot_is_own:
         return path[-1:]
     return path
+
+
+def funding_gap(
+    job: PendingJob,
+    path: tuple[str, ...],
+    funded_in_use: Mapping[str, float],
+    quota: Mapping[str, float],
+    settings: PolicySettings,
+    memo: MutableMapping[str, bool] | None = None,
+) -> str | None:
+    """DESIGN.md "Unfunded occupancy: min_runtime = 0, or no allocation left to fund it": None when
+    the job would be funded if it started now; else why not: `NO_ALLOCATION` (its project is not a
+    leaf of the tree), `UNFUNDED_BY_REQUEST` (it asked for no protection), `ENTITLEMENT_USED` (an
+    allocation on its `funding_path` has its funded GPUs in use at entitlement × capacity, `quota`).
+    With `funding` off every job is funded. `memo` (per project, whether its entitlement has room)
+    may be passed by a caller that holds `funded_in_use` still between calls (the cycle clears it on
+    every charge). The one home of the rule: the cycle and the submit preview (outlook.py) call it."""
+    if not settings.funding:
+        return None
+    if not path:
+        return NO_ALLOCATION
+    if not asks_for_funding(job, settings):
+        return UNFUNDED_BY_REQUEST
+    ok = memo.get(job.project) if memo is not None else None
+    if ok is None:
+        ok = has_entitlement_left(funding_path(path, settings), funded_in_use, quota) is None
+        if memo is not None:
+            memo[job.project] = ok
+    return None if ok else ENTITLEMENT_USED
+
+
+def lane_funds(gap: str | None) -> bool:
+    """ADR 0007, 0029: the debug lane funds a qualified job of an allocation whose entitlement is used
+    (its debug quota bounds it); work with no allocation, or that asks for no protection, stays
+    unfunded. `gap` is `funding_gap`'s answer for the job."""
+    return gap is None or gap == ENTITLEMENT_USED
 
 
 def protected_until(job: PendingJob, start: float, funded: bool, settings: PolicySettings) -> float:

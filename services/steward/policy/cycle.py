@@ -46,11 +46,12 @@ from steward.policy.churn import (
     worth_preempting,
 )
 from steward.policy.contract import (
-    asks_for_funding,
-    funding_path,
+    ENTITLEMENT_USED,
+    UNFUNDED_BY_REQUEST,
+    funding_gap,
     grace_ends_at,
     grace_s,
-    has_entitlement_left,
+    lane_funds,
     protected_until,
     protection_s,
 )
@@ -58,12 +59,9 @@ from steward.policy.debug_quota import Qualification, debug_quota_gpus, qualify_
 from steward.policy.draining import drain_stop
 from steward.policy.errors import InvalidNode
 from steward.policy.explain import (
-    ENTITLEMENT_USED,
-    NO_ALLOCATION,
     PREEMPTING,
     PREEMPTION_COSTS_MORE,
     RESERVED,
-    UNFUNDED_BY_REQUEST,
     CapacityFigures,
     ExplainContext,
     Explanations,
@@ -225,19 +223,9 @@ class _Cycle:
         return r
 
     def funding_gap(self, job: PendingJob, path: tuple[str, ...]) -> str | None:
-        """None when the job would be funded now; else why not (DESIGN.md "Unfunded occupancy:
-        min_runtime = 0, or no allocation left to fund it")."""
-        if not self.s.funding:
-            return None
-        if not path:
-            return NO_ALLOCATION
-        if not asks_for_funding(job, self.s):
-            return UNFUNDED_BY_REQUEST
-        ok = self.fund_ok.get(job.project)
-        if ok is None:  # funding moves only when something is charged (which clears the memo)
-            ok = has_entitlement_left(funding_path(path, self.s), self.funded_in_use, self.quota) is None
-            self.fund_ok[job.project] = ok
-        return None if ok else ENTITLEMENT_USED
+        """None when the job would be funded now; else why not (contract.funding_gap). Funding moves
+        only when something is charged, which clears the per-project memo `fund_ok`."""
+        return funding_gap(job, path, self.funded_in_use, self.quota, self.s, self.fund_ok)
 
     def charge(self, path: tuple[str, ...], gpus: int) -> None:
         if self.fund_ok:
@@ -601,10 +589,8 @@ class _Cycle:
 
     @staticmethod
     def lane_funds(gap: str | None) -> bool:
-        """ADR 0007, 0029: the lane funds a qualified job of an allocation whose entitlement is used
-        (the quota bounds it); work with no allocation, or that asks for no protection, stays
-        unfunded."""
-        return gap is None or gap == ENTITLEMENT_USED
+        """contract.lane_funds (the rule's one home; the submit preview calls it too)."""
+        return lane_funds(gap)
 
     # --- phase 3 -----------------------------------------------------------------------------------
 

@@ -16,6 +16,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from steward.policy.contract import (
+    ENTITLEMENT_USED,
+    NO_ALLOCATION,
+    UNFUNDED_BY_REQUEST,
     asks_for_funding,
     funding_path,
     grace_ends_at,
@@ -31,10 +34,8 @@ from steward.policy.tree import AllocationTree
 if TYPE_CHECKING:
     from steward.policy.placement import CapacityIndex
 
-# Reason codes (stable: they end up in events and the API)
-NO_ALLOCATION = "no_allocation"
-UNFUNDED_BY_REQUEST = "unfunded_by_request"
-ENTITLEMENT_USED = "entitlement_used"
+# Reason codes (stable: they end up in events and the API); the funding ones live with their rule
+# (contract.funding_gap)
 WAITING_FOR_PROTECTION = "waiting_for_protection"
 OUTRANKED = "outranked"
 INSUFFICIENT_CAPACITY = "insufficient_capacity"

@@ -38,9 +38,12 @@ def policy_node(node: ClusterNode) -> Node:
 
 
 def allocation_tree(state: LedgerState, max_depth: int = 8) -> AllocationTree:
+    """The policy's tree, with the debug quotas managers set (DESIGN.md "Debug quota"; unset: default)."""
+    allocations = state.allocations.values()
     return AllocationTree.build(
-        ((a.name, None if a.parent == ROOT else a.parent, a.share) for a in state.allocations.values()),
+        ((a.name, None if a.parent == ROOT else a.parent, a.share) for a in allocations),
         max_depth=max_depth,
+        debug_quotas={a.name: a.debug_quota_gpus for a in allocations if a.debug_quota_gpus is not None},
     )
 
 

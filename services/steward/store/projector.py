@@ -201,7 +201,8 @@ def node_row(node: ClusterNode, position: int) -> dict[str, Any]:
 
 
 def allocation_row(a: AllocationNode, position: int) -> dict[str, Any]:
-    return {"name": a.name, "parent": a.parent, "share": a.share, "position": position}
+    return {"name": a.name, "parent": a.parent, "share": a.share, "position": position,
+            "debug_quota_gpus": a.debug_quota_gpus}
 
 
 @dataclass(frozen=True, slots=True)

@@ -109,6 +109,8 @@ proj_allocations = Table(
     Column("parent", String(200), nullable=False),
     Column("share", Float, nullable=False),
     Column("position", BigInteger, nullable=False),
+    # the manager-set debug quota in GPUs; NULL: the default that follows the share (migration 0005)
+    Column("debug_quota_gpus", Integer, nullable=True),
 )
 
 proj_nodes = Table(

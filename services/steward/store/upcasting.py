@@ -38,6 +38,12 @@ def upcaster(event_type: str, from_version: int) -> Callable[[Upcaster], Upcaste
     return register
 
 
+@upcaster("AllocationsSet", 1)
+def _allocations_set_v2(payload: dict[str, Any]) -> dict[str, Any]:
+    """v2 adds the optional `debug_quotas`: a v1 payload sets no debug quota, and is a v2 payload as is."""
+    return payload
+
+
 def current_version(event_type: str) -> int:
     return EVENT_TYPES.get(event_type, 1)
 

@@ -6,7 +6,14 @@ from dataclasses import replace
 
 import pytest
 
-from steward.domain.commands import PlaceJob, RegisterNode, ReportJobPreempted, ReportJobStarted, RequestPreemption
+from steward.domain.commands import (
+    PlaceJob,
+    RegisterNode,
+    ReportJobPreempted,
+    ReportJobStarted,
+    RequestPreemption,
+    SetAllocations,
+)
 from steward.domain.state import LedgerState
 from steward.policy.cycle import schedule
 from steward.policy.settings import PolicySettings
@@ -133,3 +140,10 @@ def test_the_beneficiary_of_a_preemption_reaches_the_policy_in_grace_and_after_t
     # the victim placed again forgets whom it stopped for
     state = apply(state, place("u", n0=[0, 1, 2, 3]))
     assert state.jobs["u"].preemption_for == ""
+
+
+def test_the_policy_tree_carries_the_debug_quotas_managers_set() -> None:
+    """DESIGN.md "Debug quota": a quota set in the ledger reaches the cycle's tree; unset ones stay default."""
+    state = apply(cluster(), SetAllocations("a", {}, "debug burst", {"a1": 3}))
+    tree_ = snapshot_of(state, {}, SETTINGS, 0.0).tree
+    assert (tree_.debug_quota("a1"), tree_.debug_quota("b1")) == (3, None)

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from steward.sim.errors import OverrideError, ScenarioError
-from steward.sim.policies import settings_for
+from steward.sim.policies import settings_for, tree_for
 from steward.sim.scenario import load_scenario, parse_set_args
 from tests.unit.sim.builders import HEADER, job, write_scenario
 
@@ -91,6 +91,10 @@ BAD_YAML: list[tuple[str, dict[str, Any], str]] = [
     ("negative policy value", {"policy": {"preemption_grace_s": -1}}, "policy.preemption_grace_s: must be >= 0"),
     ("no nodes", {"cluster": {"nodes": 0, "gpus_per_node": 4}}, "cluster.nodes: must be >= 1"),
     ("missing trace", {"trace": "nope.csv"}, "cannot read trace"),
+    ("negative debug quota", {"tree": {"a": {"share": 0.5, "debug_quota": -1}}},
+     "tree.a: debug_quota must be a whole number of GPUs >= 0, got -1"),
+    ("fractional debug quota", {"tree": {"a": {"share": 0.5, "debug_quota": 1.5}}},
+     "tree.a: debug_quota must be a whole number of GPUs >= 0, got 1.5"),
 ]
 
 
@@ -189,3 +193,15 @@ def test_set_refuses_a_value_its_setting_cannot_take(tmp_path: Path, item: str, 
     scenario = load_scenario(write_scenario(tmp_path, [job("j1")]), parse_set_args([item]))
     with pytest.raises(OverrideError, match=message):
         settings_for("steward", scenario)
+
+
+def test_a_tree_node_may_carry_a_debug_quota_that_reaches_the_policy_tree(tmp_path: Path) -> None:
+    """DESIGN.md "Debug quota": a scenario sets an allocation's quota as its manager would (`debug_quota:`);
+    a node without one keeps the default (None in the scenario, inherited or default in the policy)."""
+    tree = {"r": {"share": 0.6, "debug_quota": 3, "children": {"a": {"share": 0.5, "debug_quota": 1}, "b": 0.5}},
+            "c": 0.4}
+    s = load_scenario(write_scenario(tmp_path, [job("j1", tenant="a")], tree=tree))
+    assert (s.allocations["r"].debug_quota, s.allocations["a"].debug_quota, s.allocations["b"].debug_quota) == (
+        3, 1, None)
+    t = tree_for(s)
+    assert (t.debug_quota("a"), t.debug_quota("b"), t.debug_quota("c")) == (1, 3, None)

@@ -71,4 +71,5 @@ export const CAN = {
   editAllocations: (r: Role) => r === "admin" || r === "manager",
   seeAudit: (r: Role) => r !== "researcher",
   restoreSessions: (r: Role) => r === "admin" || r === "researcher",
+  submitJobs: (r: Role) => r === "admin" || r === "researcher",
 };

@@ -3,6 +3,7 @@
 
 import { gql } from "./client";
 import type { WhatIfOutcome, WhatIfPreview } from "../lib/whatif";
+import { type DebugQuota, OUTLOOK_SELECTION, type SubmitInput, type SubmitOutlook } from "../lib/outlook";
 import { OVERVIEW_SELECTION, type OverviewData } from "../lib/overview";
 import { type ApiSchema, argsFor, firstOf, has, namedType, nodeTypeOf, nodesOf, select, field, wrapSelection } from "./schema";
 
@@ -111,8 +112,9 @@ export interface Allocation {
   owed?: number | null;
   delivered?: number | null;
   burn?: number | null;
+  debugQuotaGpus?: DebugQuota | null;
 }
-export const ALLOCATION_FIELDS = ["name", "parent", "share", "entitlement", "usageInWindow", "entitledInWindow", "owed", "delivered", "burn"];
+export const ALLOCATION_FIELDS = ["name", "parent", "share", "entitlement", "usageInWindow", "entitledInWindow", "owed", "delivered", "burn", "debugQuotaGpus { gpus setGpus isDefault setOn }"];
 
 export async function fetchAllocations(schema: ApiSchema): Promise<Allocation[]> {
   const { type, connection } = nodeTypeOf(schema, "Query.allocations");
@@ -434,4 +436,48 @@ export async function fetchOverview(args: { sinceS?: number | null; points?: num
     { sinceS: args.sinceS ?? null, points: args.points ?? 240, utcOffsetS: args.utcOffsetS, periodS: args.periodS, pastPeriods: args.pastPeriods ?? 3 },
   );
   return data.overview;
+}
+
+// -- the submit preview and debug quotas ------------------------------------------------------------
+
+export type OutlookAnswer = { kind: "outlook"; outlook: SubmitOutlook } | { kind: "refused"; message: string };
+
+/** What a job would get if submitted now (Query.submitOutlook): nothing is recorded. */
+export async function previewSubmit(input: SubmitInput): Promise<OutlookAnswer> {
+  const data = await gql<{ submitOutlook: Record<string, unknown> & { __typename: string } }>(
+    `query SubmitOutlook($input: SubmitJobInput!) { submitOutlook(input: $input) { __typename
+      ... on SubmitOutlook { ${OUTLOOK_SELECTION} } ... on InvalidInput { field message } ... on NotAuthorised { message } } }`,
+    { input },
+  );
+  const v = data.submitOutlook;
+  if (v.__typename === "SubmitOutlook") return { kind: "outlook", outlook: v as unknown as SubmitOutlook };
+  return { kind: "refused", message: String(v.message ?? v.__typename) };
+}
+
+export type SubmitAnswer = { ok: true; jobId: string; outlook: SubmitOutlook | null } | { ok: false; message: string };
+
+/** Submit a job (Mutation.submitJob); the answer carries the preview at submission. */
+export async function submitJob(input: SubmitInput): Promise<SubmitAnswer> {
+  const data = await gql<{ submitJob: Record<string, unknown> & { __typename: string } }>(
+    `mutation SubmitJob($input: SubmitJobInput!) { submitJob(input: $input) { __typename
+      ... on JobAccepted { job { id state } outlook { ${OUTLOOK_SELECTION} } } ${FAILURE_FRAGMENTS} } }`,
+    { input },
+  );
+  const v = data.submitJob;
+  if (v.__typename === "JobAccepted") {
+    return { ok: true, jobId: String((v.job as { id: string }).id), outlook: (v.outlook ?? null) as SubmitOutlook | null };
+  }
+  const o = outcome(v, []);
+  return { ok: false, message: o.message };
+}
+
+/** Set an allocation's debug quota (Mutation.setDebugQuota); null: back to the default. */
+export async function setDebugQuota(allocation: string, gpus: number | null, reason: string): Promise<MutationOutcome> {
+  const data = await gql<{ setDebugQuota: Record<string, unknown> }>(
+    `mutation SetDebugQuota($allocation: String!, $gpus: Int, $reason: String!) {
+      setDebugQuota(allocation: $allocation, gpus: $gpus, reason: $reason) { __typename
+        ... on DebugQuotaChanged { allocation gpus position } ${FAILURE_FRAGMENTS} } }`,
+    { allocation, gpus, reason },
+  );
+  return outcome(data.setDebugQuota, ["DebugQuotaChanged"]);
 }

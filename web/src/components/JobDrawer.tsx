@@ -6,6 +6,7 @@ import { CAN } from "../api/auth";
 import { Badge, Drawer, ErrorNote, JsonView, Missing, stateTone } from "./common";
 import { countdown, protectionEndsAt, sessionCapEndsAt } from "../lib/countdown";
 import { formatDuration, formatRelative, formatTime, humanise, shortHash } from "../lib/format";
+import { qualificationFromEvidence, qualificationLabel } from "../lib/outlook";
 
 /** Sessions the ledger restores (steward.domain.sessions.RESTORABLE_STATES). */
 export const RESTORABLE = ["SUSPENDED", "CANCELLED", "FAILED", "COMPLETED"];
@@ -84,6 +85,12 @@ export function JobDrawer({ jobId, onClose }: { jobId: string; onClose: () => vo
               {data.pending ? (
                 <>
                   <p className="why" data-testid="why-pending">{data.pending.summary}{data.pending.code && <> <code>{data.pending.code}</code></>}</p>
+                  {(() => {
+                    const q = qualificationFromEvidence(data.pending.evidence);
+                    if (!q) return null;
+                    const label = qualificationLabel(q);
+                    return <p data-testid="why-pending-quota"><Badge tone={label.tone}>{label.text}</Badge> <span className="muted">debug quota {q.quotaGpus} GPUs: {q.inUseGpus} in use, {q.aheadGpus} waiting ahead</span></p>;
+                  })()}
                   {data.pending.facts && Object.keys(data.pending.facts).length > 0 && (
                     <dl className="facts">{Object.entries(data.pending.facts).map(([k, val]) => <div key={k}><dt>{k}</dt><dd>{k === "blockingUntil" ? formatTime(Number(val)) : String(val)}</dd></div>)}</dl>
                   )}

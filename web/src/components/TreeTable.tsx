@@ -1,6 +1,7 @@
 import { useState } from "react";
 import { buildTree, flatten, type AllocationRow, type TreeNode } from "../lib/tree";
 import { formatGpuHours, formatPercent, formatShare } from "../lib/format";
+import { quotaText } from "../lib/outlook";
 
 /** The allocation tree as an indented table (a treegrid for keyboard users: arrows move, Enter selects). */
 export function TreeTable({ rows, selected, onSelect, usage, label, testid }: {
@@ -26,11 +27,12 @@ export function TreeTable({ rows, selected, onSelect, usage, label, testid }: {
     else return;
     e.preventDefault();
   };
+  const quotas = rows.some((r) => r.debugQuotaGpus);
   if (!rows.length) return <p className="muted">No allocations yet: an admin applies the tree (<code>steward tree apply</code>).</p>;
   return (
     <table className="tree" role="treegrid" aria-label={label} data-testid={testid}>
       <thead>
-        <tr><th scope="col">allocation</th><th scope="col">share</th><th scope="col">entitlement</th><th scope="col">usage in window</th><th scope="col">burn</th></tr>
+        <tr><th scope="col">allocation</th><th scope="col">share</th><th scope="col">entitlement</th><th scope="col">usage in window</th><th scope="col">burn</th>{quotas && <th scope="col" title="GPUs of debug work ahead of the fair-share order">debug quota</th>}</tr>
       </thead>
       <tbody>
         {visible.map((n, i) => {
@@ -55,6 +57,7 @@ export function TreeTable({ rows, selected, onSelect, usage, label, testid }: {
               </td>
               <td className="num">{formatGpuHours(n.usageInWindow ?? u?.usage ?? null)}</td>
               <td className={`num ${burn !== null && burn > 1 ? "warn" : ""}`}>{formatPercent(burn, 0)}</td>
+              {quotas && <td className="num nowrap" data-testid={`quota-${n.name}`}>{quotaText(n.debugQuotaGpus)}</td>}
             </tr>
           );
         })}

@@ -12,6 +12,7 @@ export interface AllocationRow {
   owed?: number | null;
   delivered?: number | null;
   burn?: number | null;
+  debugQuotaGpus?: import("./outlook").DebugQuota | null;
 }
 
 export interface TreeNode extends AllocationRow {

@@ -2,6 +2,8 @@ import { useState } from "react";
 import { useApp, useData } from "../context";
 import { fetchJobs } from "../api/queries";
 import { has } from "../api/schema";
+import { CAN } from "../api/auth";
+import { SubmitPanel } from "../components/SubmitPanel";
 import { Badge, ErrorNote, Missing, Panel, stateTone } from "../components/common";
 import { JobDrawer } from "../components/JobDrawer";
 import { countdown, protectionEndsAt, sessionCapEndsAt } from "../lib/countdown";
@@ -11,16 +13,19 @@ const STATES = ["", "QUEUED", "PLACED", "RUNNING", "PREEMPTED", "COMPLETED", "FA
 const CLASSES = ["", "batch", "debug", "interactive"];
 
 export function JobsScreen() {
-  const { schema, now } = useApp();
+  const { schema, now, identity } = useApp();
   const [state, setState] = useState("");
   const [cls, setCls] = useState("");
   const [project, setProject] = useState("");
   const [open, setOpen] = useState<string | null>(null);
-  const { data, error } = useData(() => fetchJobs(schema, { state: state || undefined, project: project || undefined }, 500), [schema, state, project]);
+  const { data, error, reload } = useData(() => fetchJobs(schema, { state: state || undefined, project: project || undefined }, 500), [schema, state, project]);
+  const canSubmit = CAN.submitJobs(identity.role) && has(schema, "Query.submitOutlook");
+  const myProjects = (identity.scope ?? "").split(",").map((p) => p.trim()).filter(Boolean);
   const jobs = (data ?? []).filter((j) => !cls || (j.jobClass ?? "batch") === cls);
   const sessions = (data ?? []).filter((j) => j.jobClass === "interactive" && j.state === "RUNNING");
   return (
     <>
+      {canSubmit && <SubmitPanel projects={myProjects} onSubmitted={reload} />}
       {sessions.length > 0 && (
         <Panel title="Running sessions" id="sessions">
           <ul className="sessions">

@@ -1,6 +1,7 @@
 import { useEffect, useMemo, useState } from "react";
 import { useApp, useData } from "../context";
-import { type Allocation, fetchAllocations, fetchJobs, fetchNodes, setAllocations, whatIf } from "../api/queries";
+import { type Allocation, fetchAllocations, fetchJobs, fetchNodes, setAllocations, setDebugQuota, whatIf } from "../api/queries";
+import { parseQuota, quotaText } from "../lib/outlook";
 import { CAN } from "../api/auth";
 import { has } from "../api/schema";
 import { ErrorNote, Missing, Panel } from "../components/common";
@@ -75,6 +76,7 @@ export function TreeScreen() {
               {parents.map((p) => <option key={p} value={p}>{p}</option>)}
             </select>
             {editing && <ShareEditor key={editing} parent={editing} rows={data.allocations} onSaved={reload} />}
+            {editing && has(schema, "Mutation.setDebugQuota") && <QuotaEditor key={`q-${editing}`} parent={editing} rows={data.allocations} onSaved={reload} />}
           </>
         )}
       </Panel>
@@ -190,6 +192,83 @@ function ShareEditor({ parent, rows, onSaved }: { parent: string; rows: Allocati
         <button type="submit" disabled={saving || !v.changed.length || !!v.sumError || Object.keys(v.rowErrors).length > 0}>{saving ? "Saving…" : "Save shares"}</button>
         <button type="button" className="ghost" onClick={() => { setTexts(Object.fromEntries(kids.map((k) => [k.name, formatShare(k.share)]))); setResult(null); }}>Reset</button>
         {!v.changed.length && !Object.keys(v.rowErrors).length && <span className="muted">No change yet.</span>}
+      </div>
+    </form>
+  );
+}
+
+/** The debug quotas of a node's children (DESIGN.md "Debug quota"): GPUs that may run debug jobs and sessions
+ * ahead of the fair-share order. Empty puts a child back on the default that follows its share. */
+function QuotaEditor({ parent, rows, onSaved }: { parent: string; rows: Allocation[]; onSaved: () => void }) {
+  const kids = childrenOf(rows, parent) as Allocation[];
+  const initial = Object.fromEntries(kids.map((k) => [k.name, k.debugQuotaGpus?.setGpus == null ? "" : String(k.debugQuotaGpus.setGpus)]));
+  const [texts, setTexts] = useState<Record<string, string>>(initial);
+  const [reason, setReason] = useState("");
+  const [tried, setTried] = useState(false);
+  const [saving, setSaving] = useState(false);
+  const [result, setResult] = useState<{ ok: boolean; message: string } | null>(null);
+  const parsed = Object.fromEntries(kids.map((k) => [k.name, parseQuota(texts[k.name] ?? "")]));
+  const changed = kids.filter((k) => (texts[k.name] ?? "") !== initial[k.name]);
+  const bad = kids.filter((k) => !parsed[k.name].ok);
+  const reasonError = reason.trim() ? null : "say why (recorded in the audit log)";
+
+  const save = async (e: React.FormEvent) => {
+    e.preventDefault();
+    setTried(true);
+    if (bad.length || reasonError || !changed.length) return;
+    setSaving(true);
+    setResult(null);
+    const done: string[] = [];
+    try {
+      for (const k of changed) {
+        const p = parsed[k.name];
+        const out = await setDebugQuota(k.name, p.ok ? p.gpus : null, reason.trim());
+        if (!out.ok) {
+          setResult({ ok: false, message: `Refused for ${k.name}: ${out.message}` });
+          return;
+        }
+        done.push(k.name);
+      }
+      setResult({ ok: true, message: `Saved the debug quota of ${done.join(", ")}. The change is in the audit stream.` });
+      setReason("");
+      setTried(false);
+    } catch (err) {
+      setResult({ ok: false, message: err instanceof Error ? err.message : String(err) });
+    } finally {
+      setSaving(false);
+      if (done.length) onSaved();
+    }
+  };
+
+  return (
+    <form onSubmit={save} aria-label={`Debug quotas of the children of ${parent}`} noValidate data-testid="quota-editor">
+      <table className="compact shares">
+        <caption>Debug quotas of <strong>{parent}</strong>'s children: GPUs that may run debug jobs and sessions ahead of the fair-share order (empty: the default, which follows the share)</caption>
+        <thead><tr><th scope="col">child</th><th scope="col">set (GPUs)</th><th scope="col">in force</th></tr></thead>
+        <tbody>
+          {kids.map((k) => {
+            const p = parsed[k.name];
+            return (
+              <tr key={k.name}>
+                <th scope="row"><label htmlFor={`quota-${k.name}`}>{k.name}</label></th>
+                <td>
+                  <input id={`quota-${k.name}`} inputMode="numeric" size={5} value={texts[k.name] ?? ""} placeholder="default" aria-invalid={!p.ok}
+                    aria-describedby={!p.ok ? `quota-${k.name}-err` : undefined} onChange={(e) => { setTexts((t) => ({ ...t, [k.name]: e.target.value })); setResult(null); }} />
+                  {!p.ok && <span id={`quota-${k.name}-err`} className="field-error">{p.message}</span>}
+                </td>
+                <td className="num muted" data-testid={`quota-now-${k.name}`}>{quotaText(k.debugQuotaGpus)}</td>
+              </tr>
+            );
+          })}
+        </tbody>
+      </table>
+      <label htmlFor="quota-reason">Reason (required, recorded in the audit log)</label>
+      <input id="quota-reason" value={reason} onChange={(e) => setReason(e.target.value)} aria-invalid={tried && !!reasonError} data-testid="quota-reason" />
+      {tried && reasonError && <span className="field-error">{reasonError}</span>}
+      {result && <p className={result.ok ? "ok" : "error"} role={result.ok ? "status" : "alert"} data-testid="quota-result">{result.message}</p>}
+      <div className="actions">
+        <button type="submit" disabled={saving || !changed.length || bad.length > 0} data-testid="quota-save">{saving ? "Saving…" : "Save debug quotas"}</button>
+        {!changed.length && <span className="muted">No change yet.</span>}
       </div>
     </form>
   );
