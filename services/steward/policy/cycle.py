@@ -68,7 +68,7 @@ from steward.policy.explain import (
     ReservedRoom,
     Special,
 )
-from steward.policy.lane import holds_room
+from steward.policy.lane import holds_room, lane_pending
 from steward.policy.model import (
     CycleResult,
     Node,
