@@ -205,13 +205,17 @@ def require_valid_policy(state: LedgerState, settings: dict[str, Any]) -> dict[s
     from dataclasses import fields
 
     from steward.policy.errors import PolicyError
-    from steward.policy.settings import PolicySettings
+    from steward.policy.settings import RETIRED_SETTINGS, PolicySettings, in_force
 
+    retired = sorted(set(settings) & set(RETIRED_SETTINGS))
+    if retired:
+        raise InvalidCommand("retired policy setting(s): " + "; ".join(
+            f"{name} ({RETIRED_SETTINGS[name]})" for name in retired))
     known = {f.name for f in fields(PolicySettings)}
     unknown = sorted(set(settings) - known)
     if unknown:
         raise InvalidCommand(f"unknown policy setting(s) {', '.join(unknown)}")
-    merged = dict(state.policy) | settings
+    merged = in_force(state.policy) | settings
     try:
         PolicySettings.steward(**merged)
     except (PolicyError, TypeError, ValueError) as err:

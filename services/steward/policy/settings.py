@@ -245,6 +245,19 @@ _NO_CHURN: dict[str, Any] = {"settle_s": None, "preemption_gain_horizon_s": None
 
 PRESETS: tuple[str, ...] = ("steward", "ai2", "fair-tree", "fifo-priority")
 
+RETIRED_SETTINGS: Mapping[str, str] = MappingProxyType({
+    "lane_project_gpus": "replaced by each allocation's debug quota (ADR 0029)",
+})
+"""Settings a recorded `PolicySet` may still name (events are never rewritten) that no longer exist,
+with what replaced them."""
+
+
+def in_force(recorded: Mapping[str, Any]) -> dict[str, Any]:
+    """The recorded overrides the policy still reads: a log written before a setting was retired
+    keeps it in its `PolicySet` events, and the scheduler, the ledger and replay must still start
+    from that log (`RETIRED_SETTINGS`)."""
+    return {k: v for k, v in recorded.items() if k not in RETIRED_SETTINGS}
+
 
 def _check_settings(s: PolicySettings) -> None:
     if not isinstance(s.gpu_model_weights, MappingProxyType):

@@ -29,7 +29,7 @@ from steward.domain.state import LedgerState, evolve
 from steward.logs import JobCorrelations
 from steward.policy.cycle import schedule
 from steward.policy.model import CycleResult
-from steward.policy.settings import PolicySettings
+from steward.policy.settings import PolicySettings, in_force
 from steward.policy.usage import UsageWindow
 from steward.scheduler.bridge import (
     HOLDING_STATES,
@@ -72,7 +72,7 @@ class SchedulerState:
         if self.state.policy == self.policy:
             return False
         self.policy = dict(self.state.policy)
-        self.settings = PolicySettings.steward(**self.policy)
+        self.settings = PolicySettings.steward(**in_force(self.policy))
         self.usage = UsageWindow(self.settings)
         self.state, self.head = LedgerState(), 0
         self.catch_up(store)

@@ -152,6 +152,7 @@ POLICY_CASES = [
     ("out of range", {"window_s": -1}, "window_s"),
     ("unknown mode", {"ordering": "lottery"}, "ordering"),
     ("wrong type", {"window_s": "a week"}, "invalid policy settings"),
+    ("retired knob", {"lane_project_gpus": 32}, r"retired policy setting\(s\): lane_project_gpus \(replaced by"),
 ]
 
 
@@ -171,3 +172,17 @@ def test_policy_changes_merge_and_are_recorded_with_their_reason() -> None:
     assert event.type == "PolicySet" and event.payload["reason"] == "faster turnover"
     assert event.payload["settings"] == {"window_s": 3 * 86400.0, "preemption_grace_s": 60.0}
     assert apply(state, SetPolicy({"preemption_grace_s": 60.0}, "x")).policy["preemption_grace_s"] == 60.0
+
+
+def test_a_log_that_set_a_retired_setting_still_takes_new_settings() -> None:
+    """A `PolicySet` recorded before `lane_project_gpus` was retired (ADR 0029) stays in the log: the
+    ledger and the scheduler read the rest of it, and a later change merges without it."""
+    from dataclasses import replace
+
+    from steward.domain.commands import SetPolicy
+    from steward.policy.settings import PolicySettings, in_force
+
+    old = replace(small_cluster(), policy={"lane_project_gpus": 48, "window_s": 86400.0})
+    assert PolicySettings.steward(**in_force(old.policy)).window_s == 86400.0
+    (event,) = decide(old, SetPolicy({"preemption_grace_s": 60.0}, "faster turnover"), 0.0)
+    assert event.payload["settings"] == {"window_s": 86400.0, "preemption_grace_s": 60.0}
