@@ -1,4 +1,4 @@
-"""`cycle.sizes_and_suffix_min`: the order's job sizes and the smallest job at or after each position,
+"""`phase2_order.sizes_and_suffix_min`: the order's job sizes and the smallest job at or after each position,
 which the walk uses to stop once nothing left can fit (docs/benchmarks.md "Simulator", round 5)."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from steward.policy.cycle import sizes_and_suffix_min
 from steward.policy.model import PendingJob
+from steward.policy.phases.phase2_order import sizes_and_suffix_min
 from tests.unit.policy.builders import pending
 
 SENTINEL = 1 << 62

@@ -1,0 +1,150 @@
+"""Phase 4, reservations: the blocked head large gang of each of the `reservation_allocations` most
+under-served allocations (earliest in the order) holds nodes assembled from protection expiries; work
+behind it in the order (lane jobs included) may use them only if its protection ends before the
+reservation is due (DESIGN.md "Placement"; ADR 0007 "Reservations before the lane").
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+
+from steward.policy.contract import (
+    UNFUNDED_BY_REQUEST,
+    protection_s,
+)
+from steward.policy.explain import (
+    RESERVED,
+    Special,
+)
+from steward.policy.model import (
+    PendingJob,
+    Reservation,
+    RunningJob,
+)
+from steward.policy.placement import level_name
+from steward.policy.plan import CyclePlan
+from steward.policy.preemption import Branches, strictly_improves
+from steward.policy.reservation import (
+    plan_reservation,
+    release_time,
+    wants_reservation,
+)
+
+
+class _GangMayPreempt:
+    """May a reserving gang preempt a project's work once its protection ends (strict improvement,
+    memoised per project)? An object rather than closures in `make_reservation`: a closure over the
+    cycle made every such cycle reference-cyclic garbage for the collector."""
+
+    def __init__(self, path: tuple[str, ...], gpus: int, horizon: float, branches: Branches,
+                 path_of: Callable[[str], tuple[str, ...]]) -> None:
+        self.path = path
+        self.gpus = gpus
+        self.horizon = horizon
+        self.branches = branches
+        self.path_of = path_of
+        self.memo: dict[str, bool] = {}
+
+    def project(self, project: str) -> bool:
+        ok = self.memo.get(project)
+        if ok is None:
+            ok, _ = strictly_improves(self.path, self.gpus, self.path_of(project), 0.0, self.horizon, self.branches)
+            self.memo[project] = ok
+        return ok
+
+    def victim(self, victim: RunningJob) -> bool:
+        return self.project(victim.project)
+
+
+def may_reserve(cycle: CyclePlan, job: PendingJob) -> bool:
+    """Issue 3, ADR 0007: a large gang gets a reservation when it is its allocation's head gang
+    (the first the walk meets) and fewer than `reservation_allocations` are held."""
+    return (
+        wants_reservation(job, cycle.s)
+        and job.project not in cycle.res_projects
+        and len(cycle.res_plans) < cycle.s.reservation_allocations
+    )
+
+
+def reserve(cycle: CyclePlan) -> None:
+    """ADR 0007 "Reservations before the lane": before anything is placed, the head large gang of
+    each allocation, in the order (most under-served first), that does not fit now gets a
+    reservation, up to `reservation_allocations`; so lane jobs and work behind it in the order
+    cannot take the nodes it is waiting for unless they leave before it is due."""
+    s = cycle.s
+    if not s.reservations:
+        return
+    seen: set[str] = set()
+    jobs = cycle.order.jobs
+    least = s.reservation_min_gpus  # `wants_reservation` asks for at least this many GPUs
+    for k in (k for k, g in enumerate(cycle.gpus) if g >= least):
+        if len(cycle.res_plans) >= s.reservation_allocations:
+            break
+        job = jobs[k]
+        if job.project in seen or not wants_reservation(job, s):
+            continue
+        path = cycle.path(job.project)
+        gap = cycle.funding_gap(job, path)
+        if gap == UNFUNDED_BY_REQUEST:
+            continue  # ADR 0013: not the allocation's head gang; a funded one behind it may be
+        seen.add(job.project)
+        if gap is not None:
+            continue
+        fit, _ = cycle.try_place(job, k, None)
+        if fit is None and may_reserve(cycle, job):
+            make_reservation(cycle, job, path, k)
+
+
+def make_reservation(cycle: CyclePlan, job: PendingJob, path: tuple[str, ...], order_pos: int) -> None:
+    """Issue 3: a reservation for a blocked large gang, assembled from protection expiries."""
+    index, s, now = cycle.index, cycle.s, cycle.now
+    gang_may_preempt = _GangMayPreempt(path, job.gpus, protection_s(job.klass, job.min_runtime_s, s),
+                                       cycle.branches, cycle.path)
+    may_preempt = gang_may_preempt.victim
+    may_preempt_project = gang_may_preempt.project
+    on_node: list[list[tuple[float, int]]] = [[] for _ in index.ids]
+    pos = index.pos
+    for r in cycle.snap.running:
+        t = release_time(r, now, s, r.id in cycle.leaving, may_preempt)
+        for nid, g in r.placement:
+            i = pos.get(nid)
+            if i is not None:
+                on_node[i].append((t, g))
+    preemptible = s.fairness_preemption and s.preemptible_after_protection
+    for p in cycle.placements:  # this cycle's placements hold their nodes too
+        if not p.funded:
+            t = now
+        elif preemptible and may_preempt_project(p.project):
+            t = p.protected_until
+        else:
+            t = math.inf
+        for nid, g in p.assignments:
+            on_node[pos[nid]].append((t, g))
+    plan = plan_reservation(job, index, on_node, now)
+    cycle.res_projects.add(job.project)
+    if plan is None:
+        return
+    for i in plan.nodes:
+        index.mask(i)
+        cycle.reserved.add(i)
+    cycle.reserved_room = cycle.reserved_shape = None
+    cycle.fail_reserved.clear()  # the masks now name a different set of reservations
+    nodes = tuple(index.ids[i] for i in plan.nodes)
+    evidence = {
+        "domain": list(plan.domain),
+        "level": level_name(cycle.snap.topology_levels, plan.domain_depth),
+        "nodes": list(nodes),
+        "ready_at": plan.ready_at,
+        "gpus": job.gpus,
+        "rank": cycle.rank(job.project),
+    }
+    reservation = Reservation(job.id, plan.domain, nodes, plan.ready_at, evidence)
+    if cycle.reservation is None:
+        cycle.reservation = reservation
+    cycle.res_by_job[job.id] = len(cycle.res_plans)
+    cycle.reservations.append(reservation)
+    cycle.res_plans.append(plan)
+    cycle.res_pos.append(order_pos)
+    cycle.res_nodes.append(plan.nodes)
+    cycle.specials[job.id] = Special(RESERVED, job.gpus, "/".join(plan.domain), plan.ready_at, evidence)

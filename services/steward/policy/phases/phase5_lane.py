@@ -1,0 +1,44 @@
+"""Phase 5, the debug lane: debug jobs and sessions inside their allocation's debug quota, in global
+order, ahead of the fair-share walk (ADR 0007, 0029; DESIGN.md "Debug quota and the
+time-to-first-GPU SLO"). Debug work over the quota is ordinary funded work.
+"""
+
+from __future__ import annotations
+
+from steward.policy.churn import (
+    defers_to_backfill,
+)
+from steward.policy.contract import (
+    lane_funds,
+    protection_s,
+)
+from steward.policy.plan import CyclePlan
+
+
+def lane(cycle: CyclePlan) -> None:
+    """DESIGN.md "Debug quota and the time-to-first-GPU SLO" (ADR 0007, 0029): qualified debug
+    work, in global order, is placed before the fair-share walk; what does not fit is searched
+    victims for first in phase 4. Debug work over its allocation's quota is left to the
+    ordinary order (phase 3)."""
+    s = cycle.s
+    qual = cycle.qual
+    if not s.lane or not qual:
+        return
+    lane_seen = cycle.lane_seen
+    for k, job in enumerate(cycle.order.jobs):
+        q = qual.get(job.id) if job.klass != "batch" else None
+        if q is None or (lane_seen and job.id in lane_seen):
+            continue
+        if not q.qualified:
+            if s.lane_trade:
+                cycle.lane_over.append((k, job))
+            continue
+        path = cycle.path(job.project)
+        if defers_to_backfill(lane_funds(cycle.funding_gap(job, path)), s):
+            continue  # ADR 0028: unfunded, it waits for phase 5's idle capacity
+        cycle.lane_seen.add(job.id)
+        fit, rule = cycle.try_place(job, k, cycle.now + protection_s(job.klass, job.min_runtime_s, s))
+        if fit is None:
+            cycle.lane_blocked.append((k, job))
+            continue
+        cycle.place_lane(job, fit, rule, path, k)

@@ -1,0 +1,293 @@
+"""Phase 7, preempt with strict improvement for funded work still blocked, choosing victims by least
+lost work, only where the beneficiary's gain outweighs the preemption's cost (DESIGN.md "The
+time-slicing contract", "Churn is bounded"; ADR 0028); blocked qualified lane jobs first, from
+unfunded work.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator
+
+from steward.policy.churn import (
+    ChurnCheck,
+    soonest_release,
+    victim_cost_gpu_s,
+    worth_preempting,
+)
+from steward.policy.contract import (
+    grace_ends_at,
+    grace_s,
+    lane_funds,
+)
+from steward.policy.explain import (
+    PREEMPTING,
+    PREEMPTION_COSTS_MORE,
+    RESERVED,
+    Special,
+)
+from steward.policy.model import (
+    PendingJob,
+    Preemption,
+    PreemptionReason,
+)
+from steward.policy.plan import CyclePlan
+from steward.policy.preemption import Trade, VictimPlan, VictimSearch
+
+
+def blocked_funded(cycle: CyclePlan) -> Iterator[tuple[int, PendingJob]]:
+    """Blocked funded jobs in order: those phase 3 tried, then the rest of the queue."""
+    yield from cycle.blocked
+    jobs = cycle.order.jobs
+    lane_seen = cycle.lane_seen
+    suffix_min = cycle.suffix_min
+    paths = cycle.paths
+    for k in range(cycle.tail_start, len(jobs)):
+        if suffix_min[k] >= cycle.fail_search:
+            return
+        job = jobs[k]
+        if lane_seen and job.id in lane_seen:
+            continue
+        path = paths.get(job.project)
+        if cycle.funding_gap(job, cycle.path(job.project) if path is None else path) is None:
+            yield k, job
+
+
+def preempt(cycle: CyclePlan) -> None:
+    """For blocked funded work, in order, up to `preemption_attempts_per_cycle` searches."""
+    s = cycle.s
+    cycle.fail_search = math.inf
+    if not cycle.snap.running:
+        return
+    search: VictimSearch | None = lane_preempt(cycle)
+    if s.preemption_attempts_per_cycle == 0:
+        return
+    attempts = 0
+    gang_searches = 0
+    for k, job in blocked_funded(cycle):
+        if attempts >= s.preemption_attempts_per_cycle:
+            break
+        special = cycle.specials.get(job.id)
+        if job.gpus >= cycle.fail_search or (special is not None and special.reason != RESERVED):
+            continue
+        path = cycle.path(job.project)
+        if cycle.funding_gap(job, path) is not None:
+            continue
+        gang = job.gpus > cycle.index.maxcap
+        if gang and gang_searches >= s.gang_preemption_searches_per_cycle:
+            continue
+        if search is None:
+            search = VictimSearch(
+                cycle.index, cycle.snap.running, cycle.leaving, cycle.path, cycle.branches, cycle.now, s,
+                cycle.held_rooms,
+            )
+        gang_searches += gang
+        r = cycle.res_by_job.get(job.id)
+        allowed = set(cycle.res_nodes[r]) if r is not None else None
+        plan = search.search(job, path, allowed)
+        attempts += 1
+        if plan is None:
+            cycle.fail_search = min(cycle.fail_search, job.gpus)
+            continue
+        check = churn_check(cycle, job, plan, k)
+        if not check.allowed:
+            continue
+        search.take(plan)
+        commit_preemption(cycle, job, path, plan, k, check=check)
+    cycle.counters["preemption_searches"] = attempts
+
+
+def lane_preempt(cycle: CyclePlan) -> VictimSearch | None:
+    """ADR 0007, 0029: a blocked qualified lane job that would be funded takes the GPUs of
+    unfunded work first (preemptible at once, short grace), else of funded work out of
+    protection under strict improvement, else (`lane_trade`) its own allocation's work. Every
+    job in `lane_blocked` is inside its quota, the GPUs being freed for it counted (they are
+    its own, "ahead" of the jobs behind it)."""
+    if not cycle.lane_blocked and not cycle.lane_over:
+        return None
+    s = cycle.s
+    search = VictimSearch(cycle.index, cycle.snap.running, cycle.leaving, cycle.path, cycle.branches, cycle.now, s,
+                          cycle.held_rooms)
+    searches = 0
+    failed = math.inf  # as in phase 4: a size that found no victims is not searched again
+    small = s.lane_victim_max_gpus  # ADR 0007: no big victim for a small job
+    no_trade: dict[str, float] = {}  # per project: the smallest size a trade found no victims for
+    for k, job in cycle.lane_blocked:
+        path = cycle.path(job.project)
+        if not lane_funds(cycle.funding_gap(job, path)):
+            continue  # DESIGN.md: only funded work preempts, in the lane too
+        plan = None
+        traded = False
+        if s.lane_trade and s.lane_cheapest:
+            # ADR 0021: one search, cheapest lost work first, the allocation's own work included
+            if job.gpus < failed:
+                searches += 1
+                trade = trade_of(cycle, job, False)
+                plan = search.search(job, path, None, False, small, trade, True)
+                if plan is None:
+                    failed = float(job.gpus)
+                else:
+                    traded = any(v.job.project == job.project and not v.leaving for v in plan.victims)
+        else:
+            if job.gpus < failed:
+                searches += 1
+                plan = (search.search(job, path, None, True, small, None, True)
+                        or search.search(job, path, None, False, small, None, True))
+                if plan is None:
+                    failed = float(job.gpus)
+            traded = plan is None
+            if traded:
+                plan = trade_plan(cycle, search, job, path, no_trade)
+        if plan is None:
+            continue
+        check = churn_check(cycle, job, plan, k)
+        if not check.allowed:
+            continue
+        search.take(plan)
+        commit_preemption(cycle, job, path, plan, k, lane=True, trade=traded, check=check)
+    if cycle.lane_over:
+        placed = {p.job_id for p in cycle.placements}
+        for k, job in cycle.lane_over:
+            if job.id in placed or job.id in cycle.specials:
+                continue
+            path = cycle.path(job.project)
+            if not lane_funds(cycle.funding_gap(job, path)):
+                continue
+            plan = trade_plan(cycle, search, job, path, no_trade)
+            if plan is not None:
+                check = churn_check(cycle, job, plan, k)
+                if not check.allowed:
+                    continue
+                search.take(plan)
+                commit_preemption(cycle, job, path, plan, k, lane=True, trade=True, check=check)
+    cycle.counters["lane_searches"] = searches
+    return search
+
+
+def trade_of(cycle: CyclePlan, job: PendingJob, own_only: bool) -> Trade:
+    s = cycle.s
+    return Trade(job.project, s.lane_trade_funded, s.lane_trade_max_lost_s, own_only, cycle.now,
+                 grace_s(True, s), grace_s(False, s), s.checkpoint_interval_s, s.restart_overhead_s)
+
+
+def trade_plan(
+    cycle: CyclePlan, search: VictimSearch, job: PendingJob, path: tuple[str, ...], no_trade: dict[str, float]
+) -> VictimPlan | None:
+    """ADR 0021: a lane job that found no victim under ADR 0007's rules, or is over its debug
+    quota, takes its own allocation's work (`preemption.trade_victim`), which takes nothing from
+    anyone else; the GPUs freed are held for it (`phase2b_held_room`)."""
+    s = cycle.s
+    if not s.lane_trade or job.gpus >= no_trade.get(job.project, math.inf):
+        return None
+    trade = trade_of(cycle, job, True)
+    plan = search.search(job, path, None, False, s.lane_victim_max_gpus, trade, True)
+    if plan is None:
+        no_trade[job.project] = float(job.gpus)
+    cycle.counters["lane_trades"] = cycle.counters.get("lane_trades", 0) + 1
+    return plan
+
+
+def churn_check(cycle: CyclePlan, job: PendingJob, plan: VictimPlan, k: int) -> ChurnCheck:
+    """churn.worth_preempting for one plan: its victims' cost against the beneficiary's earlier
+    start. A refusal is kept for the cycle's evidence and the job's "why pending"."""
+    now, s = cycle.now, cycle.s
+    start_by = now
+    cost = 0.0
+    for v in plan.victims:
+        rq = v.job.preemption_requested_at
+        if v.leaving:
+            end = now if rq is None else grace_ends_at(v.job, s)
+        else:
+            end = now + grace_s(v.job.funded, s)
+            cost += victim_cost_gpu_s(v.job, now, s)
+        if end > start_by:
+            start_by = end
+    if s.preemption_gain_horizon_s is None:
+        without = math.inf
+    elif job.gpus <= cycle.index.maxcap:
+        without = soonest_release(job.gpus, cycle.index.free, cycle.index.ok, cycle.release_times(), now)
+    else:
+        without = math.inf
+    check = worth_preempting(job.gpus, now, start_by, without, cost, s)
+    if not check.allowed:
+        ev = check.evidence()
+        ev.update({"job_id": job.id, "position": k + 1, "victims": [v.job.id for v in plan.victims]})
+        cycle.churn_refused.append(ev)
+        if job.id not in cycle.specials:
+            cycle.specials[job.id] = Special(PREEMPTION_COSTS_MORE, job.gpus, "one node", None, {"churn": ev})
+    return check
+
+
+def commit_preemption(
+    cycle: CyclePlan, job: PendingJob, path: tuple[str, ...], plan: VictimPlan, k: int, lane: bool = False,
+    trade: bool = False, check: ChurnCheck | None = None,
+) -> None:
+    now, s = cycle.now, cycle.s
+    churn = check.evidence() if check is not None else None
+    for i, _g in plan.nodes:
+        cycle.index.mask(i)  # claimed: the job starts here once the victims stop
+        cycle.claimed.add(i)
+    cycle.reserved_room = cycle.reserved_shape = None
+    cycle.charge(path, job.gpus)
+    until = now
+    nodes = [cycle.index.ids[i] for i, _ in plan.nodes]
+    fresh = 0
+    for v in plan.victims:
+        if v.leaving:
+            rq = v.job.preemption_requested_at
+            until = max(until, now if rq is None else grace_ends_at(v.job, s))
+            continue
+        fresh += 1
+        grace = grace_s(v.job.funded, s)
+        until = max(until, now + grace)
+        reason: PreemptionReason = "fair_share" if v.job.funded else "unfunded"
+        cycle.preemptions.append(
+            Preemption(
+                victim_id=v.job.id,
+                for_job_id=job.id,
+                reason=reason,
+                grace_ends_at=now + grace,
+                lost_gpu_s=v.cost,
+                evidence={
+                    "rule": "lane_trade_own_work" if trade
+                    else "strict_improvement" if v.job.funded else "unfunded_preemptible_at_once",
+                    "waiting": {
+                        "job_id": job.id,
+                        "project": job.project,
+                        "gpus": job.gpus,
+                        "position": k + 1,
+                        "rank": cycle.rank(job.project),
+                    },
+                    "victim": {
+                        "job_id": v.job.id,
+                        "project": v.job.project,
+                        "funded": v.job.funded,
+                        "started_at": v.job.started_at,
+                        "protected_until": v.job.protected_until,
+                        "protected": False,
+                        "last_checkpoint_at": v.job.last_checkpoint_at,
+                        "lost_gpu_s": v.cost,
+                        "rank": cycle.rank(v.job.project),
+                    },
+                    "check": plan.checks.get(v.job.id),
+                    "churn": churn,
+                    "lane": lane,
+                    "trade": trade,
+                    "plan": {
+                        "nodes": nodes,
+                        "victims": len(plan.victims),
+                        "lost_gpu_s": plan.cost,
+                        "nodes_considered": plan.considered,
+                    },
+                    "now": now,
+                },
+            )
+        )
+    cycle.room_for.append(job.id)
+    cycle.specials[job.id] = Special(
+        PREEMPTING,
+        0,
+        "one node" if len(nodes) == 1 else "whole nodes",
+        until,
+        {"victims": len(plan.victims), "new_preemptions": fresh, "nodes": nodes, "lost_gpu_s": plan.cost},
+    )

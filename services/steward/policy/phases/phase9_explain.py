@@ -1,0 +1,102 @@
+"""Phase 9, explain every waiting job (lazily: `Explanations` builds each one when asked) and
+measure fragmentation (issue 3 "Explanations").
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from steward.policy.explain import (
+    CapacityFigures,
+    ExplainContext,
+    Explanations,
+)
+from steward.policy.placement import fragmentation
+from steward.policy.plan import CyclePlan
+from steward.policy.settings import PolicySettings
+
+_settings_dicts: list[tuple[PolicySettings, dict[str, Any]]] = []
+
+
+def settings_dict(settings: PolicySettings) -> dict[str, Any]:
+    """`settings.to_dict()` for the cycle's evidence, taken once per settings object (immutable)
+    and copied per cycle so that no two results share a dict."""
+    if _settings_dicts and _settings_dicts[0][0] is settings:
+        base = _settings_dicts[0][1]
+    else:
+        base = settings.to_dict()
+        _settings_dicts[:] = [(settings, base)]
+    return {k: dict(v) if isinstance(v, dict) else list(v) if isinstance(v, list) else v for k, v in base.items()}
+
+
+def explain(cycle: CyclePlan) -> tuple[Explanations, float, dict[str, Any]]:
+    placed = {p.job_id for p in cycle.placements}
+    waiting = [j for j in cycle.order.jobs if j.id not in placed] if placed else list(cycle.order.jobs)
+    index = cycle.index
+    depth = index.depth
+    largest_by_depth = index.largest_domain_by_depth
+    room = [index.free[i] for i in sorted(cycle.reserved - cycle.claimed)]
+    whole_room = sum(
+        f for i, f in zip(sorted(cycle.reserved - cycle.claimed), room, strict=True) if f == index.cap[i]
+    )
+    figures = CapacityFigures(
+        reserved_for=cycle.reservation.job_id if cycle.reservation else None,
+        reserved_until=cycle.reservation.ready_at if cycle.reservation else None,
+        reserved_domain=tuple(cycle.reservation.domain) if cycle.reservation else (),
+        reserved_max_free=max(room, default=0),
+        reserved_whole=whole_room,
+        reserved=tuple(
+            cycle.room_of(nodes, res.job_id, res.ready_at, tuple(res.domain))
+            for nodes, res in zip(cycle.res_nodes, cycle.reservations, strict=True)
+        ),
+        maxcap=index.maxcap,
+        max_free=index.max_free(),
+        whole_by_depth=tuple(index.max_whole_at(d) for d in range(depth + 1)),
+        depth=depth,
+        levels=cycle.snap.topology_levels,
+        total_capacity=cycle.capacity,
+        largest_domain_by_depth=tuple(largest_by_depth),
+    )
+    ctx = ExplainContext(
+        now=cycle.now,
+        waiting=waiting,
+        by_project=cycle.order.by_project,
+        specials=cycle.specials,
+        tree=cycle.snap.tree,
+        standing=cycle.stand,
+        settings=cycle.s,
+        funded_in_use=cycle.funded_in_use,
+        quota=cycle.quota,
+        capacity=figures,
+        running=cycle.snap.running,
+        index=index,
+        leaving=frozenset(cycle.leaving),
+        placements=cycle.placements,
+        blocked_by_reservation=cycle.blocked_by_reservation,
+        qualifications=cycle.qual,
+    )
+    ctx.rank_cache.update(cycle.rank_cache)
+    largest = 0  # the largest waiting job (a compiled loop: see `sizes_and_suffix_min`)
+    for job in waiting:
+        if job.gpus > largest:
+            largest = job.gpus
+    frag = fragmentation(index, largest)
+    free_after = index.physical_free_total()
+    evidence = {
+        "capacity_gpus": cycle.capacity,
+        "free_gpus_after": free_after,
+        "waiting": len(waiting),
+        "placed": len(cycle.placements),
+        "preempted": len(cycle.preemptions),
+        "stopped": len(cycle.stops),
+        "largest_waiting_gang": largest,
+        "making_room_for": cycle.room_for,
+        "rooms_held": sorted(cycle.held_rooms),
+        "preemptions_refused": cycle.churn_refused,
+        "reservations": [
+            {"job_id": r.job_id, "nodes": list(r.nodes), "ready_at": r.ready_at} for r in cycle.reservations
+        ],
+        "settings": settings_dict(cycle.s),
+        **cycle.counters,
+    }
+    return Explanations(ctx), frag, evidence

@@ -1,0 +1,352 @@
+"""The plan of one scheduling cycle: what every phase reads and writes (policy/phases/).
+
+One `CyclePlan` is built from a `Snapshot`, handed to the phases in the order they run
+(policy/cycle.py), and discarded: the capacity index with this cycle's tentative placements, claims
+and reservations, the fair-share standing and the order, the funding charged so far, and the
+decisions (stops, placements, preemptions) and the special waits the explanations read. It also holds
+the primitives more than one phase calls (where a job fits now, placing it with its evidence, the
+funding gap, the reserved nodes a job may use); a rule used by one phase lives in that phase.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from steward.policy.contract import (
+    ENTITLEMENT_USED,
+    funding_gap,
+    grace_ends_at,
+    lane_funds,
+    protected_until,
+)
+from steward.policy.debug_quota import Qualification
+from steward.policy.errors import InvalidNode
+from steward.policy.explain import (
+    ReservedRoom,
+    Special,
+)
+from steward.policy.model import (
+    Node,
+    PendingJob,
+    Placement,
+    Preemption,
+    Reservation,
+    Snapshot,
+    Stop,
+)
+from steward.policy.ordering import Order, Standing
+from steward.policy.packing import FirmLoad, pack_single
+from steward.policy.placement import CapacityIndex, Fit
+from steward.policy.preemption import Branches
+from steward.policy.reservation import (
+    ReservationPlan,
+    may_backfill,
+)
+from steward.policy.sessions import restore_node
+
+
+class CyclePlan:
+    """The plan of one cycle. Private and short-lived: built, run once through the phases, discarded.
+
+    Attributes set by a phase are typed here (a later phase reads them)."""
+
+    index: CapacityIndex  # phase 2
+    capacity: int  # phase 2
+    stand: Standing  # phase 2
+    order: Order  # phase 2
+    quota: dict[str, float]  # phase 2
+    funded_in_use: dict[str, float]  # phase 2
+    branches: Branches  # phase 2
+    gpus: list[int]  # phase 2
+    suffix_min: list[int]  # phase 2
+    unfunded: list[tuple[int, PendingJob]]  # phase 6
+    blocked: list[tuple[int, PendingJob]]  # phase 6
+    tail_start: int  # phase 6
+    fail_search: float  # phase 7
+
+    def __init__(self, snapshot: Snapshot) -> None:
+        self.snap = snapshot
+        self.s = snapshot.settings
+        self.now = snapshot.now
+        self.nodes_by_id: dict[str, Node] = {}
+        for node in snapshot.nodes:
+            if node.id in self.nodes_by_id:
+                raise InvalidNode(node.id, "appears twice in the snapshot")
+            self.nodes_by_id[node.id] = node
+        self.stops: list[Stop] = []
+        self.leaving: set[str] = set()
+        self.placements: list[Placement] = []
+        self.preemptions: list[Preemption] = []
+        self.specials: dict[str, Special] = {}
+        self.reservation: Reservation | None = None
+        self.reservations: list[Reservation] = []
+        self.res_plans: list[ReservationPlan] = []
+        self.res_pos: list[int] = []  # the reserved gang's position in the order
+        self.res_nodes: list[tuple[int, ...]] = []
+        self.res_by_job: dict[str, int] = {}
+        self.res_projects: set[str] = set()
+        self.reserved: set[int] = set()
+        self.claimed: set[int] = set()
+        self.reserved_room: int | None = None
+        self.reserved_shape: tuple[int, int] | None = None
+        self.blocked_by_reservation: dict[str, str] = {}  # job id → the gang whose nodes it may not use
+        self.fail_reserved: dict[tuple[bool, int], float] = {}
+        self.paths: dict[str, tuple[str, ...]] = {}
+        self.rank_cache: dict[str, dict[str, Any]] = {}
+        self.fail_single = math.inf
+        self.fail_gang: dict[int, float] = {}
+        self.counters: dict[str, int] = {}
+        self.fund_ok: dict[str, bool] = {}  # per project: funded now? (cleared by every charge)
+        self.used: dict[str, int] = {}
+        self.funded_by_project: dict[str, int] = {}
+        self.lane_seen: set[str] = set()
+        self.lane_blocked: list[tuple[int, PendingJob]] = []
+        self.lane_over: list[tuple[int, PendingJob]] = []  # lane jobs over the quota (ADR 0021 trades)
+        self.qual: dict[str, Qualification] = {}  # ADR 0029: waiting debug work of an allocation
+        self.room_for: list[str] = []  # waiting jobs a preemption makes room for (fresh victims or not)
+        self.held_rooms: set[str] = set()  # ADR 0028: beneficiaries whose room is held this cycle
+        self.releases: dict[int, list[tuple[float, int]]] | None = None  # per node: jobs leaving it
+        self.churn_refused: list[dict[str, Any]] = []  # preemptions `worth_preempting` refused
+        self.load: FirmLoad | None = None  # ADR 0013: gang-aware packing of one-node work
+        self.backfilling = False  # phase 5: placing unfunded work
+
+    def path(self, project: str) -> tuple[str, ...]:
+        p = self.paths.get(project)
+        if p is None:
+            tree = self.snap.tree
+            p = tree.path(project) if tree.is_leaf(project) else ()
+            self.paths[project] = p
+        return p
+
+    def rank(self, project: str) -> dict[str, Any]:
+        r = self.rank_cache.get(project)
+        if r is None:
+            r = self.stand.evidence(self.snap.tree, project)
+            self.rank_cache[project] = r
+        return r
+
+    def funding_gap(self, job: PendingJob, path: tuple[str, ...]) -> str | None:
+        """None when the job would be funded now; else why not (contract.funding_gap). Funding moves
+        only when something is charged, which clears the per-project memo `fund_ok`."""
+        return funding_gap(job, path, self.funded_in_use, self.quota, self.s, self.fund_ok)
+
+    def charge(self, path: tuple[str, ...], gpus: int) -> None:
+        if self.fund_ok:
+            self.fund_ok.clear()
+        for a in path:
+            self.funded_in_use[a] = self.funded_in_use.get(a, 0.0) + gpus
+
+    def reserved_free(self) -> int:
+        """Free GPUs on reserved nodes not claimed by a preemption (cached: changes only when work
+        lands on them or a claim is made)."""
+        if self.reserved_room is None:
+            self.reserved_room = sum(self.index.free[i] for i in self.reserved if i not in self.claimed)
+        return self.reserved_room
+
+    def eligible_mask(self, pos: int, ends_at: float | None) -> int:
+        """The reservations whose nodes a job at `pos` in the order, protected until `ends_at`, may
+        use (bit r for reservation r): those of gangs behind it in the order, and those due no
+        earlier than its protection ends (issue 3's backfill rule). None: no reserved node."""
+        if ends_at is None:
+            return 0
+        mask = 0
+        for r, plan in enumerate(self.res_plans):
+            if pos <= self.res_pos[r] or may_backfill(ends_at - self.now, self.now, plan.ready_at):
+                mask |= 1 << r
+        return mask
+
+    def try_place(self, job: PendingJob, pos: int, ends_at: float | None) -> tuple[Fit | None, str]:
+        """Where the job goes now (visible capacity first, then the reserved nodes it may use: see
+        `eligible_mask`)."""
+        index = self.index
+        g = job.gpus
+        fit: Fit | None = None
+        rule: str = self.s.placement
+        if g <= index.maxcap:
+            if g < self.fail_single:
+                if job.previous_node is not None:
+                    i, rule = restore_node(job, index)
+                elif self.load is not None:
+                    i = pack_single(index, g, self.load, not self.backfilling)
+                else:
+                    i = index.find_single(g)
+                if i >= 0:
+                    n = index.nodes[i]
+                    fit = Fit(((i, g),), len(n.path) + 1, (*n.path, n.id))
+                else:
+                    self.fail_single = float(g)
+        else:
+            d = min(job.topology_depth or 0, index.depth)
+            if g < self.fail_gang.get(d, math.inf):
+                fit = index.find_gang(g, d)
+                if fit is None:
+                    self.fail_gang[d] = g
+                else:
+                    rule = f"{rule}_gang"
+        if fit is None and self.reserved:
+            mask = self.eligible_mask(pos, ends_at)
+            if mask:
+                fit = self.fit_reserved(g, mask)
+                if fit is not None:
+                    rule = "backfill_reserved"
+        return fit, rule
+
+    def fit_reserved(self, g: int, mask: int) -> Fit | None:
+        """Best fit among the reserved nodes of the reservations in `mask` (a gang: the wholly free
+        nodes of one reservation). Their room only shrinks during a cycle, so a size that did not
+        fit is not tried again with the same (or a smaller) set of reservations."""
+        index = self.index
+        single = g <= index.maxcap
+        if g >= self.fail_reserved.get((single, mask), math.inf):
+            return None
+        claimed = self.claimed
+        if single:
+            cands = [
+                (index.free[i], i)
+                for r, nodes in enumerate(self.res_nodes)
+                if mask >> r & 1
+                for i in nodes
+                if i not in claimed and index.free[i] >= g
+            ]
+            if not cands:
+                self.fail_reserved[(single, mask)] = g
+                return None
+            _, i = min(cands)
+            n = index.nodes[i]
+            return Fit(((i, g),), len(n.path) + 1, (*n.path, n.id))
+        for r, nodes in enumerate(self.res_nodes):
+            if not mask >> r & 1:
+                continue
+            whole = [i for i in sorted(nodes) if i not in claimed and index.free[i] == index.cap[i] > 0]
+            if sum(index.cap[i] for i in whole) < g:
+                continue
+            out, left = [], g
+            for i in whole:
+                take = min(index.cap[i], left)
+                out.append((i, take))
+                left -= take
+                if not left:
+                    break
+            plan = self.res_plans[r]
+            return Fit(tuple(out), plan.domain_depth, plan.domain)
+        self.fail_reserved[(single, mask)] = g
+        return None
+
+    def place(self, job: PendingJob, fit: Fit, rule: str, funded: bool, path: tuple[str, ...], pos: int) -> None:
+        before = {a: self.funded_in_use.get(a, 0.0) for a in path[-1:]}
+        fitting = self.index.nodes_fitting(job.gpus)  # the candidates it was chosen among
+        assignments = self.index.commit(fit)
+        if self.load is not None:
+            self.load.add(fit.nodes, funded)
+        self.reserved_room = self.reserved_shape = None
+        if funded:
+            self.charge(path, job.gpus)
+        until = protected_until(job, self.now, funded, self.s)
+        evidence: dict[str, Any] = {
+            "rule": rule,
+            "position": pos + 1,
+            "fitting_nodes": fitting,
+            "domain": list(fit.domain),
+            "funded": funded,
+            "protected_until": until,
+            "rank": self.rank(job.project),
+        }
+        q = self.qual.get(job.id) if self.qual else None
+        if q is not None:
+            evidence["qualified"] = q.qualified  # ADR 0029: inside its allocation's debug quota?
+        if path and self.s.funding:
+            leaf = path[-1]
+            evidence["funding"] = {
+                "allocation": leaf,
+                "funded_gpus_before": before.get(leaf, 0.0),
+                "quota_gpus": self.quota.get(leaf, 0.0),
+            }
+        if self.reserved and any(i in self.reserved for i, _ in fit.nodes):
+            for r, nodes in enumerate(self.res_nodes):
+                if any(i in nodes for i, _ in fit.nodes):
+                    res = self.reservations[r]
+                    evidence["reservation"] = {"job_id": res.job_id, "ready_at": res.ready_at}
+                    break
+        self.placements.append(Placement(job.id, job.project, assignments, funded, until, evidence))
+
+    def place_lane(self, job: PendingJob, fit: Fit, rule: str, path: tuple[str, ...], k: int) -> dict[str, Any]:
+        """Place a lane job, funded as the lane funds it; returns the placement's `lane` evidence:
+        its qualification (quota, in use, ahead; ADR 0029) and whether the lane funded it."""
+        gap = self.funding_gap(job, path)
+        self.place(job, fit, rule, lane_funds(gap), path, k)
+        q = self.qual.get(job.id)
+        lane: dict[str, Any] = q.to_dict() if q is not None else {}
+        lane["funded_by_lane"] = gap == ENTITLEMENT_USED
+        self.placements[-1].evidence["lane"] = lane
+        return lane
+
+    def reserved_would_hold(self, gpus: int) -> bool:
+        """Would the (unclaimed) reserved nodes hold a job of `gpus` GPUs right now?"""
+        if self.reserved_shape is None:
+            nodes = [i for i in self.reserved if i not in self.claimed]
+            free, cap = self.index.free, self.index.cap
+            self.reserved_shape = (
+                max((free[i] for i in nodes), default=0),
+                sum(cap[i] for i in nodes if free[i] == cap[i]),
+            )
+        single, whole = self.reserved_shape
+        return gpus <= (single if gpus <= self.index.maxcap else whole)
+
+    def blocking_reservation(self, gpus: int, mask: int) -> int | None:
+        """ADR 0013: the first reservation a job of `gpus` may not use (not in `mask`) whose
+        unclaimed nodes would hold it now — the one its explanation names."""
+        for r, nodes in enumerate(self.res_nodes):
+            if not mask >> r & 1 and self.room_of(nodes).would_hold(gpus, self.index.maxcap):
+                return r
+        return None
+
+    def room_of(self, nodes: tuple[int, ...], job_id: str = "", ready_at: float = 0.0,
+                domain: tuple[str, ...] = ()) -> ReservedRoom:
+        """The free room on one reservation's unclaimed nodes."""
+        free, cap = self.index.free, self.index.cap
+        mine = [i for i in nodes if i not in self.claimed]
+        return ReservedRoom(
+            job_id, ready_at, domain,
+            max((free[i] for i in mine), default=0),
+            sum(cap[i] for i in mine if free[i] == cap[i]),
+        )
+
+    def reserved_has_room(self) -> bool:
+        return bool(self.reserved) and self.reserved_free() > 0
+
+    def nothing_fits_after(self, k: int) -> bool:
+        """Stop walking once no remaining job can fit in the visible capacity (the rest are
+        explained in bulk) — unless reserved nodes still have room for backfill."""
+        rest_min = self.suffix_min[k]
+        index = self.index
+        if rest_min <= index.max_free() or rest_min <= index.whole_free:
+            return False
+        full = (1 << len(self.res_plans)) - 1  # the most any job may use; fewer fail sooner
+        fails = [self.fail_reserved.get((single, full), math.inf) for single in (True, False)]
+        return not self.reserved_has_room() or rest_min >= max(fails)
+
+    def release_times(self) -> dict[int, list[tuple[float, int]]]:
+        """Per node, (time, GPUs) of the jobs leaving it, soonest first: stops of this cycle now, jobs
+        in their grace at its end; not those leaving for a job whose room is held (its GPUs are that
+        job's). Built once per cycle, when a preemption is first weighed."""
+        if self.releases is None:
+            out: dict[int, list[tuple[float, int]]] = {}
+            pos = self.index.pos
+            held = self.held_rooms
+            s = self.s
+            for job in self.snap.running:
+                if job.id in self.leaving:
+                    t = self.now
+                elif job.preemption_requested_at is not None and job.claimed_for not in held:
+                    t = grace_ends_at(job, s)
+                else:
+                    continue
+                for nid, g in job.placement:
+                    i = pos.get(nid)
+                    if i is not None:
+                        out.setdefault(i, []).append((t, g))
+            for lst in out.values():
+                lst.sort()
+            self.releases = out
+        return self.releases
