@@ -479,9 +479,10 @@ class _Cycle:
         rooms = claimed_rooms(self.snap.running)
         now = self.now
         index = self.index
+        lane_seen = self.lane_seen  # placed by the lane's own hold (ADR 0021) already
         for k, job in enumerate(self.order.jobs):
             victims = rooms.get(job.id)
-            if victims is None and job.room_freed_at is None:
+            if (victims is None and job.room_freed_at is None) or (lane_seen and job.id in lane_seen):
                 continue
             if not holds_claimed_room(job, victims or (), now, s):
                 continue
