@@ -41,8 +41,10 @@ def one_node(victims, waiting, usage, settings=None, n=1):
             {},
             WAITING_FOR_PROTECTION,
         ),
-        # unfunded: preemptible at once, whatever the ranks
-        (running("rb", "b", 8, funded=False, started_at=NOW - 5), {"a": 1e7, "b": 0}, None, {"rb": "pa"}, None),
+        # unfunded: preemptible whatever the ranks, once it has run its settle time (ADR 0028)
+        (running("rb", "b", 8, funded=False, started_at=NOW - 300), {"a": 1e7, "b": 0}, None, {"rb": "pa"}, None),
+        # ... not before (the gang holds the node meanwhile)
+        (running("rb", "b", 8, funded=False, started_at=NOW - 5), {"a": 1e7, "b": 0}, None, {}, RESERVED),
         # fair-tree: no preemption for fairness
         (running("rb", "b", 8), {"a": 0, "b": 1e7}, PolicySettings.fair_tree(), {}, OUTRANKED),
         # fair-tree: unfunded still preemptible
@@ -56,6 +58,7 @@ def one_node(victims, waiting, usage, settings=None, n=1):
         "protected",
         "protected-no-reservations",
         "unfunded",
+        "unfunded-settling",
         "fair-tree-funded",
         "fair-tree-unfunded",
         "fifo",

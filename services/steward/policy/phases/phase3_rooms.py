@@ -56,9 +56,10 @@ def claimed_rooms_held(cycle: CyclePlan) -> None:
     rooms = claimed_rooms(cycle.snap.running)
     now = cycle.now
     index = cycle.index
+    lane_seen = cycle.lane_seen  # placed by the lane's own hold (ADR 0021) already
     for k, job in enumerate(cycle.order.jobs):
         victims = rooms.get(job.id)
-        if victims is None and job.room_freed_at is None:
+        if (victims is None and job.room_freed_at is None) or (lane_seen and job.id in lane_seen):
             continue
         if not holds_claimed_room(job, victims or (), now, s):
             continue
