@@ -102,7 +102,6 @@ class CyclePlan:
         self.funded_by_project: dict[str, int] = {}
         self.lane_seen: set[str] = set()
         self.lane_blocked: list[tuple[int, PendingJob]] = []
-        self.lane_over: list[tuple[int, PendingJob]] = []  # lane jobs over the quota (ADR 0021 trades)
         self.qual: dict[str, Qualification] = {}  # ADR 0029: waiting debug work of an allocation
         self.room_for: list[str] = []  # waiting jobs a preemption makes room for (fresh victims or not)
         self.held_rooms: set[str] = set()  # ADR 0028: beneficiaries whose room is held this cycle

@@ -30,9 +30,7 @@ def lane(cycle: CyclePlan) -> None:
         if q is None or (lane_seen and job.id in lane_seen):
             continue
         if not q.qualified:
-            if s.lane_trade:
-                cycle.lane_over.append((k, job))
-            continue
+            continue  # over the quota: ordinary funded work (no trade either)
         path = cycle.path(job.project)
         if defers_to_backfill(lane_funds(cycle.funding_gap(job, path)), s):
             continue  # ADR 0028: unfunded, it waits for phase 5's idle capacity

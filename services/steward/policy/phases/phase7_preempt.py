@@ -103,7 +103,7 @@ def lane_preempt(cycle: CyclePlan) -> VictimSearch | None:
     protection under strict improvement, else (`lane_trade`) its own allocation's work. Every
     job in `lane_blocked` is inside its quota, the GPUs being freed for it counted (they are
     its own, "ahead" of the jobs behind it)."""
-    if not cycle.lane_blocked and not cycle.lane_over:
+    if not cycle.lane_blocked:
         return None
     s = cycle.s
     search = VictimSearch(cycle.index, cycle.snap.running, cycle.leaving, cycle.path, cycle.branches, cycle.now, s,
@@ -145,21 +145,6 @@ def lane_preempt(cycle: CyclePlan) -> VictimSearch | None:
             continue
         search.take(plan)
         commit_preemption(cycle, job, path, plan, k, lane=True, trade=traded, check=check)
-    if cycle.lane_over:
-        placed = {p.job_id for p in cycle.placements}
-        for k, job in cycle.lane_over:
-            if job.id in placed or job.id in cycle.specials:
-                continue
-            path = cycle.path(job.project)
-            if not lane_funds(cycle.funding_gap(job, path)):
-                continue
-            plan = trade_plan(cycle, search, job, path, no_trade)
-            if plan is not None:
-                check = churn_check(cycle, job, plan, k)
-                if not check.allowed:
-                    continue
-                search.take(plan)
-                commit_preemption(cycle, job, path, plan, k, lane=True, trade=True, check=check)
     cycle.counters["lane_searches"] = searches
     return search
 
@@ -173,9 +158,9 @@ def trade_of(cycle: CyclePlan, job: PendingJob, own_only: bool) -> Trade:
 def trade_plan(
     cycle: CyclePlan, search: VictimSearch, job: PendingJob, path: tuple[str, ...], no_trade: dict[str, float]
 ) -> VictimPlan | None:
-    """ADR 0021: a lane job that found no victim under ADR 0007's rules, or is over its debug
-    quota, takes its own allocation's work (`preemption.trade_victim`), which takes nothing from
-    anyone else; the GPUs freed are held for it (`phase2b_held_room`)."""
+    """ADR 0021, 0029: a qualified lane job that found no victim under ADR 0007's rules takes its
+    own allocation's work (`preemption.trade_victim`), which takes nothing from anyone else; the
+    GPUs freed are held for it (phase3_rooms)."""
     s = cycle.s
     if not s.lane_trade or job.gpus >= no_trade.get(job.project, math.inf):
         return None
