@@ -12,7 +12,7 @@ itself, fits in the quota (`qualify`). Order is submit time, then id: the qualif
 allocation are a prefix of its debug work in that order, so a job qualified at submit stays
 qualified while nothing is submitted ahead of it. "At submit" is the same rule with the job last.
 
-Qualified work goes ahead of the fair-share order (the lane, cycle.py phase 2b); debug work beyond
+Qualified work goes ahead of the fair-share order (the lane, phases/phase5_lane.py); debug work beyond
 the quota queues as ordinary funded work. This module only decides; it never reads a clock.
 """
 

@@ -7,7 +7,7 @@ jobs); nothing here reads a clock. No rule is decided here a second time: fundin
 `contract.funding_gap` (the cycle's own) and, for qualified debug work, `contract.lane_funds` (the debug
 lane funds it while its allocation's entitlement is used, ADR 0029); protection is `contract.protection_s`;
 the debug quota and qualification are `debug_quota.qualify_in`. This module gathers their inputs as the
-cycle's phase 2 does (funded GPUs in use per allocation, entitlement × ready capacity per allocation) and
+cycle's order phase (phases/phase2_order.py) does (funded GPUs in use per allocation, entitlement × ready capacity per allocation) and
 words the answer.
 """
 
@@ -78,7 +78,7 @@ class Outlook:
 
 def funded_in_use(running: Iterable[RunningJob], tree: AllocationTree) -> dict[str, float]:
     """Funded GPUs in use per allocation: each funded running job charged to every allocation on its
-    project's path (what the cycle's phase 2 charges before it places anything)."""
+    project's path (what the cycle's order phase charges before it places anything)."""
     out: dict[str, float] = {}
     for job in running:
         if job.funded and tree.is_leaf(job.project):

@@ -108,7 +108,7 @@ class CyclePlan:
         self.releases: dict[int, list[tuple[float, int]]] | None = None  # per node: jobs leaving it
         self.churn_refused: list[dict[str, Any]] = []  # preemptions `worth_preempting` refused
         self.load: FirmLoad | None = None  # ADR 0013: gang-aware packing of one-node work
-        self.backfilling = False  # phase 5: placing unfunded work
+        self.backfilling = False  # phase 8: placing unfunded work
 
     def path(self, project: str) -> tuple[str, ...]:
         p = self.paths.get(project)

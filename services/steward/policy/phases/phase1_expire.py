@@ -21,7 +21,7 @@ def expire_and_drain(cycle: CyclePlan) -> None:
     and out of protection → checkpoint, stop, requeue."""
     now, s = cycle.now, cycle.s
     ready = {nid for nid, node in cycle.nodes_by_id.items() if node.state == "ready"}
-    # phase 2's tallies ride along (one pass over the running jobs): GPUs used per node, and
+    # the order phase's tallies ride along (one pass over the running jobs): GPUs used per node, and
     # funded GPUs per project of the jobs that keep running
     used = cycle.used
     used_get = used.get

@@ -18,8 +18,8 @@ from steward.policy.plan import CyclePlan
 def lane(cycle: CyclePlan) -> None:
     """DESIGN.md "Debug quota and the time-to-first-GPU SLO" (ADR 0007, 0029): qualified debug
     work, in global order, is placed before the fair-share walk; what does not fit is searched
-    victims for first in phase 4. Debug work over its allocation's quota is left to the
-    ordinary order (phase 3)."""
+    victims for first in phase 7. Debug work over its allocation's quota is left to the
+    ordinary order (phase 6)."""
     s = cycle.s
     qual = cycle.qual
     if not s.lane or not qual:
@@ -33,7 +33,7 @@ def lane(cycle: CyclePlan) -> None:
             continue  # over the quota: ordinary funded work (no trade either)
         path = cycle.path(job.project)
         if defers_to_backfill(lane_funds(cycle.funding_gap(job, path)), s):
-            continue  # ADR 0028: unfunded, it waits for phase 5's idle capacity
+            continue  # ADR 0028: unfunded, it waits for the backfill of idle capacity (phase 8)
         cycle.lane_seen.add(job.id)
         fit, rule = cycle.try_place(job, k, cycle.now + protection_s(job.klass, job.min_runtime_s, s))
         if fit is None:

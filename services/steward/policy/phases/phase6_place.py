@@ -14,7 +14,7 @@ from steward.policy.plan import CyclePlan
 
 def place_funded(cycle: CyclePlan) -> None:
     """In global order: funded work is placed where it fits; work that cannot be funded waits
-    for phase 5; the first blocked large gang gets a reservation."""
+    for the backfill (phase 8); the first blocked large gang gets a reservation."""
     jobs = cycle.order.jobs
     index = cycle.index
     cycle.unfunded = []

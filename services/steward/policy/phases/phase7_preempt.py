@@ -36,7 +36,7 @@ from steward.policy.preemption import Trade, VictimPlan, VictimSearch
 
 
 def blocked_funded(cycle: CyclePlan) -> Iterator[tuple[int, PendingJob]]:
-    """Blocked funded jobs in order: those phase 3 tried, then the rest of the queue."""
+    """Blocked funded jobs in order: those phase 6 tried, then the rest of the queue."""
     yield from cycle.blocked
     jobs = cycle.order.jobs
     lane_seen = cycle.lane_seen
@@ -109,7 +109,7 @@ def lane_preempt(cycle: CyclePlan) -> VictimSearch | None:
     search = VictimSearch(cycle.index, cycle.snap.running, cycle.leaving, cycle.path, cycle.branches, cycle.now, s,
                           cycle.held_rooms)
     searches = 0
-    failed = math.inf  # as in phase 4: a size that found no victims is not searched again
+    failed = math.inf  # as in `preempt`: a size that found no victims is not searched again
     small = s.lane_victim_max_gpus  # ADR 0007: no big victim for a small job
     no_trade: dict[str, float] = {}  # per project: the smallest size a trade found no victims for
     for k, job in cycle.lane_blocked:
