@@ -19,7 +19,8 @@ OUTLOOK = "funded reason fundedByLane protectionS allocation inUseGpus entitledG
           "qualification { qualified reason quotaGpus inUseGpus aheadGpus }"
 SUBMIT = f"""mutation($input: SubmitJobInput!) {{ submitJob(input: $input) {{ {PAYLOAD}
     ... on JobAccepted {{ job {{ id }} outlook {{ {OUTLOOK} }} }} }} }}"""
-PREVIEW = f"""query($input: SubmitJobInput!) {{ submitOutlook(input: $input) {{ {PAYLOAD}
+PREVIEW = f"""query($input: SubmitJobInput!) {{ submitOutlook(input: $input) {{ __typename
+    ... on NotAuthorised {{ message }} ... on InvalidInput {{ field message }}
     ... on SubmitOutlook {{ {OUTLOOK} }} }} }}"""
 
 
