@@ -185,7 +185,6 @@ class _Cycle:
         self.funded_by_project: dict[str, int] = {}
         self.lane_seen: set[str] = set()
         self.lane_blocked: list[tuple[int, PendingJob]] = []
-        self.lane_over: list[tuple[int, PendingJob]] = []  # lane jobs over the quota (ADR 0021 trades)
         self.qual: dict[str, Qualification] = {}  # ADR 0029: waiting debug work of an allocation
         self.room_for: list[str] = []  # waiting jobs a preemption makes room for (fresh victims or not)
         self.load: FirmLoad | None = None  # ADR 0013: gang-aware packing of one-node work
@@ -481,9 +480,7 @@ class _Cycle:
             if q is None or (lane_seen and job.id in lane_seen):
                 continue
             if not q.qualified:
-                if s.lane_trade:
-                    self.lane_over.append((k, job))
-                continue
+                continue  # over the quota: ordinary funded work (no trade either)
             self.lane_seen.add(job.id)
             path = self.path(job.project)
             fit, rule = self.try_place(job, k, self.now + protection_s(job.klass, job.min_runtime_s, s))
@@ -761,7 +758,7 @@ class _Cycle:
         protection under strict improvement, else (`lane_trade`) its own allocation's work. Every
         job in `lane_blocked` is inside its quota, the GPUs being freed for it counted (they are
         its own, "ahead" of the jobs behind it)."""
-        if not self.lane_blocked and not self.lane_over:
+        if not self.lane_blocked:
             return None
         s = self.s
         search = VictimSearch(self.index, self.snap.running, self.leaving, self.path, self.branches, self.now, s)
@@ -798,18 +795,6 @@ class _Cycle:
                 continue
             search.take(plan)
             self.commit_preemption(job, path, plan, k, lane=True, trade=traded)
-        if self.lane_over:
-            placed = {p.job_id for p in self.placements}
-            for k, job in self.lane_over:
-                if job.id in placed or job.id in self.specials:
-                    continue
-                path = self.path(job.project)
-                if not self.lane_funds(self.funding_gap(job, path)):
-                    continue
-                plan = self.trade_plan(search, job, path, no_trade)
-                if plan is not None:
-                    search.take(plan)
-                    self.commit_preemption(job, path, plan, k, lane=True, trade=True)
         self.counters["lane_searches"] = searches
         return search
 
@@ -821,8 +806,8 @@ class _Cycle:
     def trade_plan(
         self, search: VictimSearch, job: PendingJob, path: tuple[str, ...], no_trade: dict[str, float]
     ) -> VictimPlan | None:
-        """ADR 0021: a lane job that found no victim under ADR 0007's rules, or is over its debug
-        quota, takes its own allocation's work (`preemption.trade_victim`), which takes nothing from
+        """ADR 0021, 0029: a qualified lane job that found no victim under ADR 0007's rules takes its
+        own allocation's work (`preemption.trade_victim`), which takes nothing from
         anyone else; the GPUs freed are held for it (`phase2b_held_room`)."""
         s = self.s
         if not s.lane_trade or job.gpus >= no_trade.get(job.project, math.inf):

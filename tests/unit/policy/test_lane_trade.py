@@ -79,30 +79,26 @@ def _at_cap(project: str, count: int, node: str = "n0") -> list[RunningJob]:
                     min_runtime_s=300.0, klass="debug") for i in range(count)]
 
 
-def test_a_burst_over_the_quota_trades_its_own_unfunded_work_not_anothers() -> None:
-    s = S.with_(debug_quota_share=0.0, debug_quota_floor_gpus=2)
+def test_a_qualified_job_trades_its_own_work_and_an_over_quota_one_does_not() -> None:
+    """ADR 0029: only qualified work searches victims ahead of the order, the trade included; a job
+    over its allocation's debug quota is ordinary funded work and trades nothing."""
     held = [
         *_at_cap("a", 2),
-        running("a_own", "a", 1, funded=False, last_checkpoint_at=NOW - 600),
-        running("b_unfunded", "b", 1, funded=False, last_checkpoint_at=NOW - 10),  # cheaper, but b's
-        *(running(f"a{i}", "a", 1, protected_for=10 * HOUR) for i in range(2)),  # a's entitlement is used
-        *(running(f"b{i}", "b", 1, protected_for=10 * HOUR) for i in range(2)),
+        *(running(f"a{i}", "a", 1, protected_for=HOUR, last_checkpoint_at=NOW - 10 * (i + 1)) for i in range(2)),
+        *(running(f"b{i}", "b", 1, protected_for=10 * HOUR) for i in range(4)),
     ]
-    snap = snapshot(nodes=nodes(1), usage={"a": 1e7, "b": 0.0}, running=held,
-                    pending=[debug("dbg")], settings=s)
-    result = schedule(snap)
-    assert preempted(result) == {"a_own": "dbg"}
-    evidence = result.preemptions[0].evidence
-    assert evidence["rule"] == "lane_trade_own_work" and evidence["trade"] and evidence["lane"]
-    # without trades the job is over its quota and a's entitlement is used: it would run unfunded, and
-    # unfunded work preempts nothing
-    assert preempted(schedule(snapshot(nodes=nodes(1), usage={"a": 1e7, "b": 0.0}, running=held,
-                                       pending=[debug("dbg")],
-                                       settings=s.with_(lane_trade=False)))) == {}
+    for floor, expected in ((3, {"a0": "dbg"}), (2, {})):
+        s = S.with_(debug_quota_share=0.0, debug_quota_floor_gpus=floor)
+        result = schedule(snapshot(nodes=nodes(1), usage={"a": 1e7, "b": 0.0}, running=held,
+                                   pending=[debug("dbg")], settings=s))
+        assert preempted(result) == expected, floor
+        if expected:
+            evidence = result.preemptions[0].evidence
+            assert evidence["rule"] == "lane_trade_own_work" and evidence["trade"] and evidence["lane"]
 
 
 def test_a_trade_takes_own_funded_work_out_of_protection_only_when_allowed() -> None:
-    s = S.with_(debug_quota_share=0.0, debug_quota_floor_gpus=0)  # every lane job is over its quota
+    s = S  # the default quota: a's debug job is qualified; no unfunded work, and b is under-served
     held = [
         running("a_batch", "a", 1, protected_for=HOUR, last_checkpoint_at=NOW - 30),  # out of protection
         running("a_protected", "a", 1, started_at=NOW - 60, protected_for=HOUR),
