@@ -454,12 +454,7 @@ async def _allocations(ctx: Context, window_s: float, root: str | None, operatio
     if ctx.services.read.figures_head(window_s) < ctx.services.read.known_head():
         ctx.no_cache()
     under = subtree((await ctx.snapshot()).parents, [root]) if root is not None and root != ROOT else None
-    policy, head = ctx.services.read.policy, ctx.services.read.known_head()
-    quotas = policy.cached_quotas(head)
-    if quotas is None:
-        quotas = await asyncio.to_thread(policy.quotas, head)
-    return [Allocation.of(f, quotas.get(f.name)) for f in figs
-            if access.sees(f.name) and (under is None or f.name in under)]
+    return [Allocation.of(f) for f in figs if access.sees(f.name) and (under is None or f.name in under)]
 
 
 def _token(t: TokenInfo) -> ApiToken:
