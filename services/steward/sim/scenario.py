@@ -34,7 +34,7 @@ TOP_LEVEL_KEYS = frozenset({"name", "trace", "cluster", "policy", "tree", "metri
 CLUSTER_KEYS = frozenset({"nodes", "gpus_per_node", "gpu_model", "topology"})
 TOPOLOGY_KEYS = frozenset({"levels"})
 NODE_KEYS = frozenset({"name", "gpus", "gpu_model", "path"})
-TREE_NODE_KEYS = frozenset({"share", "children"})
+TREE_NODE_KEYS = frozenset({"share", "children", "debug_quota"})
 METRICS_KEYS = frozenset({"large_job_gpus", "owed_period_days"})
 SIM_KEYS = frozenset({"max_jobs", "cycle_interval_s", "exact", "priority_by_class"})
 
@@ -73,6 +73,9 @@ class AllocationSpec:
     entitlement: float
     depth: int
     children: tuple[str, ...]
+    debug_quota: object = None
+    """The manager-set debug quota (GPUs), as written; None: the default (ADR 0029). tree.py
+    validates it when the tree is built (policies.tree_for)."""
 
     @property
     def is_project(self) -> bool:
@@ -275,7 +278,7 @@ def _parse_tree(fname: str, raw: Any) -> dict[str, AllocationSpec]:
         if depth > MAX_TREE_DEPTH:
             raise ScenarioError(f"{where}: the tree is deeper than {MAX_TREE_DEPTH} levels")
         total = 0.0
-        pending: list[tuple[str, float, Mapping[str, Any], str]] = []
+        pending: list[tuple[str, float, Mapping[str, Any], str, Any]] = []
         for name, value in children.items():
             here = f"{where}.{name}" if where != f"{fname}: tree" else f"{fname}: tree.{name}"
             if not isinstance(name, str) or not name.strip():
@@ -288,20 +291,21 @@ def _parse_tree(fname: str, raw: Any) -> dict[str, AllocationSpec]:
                     raise ScenarioError(f"{here}: missing share")
                 share_raw: Any = value["share"]
                 grand = _mapping(f"{here}.children", value.get("children"))
+                quota: Any = value.get("debug_quota")
             else:
-                share_raw, grand = value, {}
+                share_raw, grand, quota = value, {}, None
             share = _number(f"{here}: share", share_raw, minimum=None)
             if not 0.0 <= share <= 1.0:
                 raise ScenarioError(f"{here}: share {share:g} is not in [0, 1]")
             total += share
-            pending.append((name, share, grand, here))
+            pending.append((name, share, grand, here, quota))
         if total > 1.0 + SHARE_SLACK:
             owner = "the cluster" if parent is None else repr(parent)
             raise ScenarioError(f"{where}: the shares of {owner}'s children sum to {total:g} > 1")
-        for name, share, kids, here in pending:
+        for name, share, kids, here, quota in pending:
             out[name] = AllocationSpec(
                 name=name, parent=parent, share=share, entitlement=entitled * share, depth=depth,
-                children=tuple(str(k) for k in kids),
+                children=tuple(str(k) for k in kids), debug_quota=quota,
             )
             if kids:
                 walk(name, kids, f"{here}.children", entitled * share, depth + 1)
