@@ -54,8 +54,8 @@ def test_a_log_with_old_allocation_events_and_new_debug_quotas_replays_and_verif
     rebuilt = rebuild_full(store)
     assert rebuilt["ok"], rebuilt
     with store.engine.connect() as conn:
-        quotas = dict(conn.execute(select(schema.proj_allocations.c.name,
-                                          schema.proj_allocations.c.debug_quota_gpus)).all())
+        quotas: dict[str, int | None] = {r[0]: r[1] for r in conn.execute(select(
+            schema.proj_allocations.c.name, schema.proj_allocations.c.debug_quota_gpus))}
     assert quotas == {"research": None, "ops": None, "a1": None, "a2": 1}
 
 

@@ -72,18 +72,27 @@ def _klass(job_class: str) -> JobClass:
 
 
 def submit_outlook(state: LedgerState, settings: PolicySettings, command: SubmitJob, now: float) -> Outlook:
-    """The preview of `command` (shape already checked) if it were submitted at `now`: the job last in
-    its allocation's order, itself not counted among the waiting."""
+    """The preview of `command` (shape already checked) if it were submitted at `now` (or, once recorded,
+    at its recorded submit time): the job itself is not counted among the running or waiting."""
     job_id = command.job_id or NEW_JOB_ID
-    job = PendingJob(id=job_id, project=command.project, gpus=command.gpus, submitted_at=now,
+    recorded = state.jobs.get(job_id)  # asked after submitting: its place in the quota's order is its own
+    job = PendingJob(id=job_id, project=command.project, gpus=command.gpus,
+                     submitted_at=recorded.submitted_at if recorded is not None else now,
                      min_runtime_s=command.min_runtime_s, resumable=command.resumable,
                      klass=_klass(command.job_class), priority=command.priority)
-    running = []
+    project = command.project
+    funded: dict[str, float] = {}  # funded GPUs running per project: all the funding rule reads of others
+    running = []  # the project's own: what its debug quota counts
     waiting = []
     for j in state.jobs.values():
+        if j.job_id == job_id:
+            continue  # the job being previewed, once recorded (and perhaps already placed)
         if j.state in HOLDING_STATES:
-            running.append(running_job(j, now))
-        elif j.state in WAITING_STATES and j.project == command.project and j.job_id != job_id:
+            if j.funded:
+                funded[j.project] = funded.get(j.project, 0.0) + j.gpus
+            if j.project == project:
+                running.append(running_job(j, now))
+        elif j.state in WAITING_STATES and j.project == project:
             waiting.append(pending_job(j))
     return outlook(job, allocation_tree(state, settings.max_tree_depth), ready_capacity(state), running, waiting,
-                   settings)
+                   settings, funded)

@@ -4,13 +4,27 @@ Top-level `errors` are kept for system faults."""
 
 from __future__ import annotations
 
+import asyncio
 from typing import Annotated
 
 import strawberry
 from strawberry.scalars import JSON
+from strawberry.types import Info
 
+from steward.api import fields
+from steward.api.context import Context
+from steward.api.outlook import submit_outlook
 from steward.api.scalars import BigInt
 from steward.api.types import ApiToken, Job, SubmitOutlook
+from steward.domain.commands import SubmitJob
+
+
+async def outlook_of(ctx: Context, command: SubmitJob) -> SubmitOutlook:
+    """The submit preview of `command` on the scheduler's view now (steward.api.outlook): the job itself,
+    once recorded, is left out of the figures (it is the one being previewed)."""
+    found = await asyncio.to_thread(ctx.services.read.policy.read,
+                                    lambda state, settings, now: submit_outlook(state, settings, command, now))
+    return SubmitOutlook.of(found)
 
 
 @strawberry.type
@@ -33,9 +47,12 @@ class NotAuthorised:
 @strawberry.type
 class JobAccepted:
     job: Job
-    outlook: SubmitOutlook | None = strawberry.field(
-        default=None, description="The submit preview at submission: funded or unfunded and why, protection, "
-                                  "debug qualification.")
+    submitted: strawberry.Private[SubmitJob | None] = None
+
+    @fields.field("The submit preview at submission: funded or unfunded and why, protection, debug "
+                  "qualification (computed when asked for).")
+    async def outlook(self, info: Info[Context, None]) -> SubmitOutlook | None:
+        return None if self.submitted is None else await outlook_of(info.context, self.submitted)
 
 
 @strawberry.type
@@ -46,8 +63,12 @@ class JobCancelled:
 @strawberry.type
 class SessionOpened:
     job: Job
-    outlook: SubmitOutlook | None = strawberry.field(
-        default=None, description="The submit preview at opening: funded, protection, debug qualification.")
+    submitted: strawberry.Private[SubmitJob | None] = None
+
+    @fields.field("The submit preview at opening: funded, protection, debug qualification (computed when "
+                  "asked for).")
+    async def outlook(self, info: Info[Context, None]) -> SubmitOutlook | None:
+        return None if self.submitted is None else await outlook_of(info.context, self.submitted)
 
 
 @strawberry.type

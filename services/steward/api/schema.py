@@ -34,7 +34,6 @@ from steward.api.commands import Outcome, OutcomeTimeout
 from steward.api.context import BadInput, Context, UserError
 from steward.api.explain import WAITING, queued, why_pending, why_preempted
 from steward.api.figures import DEFAULT_WINDOW_S
-from steward.api.outlook import submit_outlook
 from steward.api.payloads import (
     AllocationsChanged,
     CancelJobResult,
@@ -73,6 +72,7 @@ from steward.api.payloads import (
     SubmitOutlookResult,
     TokenCreated,
     TokenRevoked,
+    outlook_of,
 )
 from steward.api.readmodel import Snapshot
 from steward.api.scalars import BigInt
@@ -101,7 +101,6 @@ from steward.api.types import (
     QueueEntry,
     StateAt,
     StateCount,
-    SubmitOutlook,
     Verification,
     decode_cursor,
     encode_cursor,
@@ -214,7 +213,7 @@ class Query:
         if refused is not None:
             return refused
         ctx.no_cache()
-        return await _outlook(ctx, command)
+        return await outlook_of(ctx, command)
 
     @fields.field("Projects (leaves of the tree) you may see, with their figures.")
     async def projects(self, info: Info[Context, None], window_s: float = DEFAULT_WINDOW_S) -> list[Allocation]:
@@ -454,12 +453,7 @@ async def _allocations(ctx: Context, window_s: float, root: str | None, operatio
     if ctx.services.read.figures_head(window_s) < ctx.services.read.known_head():
         ctx.no_cache()
     under = subtree((await ctx.snapshot()).parents, [root]) if root is not None and root != ROOT else None
-    policy, head = ctx.services.read.policy, ctx.services.read.known_head()
-    quotas = policy.cached_quotas(head)
-    if quotas is None:
-        quotas = await asyncio.to_thread(policy.quotas, head)
-    return [Allocation.of(f, quotas.get(f.name)) for f in figs
-            if access.sees(f.name) and (under is None or f.name in under)]
+    return [Allocation.of(f) for f in figs if access.sees(f.name) and (under is None or f.name in under)]
 
 
 def _token(t: TokenInfo) -> ApiToken:
@@ -540,26 +534,17 @@ async def _submittable(ctx: Context, command: SubmitJob, operation: str) -> Inva
     return None
 
 
-async def _outlook(ctx: Context, command: SubmitJob) -> SubmitOutlook:
-    """The submit preview of `command` on the scheduler's view now (steward.api.outlook)."""
-    policy = ctx.services.read.policy
-    found = await asyncio.to_thread(policy.read, lambda state, settings, now: submit_outlook(state, settings,
-                                                                                             command, now))
-    return SubmitOutlook.of(found)
-
-
 async def _submit(ctx: Context, command: SubmitJob, operation: str) -> JobAccepted | Rejected | InvalidInput | \
         NotAuthorised:
     if (refused := await _submittable(ctx, command, operation)) is not None:
         return refused
-    preview = await _outlook(ctx, command)
     outcome = await _execute(ctx, command)
     if (rej := _rejected(outcome)) is not None:
         return rej
     row = await asyncio.to_thread(ctx.services.read.job, command.job_id)
     if row is None:
         raise UserError("the job was recorded but its projection is not there yet; retry the read", "LAGGING")
-    return JobAccepted(job=Job.of(row), outlook=preview)
+    return JobAccepted(job=Job.of(row), submitted=command)
 
 
 def _new_id(prefix: str, given: str | None) -> str:
@@ -607,7 +592,7 @@ class Mutation:
                             min_runtime_s=input.cap_s, command=list(input.command), resumable=True,
                             job_class="interactive")
         res = await _submit(_ctx(info), command, "openSession")
-        return SessionOpened(job=res.job, outlook=res.outlook) if isinstance(res, JobAccepted) else res
+        return SessionOpened(job=res.job, submitted=res.submitted) if isinstance(res, JobAccepted) else res
 
     @fields.mutation("Restore a session from its last checkpoint.")
     async def restore_session(self, info: Info[Context, None], id: strawberry.ID) -> RestoreSessionResult:

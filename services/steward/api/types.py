@@ -254,13 +254,21 @@ class Allocation:
     running_jobs: BigInt
     waiting_jobs: BigInt
     waiting_gpus: BigInt
-    debug_quota_gpus: DebugQuota | None = strawberry.field(
-        default=None, description="Its debug quota: in force, set value, and whether the default applies.")
+
+    @fields.field("Its debug quota: in force, set value, and whether the default applies.")
+    async def debug_quota_gpus(self, info: Info[Context, None]) -> DebugQuota | None:
+        """Computed only when asked for (once per store head, then cached: steward.api.queue)."""
+        ctx = info.context
+        policy, head = ctx.services.read.policy, ctx.services.read.known_head()
+        quotas = policy.cached_quotas(head)
+        if quotas is None:
+            quotas = await asyncio.to_thread(policy.quotas, head)
+        q = quotas.get(self.name)
+        return None if q is None else DebugQuota.of(q)
 
     @staticmethod
-    def of(f: AllocationFigures, quota: QuotaFigures | None = None) -> Allocation:
-        return Allocation(debug_quota_gpus=None if quota is None else DebugQuota.of(quota),
-                          name=f.name, parent=f.parent, depth=f.depth, share=f.share, entitlement=f.entitlement,
+    def of(f: AllocationFigures) -> Allocation:
+        return Allocation(name=f.name, parent=f.parent, depth=f.depth, share=f.share, entitlement=f.entitlement,
                           is_project=f.is_project, entitled_in_window=f.entitled_in_window,
                           usage_in_window=f.usage_in_window, demand_in_window=f.demand_in_window, owed=f.owed,
                           delivered=f.delivered, delivered_over_owed=f.delivered_over_owed, burn=f.burn,

@@ -99,7 +99,8 @@ def require_valid_debug_quotas(state: LedgerState, parent: str, shares: dict[str
     """Debug quota (DESIGN.md "Debug quota and the time-to-first-GPU SLO"): a manager of `parent` sets the
     quota of `parent`'s children only (existing ones, or ones this command creates), as a whole number of
     GPUs >= 0; None returns a child to the default that follows its share."""
-    for child, gpus in debug_quotas.items():
+    given: dict[str, Any] = dict(debug_quotas)  # values unchecked by type: a command built in code may carry any
+    for child, gpus in given.items():
         existing = state.allocations.get(child)
         if child not in shares and (existing is None or existing.parent != parent):
             raise InvalidAllocation(f"'{child}' is not a child of '{parent}': no debug quota to set")

@@ -7,13 +7,13 @@ jobs); nothing here reads a clock. No rule is decided here a second time: fundin
 `contract.funding_gap` (the cycle's own) and, for qualified debug work, `contract.lane_funds` (the debug
 lane funds it while its allocation's entitlement is used, ADR 0029); protection is `contract.protection_s`;
 the debug quota and qualification are `debug_quota.qualify_in`. This module gathers their inputs as the
-cycle's order phase (phases/phase2_order.py) does (funded GPUs in use per allocation, entitlement × ready capacity per allocation) and
+cycle's phase 2 does (funded GPUs in use per allocation, entitlement × ready capacity per allocation) and
 words the answer.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -76,14 +76,23 @@ class Outlook:
         }
 
 
-def funded_in_use(running: Iterable[RunningJob], tree: AllocationTree) -> dict[str, float]:
-    """Funded GPUs in use per allocation: each funded running job charged to every allocation on its
-    project's path (what the cycle's order phase charges before it places anything)."""
+def funded_by_project(running: Iterable[RunningJob]) -> dict[str, float]:
+    """Funded GPUs of running jobs per project."""
     out: dict[str, float] = {}
     for job in running:
-        if job.funded and tree.is_leaf(job.project):
-            for a in tree.path(job.project):
-                out[a] = out.get(a, 0.0) + job.gpus
+        if job.funded:
+            out[job.project] = out.get(job.project, 0.0) + job.gpus
+    return out
+
+
+def funded_in_use(by_project: Mapping[str, float], tree: AllocationTree) -> dict[str, float]:
+    """Funded GPUs in use per allocation: each project's funded running GPUs charged to every allocation
+    on its path (what the cycle's order phase charges before it places anything)."""
+    out: dict[str, float] = {}
+    for project, gpus in by_project.items():
+        if tree.is_leaf(project):
+            for a in tree.path(project):
+                out[a] = out.get(a, 0.0) + gpus
     return out
 
 
@@ -94,13 +103,16 @@ def outlook(
     running: Iterable[RunningJob],
     waiting: Iterable[PendingJob],
     settings: PolicySettings,
+    funded_gpus: Mapping[str, float] | None = None,
 ) -> Outlook:
     """The preview of `job` (not yet among `waiting`, or ignored there) at submit: funded now or will
-    run unfunded and why, the protection it will get, and for debug work whether it is qualified."""
+    run unfunded and why, the protection it will get, and for debug work whether it is qualified.
+    `funded_gpus`: the funded GPUs running per project, when the caller tallied them (then `running`
+    need only hold the job's own project's work, which the debug quota counts); else from `running`."""
     running = tuple(running)
     waiting = tuple(w for w in waiting if w.id != job.id)
     path = tree.path(job.project) if tree.is_leaf(job.project) else ()
-    in_use = funded_in_use(running, tree)
+    in_use = funded_in_use(funded_by_project(running) if funded_gpus is None else funded_gpus, tree)
     entitlement = tree_layout(tree).entitlement
     quota = {a: entitlement.get(a, 0.0) * capacity_gpus for a in path}
     gap = funding_gap(job, path, in_use, quota, settings)

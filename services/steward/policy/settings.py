@@ -63,7 +63,7 @@ class PolicySettings:
     """Debug work asks for at most this many GPUs (a larger job is batch work by its size)."""
     lane_max_runtime_s: float = 900.0
     """A debug job is debug work when its protection (min_runtime) is at most this long."""
-    debug_quota_share: float = 0.5
+    debug_quota_share: float = 1.0
     """The default debug quota of an allocation is this fraction of its entitlement in GPUs, at least
     `debug_quota_floor_gpus` (debug_quota.py `default_debug_quota_gpus`, ADR 0029)."""
     debug_quota_floor_gpus: int = 4

@@ -132,7 +132,7 @@ class AllocationTree:
         cls,
         allocations: Iterable[Allocation | tuple[str, str | None, float]],
         max_depth: int = MAX_DEPTH,
-        debug_quotas: Mapping[str, int] | None = None,
+        debug_quotas: Mapping[str, int] | Mapping[str, object] | None = None,
     ) -> AllocationTree:
         """Validate and index a tree given as (id, parent, share) triples, with the manager-set
         debug quotas (GPUs by allocation; ADR 0029).

@@ -108,8 +108,8 @@ def settings_for(policy: str, scenario: Scenario, extra: Mapping[str, Any] | Non
 
 def tree_for(scenario: Scenario) -> AllocationTree:
     try:
-        return AllocationTree.build(
-            ((a.name, a.parent, a.share) for a in scenario.allocations.values()),
-            debug_quotas={a.name: a.debug_quota for a in scenario.allocations.values() if a.debug_quota is not None})
+        allocations = scenario.allocations.values()
+        quotas = {a.name: a.debug_quota for a in allocations if a.debug_quota is not None}
+        return AllocationTree.build(((a.name, a.parent, a.share) for a in allocations), debug_quotas=quotas)
     except TreeError as exc:
         raise ScenarioError(f"{scenario.source}: tree.{exc.node}: {exc.message}") from None

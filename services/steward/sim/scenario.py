@@ -73,9 +73,9 @@ class AllocationSpec:
     entitlement: float
     depth: int
     children: tuple[str, ...]
-    debug_quota: int | None = None
-    """GPUs of debug work ahead of the fair-share order, as its manager would set it (DESIGN.md "Debug
-    quota"); None: the default that follows the share (policy/debug_quota.py)."""
+    debug_quota: object = None
+    """The manager-set debug quota (GPUs), as written; None: the default (ADR 0029). tree.py
+    validates it when the tree is built (policies.tree_for)."""
 
     @property
     def is_project(self) -> bool:
@@ -269,15 +269,6 @@ def _explicit_nodes(where: str, raw: list[Any], model: str) -> tuple[NodeSpec, .
     return tuple(nodes)
 
 
-def _debug_quota(where: str, raw: Any) -> int | None:
-    """A tree node's optional `debug_quota`: a whole number of GPUs >= 0 (absent or null: the default)."""
-    if raw is None:
-        return None
-    if isinstance(raw, bool) or not isinstance(raw, int) or raw < 0:
-        raise ScenarioError(f"{where}: debug_quota must be a whole number of GPUs >= 0, got {raw!r}")
-    return int(raw)
-
-
 def _parse_tree(fname: str, raw: Any) -> dict[str, AllocationSpec]:
     """Validate the allocation tree and compute entitlements (product of shares along the path)."""
     top = _mapping(f"{fname}: tree", raw)
@@ -287,7 +278,7 @@ def _parse_tree(fname: str, raw: Any) -> dict[str, AllocationSpec]:
         if depth > MAX_TREE_DEPTH:
             raise ScenarioError(f"{where}: the tree is deeper than {MAX_TREE_DEPTH} levels")
         total = 0.0
-        pending: list[tuple[str, float, Mapping[str, Any], str, int | None]] = []
+        pending: list[tuple[str, float, Mapping[str, Any], str, Any]] = []
         for name, value in children.items():
             here = f"{where}.{name}" if where != f"{fname}: tree" else f"{fname}: tree.{name}"
             if not isinstance(name, str) or not name.strip():
@@ -300,7 +291,7 @@ def _parse_tree(fname: str, raw: Any) -> dict[str, AllocationSpec]:
                     raise ScenarioError(f"{here}: missing share")
                 share_raw: Any = value["share"]
                 grand = _mapping(f"{here}.children", value.get("children"))
-                quota = _debug_quota(here, value.get("debug_quota"))
+                quota: Any = value.get("debug_quota")
             else:
                 share_raw, grand, quota = value, {}, None
             share = _number(f"{here}: share", share_raw, minimum=None)

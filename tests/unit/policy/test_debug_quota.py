@@ -50,10 +50,14 @@ def test_is_debug_work(klass: str, min_runtime_s: float, gpus: int, expected: bo
 
 
 @pytest.mark.parametrize(("entitlement", "capacity", "share", "floor", "expected"), [
-    (0.105, 320, 0.5, 4, 17),   # Philly's 6214e9: 33.6 GPUs of entitlement -> 16.8
+    (0.105, 320, 1.0, 4, 34),   # Philly's 6214e9: 33.6 GPUs of entitlement (the default share, 1.0)
+    (0.105, 320, 0.5, 4, 17),   # share 0.5: 16.8
     (0.225, 320, 0.5, 4, 36),   # Philly's largest project, ee9e8c: 72 GPUs
-    (0.02, 320, 0.5, 4, 4),     # Philly's smallest, ed69ec: 6.4 GPUs -> 3.2, the floor
-    (0.25, 48, 0.5, 4, 6),      # a 6-node cluster, four equal projects: 12 GPUs -> 6
+    (0.02, 320, 1.0, 4, 6),     # Philly's smallest, ed69ec: 6.4 GPUs
+    (0.02, 320, 0.5, 4, 4),     # share 0.5: 3.2 -> the floor
+    (0.1, 48, 1.0, 4, 5),       # a 6-node cluster, a 10 % project: 4.8 GPUs
+    (0.4, 48, 1.0, 4, 19),      # its 40 % neighbour: 19.2
+    (0.25, 48, 0.5, 4, 6),      # share 0.5, four equal projects: 12 GPUs -> 6
     (1 / 6, 48, 0.5, 4, 4),     # six equal projects: 8 GPUs -> 4
     (0.0, 320, 0.5, 4, 4),      # no entitlement: the floor
     (0.5, 100, 0.0, 32, 32),    # share 0, floor 32: ADR 0007's fixed lane cap
@@ -65,13 +69,13 @@ def test_default_quota(entitlement: float, capacity: float, share: float, floor:
 
 
 @pytest.mark.parametrize(("quotas", "project", "expected"), [
-    ({}, "a1", 12),                     # default: 0.5 x (0.5 x 0.5) x 96
+    ({}, "a1", 24),                     # default: 1.0 x (0.5 x 0.5) x 96
     ({"a1": 3}, "a1", 3),               # set on the project
     ({"a1": 0}, "a1", 0),               # a manager may turn it off
     ({"a": 7}, "a1", 7),                # set on the parent: applies to each leaf below
     ({"a": 7}, "a2", 7),
     ({"a": 7, "a2": 1}, "a2", 1),       # the nearest set quota wins
-    ({"a": 7}, "b", 4),                 # another branch: its default, 0.5 x 4 GPUs -> the floor
+    ({"a": 7}, "b", 4),                 # another branch: its default, 4 GPUs of entitlement
     ({}, "nobody", 0),                  # no allocation: no quota
 ])
 def test_quota_of(quotas: dict[str, int], project: str, expected: int) -> None:
@@ -146,10 +150,13 @@ def test_no_allocation_and_the_preview_from_the_tree() -> None:
     t = tree(a=0.5)
     stray = dbg("s", "nobody")
     assert qualify_in(stray, t, 16, [], [], S) == Qualification(False, "no_allocation", 0, 0, 0)
-    # a: 0.5 x 0.5 x 16 = 4 -> the floor, 4
+    # a: 0.5 x 16 = 8 GPUs of entitlement, its default quota
     assert qualify_in(dbg("j", gpus=2, at=9.0), t, 16, [rdbg("r", gpus=2)], [], S).to_dict() == {
-        "qualified": True, "reason": "within_quota", "quota_gpus": 4, "in_use_gpus": 2, "ahead_gpus": 0,
+        "qualified": True, "reason": "within_quota", "quota_gpus": 8, "in_use_gpus": 2, "ahead_gpus": 0,
     }
+    # over the quota: 7 of its debug GPUs run or wait ahead
+    assert qualify_in(dbg("k", gpus=2, at=9.0), t, 16, [rdbg("r", gpus=2)], [dbg(f"w{i}", at=1.0) for i in range(5)],
+                      S).reason == "over_quota"
 
 
 def test_a_burst_qualifies_a_prefix() -> None:

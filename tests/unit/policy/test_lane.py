@@ -101,7 +101,10 @@ def test_a_burst_places_only_its_quota_ahead_of_the_order():
     )
     assert set(placed(result)) == {"dbg0", "dbg1", "dbg2", "batch"}
     assert [p.evidence["lane"]["ahead_gpus"] for p in result.placements if "lane" in p.evidence] == [0, 1, 2]
-    assert result.explanations["dbg3"].evidence["debug_quota"]["reason"] == "over_quota"
+    why = result.explanations["dbg3"]
+    assert why.evidence["debug_quota"]["reason"] == "over_quota"
+    assert why.text.endswith("; over its allocation's debug quota (debug quota 3 GPUs, 0 in use, 3 waiting ahead): "
+                             "it waits as ordinary funded work")
 
 
 def test_a_lane_job_takes_unfunded_work_first_with_the_short_grace():

@@ -7,7 +7,7 @@ import pytest
 
 from steward.policy.contract import ENTITLEMENT_USED, NO_ALLOCATION, UNFUNDED_BY_REQUEST, funding_gap
 from steward.policy.model import PendingJob, RunningJob
-from steward.policy.outlook import duration, funded_in_use, outlook
+from steward.policy.outlook import duration, funded_by_project, funded_in_use, outlook
 from steward.policy.settings import PolicySettings
 from tests.unit.policy.builders import HOUR, NOW, nested, pending, running
 
@@ -47,7 +47,16 @@ def test_the_memo_is_per_project_and_read_before_the_figures() -> None:
 
 def test_funded_in_use_charges_every_level_of_funded_work_only() -> None:
     jobs = [running("r1", "a1", gpus=2), running("r2", "a2", gpus=1), running("r3", "a1", gpus=5, funded=False)]
-    assert funded_in_use(jobs, TREE) == {"a": 3.0, "a1": 2.0, "a2": 1.0}
+    assert funded_in_use(funded_by_project(jobs), TREE) == {"a": 3.0, "a1": 2.0, "a2": 1.0}
+
+
+def test_a_caller_may_tally_funded_gpus_itself() -> None:
+    """The API passes the funded GPUs per project and only the project's own running work: same answer."""
+    job = pending("j", "a1", min_runtime_s=600.0)
+    others = [_run(4, "a1"), _run(1, "a2")]
+    full = outlook(job, TREE, CAPACITY, others, [], S)
+    tallied = outlook(job, TREE, CAPACITY, [others[0]], [], S, funded_gpus=funded_by_project(others))
+    assert full == tallied and full.reason == ENTITLEMENT_USED
 
 
 def _run(gpus: int, project: str = "a1", funded: bool = True, **kw: object) -> RunningJob:

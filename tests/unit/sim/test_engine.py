@@ -15,6 +15,7 @@ import pytest
 
 from steward.policy.model import PendingJob, RunningJob
 from steward.sim.engine import running_with, with_room_freed
+from steward.sim.errors import ScenarioError
 from steward.sim.run import run_scenario
 from tests.unit.sim.builders import job, write_scenario
 
@@ -61,15 +62,10 @@ CASES = [
          policy="ai2"),
     Case("a non-resumable victim restarts from zero",
          [job("j1", duration=7200, gpus=4, min_runtime=0, resumable=0),
-          job("j2", submit=1000, duration=3600, gpus=4, tenant="b", min_runtime=3600)],
-         # stopped at 1020 (the 20 s unfunded grace): all 1020 s lost, and 60 s paid on the restart
-         {"preemptions": 1,
-          "lost_gpu_hours_fraction": (4 * 1020 + 4 * 60) / (4 * (1020 + 7260) + 4 * 3600)}),
-    Case("ADR 0028: a preemption that costs more than its beneficiary can gain is refused",
-         [job("j1", duration=7200, gpus=4, min_runtime=0, resumable=0),
           job("j2", submit=2000, duration=3600, gpus=4, tenant="b", min_runtime=3600)],
-         # j1 would lose 4 x (2020 + 60) GPU-s; j2 can gain at most 4 x (1800 - 20): j2 waits for the end
-         {"preemptions": 0, "lost_gpu_hours_fraction": 0.0, "wait_p90_s.batch": 0.9 * 5200}),
+         # stopped at 2020 (the 20 s unfunded grace): all 2020 s lost, and 60 s paid on the restart
+         {"preemptions": 1,
+          "lost_gpu_hours_fraction": (4 * 2020 + 4 * 60) / (4 * (2020 + 7260) + 4 * 3600)}),
     Case("fifo-priority never preempts: the funded job waits for the end",
          [job("j1", duration=7200, gpus=4, min_runtime=0), job("j2", submit=2000, duration=3600, gpus=4,
                                                               tenant="b", min_runtime=3600)],
@@ -96,32 +92,6 @@ CASES = [
          # period 1: b owed 2 h, got 2 GPUs x 2 h; a owes nothing (no demand)
          {"owed_delivered_mean": round(2 / 3, 6), "owed_delivered_min": 0.0},
          tree={"a": 0.75, "b": 0.25}, metrics={"owed_period_days": 2 / 24}),
-    # issue 18's figures (metrics.py docstring); restart overhead 60 s, one node of 4 GPUs
-    Case("a preemption 30 s after the victim's start is a flap; JCT and rho by hand",
-         [job("j1", duration=7200, gpus=4, min_runtime=0), job("j2", submit=30, duration=3600, gpus=4,
-                                                              tenant="b", min_runtime=3600)],
-         # j1 is preempted at 30 and stops at 150 (grace 120, no checkpoint yet: keeps nothing); j2 runs
-         # 150-3750; j1 restarts at 3750 and pays 60 s: done at 3750 + 60 + 7200 = 11010.
-         # N at submit: j1 alone (1), j2 with a's j1 present (2): T_independent 7200 and 3600 x 4/2 = 7200
-         {"preemptions": 1, "flaps": 1, "flaps_fraction": 1.0,
-          "preemptions_per_1k_gpu_h": 1000 / ((4 * 150 + 4 * 3600 + 4 * 7260) / 3600),
-          "jct_mean_s": (11010 + 3720) / 2, "jct_p99_s": 3720 + 0.99 * (11010 - 3720), "makespan_s": 11010.0,
-          "rho_max": 11010 / 7200, "rho_mean": (11010 / 7200 + 3720 / 7200) / 2, "rho_gt1_fraction": 0.5},
-         policy="ai2"),
-    Case("a preemption exactly the restart overhead after the start is still a flap",
-         [job("j1", duration=7200, gpus=4, min_runtime=0), job("j2", submit=60, duration=3600, gpus=4,
-                                                              tenant="b", min_runtime=3600)],
-         {"preemptions": 1, "flaps": 1}, policy="ai2"),
-    Case("a preemption past the restart overhead is no flap",
-         [job("j1", duration=7200, gpus=4, min_runtime=0), job("j2", submit=61, duration=3600, gpus=4,
-                                                              tenant="b", min_runtime=3600)],
-         {"preemptions": 1, "flaps": 0, "flaps_fraction": 0.0}, policy="ai2"),
-    Case("FIFO on a full node: the second tenant waits, and its rho is 1 because N = 2 halves its share",
-         [job("j1", duration=3600, gpus=4), job("j2", duration=3600, gpus=4, tenant="b")],
-         # j1 runs 0-3600 (N = 1, rho 1); j2 runs 3600-7200: JCT 7200, T_independent 3600 x 4/2 = 7200
-         {"jct_mean_s": 5400.0, "makespan_s": 7200.0, "rho_mean": 1.0, "rho_max": 1.0, "rho_gt1_fraction": 0.0,
-          "preemptions_per_1k_gpu_h": 0.0, "flaps": 0},
-         policy="fifo-priority"),
 ]
 
 
@@ -182,22 +152,25 @@ def test_with_room_freed_is_replace_field_by_field() -> None:
 
 
 @pytest.mark.parametrize(
-    ("sets", "debug_waits"),
+    ("floor", "sets", "qualified", "over_quota"),
     [
-        # the trade stops a's own unfunded job for d2 (20 s grace) and the hold hands its GPU to d2
-        ({"lane_hold_s": "30", "lane_trade": "true", "settle_s": "null"}, [0.0, 20.0]),
-        # ADR 0028: u started 5 s before d2 and is not traded before its 300 s settle time; d1 ends first
-        ({"lane_hold_s": "30", "lane_trade": "true"}, [0.0, 295.0]),
-        # without the hold the freed GPU goes to b's batch job, first in the order: d2 waits for d1
-        ({"lane_trade": "true"}, [0.0, 295.0]),
-        # without trades d2 (over the quota, a's entitlement used) waits for d1 to end
-        ({}, [0.0, 295.0]),
+        # quota 1: d2 is over a's debug quota (d1 runs): ordinary funded work, no trade even when
+        # trades are on; b2 (b is under-served) takes u's GPU, and d2 waits for d1 to end
+        ("1", {"lane_hold_s": "30", "lane_trade": "true"}, [0.0], [295.0]),
+        ("1", {}, [0.0], [295.0]),
+        # quota 2: d2 is qualified; ADR 0007's search takes a's own unfunded job u (20 s grace), once
+        # u has run its settle time (ADR 0028: it started 5 s before d2; without one, at once)
+        ("2", {"settle_s": "null"}, [0.0, 20.0], []),
+        ("2", {"lane_hold_s": "30", "lane_trade": "true", "settle_s": "null"}, [0.0, 20.0], []),
+        ("2", {}, [0.0, 295.0], []),
     ],
 )
-def test_a_trade_and_its_hold_through_the_engine(tmp_path: Path, sets: dict[str, str],
-                                                 debug_waits: list[float]) -> None:
-    """ADR 0021, hand-computed on one 4-GPU node: a holds its entitlement (a1 and the lane job d1, 2
-    GPUs) and its debug quota (1 GPU); u is a's unfunded work; b2 is b's funded batch job, waiting."""
+def test_the_quota_through_the_engine(tmp_path: Path, floor: str, sets: dict[str, str],
+                                      qualified: list[float], over_quota: list[float]) -> None:
+    """ADR 0021, 0029, hand-computed on one 4-GPU node: a holds its entitlement (a1 and the debug
+    job d1, 2 GPUs); u is a's unfunded work; b2 is b's funded batch job, waiting. The debug quota is
+    the same for every allocation (`debug_quota_floor_gpus`, share 0). A debug job's class is decided
+    at submit on the engine's state."""
     jobs = [
         job("a1", duration=20000),
         job("d1", duration=300, klass="debug", min_runtime=300),
@@ -207,6 +180,42 @@ def test_a_trade_and_its_hold_through_the_engine(tmp_path: Path, sets: dict[str,
         job("b2", submit=10, duration=1000, tenant="b"),
     ]
     path = write_scenario(tmp_path, jobs)
-    result = run_scenario(path, "steward", {"debug_quota_share": "0", "debug_quota_floor_gpus": "1", **sets})
-    assert sorted(result.recorder.waits["debug"]) == debug_waits
+    result = run_scenario(path, "steward", {"debug_quota_share": "0", "debug_quota_floor_gpus": floor, **sets})
+    waits = result.recorder.waits
+    assert sorted(waits["debug_qualified"]) == qualified
+    assert sorted(waits["debug_over_quota"]) == over_quota
+    assert sorted(waits["debug"]) == sorted(qualified + over_quota)
     assert result.to_json()["protection_violations"] == 0
+
+
+@pytest.mark.parametrize(("policy", "fraction", "qualified", "over_quota"), [
+    ("steward", 0.4, [0.0, 0.0], [0.0]),
+    ("ai2", 1.0, [0.0, 0.0, 0.0, 0.0, 0.0], []),  # no lane, no quota: every debug job counts as qualified
+])
+def test_debug_classes_at_submit_on_a_hand_made_scenario(tmp_path: Path, policy: str, fraction: float,
+                                                         qualified: list[float], over_quota: list[float]) -> None:
+    """ADR 0029 on an idle 8-GPU node, every job starting at once: a's manager set a debug quota of 1
+    GPU (scenario `debug_quota:`); d1 qualifies, d2 (d1 runs) is over the quota, d3 is b's (default
+    quota 4); a debug job asking no protection and one with no allocation qualify for nothing and
+    count only in `debug` and in the fraction's denominator."""
+    jobs = [
+        job("d1", duration=300, klass="debug", min_runtime=300),
+        job("d2", submit=1, duration=300, klass="debug", min_runtime=300),
+        job("d3", submit=2, duration=300, klass="debug", min_runtime=300, tenant="b"),
+        job("free", submit=3, duration=300, klass="debug", min_runtime=0),
+        job("stray", submit=4, duration=300, klass="debug", min_runtime=300, tenant="nobody"),
+    ]
+    path = write_scenario(tmp_path, jobs, gpus_per_node=8, tree={"a": {"share": 0.5, "debug_quota": 1}, "b": 0.5})
+    result = run_scenario(path, policy)
+    figures = result.to_json()
+    assert figures["debug_qualified_fraction"] == fraction
+    assert result.recorder.waits["debug_qualified"] == qualified
+    assert result.recorder.waits["debug_over_quota"] == over_quota
+    assert len(result.recorder.waits["debug"]) == 5
+
+
+@pytest.mark.parametrize(("quota", "message"), [(-1, "debug quota must be a whole number"), (1.5, "got 1.5")])
+def test_a_bad_debug_quota_in_a_scenario_is_one_clear_error(tmp_path: Path, quota: float, message: str) -> None:
+    path = write_scenario(tmp_path, [job("j1")], tree={"a": {"share": 0.5, "debug_quota": quota}, "b": 0.5})
+    with pytest.raises(ScenarioError, match=f"tree.a: .*{message}"):
+        run_scenario(path, "steward")

@@ -91,10 +91,6 @@ BAD_YAML: list[tuple[str, dict[str, Any], str]] = [
     ("negative policy value", {"policy": {"preemption_grace_s": -1}}, "policy.preemption_grace_s: must be >= 0"),
     ("no nodes", {"cluster": {"nodes": 0, "gpus_per_node": 4}}, "cluster.nodes: must be >= 1"),
     ("missing trace", {"trace": "nope.csv"}, "cannot read trace"),
-    ("negative debug quota", {"tree": {"a": {"share": 0.5, "debug_quota": -1}}},
-     "tree.a: debug_quota must be a whole number of GPUs >= 0, got -1"),
-    ("fractional debug quota", {"tree": {"a": {"share": 0.5, "debug_quota": 1.5}}},
-     "tree.a: debug_quota must be a whole number of GPUs >= 0, got 1.5"),
 ]
 
 
