@@ -21,6 +21,7 @@ from steward.sim.suite import (
     FAIL,
     NA,
     PASS,
+    SuiteResult,
     SuiteScenario,
     aggregate,
     check_scenario,
@@ -87,7 +88,10 @@ def test_the_table_has_mean_min_max_of_every_figure_and_new_figures_appear_by_th
 def test_owed_min_fails_only_outside_the_seeds_spread(mine: list[float], theirs: list[float], expected: str) -> None:
     rows = table({"steward": [figures(owed_delivered_min=v) for v in mine],
                   "ai2": [figures(owed_delivered_min=v) for v in theirs]})
-    assert status(check_scenario("s", rows, 1.5), "owed_delivered_min") == expected
+    check = check_scenario("s", rows, 1.5)
+    assert status(check, "owed_delivered_min") == expected
+    in_spread = "pass (in spread)" in markdown(SuiteResult({}, rows, [check]))
+    assert in_spread == (mine == [0.90, 0.94])
 
 
 @pytest.mark.parametrize(("mine", "best", "expected"), [(0.95, 0.954, PASS), (0.95, 0.956, FAIL)])
