@@ -31,7 +31,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         result = run_suite(resolve_policies(args.policies), seeds=seeds, quick=args.quick,
                            workers=max(1, args.workers), out_dir=args.out, scenarios=select(args.scenarios),
-                           philly=None if args.no_philly else PHILLY)
+                           philly=None if args.no_philly else PHILLY,
+                           progress=lambda t, k, n: print(f"[{k}/{n}] {t.scenario} seed {t.seed} {t.policy}",
+                                                          file=sys.stderr, flush=True))
     except SimError as exc:
         print(f"steward bench suite: {exc}", file=sys.stderr)
         return 2

@@ -21,6 +21,7 @@ from steward.sim.suite import (
     FAIL,
     NA,
     PASS,
+    SuiteResult,
     SuiteScenario,
     aggregate,
     check_scenario,
@@ -87,7 +88,10 @@ def test_the_table_has_mean_min_max_of_every_figure_and_new_figures_appear_by_th
 def test_owed_min_fails_only_outside_the_seeds_spread(mine: list[float], theirs: list[float], expected: str) -> None:
     rows = table({"steward": [figures(owed_delivered_min=v) for v in mine],
                   "ai2": [figures(owed_delivered_min=v) for v in theirs]})
-    assert status(check_scenario("s", rows, 1.5), "owed_delivered_min") == expected
+    check = check_scenario("s", rows, 1.5)
+    assert status(check, "owed_delivered_min") == expected
+    in_spread = "pass (in spread)" in markdown(SuiteResult({}, rows, [check]))
+    assert in_spread == (mine == [0.90, 0.94])
 
 
 @pytest.mark.parametrize(("mine", "best", "expected"), [(0.95, 0.954, PASS), (0.95, 0.956, FAIL)])
@@ -218,6 +222,12 @@ def test_a_slice_of_the_suite_is_deterministic_and_in_broad_ranges() -> None:
     assert sum(v[PASS] + v[FAIL] + v[NA] for v in first["summary"].values()) == CRITERIA * len(SLICE)
 
 
+def test_processes_give_the_same_table_as_one() -> None:
+    one = run_suite(("steward", "ai2"), seeds=1, workers=1, scenarios=SLICE[:1], philly=None).to_json()
+    two = run_suite(("steward", "ai2"), seeds=1, workers=2, scenarios=SLICE[:1], philly=None).to_json()
+    assert _without_wall(one)["table"] == _without_wall(two)["table"]
+
+
 def test_the_suite_writes_its_tables(tmp_path: Path) -> None:
     result = run_suite(("steward",), seeds=1, scenarios=SLICE[:1], philly=None, out_dir=tmp_path)
     for name in ("suite.csv", "suite.md", "checks.csv", "suite.json"):
@@ -227,7 +237,8 @@ def test_the_suite_writes_its_tables(tmp_path: Path) -> None:
     assert header[:3] == ["scenario", "policy", "seeds"] and "occupancy_mean" in header and "occupancy_max" in header
     md = markdown(result)
     assert "| bursty-n4-l1.5 | steward |" in md and "Checks for steward" in md
-    assert json.loads((tmp_path / "suite.json").read_text())["suite"]["runs"] == 1
+    meta = json.loads((tmp_path / "suite.json").read_text())["suite"]
+    assert meta["runs"] == 1 and meta["runs_done"] == 1
 
 
 def run_cli(*argv: str) -> tuple[int, str]:
