@@ -73,6 +73,7 @@ COMPILED: tuple[str, ...] = (
     "steward.policy.tree",
     "steward.policy.usage",
     "steward.sim.engine",
+    "steward.sim.tiresias",
     "steward.sim.usage",
     "steward.sim.view",
     "steward.store.copytext",

@@ -1,7 +1,8 @@
 """The virtual-time engine: replays a scenario's jobs through the policy's scheduling cycle.
 
 Time jumps from one schedulable moment to the next (arrivals, completions, protection expiries,
-grace ends, session caps); all events at the same instant are applied before one cycle runs. The
+grace ends, session caps, and instants a scheduler asked to be woken at: `CycleResult.evidence`
+"wake_at", dropped once nothing waits); all events at the same instant are applied before one cycle runs. The
 cycle is `steward.policy.cycle.schedule(snapshot)`, the same pure function the live scheduler calls;
 the engine plays the part of the ledger and the executors: it applies the decisions, runs the jobs,
 writes checkpoints, stops victims at the end of their grace, and requeues them with their original
@@ -13,6 +14,12 @@ Work model (documented in docs/results.md):
   away the work since the last checkpoint. A non-resumable job restarts from zero.
 - A preempted job keeps its GPUs until its grace ends (it may complete meanwhile), then stops.
 - Lost GPU-seconds = GPUs × (work since the last checkpoint at the stop + restart overhead paid).
+
+Figures (metrics.py): besides the levels, the engine tells the recorder each submit and each job done
+(JCT, finish-time fairness) and how long each victim had run when its preemption was asked (flaps).
+A scheduler that orders the whole queue its own way (the `tiresias` baseline) is also a
+`QueueListener`: it hears every queue entry, placement and run end with the job's attained GPU-seconds,
+and the engine then runs a cycle at every arrival and hands it the full twin-chain heads.
 
 Speed (docs/results.md "Speed", docs/benchmarks.md "Simulator"):
 - The snapshot is kept incrementally: immutable `PendingJob`/`RunningJob` values are built once per

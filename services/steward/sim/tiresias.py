@@ -43,7 +43,7 @@ from dataclasses import dataclass
 from types import MappingProxyType
 
 from steward.policy.contract import grace_s, lost_gpu_s
-from steward.policy.model import CycleResult, PendingJob, Placement, Preemption, RunningJob, Snapshot, Stop
+from steward.policy.model import CycleResult, Node, PendingJob, Placement, Preemption, RunningJob, Snapshot, Stop
 from steward.policy.placement import CapacityIndex, Fit
 from steward.policy.sessions import session_cap_stop
 
@@ -100,6 +100,9 @@ class Tiresias:
         self.jobs: dict[str, _Job] = {}
         self.chains: dict[ChainKey, list[tuple[float, str]]] = {}
         self.promotions: list[tuple[float, str]] = []  # (promote_at, job id), stale entries skipped
+        self.runs: dict[str, tuple[float, int, float, tuple[float, ...]]] = {}
+        """Per running job: (started_at, queue and queue entry at the start, the instants it moves down)."""
+        self._capacity: tuple[tuple[Node, ...] | None, int] = (None, 0)
 
     # --- QueueListener ----------------------------------------------------------------------------
 
@@ -117,6 +120,7 @@ class Tiresias:
         j.promote_at = None
 
     def stopped(self, job_id: str, attained_gpu_s: float, run_s: float, now: float, done: bool) -> None:
+        self.runs.pop(job_id, None)
         if done:
             del self.jobs[job_id]
             return
@@ -149,6 +153,23 @@ class Tiresias:
             j.queue, j.entry, j.base, j.promote_at = 0, at, j.attained, None
             insort(self.chains.setdefault(j.key, []), (j.entry, job_id))
 
+    def run_info(self, rj: RunningJob) -> tuple[float, int, float, tuple[float, ...]]:
+        """The run's start, the queue and entry it started with, and when it crosses each next limit."""
+        info = self.runs.get(rj.id)
+        if info is None or info[0] != rj.started_at:
+            j = self.jobs[rj.id]
+            at_start = j.attained - j.base
+            crossings = tuple(crossing_at(rj.started_at, at_start, rj.gpus, limit)
+                              for limit in self.thresholds[j.queue:])
+            info = self.runs[rj.id] = (rj.started_at, j.queue, j.entry, crossings)
+        return info
+
+    def capacity(self, nodes: tuple[Node, ...]) -> int:
+        """GPUs of the schedulable nodes (memo of the last nodes tuple)."""
+        if self._capacity[0] is not nodes:
+            self._capacity = (nodes, sum(n.gpus for n in nodes if n.schedulable))
+        return self._capacity[1]
+
     def _next_promotion(self) -> float:
         heap = self.promotions
         while heap:
@@ -179,12 +200,28 @@ class _Cycle:
         self.claims: dict[str, list[RunningJob]] = {}  # beneficiary -> its victims in their grace
         self.victims: list[tuple[int, float, str, RunningJob]] = []  # lowest priority first
         self.taken: set[str] = set()
+        self.untaken = [0] * (len(sched.thresholds) + 1)  # possible victims left, per queue
         self.wake_at = math.inf
-        used: dict[str, int] = {}
-        for rj in snapshot.running:
-            for node, count in rj.placement:
-                used[node] = used.get(node, 0) + count
-        self.plan = CapacityIndex(snapshot.nodes, used, self.settings.placement)
+        self.free_total = sched.capacity(snapshot.nodes) - sum(rj.gpus for rj in snapshot.running)
+        self._plan: CapacityIndex | None = None
+
+    @property
+    def plan(self) -> CapacityIndex:
+        """Free GPUs per node minus the room held this cycle (built when first needed)."""
+        if self._plan is None:
+            used: dict[str, int] = {}
+            for rj in self.snap.running:
+                for node, count in rj.placement:
+                    used[node] = used.get(node, 0) + count
+            self._plan = CapacityIndex(self.snap.nodes, used, self.settings.placement)
+        return self._plan
+
+    def free_now(self) -> int:
+        return self._plan.total_free if self._plan is not None else self.free_total
+
+    def eligible(self, q: int) -> int:
+        """Running jobs of queues below `q` not yet chosen as victims."""
+        return sum(self.untaken[q + 1:])
 
     def run(self) -> CycleResult:
         sched = self.sched
@@ -193,24 +230,25 @@ class _Cycle:
         self._running()
         failed: dict[int, int] = {}  # queue -> fewest GPUs that found no room (no topology constraint)
         for q in range(len(sched.thresholds) + 1):
-            eligible = sum(1 for vq, _, vid, _ in self.victims if vq > q and vid not in self.taken)
             heads = [(chain[0][0], chain[0][1], key, 0) for key, chain in sched.chains.items() if key[0] == q]
             heapq.heapify(heads)
             while heads:
-                if self.plan.total_free == 0 and eligible == 0 and not self.claims:
+                eligible = self.eligible(q)
+                if self.free_now() == 0 and eligible == 0 and not self.claims:
                     break
                 _, job_id, key, i = heapq.heappop(heads)
                 _, gpus, depth = key
-                if depth is None and not self.claims.get(job_id) and any(
-                        gpus >= g for fq, g in failed.items() if fq <= q):
+                claimed = bool(self.claims.get(job_id))
+                if depth is None and not claimed and any(gpus >= g for fq, g in failed.items() if fq <= q):
                     continue  # a twin of no more priority found no room: neither will this one (chain dropped)
-                outcome = self._admit(job_id, q, gpus, depth)
+                if gpus > self.free_now() and eligible == 0 and not claimed:
+                    outcome = NONE  # more GPUs than free and nothing to preempt
+                else:
+                    outcome = self._admit(job_id, q, gpus, depth)
                 if outcome == NONE:
-                    if depth is None and not self.claims.get(job_id):
+                    if depth is None and not claimed:
                         failed[q] = min(failed.get(q, gpus), gpus)
                     continue  # its twins behind it find no room either
-                if outcome == HELD:
-                    eligible = sum(1 for vq, _, vid, _ in self.victims if vq > q and vid not in self.taken)
                 chain = sched.chains[key]
                 if i + 1 < len(chain):
                     nxt = chain[i + 1]
@@ -231,25 +269,30 @@ class _Cycle:
         running job is a possible victim, with its queue now and the next instant it moves down."""
         sched = self.sched
         now = self.now
-        limits = sched.thresholds
         victims = self.victims
+        untaken = self.untaken
+        wake = math.inf
         for rj in self.snap.running:
             if rj.preemption_requested_at is not None:
                 if rj.claimed_for is not None:
                     self.claims.setdefault(rj.claimed_for, []).append(rj)
                 continue
-            stop = session_cap_stop(rj, now, self.settings)
-            if stop is not None:
-                self.stops.append(stop)
-                continue
-            j = sched.jobs[rj.id]
-            at_start = j.attained - j.base
-            q = queue_of(at_start + rj.gpus * (now - rj.started_at), limits)
-            entry = j.entry if q == j.queue else crossing_at(rj.started_at, at_start, rj.gpus, limits[q - 1])
+            if rj.klass == "interactive":
+                stop = session_cap_stop(rj, now, self.settings)
+                if stop is not None:
+                    self.stops.append(stop)
+                    continue
+            _, q, entry, crossings = sched.run_info(rj)
+            for at in crossings:  # one queue down at each crossing passed
+                if at > now:
+                    wake = min(wake, at)
+                    break
+                q += 1
+                entry = at
             victims.append((q, entry, rj.id, rj))
-            if q < len(limits):
-                self.wake_at = min(self.wake_at, crossing_at(rj.started_at, at_start, rj.gpus, limits[q]))
-        victims.sort(key=lambda v: (v[0], v[1], v[2]), reverse=True)
+            untaken[q] += 1
+        self.wake_at = wake
+        victims.sort(reverse=True)
 
     def _admit(self, job_id: str, q: int, gpus: int, depth: int | None) -> int:
         """Place the job, or hold room for it by preempting lower queues (all or nothing)."""
@@ -308,6 +351,7 @@ class _Cycle:
             if rj.id in kept:
                 continue
             self.taken.add(rj.id)
+            self.untaken[vq] -= 1
             self.preemptions.append(Preemption(
                 victim_id=rj.id, for_job_id=job_id, reason="unfunded", grace_ends_at=self.now + grace,
                 lost_gpu_s=lost_gpu_s(rj, self.now, self.settings),

@@ -6,6 +6,7 @@ queue limit at 3,250 GPU-seconds (a 4-GPU job crosses it after 812.5 s of runnin
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -177,3 +178,15 @@ def test_every_job_finishes_and_no_placement_exceeds_the_free_gpus(tmp_path_fact
     assert result.recorder.unfinished == 0
     assert 0 <= figs["flaps"] <= figs["preemptions"]
     assert figs["protection_violations"] == 0
+
+
+def test_the_cli_compares_it_with_the_policies(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from steward.sim.cli import EXIT_OK, main
+
+    path = write_scenario(tmp_path, CASES[0].jobs)
+    code = main(["--scenario", str(path), "--compare", "steward,ai2,tiresias", "--out", str(tmp_path / "o"),
+                 "--no-plots", "--json"])
+    assert code == EXIT_OK
+    out = json.loads(capsys.readouterr().out)
+    assert [f["policy"] for f in out] == ["steward", "ai2", "tiresias"]
+    assert out[2]["preemptions"] == 1 and out[2]["makespan_s"] == 20980.0
