@@ -38,7 +38,9 @@ class _Usage(Exception):
 def build_parser() -> argparse.ArgumentParser:
     p = _Parser(
         prog="steward sim",
-        description="Trace-driven simulation of the scheduling policy (see docs/results.md).",
+        description="Trace-driven simulation of the scheduling policy (see docs/results.md). Also "
+                    "`steward sim generate --help` (generated scenarios) and `steward sim suite --help` "
+                    "(the scenario suite).",
     )
     src = p.add_mutually_exclusive_group(required=True)
     src.add_argument("--scenario", metavar="FILE", help="scenario YAML (with its trace CSV)")
