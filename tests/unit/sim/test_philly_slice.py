@@ -85,11 +85,11 @@ def test_trimmed_queue_gives_the_same_decisions_with_lane_holds_and_trades() -> 
     assert engine.stats.trace == decisions(scenario, "steward", trim=False, skip=False)
 
 
-def crowded_slice(jobs: int, nodes: int = 16, reservations: int = 3) -> Scenario:
+def crowded_slice(jobs: int, nodes: int = 16, reservations: int = 3, **sets: str) -> Scenario:
     """The first jobs of philly on a smaller cluster: saturated within days, so cycles hold several
     reservations at once and short work behind the chain heads backfills them (reruns)."""
     return load_scenario(PHILLY, {"max_jobs": str(jobs), "cluster.nodes": str(nodes),
-                                  "reservation_allocations": str(reservations)})
+                                  "reservation_allocations": str(reservations), **sets})
 
 
 def run_counting(scenario: Scenario, trim: bool, narrow: bool = True) -> tuple[list[dict[str, Any]], Engine, int]:
@@ -109,27 +109,28 @@ def run_counting(scenario: Scenario, trim: bool, narrow: bool = True) -> tuple[l
     return engine.stats.trace, engine, multi
 
 
-def test_trimmed_queue_equals_the_full_queue_with_several_reservations() -> None:
+@pytest.mark.parametrize(
+    ("sets", "least_multi", "reruns"),
+    [
+        ({"claim_hold_s": "null"}, 50, True),  # without ADR 0028's held rooms: the slice exercises reruns
+        ({}, 10, False),  # `steward` as it is: fewer preemptions, 14 cycles with several reservations (ADR 0028, 0029)
+    ],
+)
+def test_trimmed_queue_equals_the_full_queue_with_several_reservations(sets: dict[str, str], least_multi: int,
+                                                                       reruns: bool) -> None:
     """`reservation_allocations=3`: the trimmed queue (narrow heads first, full heads when a cycle
     acts past them, short work added up to the latest reservation's due time) decides exactly as the
     whole queue, and the slice does exercise what it checks."""
-    scenario = crowded_slice(3000)
+    scenario = crowded_slice(3000, **sets)
     assert settings_for("steward", scenario).reservation_allocations == 3
     full, _, multi_full = run_counting(scenario, trim=False)
     narrow, engine, multi = run_counting(scenario, trim=True)
-    assert multi > 30 and multi_full > 30  # cycles holding two or three reservations (42 since ADR 0029)
-    assert engine.stats.reruns > 0  # short work added behind the heads for reserved nodes
+    assert multi > least_multi and multi_full > least_multi  # cycles holding two or three reservations
+    assert engine.stats.reruns > 0 or not reruns  # short work added behind the heads for reserved nodes
     assert narrow == full
     wide, wide_engine, _ = run_counting(scenario, trim=True, narrow=False)
     assert wide == full
     assert engine.stats.view_total < wide_engine.stats.view_total  # the narrow view is smaller
-
-
-def pinned(figures: dict[str, Any], reference: dict[str, Any]) -> dict[str, Any]:
-    """The figures the reference has: figures added after it was pinned (issue 18's churn, JCT and
-    fairness figures) are checked by test_metrics.py and test_engine.py; every pinned one must be there."""
-    assert set(reference) <= set(figures)
-    return {k: figures[k] for k in reference}
 
 
 @pytest.mark.parametrize("policy", ["steward", "ai2"])
@@ -145,7 +146,7 @@ def test_fast_path_gives_the_reference_figures(policy: str) -> None:
     scenario = crowded_slice(1500)
     figures = run_scenario(scenario, policy).to_json()
     figures.pop("wall_s")
-    assert pinned(figures, reference) == reference
+    assert figures == reference
     assert decisions(scenario, policy) == decisions(scenario, policy, trim=False)
 
 
@@ -160,4 +161,4 @@ def test_short_work_for_an_earlier_reservation() -> None:
     scenario = load_scenario(PHILLY, {"max_jobs": "7500", "cluster.nodes": "22", "reservation_allocations": "6"})
     figures = run_scenario(scenario, "steward").to_json()
     figures.pop("wall_s")
-    assert pinned(figures, reference) == reference
+    assert figures == reference
