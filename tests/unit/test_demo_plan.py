@@ -87,7 +87,8 @@ def test_policy_timings_are_divided_by_the_speed() -> None:
     settings = policy_settings(policy, DemoOptions(speed=120))
     assert settings == {"window_s": 5040.0, "max_min_runtime_s": 240.0, "session_cap_s": 240.0,
                         "session_warnings_s": [15.0, 2.5], "checkpoint_interval_s": 15.0,
-                        "restart_overhead_s": 0.5, "preemption_grace_s": 1.0}
+                        "restart_overhead_s": 0.5, "preemption_grace_s": 1.0,
+                        "settle_s": 2.5, "claim_hold_s": 0.5, "preemption_gain_horizon_s": 15.0}
 
 
 def test_sessions_take_turns_across_divisions(tmp_path: Path) -> None:

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from steward.config import REPO_ROOT
+from steward.policy.settings import PolicySettings
 from steward.sim.scenario import Scenario, ScenarioPolicy, TraceJob
 
 SAMPLE = REPO_ROOT / "examples" / "resumable_train.py"
@@ -199,7 +200,14 @@ def policy_settings(policy: ScenarioPolicy, options: DemoOptions) -> dict[str, A
         "checkpoint_interval_s": policy.checkpoint_interval_s / s,
         "restart_overhead_s": policy.restart_overhead_s / s,
         "preemption_grace_s": policy.preemption_grace_s / s,
+        # ADR 0028's durations, scaled like the rest (unscaled, the settle time would last hours of
+        # the demo's virtual time)
+        **{k: v / s for k in _CHURN_KNOBS if (v := getattr(_STEWARD, k)) is not None},
     }
+
+
+_STEWARD = PolicySettings.steward()
+_CHURN_KNOBS = ("settle_s", "claim_hold_s", "preemption_gain_horizon_s")
 
 
 def sim_checkpoint_s(options: DemoOptions, trace_checkpoint_s: float = 30.0) -> float:

@@ -65,7 +65,9 @@ def test_unfunded_running_job_is_preempted_for_funded_waiting_work() -> None:
     state = apply(state, submit("f", "b1", gpus=4, min_runtime_s=600), now=20.0)
     # the job ran unfunded (no allocation left when it started): preemptible at once
     state = replace(state, jobs={**state.jobs, "u": replace(state.jobs["u"], funded=False, protected_until=10.0)})
-    cmds = decide_cycle(state, now=30.0)
+    # ADR 0028: not before it has run its settle time (300 s from its start at 10)
+    assert not [c for c in decide_cycle(state, now=30.0) if isinstance(c, RequestPreemption)]
+    cmds = decide_cycle(state, now=310.0)
     pre = [c for c in cmds if isinstance(c, RequestPreemption)]
     assert [(p.job_id, p.for_job_id) for p in pre] == [("u", "f")]
     assert pre[0].attempt == 1 and pre[0].evidence
