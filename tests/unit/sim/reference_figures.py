@@ -4,8 +4,9 @@ Run it with the simulator you take as the reference on the path. The `steward` f
 the merge of branches `churn` (ADR 0028: held rooms, settle time, a preemption's cost against its
 gain) and `quota` (ADR 0029: the debug quota) with the cycle split into phases (ADR 0030); the `ai2`
 figures did not move, checked to the last digit (the figures issue 18 added are new keys).
-Before that they came from commit 756fe5d (branch `fair`: ADR 0016 ranks inner allocations by the entitlement their projects' demand can
-use, ADR 0017 funds against the project's own quota; `steward` only, the `ai2` figures did not move).
+Before that they came from commit 756fe5d (branch `fair`: ADR 0016 ranks inner allocations by the
+entitlement their projects' demand can use, ADR 0017 funds against the project's own quota; `steward`
+only, the `ai2` figures did not move).
 Before that they came from 8f54b58, the quality branch's policy on the simulator before the speed work
 of docs/benchmarks.md "Simulator". For example:
 
