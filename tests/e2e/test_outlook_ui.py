@@ -53,7 +53,7 @@ def test_manager_sets_a_debug_quota_in_the_tree(world: dict[str, Any], page: Any
     page.get_by_role("link", name="Allocations", exact=True).click()
     editor = page.get_by_test_id("quota-editor")
     expect(editor.get_by_test_id(f"quota-now-{WAITING_PROJECT}")).to_contain_text("(default)")
-    quota = editor.get_by_label(WAITING_PROJECT, exact=True)
+    quota = editor.get_by_label(f"{WAITING_PROJECT} debug quota", exact=True)
     quota.fill("1.5")
     expect(editor.get_by_text("a whole number of GPUs, 0 or more (empty: default)")).to_be_visible()
     expect(editor.get_by_test_id("quota-save")).to_be_disabled()
@@ -66,7 +66,7 @@ def test_manager_sets_a_debug_quota_in_the_tree(world: dict[str, Any], page: Any
     expect(page.get_by_test_id(f"quota-{WAITING_PROJECT}")).to_have_text("2 (set)")  # the tree shows it
     shot(page, "tree-debug-quota")
     # back to the default, so the other tests see the tree they expect
-    editor.get_by_label(WAITING_PROJECT, exact=True).fill("")
+    editor.get_by_label(f"{WAITING_PROJECT} debug quota", exact=True).fill("")
     editor.get_by_test_id("quota-reason").fill("e2e: back to the default")
     editor.get_by_test_id("quota-save").click()
     expect(page.get_by_test_id(f"quota-{WAITING_PROJECT}")).to_contain_text("(default)")

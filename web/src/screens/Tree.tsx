@@ -250,7 +250,7 @@ function QuotaEditor({ parent, rows, onSaved }: { parent: string; rows: Allocati
             const p = parsed[k.name];
             return (
               <tr key={k.name}>
-                <th scope="row"><label htmlFor={`quota-${k.name}`}>{k.name}</label></th>
+                <th scope="row"><label htmlFor={`quota-${k.name}`}>{k.name}<span className="sr-only"> debug quota</span></label></th>
                 <td>
                   <input id={`quota-${k.name}`} inputMode="numeric" size={5} value={texts[k.name] ?? ""} placeholder="default" aria-invalid={!p.ok}
                     aria-describedby={!p.ok ? `quota-${k.name}-err` : undefined} onChange={(e) => { setTexts((t) => ({ ...t, [k.name]: e.target.value })); setResult(null); }} />
@@ -262,7 +262,7 @@ function QuotaEditor({ parent, rows, onSaved }: { parent: string; rows: Allocati
           })}
         </tbody>
       </table>
-      <label htmlFor="quota-reason">Reason (required, recorded in the audit log)</label>
+      <label htmlFor="quota-reason">Reason for the quota change (required, recorded in the audit log)</label>
       <input id="quota-reason" value={reason} onChange={(e) => setReason(e.target.value)} aria-invalid={tried && !!reasonError} data-testid="quota-reason" />
       {tried && reasonError && <span className="field-error">{reasonError}</span>}
       {result && <p className={result.ok ? "ok" : "error"} role={result.ok ? "status" : "alert"} data-testid="quota-result">{result.message}</p>}
