@@ -41,6 +41,14 @@ BOUNDED = {
     "Query.overview(utcOffsetS)": "input: the 32-bit range is the bound",
     "Query.overview(pastPeriods)": "input: the 32-bit range is the bound",
     "Query.whatIf(maxJobs)": "input: the 32-bit range is the bound",
+    "ShareInput.debugQuotaGpus": "input: the 32-bit range is the bound",
+    "Mutation.setDebugQuota(gpus)": "input: the 32-bit range is the bound",
+    "DebugQuota.gpus": "one allocation's quota: set through the bounded inputs, or a default of at most the cluster",
+    "DebugQuota.setGpus": "GPUs set through the bounded inputs",
+    "DebugQuotaChanged.gpus": "GPUs set through the bounded inputs",
+    "DebugQualification.quotaGpus": "the allocation's quota (DebugQuota.gpus)",
+    "DebugQualification.inUseGpus": "GPUs of one allocation's running debug work: at most the cluster's GPUs",
+    "DebugQualification.aheadGpus": "GPUs of one allocation's waiting debug jobs, each of at most lane_max_gpus",
 }
 # The overview's and the what-if's unbounded numbers (log positions, sums of GPUs, counts of jobs or
 # preemptions) are BigInt: held here so that turning one back into Int fails.

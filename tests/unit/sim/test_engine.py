@@ -62,10 +62,15 @@ CASES = [
          policy="ai2"),
     Case("a non-resumable victim restarts from zero",
          [job("j1", duration=7200, gpus=4, min_runtime=0, resumable=0),
-          job("j2", submit=2000, duration=3600, gpus=4, tenant="b", min_runtime=3600)],
-         # stopped at 2020 (the 20 s unfunded grace): all 2020 s lost, and 60 s paid on the restart
+          job("j2", submit=1000, duration=3600, gpus=4, tenant="b", min_runtime=3600)],
+         # stopped at 1020 (the 20 s unfunded grace): all 1020 s lost, and 60 s paid on the restart
          {"preemptions": 1,
-          "lost_gpu_hours_fraction": (4 * 2020 + 4 * 60) / (4 * (2020 + 7260) + 4 * 3600)}),
+          "lost_gpu_hours_fraction": (4 * 1020 + 4 * 60) / (4 * (1020 + 7260) + 4 * 3600)}),
+    Case("ADR 0028: a preemption that costs more than its beneficiary can gain is refused",
+         [job("j1", duration=7200, gpus=4, min_runtime=0, resumable=0),
+          job("j2", submit=2000, duration=3600, gpus=4, tenant="b", min_runtime=3600)],
+         # j1 would lose 4 x (2020 + 60) GPU-s; j2 can gain at most 4 x (1800 - 20): j2 waits for the end
+         {"preemptions": 0, "lost_gpu_hours_fraction": 0.0, "wait_p90_s.batch": 0.9 * 5200}),
     Case("fifo-priority never preempts: the funded job waits for the end",
          [job("j1", duration=7200, gpus=4, min_runtime=0), job("j2", submit=2000, duration=3600, gpus=4,
                                                               tenant="b", min_runtime=3600)],
