@@ -25,7 +25,7 @@ from typing import Any
 from steward.bench.ingest import PROJECTS, commands
 from steward.bus.envelope import command_envelope
 from steward.domain.commands import SetAllocations
-from steward.ledger import batch as steps
+from steward.ledger.deciding import steps as steps
 from steward.ledger.service import LEDGER_GC_THRESHOLD
 from steward.store import projections
 from steward.store.eventstore import encode_events
@@ -84,7 +84,7 @@ def one_pass(raws: list[bytes], batch: int, now: float, freeze: bool) -> dict[st
         versions.update(numbered)
         proj.commit()
         if freeze:
-            gc.freeze()  # as the ledger service does after each decided batch (steward.ledger.collector)
+            gc.freeze()  # as the ledger service does after each decided batch (steward.ledger.memory)
         t6 = time.thread_time()
         if dead or last != proj.position:
             raise RuntimeError(f"unexpected: {len(dead)} dead letters, position {last} != {proj.position}")

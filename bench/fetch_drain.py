@@ -26,8 +26,9 @@ def produce(settings: Settings, topic: str, n: int) -> None:
 
     from steward.bench.ingest import commands
     from steward.bench.ingest import produce as send
+    from steward.bus.kafka import client_options
 
-    admin = KafkaAdminClient(bootstrap_servers=settings.kafka_bootstrap)
+    admin = KafkaAdminClient(**client_options(settings))
     try:
         admin.create_topics([NewTopic(topic, 6, 1)])
     finally:
@@ -36,7 +37,7 @@ def produce(settings: Settings, topic: str, n: int) -> None:
 
 
 def drain(settings: Settings, topic: str, n: int, pace_s: float, digest: bool) -> dict[str, object]:
-    from steward.ledger.fetch import FetchStage
+    from steward.ledger.intake.fetch import FetchStage
 
     stage = FetchStage(settings, topic, f"drain-{topic}-{time.time_ns()}", 2000)
     digests: dict[str, hashlib._Hash] = {}

@@ -19,19 +19,21 @@ from collections.abc import Callable
 from typing import Any
 
 from steward.bench import ingest
-from steward.ledger import core
-from steward.store import eventstore, projections
+from steward.ledger import ledger as core
+from steward.store import eventstore, recorder
 
 Timings = dict[str, list[float]]  # name -> [calls, wall s, thread CPU s]
 
-# (owner, attribute, name): the decider, the writer, and the store calls they make
+# (owner, attribute, name): the decider, the writer, and the steps of the batch's transaction it runs
+# (`steward.store.recorder.record_batch`; in-process only, STEWARD_LEDGER_WRITER=thread)
+PG = recorder.PostgresTransaction
 TIMED: tuple[tuple[Any, str, str], ...] = (
     (core.Ledger, "prepare", "decider prepare"),
     (core.Ledger, "record", "writer record"),
-    (eventstore.EventStore, "lock_head", "writer: head lock (first round trip)"),
-    (eventstore.EventStore, "insert_recorded", "writer: COPY events"),
-    (eventstore.EventStore, "mark_processed", "writer: processed_messages (COPY; ADR 0026: lookup)"),
-    (projections, "write_rows", "writer: projection rows"),
+    (PG, "lock_head", "writer: head lock (first round trip)"),
+    (PG, "check_dedup", "writer: dedup check (ADR 0026: lookup)"),
+    (PG, "append", "writer: COPY events and processed_messages"),
+    (PG, "write_projections", "writer: projection rows"),
 )
 
 

@@ -3,7 +3,7 @@
 to checkpoint (SIGTERM), and resumes from it on its next start.
 
     steward submit -p PROJECT -g 1 --min-runtime 600 --resumable -- \\
-        python examples/resumable_train.py --steps 100000 --step-s 0.1
+        python3 "$PWD/examples/resumable_train.py" --steps 100000 --step-s 0.1
 
 Options: --steps N (0: forever), --step-s seconds per step, --work-fraction share of each step spent
 computing (the rest sleeping), --checkpoint-every K steps (0: only when asked), --save-delay seconds a

@@ -1,5 +1,12 @@
 #!/usr/bin/env bash
-# Apache Kafka 4.x, KRaft single node (combined broker + controller), from Maven Central jars.
+# Apache Kafka 4.x, KRaft single node (combined broker + controller), from Maven Central jars, with
+# authentication and ACLs (ADR 0036): clients speak SASL SCRAM-SHA-512 on the one client listener; every
+# Steward component has a principal of its own, created when the storage is formatted (--add-scram), with
+# a random password in $RUN/secrets/kafka/<principal>.password (folder 0700, files 0600; never in the repo).
+# The StandardAuthorizer denies what no ACL allows; each component may write its own command topic and
+# read what it needs (kafka_acls below). The controller listener is bound to 127.0.0.1 and speaks
+# SASL/PLAIN with a static user of its own (SCRAM cannot authenticate controllers: its credentials live
+# in the metadata log the controllers serve).
 #
 #   infra/kafka.sh install        resolve the jars into $RUN/kafka/libs (no-op when present)
 #   infra/kafka.sh start          install if needed, format storage once, start, wait until ready
@@ -7,10 +14,22 @@
 #   infra/kafka.sh status         exit 0 and print the version when running (3 when not)
 #   infra/kafka.sh topics [NAME:PARTITIONS ...]   create the Steward topics (idempotent, one JVM)
 #   infra/kafka.sh list           list topics
+#   infra/kafka.sh acls           (re)apply the components' ACLs (idempotent; `topics` does it too)
+#   infra/kafka.sh add-executor ID   a principal, command topic and ACLs for executor ID (broker running)
+#   infra/kafka.sh rotate PRINCIPAL  a new password for PRINCIPAL (steward-api, ...): set on the broker, then
+#                                 written to its file; restart that component (docs/operator-guide.md)
+#   infra/kafka.sh tls-paths      print the TLS listener's address and the CA file clients trust (KEY=VALUE)
+#
+# TLS (ADR 0039): a second client listener, SASL_SSL on 127.0.0.1:$STEWARD_KAFKA_TLS_PORT (the client port
+# + 2), with the same principals and ACLs, its certificate signed by a CA the project generates on the first
+# start (openssl; $RUN/secrets/kafka-tls: ca.pem for clients, the keys 0600). A client uses it with
+# STEWARD_KAFKA_BOOTSTRAP at that port and STEWARD_KAFKA_CA_FILE=<that ca.pem> (steward.bus.kafka).
 #
 # Env: STEWARD_RUN_DIR, STEWARD_KAFKA_PORT (9092), STEWARD_KAFKA_CONTROLLER_PORT (9093),
 #      STEWARD_KAFKA_VERSION (4.1.1), STEWARD_KAFKA_HEAP_OPTS ("-Xms256m -Xmx512m"),
-#      STEWARD_KAFKA_JVM_OPTS (extra), STEWARD_JAVA (java binary), STEWARD_WAIT_TIMEOUT (90).
+#      STEWARD_KAFKA_JVM_OPTS (extra), STEWARD_JAVA (java binary), STEWARD_WAIT_TIMEOUT (90),
+#      STEWARD_KAFKA_EXECUTORS ("local sim bench": the executors whose principals are created at format time),
+#      STEWARD_KAFKA_TLS_PORT (the client port + 2).
 set -euo pipefail
 # shellcheck source=lib.sh source-path=SCRIPTDIR
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
@@ -19,6 +38,8 @@ KAFKA_VERSION="${STEWARD_KAFKA_VERSION:-4.1.1}"
 KAFKA_PORT="${STEWARD_KAFKA_PORT:-9092}"
 KAFKA_CONTROLLER_PORT="${STEWARD_KAFKA_CONTROLLER_PORT:-9093}"
 BOOTSTRAP="$BIND_HOST:$KAFKA_PORT"
+KAFKA_TLS_PORT="${STEWARD_KAFKA_TLS_PORT:-$((KAFKA_PORT + 2))}"
+TLS_DIR="$RUN_DIR/secrets/kafka-tls"
 KAFKA_DIR="$RUN_DIR/kafka"
 LIBS="$KAFKA_DIR/libs"
 TOOLS="$KAFKA_DIR/tools"
@@ -30,7 +51,15 @@ POM="$INFRA_DIR/kafka/pom.xml"
 ADMIN_SRC="$INFRA_DIR/kafka/StewardKafkaAdmin.java"
 STAMP="$LIBS/.steward-installed"
 PID_PATTERN="$CONF/server.properties"
-DEFAULT_TOPICS=(steward.commands:6 steward.events:1 steward.deadletter:1)
+SECRETS="$RUN_DIR/secrets/kafka"
+CLIENT_CONFIG="$CONF/admin-client.properties"
+read -r -a EXECUTORS <<<"${STEWARD_KAFKA_EXECUTORS:-local sim bench}"
+# the components' principals (steward.bus.identity.principal), the operator's first (the broker's super user)
+PRINCIPALS=(steward-admin steward-api steward-ledger steward-scheduler steward-workflows)
+for _ex in "${EXECUTORS[@]}"; do PRINCIPALS+=("steward-executor-$_ex"); done
+DEFAULT_TOPICS=(steward.commands:6 steward.commands.scheduler:1 steward.commands.workflows:3 steward.events:1
+  steward.deadletter:1)
+for _ex in "${EXECUTORS[@]}"; do DEFAULT_TOPICS+=("steward.commands.executor.$_ex:3"); done
 REQUIRED_CLASSES=(kafka.Kafka kafka.tools.StorageTool org.apache.kafka.tools.TopicCommand
   org.apache.logging.slf4j.SLF4JServiceProvider org.apache.logging.log4j.core.LoggerContext)
 
@@ -174,20 +203,98 @@ cmd_install() {
   log "installed kafka $(kafka_jar_version) ($(compgen -G "$LIBS/*.jar" | wc -l) jars, $(du -sh "$LIBS" | cut -f1)) in $(($(now_ms) - t0)) ms"
 }
 
+# ---------------------------------------------------------------- credentials
+valid_id() { [[ $1 =~ ^[a-z0-9][a-z0-9-]{0,62}$ ]] || die "not a valid id (a-z, 0-9, -; at most 63): $1"; }
+
+# secret NAME: the password of NAME, generated (32 random alphanumerics) the first time
+secret() {
+  local file="$SECRETS/$1.password"
+  if [[ ! -s $file ]]; then
+    (umask 077 && mkdir -p "$SECRETS" && chmod 700 "$RUN_DIR/secrets" "$SECRETS" &&
+      { LC_ALL=C tr -dc 'A-Za-z0-9' </dev/urandom | head -c32 >"$file.tmp" || true; } && mv "$file.tmp" "$file")
+  fi
+  cat "$file"
+}
+
+write_client_config() { # the admin helper's SASL settings, 0600
+  mkdir -p "$CONF"
+  (umask 077 && cat >"$CLIENT_CONFIG" <<EOF
+security.protocol=SASL_PLAINTEXT
+sasl.mechanism=SCRAM-SHA-512
+sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required username="steward-admin" password="$(secret steward-admin)";
+EOF
+  )
+  export STEWARD_KAFKA_CLIENT_CONFIG="$CLIENT_CONFIG"
+}
+
+# ---------------------------------------------------------------- TLS
+# tls_material: the project's CA (10 years) and the broker's certificate for 127.0.0.1 and localhost (825
+# days), P-256 keys, made once with openssl; the broker reads its key and chain as one PEM file (ssl.keystore.type=PEM)
+tls_material() {
+  local ca_key="$TLS_DIR/ca.key" ca="$TLS_DIR/ca.pem" key="$TLS_DIR/broker.key" csr="$TLS_DIR/broker.csr"
+  local crt="$TLS_DIR/broker.pem" store="$TLS_DIR/broker-keystore.pem" ext="$TLS_DIR/broker.ext"
+  [[ -s $store && -s $ca ]] && return 0
+  command -v openssl >/dev/null || apt_install openssl
+  (umask 077 && mkdir -p "$TLS_DIR")
+  chmod 700 "$RUN_DIR/secrets" "$TLS_DIR"
+  log "making the Kafka TLS listener's CA and certificate in $TLS_DIR (openssl)"
+  (umask 077 &&
+    openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -sha256 -days 3650 \
+      -subj "/CN=Steward Kafka CA" -keyout "$ca_key" -out "$ca" &&
+    openssl req -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -sha256 -subj "/CN=steward-kafka" \
+      -keyout "$key" -out "$csr" &&
+    printf 'subjectAltName=IP:127.0.0.1,DNS:localhost\nextendedKeyUsage=serverAuth\nkeyUsage=digitalSignature,keyEncipherment\n' >"$ext" &&
+    openssl x509 -req -in "$csr" -CA "$ca" -CAkey "$ca_key" -CAcreateserial -days 825 -sha256 -extfile "$ext" \
+      -out "$crt" &&
+    openssl pkcs8 -topk8 -nocrypt -in "$key" -out "$store.tmp" && cat "$crt" >>"$store.tmp" &&
+    mv "$store.tmp" "$store") >"$LOG_DIR/kafka-tls.log" 2>&1 || fail_with_log "could not make the TLS material" "$LOG_DIR/kafka-tls.log"
+  rm -f "$csr" "$ext"
+  chmod 644 "$ca"  # the CA's certificate is public: every client trusts it
+}
+
+cmd_tls_paths() {
+  echo "STEWARD_KAFKA_TLS_BOOTSTRAP=$BIND_HOST:$KAFKA_TLS_PORT"
+  echo "STEWARD_KAFKA_CA_FILE=$TLS_DIR/ca.pem"
+}
+
 # ---------------------------------------------------------------- config + storage
 write_server_properties() {
   mkdir -p "$CONF" "$DATA"
-  cat >"$CONF/server.properties" <<EOF
+  local admin_pw controller_pw
+  admin_pw="$(secret steward-admin)"
+  controller_pw="$(secret steward-controller)"
+  # it holds the broker's own passwords: readable by this user only
+  (umask 077 && cat >"$CONF/server.properties" <<EOF
 # Generated by infra/kafka.sh on every start; edit the script, not this file.
 process.roles=broker,controller
 node.id=1
-controller.quorum.voters=1@$BIND_HOST:$KAFKA_CONTROLLER_PORT
-listeners=PLAINTEXT://$BIND_HOST:$KAFKA_PORT,CONTROLLER://$BIND_HOST:$KAFKA_CONTROLLER_PORT
-advertised.listeners=PLAINTEXT://$BIND_HOST:$KAFKA_PORT
+controller.quorum.voters=1@127.0.0.1:$KAFKA_CONTROLLER_PORT
+listeners=SASL_PLAINTEXT://$BIND_HOST:$KAFKA_PORT,SASL_SSL://$BIND_HOST:$KAFKA_TLS_PORT,CONTROLLER://127.0.0.1:$KAFKA_CONTROLLER_PORT
+advertised.listeners=SASL_PLAINTEXT://$BIND_HOST:$KAFKA_PORT,SASL_SSL://$BIND_HOST:$KAFKA_TLS_PORT
 controller.listener.names=CONTROLLER
-inter.broker.listener.name=PLAINTEXT
-listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT
+inter.broker.listener.name=SASL_PLAINTEXT
+listener.security.protocol.map=SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL,CONTROLLER:SASL_PLAINTEXT
 log.dirs=$DATA
+
+# authentication (ADR 0036): SCRAM-SHA-512 for every client and the broker itself; PLAIN (a static user)
+# between broker and controller, on 127.0.0.1 only
+sasl.enabled.mechanisms=SCRAM-SHA-512
+sasl.mechanism.inter.broker.protocol=SCRAM-SHA-512
+sasl.mechanism.controller.protocol=PLAIN
+listener.name.sasl_plaintext.sasl.enabled.mechanisms=SCRAM-SHA-512
+listener.name.sasl_plaintext.scram-sha-512.sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required username="steward-admin" password="$admin_pw";
+# the TLS client listener (ADR 0039): the same SCRAM users and ACLs, over TLS with the project's CA
+listener.name.sasl_ssl.sasl.enabled.mechanisms=SCRAM-SHA-512
+listener.name.sasl_ssl.scram-sha-512.sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required;
+listener.name.sasl_ssl.ssl.keystore.type=PEM
+listener.name.sasl_ssl.ssl.keystore.location=$TLS_DIR/broker-keystore.pem
+listener.name.sasl_ssl.ssl.enabled.protocols=TLSv1.3,TLSv1.2
+listener.name.controller.sasl.enabled.mechanisms=PLAIN
+listener.name.controller.plain.sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required username="steward-controller" password="$controller_pw" user_steward-controller="$controller_pw";
+# authorisation: nothing without an ACL, except for the operator and the controller
+authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer
+allow.everyone.if.no.acl.found=false
+super.users=User:steward-admin;User:steward-controller
 
 # sized for a 2-core machine and tests
 num.network.threads=2
@@ -214,10 +321,13 @@ log.retention.hours=168
 log.segment.bytes=104857600
 log.retention.check.interval.ms=300000
 EOF
+  )
 }
 
 format_storage_once() {
   if [[ -f $DATA/meta.properties ]]; then
+    [[ -f $DATA/.steward-scram ]] || die "$DATA was formatted without Steward's SCRAM users (before ADR 0036): \
+stop Kafka and remove $DATA (the commands the ledger read are in the event store), then start again"
     return 0
   fi
   local cid_file="$KAFKA_DIR/cluster.id" cid
@@ -227,10 +337,105 @@ format_storage_once() {
     head -c16 /dev/urandom | base64 | tr '+/' '-_' | tr -d '=\n' >"$cid_file"
   done
   cid="$(cat "$cid_file")"
-  log "formatting KRaft storage in $DATA (cluster id $cid)"
-  "$JAVA" -Xmx256m -Dlog4j2.configurationFile="$CONF/tools-log4j2.properties" -cp "$LIBS/*" \
+  log "formatting KRaft storage in $DATA (cluster id $cid, ${#PRINCIPALS[@]} SCRAM users)"
+  # the passwords reach the tool in a 0600 argument file (the java launcher expands @file), not on its
+  # command line, which `ps` shows to every user
+  local argfile="$CONF/format.args" p
+  (umask 077 && for p in "${PRINCIPALS[@]}"; do
+    printf -- '--add-scram\nSCRAM-SHA-512=[name=%s,password=%s]\n' "$p" "$(secret "$p")"
+  done >"$argfile")
+  if ! "$JAVA" -Xmx256m -Dlog4j2.configurationFile="$CONF/tools-log4j2.properties" -cp "$LIBS/*" \
     kafka.tools.StorageTool format --cluster-id "$cid" --config "$CONF/server.properties" --ignore-formatted \
-    >>"$LOG_DIR/kafka-format.log" 2>&1 || fail_with_log "kafka storage format failed" "$LOG_DIR/kafka-format.log"
+    "@$argfile" >>"$LOG_DIR/kafka-format.log" 2>&1; then
+    rm -f "$argfile"
+    fail_with_log "kafka storage format failed" "$LOG_DIR/kafka-format.log"
+  fi
+  rm -f "$argfile"
+  touch "$DATA/.steward-scram"
+}
+
+# ---------------------------------------------------------------- ACLs
+# The components' ACLs (PRINCIPAL:OPERATION:RESOURCE:PATTERN:NAME); the operator is a super user.
+# Each writes its own command topic only; the ledger reads every command topic (prefixed) and writes the
+# events and dead-letter topics; the scheduler and the workflows read the events (the workflows' dispatcher
+# as a consumer group).
+component_acls() {
+  local acls=(
+    steward-api:WRITE:TOPIC:LITERAL:steward.commands
+    steward-api:DESCRIBE:TOPIC:LITERAL:steward.commands
+    steward-scheduler:WRITE:TOPIC:LITERAL:steward.commands.scheduler
+    steward-scheduler:DESCRIBE:TOPIC:LITERAL:steward.commands.scheduler
+    steward-scheduler:READ:TOPIC:LITERAL:steward.events
+    steward-workflows:WRITE:TOPIC:LITERAL:steward.commands.workflows
+    steward-workflows:DESCRIBE:TOPIC:LITERAL:steward.commands.workflows
+    steward-workflows:READ:TOPIC:LITERAL:steward.events
+    steward-workflows:READ:GROUP:LITERAL:steward-dispatcher
+    steward-ledger:READ:TOPIC:PREFIXED:steward.commands
+    steward-ledger:DESCRIBE:TOPIC:PREFIXED:steward.commands
+    steward-ledger:READ:GROUP:LITERAL:steward-ledger
+    steward-ledger:WRITE:TOPIC:LITERAL:steward.events
+    steward-ledger:DESCRIBE:TOPIC:LITERAL:steward.events
+    steward-ledger:WRITE:TOPIC:LITERAL:steward.deadletter
+    steward-ledger:DESCRIBE:TOPIC:LITERAL:steward.deadletter
+  )
+  local ex
+  for ex in "$@"; do
+    acls+=("steward-executor-$ex:WRITE:TOPIC:LITERAL:steward.commands.executor.$ex"
+      "steward-executor-$ex:DESCRIBE:TOPIC:LITERAL:steward.commands.executor.$ex")
+  done
+  printf '%s\n' "${acls[@]}"
+}
+
+cmd_acls() {
+  require_running
+  require_tools
+  write_client_config
+  local specs
+  mapfile -t specs < <(component_acls "${EXECUTORS[@]}")
+  admin_retried acls "${specs[@]}"
+  touch "$DATA/.steward-acls"
+}
+
+# admin_retried CMD ARGS...: an idempotent admin call, tried up to 3 times: a broker just started on a loaded
+# machine may drop the first request ("node 1 being disconnected", a request timed out)
+admin_retried() {
+  local try
+  for try in 1 2 3; do
+    admin "$BOOTSTRAP" "$@" && return 0
+    ((try < 3)) || break
+    warn "kafka admin $1 failed (try $try of 3); retrying in $((try * 2)) s"
+    sleep $((try * 2))
+  done
+  die "kafka admin $1 failed 3 times on $BOOTSTRAP (log: $LOGFILE)"
+}
+
+cmd_add_executor() {
+  local id="${1:-}"
+  valid_id "$id"
+  require_running
+  require_tools
+  write_client_config
+  secret "steward-executor-$id" | admin "$BOOTSTRAP" scram "steward-executor-$id"
+  admin_retried create "steward.commands.executor.$id:3"
+  admin_retried acls "steward-executor-$id:WRITE:TOPIC:LITERAL:steward.commands.executor.$id" \
+    "steward-executor-$id:DESCRIBE:TOPIC:LITERAL:steward.commands.executor.$id"
+  log "executor $id: principal steward-executor-$id, topic steward.commands.executor.$id (the ledger reads it within STEWARD_LEDGER_TOPIC_REFRESH_S)"
+}
+
+cmd_rotate() {
+  local user="${1:-}" file new
+  [[ $user =~ ^steward-[a-z0-9-]+$ && $user != steward-controller ]] || die "rotate a component's principal (steward-api, ...), not: $user"
+  [[ -s $SECRETS/$user.password ]] || die "no password file for $user in $SECRETS"
+  require_running
+  require_tools
+  write_client_config
+  file="$SECRETS/$user.password"
+  new="$(LC_ALL=C tr -dc 'A-Za-z0-9' </dev/urandom | head -c32 || true)"
+  # the broker first: until the file changes, the component's open connections stay, new ones fail
+  printf '%s\n' "$new" | admin "$BOOTSTRAP" scram "$user"
+  (umask 077 && printf '%s' "$new" >"$file.tmp" && mv "$file.tmp" "$file")
+  [[ $user == steward-admin ]] && write_client_config && write_server_properties
+  log "rotated $user; restart the component that uses it (steward down && steward up, or its pod)"
 }
 
 # ---------------------------------------------------------------- commands
@@ -241,6 +446,8 @@ cmd_start() {
   cmd_install
   check_port_free kafka "$BIND_HOST" "$KAFKA_PORT"
   check_port_free kafka-controller "$BIND_HOST" "$KAFKA_CONTROLLER_PORT"
+  check_port_free kafka-tls "$BIND_HOST" "$KAFKA_TLS_PORT"
+  tls_material  # (before the clock starts: the wait for readiness is the broker's alone)
   local t0
   t0=$(now_ms)
   write_log4j_configs
@@ -257,6 +464,7 @@ cmd_start() {
   wait_for_port kafka "$BIND_HOST" "$KAFKA_PORT" "$WAIT_TIMEOUT" "$pid" "$LOGFILE"
   local left=$((WAIT_TIMEOUT - (($(now_ms) - t0) / 1000)))
   ((left > 5)) || left=5
+  write_client_config
   if ! admin "$BOOTSTRAP" ready "$left" >/dev/null; then
     pid_alive "$pid" || fail_with_log "kafka exited during startup" "$LOGFILE"
     fail_with_log "kafka answers on $BOOTSTRAP but is not ready within ${WAIT_TIMEOUT}s" "$LOGFILE"
@@ -303,17 +511,20 @@ cmd_topics() {
     [[ -d $DATA/$name-$n ]] && all=0 # more partitions than asked: let the helper report it
     for ((p = 0; p < n; p++)); do [[ -d $DATA/$name-$p ]] || all=0; done
   done
-  if ((all)); then
+  if ((all)) && [[ -f $DATA/.steward-acls ]]; then
     log "topics present: ${specs[*]}"
     return 0
   fi
   require_tools
-  admin "$BOOTSTRAP" create "${specs[@]}"
+  write_client_config
+  admin_retried create "${specs[@]}"
+  cmd_acls
 }
 
 cmd_list() {
   require_running
   require_tools
+  write_client_config
   admin "$BOOTSTRAP" list
 }
 
@@ -326,5 +537,9 @@ case "${1:-}" in
   status) cmd_status ;;
   topics) shift; cmd_topics "$@" ;;
   list) cmd_list ;;
-  *) usage_die "install|start|stop|restart|status|topics [NAME:PARTITIONS ...]|list" ;;
+  acls) cmd_acls ;;
+  add-executor) cmd_add_executor "${2:-}" ;;
+  rotate) cmd_rotate "${2:-}" ;;
+  tls-paths) cmd_tls_paths ;;
+  *) usage_die "install|start|stop|restart|status|topics [NAME:PARTITIONS ...]|list|acls|add-executor ID|rotate PRINCIPAL|tls-paths" ;;
 esac

@@ -19,6 +19,10 @@ BIND_HOST=127.0.0.1
 mkdir -p "$RUN_DIR" "$LOG_DIR" "$PID_DIR"
 RUN_DIR="$(cd "$RUN_DIR" && pwd)"   # absolute from here on
 LOG_DIR="$RUN_DIR/logs"
+# the stack user's services log here; jobs run as their projects' users (docs/security.md "Jobs") and must
+# not read it: the folder is this user's alone (PostgreSQL, which runs as `postgres`, logs in a 0700 folder
+# of its own, infra/postgres.sh)
+if [[ -O $LOG_DIR ]]; then chmod 700 "$LOG_DIR"; fi
 PID_DIR="$RUN_DIR/pids"
 
 _svc="${STEWARD_SVC:-$(basename "${0%.sh}")}"
@@ -231,6 +235,18 @@ check_port_free() {
 usage_die() {
   printf 'usage: %s %s\n' "$(basename "$0")" "$1" >&2
   exit 2
+}
+
+# find_go: prints the Go toolchain's path (PATH, then the usual install places); 1 when there is none.
+find_go() {
+  local cand
+  for cand in "$(command -v go || true)" /usr/local/go/bin/go /usr/lib/go/bin/go; do
+    if [[ -n $cand && -x $cand ]]; then
+      printf '%s' "$cand"
+      return 0
+    fi
+  done
+  return 1
 }
 
 # apt_install PKG...: installs Debian packages (as root), running `apt-get update` first when the

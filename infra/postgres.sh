@@ -24,7 +24,10 @@ PG_DIR="$RUN_DIR/postgres"
 DATA="$PG_DIR/data"
 SOCK="$PG_DIR/sock"
 PIDFILE="$PID_DIR/postgres.pid"
-LOGFILE="$LOG_DIR/postgres.log"
+# the server runs as the `postgres` OS user: its log is in a folder of that user's alone (mode 0700), as every
+# service's (infra/lib.sh), out of the jobs' reach
+PG_LOG_DIR="$PG_DIR/logs"
+LOGFILE="$PG_LOG_DIR/postgres.log"
 
 # A Unix socket path is limited to 107 bytes: fall back to a short folder under /tmp.
 if ((${#SOCK} + 20 > 107)); then
@@ -80,10 +83,11 @@ cmd_install() {
 
 # ---------------------------------------------------------------- cluster
 prepare_dirs() {
-  mkdir -p "$PG_DIR" "$SOCK"
+  mkdir -p "$PG_DIR" "$SOCK" "$PG_LOG_DIR"
+  chmod 700 "$PG_LOG_DIR"
   if [[ $(id -u) -eq 0 ]]; then
     id postgres >/dev/null 2>&1 || die "no 'postgres' OS user (is the postgresql package installed?)"
-    chown postgres:postgres "$PG_DIR" "$SOCK"
+    chown postgres:postgres "$PG_DIR" "$SOCK" "$PG_LOG_DIR"
     if [[ -d $DATA ]]; then chown -R postgres:postgres "$DATA"; fi
     if ! as_pg test -w "$PG_DIR"; then
       die "the postgres OS user cannot reach $PG_DIR: every parent folder of STEWARD_RUN_DIR must be" \

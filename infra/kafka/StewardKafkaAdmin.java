@@ -4,9 +4,18 @@
 //   java -cp 'libs/*:tools' StewardKafkaAdmin BOOTSTRAP ready TIMEOUT_SECONDS
 //   java -cp 'libs/*:tools' StewardKafkaAdmin BOOTSTRAP create NAME:PARTITIONS [NAME:PARTITIONS ...]
 //   java -cp 'libs/*:tools' StewardKafkaAdmin BOOTSTRAP list
+//   java -cp 'libs/*:tools' StewardKafkaAdmin BOOTSTRAP acls PRINCIPAL:OPERATION:TYPE:PATTERN:NAME ...
+//   java -cp 'libs/*:tools' StewardKafkaAdmin BOOTSTRAP scram USER   (the new password on stdin)
+//
+// The connection's security settings (SASL SCRAM-SHA-512 as the admin principal) come from the
+// properties file named by STEWARD_KAFKA_CLIENT_CONFIG (mode 0600, written by infra/kafka.sh).
 //
 // Exit codes: 0 ok, 1 failure, 2 usage.
 
+import java.io.BufferedReader;
+import java.io.FileInputStream;
+import java.io.InputStreamReader;
+import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
@@ -20,7 +29,17 @@ import org.apache.kafka.clients.admin.Admin;
 import org.apache.kafka.clients.admin.AdminClientConfig;
 import org.apache.kafka.clients.admin.CreateTopicsResult;
 import org.apache.kafka.clients.admin.NewTopic;
+import org.apache.kafka.clients.admin.ScramCredentialInfo;
+import org.apache.kafka.clients.admin.ScramMechanism;
 import org.apache.kafka.clients.admin.TopicDescription;
+import org.apache.kafka.clients.admin.UserScramCredentialUpsertion;
+import org.apache.kafka.common.acl.AccessControlEntry;
+import org.apache.kafka.common.acl.AclBinding;
+import org.apache.kafka.common.acl.AclOperation;
+import org.apache.kafka.common.acl.AclPermissionType;
+import org.apache.kafka.common.resource.PatternType;
+import org.apache.kafka.common.resource.ResourcePattern;
+import org.apache.kafka.common.resource.ResourceType;
 import org.apache.kafka.common.errors.TopicExistsException;
 import org.apache.kafka.common.errors.UnknownTopicOrPartitionException;
 
@@ -34,6 +53,12 @@ public final class StewardKafkaAdmin {
         String bootstrap = args[0];
         String cmd = args[1];
         Properties props = new Properties();
+        String clientConfig = System.getenv("STEWARD_KAFKA_CLIENT_CONFIG");
+        if (clientConfig != null && !clientConfig.isEmpty()) {
+            try (FileInputStream in = new FileInputStream(clientConfig)) {
+                props.load(in);
+            }
+        }
         props.put(AdminClientConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
         props.put(AdminClientConfig.CLIENT_ID_CONFIG, "steward-infra-admin");
         props.put(AdminClientConfig.REQUEST_TIMEOUT_MS_CONFIG, "5000");
@@ -51,6 +76,12 @@ public final class StewardKafkaAdmin {
                 case "create":
                     rc = create(admin, List.of(args).subList(2, args.length));
                     break;
+                case "acls":
+                    rc = acls(admin, List.of(args).subList(2, args.length));
+                    break;
+                case "scram":
+                    rc = args.length == 3 ? scram(admin, args[2]) : 2;
+                    break;
                 case "list":
                     for (String name : new TreeSet<>(admin.listTopics().names().get(10, TimeUnit.SECONDS))) {
                         System.out.println(name);
@@ -66,7 +97,8 @@ public final class StewardKafkaAdmin {
     }
 
     private static void usage() {
-        System.err.println("usage: StewardKafkaAdmin BOOTSTRAP ready [TIMEOUT_S] | create NAME:PARTITIONS... | list");
+        System.err.println("usage: StewardKafkaAdmin BOOTSTRAP ready [TIMEOUT_S] | create NAME:PARTITIONS... | list"
+                + " | acls PRINCIPAL:OPERATION:TYPE:PATTERN:NAME... | scram USER (password on stdin)");
         System.exit(2);
     }
 
@@ -173,5 +205,39 @@ public final class StewardKafkaAdmin {
             }
             Thread.sleep(100);
         }
+    }
+
+    /** Allows each PRINCIPAL:OPERATION:TYPE:PATTERN:NAME (e.g. steward-api:WRITE:TOPIC:LITERAL:steward.commands);
+     *  creating a binding that exists changes nothing. */
+    private static int acls(Admin admin, List<String> specs) throws Exception {
+        List<AclBinding> bindings = new ArrayList<>();
+        for (String spec : specs) {
+            String[] p = spec.split(":", 5);
+            if (p.length != 5 || p[0].isEmpty() || p[4].isEmpty()) {
+                System.err.println("bad ACL spec (want PRINCIPAL:OPERATION:TYPE:PATTERN:NAME): " + spec);
+                return 2;
+            }
+            bindings.add(new AclBinding(
+                    new ResourcePattern(ResourceType.valueOf(p[2]), p[4], PatternType.valueOf(p[3])),
+                    new AccessControlEntry("User:" + p[0], "*", AclOperation.valueOf(p[1]), AclPermissionType.ALLOW)));
+        }
+        admin.createAcls(bindings).all().get(30, TimeUnit.SECONDS);
+        System.out.println("acls " + bindings.size() + " binding(s) in place");
+        return 0;
+    }
+
+    /** Sets USER's SCRAM-SHA-512 password (read from stdin, never from the command line). */
+    private static int scram(Admin admin, String user) throws Exception {
+        BufferedReader in = new BufferedReader(new InputStreamReader(System.in, StandardCharsets.UTF_8));
+        String password = in.readLine();
+        if (password == null || password.isBlank()) {
+            System.err.println("no password on stdin");
+            return 2;
+        }
+        admin.alterUserScramCredentials(List.of(new UserScramCredentialUpsertion(
+                user, new ScramCredentialInfo(ScramMechanism.SCRAM_SHA_512, 8192), password.strip())))
+                .all().get(30, TimeUnit.SECONDS);
+        System.out.println("scram " + user + " set");
+        return 0;
     }
 }

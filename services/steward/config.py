@@ -36,6 +36,12 @@ class Settings(BaseSettings):
     # The schema owner's URL (migrations); empty means the same as store_url.
     store_owner_url: str = ""
     kafka_bootstrap: str = "127.0.0.1:9092"
+    # Which Steward component this process is (steward.bus.identity.COMPONENTS): its Kafka principal and
+    # command topic. `steward up` sets it per process; the operator's tools are `admin`.
+    component: str = "admin"
+    # The folder of the Kafka passwords `infra/kafka.sh` generated (mode 0700, one 0600 file a principal);
+    # empty means `<run_dir>/secrets/kafka`.
+    kafka_secrets_dir: str = ""
     temporal_address: str = "127.0.0.1:7233"
     temporal_namespace: str = "default"
     api_host: str = "127.0.0.1"
@@ -61,6 +67,10 @@ class Settings(BaseSettings):
     @property
     def resolved_api_url(self) -> str:
         return self.api_url or f"http://{self.api_host}:{self.api_port}/graphql"
+
+    @property
+    def resolved_kafka_secrets_dir(self) -> Path:
+        return Path(self.kafka_secrets_dir) if self.kafka_secrets_dir else self.run_dir / "secrets" / "kafka"
 
     def topic(self, name: str) -> str:
         return f"{self.topic_prefix}.{name}"

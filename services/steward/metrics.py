@@ -1,6 +1,6 @@
 """Prometheus metrics: where each process serves them, and what every process exports (docs/metrics.md).
 
-The API serves `/metrics` on its own HTTP port (`steward.metrics_api`). The ledger, scheduler, worker
+The API serves `/metrics` on its own HTTP port (`steward.api.metrics`). The ledger, scheduler, worker
 and executor each serve it from a small HTTP server on their metrics port: `STEWARD_METRICS_PORT` when
 set (one process per pod in Kubernetes: 9464), else the API port + 1464 (9464 next to the default API
 port 8000); `steward up` starts its processes on that base port + `PORT_OFFSETS[name]`, so one machine

@@ -31,6 +31,7 @@ from types import ModuleType
 # the modules compiled by `make compile` (packages' __init__ stay pure)
 COMPILED: tuple[str, ...] = (
     "steward.bus.envelope",
+    "steward.domain.budget",
     "steward.domain.contract",
     "steward.domain.decide",
     "steward.domain.decoding",
@@ -42,8 +43,8 @@ COMPILED: tuple[str, ...] = (
     "steward.domain.protection",
     "steward.domain.sessions",
     "steward.domain.state",
-    "steward.ledger.batch",
-    "steward.ledger.recordbatch",
+    "steward.ledger.deciding.steps",
+    "steward.ledger.intake.recordbatch",
     "steward.policy.churn",
     "steward.policy.contract",
     "steward.policy.cycle",
@@ -67,6 +68,7 @@ COMPILED: tuple[str, ...] = (
     "steward.policy.placement",
     "steward.policy.plan",
     "steward.policy.preemption",
+    "steward.policy.reasons",
     "steward.policy.reservation",
     "steward.policy.sessions",
     "steward.policy.topology",
@@ -80,6 +82,16 @@ COMPILED: tuple[str, ...] = (
     "steward.store.encoding",
     "steward.store.hashing",
     "steward.store.projector",
+)
+# the records whose `__init__` is generated from their dataclass fields into the class (`make compile` runs
+# infra/generate_inits.py; `make lint` fails when one is stale): compiled, a native slot write per field
+# instead of the `dataclasses` module's interpreted `__init__` (ADR 0042)
+GENERATED_INITS: tuple[tuple[str, str], ...] = (
+    ("steward.domain.state", "Job"),
+    ("steward.domain.events", "Event"),
+    ("steward.store.encoding", "RecordedEvent"),
+    ("steward.store.encoding", "PendingAppend"),
+    ("steward.bus.envelope", "Envelope"),
 )
 GROUP = "steward_native"  # mypyc's shared library: `steward_native__mypyc` at the top of the source root
 STAMP_NAME = "native-stamp.json"  # in the steward package, next to __init__.py; git-ignored

@@ -207,10 +207,6 @@ def sign_in(page: Any, base: str, token: str, role: str) -> None:
     page.goto(base + "/")
     page.get_by_label("API token").fill(token)
     page.get_by_label("View as (used only when the API cannot tell your role)").select_option(role)
-    page.get_by_role("button", name="Sign in").click()
+    page.get_by_role("button", name="Sign in", exact=True).click()
     expect(page.get_by_test_id("identity")).to_contain_text(role)
 
-
-def missing(page: Any, field: str) -> bool:
-    """Does the screen say it waits for this API field? (Flows adapt instead of skipping.)"""
-    return bool(page.locator(f'[data-missing*="{field}"]').count())

@@ -7,6 +7,7 @@ engine, so the local processes are what CI exercises (see docs/adr/0001-real-ser
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import signal
@@ -32,6 +33,18 @@ TEST_ENV = {
     "STEWARD_TEMPORAL_PORT": str(17233 + _OFF),
     "STEWARD_TEMPORAL_ADDRESS": f"127.0.0.1:{17233 + _OFF}",
     "STEWARD_API_PORT": str(18000 + _OFF),
+    # infra/oidc.sh's OpenID provider (only the tests that ask for the `oidc_provider` fixture start it)
+    "STEWARD_OIDC_PORT": str(16400 + _OFF),
+    # the web UI signs in there from the stack's API port, or from the sign-in e2e test's own API (port + 5)
+    "STEWARD_OIDC_WEB_REDIRECTS": f"http://127.0.0.1:{18000 + _OFF}/ http://127.0.0.1:{18005 + _OFF}/",
+    # the stack's API trusts it (it asks the provider only when a person's token arrives)
+    "STEWARD_OIDC_ISSUER": f"http://127.0.0.1:{16400 + _OFF}",
+    # the Kafka passwords infra/kafka.sh generates (ADR 0036), also for processes run in other run folders
+    "STEWARD_KAFKA_SECRETS_DIR": str(TEST_RUN_DIR / "secrets" / "kafka"),
+    # infra/slurm.sh's cluster (only the tests that ask for the `slurm_cluster` fixture start it)
+    "STEWARD_SLURMCTLD_PORT": str(16817 + _OFF),
+    "STEWARD_SLURMD_PORT": str(16818 + _OFF),
+    "SLURM_CONF": str(TEST_RUN_DIR / "slurm" / "slurm.conf"),
 }
 # Set at import so that every module of this tier (and the processes it starts) sees the test stack.
 os.environ.update(TEST_ENV)
@@ -110,6 +123,69 @@ def stack(real_services: None) -> Iterator[dict[str, object]]:
     kill_leftover_jobs(Path(settings.run_dir))
 
 
+@pytest.fixture(scope="session")
+def oidc_provider() -> Iterator[str]:
+    """The real OpenID provider (oidc-provider from npm, infra/oidc.sh) on this slot's port: its issuer."""
+    def oidc(*args: str) -> str:
+        proc = subprocess.run(["bash", str(REPO / "infra" / "oidc.sh"), *args], capture_output=True, text=True,
+                              timeout=600)
+        if proc.returncode != 0:
+            raise RuntimeError(f"infra/oidc.sh {' '.join(args)} failed:\n{proc.stderr[-3000:]}")
+        return proc.stdout.strip()
+
+    oidc("restart")  # a fresh provider: no sessions or grants of an earlier run
+    yield oidc("issuer")
+    if not KEEP:
+        oidc("stop")
+
+
+def slurm_script(*args: str) -> str:
+    proc = subprocess.run(["bash", str(REPO / "infra" / "slurm.sh"), *args], capture_output=True, text=True,
+                          timeout=300)
+    if proc.returncode != 0:
+        raise RuntimeError(f"infra/slurm.sh {' '.join(args)} failed:\n{proc.stderr[-3000:]}")
+    return proc.stdout
+
+
+@pytest.fixture(scope="session")
+def slurm_cluster() -> Iterator[Path]:
+    """A real Slurm cluster (munged, slurmctld, one slurmd per node; infra/slurm.sh) started from empty state
+    for the session's Slurm tests only, and stopped after it: the path of its slurm.conf."""
+    slurm_script("stop")
+    for name in ("slurm/state", "slurm/spool", "slurm/jobcomp.log"):
+        path = TEST_RUN_DIR / name
+        if path.is_dir():
+            shutil.rmtree(path)
+        else:
+            path.unlink(missing_ok=True)
+    slurm_script("start")
+    yield TEST_RUN_DIR / "slurm" / "slurm.conf"
+    if not KEEP:
+        slurm_script("stop")
+
+
+def slurm(conf: Path, *argv: str) -> str:
+    """A Slurm client command (sbatch, scontrol, ...) on the test cluster; its standard output."""
+    return subprocess.run(list(argv), capture_output=True, text=True, check=True, timeout=60,
+                          env={"PATH": "/usr/local/bin:/usr/bin:/bin", "SLURM_CONF": str(conf)}).stdout
+
+
+@pytest.fixture
+def cluster(slurm_cluster: Path) -> Iterator[Path]:
+    """The session's Slurm cluster, its nodes back in service and its jobs gone after each test."""
+    # lazy: the Slurm tests only (the rest of the tier never reads Slurm's output)
+    from steward.executor.slurm_commands import parse_jobs, parse_nodes
+
+    yield slurm_cluster
+    active = [str(j.job_id) for j in parse_jobs(slurm(slurm_cluster, "scontrol", "-o", "show", "job")) if j.active]
+    if active:
+        with contextlib.suppress(subprocess.CalledProcessError):
+            slurm(slurm_cluster, "scancel", *active)
+    for node in parse_nodes(slurm(slurm_cluster, "scontrol", "-o", "show", "node")):
+        if node.flags & {"DOWN", "DRAIN"}:
+            slurm(slurm_cluster, "scontrol", "update", f"NodeName={node.name}", "State=RESUME")
+
+
 def steward(*args: str, check: bool = True, timeout: float = 120) -> subprocess.CompletedProcess[str]:
     """Run the real CLI as a user would."""
     proc = subprocess.run([str(REPO / ".venv" / "bin" / "steward"), *args], capture_output=True, text=True,
@@ -117,3 +193,33 @@ def steward(*args: str, check: bool = True, timeout: float = 120) -> subprocess.
     if check and proc.returncode != 0:
         raise AssertionError(f"steward {' '.join(args)} exited {proc.returncode}: {proc.stderr}")
     return proc
+
+
+def kafka_options(user: str = "steward-admin") -> dict[str, object]:
+    """The connection options of a kafka-python client authenticated as `user` (a principal whose password
+    `infra/kafka.sh` generated into the test run folder): the broker has no unauthenticated listener."""
+    from steward.bus.kafka import client_options
+    from steward.config import Settings
+
+    return client_options(Settings(), user)
+
+
+def serving_metrics(urls: dict[str, str]) -> dict[str, str]:
+    """The metrics endpoints of a stack that answer. A ledger or scheduler serves /metrics only while it
+    holds its lease (ADR 0048), so of `ledger` and its standby `ledger-2` (and the schedulers) exactly one
+    answers: whichever took the lease first, or took it over."""
+    import httpx
+
+    out = {}
+    for name, url in urls.items():
+        with contextlib.suppress(httpx.HTTPError):
+            if httpx.get(url, timeout=10).status_code == 200:
+                out[name] = url
+    return out
+
+
+def active_of(urls: dict[str, str], service: str) -> str:
+    """The metrics address of the active one of `service` and its standby (`<service>-2`)."""
+    serving = serving_metrics({n: u for n, u in urls.items() if n in (service, f"{service}-2")})
+    assert len(serving) == 1, f"one active {service} serves metrics, not {sorted(serving)}"
+    return next(iter(serving.values()))

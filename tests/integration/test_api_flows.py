@@ -100,12 +100,28 @@ def test_researcher_flow(clients: dict[str, Client]) -> None:
     assert [e["type"] for e in detail["events"]][:2] == ["JobSubmitted", "JobPlaced"]
     assert any(d["type"] == "JobPlaced" and d["evidence"] for d in detail["decisions"])
 
-    # a job that can never fit waits, and says why
-    big = me(f"""mutation {{ submitJob(input: {{project: "ee9e8c", gpus: 1000, minRuntimeS: 0,
-        command: ["true"]}}) {{ {PAYLOAD} ... on JobAccepted {{ job {{ id }} }} }} }}""")["submitJob"]["job"]["id"]
+    # a job larger than the cluster could ever place is refused at submit, naming the largest placement
+    huge = me(f"""mutation {{ submitJob(input: {{project: "ee9e8c", gpus: 1000, minRuntimeS: 0,
+        command: ["true"]}}) {{ {PAYLOAD} }} }}""")["submitJob"]
+    assert huge["__typename"] == "InvalidInput"
+    assert "the largest placement this cluster could ever give is 320 GPUs (all 40 registered nodes)" in huge["message"]
+    # one the registered nodes could hold, but not those taking work now (one drains), waits and says why
+    steward("node", "drain", "node-39", "--reason", "api flows: a job too large for the nodes taking work")
+    try:
+        big = me(f"""mutation {{ submitJob(input: {{project: "ee9e8c", gpus: 320, minRuntimeS: 0,
+            command: ["true"]}}) {{ {PAYLOAD} ... on JobAccepted {{ job {{ id }} }} }} }}""")["submitJob"]["job"]["id"]
+        researcher_waits_for(me, big, clients)
+    finally:
+        steward("node", "resume", "node-39", "--reason", "api flows: done")
+    mine_only = me("{ jobs(first: 500) { edges { node { project } } } }")["jobs"]["edges"]
+    assert mine_only and {e["node"]["project"] for e in mine_only} == {"ee9e8c"}
+
+
+def researcher_waits_for(me: Client, big: str, clients: dict[str, Client]) -> None:
+    """A job that cannot fit the nodes taking work says why; another tenant sees its position only."""
     why = me("query($id: ID!) { whyPending(job: $id) { reason text blockingGpus position evidence } }",
              id=big)["whyPending"]
-    assert why["reason"] == "too_large" and why["blockingGpus"] == 1000 - 320 and "never fit" in why["text"]
+    assert why["reason"] == "too_large" and why["blockingGpus"] == 320 - 312 and "never fit" in why["text"]
     queue = me("{ queue { waiting entries { position mine job { id } reason } } }")["queue"]
     assert any(e["mine"] and e["job"]["id"] == big and e["reason"] == "too_large" for e in queue["entries"])
     # another tenant sees the position, not the job
@@ -118,8 +134,6 @@ def test_researcher_flow(clients: dict[str, Client]) -> None:
     done = me(f'mutation($id: ID!) {{ cancelJob(id: $id, reason: "too big") {{ {PAYLOAD} '
               f'... on JobCancelled {{ job {{ state }} }} }} }}', id=big)
     assert done["cancelJob"]["job"]["state"] == "CANCELLED"
-    mine_only = me("{ jobs(first: 500) { edges { node { project } } } }")["jobs"]["edges"]
-    assert mine_only and {e["node"]["project"] for e in mine_only} == {"ee9e8c"}
 
 
 def test_manager_flow(clients: dict[str, Client]) -> None:

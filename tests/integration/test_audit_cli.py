@@ -22,7 +22,7 @@ pytestmark = pytest.mark.integration
 __all__ = ["pg_owner", "pg_store", "pg_tamper"]
 
 REPO = Path(__file__).resolve().parents[2]
-VERIFIER = REPO / "services" / "steward" / "audit" / "verifier.py"
+VERIFIER = REPO / "services" / "steward" / "store" / "verifier.py"
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])

@@ -53,7 +53,23 @@ def test_token_create_prints_the_token_as_json(stack: dict[str, object]) -> None
 def test_researcher_commands(roles: dict[str, str]) -> None:
     r = roles["researcher"]
     assert json.loads(as_(r, "whoami", "--output", "json").stdout)["role"] == "researcher"
-    job = json.loads(as_(r, "submit", "-p", "7f04ca", "-g", "1000", "--output", "json", "--", "true").stdout)
+    huge = as_(r, "submit", "-p", "7f04ca", "-g", "1000", "--", "true", check=False)
+    assert huge.returncode == 2 and "could ever give is 320 GPUs" in huge.stderr  # refused at submit
+    steward("node", "drain", "node-39", "--reason", "cli roles: a job too large for the nodes taking work")
+    try:
+        researcher_waits(r)
+    finally:
+        steward("node", "resume", "node-39", "--reason", "cli roles: done")
+    session = json.loads(as_(r, "session", "open", "-p", "7f04ca", "-g", "1", "--cap", "600", "--output", "json",
+                             "--", "sleep", "1").stdout)
+    assert session["jobClass"] == "interactive"
+    foreign = as_(r, "submit", "-p", "b436b2", "--", "true", check=False)
+    assert foreign.returncode == 2 and "not authorised" in foreign.stderr
+
+
+def researcher_waits(r: str) -> None:
+    """A job the registered nodes could hold, but not those taking work now, waits and says why."""
+    job = json.loads(as_(r, "submit", "-p", "7f04ca", "-g", "320", "--output", "json", "--", "true").stdout)
     assert job["state"] == "QUEUED"
     jobs = json.loads(as_(r, "jobs", "--output", "json").stdout)
     assert job["id"] in {j["id"] for j in jobs} and {j["project"] for j in jobs} == {"7f04ca"}
@@ -68,11 +84,6 @@ def test_researcher_commands(roles: dict[str, str]) -> None:
     assert cancelled["state"] == "CANCELLED"
     again = as_(r, "cancel", job["id"], check=False)
     assert again.returncode == 2 and "already CANCELLED" in again.stderr
-    session = json.loads(as_(r, "session", "open", "-p", "7f04ca", "-g", "1", "--cap", "600", "--output", "json",
-                             "--", "sleep", "1").stdout)
-    assert session["jobClass"] == "interactive"
-    foreign = as_(r, "submit", "-p", "b436b2", "--", "true", check=False)
-    assert foreign.returncode == 2 and "not authorised" in foreign.stderr
 
 
 def test_manager_commands(roles: dict[str, str]) -> None:
@@ -128,8 +139,10 @@ def test_preempt_goes_through_the_api(roles: dict[str, str]) -> None:
     """`steward preempt` is the requestPreemption mutation: managers in their subtree, refused for others,
     and the ledger's answer (accepted, or rejected with its reason) is what the CLI prints."""
     m, r = roles["manager"], roles["researcher"]
+    # the job ignores the checkpoint signal: a plain `sleep` would die of it at once, its attempt would end, and
+    # the requeued job's next attempt would take a second preemption (what CI saw once)
     job = json.loads(as_(r, "submit", "-p", "7f04ca", "-g", "1", "--min-runtime", "0", "--output", "json",
-                         "--", "sleep", "600").stdout)
+                         "--", "sh", "-c", "trap '' TERM USR1 USR2 INT HUP; exec sleep 600").stdout)
     refused = as_(r, "preempt", job["id"], "--reason", "mine", check=False)
     assert refused.returncode == 2 and "may not use 'requestPreemption'" in refused.stderr
     foreign = as_(m, "preempt", job["id"], "--reason", "not my subtree", check=False)
@@ -149,3 +162,4 @@ def test_preempt_goes_through_the_api(roles: dict[str, str]) -> None:
     assert done["__typename"] == "PreemptionRequested" and done["graceS"] == 600.0
     again = steward("preempt", job["id"], "--reason", "twice", check=False)
     assert again.returncode == 2 and "rejected (invalid_transition)" in again.stderr
+    as_(r, "cancel", job["id"], "--reason", "done with it", check=False)  # its GPU back for the tests after

@@ -69,8 +69,8 @@ class Api:
 
 @pytest.fixture(scope="module")
 def demo(stack: dict[str, object]) -> Iterator[dict[str, Any]]:
+    from steward.domain.policy_settings import PolicySettings
     from steward.infra.processes import Paths, stop_own
-    from steward.policy.settings import PolicySettings
 
     for name in ("demo-driver", "sim-executor"):  # left by an earlier session on this slot
         stop_own(name, Paths(TEST_RUN_DIR))
@@ -109,7 +109,7 @@ def test_the_demo_prints_addresses_a_token_per_role_and_the_summary(demo: dict[s
     out = demo["stdout"]
     assert "first useful screen" in out, out
     for line in ("UI:", "API (GraphQL):", "admin token:", "manager token:", "researcher token:", "auditor token:",
-                 "owed GPU-h", "occupancy:"):
+                 "owed GPU-h", "owed vs delivered over the", "occupancy:"):
         assert line in out, f"{line!r} missing from:\n{out}"
     tokens = json.loads((TEST_RUN_DIR / "demo" / "tokens.json").read_text())
     api = Api()

@@ -8,8 +8,9 @@ import asyncio
 import contextlib
 import json
 import os
+import shutil
 import signal
-import sys
+import tempfile
 import time
 from collections.abc import Awaitable
 from itertools import pairwise
@@ -23,11 +24,12 @@ from temporalio.testing import ActivityEnvironment
 from steward.bus.envelope import Envelope
 from steward.config import Settings
 from steward.executor.attempts import alive
+from steward.executor.isolation import BASIC_PATH
 from steward.executor.local import LocalExecutor
 from steward.executor.monitor import IdleTracker, Sample
 from steward.executor.settings import ExecutorSettings
 from steward.executor.sim import SimExecutor, virtual_duration
-from steward_workflows.contracts import JobRunInput, ProcessOutcome, SignalJob, WatchJob
+from steward_workflows.payloads import JobRunInput, ProcessOutcome, SignalJob, WatchJob
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -62,22 +64,49 @@ def no_leftover_processes() -> Any:
                 os.killpg(rec.pid, signal.SIGKILL)
 
 
+def passable(tmp_path: Path) -> Path:
+    """A folder job users can reach (pytest's own are its user's alone, mode 0700): under /tmp, one per
+    test folder, removed after the test."""
+    base = PASSABLE.get(tmp_path)
+    if base is None:
+        base = PASSABLE[tmp_path] = Path(tempfile.mkdtemp(prefix="steward-jobs-", dir="/tmp"))
+        base.chmod(0o711)
+    return base
+
+
+PASSABLE: dict[Path, Path] = {}
+
+
+@pytest.fixture(autouse=True)
+def no_leftover_folders() -> Any:
+    yield
+    while PASSABLE:
+        shutil.rmtree(PASSABLE.popitem()[1], ignore_errors=True)
+
+
 def executor(tmp_path: Path, publisher: FakePublisher, **options: Any) -> LocalExecutor:
     settings = Settings(run_dir=tmp_path, executor_id="t")
-    opts = ExecutorSettings(**({"tick_s": 0.1, "checkpoint_root": str(tmp_path / "ck")} | options))
+    base = passable(tmp_path)
+    defaults: dict[str, Any] = {"tick_s": 0.1, "checkpoint_root": str(base / "ck"), "work_root": str(base / "work")}
+    opts = ExecutorSettings(**(defaults | options))
     ex = LocalExecutor(settings, publisher, options=opts)  # type: ignore[arg-type]
     STARTED.append(ex)
     return ex
 
 
+# the system's Python: the project's users cannot reach the virtual environment's (under /root here)
+PYTHON = shutil.which("python3", path=BASIC_PATH) or "python3"
+
+
 def sample_run(job_id: str = "j1", attempt: int = 1, *args: str, **over: Any) -> JobRunInput:
-    command = [sys.executable, str(SAMPLE), "--step-s", "0.05", *args]
-    return JobRunInput(**({"job_id": job_id, "attempt": attempt, "executor": "t", "command": command,
-                           "assignments": {"n0": [2, 3]}, "resumable": True} | over))
+    command = [PYTHON, str(SAMPLE), "--step-s", "0.05", *args]
+    fields: dict[str, Any] = {"job_id": job_id, "attempt": attempt, "executor": "t", "command": command,
+                              "assignments": {"n0": [2, 3]}, "resumable": True, "project": "p1"}
+    return JobRunInput(**(fields | over))
 
 
 def act(coro: Awaitable[T]) -> T:
-    return asyncio.run(asyncio.wait_for(coro, 60))  # type: ignore[arg-type]
+    return asyncio.run(asyncio.wait_for(coro, 60))
 
 
 def log_of(ex: LocalExecutor, job_id: str, attempt: int = 1) -> str:
@@ -102,7 +131,7 @@ def test_start_runs_once_with_its_gpus_and_checkpoint_folder(tmp_path: Path) -> 
     again = act(env.run(ex.start_job, run))
     assert first.pid == again.pid and first.pid > 0  # a re-delivered start never runs the job twice
     wait_for(lambda: "gpus=" in log_of(ex, "j1"))
-    assert log_of(ex, "j1").strip() == f"gpus=2,3 ck={tmp_path / 'ck' / 'j1'}"
+    assert log_of(ex, "j1").strip() == f"gpus=2,3 ck={passable(tmp_path) / 'ck' / 'j1'}"
     assert pub.types() == ["ReportJobStarted", "ReportJobStarted"] and len({e.id for e in pub.sent}) == 1
     act(env.run(ex.signal_job, SignalJob("j1", 1, kill=True)))
 
@@ -118,10 +147,10 @@ def test_checkpoint_request_saves_and_the_next_attempt_resumes_not_from_zero(tmp
     assert act(env.run(ex.signal_job, SignalJob("j1", 1))).delivered
     outcome: ProcessOutcome = act(env.run(ex.watch_job, WatchJob("j1", 1, window_s=30.0)))
     assert outcome.status == "exited" and outcome.exit_code == 0 and outcome.checkpoint_path
-    saved = json.loads((tmp_path / "ck" / "j1" / "state.json").read_text())["step"]
+    saved = json.loads((passable(tmp_path) / "ck" / "j1" / "state.json").read_text())["step"]
     assert saved >= 5 and f"checkpointed at step {saved}" in log_of(ex, "j1")
     (ck,) = pub.of("ReportCheckpointSaved")
-    assert ck.payload["path"] == str(tmp_path / "ck" / "j1")
+    assert ck.payload["path"] == str(passable(tmp_path) / "ck" / "j1")
 
     act(env.run(ex.start_job, sample_run(attempt=2, resume_from=outcome.checkpoint_path)))
     wait_for(lambda: "resumed from" in log_of(ex, "j1", 2))

@@ -79,14 +79,15 @@ def test_unknown_command_is_a_usage_error() -> None:
 def test_kafka_round_trip_on_commands_topic(services_up: None) -> None:
     from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 
-    bootstrap = f"{HOST}:{KAFKA_PORT}"
+    from tests.integration.conftest import kafka_options
+
     key = uuid.uuid4().hex.encode()
-    producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all")
+    producer = KafkaProducer(**kafka_options(), acks="all")
     try:
         meta = producer.send("steward.commands", key=key, value=b"infra-check").get(timeout=15)
     finally:
         producer.close()
-    consumer = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False, consumer_timeout_ms=10_000)
+    consumer = KafkaConsumer(**kafka_options(), enable_auto_commit=False, consumer_timeout_ms=10_000)
     try:
         tp = TopicPartition("steward.commands", meta.partition)
         assert consumer.partitions_for_topic("steward.commands") == set(range(6))

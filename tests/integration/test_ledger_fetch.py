@@ -1,4 +1,4 @@
-"""The ledger's fetch process (steward.ledger.fetch, ADR 0019) against the real Kafka broker: batches in
+"""The ledger's fetch process (steward.ledger.intake.fetch, ADR 0019) against the real Kafka broker: batches in
 partition order with the next offsets, nothing read before a seek decided after it, a stored offset
 honoured, and no reader left behind when the ledger is SIGKILLed."""
 
@@ -19,8 +19,8 @@ import pytest
 from kafka import KafkaProducer
 
 from steward.config import Settings
-from steward.ledger.fetch import Fetched, FetchStage
-from tests.integration.conftest import REPO, TEST_ENV
+from steward.ledger.intake.fetch import Fetched, FetchStage
+from tests.integration.conftest import REPO, TEST_ENV, kafka_options
 from tests.integration.test_ledger_reliability import create_topics
 
 pytestmark = pytest.mark.integration
@@ -37,7 +37,7 @@ def topic(real_services: None) -> str:
 
 def send(topic: str, items: list[tuple[int, bytes]]) -> None:
     """Each value to the given partition of `topic`, in order."""
-    producer = KafkaProducer(bootstrap_servers=BOOTSTRAP, acks="all")
+    producer = KafkaProducer(**kafka_options(), acks="all")
     try:
         for partition, value in items:
             producer.send(topic, value=value, partition=partition)
@@ -107,7 +107,7 @@ def test_the_fetch_process_dies_with_a_sigkilled_ledger(topic: str) -> None:
     assert_child_dies_with_its_parent(f"""
         import threading, time
         from steward.config import Settings
-        from steward.ledger.fetch import FetchStage
+        from steward.ledger.intake.fetch import FetchStage
         settings = Settings(topic_prefix={topic!r})
         stage = FetchStage(settings, settings.topic("commands"), "g", 10)
         stage.wait_ready(threading.Event())

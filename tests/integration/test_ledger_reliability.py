@@ -32,7 +32,7 @@ from steward.bus.envelope import command_envelope
 from steward.domain.commands import CancelJob, SetAllocations, SubmitJob
 from steward.store import schema
 from steward.store.eventstore import EventStore
-from tests.integration.conftest import REPO, TEST_ENV, TEST_RUN_DIR
+from tests.integration.conftest import REPO, TEST_ENV, TEST_RUN_DIR, kafka_options
 from tests.integration.pg import pg_owner, pg_store, store_test_urls
 
 pytestmark = pytest.mark.integration
@@ -78,6 +78,8 @@ class LedgerProcess:
             "STEWARD_STORE_URL": store_test_urls()[0], "STEWARD_TOPIC_PREFIX": prefix,
             "STEWARD_RUN_DIR": str(TEST_RUN_DIR / prefix), "STEWARD_CHECKPOINT_EVERY": "5000",
             "STEWARD_SNAPSHOT_EVERY": "5000", "STEWARD_LOG_LEVEL": "WARNING",
+            # the operator's principal: the ledger's own may read only the `steward.` command topics
+            "STEWARD_COMPONENT": "admin",
         }
         self.log = log
         self.proc: subprocess.Popen[bytes] | None = None
@@ -117,7 +119,7 @@ def publish(prefix: str, messages: list[tuple[str, bytes]], pace_s: float = 0.0,
         while store.head() < 1:
             time.sleep(0.05)
         messages = messages[1:]
-    producer = KafkaProducer(bootstrap_servers=BOOTSTRAP, acks="all", linger_ms=5, retries=10,
+    producer = KafkaProducer(**kafka_options(), acks="all", linger_ms=5, retries=10,
                              reconnect_backoff_max_ms=2000, request_timeout_ms=15000)
     topic = f"{prefix}.commands"
     try:
@@ -138,7 +140,7 @@ def publish(prefix: str, messages: list[tuple[str, bytes]], pace_s: float = 0.0,
 
 
 def end_offsets(topic: str) -> dict[tuple[str, int], int]:
-    consumer = KafkaConsumer(bootstrap_servers=BOOTSTRAP)
+    consumer = KafkaConsumer(**kafka_options())
     try:
         parts = [TopicPartition(topic, p) for p in consumer.partitions_for_topic(topic) or ()]
         return {(tp.topic, tp.partition): o for tp, o in consumer.end_offsets(parts).items()}
@@ -161,7 +163,7 @@ def wait_until_caught_up(store: EventStore, prefix: str, expected: int, timeout:
 
 
 def outbox_positions(prefix: str, expected: int, timeout: float = 60) -> list[int]:
-    consumer = KafkaConsumer(bootstrap_servers=BOOTSTRAP, auto_offset_reset="earliest", enable_auto_commit=False,
+    consumer = KafkaConsumer(**kafka_options(), auto_offset_reset="earliest", enable_auto_commit=False,
                              consumer_timeout_ms=3000)
     consumer.assign([TopicPartition(f"{prefix}.events", 0)])
     seen: list[int] = []
@@ -238,7 +240,7 @@ def writer_process(ledger_pid: int) -> int | None:
             parent = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
         except (OSError, IndexError, ValueError):
             continue
-        if parent == ledger_pid and b"steward.ledger.writer" in cmdline:
+        if parent == ledger_pid and b"steward.ledger.recording.writer" in cmdline:
             return int(entry.name)
     return None
 
@@ -313,7 +315,7 @@ def test_malformed_and_oversized_messages_are_dead_lettered_and_the_ledger_goes_
         wait_until_caught_up(pg_store, topics, 50)
     finally:
         ledger.stop()
-    consumer = KafkaConsumer(bootstrap_servers=BOOTSTRAP, auto_offset_reset="earliest", consumer_timeout_ms=5000)
+    consumer = KafkaConsumer(**kafka_options(), auto_offset_reset="earliest", consumer_timeout_ms=5000)
     consumer.assign([TopicPartition(f"{topics}.deadletter", 0)])
     letters = [json.loads(r.value) for r in consumer]
     consumer.close()
@@ -321,4 +323,9 @@ def test_malformed_and_oversized_messages_are_dead_lettered_and_the_ledger_goes_
     assert len(letters) == 5, letters
     assert any(e.startswith("oversized") for e in errors)
     assert all(d["source"].startswith(f"{topics}.commands/") for d in letters)
-    assert pg_store.head() == 50
+    # each is also in the chain (issue 21): a CommandRefused of the topic's principal, at its coordinates
+    refused = [r for r in pg_store.iterate(0) if r.type == "CommandRefused"]
+    assert sorted(f"{r.payload['topic']}/{r.payload['partition']}@{r.payload['offset']}" for r in refused) == sorted(
+        d["source"] for d in letters)
+    assert {r.payload["principal"] for r in refused} == {"steward-api"}
+    assert pg_store.head() == 50 + 5

@@ -14,8 +14,8 @@ from sqlalchemy import Engine
 from steward.audit.rebuild import rebuild
 from steward.audit.verify import verify
 from steward.domain.commands import ReportUtilisation, SetAllocations, SubmitJob
-from steward.ledger.core import DeadLetter, Ledger, LogMoved
-from steward.ledger.writer import WriterStage
+from steward.ledger.ledger import DeadLetter, Ledger, LogMoved
+from steward.ledger.recording.writer import WriterStage
 from steward.store.eventstore import EventStore, MessageRecordedTwice
 from tests.integration.pg import owner_sql, pg_owner, pg_store, store_test_urls
 from tests.integration.test_ledger_fetch import assert_child_dies_with_its_parent
@@ -113,7 +113,7 @@ def test_dead_letters_are_published_before_the_commit_and_a_failed_publish_commi
 def test_the_writer_process_dies_with_a_sigkilled_ledger(real_services: None) -> None:
     assert_child_dies_with_its_parent(f"""
         import time
-        from steward.ledger.writer import WriterStage
+        from steward.ledger.recording.writer import WriterStage
         stage = WriterStage({store_test_urls()[0]!r})
         print(stage.pid, flush=True)
         time.sleep(600)

@@ -1,10 +1,13 @@
 """Operations on the real stack: one submission followed by its correlation id through the logs of every
 process and the metadata of its events, and the Prometheus endpoint of every process scraped and parsed
-with prometheus_client's own text parser after that work."""
+with prometheus_client's own text parser after that work, then linted as `promtool check metrics` does
+(steward-promlint: client_golang's promlint, built by `infra/tools.sh install-promlint`)."""
 
 from __future__ import annotations
 
 import json
+import os
+import subprocess
 import time
 import uuid
 from pathlib import Path
@@ -15,7 +18,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.samples import Sample
 
-from tests.integration.conftest import TEST_RUN_DIR, steward
+from tests.integration.conftest import REPO, TEST_RUN_DIR, active_of, serving_metrics, steward
 
 pytestmark = pytest.mark.integration
 
@@ -63,8 +66,11 @@ def submit(stack: dict[str, Any], cid: str, command: list[str]) -> tuple[str, ht
 
 
 def log_lines(name: str) -> list[dict[str, Any]]:
-    out = []
-    for line in (TEST_RUN_DIR / "logs" / f"{name}.log").read_text(errors="replace").splitlines():
+    out: list[dict[str, Any]] = []
+    path = TEST_RUN_DIR / "logs" / f"{name}.log"
+    if not path.exists():  # a standby never started (`-2` of a service that has none)
+        return out
+    for line in path.read_text(errors="replace").splitlines():
         if line.startswith("{"):
             try:
                 out.append(json.loads(line))
@@ -107,7 +113,9 @@ def test_one_submission_is_followed_through_the_logs_of_every_process(followed: 
     found: dict[str, list[str]] = {}
     deadline = time.monotonic() + 20
     while time.monotonic() < deadline:
-        found = {name: [line["msg"] for line in log_lines(name) if line.get("correlation_id") == cid]
+        # a ledger or scheduler and its standby (`-2`): whichever holds the lease did the work (ADR 0048)
+        found = {name: [line["msg"] for log in (name, f"{name}-2") for line in log_lines(log)
+                        if line.get("correlation_id") == cid]
                  for name in ("api", "ledger", "scheduler", "worker", "executor")}
         if all(found.values()):
             break
@@ -137,13 +145,15 @@ def test_every_process_serves_metrics_that_count_the_work(followed: dict[str, An
     from steward.metrics import metrics_urls
     from steward.store.eventstore import EventStore
 
-    urls = metrics_urls(Settings())
-    assert urls == applied["metrics"]
-    families = {name: scrape(url) for name, url in urls.items()}
-    for name, fams in families.items():
+    every = metrics_urls(Settings())
+    assert every == applied["metrics"]
+    urls = serving_metrics(every)  # of a ledger or scheduler and its standby, the one holding the lease
+    scraped = {name: scrape(url) for name, url in urls.items()}
+    for name, fams in scraped.items():
         info = fams["steward_build_info"]
-        assert [s.labels["process"] for s in info] == [name]
+        assert [s.labels["process"] for s in info] == [name.removesuffix("-2")]  # a standby is its service
         assert value(fams["process_resident_memory_bytes"], "process_resident_memory_bytes") > 0
+    families = {name.removesuffix("-2"): fams for name, fams in scraped.items()}
 
     ledger = families["ledger"]
     assert value(ledger["steward_ledger_events"], "steward_ledger_events_total", type="JobSubmitted") >= 1
@@ -163,15 +173,70 @@ def test_every_process_serves_metrics_that_count_the_work(followed: dict[str, An
                  operation_type="mutation", operation="submitJob", outcome="ok") >= 1
     from steward.api.readmodel import ReadModel
 
-    nodes = ReadModel(EventStore.from_url(Settings().resolved_store_url)).snapshot().nodes
+    nodes = ReadModel(EventStore.from_url(Settings().resolved_store_url)).view().nodes
     gpus = {s.labels["state"]: s.value for s in api["steward_cluster_gpus"]}
-    assert set(gpus) == {"funded", "unfunded", "free", "draining", "down"}
+    assert set(gpus) == {"funded", "unfunded", "foreign", "free", "draining", "down"}
     assert sum(gpus.values()) == sum(int(n["gpus"]) for n in nodes) > 0
     assert api["steward_entitled_share"], "no allocation figures"
     assert value(api["steward_entitled_share"], "steward_entitled_share", allocation=PROJECT, is_project="true") > 0
 
     executor = families["executor"]
     assert [s.labels["executor"] for s in executor["steward_executor_jobs"]] == ["local"]
+
+
+def promlint_binary() -> str:
+    """The linter `make tools` builds (`infra/tools.sh install-promlint`); missing, the test fails."""
+    cand = os.environ.get("STEWARD_PROMLINT") or str(REPO / ".venv" / "tools" / "bin" / "steward-promlint")
+    assert os.access(cand, os.X_OK), f"{cand} is missing: run `bash infra/tools.sh install-promlint` (`make tools`)"
+    return cand
+
+
+def test_every_metrics_endpoint_passes_the_promtool_linter(followed: dict[str, Any], applied: dict[str, Any]) -> None:
+    """Each process's answer, after real work, has no problem `promtool check metrics` would report (names,
+    units, suffixes, help texts): the linter reads every endpoint and exits 0 only when it found none."""
+    from steward.config import Settings
+    from steward.metrics import metrics_urls
+
+    every = metrics_urls(Settings())
+    urls = serving_metrics(every)  # of a ledger or scheduler and its standby, the one holding the lease
+    assert {"api", "worker", "executor"} <= set(urls), sorted(urls)
+    # the ledger's lag gauges are computed at scrape time: they must be in the answer the linter reads
+    assert "steward_ledger_lag_messages" in httpx.get(active_of(every, "ledger"), timeout=30).text
+    active_of(every, "scheduler")
+    proc = subprocess.run([promlint_binary(), *urls.values()], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, f"promlint exit {proc.returncode}:\n{proc.stdout}{proc.stderr}"
+
+
+def test_the_linter_reports_what_promtool_would() -> None:
+    """The linter is not a stub: an exposition with a counter lacking `_total` and a non-base unit fails."""
+    bad = "# HELP x_milliseconds a\n# TYPE x_milliseconds counter\nx_milliseconds 1\n"
+    proc = subprocess.run([promlint_binary()], input=bad, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 3, proc
+    assert 'counter metrics should have "_total" suffix' in proc.stdout
+    assert 'use base unit "seconds" instead of "milliseconds"' in proc.stdout
+
+
+def test_the_stacks_logs_are_out_of_a_jobs_reach(applied: dict[str, Any]) -> None:
+    """Every service of the real stack logs in a folder of its OS user's alone (mode 0700): Steward's
+    processes, Kafka and Temporal in the run folder's logs/, PostgreSQL (user postgres) in postgres/logs/.
+    A project's job user (as the executor runs jobs) can read none of them."""
+    import pwd
+    import stat
+
+    from steward.executor.isolation import ensure_user
+
+    folders = {TEST_RUN_DIR / "logs": os.geteuid(), TEST_RUN_DIR / "postgres" / "logs": pwd.getpwnam("postgres").pw_uid}
+    for folder, owner in folders.items():
+        st = os.stat(folder)
+        assert (st.st_uid, stat.S_IMODE(st.st_mode)) == (owner, 0o700), folder
+    logs = [TEST_RUN_DIR / "logs" / f"{n}.log" for n in ("api", "ledger", "executor", "kafka", "temporal")]
+    logs.append(TEST_RUN_DIR / "postgres" / "logs" / "postgres.log")
+    assert all(p.stat().st_size > 0 for p in logs)
+    user = ensure_user("obs-logs-probe")
+    for path in logs:
+        proc = subprocess.run(["runuser", "-u", user.name, "--", "cat", str(path)], capture_output=True, text=True,
+                              timeout=30, cwd="/")
+        assert proc.returncode != 0 and "Permission denied" in proc.stderr and not proc.stdout, (path, proc)
 
 
 def test_up_restart_replaces_steward_processes_and_keeps_services_and_data(followed: dict[str, Any],

@@ -1,7 +1,7 @@
 """The submit preview and the debug quota through the whole stack (API -> Kafka -> ledger -> PostgreSQL, the
 scheduler's view): a researcher is told at submit whether a job runs funded or unfunded and why, and whether
 a debug job is inside its allocation's debug quota; a manager sets a quota with the CLI, a bad one is refused
-by the ledger with its reason (an event in the chain), and the audit verifies the log (its replay: tests/replay)."""
+by the ledger with its reason (an event in the chain), and the audit replays and verifies the log."""
 
 from __future__ import annotations
 
@@ -67,8 +67,7 @@ def test_the_researcher_is_told_at_submit_and_the_manager_sets_a_quota(clients: 
         }}""")["setDebugQuota"]
     assert back["__typename"] == "DebugQuotaChanged"
 
-    # The quota's events replay to the same decisions in tests/replay (a log of its own). The whole
-    # shared stack's log here also holds every other integration test's decisions, and replaying a
-    # live log is issue 19's open defect (unreplayable ExplainWaiting, decisions not reproduced), so
-    # this test checks the chain, not a whole-log replay.
+    # the whole shared stack's log (this test's decisions and every earlier test's) replays and verifies
+    replayed = json.loads(steward("audit", "replay", "--output", "json", timeout=600).stdout)
+    assert replayed["ok"] and replayed["reproduced"] == replayed["decisions"], replayed
     assert clients["auditor"]("{ verify { ok } }")["verify"]["ok"] is True

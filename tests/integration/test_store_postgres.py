@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable, Iterator
 
 import pytest
 from sqlalchemy import Engine, text
@@ -13,9 +14,10 @@ from sqlalchemy.exc import DBAPIError, InternalError, ProgrammingError
 from steward.audit.verify import _sql_chain_ok, verify
 from steward.domain.commands import SetAllocations, SubmitJob
 from steward.domain.events import Event
-from steward.ledger.core import Ledger
+from steward.ledger.ledger import Ledger
 from steward.store import schema
 from steward.store.eventstore import EventStore, PendingAppend
+from steward.store.recorder import EventRecorder
 from tests.integration.pg import pg_owner, pg_store, pg_tamper, store_test_urls
 from tests.unit.store.builders import msg
 from tests.unit.store.contract import StoreContract, Tamper
@@ -35,13 +37,35 @@ def tamper(pg_tamper: Tamper) -> Tamper:
     return pg_tamper
 
 
+@pytest.fixture(params=["thread", "process"])
+def ledger_for(request: pytest.FixtureRequest) -> Iterator[Callable[[EventStore], Ledger]]:
+    """PostgreSQL's two adapters: `PostgresTransaction` on the ledger's kept connection (the writer thread,
+    ADR 0015), and `WriterTransaction`, the same steps in the writer process (ADR 0025)."""
+    from steward.ledger.recording.writer import WriterStage
+
+    stages: list[WriterStage] = []
+    ledgers: list[Ledger] = []
+
+    def make(store: EventStore) -> Ledger:
+        if request.param == "process":
+            stages.append(WriterStage(store_test_urls()[0]))
+        ledgers.append(Ledger(store, keep_connections=True, writer=stages[-1] if stages else None))
+        return ledgers[-1]
+
+    yield make
+    for ledger in ledgers:
+        ledger.close()
+    for stage in stages:
+        stage.close()
+
+
 class TestPostgresStore(StoreContract):
     pass
 
 
 def append_one(store: EventStore, stream: str, hold_s: float = 0.0, started: threading.Event | None = None) -> int:
     with store.engine.begin() as conn:
-        (rec,) = store.append(conn, [PendingAppend([Event(stream, "X", {"s": stream})], {"actor": "t"})])
+        (rec,) = EventRecorder(store).append(conn, [PendingAppend([Event(stream, "X", {"s": stream})], {"actor": "t"})])
         if started is not None:
             started.set()
         time.sleep(hold_s)
@@ -126,7 +150,8 @@ def test_the_application_may_insert_and_read_events(pg_store: EventStore) -> Non
 def test_the_server_side_check_hashes_exactly_as_the_python_one(pg_store: EventStore, now: float) -> None:
     odd = ['quo"te', "back\\slash", "tab\tnew\nline", "ünïcødé ✓", "ctl\x01", "plain"]
     with pg_store.engine.begin() as conn:
-        pg_store.append(conn, [PendingAppend([Event(s, s, {"v": s, "f": 0.1, "n": [1.5e300, -0.0]}) for s in odd],
+        EventRecorder(pg_store).append(
+            conn, [PendingAppend([Event(s, s, {"v": s, "f": 0.1, "n": [1.5e300, -0.0]}) for s in odd],
                                              {"actor": "é\"", "k": None}, None),
                                PendingAppend([Event("x", "X", {})], {}, "mid-\u2028")], now)
     fast, slow = verify(pg_store, checkpoints=False), verify(pg_store, independent=True, checkpoints=False)
@@ -139,7 +164,8 @@ def test_the_server_side_check_hashes_utf8_bytes_whatever_the_client_encoding(pg
     connection that asks for another encoding (one that holds these characters) does not hash other bytes.
     (The store itself reads JSON as UTF-8, so only the server-side passes run on that connection.)"""
     with pg_store.engine.begin() as conn:
-        pg_store.append(conn, [PendingAppend([Event("s", "X", {"v": "ünïcødé"})], {"actor": "é"}, "m-ø")])
+        EventRecorder(pg_store).append(
+            conn, [PendingAppend([Event("s", "X", {"v": "ünïcødé"})], {"actor": "é"}, "m-ø")])
     latin1 = EventStore.from_url(store_test_urls()[0] + "?client_encoding=LATIN1")
     try:
         with latin1.engine.connect() as conn:
@@ -217,7 +243,7 @@ def test_the_writers_copy_text_reads_back_as_the_rows_psycopg_wrote(pg_store: Ev
     with pg_store.engine.begin() as conn:
         for table in ("events", "processed_messages"):
             conn.exec_driver_sql(f"CREATE TEMPORARY TABLE old_{table} (LIKE {table}) ON COMMIT DROP")
-        pg_store.insert_recorded(conn, records, texts)
+        EventRecorder(pg_store).insert_recorded(conn, records, texts)
         copy_rows(conn, "old_events", EVENT_COLUMNS, old_events)
         # the rows as `mark_processed` writes them (it writes only those with no position since ADR 0026;
         # the formatter is checked on both)
@@ -251,7 +277,7 @@ def test_a_job_row_written_outside_the_ledger_fails_one_batch_then_is_replaced(p
     import psycopg
 
     from steward.audit.rebuild import rebuild
-    from steward.ledger.writer import WriterFailed, WriterStage
+    from steward.ledger.recording.writer import WriterFailed, WriterStage
 
     stage = WriterStage(store_test_urls()[0]) if writer == "process" else None
     try:
@@ -295,7 +321,7 @@ def test_a_kept_read_connection_is_idle_between_reads_not_idle_in_a_transaction(
     the read's statements go to the driver directly (SQLAlchemy's rollback alone does nothing then). An
     open transaction would hold its tables' locks until the next batch, and past the last one."""
     with pg_store.engine.begin() as conn:
-        pg_store.append(conn, [PendingAppend([Event("a", "X", {})], {"actor": "t"}, "m-1")])
+        EventRecorder(pg_store).append(conn, [PendingAppend([Event("a", "X", {})], {"actor": "t"}, "m-1")])
     with pg_store.engine.connect() as kept:
         pid = kept.connection.driver_connection.info.backend_pid  # type: ignore[union-attr]
         assert pg_store.stream_versions_now(["a", "b"], kept) == {"a": 1, "b": 0}

@@ -18,20 +18,24 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import shutil
 import signal
-import sys
 import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
 
+from steward.executor.isolation import BASIC_PATH
 from tests.integration.conftest import REPO, TEST_RUN_DIR, steward
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
 
 SCENARIO = REPO.parent / "shared" / "data" / "scenarios" / "philly.yaml"
 SAMPLE = REPO / "examples" / "resumable_train.py"
+# jobs run as their project's OS user (docs/security.md "Jobs"): the system's Python, which every user can
+# run (the virtual environment's lies under /root here)
+PYTHON = shutil.which("python3", path=BASIC_PATH) or "python3"
 PROJECT = "ee9e8c"
 TIMINGS = {
     "STEWARD_CONTRACT_HEARTBEAT_TIMEOUT_S": "2",
@@ -144,7 +148,7 @@ def wait_log(job_id: str, text: str, attempt: int = 1, timeout: float = 60) -> N
 
 def submit(*args: str, sample: tuple[str, ...] = ()) -> str:
     out = steward("submit", "-p", PROJECT, "-g", "1", "-o", "json", *args, "--",
-                  sys.executable, str(SAMPLE), "--step-s", "0.05", *sample)
+                  PYTHON, str(SAMPLE), "--step-s", "0.05", *sample)
     return str(json.loads(out.stdout)["id"])
 
 
@@ -180,8 +184,8 @@ def test_restarted_processes_serve_metrics_on_their_own_stack_ports(contract: Lo
 def test_preempted_after_protection_and_resumed_from_its_checkpoint(contract: Log) -> None:
     from temporalio.client import Client, WorkflowUpdateFailedError
 
-    from steward_workflows.contracts import PreemptionRequest
     from steward_workflows.job_run import PROTECTED, JobRunWorkflow
+    from steward_workflows.payloads import PreemptionRequest
 
     jid = submit("--min-runtime", "8", "--resumable")
     contract.wait_count(jid, "JobStarted")
@@ -308,7 +312,7 @@ def test_executor_killed_while_jobs_are_placed_each_is_requeued_once_and_never_a
 
 def test_session_reaches_its_cap_is_checkpointed_and_restored_with_its_state(contract: Log) -> None:
     out = steward("session", "open", "-p", PROJECT, "-g", "1", "--cap", "8", "-o", "json", "--",
-                  sys.executable, str(SAMPLE), "--step-s", "0.05")
+                  PYTHON, str(SAMPLE), "--step-s", "0.05")
     sid = str(json.loads(out.stdout)["id"])
     contract.wait_count(sid, "JobPreempted", timeout=90)
     types = contract.types(sid)
@@ -336,7 +340,7 @@ def test_session_reaches_its_cap_is_checkpointed_and_restored_with_its_state(con
 
 def test_an_idle_session_is_warned_then_loses_its_protection(contract: Log) -> None:
     out = steward("session", "open", "-p", PROJECT, "-g", "1", "--cap", "600", "-o", "json", "--",
-                  sys.executable, str(SAMPLE), "--step-s", "0.05", "--idle-after", "10")
+                  PYTHON, str(SAMPLE), "--step-s", "0.05", "--idle-after", "10")
     sid = str(json.loads(out.stdout)["id"])
     contract.wait_count(sid, "ProtectionRevoked", timeout=90)
     types = contract.types(sid)
@@ -371,7 +375,7 @@ def test_a_drained_node_empties_after_protection_and_is_recorded_drained(contrac
 def test_a_budget_period_is_closed_with_owed_and_delivered(contract: Log) -> None:
     from temporalio.client import Client
 
-    from steward_workflows.contracts import WORKFLOW_TASK_QUEUE, PeriodCloseInput, PeriodCloseResult
+    from steward_workflows.payloads import WORKFLOW_TASK_QUEUE, PeriodCloseInput, PeriodCloseResult
     from steward_workflows.periods import PeriodCloseWorkflow
 
     async def close() -> PeriodCloseResult:  # the current hour (closed early: this session ran in it)

@@ -10,9 +10,9 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from steward.domain.policy_settings import PolicySettings
 from steward.policy.debug_quota import is_debug_work, qualify, qualify_all
 from steward.policy.model import PendingJob, RunningJob
-from steward.policy.settings import PolicySettings
 
 S = PolicySettings.steward()
 EXAMPLES = settings(deadline=None)

@@ -13,8 +13,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from steward.audit.verifier import canonical_text
 from steward.store.hashing import fast_canonical_bytes, fast_canonical_text
+from steward.store.verifier import canonical_text
 
 # floats of every magnitude, including the exponent boundaries of repr (1e-4, 1e16) and ES6 (1e21)
 floats = (st.floats(allow_nan=False, allow_infinity=False)
@@ -118,9 +118,9 @@ def test_what_the_reference_refuses_or_prints_carefully_goes_to_the_reference(va
 
 # -- the ledger's event encoding: the verifier's hash chain, built from parts per message and batch ---
 
-from steward.audit.verifier import REDACTED_KEY, event_hash  # noqa: E402
 from steward.domain.events import Event  # noqa: E402
 from steward.store.eventstore import PendingAppend, encode_events  # noqa: E402
+from steward.store.verifier import REDACTED_KEY, event_hash  # noqa: E402
 
 names = texts.filter(lambda s: s.isascii() or max(s) < "\ud800") | st.sampled_from(
     ["job-j1", "Job\"Submitted", "a\\b", "é", "\u2028", "", "JobSubmitted"])

@@ -9,15 +9,16 @@ from dataclasses import replace
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from steward.domain.policy_settings import PolicySettings
+from steward.policy.churn import CONSOLIDATE_RULE, settled
 from steward.policy.contract import asks_for_funding
 from steward.policy.cycle import schedule
 from steward.policy.debug_quota import counts_as_debug_use, debug_quota_gpus, is_debug_work
-from steward.policy.explain import REASONS
 from steward.policy.lane import lane_pending
 from steward.policy.model import AllocationTree, Node, PendingJob, RunningJob, Snapshot
 from steward.policy.ordering import demand_of, order_pending, standing
 from steward.policy.preemption import branches_of, strictly_improves
-from steward.policy.settings import PolicySettings
+from steward.policy.reasons import REASONS
 
 NOW = 100_000.0
 PROJECTS = ("p1", "p2", "p3", "q1", "q2")
@@ -202,6 +203,8 @@ def test_strict_improvement_on_every_preemption(snap: Snapshot) -> None:
     by_id = {r.id: r for r in snap.running}
     groups: dict[str, list[RunningJob]] = {}
     for p in result.preemptions:
+        if p.evidence["rule"] == CONSOLIDATE_RULE:
+            continue  # ADR 0034: a move, not a preemption for fairness (its own property below)
         groups.setdefault(p.for_job_id, []).append(by_id[p.victim_id])
     for for_id, victims in groups.items():
         w = jobs[for_id]
@@ -228,6 +231,73 @@ def test_strict_improvement_on_every_preemption(snap: Snapshot) -> None:
                 ok, ev = strictly_improves(wpath, w.gpus, vpath, freed[branch], horizon, branches)
                 assert ok, (for_id, v.id, ev)
         charge(w.project, w.gpus)
+
+
+@st.composite
+def fragmented(draw: st.DrawFn) -> Snapshot:
+    """Nodes of 8 GPUs holding a few small jobs each, funded or not (the unfunded ones of `nobody`,
+    with no allocation, or of an allocation's projects), idle GPUs scattered between them, and
+    waiting work larger than any node's idle GPUs: the shape consolidation (ADR 0034) acts on."""
+    n = draw(st.integers(2, 5))
+    running: list[RunningJob] = []
+    for i in range(n):
+        used = 0
+        for k in range(draw(st.integers(1, 3))):
+            g = draw(st.integers(1, 2))
+            if used + g > 8:
+                break
+            used += g
+            owner = "nobody" if i == 0 else draw(st.sampled_from(("nobody", "p1", "q1")))  # n0: unfunded only
+            job = _running(draw, f"r{i}_{k}", owner, ((f"n{i}", g),))
+            running.append(replace(job, funded=False) if job.project == "nobody" else job)
+    pending = [PendingJob(f"j{j}", draw(st.sampled_from(("nobody", "nobody", "p1", "q2"))),
+                          draw(st.sampled_from([4, 6, 8, 8])), float(j), draw(st.sampled_from([0.0, 0.0, 3600.0])),
+                          resumable=draw(st.booleans()))
+               for j in range(draw(st.integers(1, 4)))]
+    s = PolicySettings.steward(settle_s=draw(st.sampled_from([None, 300.0])))
+    nodes = tuple(Node(f"n{i}", 8, "default", ("s0", f"b{i // 2}")) for i in range(n))
+    return Snapshot(NOW, nodes, draw(trees()), {p: 1e6 for p in PROJECTS}, tuple(running), tuple(pending), s,
+                    ("spine", "block"))
+
+
+@EXAMPLES
+@given(st.one_of(snapshots(), fragmented()))
+def test_consolidation_moves_only_settled_unfunded_work_that_fits_elsewhere(snap: Snapshot) -> None:
+    """ADR 0034: a consolidation's victims are unfunded, settled, one-node, not sessions, not leaving;
+    its beneficiary is waiting work of one node that fit on no node's idle GPUs; all its victims are
+    on one node, and the idle GPUs of the other ready nodes, after the cycle's placements, hold them."""
+    result = schedule(snap)
+    moves = [p for p in result.preemptions if p.evidence["rule"] == CONSOLIDATE_RULE]
+    if not moves:
+        return
+    s = snap.settings
+    by_id = {r.id: r for r in snap.running}
+    jobs = {j.id: j for j in snap.pending}
+    caps = {n.id: n.gpus for n in snap.nodes if n.state == "ready"}
+    free = dict(caps)
+    for r in snap.running:
+        for node, g in r.placement:
+            if node in free:
+                free[node] -= g
+    before = dict(free)
+    for p in result.placements:
+        for node, g in p.assignments:
+            free[node] -= g
+    groups: dict[str, list[RunningJob]] = {}
+    for p in moves:
+        v = by_id[p.victim_id]
+        assert not v.funded and v.klass != "interactive" and v.preemption_requested_at is None
+        assert len(v.placement) == 1 and settled(v, NOW, s)
+        assert p.reason == "unfunded" and p.evidence["churn"]["allowed"]
+        groups.setdefault(p.for_job_id, []).append(v)
+    for for_id, victims in groups.items():
+        w = jobs[for_id]
+        assert w.gpus <= max(caps.values())
+        assert w.gpus > max(before.values())  # it fit on no node as the cycle began
+        (node,) = {v.placement[0][0] for v in victims}
+        assert free[node] + sum(v.gpus for v in victims) >= w.gpus
+        assert sum(v.gpus for v in victims) <= sum(f for n, f in free.items() if n != node)
+    assert result.evidence["consolidations"] == len(groups)
 
 
 @EXAMPLES
@@ -361,14 +431,15 @@ def test_when_every_project_can_use_its_whole_share_the_order_is_designs_as_writ
     assert _order(tree, usage, demand, jobs) == _order(tree, usage, None, jobs)
 
 
-# --- ADR 0021: the lane holds freed room for its job, and trades only the allocation's own work ---------
+# --- ADR 0021, 0028: a held room is its beneficiary's, and a trade takes only the allocation's own work -
 
 
 @EXAMPLES
 @given(snapshots())
 def test_a_trade_takes_only_the_allocations_own_work_and_a_hold_only_its_own_room(snap: Snapshot) -> None:
     """A lane job's trade takes work of its own allocation only, and never protected work; a placement
-    on held room is a lane job whose victims stopped within `lane_hold_s`."""
+    on held room (ADR 0028's one hold, ADR 0021's lane hold folded in) is a job whose victims are in
+    their grace or stopped within `claim_hold_s`."""
     result = schedule(snap)
     s = snap.settings
     jobs = {j.id: j for j in snap.pending}
@@ -383,8 +454,11 @@ def test_a_trade_takes_only_the_allocations_own_work_and_a_hold_only_its_own_roo
         assert v.funded is False or s.lane_trade_funded
         assert p.evidence["rule"] == "lane_trade_own_work"
     for p in result.placements:
-        lane = p.evidence.get("lane")
-        if lane is not None and "held_room_since" in lane:
+        held = p.evidence.get("claimed_room")
+        if held is not None:
             job = jobs[p.job_id]
-            assert job.room_freed_at is not None and s.lane_hold_s is not None
-            assert NOW - job.room_freed_at <= s.lane_hold_s and lane_pending(job, s)
+            assert s.claim_hold_s is not None
+            victims = held["victims_leaving"]
+            assert all(by_id[v].claimed_for == job.id and by_id[v].preemption_requested_at is not None
+                       for v in victims)
+            assert victims or (job.room_freed_at is not None and NOW - job.room_freed_at <= s.claim_hold_s)

@@ -12,7 +12,9 @@ from pathlib import Path
 
 from temporalio.client import WorkflowHandle
 
-from steward_workflows.contracts import (
+from steward_workflows.drain import NodeDrainWorkflow
+from steward_workflows.job_run import JobRunWorkflow
+from steward_workflows.payloads import (
     WORKFLOW_TASK_QUEUE,
     DrainInput,
     JobOnNode,
@@ -24,8 +26,6 @@ from steward_workflows.contracts import (
     UtilisationSignal,
     session_workflow_id,
 )
-from steward_workflows.drain import NodeDrainWorkflow
-from steward_workflows.job_run import JobRunWorkflow
 from steward_workflows.periods import PeriodCloseWorkflow
 from steward_workflows.session import SessionWorkflow
 from tests.unit.workflows.fakes import EXECUTOR, FakeExecutor, Harness, harness, job, skip, timings_for_tests

@@ -70,5 +70,7 @@ def test_an_altered_quota_in_the_log_shows_as_a_difference(store: EventStore) ->
     replayed = replay(store)
     assert not replayed["ok"] and replayed["different"] == 1
     assert replayed["differences"][0]["position"] == last.position
-    assert replayed["differences"][0]["replayed"][0][1] == "CommandRejected"
+    assert replayed["differences"][0]["replayed"][0]["type"] == "CommandRejected"
+    assert replayed["differences"][0]["first_difference"].startswith(
+        "event 1: recorded AllocationsSet on allocation-cluster, replayed CommandRejected")
     assert not verify(store)["ok"]

@@ -12,8 +12,8 @@ from temporalio.client import WorkflowHistory
 from temporalio.worker import Replayer, UnsandboxedWorkflowRunner
 from temporalio.workflow import NondeterminismError
 
-from steward_workflows.contracts import JobRunInput, JobRunResult
 from steward_workflows.job_run import JobRunWorkflow
+from steward_workflows.payloads import JobRunInput, JobRunResult
 from steward_workflows.worker import WORKFLOWS
 
 HISTORIES = sorted((Path(__file__).resolve().parent / "histories").glob("*.json"))

@@ -52,7 +52,13 @@ PROCESSES = {"ledger", "scheduler", "worker", "executor", "api"}
 # Kinds from CRDs: no schema in the Kubernetes OpenAPI document; check_manifests covers them.
 CRD_KINDS = {("monitoring.coreos.com/v1", "ServiceMonitor"), ("postgresql.cnpg.io/v1", "Cluster")}
 # Containers allowed a writable root filesystem, and why.
-WRITABLE_ROOT = {"kafka": "the apache/kafka start script writes the broker configuration into the image"}
+WRITABLE_ROOT = {"kafka": "the apache/kafka start script writes the broker configuration into the image",
+                 "executor": "useradd writes each project's job user into /etc/passwd, /etc/group, /etc/shadow"}
+# The one root container: the executor (DaemonSet), which runs each job as its project's OS user
+# (STEWARD_EXECUTOR_ISOLATION=user; docs/security.md "Jobs") and needs exactly these capabilities for it:
+# useradd and handing folders over (CHOWN, FOWNER), reaching the job users' 0700 folders (DAC_OVERRIDE),
+# switching to the job's user (SETUID, SETGID), signalling jobs of other users (KILL).
+EXECUTOR_CAPS = {"CHOWN", "DAC_OVERRIDE", "FOWNER", "KILL", "SETGID", "SETUID"}
 # Processes that have no HTTP endpoint until /metrics is served (values: metrics.serving).
 NO_ENDPOINT_YET = {"ledger", "scheduler", "worker", "executor"}
 WORKLOADS = {"Deployment", "StatefulSet", "DaemonSet", "Job"}
@@ -93,11 +99,16 @@ def _flatten(values: dict[str, Any], prefix: str = "") -> Iterator[tuple[str, An
             yield f"{prefix}{key}", value
 
 
+NODES: dict[str, Any] = {"executor": {"nodes": ["gpu-a", "gpu-b"]}}
+
+
 @functools.cache
 def _render(values_json: str, upgrade: bool = False) -> tuple[int, str, str]:
     args = [helm_binary(), "template", RELEASE, str(CHART), "--namespace", NAMESPACE,
             "--kube-version", KUBE_VERSION, *(["--is-upgrade"] if upgrade else [])]
-    for key, value in _flatten(json.loads(values_json)):
+    # the GPU nodes' names, which the chart requires (each is a Kafka principal, ADR 0036), unless the values
+    # name their own
+    for key, value in [*_flatten(NODES), *_flatten(json.loads(values_json))]:
         args += ["--set-json", f"{key}={json.dumps(value)}"]
     proc = subprocess.run(args, capture_output=True, text=True, timeout=60)
     return proc.returncode, proc.stdout, proc.stderr
@@ -150,7 +161,8 @@ def known_setting_names() -> frozenset[str]:
         for path in root.rglob("*.py"):
             text = path.read_text()
             names.update(re.findall(r"""["'](STEWARD_[A-Z0-9_]+)["']""", text))
-            if "BaseSettings" not in text or 'env_prefix="STEWARD_"' not in text:
+            prefix = re.search(r'env_prefix="(STEWARD_[A-Z0-9_]*)"', text)
+            if "BaseSettings" not in text or prefix is None:
                 continue
             for node in ast.walk(ast.parse(text)):
                 if isinstance(node, ast.ClassDef) and any(
@@ -159,14 +171,15 @@ def known_setting_names() -> frozenset[str]:
                     for stmt in node.body:
                         if (isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name)
                                 and stmt.target.id != "model_config"):
-                            names.add("STEWARD_" + stmt.target.id.upper())
+                            names.add(prefix.group(1) + stmt.target.id.upper())
     return frozenset(names)
 
 
 def test_settings_scan_finds_the_config_fields() -> None:
     names = known_setting_names()
     for expected in ("STEWARD_STORE_URL", "STEWARD_STORE_OWNER_URL", "STEWARD_KAFKA_BOOTSTRAP",
-                     "STEWARD_TEMPORAL_ADDRESS", "STEWARD_EXECUTOR_ID", "STEWARD_API_HOST", "STEWARD_LOG_LEVEL"):
+                     "STEWARD_TEMPORAL_ADDRESS", "STEWARD_EXECUTOR_ID", "STEWARD_API_HOST", "STEWARD_LOG_LEVEL",
+                     "STEWARD_EXECUTOR_ISOLATION"):  # a class with its own prefix (ExecutorSettings)
         assert expected in names
     assert "STEWARD_NO_SUCH_SETTING" not in names
 
@@ -189,6 +202,118 @@ def _containers(spec: dict[str, Any]) -> Iterator[tuple[str, dict[str, Any]]]:
         yield "init", c
     for c in spec.get("containers") or []:
         yield "main", c
+
+
+def check_executor_isolation(c: dict[str, Any], pod_sc: dict[str, Any], volumes: dict[str, Any]) -> list[str]:
+    """The executor isolates jobs (docs/security.md "Jobs"): root with exactly EXECUTOR_CAPS, isolation
+    `user`, and Kafka password files that only root can read (mode 0400, no fsGroup to make them
+    group-readable)."""
+    problems = []
+    sc = c.get("securityContext") or {}
+    if sc.get("runAsUser", pod_sc.get("runAsUser")) != 0:
+        problems.append("does not run as root (it cannot switch jobs to their projects' users)")
+    added = set((sc.get("capabilities") or {}).get("add") or [])
+    if added != EXECUTOR_CAPS:
+        problems.append(f"capabilities {sorted(added)}, not exactly {sorted(EXECUTOR_CAPS)}")
+    env = {e["name"]: e.get("value") for e in c.get("env") or []}
+    if env.get("STEWARD_EXECUTOR_ISOLATION", "user") != "user":
+        problems.append(f"STEWARD_EXECUTOR_ISOLATION={env['STEWARD_EXECUTOR_ISOLATION']}: jobs run as the agent")
+    if "fsGroup" in pod_sc:
+        problems.append("the pod has an fsGroup: its secret files become group-readable")
+    for vname, vol in volumes.items():
+        secret = vol.get("secret")
+        if secret is not None and any("password" in (i.get("path") or "") for i in secret.get("items") or []):
+            modes = {secret.get("defaultMode", 0o644), *(i.get("mode") for i in secret["items"] if "mode" in i)}
+            if modes != {0o400}:
+                problems.append(f"volume {vname}: password files of mode {sorted(oct(m) for m in modes)}, not 0o400")
+    return problems
+
+
+EXECUTOR_KEY = re.compile(r"^kafka-executor-(.+)-password$")
+# the pods that create the executors' SCRAM users: the brokers (format) and the topics Job (enrolment)
+ENROLLERS = {"kafka", "kafka-topics"}
+
+
+def _referenced_secrets(spec: dict[str, Any]) -> set[str]:
+    """Every Secret a pod references (volumes, projected volumes, env, envFrom): with the Node authorizer,
+    the kubelet of the pod's node may read each of them whole, whatever items the pod mounts."""
+    names: set[str] = set()
+    for vol in spec.get("volumes") or []:
+        if "secret" in vol:
+            names.add(vol["secret"]["secretName"])
+        for source in (vol.get("projected") or {}).get("sources") or []:
+            if "secret" in source:
+                names.add(source["secret"]["name"])
+    for _, c in _containers(spec):
+        for env in c.get("env") or []:
+            ref = (env.get("valueFrom") or {}).get("secretKeyRef")
+            if ref:
+                names.add(ref["name"])
+        for src in c.get("envFrom") or []:
+            if "secretRef" in src:
+                names.add(src["secretRef"]["name"])
+    for ref in spec.get("imagePullSecrets") or []:
+        names.add(ref["name"])
+    return names
+
+
+def _pinned_node(spec: dict[str, Any]) -> str | None:
+    """The one node a pod may run on (nodeName, or a required node affinity on metadata.name In [node])."""
+    if spec.get("nodeName"):
+        return str(spec["nodeName"])
+    terms = (((spec.get("affinity") or {}).get("nodeAffinity") or {}).get(
+        "requiredDuringSchedulingIgnoredDuringExecution") or {}).get("nodeSelectorTerms") or []
+    nodes = set()
+    for term in terms:
+        fields = [f for f in term.get("matchFields") or [] if f["key"] == "metadata.name" and f["operator"] == "In"]
+        if len(fields) != 1:
+            return None  # a term that does not name nodes lets the pod run anywhere it matches
+        nodes |= set(fields[0]["values"])
+    return nodes.pop() if len(nodes) == 1 else None
+
+
+def check_executor_credentials(docs: list[dict[str, Any]], external: Iterable[str] = ()) -> list[str]:
+    """docs/security.md "Executor credentials in Kubernetes": no pod can mount another node's executor
+    password. Each executor pod is pinned to one node and references only Secrets that hold that node's
+    password and no other's; no other Steward pod references a Secret holding any executor's password (the
+    Kafka brokers do, to create the SCRAM users at format time). A Secret provided outside the chart is
+    judged by its name (`<existingSecret>-executor-<node>`). The pods that hold every executor's password (the
+    brokers' format step and the enrolment Job, ENROLLERS) must not tolerate the executor nodes' taints, so
+    that none of them runs on a GPU node."""
+    problems: list[str] = []
+    gpu_taints = {t.get("key") for d in docs if _pod_labels(d).get("app.kubernetes.io/component") == "executor"
+                  for t in (_pod_spec(d) or {}).get("tolerations") or []}
+    held: dict[str, set[str]] = {}  # Secret -> the nodes whose executor password it holds
+    for d in docs:
+        if d.get("kind") == "Secret":
+            held[d["metadata"]["name"]] = {m.group(1) for k in _secret_keys(d) if (m := EXECUTOR_KEY.match(k))}
+    ext = set(external)
+    for d in docs:
+        spec = _pod_spec(d)
+        if spec is None:
+            continue
+        where = f"{d['kind']}/{d['metadata']['name']}"
+        component = _pod_labels(d).get("app.kubernetes.io/component", "")
+        if component in ENROLLERS:
+            tolerated = {t.get("key") for t in spec.get("tolerations") or []} & gpu_taints
+            if tolerated:
+                problems.append(f"{where}: holds every executor's password and tolerates the GPU nodes' taint(s) "
+                                f"{sorted(tolerated)}")
+            continue
+        node = _pinned_node(spec) if component == "executor" else None
+        if component == "executor" and node is None:
+            problems.append(f"{where}: an executor pod not pinned to one node (it could run, with its password, "
+                            "on another)")
+        for secret in sorted(_referenced_secrets(spec)):
+            if secret in held:
+                nodes = held[secret]
+            else:  # provided by the operator: judged by its name
+                nodes = {secret.split("-executor-", 1)[1]} if secret in ext and "-executor-" in secret else set()
+            others = sorted(nodes - ({node} if node else set()))
+            if others:
+                problems.append(f"{where}: references Secret {secret!r}, which holds the executor password of "
+                                f"node(s) {others}")
+    return problems
 
 
 def _matches(selector: dict[str, Any], labels: dict[str, str]) -> bool:
@@ -334,7 +459,9 @@ def check_manifests(docs: list[dict[str, Any]], *, external_secrets: Iterable[st
             sc = c.get("securityContext") or {}
             root = sc.get("runAsUser", pod_sc.get("runAsUser")) == 0 or not sc.get(
                 "runAsNonRoot", pod_sc.get("runAsNonRoot", False))
-            if root and not (role == "init" and (sc.get("capabilities") or {}).get("add") == ["CHOWN"]):
+            if kind == "DaemonSet" and component == "executor" and role == "main":
+                problems.extend(f"{cw}: {p}" for p in check_executor_isolation(c, pod_sc, volumes))
+            elif root:
                 problems.append(f"{cw}: may run as root")
             if sc.get("allowPrivilegeEscalation") is not False:
                 problems.append(f"{cw}: allowPrivilegeEscalation is not false")
@@ -456,6 +583,7 @@ def check_manifests(docs: list[dict[str, Any]], *, external_secrets: Iterable[st
         for ep in sm["spec"]["endpoints"]:
             if ep["port"] not in ports:
                 problems.append(f"ServiceMonitor/{name}: endpoint port {ep['port']!r} is on no selected Service")
+    problems.extend(check_executor_credentials(docs, ext_secrets))
     return problems
 
 
@@ -506,7 +634,7 @@ SCENARIOS: dict[str, dict[str, Any]] = {
     "production": {
         "kafka": {"antiAffinity": "hard", "topics": {"commands": {"partitions": 24}}},
         "metrics": {"serving": True, "serviceMonitor": {"enabled": True}},
-        "executor": {"workdir": {"type": "pvc", "claimName": "steward-checkpoints"}},
+        "executor": {"workdir": {"type": "pvc", "claimName": "steward-checkpoints"}, "nodes": ["gpu-a"]},
         "api": {"autoscaling": {"enabled": False}, "replicas": 4},
         "networkPolicy": {"apiFrom": [
             {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "ingress"}}}]},
@@ -517,7 +645,7 @@ SCENARIOS: dict[str, dict[str, Any]] = {
         "postgresql": {"mode": "external", "external": {"host": "steward-db.example.internal"}},
         "kafka": {"enabled": False, "external": {"bootstrap": "kafka-0.example.internal:9092"}},
         "secrets": {"existingSecret": "steward-managed"},
-        "executor": {"workdir": {"type": "emptyDir"}},
+        "executor": {"workdir": {"type": "emptyDir"}, "nodes": ["gpu-a"]},
     },
     "failover": {"postgresql": {"failover": {"promoted": True}}},
 }
@@ -545,7 +673,7 @@ def _prefetch_renders() -> None:
 def test_chart_renders_and_cross_checks(scenario: str) -> None:
     values = SCENARIOS[scenario]
     docs = render(values)
-    external = {"steward-managed"} if scenario == "external" else set()
+    external = {"steward-managed", "steward-managed-executor-gpu-a"} if scenario == "external" else set()
     claims = {"steward-checkpoints"} if scenario == "production" else set()
     assert check_manifests(docs, external_secrets=external, external_claims=claims) == []
     bundled = values.get("postgresql", {}).get("mode", "bundled") != "external"
@@ -581,7 +709,8 @@ def test_the_topology(defaults: list[dict[str, Any]]) -> None:
     for expected in [("StatefulSet", "steward-kafka"), ("StatefulSet", "steward-postgres-primary"),
                      ("StatefulSet", "steward-postgres-replica"), ("StatefulSet", "steward-ledger"),
                      ("StatefulSet", "steward-scheduler"), ("Deployment", "steward-api"),
-                     ("Deployment", "steward-worker"), ("DaemonSet", "steward-executor"),
+                     ("Deployment", "steward-worker"), ("DaemonSet", "steward-executor-gpu-a"),
+                     ("DaemonSet", "steward-executor-gpu-b"), ("Secret", "steward-secrets-executor-gpu-a"),
                      ("HorizontalPodAutoscaler", "steward-api"), ("PodDisruptionBudget", "steward-api"),
                      ("Job", "steward-migrate"), ("Job", "steward-kafka-topics"), ("Secret", "steward-secrets")]:
         assert expected in kinds, f"{expected} missing"
@@ -590,7 +719,25 @@ def test_the_topology(defaults: list[dict[str, Any]]) -> None:
     assert objs[("StatefulSet", "steward-scheduler")]["spec"]["replicas"] == 1
     partitions = topic_partitions(defaults)
     assert partitions["steward.commands"] >= 12
-    assert set(partitions) == {"steward.commands", "steward.events", "steward.deadletter"}
+    # a command topic per component and per GPU node: the topic names the sender (ADR 0036)
+    assert set(partitions) == {"steward.commands", "steward.events", "steward.deadletter", "steward.commands.scheduler",
+                               "steward.commands.workflows", "steward.commands.executor.gpu-a",
+                               "steward.commands.executor.gpu-b"}
+    secret = objs[("Secret", "steward-secrets")]["stringData"]
+    # the components' passwords; each executor node's is in a Secret of its own (no pod referencing this one
+    # brings an executor's password within its node's kubelet's reach)
+    assert {k for k in secret if k.startswith("kafka-") and k.endswith("-password")} == {
+        f"kafka-{c}-password" for c in ("admin", "controller", "api", "ledger", "scheduler", "workflows")}
+    (users,) = [v for v in objs[("StatefulSet", "steward-kafka")]["spec"]["template"]["spec"]["volumes"]
+                if v["name"] == "kafka-users"]  # the brokers' format step creates every SCRAM user
+    assert {src["secret"]["name"] for src in users["projected"]["sources"]} == {
+        "steward-secrets", "steward-secrets-executor-gpu-a", "steward-secrets-executor-gpu-b"}
+    for kind, name, component in (("StatefulSet", "steward-ledger", "ledger"), ("Deployment", "steward-api", "api"),
+                                  ("StatefulSet", "steward-scheduler", "scheduler"),
+                                  ("Deployment", "steward-worker", "workflows")):
+        (kafka,) = [v for v in objs[(kind, name)]["spec"]["template"]["spec"]["volumes"] if v["name"] == "kafka"]
+        assert kafka["secret"]["items"] == [{"key": f"kafka-{component}-password",
+                                            "path": f"steward-{component}.password"}]  # its own password only
     assert objs[("StatefulSet", "steward-ledger")]["spec"]["replicas"] <= partitions["steward.commands"]
     # the schema owner migrates: on install as a plain Job (the bundled database comes with the release),
     # before every upgrade as a hook; the executors claim the GPUs of GPU nodes only
@@ -599,9 +746,18 @@ def test_the_topology(defaults: list[dict[str, Any]]) -> None:
     for job in ("steward-migrate", "steward-migrate-install"):
         env = {e["name"] for e in objs[("Job", job)]["spec"]["template"]["spec"]["containers"][0]["env"]}
         assert "STEWARD_STORE_OWNER_URL" in env
-    executor = objs[("DaemonSet", "steward-executor")]["spec"]["template"]["spec"]
-    assert executor["nodeSelector"]
-    assert executor["containers"][0]["resources"]["limits"]["nvidia.com/gpu"] >= 1
+    for node in ("gpu-a", "gpu-b"):
+        executor = objs[("DaemonSet", f"steward-executor-{node}")]["spec"]["template"]["spec"]
+        assert executor["nodeSelector"]
+        assert executor["containers"][0]["resources"]["limits"]["nvidia.com/gpu"] >= 1
+        assert _pinned_node(executor) == node
+        # its node's Secret alone, holding that node's password alone
+        assert _referenced_secrets(executor) == {f"steward-secrets-executor-{node}"}
+        assert set(objs[("Secret", f"steward-secrets-executor-{node}")]["stringData"]) == {
+            f"kafka-executor-{node}-password"}
+        # enrolled by the topics Job (a node added by an upgrade gets its SCRAM user there)
+        script = objs[("Job", "steward-kafka-topics")]["spec"]["template"]["spec"]["containers"][0]["args"][0]
+        assert f"--entity-name steward-executor-{node}" in script
     api = objs[("Deployment", "steward-api")]["spec"]["template"]["spec"]["containers"][0]
     assert api["readinessProbe"]["httpGet"]["path"] == "/healthz"
 
@@ -668,6 +824,34 @@ BREAKAGES = {
                 "STEWARD_KAFKA_SERVERS"),
     "root": (lambda ds: _first(ds, "Deployment", "-api")["spec"]["template"]["spec"]["securityContext"].update(
         runAsNonRoot=False), "may run as root"),
+    "executor caps": (lambda ds: _first(ds, "DaemonSet", "-executor-gpu-a")["spec"]["template"]["spec"][
+        "containers"][0]["securityContext"]["capabilities"]["add"].append("SYS_ADMIN"), "not exactly"),
+    "executor isolation": (lambda ds: _first(ds, "DaemonSet", "-executor-gpu-a")["spec"]["template"]["spec"][
+        "containers"][0]["env"].append({"name": "STEWARD_EXECUTOR_ISOLATION", "value": "none"}),
+        "jobs run as the agent"),
+    "executor non-root": (lambda ds: _first(ds, "DaemonSet", "-executor-gpu-a")["spec"]["template"]["spec"][
+        "containers"][0]["securityContext"].update(runAsUser=10001), "does not run as root"),
+    "executor fsGroup": (lambda ds: _first(ds, "DaemonSet", "-executor-gpu-a")["spec"]["template"]["spec"][
+        "securityContext"].update(fsGroup=10001), "group-readable"),
+    "password mode": (lambda ds: _first(ds, "DaemonSet", "-executor-gpu-a")["spec"]["template"]["spec"]["volumes"][-1][
+        "secret"].update(defaultMode=0o440), "not 0o400"),
+    # another node's credential within an executor's reach, however it gets there
+    "other node's secret": (lambda ds: _first(ds, "DaemonSet", "-executor-gpu-a")["spec"]["template"]["spec"][
+        "volumes"][-1]["secret"].update(secretName="steward-secrets-executor-gpu-b"), "of node(s) ['gpu-b']"),
+    "projected": (lambda ds: _first(ds, "DaemonSet", "-executor-gpu-a")["spec"]["template"]["spec"][
+        "volumes"].append({"name": "x", "projected": {"sources": [
+            {"secret": {"name": "steward-secrets-executor-gpu-b"}}]}}),
+        "Secret 'steward-secrets-executor-gpu-b', which holds the executor password of node(s) ['gpu-b']"),
+    "enroller on a gpu node": (lambda ds: _first(ds, "Job", "-kafka-topics")["spec"]["template"]["spec"].update(
+        tolerations=[{"key": "nvidia.com/gpu", "operator": "Exists"}]), "tolerates the GPU nodes' taint"),
+    "env from another node": (lambda ds: _first(ds, "DaemonSet", "-executor-gpu-a")["spec"]["template"]["spec"][
+        "containers"][0]["env"].append({"name": "X", "valueFrom": {"secretKeyRef": {
+            "name": "steward-secrets-executor-gpu-b", "key": "kafka-executor-gpu-b-password"}}}), "['gpu-b']"),
+    "unpinned executor": (lambda ds: _first(ds, "DaemonSet", "-executor-gpu-a")["spec"]["template"]["spec"].pop(
+        "affinity"), "not pinned to one node"),
+    "api with a node's secret": (lambda ds: _first(ds, "Deployment", "-api")["spec"]["template"]["spec"][
+        "volumes"].append({"name": "x", "secret": {"secretName": "steward-secrets-executor-gpu-a"}}),
+        "Deployment/steward-api: references Secret 'steward-secrets-executor-gpu-a'"),
     "limits": (lambda ds: _first(ds, "StatefulSet", "-ledger")["spec"]["template"]["spec"]["containers"][0][
         "resources"].pop("limits"), "no limits.cpu"),
     "probe port": (lambda ds: _first(ds, "Deployment", "-api")["spec"]["template"]["spec"]["containers"][0][
@@ -713,6 +897,33 @@ def _depends(service: dict[str, Any]) -> dict[str, str]:
     return {k: (v or {}).get("condition", "service_started") for k, v in dep.items()}
 
 
+def check_compose_privileges(svc: dict[str, Any], command: list[str], env: dict[str, Any]) -> list[str]:
+    """A Steward container runs as the image's unprivileged user with no capabilities, except the executor:
+    root with exactly EXECUTOR_CAPS and isolation `user` (docs/security.md "Jobs")."""
+    problems = []
+    user = str(svc.get("user", "")).split(":")[0]
+    added = set(svc.get("cap_add") or [])
+    if "ALL" not in (svc.get("cap_drop") or []):
+        problems.append("capabilities are not dropped")
+    if "no-new-privileges:true" not in (svc.get("security_opt") or []):
+        problems.append("no-new-privileges is not set")
+    if command[:2] == ["run", "executor"]:
+        if user not in ("0", "root"):
+            problems.append(f"the executor runs as user {user or 'of the image'!r}, not root: it cannot isolate jobs")
+        if added != EXECUTOR_CAPS:
+            problems.append(f"the executor's capabilities {sorted(added)} are not exactly {sorted(EXECUTOR_CAPS)}")
+        if env.get("STEWARD_EXECUTOR_ISOLATION", "user") != "user":
+            problems.append(f"STEWARD_EXECUTOR_ISOLATION={env['STEWARD_EXECUTOR_ISOLATION']}: jobs run as the agent")
+    else:
+        if user in ("0", "root"):
+            problems.append("runs as root")
+        if added:
+            problems.append(f"adds capabilities {sorted(added)}")
+        if svc.get("read_only") is not True:
+            problems.append("root filesystem is writable")
+    return problems
+
+
 def check_compose(doc: dict[str, Any], base: Path) -> list[str]:
     problems: list[str] = []
     for key in doc:
@@ -755,6 +966,7 @@ def check_compose(doc: dict[str, Any], base: Path) -> list[str]:
                 problems.append(f"{where}: the API binds to loopback inside its container (STEWARD_API_HOST)")
             if "STEWARD_STORE_OWNER_URL" in env and command != ["migrate"]:
                 problems.append(f"{where}: only the migration may hold the schema owner's credentials")
+            problems.extend(f"{where}: {p}" for p in check_compose_privileges(svc, command, env))
         for vol in svc.get("volumes") or []:
             source = (vol.split(":")[0] if isinstance(vol, str) else vol.get("source", ""))
             if source.startswith((".", "/")):
@@ -851,8 +1063,14 @@ def test_check_compose_catches(compose: dict[str, Any]) -> None:
     broken["services"]["worker"]["depends_on"] = {"api-1": {"condition": "service_completed_successfully"}}
     broken["services"]["migrate"]["depends_on"] = {"scheduler": {"condition": "service_started"}}
     broken["services"]["ledger"]["volumes"] = ["./no-such-file:/x"]
+    broken["services"]["api-1"]["user"] = "0:0"
+    broken["services"]["executor"]["cap_add"].append("SYS_ADMIN")
+    broken["services"]["executor"]["environment"]["STEWARD_EXECUTOR_ISOLATION"] = "none"
+    del broken["services"]["executor-gpu"]["user"]
     problems = "\n".join(check_compose(broken, COMPOSE.parent))
-    for expected in ("'kafak'", "STEWARD_SCHEDULER_INTERVAL", "api-1 restarts", "dependency cycle", "no-such-file"):
+    for expected in ("'kafak'", "STEWARD_SCHEDULER_INTERVAL", "api-1 restarts", "dependency cycle", "no-such-file",
+                     "service api-1: runs as root", "service executor: the executor's capabilities",
+                     "service executor: STEWARD_EXECUTOR_ISOLATION=none", "service executor-gpu: the executor runs as"):
         assert expected in problems
 
 
@@ -918,7 +1136,7 @@ def check_dashboard(dashboard: dict[str, Any], metrics: dict[str, str]) -> list[
 def test_metrics_doc_names_the_required_metrics() -> None:
     metrics = documented_metrics()
     for required in ("steward_pending_jobs", "steward_admission_wait_seconds", "steward_preemptions_total",
-                     "steward_owed_gpu_hours", "steward_delivered_gpu_hours", "steward_owed_delivered_ratio",
+                     "steward_owed_gpu_seconds", "steward_delivered_gpu_seconds", "steward_owed_delivered_ratio",
                      "steward_ledger_lag_messages", "steward_api_request_seconds"):
         assert required in metrics, f"{required} is not in docs/metrics.md"
     assert metrics["steward_admission_wait_seconds"] == "histogram"

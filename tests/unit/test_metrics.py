@@ -9,12 +9,12 @@ import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
+from steward.api.metrics import cluster_gpus, fairness_gauges, job_gauges, outcome_of
 from steward.config import Settings
 from steward.domain.state import Job, LedgerState
+from steward.ledger.metrics import LagCollector, LedgerMetrics, kafka_end_offsets
 from steward.metrics import MetricsSettingError, base_port, metrics_urls, stack_ports
-from steward.metrics_api import cluster_gpus, fairness_gauges, job_gauges, outcome_of
-from steward.metrics_ledger import LagCollector, LedgerMetrics
-from steward.metrics_scheduler import SchedulerMetrics
+from steward.scheduler.metrics import SchedulerMetrics
 from steward.store.eventstore import RecordedEvent
 from steward.store.projections import job_row
 
@@ -92,32 +92,66 @@ class FakeStore:
         return engine
 
 
-@pytest.mark.parametrize(("ends", "stored", "want"), [
-    ({0: 10, 1: 5}, {("t", 0): 10, ("t", 1): 2}, {"0": 0, "1": 3}),
-    ({0: 4}, {}, {"0": 4}),  # nothing stored yet: everything on the topic is lag
+C, EX = "steward.commands", "steward.commands.executor.gpu7"
+
+
+@pytest.mark.parametrize(("ends", "stored", "want", "backlog"), [
+    ({(C, 0): 10, (C, 1): 5}, {(C, 0): 10, (C, 1): 2}, {(C, "0"): 0, (C, "1"): 3}, 3),
+    ({(C, 0): 4}, {}, {(C, "0"): 4}, 4),  # nothing stored yet: everything on the topic is lag
+    # every command topic, each partition by its topic: a new executor's topic, never read, is all lag
+    ({(C, 0): 6, (EX, 0): 2, (EX, 1): 3}, {(C, 0): 5, (EX, 1): 1}, {(C, "0"): 1, (EX, "0"): 2, (EX, "1"): 2}, 5),
+    ({}, {}, {}, 0),
 ])
-def test_ingest_lag_is_end_offsets_minus_the_stored_offsets(ends: dict[int, int], stored: dict[tuple[str, int], int],
-                                                          want: dict[str, int]) -> None:
+def test_ingest_lag_is_end_offsets_minus_the_stored_offsets_per_topic_and_in_total(
+        ends: dict[tuple[str, int], int], stored: dict[tuple[str, int], int], want: dict[tuple[str, str], int],
+        backlog: int) -> None:
     registry = CollectorRegistry()
-    registry.register(LagCollector(FakeStore(stored, head=9), "ledger", "t", lambda: ends))
+    registry.register(LagCollector(FakeStore(stored, head=9), "ledger", lambda: ends))
     got = samples(registry)
-    assert {dict(k[1])["partition"]: v for k, v in got.items() if k[0] == "steward_ledger_lag_messages"} == want
+    assert {(dict(k[1])["topic"], dict(k[1])["partition"]): v
+            for k, v in got.items() if k[0] == "steward_ledger_lag_messages"} == want
+    assert got[("steward_ledger_backlog_messages", ())] == backlog
     assert got[("steward_event_store_head", ())] == 9
     assert got[("steward_outbox_lag_events", ())] == 2
+
+
+class FakeConsumer:
+    """The metadata and end offsets a kafka-python consumer answers."""
+
+    def __init__(self, partitions: dict[str, int], ends: dict[tuple[str, int], int]) -> None:
+        self.partitions, self.ends = partitions, ends
+
+    def topics(self) -> set[str]:
+        return set(self.partitions)
+
+    def partitions_for_topic(self, topic: str) -> set[int]:
+        return set(range(self.partitions[topic]))
+
+    def end_offsets(self, tps: list[Any]) -> dict[Any, int]:
+        return {tp: self.ends.get((tp.topic, tp.partition), 0) for tp in tps}
+
+
+def test_end_offsets_cover_every_command_topic_and_only_those() -> None:
+    consumer = FakeConsumer({C: 2, EX: 1, "steward.events": 1, "steward.deadletter": 1, "other.commands": 1},
+                            {(C, 0): 3, (C, 1): 4, (EX, 0): 7, ("steward.events", 0): 99})
+    read = kafka_end_offsets(consumer, "steward")
+    assert read() == {(C, 0): 3, (C, 1): 4, (EX, 0): 7}
+    consumer.partitions["steward.commands.executor.new"] = 1  # created after the ledger started: counted
+    assert ("steward.commands.executor.new", 0) in read()
 
 
 def test_a_part_that_does_not_answer_leaves_its_series_out() -> None:
     registry = CollectorRegistry()
 
-    def kafka_down() -> dict[int, int]:
+    def kafka_down() -> dict[tuple[str, int], int]:
         raise OSError("no broker")
 
-    registry.register(LagCollector(FakeStore({}, 3), "ledger", "t", kafka_down))
+    registry.register(LagCollector(FakeStore({}, 3), "ledger", kafka_down))
     got = samples(registry)
     assert ("steward_event_store_head", ()) in got
-    assert not any(k[0] == "steward_ledger_lag_messages" for k in got)
+    assert not any(k[0] in ("steward_ledger_lag_messages", "steward_ledger_backlog_messages") for k in got)
     registry = CollectorRegistry()
-    registry.register(LagCollector(FakeStore({}, 3, fail=True), "ledger", "t", lambda: {0: 1}))
+    registry.register(LagCollector(FakeStore({}, 3, fail=True), "ledger", lambda: {(C, 0): 1}))
     assert samples(registry) == {}
 
 
@@ -138,7 +172,8 @@ JOBS: list[dict[str, Any]] = [
 ]
 NODES: list[dict[str, Any]] = [{"node_id": "n1", "gpus": 8, "state": "ready"},
                                {"node_id": "n2", "gpus": 8, "state": "unhealthy"},
-                               {"node_id": "n3", "gpus": 8, "state": "draining"}]
+                               {"node_id": "n3", "gpus": 8, "state": "draining"},
+                               {"node_id": "n4", "gpus": 8, "state": "ready", "foreign_gpus": 3}]
 
 
 def render(*families: Any) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
@@ -161,12 +196,13 @@ def test_pending_and_running_jobs_by_allocation_and_class() -> None:
 
 def test_cluster_gpus_by_state_sum_to_the_capacity() -> None:
     got = {dict(k[1])["state"]: v for k, v in render(cluster_gpus(NODES, JOBS)).items()}
-    # n1: 2 funded + 1 unfunded + 5 free; n2 unhealthy: down; n3 draining (its running job counts there)
-    assert got == {"funded": 2, "unfunded": 1, "free": 5, "draining": 8, "down": 8}
+    # n1: 2 funded + 1 unfunded + 5 free; n2 unhealthy: down; n3 draining (its running job counts there);
+    # n4: 3 held by another scheduler's work (foreign) + 5 free
+    assert got == {"funded": 2, "unfunded": 1, "foreign": 3, "free": 10, "draining": 8, "down": 8}
     assert sum(got.values()) == sum(n["gpus"] for n in NODES)
 
 
-def test_fairness_gauges_in_gpu_hours_and_no_ratio_while_nothing_is_owed() -> None:
+def test_fairness_gauges_in_gpu_seconds_and_no_ratio_while_nothing_is_owed() -> None:
     class F:
         def __init__(self, name: str, entitlement: float, owed: float, delivered: float, leaf: bool) -> None:
             self.name, self.entitlement, self.owed, self.delivered = name, entitlement, owed, delivered
@@ -174,28 +210,35 @@ def test_fairness_gauges_in_gpu_hours_and_no_ratio_while_nothing_is_owed() -> No
 
     got = render(*fairness_gauges([F("a", 0.35, 7200.0, 3600.0, False), F("b", 0.1, 0.0, 0.0, True)]))
     a, b = (("allocation", "a"), ("is_project", "false")), (("allocation", "b"), ("is_project", "true"))
-    assert got[("steward_owed_gpu_hours", a)] == 2
-    assert got[("steward_delivered_gpu_hours", a)] == 1
+    assert got[("steward_owed_gpu_seconds", a)] == 7200  # base units (promtool check metrics)
+    assert got[("steward_delivered_gpu_seconds", a)] == 3600
     assert got[("steward_owed_delivered_ratio", a)] == 0.5
     assert ("steward_owed_delivered_ratio", b) not in got
     assert got[("steward_entitled_share", b)] == 0.1
 
 
 class Err:
-    def __init__(self, code: str | None) -> None:
+    def __init__(self, code: str | None, path: list[str] | None = None) -> None:
         self.extensions = {"code": code} if code else None
+        self.path = path
 
 
-@pytest.mark.parametrize(("errors", "data", "want"), [
-    (None, {"submitJob": {"job": {}}}, "ok"),
-    (None, {"submitJob": {"__typename": "Rejected", "rejected": {"code": "X"}}}, "rejected"),
-    ([Err("FORBIDDEN")], {"submitJob": None}, "unauthorised"),
-    ([Err("BAD_USER_INPUT")], None, "invalid"),
-    ([Err(None)], None, "invalid"),  # a document that does not validate
-    ([Err("OUTCOME_TIMEOUT")], {"submitJob": None}, "error"),
+@pytest.mark.parametrize(("errors", "refusal", "want"), [
+    (None, None, "ok"),
+    (None, "rejected", "rejected"),  # a Rejected or InvalidInput answer (errors as data)
+    (None, "unauthorised", "unauthorised"),  # a NotAuthorised answer
+    ([Err("FORBIDDEN", ["submitJob"])], None, "unauthorised"),
+    ([Err("UNAUTHENTICATED")], None, "unauthorised"),
+    ([Err("BAD_USER_INPUT", ["jobs"])], None, "rejected"),
+    ([Err(None)], None, "rejected"),  # a document that does not parse or validate: no path, no code
+    ([Err("GRAPHQL_VALIDATION_FAILED")], None, "rejected"),  # several operations, no operationName
+    ([Err("RATE_LIMITED")], None, "rejected"),
+    ([Err(None, ["job"])], None, "error"),  # a masked fault of a resolver
+    ([Err("OUTCOME_TIMEOUT", ["submitJob"])], None, "error"),
+    ([Err("BAD_USER_INPUT", ["a"]), Err(None, ["b"])], None, "error"),  # a fault among client errors
 ])
-def test_request_outcomes(errors: list[Err] | None, data: Any, want: str) -> None:
-    assert outcome_of(errors, data) == want
+def test_request_outcomes(errors: list[Err] | None, refusal: str | None, want: str) -> None:
+    assert outcome_of(errors, None, refusal) == want
 
 
 def test_scheduler_fragmentation_in_gpus_of_ready_nodes() -> None:

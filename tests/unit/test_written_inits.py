@@ -1,5 +1,7 @@
-"""The record classes whose dataclass `__init__` is written out by hand (so that, compiled, it is a native
-slot write: ADR 0020) take exactly the fields, in order, with the fields' defaults, and set each one."""
+"""The record classes whose `__init__` is generated from their dataclass fields into the class (so that,
+compiled, it is a native slot write: ADR 0020, ADR 0042; infra/generate_inits.py) take exactly the fields, in
+order, with the fields' defaults, and set each one; the generator writes what the fields say and `--check`
+finds a stale one."""
 
 from __future__ import annotations
 
@@ -13,11 +15,10 @@ from typing import Any
 import pytest
 
 import steward
+from steward.native import GENERATED_INITS
 
 SERVICES = Path(steward.__file__).resolve().parent.parent
-WRITTEN = [("steward.domain.state", "Job"), ("steward.domain.events", "Event"),
-           ("steward.store.encoding", "RecordedEvent"), ("steward.store.encoding", "PendingAppend"),
-           ("steward.bus.envelope", "Envelope")]
+WRITTEN = list(GENERATED_INITS)
 
 
 def declared(module: str) -> Any:
@@ -85,3 +86,66 @@ def test_the_written_init_sets_every_field_and_defaults_as_the_dataclass(module:
     if cls.__dataclass_params__.frozen:  # type: ignore[attr-defined]
         with pytest.raises(dataclasses.FrozenInstanceError):
             setattr(full, fields[0].name, fields[0].default)
+
+
+def generator() -> Any:
+    """infra/generate_inits.py, loaded from its file (infra/ is not a package)."""
+    path = SERVICES.parent / "infra" / "generate_inits.py"
+    spec = importlib.util.spec_from_file_location("_generate_inits", path)
+    assert spec is not None and spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules["_generate_inits"] = mod  # its dataclass resolves its annotations through it
+    spec.loader.exec_module(mod)
+    return mod
+
+
+SAMPLE = '''from dataclasses import dataclass, field
+from typing import ClassVar
+
+
+@dataclass(frozen=True, slots=True, init=False)
+class Point:
+    NAME: ClassVar[str] = "point"
+    x: int
+    label: str | None = None
+    tags: dict[str, int] = field(default_factory=dict)
+
+    def norm(self) -> int:
+        return self.x
+'''
+
+
+def test_the_generator_writes_the_init_the_fields_give_and_rewrites_it_when_they_change() -> None:
+    gen = generator()
+    once = gen.with_generated(SAMPLE, "Point")
+    assert gen.with_generated(once, "Point") == once  # idempotent: `--check` passes on its own output
+    namespace: dict[str, Any] = {}
+    exec(compile(once, "<sample>", "exec"), namespace)  # the generated text runs
+    point = namespace["Point"](3)
+    assert (point.x, point.label, point.tags) == (3, None, {})
+    assert namespace["Point"](3, tags=None).tags == {}
+    assert "NAME" not in once.split(gen.BEGIN)[1]  # class variables are no fields
+    moved = once.replace("    label: str | None = None\n", "    label: str | None = None\n    size: float = 1.0\n")
+    again = gen.with_generated(moved, "Point")
+    assert again != moved
+    assert "        size: float = 1.0,\n" in again
+    assert 'object.__setattr__(self, "size", size)' in again
+    assert again.count(gen.BEGIN) == 1
+
+
+@pytest.mark.parametrize(("source", "problem"), [
+    (SAMPLE.replace(", init=False", ""), "init=False"),
+    (SAMPLE.replace("    tags: dict", "    first: int\n    tags: dict"), "follows one with a default"),
+    (SAMPLE.replace("field(default_factory=dict)", "field(default=None)"), "only field\\(default_factory"),
+])
+def test_the_generator_refuses_a_declaration_it_cannot_write(source: str, problem: str) -> None:
+    with pytest.raises(ValueError, match=problem):
+        generator().with_generated(source, "Point")
+
+
+def test_the_committed_inits_are_what_the_fields_give() -> None:
+    """What `make lint` checks (`infra/generate_inits.py --check`)."""
+    gen = generator()
+    for module, name in GENERATED_INITS:
+        source = SERVICES.joinpath(*module.split(".")).with_suffix(".py").read_text()
+        assert gen.with_generated(source, name) == source, f"{module}.{name}: run `make compile`"

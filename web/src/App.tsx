@@ -1,19 +1,19 @@
 import { type ReactElement, useCallback, useEffect, useMemo, useState } from "react";
-import { GraphQLRequestError, gql, setToken } from "./api/client";
-import { type ApiSchema, INTROSPECTION, UNKNOWN_SCHEMA, fromSDL, has, parseIntrospection, select, namedType, field } from "./api/schema";
-
-declare const __STEWARD_SDL__: string;
-const BUNDLED_SDL: string = typeof __STEWARD_SDL__ === "string" ? __STEWARD_SDL__ : "";
-import { CAN, canReadAudit, type Identity, type Role, clearSession, identityFromClaims, isRole, jwtClaims, loadSession, saveSession } from "./api/auth";
+import { GraphQLRequestError, setToken } from "./api/client";
+import { fetchMe, ping } from "./api/queries";
+import { CAN, canReadAudit, type Identity, type Role, clearSession, identityFromClaims, identityFromMe, jwtClaims, loadSession, saveSession } from "./api/auth";
 import { type LiveStatus, startLive } from "./api/live";
 import { AppContext, type AppContextValue } from "./context";
 import { SignIn } from "./screens/SignIn";
 import { Overview } from "./screens/Overview";
 import { TreeScreen } from "./screens/Tree";
+import { BudgetScreen } from "./screens/Budget";
 import { QueueScreen } from "./screens/Queue";
 import { JobsScreen } from "./screens/Jobs";
 import { NodesScreen } from "./screens/Nodes";
 import { AuditScreen } from "./screens/Audit";
+import { PeopleScreen } from "./auth/People";
+import { NotificationsScreen } from "./screens/Notifications";
 
 export interface Screen {
   path: string;
@@ -25,61 +25,36 @@ export interface Screen {
 export const SCREENS: Screen[] = [
   { path: "overview", title: "Overview", show: () => true, render: () => <Overview /> },
   { path: "tree", title: "Allocations", show: () => true, render: () => <TreeScreen /> },
+  { path: "budget", title: "Budget", show: () => true, render: () => <BudgetScreen /> },
   { path: "queue", title: "Queue", show: () => true, render: () => <QueueScreen /> },
   { path: "jobs", title: "Jobs & sessions", show: () => true, render: () => <JobsScreen /> },
   { path: "nodes", title: "Nodes", show: () => true, render: () => <NodesScreen /> },
   { path: "audit", title: "Audit", show: (r) => CAN.seeAudit(r), render: () => <AuditScreen /> },
+  { path: "people", title: "People", show: (r) => r === "admin" || r === "auditor", render: () => <PeopleScreen /> },
+  { path: "notifications", title: "Notifications", show: () => true, render: () => <NotificationsScreen /> },
 ];
 
 function routeFromHash(): string {
   return window.location.hash.replace(/^#\/?/, "").split("?")[0] || "overview";
 }
 
-/** Learn the schema (introspection may be off in production: then assume the skeleton's fields). */
-export async function loadSchema(token: string): Promise<ApiSchema> {
-  try {
-    return parseIntrospection(await gql(INTROSPECTION, {}, { token }));
-  } catch (err) {
-    if (err instanceof GraphQLRequestError && (err.status === 401 || err.status === 403)) throw err;
-    // Introspection is off in production mode: use the schema exported next to the API, bundled at build time.
-    if (BUNDLED_SDL) {
-      try {
-        return fromSDL(BUNDLED_SDL);
-      } catch {
-        /* fall through */
-      }
-    }
-    return UNKNOWN_SCHEMA;
-  }
-}
-
-export async function resolveIdentity(schema: ApiSchema, token: string, chosen: Role): Promise<Identity> {
-  if (has(schema, "Query.me")) {
-    const typeName = namedType(field(schema, "Query.me")!.type);
-    const sel = select(schema, typeName, ["actor", "subject", "sub", "name", "id", "role", "roles", "scope", "scopes", "node", "projects", "capabilities"]);
-    const data = await gql<{ me: Record<string, unknown> | null }>(`query Me { me { ${sel} } }`, {}, { token });
-    const me = data.me ?? {};
-    const role = String(me.role ?? (Array.isArray(me.roles) ? me.roles[0] : "")).toLowerCase();
-    if (isRole(role)) {
-      const scope = me.scope ?? me.node ?? me.scopes ?? me.projects ?? null;
-      return {
-        actor: String(me.actor ?? me.subject ?? me.sub ?? me.name ?? me.id ?? "unknown"),
-        role,
-        scope: Array.isArray(scope) ? scope.join(",") : scope === null ? null : String(scope),
-        source: "api",
-        capabilities: Array.isArray(me.capabilities) ? (me.capabilities as string[]) : null,
-      };
-    }
-  }
+/** Who the token is: the API's `me`; else (a role the UI does not know) the token's claims or the role chosen. */
+export async function resolveIdentity(token: string, chosen: Role): Promise<Identity> {
+  const me = await fetchMe(token).catch((err: unknown) => {
+    if (err instanceof GraphQLRequestError && err.status !== 200) throw err;
+    return null;
+  });
+  const known = me ? identityFromMe(me) : null;
+  if (known) return known;
   // A cheap authenticated read, so a bad token fails here rather than on every screen.
-  await gql("query Ping { health }", {}, { token }).catch((err: unknown) => {
+  await ping(token).catch((err: unknown) => {
     if (err instanceof GraphQLRequestError && err.status !== 200) throw err;
   });
   return identityFromClaims(jwtClaims(token)) ?? { actor: "you", role: chosen, scope: null, source: "chosen", capabilities: null };
 }
 
 export function App() {
-  const [session, setSession] = useState<{ token: string; schema: ApiSchema; identity: Identity } | null>(null);
+  const [session, setSession] = useState<{ token: string; identity: Identity } | null>(null);
   const [booting, setBooting] = useState(true);
   const [route, setRoute] = useState(routeFromHash());
   const [tick, setTick] = useState(0);
@@ -87,11 +62,10 @@ export function App() {
   const [now, setNow] = useState(Date.now() / 1000);
 
   const signIn = useCallback(async (token: string, chosen: Role) => {
-    const schema = await loadSchema(token);
-    const identity = await resolveIdentity(schema, token, chosen);
+    const identity = await resolveIdentity(token, chosen);
     setToken(token);
     saveSession(token, chosen);
-    setSession({ token, schema, identity });
+    setSession({ token, identity });
   }, []);
 
   const signOut = useCallback(() => {
@@ -118,11 +92,11 @@ export function App() {
 
   useEffect(() => {
     if (!session) return;
-    return startLive(session.schema, session.token, canReadAudit(session.identity), () => setTick((t) => t + 1), setLive);
+    return startLive(session.token, canReadAudit(session.identity), () => setTick((t) => t + 1), setLive);
   }, [session]);
 
   const ctx: AppContextValue | null = useMemo(
-    () => (session ? { schema: session.schema, identity: session.identity, token: session.token, tick, live, now, refresh: () => setTick((t) => t + 1) } : null),
+    () => (session ? { identity: session.identity, token: session.token, tick, live, now, refresh: () => setTick((t) => t + 1) } : null),
     [session, tick, live, now],
   );
 
@@ -156,12 +130,9 @@ export function App() {
           <button type="button" className="ghost" onClick={signOut}>Sign out</button>
         </div>
       </header>
-      {!session.schema.known && (
-        <p className="missing banner" role="note">The API refused introspection: screens assume the basic fields only.</p>
-      )}
       {session.identity.source === "chosen" && (
-        <p className="missing banner" role="note" data-missing="Query.me">
-          The API cannot tell your role yet (<code>Query.me</code> missing): showing the <strong>{session.identity.role}</strong> view you chose. The server still decides what you may do.
+        <p className="note banner" role="note" data-testid="chosen-role">
+          The API names a role the UI has no screens for: showing the <strong>{session.identity.role}</strong> view you chose. The server still decides what you may do.
         </p>
       )}
       <main id="main" tabIndex={-1}>

@@ -1,10 +1,8 @@
 import { createContext, useCallback, useContext, useEffect, useRef, useState } from "react";
-import type { ApiSchema } from "./api/schema";
 import type { Identity } from "./api/auth";
 import type { LiveStatus } from "./api/live";
 
 export interface AppContextValue {
-  schema: ApiSchema;
   identity: Identity;
   token: string;
   tick: number; // moves when live updates say data may have changed

@@ -9,10 +9,12 @@ from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from steward.bus.envelope import Envelope, command_envelope
+from steward.bus.identity import SYSTEM_ROLE, WORKFLOWS_ACTOR
 from steward.bus.kafka import CommandPublisher
 from steward.domain.commands import ReportJobLost, command_from_dict
 from steward.domain.errors import DomainError
-from steward_workflows.contracts import (
+from steward_workflows.facts import StoreFacts
+from steward_workflows.payloads import (
     CommandMessage,
     LostReport,
     NodeOccupancy,
@@ -20,7 +22,6 @@ from steward_workflows.contracts import (
     PeriodFigures,
     PeriodWindow,
 )
-from steward_workflows.facts import StoreFacts
 
 LOST_EXIT_CODE = -1
 
@@ -47,7 +48,7 @@ class WorkerActivities:
         """Kept for histories recorded by the walking skeleton; now a `ReportJobLost` (requeued once)."""
         env: Envelope = command_envelope(
             ReportJobLost(report.job_id, report.attempt, report.reason),
-            actor="temporal-worker", role="system", correlation_id=report.correlation_id or None,
+            actor=WORKFLOWS_ACTOR, role=SYSTEM_ROLE, correlation_id=report.correlation_id or None,
             message_id=f"lost-{report.job_id}-{report.attempt}",
         )
         await asyncio.to_thread(self.publisher.publish, env)

@@ -38,7 +38,9 @@ from temporalio.service import RPCError
 from steward.bus.kafka import make_consumer
 from steward.config import Settings
 from steward.logs import correlation
-from steward_workflows.contracts import (
+from steward_workflows.drain import NodeDrainWorkflow
+from steward_workflows.job_run import ALREADY_STOPPING, NOT_STARTED, PROTECTED, JobRunWorkflow
+from steward_workflows.payloads import (
     WORKFLOW_TASK_QUEUE,
     CancelRun,
     ContractTimings,
@@ -49,8 +51,6 @@ from steward_workflows.contracts import (
     job_run_workflow_id,
     session_workflow_id,
 )
-from steward_workflows.drain import NodeDrainWorkflow
-from steward_workflows.job_run import ALREADY_STOPPING, NOT_STARTED, PROTECTED, JobRunWorkflow
 from steward_workflows.settings import ContractSettings
 
 log = logging.getLogger("steward.dispatcher")
@@ -62,6 +62,7 @@ __all__ = ["RecordedPolicy", "dispatch", "job_run_input", "job_run_workflow_id",
 RETRY_REFUSED_FOR_S = 30.0
 
 AttemptCheck = Callable[[str, int], bool]
+ProjectOf = Callable[[str], str]  # a job's project (its executor runs it as that project's OS user)
 
 
 class RecordedPolicy:
@@ -83,10 +84,10 @@ class RecordedPolicy:
         return contract.timings(self.settings)
 
 
-def job_run_input(event: dict[str, Any], timings: ContractTimings | None = None) -> JobRunInput:
+def job_run_input(event: dict[str, Any], timings: ContractTimings | None = None, project: str = "") -> JobRunInput:
     p = event["payload"]
     return JobRunInput(
-        job_id=p["job_id"], attempt=p["attempt"], executor=p["executor"], command=p["command"],
+        job_id=p["job_id"], attempt=p["attempt"], executor=p["executor"], command=p["command"], project=project,
         assignments=p["assignments"], correlation_id=event["metadata"].get("correlation_id") or "",
         job_class=p.get("job_class", "batch"), resumable=bool(p.get("resumable", False)),
         funded=bool(p.get("funded", True)), protection_s=float(p.get("protection_s", 0.0)),
@@ -139,13 +140,15 @@ async def _signal(client: Client, workflow_id: str, name: str, arg: Any) -> str:
 
 
 async def handle_event(client: Client, event: dict[str, Any], contract: ContractSettings,
-                       attempt_current: AttemptCheck | None = None, policy: RecordedPolicy | None = None) -> str:
+                       attempt_current: AttemptCheck | None = None, policy: RecordedPolicy | None = None,
+                       project_of: ProjectOf | None = None) -> str:
     kind, p = event["type"], event["payload"]
     if kind == "JobPlaced":
         if attempt_current is not None and not await asyncio.to_thread(attempt_current, p["job_id"], p["attempt"]):
             return "stale placement"
         timings = policy.timings(contract) if policy is not None else contract.timings()
-        return "started" if await start_run(client, job_run_input(event, timings)) else "already running"
+        project = await asyncio.to_thread(project_of, p["job_id"]) if project_of is not None else ""
+        return "started" if await start_run(client, job_run_input(event, timings, project)) else "already running"
     if kind == "PolicySet" and policy is not None:
         policy.follow(event)
         return "policy followed"
@@ -172,11 +175,12 @@ async def handle_event(client: Client, event: dict[str, Any], contract: Contract
 
 
 async def _handle_stream(client: Client, events: list[dict[str, Any]], contract: ContractSettings,
-                         attempt_current: AttemptCheck | None, policy: RecordedPolicy | None = None) -> None:
+                         attempt_current: AttemptCheck | None, policy: RecordedPolicy | None = None,
+                         project_of: ProjectOf | None = None) -> None:
     for event in events:
         with correlation((event.get("metadata") or {}).get("correlation_id")):
             try:
-                outcome = await handle_event(client, event, contract, attempt_current, policy)
+                outcome = await handle_event(client, event, contract, attempt_current, policy, project_of)
             except Exception:
                 log.exception("event %s (%s) not dispatched", event.get("position"), event.get("type"))
                 raise
@@ -198,7 +202,7 @@ async def assign_all(consumer: Any, topic: str, stop: asyncio.Event) -> None:
 
 async def dispatch(settings: Settings, client: Client, stop: asyncio.Event,
                    contract: ContractSettings | None = None, attempt_current: AttemptCheck | None = None,
-                   policy: RecordedPolicy | None = None) -> None:
+                   policy: RecordedPolicy | None = None, project_of: ProjectOf | None = None) -> None:
     contract = contract or ContractSettings()
     policy = policy or RecordedPolicy()
     consumer = make_consumer(settings, "steward-dispatcher")
@@ -215,7 +219,7 @@ async def dispatch(settings: Settings, client: Client, stop: asyncio.Event,
                 policy.follow(event)
             while streams and not stop.is_set():
                 try:
-                    await asyncio.gather(*(_handle_stream(client, evs, contract, attempt_current, policy)
+                    await asyncio.gather(*(_handle_stream(client, evs, contract, attempt_current, policy, project_of)
                                            for evs in streams.values()))
                     break
                 except Exception:  # Temporal unreachable, say: every action is idempotent, so try again

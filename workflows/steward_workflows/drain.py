@@ -16,7 +16,7 @@ from temporalio.exceptions import ActivityError
 
 with workflow.unsafe.imports_passed_through():
     from steward.domain.commands import ReportNodeDrained, RequestPreemption
-    from steward_workflows.contracts import DrainInput, DrainResult, NodeOccupancy, NodeRef, executor_task_queue
+    from steward_workflows.payloads import DrainInput, DrainResult, NodeOccupancy, NodeRef, executor_task_queue
     from steward_workflows.publishing import PUBLISH_RETRY, publish, seconds
 
 

@@ -7,11 +7,11 @@ from typing import Any
 
 from sqlalchemy import select
 
-from steward.domain.periods import period_figures
+from steward.domain.budget import period_figures
 from steward.domain.state import ACTIVE_STATES, LedgerState, evolve
 from steward.store import schema
 from steward.store.eventstore import EventStore
-from steward_workflows.contracts import JobOnNode, NodeOccupancy, PeriodFigures
+from steward_workflows.payloads import JobOnNode, NodeOccupancy, PeriodFigures
 
 
 class StoreFacts:
@@ -27,6 +27,14 @@ class StoreFacts:
             ).first()
             conn.rollback()
         return row is not None and row.attempt == attempt and row.state in ACTIVE_STATES
+
+    def project_of(self, job_id: str) -> str:
+        """The job's project ("" when the store has no such job)."""
+        with self.store.engine.connect() as conn:
+            project = conn.execute(
+                select(schema.proj_jobs.c.project).where(schema.proj_jobs.c.job_id == job_id)).scalar()
+            conn.rollback()
+        return str(project) if project is not None else ""
 
     def recorded_policy(self) -> dict[str, Any]:
         """The policy overrides in force: the settings of the last `PolicySet` (none: {})."""

@@ -33,7 +33,7 @@ from temporalio.workflow import ParentClosePolicy
 
 with workflow.unsafe.imports_passed_through():
     from steward.domain.commands import ReachSessionCap, ReportJobExited, ReportJobLost, ReportJobPreempted
-    from steward_workflows.contracts import (
+    from steward_workflows.payloads import (
         CancelRun,
         CapReached,
         JobRunInput,
@@ -270,6 +270,8 @@ class JobRunWorkflow:
         }
         if order.for_job_id:
             evidence["for_job_id"] = order.for_job_id
+        if outcome.ended_at:  # the executor's time of the stop (Slurm's EndTime): where the books end the run
+            evidence["ended_at"] = outcome.ended_at
         await publish(
             ReportJobPreempted(job.job_id, job.attempt, order.reason, outcome.exit_code, grace_expired,
                                outcome.checkpoint_path, outcome.checkpoint_at, evidence),
@@ -285,7 +287,7 @@ class JobRunWorkflow:
         self._phase = "ended"
         if outcome.status != "exited":
             return await self._lost(f"the process vanished without an exit code ({outcome.status})")
-        await publish(ReportJobExited(job.job_id, job.attempt, outcome.exit_code),
+        await publish(ReportJobExited(job.job_id, job.attempt, outcome.exit_code, outcome.ended_at),
                       f"exited-{job.job_id}-{job.attempt}", job.correlation_id)
         return JobRunResult(job.job_id, job.attempt, "exited", outcome.exit_code)
 

@@ -2,7 +2,7 @@
 
 Started by the Temporal schedule `steward-period-close` (every `period_s`, a little after each boundary)
 or by hand. It computes owed vs delivered per allocation from the log (an activity; the arithmetic is
-the pure `steward.domain.periods`) and records them as a `PeriodClosed` event, once: the message id is
+the pure `steward.domain.budget`) and records them as a `PeriodClosed` event, once: the message id is
 the period id.
 """
 
@@ -13,9 +13,9 @@ from datetime import timedelta
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
+    from steward.domain.budget import period_bounds, period_id
     from steward.domain.commands import ClosePeriod
-    from steward.domain.periods import period_bounds, period_id
-    from steward_workflows.contracts import PeriodCloseInput, PeriodCloseResult, PeriodFigures, PeriodWindow
+    from steward_workflows.payloads import PeriodCloseInput, PeriodCloseResult, PeriodFigures, PeriodWindow
     from steward_workflows.publishing import PUBLISH_RETRY, publish
 
 SCHEDULE_ID = "steward-period-close"

@@ -9,7 +9,7 @@ from temporalio.common import RetryPolicy
 
 with workflow.unsafe.imports_passed_through():
     from steward.domain.commands import Command, command_to_dict
-    from steward_workflows.contracts import WORKFLOW_TASK_QUEUE, CommandMessage
+    from steward_workflows.payloads import WORKFLOW_TASK_QUEUE, CommandMessage
 
 PUBLISH_TIMEOUT = timedelta(seconds=30)
 PUBLISH_RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), maximum_interval=timedelta(seconds=10))

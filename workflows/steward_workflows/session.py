@@ -27,8 +27,9 @@ from temporalio import workflow
 from temporalio.exceptions import ActivityError
 
 with workflow.unsafe.imports_passed_through():
+    from steward.domain import protection as times
     from steward.domain.commands import OpenSession, RevokeProtection, WarnSession
-    from steward_workflows.contracts import (
+    from steward_workflows.payloads import (
         CapReached,
         Revocation,
         SessionCarry,
@@ -40,8 +41,8 @@ with workflow.unsafe.imports_passed_through():
 
 
 def warning_times(started_at: float, cap_at: float, warnings_s: list[float]) -> list[float]:
-    """DESIGN.md "warned before the cap": absolute times, earliest first; none before the start."""
-    return sorted({cap_at - w for w in warnings_s if w > 0 and cap_at - w > started_at})
+    """DESIGN.md "warned before the cap": the rule of `steward.domain.protection.warning_times`."""
+    return list(times.warning_times(started_at, cap_at, warnings_s))
 
 
 @workflow.defn(name="Session")

@@ -11,7 +11,7 @@ from typing import Any
 
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from steward_workflows.contracts import ContractTimings
+from steward_workflows.payloads import ContractTimings
 
 
 class ContractSettings(BaseSettings):
@@ -44,7 +44,7 @@ class ContractSettings(BaseSettings):
         return with_recorded_policy(base, policy or {})
 
 
-# the policy's knobs (steward.policy.settings.PolicySettings) that the workflows keep -> ContractTimings field
+# the policy's knobs (steward.domain.policy_settings.PolicySettings) that the workflows keep -> ContractTimings field
 POLICY_TIMINGS = {
     "preemption_grace_s": "grace_s",
     "session_warnings_s": "session_warnings_s",

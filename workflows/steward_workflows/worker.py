@@ -28,20 +28,23 @@ from steward.bus.kafka import CommandPublisher
 from steward.config import Settings
 from steward.logs_temporal import CorrelationInterceptor
 from steward.metrics import serve as serve_metrics
+from steward.notify.settings import NotifySettings
 from steward.store.eventstore import EventStore
 from steward_workflows.activities import WorkerActivities
-from steward_workflows.contracts import WORKFLOW_TASK_QUEUE, PeriodCloseInput
+from steward_workflows.delivery import DeliverNotificationWorkflow
 from steward_workflows.dispatcher import RecordedPolicy, dispatch
 from steward_workflows.drain import NodeDrainWorkflow
 from steward_workflows.facts import StoreFacts
 from steward_workflows.job_run import JobRunWorkflow
+from steward_workflows.notifications import NotificationActivities, run_notifier
+from steward_workflows.payloads import WORKFLOW_TASK_QUEUE, PeriodCloseInput
 from steward_workflows.periods import SCHEDULE_ID, PeriodCloseWorkflow
 from steward_workflows.session import SessionWorkflow
 from steward_workflows.settings import ContractSettings
 
 log = logging.getLogger("steward.worker")
 
-WORKFLOWS = [JobRunWorkflow, SessionWorkflow, NodeDrainWorkflow, PeriodCloseWorkflow]
+WORKFLOWS = [JobRunWorkflow, SessionWorkflow, NodeDrainWorkflow, PeriodCloseWorkflow, DeliverNotificationWorkflow]
 
 
 def workflow_runner(sandbox: bool) -> WorkflowRunner:
@@ -90,9 +93,13 @@ async def run_worker(settings: Settings, stop: asyncio.Event | None = None) -> N
                                   interceptors=[CorrelationInterceptor()])  # correlation ids in headers
     serve_metrics("worker", settings)
     publisher = CommandPublisher(settings)
-    facts = StoreFacts(EventStore.from_url(settings.resolved_store_url))
+    store = EventStore.from_url(settings.resolved_store_url)
+    facts = StoreFacts(store)
     acts = WorkerActivities(publisher, facts)
-    worker = Worker(client, task_queue=WORKFLOW_TASK_QUEUE, workflows=WORKFLOWS, activities=activities_of(acts),
+    notify = NotifySettings()
+    notifying = NotificationActivities(notify, publisher.publish)
+    worker = Worker(client, task_queue=WORKFLOW_TASK_QUEUE, workflows=WORKFLOWS,
+                    activities=[*activities_of(acts), *notifying.all()],
                     workflow_runner=workflow_runner(contract.sandbox))
     try:
         await ensure_period_schedule(client, contract)
@@ -103,9 +110,14 @@ async def run_worker(settings: Settings, stop: asyncio.Event | None = None) -> N
     except Exception:  # the store restarts: runs take the environment's timings until the next PolicySet
         log.exception("could not read the recorded policy; new runs use STEWARD_CONTRACT_* until one is set")
         policy = RecordedPolicy()
-    dispatcher = asyncio.create_task(dispatch(settings, client, stop, contract, facts.attempt_current, policy))
+    dispatcher = asyncio.create_task(dispatch(settings, client, stop, contract, facts.attempt_current, policy,
+                                              facts.project_of))
+    # notifications (ADR 0050): the notifier reads the log from its own position; the ledger never waits on it
+    notifier = asyncio.create_task(run_notifier(store, client, notify, stop)) if notify.enabled else None
     log.info("temporal worker started on %s", settings.temporal_address)
     async with worker:
         await stop.wait()
     await dispatcher
+    if notifier is not None:
+        await notifier
     publisher.close()

@@ -1,7 +1,9 @@
 """The API process: Strawberry's GraphQL app on Starlette, served by uvicorn on loopback.
 
 In front of GraphQL, a guard refuses before any resolver runs: bodies over the size limit (413), missing
-or invalid bearer tokens (401), and requests over the token's rate (429). Inside, the schema's
+or invalid bearer tokens (401; 429 once a client address fails too often), requests over the token's rate
+(429), and bodies that are not one JSON request nested within the limit (400, 415; `steward.api.requests`),
+each answered as GraphQL-shaped JSON. Inside, the schema's
 extensions refuse documents that are too deep, too long or have too many aliases, and mask internal
 errors. Websockets speak graphql-transport-ws only, check the Origin of the handshake, authenticate in
 `connection_init` (or the handshake's Authorization header) and cap subscriptions per connection.
@@ -11,6 +13,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
+import sys
 import time
 from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -31,20 +35,29 @@ from strawberry.asgi import GraphQL
 from strawberry.exceptions import ConnectionRejectionError
 from strawberry.extensions import SchemaExtension
 from strawberry.subscriptions import GRAPHQL_TRANSPORT_WS_PROTOCOL
+from strawberry.subscriptions.protocols.graphql_transport_ws.handlers import BaseGraphQLTransportWSHandler
 from strawberry.types.graphql import OperationType
 
+from steward.api import metrics as metrics_api
 from steward.api.commands import CommandGateway, Gateway
-from steward.api.context import Context, Services, UserError
+from steward.api.context import POSITION_HEADER, Context, Services, UserError
+from steward.api.ratelimits import SharedRateLimiter
 from steward.api.readmodel import ReadModel
+from steward.api.requests import MessageTooDeep, check_body, decode_message
 from steward.api.schema import build_schema
 from steward.api.settings import ApiSettings, get_api_settings
 from steward.api.tail import HeadWatch
+from steward.api.tokenmirror import MirroredTokens, checked_in_memory
 from steward.auth.authenticate import Authenticator, bearer
 from steward.auth.denials import Denial, DenialAuditor
 from steward.auth.jwt import JwtVerifier
+from steward.auth.mapping import GroupMappings
+from steward.auth.oidc import OidcVerifier, SignInRefused
+from steward.auth.owners import Owners
 from steward.auth.principal import Principal
 from steward.auth.ratelimit import RateLimiter
-from steward.auth.tokens import TokenError, TokenStore
+from steward.auth.tokens import TokenError
+from steward.bus.kafka import CommandPublisher
 from steward.config import Settings
 from steward.domain.commands import RecordAccessDenial
 from steward.logs import CorrelationMiddleware
@@ -59,6 +72,25 @@ WEB_DIST = Path(__file__).resolve().parents[3] / "web" / "dist"
 def _error(status: int, message: str, code: str, headers: dict[str, str] | None = None) -> JSONResponse:
     return JSONResponse({"data": None, "errors": [{"message": message, "extensions": {"code": code}}]},
                         status_code=status, headers=headers)
+
+
+def _refuse(status: int, message: str, code: str, client: str,
+            headers: dict[str, str] | None = None) -> JSONResponse:
+    """A refusal of the guard: GraphQL-shaped JSON, and one line at info (a client's mistake, not a fault)."""
+    log.info("request refused with %d %s: %s", status, code, message,
+             extra={"status": status, "code": code, "client": client})
+    return _error(status, message, code, headers)
+
+
+Limiter = RateLimiter | SharedRateLimiter
+
+
+async def take(limiter: Limiter, key: str) -> float:
+    """A request's charge: 0.0 when allowed, else the seconds to wait (a thread only when the shared
+    bucket must be asked)."""
+    if isinstance(limiter, SharedRateLimiter):
+        return await limiter.take_async(key)
+    return limiter.take(key)
 
 
 def _client(scope: Scope) -> str:
@@ -112,11 +144,12 @@ class Guard:
     """Size limit, authentication and rate limit for HTTP GraphQL requests, before any resolver; then the
     result cache."""
 
-    def __init__(self, app: ASGIApp, services: Services, limiter: RateLimiter, ide: bool) -> None:
+    def __init__(self, app: ASGIApp, services: Services, limiter: Limiter, ide: bool) -> None:
         self.app = app
         self.services = services
         self.limiter = limiter
         self.max_body = services.settings.api_max_body_bytes
+        self.max_json_depth = services.settings.api_max_json_depth
         self.ide = ide
         s = services.settings
         self.cache = ResultCache(s.api_result_cache_size, services.read.figures_ttl_s) if s.api_result_cache \
@@ -136,7 +169,8 @@ class Guard:
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
         declared = headers.get("content-length")
         if declared is not None and (not declared.isdigit() or int(declared) > self.max_body):
-            await _error(413, f"request body over {self.max_body} bytes", "PAYLOAD_TOO_LARGE")(scope, receive, send)
+            await _refuse(413, f"request body over {self.max_body} bytes", "PAYLOAD_TOO_LARGE", _client(scope))(
+                scope, receive, send)
             return
         body = bytearray()
         while True:
@@ -145,22 +179,31 @@ class Guard:
                 return
             body.extend(message.get("body", b""))
             if len(body) > self.max_body:
-                await _error(413, f"request body over {self.max_body} bytes", "PAYLOAD_TOO_LARGE")(
-                    scope, receive, send)
+                await _refuse(413, f"request body over {self.max_body} bytes", "PAYLOAD_TOO_LARGE",
+                              _client(scope))(scope, receive, send)
                 return
             if not message.get("more_body", False):
                 break
         client = _client(scope)
-        principal = await self._authenticate(headers.get("authorization"), client)
-        if principal is None:
-            await _error(401, "not authenticated: send 'Authorization: Bearer <token>' with a valid token "
-                              "(steward token create)", "UNAUTHENTICATED",
-                         {"WWW-Authenticate": 'Bearer realm="steward"'})(scope, receive, send)
+        principal, wait, why = await self._authenticate(headers.get("authorization"), client)
+        if principal is None and wait > 0:  # failed authentication is limited per client address
+            await _refuse(429, f"rate limit of failed authentication: retry in {wait:.1f} s", "RATE_LIMITED",
+                          client, {"Retry-After": str(max(1, round(wait)))})(scope, receive, send)
             return
-        wait = self.limiter.take(principal.rate_key)
+        if principal is None:
+            await _refuse(401, f"not authenticated: {why}" if why else
+                          "not authenticated: send 'Authorization: Bearer <token>' with a valid token "
+                          "(steward token create)", "UNAUTHENTICATED", client,
+                          {"WWW-Authenticate": 'Bearer realm="steward"'})(scope, receive, send)
+            return
+        wait = await take(self.limiter, principal.rate_key)
         if wait > 0:
-            await _error(429, f"rate limit: retry in {wait:.1f} s", "RATE_LIMITED",
-                         {"Retry-After": str(max(1, round(wait)))})(scope, receive, send)
+            await _refuse(429, f"rate limit: retry in {wait:.1f} s", "RATE_LIMITED", client,
+                          {"Retry-After": str(max(1, round(wait)))})(scope, receive, send)
+            return
+        refusal = check_body(bytes(body), headers.get("content-type"), self.max_json_depth)
+        if refusal is not None:
+            await _refuse(refusal.status, refusal.message, refusal.code, client)(scope, receive, send)
             return
         state = scope.setdefault("state", {})
         state["principal"] = principal
@@ -173,11 +216,14 @@ class Guard:
                 return {"type": "http.request", "body": bytes(body), "more_body": False}
             return await receive()
 
+        read = self.services.read
+        after = headers.get(POSITION_HEADER.lower(), "")
+        if after.isdigit() and int(after) > read.live.position:
+            await read.reached(int(after))  # read-your-writes across replicas (docs/api.md "Replicas")
         cache = self.cache
         if cache is None:
             await self.app(scope, replay, send)
             return
-        read = self.services.read
         head = read.fresh_head()
         if head is None:
             head = await asyncio.to_thread(read.head)
@@ -222,23 +268,29 @@ class Guard:
             if cache.inflight.get(key) is flight:
                 del cache.inflight[key]
 
-    async def _authenticate(self, header: str | None, client: str) -> Principal | None:
+    async def _authenticate(self, header: str | None, client: str) -> tuple[Principal | None, float, str]:
+        """The principal, or None with the seconds this client address must wait (0: answer 401) and, for a
+        refused sign-in token, why (steward.auth.oidc: nothing secret)."""
         token = bearer(header)
         try:
             if token is None:
                 raise TokenError("no bearer token")
-            return await authenticate(self.services.auth, token)
+            return await authenticate(self.services.auth, token), 0.0, ""
         except TokenError as err:
-            # unauthenticated attempts are limited per client address, then recorded
-            if self.limiter.take(f"addr:{client}") == 0:
+            # unauthenticated attempts are limited per client address (docs/api.md "Limits"), then recorded
+            wait = await take(self.limiter, f"addr:{client}")
+            if wait == 0:
                 await self.services.denials.record(None, Denial("authenticate", "*", str(err)), client)
-            return None
+            return None, wait, str(err) if isinstance(err, SignInRefused) else ""
 
 
 async def authenticate(auth: Authenticator, token: str) -> Principal:
     hit = auth._cache.get(token)
     if hit is not None and auth.clock() - hit[0] < auth.cache_s:
         return hit[1]
+    principal = checked_in_memory(auth.tokens, token)
+    if principal is not None:
+        return principal
     return await asyncio.to_thread(auth.authenticate, token)
 
 
@@ -246,7 +298,7 @@ class RateLimitWebsocketOperations(SchemaExtension):
     """HTTP requests are charged by the guard; operations sent over a websocket are charged here. Only a
     query's answer may be cached."""
 
-    limiter: RateLimiter | None = None
+    limiter: Limiter | None = None
 
     def on_execute(self) -> Iterator[None]:
         ctx = self.execution_context.context
@@ -260,8 +312,24 @@ class RateLimitWebsocketOperations(SchemaExtension):
         yield
 
 
+class TransportWS(BaseGraphQLTransportWSHandler[Context, None]):
+    """graphql-transport-ws, closing on a message nested too deep (`decode_message`) with that reason
+    rather than the transport's generic "must be valid JSON"."""
+
+    async def handle_invalid_message(self, error_message: str) -> None:
+        refused = sys.exc_info()[1]  # called while the transport handles NonJsonMessageReceived
+        cause = refused.__cause__ if refused is not None else None
+        if isinstance(cause, MessageTooDeep):
+            error_message = cause.msg
+        log.info("websocket from %s closed: %s", self.context.client if isinstance(self.context, Context) else "?",
+                 error_message)
+        await super().handle_invalid_message(error_message)
+
+
 class StewardGraphQL(GraphQL[Context, None]):
-    def __init__(self, services: Services, limiter: RateLimiter,
+    graphql_transport_ws_handler_class = TransportWS
+
+    def __init__(self, services: Services, limiter: Limiter,
                  extra_extensions: Sequence[SchemaExtension | type[SchemaExtension]] = ()) -> None:
         s = services.settings
         ws_ext = type("RateLimitWs", (RateLimitWebsocketOperations,), {"limiter": limiter})
@@ -278,6 +346,11 @@ class StewardGraphQL(GraphQL[Context, None]):
         )
         self.services = services
         self.limiter = limiter
+
+    def decode_json(self, data: str | bytes) -> object:
+        """Websocket messages (and bodies, which the guard has checked already) with the body's depth check
+        before the recursive parse (issue 21)."""
+        return decode_message(data, self.services.settings.api_max_json_depth)
 
     async def get_context(self, request: Any, response: Any = None) -> Context:
         principal, cache = None, None
@@ -299,11 +372,11 @@ class StewardGraphQL(GraphQL[Context, None]):
                 raise TokenError("no bearer token")
             context.principal = await authenticate(self.services.auth, token)
         except TokenError as err:
-            if self.limiter.take(f"addr:{context.client}") == 0:
+            if await take(self.limiter, f"addr:{context.client}") == 0:
                 await self.services.denials.record(None, Denial("authenticate", "websocket", str(err)),
                                                    context.client)
             raise ConnectionRejectionError() from None
-        if self.limiter.take(context.principal.rate_key) > 0:
+        if await take(self.limiter, context.principal.rate_key) > 0:
             raise ConnectionRejectionError()
 
 
@@ -318,23 +391,33 @@ def build_app(settings: Settings, api: ApiSettings, *, store: EventStore | None 
               extra_extensions: Sequence[SchemaExtension | type[SchemaExtension]] = ()) -> Built:
     store = store or api_store(settings.resolved_store_url, api)
     if gateway is None:
-        from steward.bus.kafka import CommandPublisher
-
         gateway = CommandGateway(CommandPublisher(settings), store, settings.mutation_timeout_s)
-    jwt_config = api.jwt_config()
-    tokens = TokenStore(store)
+    jwt_config, oidc_config = api.jwt_config(), api.oidc_config()
+    tokens = MirroredTokens(store, api.api_auth_cache_s)
+    read = ReadModel(store, head_ttl_s=3 * api.api_feed_poll_s)
+    mappings = GroupMappings(store, api.api_auth_cache_s)
     services = Services(
-        settings=api, store=store, gateway=gateway, read=ReadModel(store), tokens=tokens,
-        auth=Authenticator(tokens, JwtVerifier(jwt_config) if jwt_config.enabled else None, api.api_auth_cache_s),
-        denials=_denial_auditor(gateway, api), heads=HeadWatch(store, api.api_subscription_poll_s),
+        settings=api, store=store, gateway=gateway, read=read, tokens=tokens,
+        auth=Authenticator(tokens, JwtVerifier(jwt_config) if jwt_config.enabled else None, api.api_auth_cache_s,
+                           oidc=OidcVerifier(oidc_config, mappings.rules) if oidc_config.enabled else None),
+        denials=_denial_auditor(gateway, api), heads=HeadWatch(read, api.api_feed_poll_s),
+        mappings=mappings, owners=Owners(store),
     )
-    limiter = RateLimiter(api.api_rate_per_s, api.api_rate_burst)
-    from steward import metrics_api
-
+    limiter: Limiter = SharedRateLimiter(store, api.api_rate_per_s, api.api_rate_burst, api.api_rate_lease) \
+        if api.api_rate_shared else RateLimiter(api.api_rate_per_s, api.api_rate_burst)
     graphql = StewardGraphQL(services, limiter, [*extra_extensions, metrics_api.RequestMetrics])
 
     async def healthz(_: Request) -> JSONResponse:
-        return JSONResponse({"ok": True, "head": await asyncio.to_thread(store.head)})
+        """Ready when the store answers and the read model has caught up with the log at least once since
+        the process started (a replica still folding its tail is not sent requests: 503)."""
+        head = await asyncio.to_thread(store.head)
+        caught_up = read.caught_up()
+        return JSONResponse({"ok": caught_up, "head": head, "read_model": read.live.position, "pid": os.getpid()},
+                            status_code=200 if caught_up else 503)
+
+    async def signin_config(_: Request) -> JSONResponse:
+        """Which OpenID provider and client the web UI signs in with (public: no secret; ADR 0049)."""
+        return JSONResponse({"issuer": api.oidc_issuer, "clientId": api.oidc_web_client})
 
     flusher: list[asyncio.Task[None]] = []
 
@@ -348,6 +431,7 @@ def build_app(settings: Settings, api: ApiSettings, *, store: EventStore | None 
         asyncio.get_running_loop().set_default_executor(
             ThreadPoolExecutor(max_workers=api.api_threads, thread_name_prefix="steward-api"))
         flusher.append(asyncio.create_task(flush_denials()))
+        services.heads.start()  # the read model's feeder
 
     async def shutdown() -> None:
         for task in flusher:
@@ -358,6 +442,7 @@ def build_app(settings: Settings, api: ApiSettings, *, store: EventStore | None 
 
     app = Starlette(routes=[
         Route("/healthz", healthz),
+        Route("/signin.json", signin_config),
         Route("/metrics", metrics_api.endpoint(services.read)),
         Route(GRAPHQL_PATH, graphql, methods=["GET", "POST"]),
         WebSocketRoute(GRAPHQL_PATH, graphql),

@@ -7,6 +7,8 @@ from dataclasses import dataclass
 
 from sqlalchemy import select
 
+from steward.audit.snapshots import state_at_position
+from steward.audit.verify import verify
 from steward.domain.state import AllocationNode, ClusterNode, Job
 from steward.store import schema
 from steward.store.eventstore import EventStore, RecordedEvent, row_to_recorded
@@ -83,8 +85,6 @@ class StatePage:
 def state_at(store: EventStore, position: int, jobs_first: int) -> StatePage:
     """The state at `position` (`StateAt`: the nearest snapshot's parts plus the tail): the counts come
     from the snapshot's id and state columns, and only the first `jobs_first` jobs are built."""
-    from steward.audit.snapshots import state_at_position
-
     st = state_at_position(store, position)
     counts = st.job_counts()
     return StatePage(
@@ -96,21 +96,32 @@ def state_at(store: EventStore, position: int, jobs_first: int) -> StatePage:
 
 @dataclass(frozen=True, slots=True)
 class VerifyResult:
+    """`to_position` is the last position checked; `truncated` says that positions of the range asked for
+    (up to `asked_to`, or the head) exist past it and were not checked (a request checks at most
+    `VERIFY_LIMIT`), and then `ok` is false: nothing is vouched for that was not checked."""
+
     from_position: int
     to_position: int
     checked: int
     ok: bool
     first_bad_position: int | None
     problem: str | None
+    truncated: bool = False
+    asked_to: int = 0
+    head: int = 0
 
 
 def verify_range(store: EventStore, from_position: int, to_position: int) -> VerifyResult:
-    """Recompute every hash and link in [from, to] (and the signed checkpoints when the range is the whole
-    log), with the auditors' own verifier."""
-    from steward.audit.verify import verify
-
-    to_position = min(to_position, from_position + VERIFY_LIMIT - 1)
-    rep = verify(store, from_position, to_position, checkpoints=False)
+    """Recompute every hash and link in [from, to] (at most `VERIFY_LIMIT` positions), with the auditors'
+    own verifier."""
+    last = min(to_position, from_position + VERIFY_LIMIT - 1)
+    rep = verify(store, from_position, last, checkpoints=False)
+    reached = int(rep["head"])  # the last position checked: `last`, or the log's end before it
+    head = store.head()  # read after the check: a live log may have grown since
+    truncated = last < to_position and head > last
     problem = f"{rep['problem']}: {rep.get('detail', '')}".rstrip(": ") if not rep["ok"] else None
-    return VerifyResult(from_position, int(rep["to"]), int(rep["events"]), bool(rep["ok"]),
-                        rep.get("first_bad_position"), problem)
+    if truncated and problem is None:
+        problem = (f"not checked past position {reached:,}: a request checks at most {VERIFY_LIMIT:,} positions; "
+                   f"ask again from position {reached + 1:,}")
+    return VerifyResult(from_position, reached, int(rep["events"]), bool(rep["ok"]) and not truncated,
+                        rep.get("first_bad_position"), problem, truncated, to_position, head)

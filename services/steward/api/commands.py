@@ -12,7 +12,7 @@ from steward.api.outcomes import OutcomeTail
 from steward.bus.envelope import command_envelope
 from steward.bus.kafka import CommandPublisher
 from steward.domain.commands import Command
-from steward.ledger.core import Ledger
+from steward.ledger.ledger import Ledger
 from steward.logs import current
 from steward.store.eventstore import EventStore, RecordedEvent
 
@@ -36,7 +36,7 @@ class Outcome:
 
 
 class Gateway(Protocol):
-    async def execute(self, command: Command, *, actor: str, role: str) -> Outcome: ...
+    async def execute(self, command: Command, *, actor: str, role: str, actor_name: str = "") -> Outcome: ...
 
     async def publish(self, command: Command, *, actor: str, role: str) -> None:
         """Hand `command` to the ledger without waiting for its outcome (audit records the caller must
@@ -56,8 +56,8 @@ class CommandGateway:
         self.timeout_s = timeout_s
         self.tail = tail or OutcomeTail(store)
 
-    async def execute(self, command: Command, *, actor: str, role: str) -> Outcome:
-        env = command_envelope(command, actor=actor, role=role, correlation_id=current())
+    async def execute(self, command: Command, *, actor: str, role: str, actor_name: str = "") -> Outcome:
+        env = command_envelope(command, actor=actor, role=role, correlation_id=current(), actor_name=actor_name)
         seen = self.tail.expect(env.id)
         try:
             await self.tail.ready()
@@ -94,8 +94,8 @@ class LocalGateway:
         with self._lock:
             self.ledger.process([("local", raw)], {})
 
-    async def execute(self, command: Command, *, actor: str, role: str) -> Outcome:
-        env = command_envelope(command, actor=actor, role=role, correlation_id=current())
+    async def execute(self, command: Command, *, actor: str, role: str, actor_name: str = "") -> Outcome:
+        env = command_envelope(command, actor=actor, role=role, correlation_id=current(), actor_name=actor_name)
         await asyncio.to_thread(self._process, env.encode())
         events = await asyncio.to_thread(self.ledger.store.by_message, env.id)
         return Outcome(env.id, events)

@@ -9,15 +9,19 @@ from typing import Any
 from graphql import GraphQLError
 
 from steward.api.commands import Gateway
-from steward.api.readmodel import ReadModel, Snapshot
+from steward.api.readmodel import ReadModel, ReadView
 from steward.api.settings import ApiSettings
 from steward.api.tail import HeadWatch
 from steward.auth.access import Access, Capability
 from steward.auth.authenticate import Authenticator
 from steward.auth.denials import Denial, DenialAuditor
+from steward.auth.mapping import GroupMappings
+from steward.auth.owners import Owners
 from steward.auth.principal import Principal
 from steward.auth.tokens import TokenStore
 from steward.store.eventstore import EventStore
+
+POSITION_HEADER = "X-Steward-Position"
 
 
 class UserError(GraphQLError):
@@ -52,6 +56,8 @@ class Services:
     auth: Authenticator
     denials: DenialAuditor
     heads: HeadWatch
+    mappings: GroupMappings | None = None  # the group mapping in force (single sign-on)
+    owners: Owners | None = None  # who submitted each job
 
 
 @dataclass(slots=True)
@@ -63,19 +69,27 @@ class Context:
     client: str = ""
     connection_params: dict[str, Any] | None = None
     cache: dict[str, bool] | None = None  # the guard's result-cache flag for this request
-    _snapshot: Snapshot | None = field(default=None, repr=False)
+    refusal: str | None = None  # "rejected" or "unauthorised" when a mutation answered a refusal (fields.py)
+    _view: ReadView | None = field(default=None, repr=False)
 
-    async def snapshot(self) -> Snapshot:
-        snap = self._snapshot
+    async def view(self) -> ReadView:
+        snap = self._view
         if snap is None:
             read = self.services.read
-            snap = read.cached_snapshot()
+            snap = read.cached_view()
             if snap is None:
-                snap = await asyncio.to_thread(read.snapshot)
+                snap = await asyncio.to_thread(read.view)
             if snap.head < read.known_head():
-                self.no_cache()  # the previous snapshot while a newer one loads: not to be served again
-            self._snapshot = snap
+                self.no_cache()  # the previous read view while a newer one loads: not to be served again
+            self._view = snap
         return snap
+
+    def position(self, position: int) -> None:
+        """Tell the client the position its mutation was recorded at (header `X-Steward-Position`): sent
+        back with a later request, no replica answers it from an older position (docs/api.md "Replicas")."""
+        headers = getattr(self.response, "headers", None)
+        if headers is not None:
+            headers[POSITION_HEADER] = str(max(position, int(headers.get(POSITION_HEADER, 0))))
 
     def who(self, operation: str) -> Principal:
         if self.principal is None:
@@ -84,7 +98,7 @@ class Context:
 
     async def access(self, operation: str = "query") -> Access:
         principal = self.who(operation)
-        snap = await self.snapshot()
+        snap = await self.view()
         return Access.of(principal, snap.parents)
 
     def no_cache(self) -> None:

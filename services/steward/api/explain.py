@@ -17,7 +17,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from steward.api.readmodel import QueueItem, Snapshot
+from steward.api.readmodel import QueueItem, ReadView
+from steward.policy.churn import CONSOLIDATE_RULE
+from steward.policy.reasons import moved_words
 from steward.store.eventstore import RecordedEvent
 
 EXPLANATION_EVENTS = ("JobExplained", "JobDeferred")
@@ -71,7 +73,7 @@ def _from_recorded(job_id: str, ev: RecordedEvent, key: str) -> Why:
     )
 
 
-def why_pending(job: dict[str, Any], events: Sequence[RecordedEvent], snap: Snapshot) -> Why:
+def why_pending(job: dict[str, Any], events: Sequence[RecordedEvent], snap: ReadView) -> Why:
     job_id = job["job_id"]
     if job["state"] not in WAITING:
         return Why(job_id, NOT_WAITING, f"job {job_id} is not waiting: it is {job['state']}", "derived")
@@ -84,7 +86,7 @@ def why_pending(job: dict[str, Any], events: Sequence[RecordedEvent], snap: Snap
     return derive_pending(job, snap)
 
 
-def derive_pending(job: dict[str, Any], snap: Snapshot, item: QueueItem | None = None) -> Why:
+def derive_pending(job: dict[str, Any], snap: ReadView, item: QueueItem | None = None) -> Why:
     if item is None:
         item = next((q for q in snap.queue() if q.job["job_id"] == job["job_id"]), None)
     position = item.position if item else None
@@ -115,7 +117,7 @@ def derive_pending(job: dict[str, Any], snap: Snapshot, item: QueueItem | None =
                "derived", 0, scope, None, position, in_project, None, evidence)
 
 
-def order_evidence(job: dict[str, Any], snap: Snapshot) -> dict[str, Any]:
+def order_evidence(job: dict[str, Any], snap: ReadView) -> dict[str, Any]:
     """How the queue is ordered, and the job's project's fair-share standing (ranks, shares, usage)."""
     order = snap.policy_order()
     if order is None:
@@ -125,7 +127,7 @@ def order_evidence(job: dict[str, Any], snap: Snapshot) -> dict[str, Any]:
     return {"order": words, "ordering": order.ordering, "standing": order.standing.get(job["project"])}
 
 
-def queued(job: dict[str, Any], snap: Snapshot, item: QueueItem,
+def queued(job: dict[str, Any], snap: ReadView, item: QueueItem,
            deferral: tuple[int, dict[str, Any]] | None) -> Why:
     """A queue entry's reason: the scheduler's latest recorded explanation (`JobDeferred`) when it is
     newer than the job's last change, else one derived from the projections. Positions are always the
@@ -143,7 +145,89 @@ def queued(job: dict[str, Any], snap: Snapshot, item: QueueItem,
 
 
 def why_preempted(job: dict[str, Any], events: Sequence[RecordedEvent]) -> Why:
+    """The newest preemption as recorded, with its story (`evidence["preemption"]`, `preemption_story`)
+    and words that say who gained, by how much, and the requester's note."""
     rec = _recorded(events, PREEMPTION_EVENTS, "preemption")
     if rec is None:
         return Why(job["job_id"], NOT_PREEMPTED, f"job {job['job_id']} has not been preempted", "derived")
-    return _from_recorded(job["job_id"], rec, "preemption")
+    why = _from_recorded(job["job_id"], rec, "preemption")
+    attempt = rec.payload.get("attempt")
+    request = next((e for e in reversed(events) if e.type == "JobPreemptionRequested" and e.position <= rec.position
+                    and (attempt is None or e.payload.get("attempt") in (None, attempt))), None)
+    story = preemption_story(request.payload if request else None, rec.payload if rec is not request else None)
+    nested = rec.payload.get("preemption")
+    text = why.text if isinstance(nested, dict) and nested.get("text") else preemption_words(job["job_id"], story)
+    return replace(why, text=text, evidence=why.evidence | {"preemption": story})
+
+
+def _part(evidence: dict[str, Any], key: str) -> dict[str, Any]:
+    value = evidence.get(key)
+    return value if isinstance(value, dict) else {}
+
+
+def preemption_story(requested: dict[str, Any] | None, preempted: dict[str, Any] | None) -> dict[str, Any]:
+    """Who gained and by how much, and who asked, from the recorded request (`JobPreemptionRequested`: the
+    scheduler's evidence names the waiting job and its allocation, and the churn rule's gain and cost, see
+    `steward.policy.churn.ChurnCheck.evidence`; a manager's request carries `requested_by` and `note`) and
+    the recorded stop (`JobPreempted`). Times are seconds since the epoch; a viewer shows them in its zone."""
+    req = requested or {}
+    stop = preempted or {}
+    ev: dict[str, Any] = dict(req.get("evidence") or {})
+    stop_ev: dict[str, Any] = dict(stop.get("evidence") or {})
+    waiting, churn, victim = (_part(ev, k) for k in ("waiting", "churn", "victim"))
+    beneficiary = waiting.get("job_id") or req.get("for_job_id") or stop_ev.get("for_job_id") or None
+    lost = ev.get("lost_gpu_s", victim.get("lost_gpu_s"))
+    return {
+        "reason": str(stop.get("reason") or req.get("reason") or ""),
+        "moved": ev.get("rule") == CONSOLIDATE_RULE,  # ADR 0034, 0044: a consolidation move
+        "beneficiary_job_id": beneficiary,
+        "beneficiary_allocation": waiting.get("project"),
+        "beneficiary_gpus": waiting.get("gpus"),
+        "gain_gpu_s": churn.get("gain_gpu_s"),
+        "cost_gpu_s": churn.get("cost_gpu_s", lost),
+        "lost_gpu_s": lost,
+        "requested_by": ev.get("requested_by"),
+        "requested_by_name": ev.get("requested_by_name"),  # the person's name (single sign-on), when one asked
+        "requested_role": ev.get("role"),
+        "note": ev.get("note") or None,
+        "requested_at": req.get("requested_at", stop_ev.get("requested_at")),
+        "grace_s": req.get("grace_s", stop_ev.get("grace_s")),
+        "stopped_at": stop_ev.get("stopped_at"),
+        "requeued": stop.get("requeue", req.get("requeue")),
+    }
+
+
+def person(subject: Any, name: Any) -> str:
+    """A person as the audit trail shows them: "Name (subject)", or the subject alone when no name was given."""
+    return f"{name} ({subject})" if name and name != subject else str(subject)
+
+
+def _gpu_h(gpu_s: Any) -> str:
+    return "unbounded" if isinstance(gpu_s, float) and gpu_s == float("inf") else f"{float(gpu_s) / 3600:.2f} GPU-h"
+
+
+def preemption_words(job_id: str, story: dict[str, Any]) -> str:
+    """`preemption_story` in one sentence (no times: the viewer shows those in its own zone)."""
+    reason = str(story["reason"] or "preemption").replace("_", " ")
+    stopped = "was preempted" if story["stopped_at"] is not None else "is being preempted"
+    parts = [f"job {job_id} {stopped} ({reason})"]
+    if story.get("moved"):
+        parts = [moved_words(job_id, story["stopped_at"] is not None, story["beneficiary_job_id"],
+                             story["beneficiary_allocation"], story["beneficiary_gpus"])]
+    elif story["beneficiary_job_id"]:
+        who = f"job {story['beneficiary_job_id']}"
+        if story["beneficiary_allocation"]:
+            who += f" in allocation {story['beneficiary_allocation']}"
+        if story["beneficiary_gpus"] is not None:
+            who += f", {story['beneficiary_gpus']} GPUs"
+        parts.append(f"to make room for {who}")
+    if story["gain_gpu_s"] is not None and story["cost_gpu_s"] is not None:
+        parts.append(f"it gained {_gpu_h(story['gain_gpu_s'])} of earlier start against "
+                     f"{_gpu_h(story['cost_gpu_s'])} of work lost here")
+    elif story["lost_gpu_s"] is not None:
+        parts.append(f"{_gpu_h(story['lost_gpu_s'])} of work since the last checkpoint was lost")
+    if story["requested_by"]:
+        asked = f"asked by {person(story['requested_by'], story.get('requested_by_name'))}" + (
+            f" ({story['requested_role']})" if story["requested_role"] else "")
+        parts.append(asked + (f": \"{story['note']}\"" if story["note"] else ""))
+    return "; ".join(parts)

@@ -1,21 +1,20 @@
-"""The figures the API serves: the allocation tree's headline figures, and the overview's figures folded
-from the log (DESIGN.md "Owed vs delivered", "Usage window"). Everything is pure except the last section,
-which reads the store and serves the overview over GraphQL.
+"""The figures the API serves: the allocation tree's headline figures, the overview's figures and the budget
+report, folded from the log. The arithmetic is `steward.domain.budget`'s (the one home of entitlement, owed,
+delivered, the ratio, the window and the period); this module is the read model that feeds it the log's
+events. Everything is pure except the section "Reading the store", which reads the store; the GraphQL types and
+resolvers of the overview and the budget report are `steward.api.overview`'s.
 
-For each allocation, over the window [now - window, now]:
-- entitled  = entitlement × capacity × window (GPU-seconds)
-- delivered = GPU-seconds its jobs ran (usage in the window)
+For each allocation, over the window [now - window, now) (`budget.window_bounds`), from every run of every job:
+- entitled  = entitlement × capacity, integrated over the window (GPU-seconds)
+- delivered = GPU-seconds its jobs ran in the window (`usage_in_window` is the same figure)
 - demand    = GPU-seconds its jobs waited or ran
-- owed      = Σ over hours of min(entitlement × capacity × hour, demand in that hour)
+- owed      = Σ over hours of min(entitled in that hour, demand in that hour)
+- ratio     = delivered ÷ owed, as it is (above 1: over-delivery)
 - burn      = GPUs it runs on now ÷ GPUs it is entitled to now (1.0 = exactly its share)
-
-The read model keeps one run interval per job (its latest start), so a job requeued after preemption
-counts from its latest start only; the event-accurate figures come with the store's usage projection.
 """
 
 from __future__ import annotations
 
-import asyncio
 import math
 import threading
 import time
@@ -24,21 +23,19 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-import strawberry
 from sqlalchemy import select
 
-from steward.api.scalars import BigInt
-from steward.domain.periods import add_owed, entitled_gpu_s
-from steward.domain.periods import entitlements as tree_entitlements
+from steward.domain import budget
+from steward.domain.budget import add_owed, entitled_gpu_s, period_bounds, period_id
+from steward.domain.budget import entitlements as tree_entitlements
 from steward.store import schema as tables
 
 if TYPE_CHECKING:
-    from steward.api.context import Context
     from steward.store.eventstore import EventStore
 
 ROOT = "cluster"
-HOUR = 3600.0
-DEFAULT_WINDOW_S = 7 * 24 * HOUR
+HOUR = budget.HOUR_S
+DEFAULT_WINDOW_S = budget.DEFAULT_WINDOW_S
 WAITING = ("QUEUED", "PREEMPTED")
 RUNNING = ("PLACED", "RUNNING")
 
@@ -62,6 +59,12 @@ class AllocationFigures:
     running_jobs: int
     waiting_jobs: int
     waiting_gpus: int
+    window_start: float = 0.0
+    window_end: float = 0.0
+
+    @property
+    def over_delivered(self) -> bool:
+        return budget.over_delivered(self.delivered_over_owed)
 
 
 def entitlements(parents: Mapping[str, str], shares: Mapping[str, float]) -> dict[str, float]:
@@ -88,89 +91,57 @@ def depth_first(parents: Mapping[str, str]) -> list[tuple[str, int]]:
     return out
 
 
-def _overlap(a0: float, a1: float, b0: float, b1: float) -> float:
-    return max(0.0, min(a1, b1) - max(a0, b0))
-
-
-def _add_hourly(buckets: list[float], start: float, end: float, w0: float, gpus: int) -> None:
-    if end <= start:
-        return
-    first = max(0, int((start - w0) // HOUR))
-    last = min(len(buckets) - 1, math.ceil((end - w0) / HOUR) - 1)
-    for h in range(first, last + 1):
-        b0 = w0 + h * HOUR
-        buckets[h] += gpus * _overlap(start, end, b0, b0 + HOUR)
-
-
 def compute(
     allocations: Sequence[Mapping[str, Any]],
     jobs: Iterable[Mapping[str, Any]],
     capacity: int,
     now: float,
-    window_s: float = DEFAULT_WINDOW_S,
+    window_s: float,
+    books: Mapping[str, Mapping[str, float]],
 ) -> list[AllocationFigures]:
-    """Figures for every allocation, depth-first. `jobs` are projection rows with at least project,
-    state, gpus, submitted_at, started_at, ended_at."""
+    """Figures for every allocation, depth-first. `books` are the budget figures of the window per allocation
+    (`budget.FIGURES`, from `OverviewFold.period_figures` over `budget.window_bounds(now, window_s)`); `jobs`
+    are the active jobs' projection rows (project, state, gpus) for what runs and waits now."""
     parents = {r["name"]: r["parent"] for r in allocations}
     shares = {r["name"]: float(r["share"]) for r in allocations}
     ents = entitlements(parents, shares)
     has_children = set(parents.values())
-    w0 = now - window_s
-    hours = max(1, math.ceil(window_s / HOUR))
-    demand: dict[str, list[float]] = {}
-    delivered: dict[str, float] = {}
-    running_gpus: dict[str, int] = {}
-    running_jobs: dict[str, int] = {}
-    waiting_jobs: dict[str, int] = {}
-    waiting_gpus: dict[str, int] = {}
+    w0, w1 = budget.window_bounds(now, window_s)
+    counts: dict[str, list[int]] = {n: [0, 0, 0, 0] for n in parents}  # running gpus, jobs; waiting jobs, gpus
     for j in jobs:
         p = j["project"]
         if p not in parents:
             continue
         gpus = int(j["gpus"])
-        end = j["ended_at"] if j["ended_at"] is not None else now
-        s0 = max(float(j["submitted_at"]), w0)
-        if end > s0:
-            _add_hourly(demand.setdefault(p, [0.0] * hours), s0, min(end, now), w0, gpus)
-        if j["started_at"] is not None:
-            delivered[p] = delivered.get(p, 0.0) + gpus * _overlap(float(j["started_at"]), end, w0, now)
+        c = counts[p]
         if j["state"] in RUNNING:
-            running_gpus[p] = running_gpus.get(p, 0) + gpus
-            running_jobs[p] = running_jobs.get(p, 0) + 1
+            c[0] += gpus
+            c[1] += 1
         elif j["state"] in WAITING:
-            waiting_jobs[p] = waiting_jobs.get(p, 0) + 1
-            waiting_gpus[p] = waiting_gpus.get(p, 0) + gpus
+            c[2] += 1
+            c[3] += gpus
     order = depth_first(parents)
-    # roll the per-project figures up the tree, deepest first
-    sub_demand: dict[str, list[float]] = {n: list(demand.get(n, [0.0] * hours)) for n in parents}
-    sums: dict[str, list[float]] = {n: [delivered.get(n, 0.0), running_gpus.get(n, 0), running_jobs.get(n, 0),
-                                       waiting_jobs.get(n, 0), waiting_gpus.get(n, 0)] for n in parents}
-    for name, _depth in reversed(order):
+    for name, _depth in reversed(order):  # roll the counts up the tree, deepest first
         parent = parents[name]
         if parent in parents:
-            pd = sub_demand[parent]
-            for h, v in enumerate(sub_demand[name]):
-                pd[h] += v
-            ps = sums[parent]
-            for i, v in enumerate(sums[name]):
-                ps[i] += v
+            pc = counts[parent]
+            for i, v in enumerate(counts[name]):
+                pc[i] += v
     out: list[AllocationFigures] = []
+    empty = dict.fromkeys(budget.FIGURES, 0.0)
     for name, depth in order:
         ent = ents[name]
-        per_hour = ent * capacity * HOUR
-        owed = 0.0
-        for h, d in enumerate(sub_demand[name]):
-            span = min(HOUR, max(0.0, window_s - h * HOUR))
-            owed += min(ent * capacity * span, d) if span < HOUR else min(per_hour, d)
-        dlv, rg, rj, wj, wg = sums[name]
+        row = books.get(name, empty)
+        owed, dlv = float(row["owed_gpu_s"]), float(row["delivered_gpu_s"])
+        rg, rj, wj, wg = counts[name]
         entitled_gpus = ent * capacity
         out.append(AllocationFigures(
             name=name, parent=parents[name], depth=depth, share=shares[name], entitlement=ent,
-            is_project=name not in has_children, entitled_in_window=ent * capacity * window_s,
-            usage_in_window=dlv, demand_in_window=sum(sub_demand[name]), owed=owed, delivered=dlv,
-            delivered_over_owed=(dlv / owed) if owed > 0 else None,
-            burn=(rg / entitled_gpus) if entitled_gpus > 0 else None,
-            running_gpus=int(rg), running_jobs=int(rj), waiting_jobs=int(wj), waiting_gpus=int(wg),
+            is_project=name not in has_children, entitled_in_window=float(row["entitled_gpu_s"]),
+            usage_in_window=dlv, demand_in_window=float(row["demand_gpu_s"]), owed=owed, delivered=dlv,
+            delivered_over_owed=budget.ratio(dlv, owed),
+            burn=budget.burn(rg, entitled_gpus),
+            running_gpus=rg, running_jobs=rj, waiting_jobs=wj, waiting_gpus=wg, window_start=w0, window_end=w1,
         ))
     return out
 
@@ -185,8 +156,8 @@ def compute(
 
 DAY = 86400.0
 WEEK_HOURS = 7 * 24
-RUN_ENDS = ("JobCompleted", "JobFailed", "JobCancelled", "JobPreempted", "JobLost")
-DEMAND_ENDS = ("JobCompleted", "JobFailed", "JobCancelled", "SessionRestored")
+RUN_ENDS = budget.RUN_ENDS
+DEMAND_ENDS = budget.DEMAND_ENDS
 OVERVIEW_TYPES = ("AllocationsSet", "NodeRegistered", "JobSubmitted", "JobPlaced", "JobStarted", "JobRequeued",
                   *RUN_ENDS, "SessionRestored", "PeriodClosed")
 JOB_CLASSES = ("debug", "batch", "interactive")
@@ -263,13 +234,13 @@ class OverviewFold:
         if kind == "JobPlaced":
             life.funded = bool(p.get("funded", True))
         elif kind == "JobStarted":
-            life.running_since = at
+            life.running_since = budget.run_start(p, at)
             if life.first_start is None:
                 life.first_start = at
         elif kind == "JobRequeued" and life.wanting_since is None:
             life.wanting_since = at
         if kind in RUN_ENDS and life.running_since is not None:
-            life.runs.append((life.running_since, at, life.funded))
+            life.runs.append((life.running_since, budget.run_end(kind, p, at, life.running_since), life.funded))
             life.running_since = None
         if kind == "JobPreempted":
             self.preemptions.append(at)
@@ -281,12 +252,22 @@ class OverviewFold:
     def period_figures(self, start: float, end: float, now: float) -> dict[str, dict[str, float]]:
         """Owed, delivered, demand, entitled per allocation over [start, end); a period that ended before
         `now` is computed once (the log only grows at its head)."""
-        if end <= now and (start, end) in self.past:
+        if end < now and (start, end) in self.past:
             return self.past[(start, end)]
         figs = period_figures_folded(self, start, end)
-        if end <= now:
+        if end < now:  # a window or period ending now is computed on each read (and not kept)
             self.past[(start, end)] = figs
         return figs
+
+    def projects(self) -> frozenset[str]:
+        """The leaves of the tree as the log set it (the allocations that own jobs)."""
+        parents: dict[str, str] = {}
+        for i in self.tree_events:
+            kind, p, _at = self.history[i]
+            if kind == "AllocationsSet":
+                for child in p["shares"]:
+                    parents[str(child)] = str(p["parent"])
+        return frozenset(set(parents) - set(parents.values()))
 
     def capacity_at(self, t: float) -> int:
         cap = 0
@@ -508,7 +489,7 @@ class PeriodRow:
 
     @property
     def ratio(self) -> float | None:
-        return min(1.0, self.delivered / self.owed) if self.owed > 0 else None
+        return budget.ratio(self.delivered, self.owed)
 
 
 @dataclass(frozen=True, slots=True)
@@ -527,9 +508,8 @@ def _period(pid: str, start: float, end: float, figures: Mapping[str, Mapping[st
     rows = [PeriodRow(n, float(f.get("owed_gpu_s", 0.0)), float(f.get("delivered_gpu_s", 0.0)),
                       float(f.get("demand_gpu_s", 0.0)), float(f.get("entitled_gpu_s", 0.0)))
             for n, f in sorted(figures.items())]
-    owed = sum(r.owed for r in rows if r.name in projects)
-    got = sum(min(r.delivered, r.owed) for r in rows if r.name in projects)
-    return PeriodOwed(pid, start, end, current, recorded, (got / owed) if owed > 0 else None, rows)
+    cluster = budget.delivered_of_owed((r.owed, r.delivered) for r in rows if r.name in projects)
+    return PeriodOwed(pid, start, end, current, recorded, cluster, rows)
 
 
 def owed_delivered_periods(fold: OverviewFold, now: float, period_s: float, past: int,
@@ -537,9 +517,7 @@ def owed_delivered_periods(fold: OverviewFold, now: float, period_s: float, past
     """The current period (from the last boundary to now, computed from the log with the same arithmetic the
     period close uses, steward.domain.periods) and up to `past` closed ones, newest first: from their
     PeriodClosed events, or computed when a period was not closed (yet)."""
-    from steward.domain.periods import period_bounds, period_id
-
-    start = math.floor(now / period_s) * period_s
+    start, _now = budget.current_period(now, period_s)
     figs = fold.period_figures(start, now, now)
     out = [_period(period_id(start, now), start, now, figs, True, False, projects)]
     closed = {(float(p["start"]), float(p["end"])): p for p in fold.periods}
@@ -573,6 +551,7 @@ MAX_RANGE_S = 90 * DAY
 MAX_POINTS = 1000
 MAX_PAST_PERIODS = 24
 RESULT_CACHE = 16
+PINNED_FOLDS = 4
 
 
 class OverviewSource:
@@ -587,6 +566,8 @@ class OverviewSource:
         self.min_age_s = min_age_s
         self.cache: dict[tuple[Any, ...], tuple[int, float, OverviewData]] = {}
         self.computed = 0
+        self.pins: dict[int, tuple[OverviewFold, float]] = {}  # folds up to a pinned position (time travel)
+        self.pin_lock = threading.Lock()
 
     def catch_up(self, store: EventStore, batch: int = 20_000) -> int:
         """Fold the events recorded since the last read; returns how many were read."""
@@ -606,6 +587,47 @@ class OverviewSource:
                 head = store.head()
                 self.fold.position = max(self.fold.position, head)
                 return read
+
+    def pinned(self, store: EventStore, position: int, batch: int = 20_000) -> tuple[OverviewFold, float]:
+        """A fold of the events up to `position` (time travel) and the time that position was recorded: the
+        figures as of a position are a function of the log alone (the fold stops there, `now` is when that
+        position was recorded), so two surfaces asked for the same position give the same answer at any
+        time. The last `PINNED_FOLDS` positions asked are kept."""
+        with self.pin_lock:
+            hit = self.pins.get(position)
+            if hit is not None:
+                return hit
+            t = tables.events
+            fold = OverviewFold()
+            with store.engine.connect() as conn:
+                at = conn.execute(select(t.c.recorded_at).where(t.c.position == position)).scalar()
+                after = 0
+                while True:
+                    rows = conn.execute(
+                        select(t.c.position, t.c.type, t.c.payload, t.c.recorded_at)
+                        .where(t.c.position > after, t.c.position <= position, t.c.type.in_(OVERVIEW_TYPES))
+                        .order_by(t.c.position).limit(batch)).all()
+                    for row in rows:
+                        fold.apply(int(row.position), str(row.type), row.payload, float(row.recorded_at))
+                    if len(rows) < batch:
+                        break
+                    after = int(rows[-1].position)
+                conn.rollback()
+            if at is None:
+                raise LookupError(f"no event at position {position}")
+            fold.position = position
+            if len(self.pins) >= PINNED_FOLDS:
+                self.pins.pop(next(iter(self.pins)))
+            self.pins[position] = (fold, float(at))
+            return fold, float(at)
+
+    def window(self, store: EventStore, now: float, window_s: float) -> tuple[int, dict[str, dict[str, float]]]:
+        """The budget figures per allocation over the window ending `now` (`budget.window_bounds`), and the
+        log position they include."""
+        with self.lock:
+            self.catch_up(store)
+            w0, w1 = budget.window_bounds(now, window_s)
+            return self.fold.position, self.fold.period_figures(w0, w1, now)
 
     def overview(self, store: EventStore, args: OverviewArgs, now: float) -> OverviewData:
         with self.lock:
@@ -654,12 +676,7 @@ def compute_overview(fold: OverviewFold, args: OverviewArgs, until: float, posit
     since = max(args.since if args.since is not None else until - 7 * DAY, first, until - MAX_RANGE_S)
     since = min(since, until - 60.0)
     step = max(1.0, math.ceil((until - since) / args.points))
-    parents: dict[str, str] = {}
-    for kind, p, _at in fold.history:
-        if kind == "AllocationsSet":
-            for child in p["shares"]:
-                parents[str(child)] = str(p["parent"])
-    projects = frozenset(set(parents) - set(parents.values()))
+    projects = fold.projects()
     return OverviewData(
         position=position, since=since, until=until, step=step, capacity=fold.capacity_at(until),
         occupancy=occupancy_series(fold, since, until, step),
@@ -683,106 +700,3 @@ def source_for(store: EventStore) -> OverviewSource:
         return src
 
 
-@strawberry.type(description="Mean GPUs over one step of the occupancy series.")
-class OccupancyPoint:
-    t: float = strawberry.field(description="The step's start (epoch seconds).")
-    funded: float
-    unfunded: float
-    idle: float
-    capacity: float = strawberry.field(description="Mean registered GPUs over the step.")
-
-
-@strawberry.type(description="Waits from submission to first start, per job class, of the jobs submitted in the "
-                             "range; jobs still waiting count with their wait so far.")
-class ClassWait:
-    job_class: str
-    jobs: BigInt
-    started: BigInt
-    waiting: BigInt
-    p50_s: float | None
-    p90_s: float | None
-    max_s: float | None
-
-
-@strawberry.type
-class DayCount:
-    day: str = strawberry.field(description="YYYY-MM-DD in the requested UTC offset.")
-    count: BigInt
-
-
-@strawberry.type(description="Owed vs delivered of one allocation in one period (GPU-seconds).")
-class OwedAllocation:
-    name: str
-    is_project: bool
-    owed: float
-    delivered: float
-    demand: float
-    entitled: float
-    ratio: float | None = strawberry.field(description="delivered / owed, capped at 1 (null: nothing owed).")
-
-
-@strawberry.type(description="One budget period: the current one (computed now) or a past one (from its "
-                             "PeriodClosed event when it was closed).")
-class OwedPeriod:
-    period_id: str
-    start: float
-    end: float
-    current: bool
-    recorded: bool = strawberry.field(description="From a PeriodClosed event (false: computed from the log).")
-    delivered_of_owed: float | None = strawberry.field(description="Over all projects (cluster-wide).")
-    allocations: list[OwedAllocation]
-
-
-@strawberry.type(description="The overview's figures, computed on the server from the log.")
-class Overview:
-    position: BigInt = strawberry.field(description="The log position the figures include.")
-    since: float
-    until: float
-    step_s: float
-    capacity_gpus: BigInt
-    occupancy: list[OccupancyPoint]
-    demand_by_hour_of_week: list[list[float]] = strawberry.field(
-        description="Mean GPUs demanded (waiting or running), [Monday..Sunday][hour 0..23] in the UTC offset.")
-    waits: list[ClassWait]
-    preemptions_per_day: list[DayCount]
-    owed_delivered: list[OwedPeriod] = strawberry.field(
-        description="The current period first, then past ones, newest first; allocations you may see.")
-
-
-async def overview(ctx: Context, since_s: float | None, until_s: float | None, points: int, utc_offset_s: int,
-                   period_s: float, past_periods: int, now: float | None = None) -> Overview:
-    """The `overview` query: every role sees the cluster-wide series; owed vs delivered lists the
-    allocations the principal may see."""
-    from steward.api.context import BadInput  # context imports the read model, which imports this module
-
-    access = await ctx.access("overview")
-    if not 10 <= points <= MAX_POINTS:
-        raise BadInput(f"'points' must be between 10 and {MAX_POINTS}, got {points}")
-    if not -14 * 3600 <= utc_offset_s <= 14 * 3600:
-        raise BadInput(f"'utcOffsetS' must be between -50400 and 50400 seconds, got {utc_offset_s}")
-    if not HOUR <= period_s <= 90 * DAY:
-        raise BadInput(f"'periodS' must be between 3600 and {90 * DAY:.0f} seconds, got {period_s:g}")
-    if not 0 <= past_periods <= MAX_PAST_PERIODS:
-        raise BadInput(f"'pastPeriods' must be between 0 and {MAX_PAST_PERIODS}, got {past_periods}")
-    for name, v in (("sinceS", since_s), ("untilS", until_s)):
-        if v is not None and not math.isfinite(v):
-            raise BadInput(f"'{name}' must be a finite time in epoch seconds")
-    if since_s is not None and until_s is not None and since_s >= until_s:
-        raise BadInput("'sinceS' must be before 'untilS'")
-    args = OverviewArgs(since_s, until_s, points, utc_offset_s, period_s, past_periods)
-    clock = time.time() if now is None else now
-    d = await asyncio.to_thread(source_for(ctx.services.store).overview, ctx.services.store, args, clock)
-    return Overview(
-        position=d.position, since=d.since, until=d.until, step_s=d.step, capacity_gpus=d.capacity,
-        occupancy=[OccupancyPoint(t=o.t, funded=o.funded, unfunded=o.unfunded, idle=o.idle, capacity=o.capacity)
-                   for o in d.occupancy],
-        demand_by_hour_of_week=d.demand,
-        waits=[ClassWait(job_class=w.job_class, jobs=w.jobs, started=w.started, waiting=w.waiting, p50_s=w.p50_s,
-                         p90_s=w.p90_s, max_s=w.max_s) for w in d.waits],
-        preemptions_per_day=[DayCount(day=day, count=n) for day, n in d.preemptions],
-        owed_delivered=[OwedPeriod(
-            period_id=p.period_id, start=p.start, end=p.end, current=p.current, recorded=p.recorded,
-            delivered_of_owed=p.delivered_of_owed,
-            allocations=[OwedAllocation(name=r.name, is_project=r.name in d.projects, owed=r.owed,
-                                        delivered=r.delivered, demand=r.demand, entitled=r.entitled, ratio=r.ratio)
-                         for r in p.rows if access.sees(r.name)]) for p in d.periods])

@@ -7,7 +7,7 @@ at a few submissions per second under load, that was most of the API's queries a
 since it last looked, a small indexed range read, and wakes the mutations whose ids it saw; it runs only
 while some mutation waits.
 
-Ordering: appends are serialised and commit in position order (EventStore.lock_head), so an event
+Ordering: appends are serialised and commit in position order (EventRecorder.lock_head), so an event
 recorded after a command was published has a position above any head read before it was published. A
 waiter therefore registers, then waits until the tail's starting position is set (`ready`), then
 publishes: its outcome cannot fall behind the tail.

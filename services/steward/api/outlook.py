@@ -12,11 +12,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from steward.domain.commands import SubmitJob
+from steward.domain.policy_settings import PolicySettings
 from steward.domain.state import LedgerState
 from steward.policy.debug_quota import debug_quota_gpus
 from steward.policy.model import JobClass, PendingJob
 from steward.policy.outlook import Outlook, outlook
-from steward.policy.settings import PolicySettings
 from steward.scheduler.bridge import (
     HOLDING_STATES,
     WAITING_STATES,

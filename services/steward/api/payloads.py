@@ -209,6 +209,7 @@ class RegisterNodeInput:
 @strawberry.input
 class JobFilter:
     states: list[str] | None = None
+    mine: bool = strawberry.field(default=False, description="Only the jobs you submitted (sessions you opened).")
     project: str | None = None
     job_class: str | None = None
     submitted_after: float | None = None

@@ -20,9 +20,9 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from steward.api.outlook import QuotaFigures, quota_figures
+from steward.domain.policy_settings import PolicySettings
 from steward.domain.state import LedgerState
 from steward.policy.ordering import demand_of, order_pending, standing
-from steward.policy.settings import PolicySettings
 from steward.scheduler.bridge import HOLDING_STATES, policy_node, running_job, snapshot_of
 from steward.scheduler.service import SchedulerState
 from steward.store.eventstore import EventStore

@@ -1,22 +1,25 @@
-"""What the API reads: the projections, taken once per store head and shared by every request until the
-head moves (the figures also age with the clock). Synchronous; the schema calls it in a thread."""
+"""What the API reads: the projections as the read model in memory holds them (`steward.api.live`, fed in
+order from the log), shared by every request (the figures also age with the clock). Synchronous; the
+schema calls what may wait in a thread."""
 
 from __future__ import annotations
 
+import asyncio
+import math
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from sqlalchemy import or_, select
+from sqlalchemy import select
 
 from steward.api import figures
+from steward.api.live import LiveModel
 from steward.api.queue import PolicyOrder, PolicyQueue
+from steward.audit.snapshots import events_for_fold, load_snapshot
 from steward.store import schema
 from steward.store.eventstore import EventStore
-
-ACTIVE = ("QUEUED", "PREEMPTED", "PLACED", "RUNNING")
 
 
 @dataclass(frozen=True, slots=True)
@@ -27,7 +30,10 @@ class QueueItem:
 
 
 @dataclass(slots=True)
-class Snapshot:
+class ReadView:
+    """The projections at one head as the API reads them (a read view: not a stored snapshot of the audit,
+    nor the policy's `Snapshot` of one cycle; docs/architecture.md "Names")."""
+
     head: int
     allocations: list[dict[str, Any]]
     nodes: list[dict[str, Any]]
@@ -46,7 +52,7 @@ class Snapshot:
     def queue(self) -> list[QueueItem]:
         """Waiting jobs in the order the scheduler takes them now (steward.api.queue: the policy's own
         ordering on the scheduler's view of the log), with their position overall and in their project.
-        Without a policy view (a bare snapshot), priority then submit time."""
+        Without a policy view (a bare read view), priority then submit time."""
         order = self.policy.order(self.head) if self.policy is not None else None
         if self._queue is None or order is not self._queue_order:
             waiting = {j["job_id"]: j for j in self.active_jobs if j["state"] == "QUEUED"}
@@ -74,7 +80,7 @@ class Snapshot:
         return self._queue if order is not None and order is self._queue_order else None
 
     def policy_order(self) -> PolicyOrder | None:
-        """The policy order behind `queue()` (None for a bare snapshot)."""
+        """The policy order behind `queue()` (None for a bare read view)."""
         self.queue()
         return self._queue_order
 
@@ -99,56 +105,138 @@ class Snapshot:
         return self._used
 
 
+def stored_deferrals(store: EventStore, job_ids: list[str], upto: int) -> dict[str, tuple[int, dict[str, Any]]]:
+    """The latest `JobDeferred` explanation of each of `job_ids` recorded up to `upto`, with its position (what
+    a read model started from a snapshot knows of waits deferred before it)."""
+    if not job_ids:
+        return {}
+    t = schema.events
+    out: dict[str, tuple[int, dict[str, Any]]] = {}
+    with store.engine.connect() as conn:
+        for chunk in range(0, len(job_ids), 500):
+            q = select(t.c.stream_id, t.c.position, t.c.payload).where(
+                t.c.stream_id.in_([f"job-{j}" for j in job_ids[chunk:chunk + 500]]), t.c.type == "JobDeferred",
+                t.c.position <= upto).order_by(t.c.position)
+            for row in conn.execute(q):
+                payload: Any = row.payload
+                explanation = payload.get("explanation") if isinstance(payload, dict) else None
+                if isinstance(explanation, dict):
+                    out[str(row.stream_id).removeprefix("job-")] = (int(row.position), explanation)
+        conn.rollback()
+    return out
+
+
 class ReadModel:
-    def __init__(self, store: EventStore, clock: Callable[[], float] = time.time, head_ttl_s: float = 0.05,
-                 figures_ttl_s: float = 5.0) -> None:
+    """The API's reads, from the read model in memory (`steward.api.live.LiveModel`, fed from the log's
+    tail): no store round trip per request. The feed is caught up by the API's feeder task every
+    `head_ttl_s` at most, and by a request that finds it older than that (one at a time: the others read
+    what is published meanwhile, never older than `floor`)."""
+
+    def __init__(self, store: EventStore, clock: Callable[[], float] = time.time, head_ttl_s: float = 0.3,
+                 figures_ttl_s: float = 5.0, reach_timeout_s: float = 2.0, live: LiveModel | None = None) -> None:
         self.store = store
         self.clock = clock
         self.head_ttl_s = head_ttl_s
         self.figures_ttl_s = figures_ttl_s
-        self._lock = threading.Lock()  # the snapshot's
+        self.reach_timeout_s = reach_timeout_s
         self._figures_lock = threading.Lock()
-        self._counts_lock = threading.Lock()
+        self._catch_up_lock = threading.Lock()
         # the highest position a mutation through this process saw: nothing older is ever served
         self.floor = 0
-        self._head: tuple[float, int] = (-1.0, -1)
-        self._snapshot: Snapshot | None = None
+        self._checked = -math.inf  # monotonic time of the last catch-up that reached the store's head
+        self.live = live or LiveModel(lambda after: events_for_fold(store, after), start=load_snapshot(store),
+                                      deferred=lambda job_ids, upto: stored_deferrals(store, job_ids, upto))
+        self._view: ReadView | None = None
         self._figures: dict[float, tuple[int, float, list[figures.AllocationFigures]]] = {}
-        self._counts: tuple[int, dict[str, int]] | None = None
-        self._deferrals: tuple[int, tuple[str, ...], dict[str, tuple[int, dict[str, Any]]]] | None = None
         self.policy = PolicyQueue(store, clock=clock)
 
-    def head(self) -> int:
-        now = time.monotonic()
-        checked, head = self._head
-        if now - checked < self.head_ttl_s:
-            return head
-        head = self.store.head()
-        self._head = (now, head)
-        return head
+    # -- the feed ---------------------------------------------------------------------------------
 
-    def fresh_head(self) -> int | None:
-        """The head if it was read from the store within `head_ttl_s`, else None (read it with `head`)."""
-        checked, head = self._head
-        return head if time.monotonic() - checked < self.head_ttl_s else None
+    def refresh(self, force: bool = False) -> None:
+        """Catch the read model up with the log when it was last caught up more than `head_ttl_s` ago (or
+        `force`); while another thread is catching up, return at once (its result is published whole)."""
+        if not force and time.monotonic() - self._checked < self.head_ttl_s:
+            return
+        if not self._catch_up_lock.acquire(blocking=force or self.live.position < self.floor):
+            return
+        try:
+            started = time.monotonic()
+            self.live.catch_up()
+            self._checked = started
+        finally:
+            self._catch_up_lock.release()
+
+    def reach(self, position: int) -> bool:
+        """Read-your-writes: the read model at `position` or later (caught up now, retried for up to
+        `reach_timeout_s`); nothing older than the highest such position is served from then on.
+        Blocking: call in a thread (`reached` when on the event loop)."""
+        self.floor = max(self.floor, position)
+        deadline = time.monotonic() + self.reach_timeout_s
+        while self.live.position < position:
+            self.refresh(force=True)
+            if self.live.position >= position or time.monotonic() > deadline:
+                break
+            time.sleep(0.01)
+        return self.live.position >= position
+
+    async def reached(self, position: int) -> bool:
+        """`reach` from the event loop, without a thread when the model is already there."""
+        self.floor = max(self.floor, position)
+        if self.live.position >= position:
+            return True
+        return await asyncio.to_thread(self.reach, position)
 
     def saw(self, position: int) -> None:
-        """A mutation's outcome was recorded at `position`: read-your-writes from here on."""
+        """A mutation's outcome was recorded at `position` (`reach` without waiting)."""
         self.floor = max(self.floor, position)
-        if position > self._head[1]:
-            self._head = (-1.0, position)
 
-    def cached_snapshot(self) -> Snapshot | None:
-        """The snapshot when it is known to be current without asking the store (the head was read within
-        `head_ttl_s` and the snapshot is at least there), else None: callable on the event loop, so a
-        request does not hop to a thread for an answer already in memory."""
-        head = self.fresh_head()
-        snap = self._snapshot
-        return snap if head is not None and snap is not None and snap.head >= head else None
+    def caught_up(self) -> bool:
+        """Whether the read model has caught up with the log since the process started."""
+        return self._checked > -math.inf
+
+    def head(self) -> int:
+        """The position the read model is at, caught up first when older than `head_ttl_s`."""
+        self.refresh()
+        return self.live.position
+
+    def fresh_head(self) -> int | None:
+        """The read model's position if it was caught up within `head_ttl_s` and is not behind `floor`,
+        else None (read it with `head`)."""
+        position = self.live.position
+        fresh = time.monotonic() - self._checked < self.head_ttl_s and position >= self.floor
+        return position if fresh else None
+
+    def known_head(self) -> int:
+        """The newest position this process has folded or been told of (no IO)."""
+        return max(self.live.position, self.floor)
+
+    # -- the dashboard's reads --------------------------------------------------------------------
+
+    def _published_view(self) -> ReadView:
+        published = self.live.published
+        snap = self._view
+        if snap is None or snap.head != published.position:
+            snap = ReadView(published.position, published.allocations, published.nodes, published.active_jobs,
+                            {a["name"]: a["parent"] for a in published.allocations}, self.policy)
+            self._view = snap
+        return snap
+
+    def cached_view(self) -> ReadView | None:
+        """The read view when it is known to be current without reading the store (caught up within
+        `head_ttl_s`), else None: callable on the event loop."""
+        return self._published_view() if self.fresh_head() is not None else None
+
+    def view(self) -> ReadView:
+        """The projections at the read model's position (caught up first when older than `head_ttl_s`,
+        and never behind `floor`)."""
+        self.refresh()
+        if self.live.position < self.floor:
+            self.reach(self.floor)
+        return self._published_view()
 
     def cached_figures(self, window_s: float) -> list[figures.AllocationFigures] | None:
         """`figures(window_s)` when it is cached and current (no IO), else None."""
-        snap = self.cached_snapshot()
+        snap = self.cached_view()
         hit = self._figures.get(window_s)
         if snap is not None and hit is not None and hit[0] == snap.head and self.clock() - hit[1] < self.figures_ttl_s:
             return hit[2]
@@ -156,47 +244,12 @@ class ReadModel:
 
     def cached_job_counts(self) -> dict[str, int] | None:
         """`job_counts()` when it is current (no IO), else None."""
-        head = self.fresh_head()
-        hit = self._counts
-        return hit[1] if head is not None and hit is not None and hit[0] >= head else None
-
-    def snapshot(self) -> Snapshot:
-        """The projections at the head; while another thread is already reading a newer one, the previous
-        snapshot (never older than `floor`): under a stream of appends, requests do not queue behind
-        each other's reloads. A caller that may cache its answer compares `.head` with `known_head()`."""
-        head = self.head()
-        snap = self._snapshot
-        if snap is not None and snap.head >= head:
-            return snap
-        if not self._lock.acquire(blocking=False):
-            if snap is not None and snap.head >= self.floor:
-                return snap
-            self._lock.acquire()
-        try:
-            snap = self._snapshot
-            if snap is not None and snap.head >= head:
-                return snap
-            with self.store.engine.connect() as conn:
-                allocations = [dict(r._mapping) for r in conn.execute(
-                    select(schema.proj_allocations).order_by(schema.proj_allocations.c.name))]
-                nodes = [dict(r._mapping) for r in conn.execute(
-                    select(schema.proj_nodes).order_by(schema.proj_nodes.c.node_id))]
-                jobs = [dict(r._mapping) for r in conn.execute(
-                    select(schema.proj_jobs).where(schema.proj_jobs.c.state.in_(ACTIVE)))]
-                conn.rollback()
-            snap = Snapshot(head, allocations, nodes, jobs, {a["name"]: a["parent"] for a in allocations},
-                            self.policy)
-            self._snapshot = snap
-            return snap
-        finally:
-            self._lock.release()
-
-    def known_head(self) -> int:
-        """The newest head this process has read or been told of (no IO)."""
-        return self._head[1]
+        return self.live.published.counts if self.fresh_head() is not None else None
 
     def figures(self, window_s: float) -> list[figures.AllocationFigures]:
-        snap = self.snapshot()
+        """The budget figures (`steward.api.figures.compute`, the domain's rules) at the view's position,
+        computed once per position and `figures_ttl_s`."""
+        snap = self.view()
         now = self.clock()
         hit = self._figures.get(window_s)
         if hit is not None and hit[0] == snap.head and now - hit[1] < self.figures_ttl_s:
@@ -210,14 +263,8 @@ class ReadModel:
             hit = self._figures.get(window_s)
             if hit is not None and hit[0] == snap.head and now - hit[1] < self.figures_ttl_s:
                 return hit[2]
-            q = select(schema.proj_jobs.c.project, schema.proj_jobs.c.state, schema.proj_jobs.c.gpus,
-                       schema.proj_jobs.c.submitted_at, schema.proj_jobs.c.started_at,
-                       schema.proj_jobs.c.ended_at).where(
-                or_(schema.proj_jobs.c.ended_at.is_(None), schema.proj_jobs.c.ended_at >= now - window_s))
-            with self.store.engine.connect() as conn:
-                rows = [dict(r._mapping) for r in conn.execute(q)]
-                conn.rollback()
-            out = figures.compute(snap.allocations, rows, snap.capacity, now, window_s)
+            _position, books = figures.source_for(self.store).window(self.store, now, window_s)
+            out = figures.compute(snap.allocations, snap.active_jobs, snap.capacity, now, window_s, books)
             if len(self._figures) > 16:
                 self._figures.clear()
             self._figures[window_s] = (snap.head, now, out)
@@ -230,94 +277,43 @@ class ReadModel:
         hit = self._figures.get(window_s)
         return hit[0] if hit is not None else -1
 
-    # -- rows that are not cached ----------------------------------------------------------------
-
     def job(self, job_id: str) -> dict[str, Any] | None:
-        with self.store.engine.connect() as conn:
-            row = conn.execute(select(schema.proj_jobs).where(schema.proj_jobs.c.job_id == job_id)).first()
-            conn.rollback()
-        return dict(row._mapping) if row else None
+        self.view()
+        return self.live.job(job_id)
 
     def jobs_page(self, *, projects: frozenset[str] | None, states: list[str] | None, project: str | None,
                   job_class: str | None, submitted_after: float | None, submitted_before: float | None,
-                  after: tuple[float, str] | None, limit: int) -> list[dict[str, Any]]:
-        """Newest first, keyset-paginated on (submitted_at, job_id)."""
-        t = schema.proj_jobs
-        q = select(t).order_by(t.c.submitted_at.desc(), t.c.job_id.desc()).limit(limit)
-        if projects is not None:
-            q = q.where(t.c.project.in_(sorted(projects)))
-        if states:
-            q = q.where(t.c.state.in_(states))
-        if project:
-            q = q.where(t.c.project == project)
-        if job_class:
-            q = q.where(t.c.job_class == job_class)
-        if submitted_after is not None:
-            q = q.where(t.c.submitted_at >= submitted_after)
-        if submitted_before is not None:
-            q = q.where(t.c.submitted_at < submitted_before)
-        if after is not None:
-            ts, jid = after
-            q = q.where(or_(t.c.submitted_at < ts, (t.c.submitted_at == ts) & (t.c.job_id < jid)))
-        with self.store.engine.connect() as conn:
-            rows = [dict(r._mapping) for r in conn.execute(q)]
-            conn.rollback()
-        return rows
+                  after: tuple[float, str] | None, limit: int,
+                  job_ids: frozenset[str] | None = None) -> list[dict[str, Any]]:
+        """Newest first, keyset-paginated on (submitted_at, job_id); `job_ids` narrows to those jobs ("mine")."""
+        self.view()
+        return self.live.jobs_page(projects=projects, states=states, project=project, job_class=job_class,
+                                   submitted_after=submitted_after, submitted_before=submitted_before,
+                                   after=after, limit=limit, job_ids=job_ids)
 
     def deferrals(self, job_ids: list[str]) -> dict[str, tuple[int, dict[str, Any]]]:
-        """The latest `JobDeferred` explanation of each job (the scheduler's reason code, the amount
-        blocking, its evidence), with the position it was recorded at."""
-        if not job_ids:
-            return {}
-        t = schema.events
-        q = select(t.c.stream_id, t.c.position, t.c.payload).where(
-            t.c.stream_id.in_([f"job-{j}" for j in job_ids]), t.c.type == "JobDeferred").order_by(t.c.position)
-        with self.store.engine.connect() as conn:
-            rows = conn.execute(q).all()
-            conn.rollback()
-        out: dict[str, tuple[int, dict[str, Any]]] = {}
-        for row in rows:
-            payload: Any = row.payload
-            explanation = payload.get("explanation") if isinstance(payload, dict) else None
-            if isinstance(explanation, dict):
-                out[str(row.stream_id).removeprefix("job-")] = (int(row.position), explanation)
-        return out
+        """The latest `JobDeferred` explanation of each (active) job (the scheduler's reason code, the
+        amount blocking, its evidence), with the position it was recorded at."""
+        return self.cached_deferrals(self.view().head, job_ids) or {}
 
     def cached_deferrals(self, head: int, job_ids: list[str]) -> dict[str, tuple[int, dict[str, Any]]] | None:
-        """`deferrals(job_ids)` as last read at `head` for the same jobs (no IO), else None."""
-        hit = self._deferrals
-        return hit[2] if hit is not None and hit[0] == head and hit[1] == tuple(job_ids) else None
+        """`deferrals(job_ids)` as published at `head` or later (no IO)."""
+        published = self.live.published
+        if published.position < head:
+            return None
+        return {j: published.deferrals[j] for j in job_ids if j in published.deferrals}
 
     def deferrals_at(self, head: int, job_ids: list[str]) -> dict[str, tuple[int, dict[str, Any]]]:
-        """`deferrals(job_ids)`, remembered for `head` (the queue's first page is asked for again and
-        again until the log moves)."""
-        out = self.deferrals(job_ids)
-        self._deferrals = (head, tuple(job_ids), out)
-        return out
+        """`deferrals(job_ids)` at `head` or later."""
+        if self.live.position < head:
+            self.reach(head)
+        return self.cached_deferrals(min(head, self.live.position), job_ids) or {}
 
     def job_counts(self) -> dict[str, int]:
-        """Jobs per state, once per head."""
-        from sqlalchemy import func
-
-        head = self.head()
-        hit = self._counts
-        if hit is not None and hit[0] >= head:
-            return hit[1]
-        if not self._counts_lock.acquire(blocking=False):
-            if hit is not None and hit[0] >= self.floor:
-                return hit[1]  # another thread is counting: the previous counts meanwhile (counts_head)
-            self._counts_lock.acquire()
-        try:
-            t = schema.proj_jobs
-            with self.store.engine.connect() as conn:
-                rows = conn.execute(select(t.c.state, func.count()).group_by(t.c.state)).all()
-                conn.rollback()
-            counts = {r[0]: int(r[1]) for r in rows}
-            self._counts = (head, counts)
-            return counts
-        finally:
-            self._counts_lock.release()
+        """Jobs per state."""
+        self.view()
+        return self.live.published.counts
 
     def counts_head(self) -> int:
-        """The head the last job counts were read at (-1: none)."""
-        return self._counts[0] if self._counts is not None else -1
+        """The position the job counts are at."""
+        return self.live.position

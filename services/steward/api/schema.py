@@ -10,13 +10,14 @@ typed user errors (`extensions.code`) for role-level refusals and bad arguments.
 from __future__ import annotations
 
 import asyncio
+import logging
 import uuid
-from collections.abc import AsyncGenerator, Sequence
+from collections.abc import AsyncGenerator, Iterator, Sequence
 from dataclasses import replace
 from typing import Any
 
 import strawberry
-from graphql import GraphQLError
+from graphql import GraphQLError, OperationDefinitionNode
 from strawberry.extensions import (
     AddValidationRules,
     MaskErrors,
@@ -29,11 +30,13 @@ from strawberry.extensions import (
 )
 from strawberry.types import Info
 
-from steward.api import audit, fields, figures, whatif
+from steward.api import audit, fields, history, identity, whatif
+from steward.api import overview as reports
 from steward.api.commands import Outcome, OutcomeTimeout
-from steward.api.context import BadInput, Context, UserError
+from steward.api.context import BadInput, Context, Forbidden, UserError
 from steward.api.explain import WAITING, queued, why_pending, why_preempted
 from steward.api.figures import DEFAULT_WINDOW_S
+from steward.api.notifications import NotificationQueries, SetNotificationsResult, set_notifications
 from steward.api.payloads import (
     AllocationsChanged,
     CancelJobResult,
@@ -74,7 +77,7 @@ from steward.api.payloads import (
     TokenRevoked,
     outlook_of,
 )
-from steward.api.readmodel import Snapshot
+from steward.api.readmodel import ReadView
 from steward.api.scalars import BigInt
 from steward.api.types import (
     AccessDenial,
@@ -119,12 +122,19 @@ from steward.domain.commands import (
     RestoreSession,
     ResumeNode,
     SetAllocations,
+    SetGroupMapping,
     SetPolicy,
     SubmitJob,
 )
-from steward.domain.decide import MAX_MIN_RUNTIME_S, require_known_project, require_valid_job_shape
+from steward.domain.decide import (
+    MAX_MIN_RUNTIME_S,
+    require_known_project,
+    require_placeable,
+    require_valid_job_shape,
+)
 from steward.domain.errors import DomainError
-from steward.domain.state import JOB_STATES, AllocationNode, LedgerState
+from steward.domain.ids import id_problem, require_new_ids, shown
+from steward.domain.state import JOB_STATES, AllocationNode, ClusterNode, LedgerState
 
 NOT_FOUND_OR_NOT_YOURS = "no {kind} '{id}' that you may {verb}"
 SESSION_CAP_S = 8 * 3600.0
@@ -151,18 +161,29 @@ def _rejected(outcome: Outcome) -> Rejected | None:
 async def _execute(ctx: Context, command: Command) -> Outcome:
     principal = ctx.who(command.TYPE)
     try:
-        outcome = await ctx.services.gateway.execute(command, actor=principal.subject, role=principal.role.value)
+        require_new_ids(command)  # the ledger's rule (steward.domain.ids), answered before a round trip
+    except DomainError as err:
+        raise BadInput(err.message) from None
+    try:
+        outcome = await ctx.services.gateway.execute(command, actor=principal.subject, role=principal.role.value,
+                                                     actor_name=principal.name)
     except OutcomeTimeout as err:
         raise UserError(str(err), "OUTCOME_TIMEOUT") from None
-    ctx.services.read.saw(outcome.position)
-    ctx._snapshot = None
+    await ctx.services.read.reached(outcome.position)  # read-your-writes (docs/api.md "Replicas")
+    ctx.position(outcome.position)
+    ctx._view = None
     return outcome
 
 
-def _ledger_state(snap: Snapshot) -> LedgerState:
+def _ledger_state(snap: ReadView) -> LedgerState:
+    """The part of the ledger's state a submit is checked against: the org tree and the nodes."""
     return LedgerState(allocations={a["name"]: AllocationNode(a["name"], a["parent"], a["share"],
                                                               a.get("debug_quota_gpus"))
-                                    for a in snap.allocations})
+                                    for a in snap.allocations},
+                       nodes={n["node_id"]: ClusterNode(n["node_id"], int(n["gpus"]), n["gpu_model"],
+                                                        tuple(n["path"]), n["executor"], n["state"],
+                                                        int(n.get("foreign_gpus", 0)))
+                              for n in snap.nodes})
 
 
 async def _visible_job(ctx: Context, job_id: str, operation: str) -> tuple[dict[str, Any] | None, Access]:
@@ -180,7 +201,7 @@ async def _visible_job(ctx: Context, job_id: str, operation: str) -> tuple[dict[
 
 
 @strawberry.type
-class Query:
+class Query(NotificationQueries):  # notifications' queries: steward.api.notifications
     @fields.field("Liveness (needs no data access).")
     def health(self) -> str:
         return "ok"
@@ -190,7 +211,7 @@ class Query:
         access = await _ctx(info).access("me")
         p = access.principal
         return Me(subject=p.subject, role=p.role.value, scopes=list(p.scopes), token_id=p.token_id, via=p.via,
-                  capabilities=sorted(c.value for c in Capability if access.can(c)))
+                  capabilities=sorted(c.value for c in Capability if access.can(c)), name=p.display)
 
     @fields.field("The allocation tree (depth-first, flat: name, parent, depth) with "
                                   "entitlement, usage in the window, owed vs delivered and burn. "
@@ -198,6 +219,21 @@ class Query:
     async def allocations(self, info: Info[Context, None], window_s: float = DEFAULT_WINDOW_S,
                           under: str | None = None) -> list[Allocation]:
         return await _allocations(_ctx(info), window_s, under, "allocations")
+
+    @fields.field("The allocation history, newest first: one entry per allocation a recorded change named (who, "
+                  "when, why, share and debug quota before -> after). Only allocations you may see (managers: "
+                  "their subtree); `under` narrows it to one node's subtree; at most `first` entries.")
+    async def allocation_history(self, info: Info[Context, None], under: str | None = None,
+                                 first: int = 100) -> list[history.AllocationChangeEntry]:
+        ctx = _ctx(info)
+        n = _page_size(ctx, first)
+        access = await ctx.access("allocationHistory")
+        if under is not None and under != ROOT and not access.sees(under):
+            await ctx.deny("allocationHistory", f"allocation:{under}", "outside the principal's scopes")
+            return []
+        changes = await asyncio.to_thread(history.read_allocation_changes, ctx.services.store)
+        only = subtree((await ctx.view()).parents, [under]) if under is not None and under != ROOT else None
+        return [history.AllocationChangeEntry.of(c) for c in history.visible_changes(changes, access.sees, only, n)]
 
     @fields.field("The submit preview: what this job would get if submitted now (funded, or unfunded and why; its "
                   "protection; for debug work whether it is inside its allocation's debug quota). Nothing is "
@@ -225,8 +261,18 @@ class Query:
                   "past ones (from PeriodClosed events).")
     async def overview(self, info: Info[Context, None], since_s: float | None = None, until_s: float | None = None,
                        points: int = 240, utc_offset_s: int = 0, period_s: float = 86400.0,
-                       past_periods: int = 3) -> figures.Overview:
-        return await figures.overview(_ctx(info), since_s, until_s, points, utc_offset_s, period_s, past_periods)
+                       past_periods: int = 3) -> reports.Overview:
+        return await reports.overview(_ctx(info), since_s, until_s, points, utc_offset_s, period_s, past_periods)
+
+    @fields.field("The budget report: owed vs delivered per allocation for the current period and the "
+                  "`periods` - 1 before it (periods of `periodS`, aligned to the epoch), with the same rows as CSV. "
+                  "Time travel: `position` pins it to the log up to that position (figures to the time it was "
+                  "recorded), `at` to the events recorded by that time (epoch seconds); either answers the same "
+                  "whenever asked. A position past the head or a time before the log starts is refused.")
+    async def budget_report(self, info: Info[Context, None], period_s: float = 86400.0, periods: int = 7,
+                            position: BigInt | None = None, at: float | None = None) -> reports.BudgetReport:
+        return await reports.budget_report(_ctx(info), period_s, periods, position=None if position is None
+                                           else int(position), at=at)
 
     @fields.field("What-if: replay the jobs of the last `windowS` (at most `maxJobs`, newest kept) through the "
                   "simulator with the current tree and with `parent`'s children re-shared as proposed; owed vs "
@@ -269,7 +315,7 @@ class Query:
         ctx = _ctx(info)
         n = _page_size(ctx, first)
         access = await ctx.access("queue")
-        snap = await ctx.snapshot()
+        snap = await ctx.view()
         if project is not None and not access.sees(project):
             await ctx.deny("queue", f"project:{project}", "outside the principal's scopes")
             return Queue(waiting=0, waiting_gpus=0, entries=[])
@@ -305,7 +351,7 @@ class Query:
         if row is None:
             return None
         events = await asyncio.to_thread(ctx.services.store.stream, f"job-{row['job_id']}")
-        snap = await ctx.snapshot()
+        snap = await ctx.view()
         return Explanation.of(await asyncio.to_thread(why_pending, row, events, snap))
 
     @fields.field("Why a job was preempted: plain words and evidence (null: no such job).")
@@ -321,7 +367,7 @@ class Query:
     async def nodes(self, info: Info[Context, None]) -> list[Node]:
         ctx = _ctx(info)
         access = await ctx.access("nodes")
-        snap = await ctx.snapshot()
+        snap = await ctx.view()
         used = snap.used_gpus()
         on_node: dict[str, list[str]] = {}
         others: dict[str, int] = {}
@@ -334,24 +380,26 @@ class Query:
                         others[node] = others.get(node, 0) + 1
         return [Node(id=n["node_id"], gpus=n["gpus"], gpu_model=n["gpu_model"], path=list(n["path"]),
                      executor=n["executor"], state=n["state"], used_gpus=used.get(n["node_id"], 0),
-                     free_gpus=n["gpus"] - used.get(n["node_id"], 0), jobs=sorted(on_node.get(n["node_id"], [])),
-                     other_jobs=others.get(n["node_id"], 0)) for n in snap.nodes]
+                     free_gpus=max(0, n["gpus"] - used.get(n["node_id"], 0) - n.get("foreign_gpus", 0)),
+                     jobs=sorted(on_node.get(n["node_id"], [])), other_jobs=others.get(n["node_id"], 0),
+                     foreign_gpus=n.get("foreign_gpus", 0)) for n in snap.nodes]
 
     @fields.field("Topology domains (every prefix of the nodes' paths) with occupancy.")
     async def topology(self, info: Info[Context, None]) -> list[Domain]:
         ctx = _ctx(info)
         await ctx.access("topology")
-        snap = await ctx.snapshot()
+        snap = await ctx.view()
         used = snap.used_gpus()
         agg: dict[tuple[str, ...], list[int]] = {}
         for n in snap.nodes:
             path = tuple(n["path"])
-            free = n["gpus"] - used.get(n["node_id"], 0) if n["state"] == "ready" else 0
+            busy = used.get(n["node_id"], 0) + n.get("foreign_gpus", 0)
+            free = max(0, n["gpus"] - busy) if n["state"] == "ready" else 0
             for d in range(len(path) + 1):
                 a = agg.setdefault(path[:d], [0, 0, 0, 0])
                 a[0] += 1
                 a[1] += n["gpus"]
-                a[2] += used.get(n["node_id"], 0)
+                a[2] += min(n["gpus"], busy)
                 a[3] = max(a[3], free)
         return [Domain(path=list(p), depth=len(p), nodes=a[0], gpus=a[1], used_gpus=a[2], free_gpus=a[1] - a[2],
                        largest_free_on_one_node=a[3]) for p, a in sorted(agg.items())]
@@ -418,8 +466,9 @@ class Query:
                   for j in page.jobs],
             jobs_truncated=page.jobs_total > n)
 
-    @fields.field("Recompute the hash chain over [fromPosition, toPosition] "
-                                  "(auditors, admins); toPosition defaults to the head.")
+    @fields.field("Recompute the hash chain over [fromPosition, toPosition] (auditors, admins); toPosition "
+                  "defaults to the head. One request checks at most 500,000 positions: past that the answer "
+                  "says `truncated` and the last position it checked, and is not ok.")
     async def verify(self, info: Info[Context, None], from_position: BigInt = 1,
                      to_position: BigInt | None = None) -> Verification:
         ctx = _ctx(info)
@@ -430,7 +479,19 @@ class Query:
             raise BadInput("need 1 <= fromPosition <= toPosition + 1")
         r = await asyncio.to_thread(audit.verify_range, store, from_position, to)
         return Verification(from_position=r.from_position, to_position=r.to_position, checked=r.checked, ok=r.ok,
-                            first_bad_position=r.first_bad_position, problem=r.problem)
+                            first_bad_position=r.first_bad_position, problem=r.problem, truncated=r.truncated,
+                            asked_to_position=r.asked_to, head=r.head)
+
+    @fields.field("The group mapping in force: which role and scopes each group of the OpenID provider gives "
+                  "(admins and auditors).")
+    async def group_mapping(self, info: Info[Context, None]) -> identity.GroupMapping:
+        ctx = _ctx(info)
+        ctx.no_cache()
+        access = await ctx.access("groupMapping")
+        if not (access.can(Capability.manage_identities) or access.can(Capability.read_audit)):
+            await ctx.deny("groupMapping", "*", f"role {access.role.value} may not read the group mapping")
+            raise Forbidden("groupMapping")
+        return await identity.group_mapping(ctx)
 
     @fields.field("API tokens (admins); secrets are never shown again.")
     async def tokens(self, info: Info[Context, None]) -> list[ApiToken]:
@@ -452,7 +513,7 @@ async def _allocations(ctx: Context, window_s: float, root: str | None, operatio
         figs = await asyncio.to_thread(ctx.services.read.figures, window_s)
     if ctx.services.read.figures_head(window_s) < ctx.services.read.known_head():
         ctx.no_cache()
-    under = subtree((await ctx.snapshot()).parents, [root]) if root is not None and root != ROOT else None
+    under = subtree((await ctx.view()).parents, [root]) if root is not None and root != ROOT else None
     return [Allocation.of(f) for f in figs if access.sees(f.name) and (under is None or f.name in under)]
 
 
@@ -492,10 +553,14 @@ async def _jobs(ctx: Context, first: int, after: str | None, f: JobFilter | None
             cursor = None
         if cursor is None:
             raise BadInput("'after' is not a cursor this field gave out")
+    mine = None
+    if f.mine and ctx.services.owners is not None:
+        mine = await asyncio.to_thread(ctx.services.owners.jobs_of, access.principal.subject,
+                                       ctx.services.read.known_head())
     rows = await asyncio.to_thread(
         ctx.services.read.jobs_page, projects=access.visible_projects(), states=f.states, project=f.project,
         job_class=job_class or f.job_class, submitted_after=f.submitted_after, submitted_before=f.submitted_before,
-        after=cursor, limit=n + 1)
+        after=cursor, limit=n + 1, job_ids=mine)
     more = len(rows) > n
     rows = rows[:n]
     edges = [JobEdge(cursor=encode_cursor("job", repr(r["submitted_at"]), r["job_id"]), node=Job.of(r)) for r in rows]
@@ -528,7 +593,9 @@ async def _submittable(ctx: Context, command: SubmitJob, operation: str) -> Inva
         return _not_authorised("project", command.project, "submit to")
     try:
         require_valid_job_shape(command)
-        require_known_project(_ledger_state(await ctx.snapshot()), command.project)
+        state = _ledger_state(await ctx.view())
+        require_known_project(state, command.project)
+        require_placeable(state, command.gpus)
     except DomainError as err:
         return InvalidInput(field=None, message=err.message)
     return None
@@ -555,8 +622,8 @@ def _new_id(prefix: str, given: str | None) -> str:
 class Mutation:
     @fields.mutation("Submit a batch, debug or interactive job to a project you work in.")
     async def submit_job(self, info: Info[Context, None], input: SubmitJobInput) -> SubmitJobResult:
-        if input.job_id is not None and not (0 < len(input.job_id) <= 100):
-            return InvalidInput(field="jobId", message="a job id has 1 to 100 characters")
+        if input.job_id is not None and (problem := id_problem(input.job_id)) is not None:
+            return InvalidInput(field="jobId", message=f"the job id {shown(input.job_id)} {problem}")
         command = SubmitJob(
             job_id=_new_id("j", input.job_id), project=input.project, gpus=input.gpus,
             min_runtime_s=input.min_runtime_s, command=list(input.command), resumable=input.resumable,
@@ -588,6 +655,8 @@ class Mutation:
     async def open_session(self, info: Info[Context, None], input: OpenSessionInput) -> OpenSessionResult:
         if not 0 < input.cap_s <= min(SESSION_CAP_S, MAX_MIN_RUNTIME_S):
             return InvalidInput(field="capS", message=f"a session cap is in (0, {SESSION_CAP_S:.0f}] seconds")
+        if input.session_id is not None and (problem := id_problem(input.session_id)) is not None:
+            return InvalidInput(field="sessionId", message=f"the session id {shown(input.session_id)} {problem}")
         command = SubmitJob(job_id=_new_id("s", input.session_id), project=input.project, gpus=input.gpus,
                             min_runtime_s=input.cap_s, command=list(input.command), resumable=True,
                             job_class="interactive")
@@ -635,7 +704,8 @@ class Mutation:
             return InvalidInput(field="graceS", message=f"the grace period is 0 to {MAX_GRACE_S:.0f} seconds")
         p = access.principal
         command = RequestPreemption(job_id=str(job), reason="operator", grace_s=grace_s, requeue=requeue,
-                                    evidence={"requested_by": p.subject, "role": p.role.value, "note": reason[:500]})
+                                    evidence={"requested_by": p.subject, "role": p.role.value, "note": reason[:500]}
+                                    | ({"requested_by_name": p.name} if p.name else {}))
         outcome = await _execute(ctx, command)
         if (rej := _rejected(outcome)) is not None:
             return rej
@@ -647,6 +717,13 @@ class Mutation:
         return PreemptionRequested(job=Job.of(row), requested_at=requested.payload["requested_at"],
                                    grace_s=requested.payload["grace_s"], requeue=requested.payload["requeue"],
                                    position=requested.position)
+
+    @fields.mutation("Choose which notifications of an allocation (a project, or a node: its subtree) reach you "
+                     "by e-mail or webhook (Slack-compatible JSON); empty `kinds` stops them. Admins may set "
+                     "another `subscriber`'s.")
+    async def set_notifications(self, info: Info[Context, None], allocation: str, channel: str, target: str,
+                                kinds: list[str], subscriber: str | None = None) -> SetNotificationsResult:
+        return await set_notifications(_ctx(info), _execute, allocation, channel, target, kinds, subscriber)
 
     @fields.mutation("Set the shares of a node's children (with a reason).")
     async def set_allocations(self, info: Info[Context, None], parent: str, shares: list[ShareInput],
@@ -664,8 +741,9 @@ class Mutation:
             return InvalidInput(field="shares", message="give at least one child and its share")
         if len({s.child for s in shares}) != len(shares):
             return InvalidInput(field="shares", message="a child appears more than once")
-        if any(not s.child or len(s.child) > 200 for s in shares):
-            return InvalidInput(field="shares", message="a child's name has 1 to 200 characters")
+        for s in shares:
+            if (problem := id_problem(s.child)) is not None:
+                return InvalidInput(field="shares", message=f"the child {shown(s.child)} {problem}")
         quotas = {s.child: s.debug_quota_gpus for s in shares if s.debug_quota_gpus is not strawberry.UNSET}
         outcome = await _execute(ctx, SetAllocations(parent=parent, shares={s.child: s.share for s in shares},
                                                      reason=reason, debug_quotas=quotas))
@@ -683,7 +761,7 @@ class Mutation:
         if (refused := await _role_refused(ctx, access, Capability.set_allocations, "setDebugQuota")) is not None:
             return refused
         # an unknown allocation goes to the ledger under the root (admins), which refuses it by name
-        parent = (await ctx.snapshot()).parents.get(allocation, ROOT)
+        parent = (await ctx.view()).parents.get(allocation, ROOT)
         if not access.manages(parent):
             await ctx.deny("setDebugQuota", f"allocation:{allocation}", "outside the principal's scopes")
             return _not_authorised("allocation", allocation, "set the debug quota of")
@@ -752,20 +830,44 @@ class Mutation:
             return rej
         return PolicySet(position=outcome.position)
 
-    @fields.mutation("Create an API token (admins). The token is shown once.")
+    @fields.mutation("Set the group mapping (admins): which role and scopes each group of the OpenID provider "
+                     "gives its members. The whole mapping is replaced; recorded through the ledger.")
+    async def set_group_mapping(self, info: Info[Context, None], rules: list[identity.GroupRuleInput],
+                                reason: str) -> identity.SetGroupMappingResult:
+        ctx = _ctx(info)
+        access = await ctx.access("setGroupMapping")
+        if (refused := await _role_refused(ctx, access, Capability.manage_identities, "setGroupMapping")) is not None:
+            return refused
+        if not reason.strip():
+            return InvalidInput(field="reason", message="a group mapping change needs a reason")
+        outcome = await _execute(ctx, SetGroupMapping(
+            rules=[{"group": r.group, "role": r.role, "scopes": list(r.scopes)} for r in rules], reason=reason[:500]))
+        if (rej := _rejected(outcome)) is not None:
+            return rej
+        if ctx.services.mappings is not None:
+            ctx.services.mappings.forget()
+        ctx.services.auth.forget_people()
+        return identity.GroupMappingChanged(position=outcome.position, rules=len(rules))
+
+    @fields.mutation("Create an API token, shown once. Admins mint any token for any subject; anyone else mints "
+                     "tokens they own (subject: themselves), of their own role, over scopes inside their own.")
     async def create_token(self, info: Info[Context, None], role: str, subject: str,
                            scopes: list[str] | None = None, ttl_s: float | None = None) -> CreateTokenResult:
         ctx = _ctx(info)
         access = await ctx.access("createToken")
-        if not access.can(Capability.manage_tokens):
-            await ctx.deny("createToken", "*", f"role {access.role.value} lacks manage_tokens")
-            return NotAuthorised(message=f"your role ({access.role.value}) may not use 'createToken'")
         scopes = scopes or []
+        if not access.can(Capability.manage_tokens):
+            if subject != access.principal.subject:
+                await ctx.deny("createToken", f"subject:{subject[:100]}", "a token for someone else")
+                return NotAuthorised(message=f"a token you create is yours: its subject is {access.principal.subject}")
+            if (wider := identity.token_wider_than_owner(access, role, scopes)) is not None:
+                await ctx.deny("createToken", "*", wider)
+                return NotAuthorised(message=f"a token may not be wider than its owner: {wider}")
         if not subject.strip() or len(subject) > 200:
             return InvalidInput(field="subject", message="a subject has 1 to 200 characters")
         if ttl_s is not None and ttl_s <= 0:
             return InvalidInput(field="ttlS", message="a lifetime is a positive number of seconds")
-        snap = await ctx.snapshot()
+        snap = await ctx.view()
         unknown = [s for s in scopes if s != ROOT and s not in snap.parents]
         if unknown:
             return InvalidInput(field="scopes", message=f"no node {', '.join(repr(s) for s in unknown)} in the tree")
@@ -794,7 +896,7 @@ class Mutation:
 # -- subscriptions (graphql-transport-ws only) -----------------------------------------------------
 
 
-def _occupancy(snap: Snapshot) -> Occupancy:
+def _occupancy(snap: ReadView) -> Occupancy:
     used = snap.used_gpus()
     total = sum(int(n["gpus"]) for n in snap.nodes)
     in_use = sum(used.values())
@@ -851,7 +953,7 @@ class Subscription:
         read = ctx.services.read
         last = -1
         while True:
-            snap = await asyncio.to_thread(read.snapshot)
+            snap = await asyncio.to_thread(read.view)
             if snap.head != last:
                 last = snap.head
                 yield _occupancy(snap)
@@ -868,6 +970,40 @@ def _should_mask(error: Any) -> bool:
     return original is not None and not isinstance(original, GraphQLError)
 
 
+class OneOperationOrAName(SchemaExtension):
+    """GraphQL spec, "GetOperation": a document with several operations and no `operationName` is a
+    request error (Strawberry would run the first). Runs after the validation cache (which sets the
+    validation's errors) and adds its own."""
+
+    def on_validate(self) -> Iterator[None]:
+        ctx = self.execution_context
+        document = ctx.graphql_document
+        if document is not None and getattr(ctx, "_provided_operation_name", None) is None:  # as the request gave it
+            operations = sum(isinstance(d, OperationDefinitionNode) for d in document.definitions)
+            if operations > 1:
+                error = GraphQLError(f"the document has {operations} operations: name the one to run in "
+                                     "'operationName'", extensions={"code": "GRAPHQL_VALIDATION_FAILED"})
+                ctx.pre_execution_errors = [*(ctx.pre_execution_errors or []), error]
+        yield
+
+
+log = logging.getLogger("steward.api")
+
+
+class StewardSchema(strawberry.Schema):
+    """Strawberry's schema, logging a client's mistake (a typed user error, a parse or validation error)
+    at info in one line, and only a server fault at error with its traceback (Strawberry logs every
+    error at error with a traceback, which hides real faults among client mistakes)."""
+
+    def process_errors(self, errors: list[GraphQLError], execution_context: Any = None) -> None:
+        for error in errors:
+            if _should_mask(error):
+                log.error("graphql fault: %s", error.message, exc_info=error.original_error)
+            else:
+                code = (error.extensions or {}).get("code", "GRAPHQL_ERROR")
+                log.info("graphql request refused (%s): %s", code, error.message, extra={"code": code})
+
+
 def build_schema(*, max_depth: int = 10, max_tokens: int = 2000, max_aliases: int = 30,
                  introspection: bool = False, extra: Sequence[SchemaExtension | type[SchemaExtension]] = ()
                  ) -> strawberry.Schema:
@@ -879,12 +1015,13 @@ def build_schema(*, max_depth: int = 10, max_tokens: int = 2000, max_aliases: in
         QueryDepthLimiter(max_depth=max_depth),
         MaxAliasesLimiter(max_alias_count=max_aliases),
         ValidationCache(maxsize=256),
+        OneOperationOrAName,
         MaskErrors(should_mask_error=_should_mask, error_message="internal error (it was logged)"),
     ]
     if not introspection:
         extensions.append(AddValidationRules([NoSchemaIntrospectionCustomRule]))
     extensions.extend(extra)
-    return strawberry.Schema(query=Query, mutation=Mutation, subscription=Subscription, extensions=extensions)
+    return StewardSchema(query=Query, mutation=Mutation, subscription=Subscription, extensions=extensions)
 
 
 # The schema as exported to schema/graphql/schema.graphql (the protections do not change the SDL).

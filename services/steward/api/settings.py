@@ -10,6 +10,7 @@ from typing import Literal
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from steward.auth.jwt import JwtConfig
+from steward.auth.oidc import OidcConfig
 from steward.config import _default_run_dir, _settings_files
 
 
@@ -23,13 +24,19 @@ class ApiSettings(BaseSettings):
     api_max_body_bytes: int = 64 * 1024
     api_max_ws_message_bytes: int = 64 * 1024
     api_max_depth: int = 10
+    # JSON nesting of a request body (its variables), checked before the body is parsed
+    api_max_json_depth: int = 32
     api_max_tokens: int = 2000
     api_max_aliases: int = 30
     api_max_subscriptions_per_connection: int = 20
     api_max_page: int = 500
-    # per token (or JWT subject, or client address when unauthenticated)
+    # per token (or JWT subject, or client address when unauthenticated), shared by every replica through
+    # the store (taken in leases of `api_rate_lease` tokens: steward.api.ratelimits); `api_rate_shared`
+    # off: each replica limits on its own
     api_rate_per_s: float = 50.0
     api_rate_burst: float = 100.0
+    api_rate_shared: bool = True
+    api_rate_lease: float = 10.0
     # Comma-separated origins whose pages may open a websocket (same-origin and no-Origin always may).
     api_allowed_origins: str = ""
     api_auth_cache_s: float = 2.0
@@ -37,7 +44,9 @@ class ApiSettings(BaseSettings):
     # `api_denial_burst` are recorded one by one, the rest as one summary event (steward.auth.denials).
     api_denial_burst: int = 20
     api_denial_window_s: float = 60.0
-    api_subscription_poll_s: float = 0.25
+    # The read model's feeder catches up with the log this often (steward.api.tail); a request finding it
+    # more than 3 polls old catches up itself. Subscriptions wake with it.
+    api_feed_poll_s: float = 0.1
     # Threads for the blocking work of requests (store reads, Kafka publishes) and the store connections
     # they may hold (PostgreSQL; pool plus overflow). Threads waiting on the store cost no CPU; too few of
     # them queue every request behind a handful of round trips (bench soak).
@@ -55,6 +64,13 @@ class ApiSettings(BaseSettings):
     jwt_jwks_url: str = ""
     jwt_role_claim: str = "steward_role"
     jwt_scopes_claim: str = "steward_scopes"
+    # Single sign-on (off unless an issuer is set): ID tokens of the lab's OpenID provider, whose audience is
+    # one of Steward's clients; groups map to roles by the recorded group mapping (ADR 0049)
+    oidc_issuer: str = ""
+    oidc_audiences: str = "steward-web steward-cli"
+    oidc_groups_claim: str = "groups"
+    oidc_name_claim: str = "name"
+    oidc_web_client: str = "steward-web"  # the web UI's client id at the provider (public, PKCE)
     # The CLI's token when STEWARD_TOKEN is not set (written by `steward up`).
     token_file: Path | None = None
 
@@ -74,6 +90,10 @@ class ApiSettings(BaseSettings):
         return JwtConfig(audience=self.jwt_audience, issuer=self.jwt_issuer, hs256_secret=self.jwt_hs256_secret,
                          jwks_file=self.jwt_jwks_file, jwks_url=self.jwt_jwks_url, role_claim=self.jwt_role_claim,
                          scopes_claim=self.jwt_scopes_claim)
+
+    def oidc_config(self) -> OidcConfig:
+        return OidcConfig(issuer=self.oidc_issuer, audiences=tuple(self.oidc_audiences.replace(",", " ").split()),
+                          groups_claim=self.oidc_groups_claim, name_claim=self.oidc_name_claim)
 
 
 @lru_cache(maxsize=1)

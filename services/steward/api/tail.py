@@ -1,56 +1,63 @@
-"""One poller of the store's head per API process, shared by every subscription: subscribers wait for
-the head to move past what they have seen, then read what is new themselves."""
+"""The read model's feeder, one per API process: it catches the read model up with the log (`ReadModel.refresh`)
+every `poll_s`, and wakes the subscriptions waiting for the log to move; they then read what is new from
+the same read model (or, for the audit's event stream, the log itself)."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 
-from steward.store.eventstore import EventStore
+from steward.api.readmodel import ReadModel
+
+log = logging.getLogger("steward.api")
 
 
 class HeadWatch:
-    def __init__(self, store: EventStore, poll_s: float = 0.25) -> None:
-        self.store = store
+    def __init__(self, read: ReadModel, poll_s: float = 0.1) -> None:
+        self.read = read
         self.poll_s = poll_s
         self.head = -1
         self._changed: asyncio.Condition | None = None
         self._task: asyncio.Task[None] | None = None
-        self._waiters = 0
 
     def _cond(self) -> asyncio.Condition:
         if self._changed is None:
             self._changed = asyncio.Condition()
         return self._changed
 
-    async def _poll(self) -> None:
+    def start(self) -> None:
+        """Start feeding (on the running loop); `wait_beyond` starts it too."""
+        if self._task is None:
+            self._task = asyncio.get_running_loop().create_task(self._feed())
+
+    async def _feed(self) -> None:
         cond = self._cond()
-        idle = 0
-        while idle < 40:
-            with contextlib.suppress(Exception):  # a store hiccup: try again at the next tick
-                head = await asyncio.to_thread(self.store.head)
-                if head != self.head:
-                    self.head = head
-                    async with cond:
-                        cond.notify_all()
-            idle = idle + 1 if self._waiters == 0 else 0
+        failing = False
+        while True:
+            try:
+                await asyncio.to_thread(self.read.refresh, True)
+                failing = False
+            except Exception as err:  # a store hiccup: try again at the next tick
+                if not failing:
+                    log.warning("the read model could not catch up with the log: %s", err)
+                failing = True
+            head = self.read.live.position
+            if head != self.head:
+                self.head = head
+                async with cond:
+                    cond.notify_all()
             await asyncio.sleep(self.poll_s)
-        self._task = None
 
     async def wait_beyond(self, position: int, timeout: float | None = None) -> int:
-        """Wait until the head is past `position` (or `timeout` passes); returns the head."""
-        if self._task is None:
-            self._task = asyncio.get_running_loop().create_task(self._poll())
+        """Wait until the read model is past `position` (or `timeout` passes); returns its position."""
+        self.start()
         if self.head > position:
             return self.head
         cond = self._cond()
-        self._waiters += 1
-        try:
-            async with cond:
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(cond.wait_for(lambda: self.head > position), timeout)
-        finally:
-            self._waiters -= 1
+        async with cond:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(cond.wait_for(lambda: self.head > position), timeout)
         return self.head
 
     async def close(self) -> None:

@@ -16,6 +16,7 @@ from steward.api.explain import Why
 from steward.api.figures import AllocationFigures
 from steward.api.outlook import QuotaFigures
 from steward.api.scalars import BigInt
+from steward.domain.budget import describe_interval
 from steward.policy.debug_quota import Qualification
 from steward.policy.outlook import Outlook
 from steward.store.eventstore import RecordedEvent
@@ -85,6 +86,13 @@ class EventConnection:
     scanned_to: BigInt = strawberry.field(description="The last position examined (filters may skip events).")
 
 
+@strawberry.type(description="The person a job belongs to: the subject the provider (or the API token) "
+                             "names, and the display name (the subject when none was given).")
+class JobOwner:
+    subject: str
+    name: str
+
+
 @strawberry.type(description="A decision about a job and the evidence recorded with it.")
 class Decision:
     position: BigInt
@@ -92,6 +100,8 @@ class Decision:
     recorded_at: float
     actor: str | None
     evidence: JSON
+    actor_name: str | None = strawberry.field(default=None, description="The display name of the person who "
+                                                                        "acted (single sign-on), when one did.")
 
 
 @strawberry.type(description="Why a job waits, or was preempted: plain words and structured evidence.")
@@ -146,9 +156,18 @@ class Job:
     async def decisions(self, info: Info[Context, None]) -> list[Decision]:
         recs = await asyncio.to_thread(info.context.services.store.stream, f"job-{self.id}")
         return [Decision(position=r.position, type=r.type, recorded_at=r.recorded_at,
-                         actor=r.metadata.get("actor"),
+                         actor=r.metadata.get("actor"), actor_name=r.metadata.get("actor_name"),
                          evidence=cast(JSON, r.payload.get("evidence", r.payload)))
                 for r in recs if r.type in DECISION_TYPES]
+
+    @fields.field("Who submitted the job (or opened the session): the person's subject and display name, "
+                  "as the log recorded them; null for jobs recorded before owners were.")
+    async def owner(self, info: Info[Context, None]) -> JobOwner | None:
+        owners = info.context.services.owners
+        if owners is None:
+            return None
+        found = await asyncio.to_thread(owners.of, str(self.id), int(self.position))
+        return JobOwner(subject=found.subject, name=found.display) if found and found.subject else None
 
     @staticmethod
     def of(row: dict[str, Any]) -> Job:
@@ -246,9 +265,15 @@ class Allocation:
     entitled_in_window: float
     usage_in_window: float
     demand_in_window: float
-    owed: float
-    delivered: float
-    delivered_over_owed: float | None
+    owed: float = strawberry.field(description="Σ over the window's hours of min(entitlement × capacity, demand) "
+                                               "(steward.domain.budget).")
+    delivered: float = strawberry.field(description="GPU-seconds its jobs ran in the window (every run).")
+    delivered_over_owed: float | None = strawberry.field(
+        description="delivered ÷ owed, as it is: above 1 is over-delivery (null: nothing owed).")
+    over_delivered: bool = strawberry.field(description="More delivered than owed in the window.")
+    window_start: float = strawberry.field(description="The window the figures are over: [windowStart, windowEnd).")
+    window_end: float
+    window: str = strawberry.field(description="The window in words, e.g. \"last 7 days\".")
     burn: float | None = strawberry.field(description="GPUs running now ÷ GPUs entitled now.")
     running_gpus: BigInt
     running_jobs: BigInt
@@ -271,7 +296,9 @@ class Allocation:
         return Allocation(name=f.name, parent=f.parent, depth=f.depth, share=f.share, entitlement=f.entitlement,
                           is_project=f.is_project, entitled_in_window=f.entitled_in_window,
                           usage_in_window=f.usage_in_window, demand_in_window=f.demand_in_window, owed=f.owed,
-                          delivered=f.delivered, delivered_over_owed=f.delivered_over_owed, burn=f.burn,
+                          delivered=f.delivered, delivered_over_owed=f.delivered_over_owed,
+                          over_delivered=f.over_delivered, window_start=f.window_start, window_end=f.window_end,
+                          window=describe_interval(f.window_start, f.window_end, f.window_end), burn=f.burn,
                           running_gpus=f.running_gpus, running_jobs=f.running_jobs, waiting_jobs=f.waiting_jobs,
                           waiting_gpus=f.waiting_gpus)
 
@@ -287,6 +314,9 @@ class Node:
     used_gpus: BigInt
     free_gpus: BigInt
     jobs: list[str] = strawberry.field(description="Ids of the jobs on it that you may see.")
+    foreign_gpus: BigInt = strawberry.field(
+        default=0, description="GPUs held by work another scheduler placed (e.g. jobs submitted to Slurm "
+                               "outside Steward): busy for Steward, never preempted by it.")
     other_jobs: BigInt = strawberry.field(description="How many jobs on it you may not see.")
 
 
@@ -337,6 +367,8 @@ class Me:
     token_id: str | None
     via: str
     capabilities: list[str]
+    name: str = strawberry.field(default="", description="Your display name (single sign-on: the provider's; "
+                                                         "otherwise the subject).")
 
 
 @strawberry.type(description="A refused request, from its AccessDenied event. count > 1: a summary of the denials "
@@ -406,14 +438,21 @@ class StateAt:
     jobs_truncated: bool
 
 
-@strawberry.type
+@strawberry.type(description="The hash chain recomputed over a range of the log.")
 class Verification:
     from_position: BigInt
-    to_position: BigInt
-    checked: BigInt
-    ok: bool
+    to_position: BigInt = strawberry.field(description="The last position checked.")
+    checked: BigInt = strawberry.field(description="Events checked.")
+    ok: bool = strawberry.field(description="Every position of the range asked for was checked and verifies; "
+                                "false when the range was truncated (`truncated`), though nothing was found wrong.")
     first_bad_position: BigInt | None
     problem: str | None
+    truncated: bool = strawberry.field(default=False, description="Positions of the range asked for exist past "
+                                       "`toPosition` and were not checked: one request checks at most 500,000 "
+                                       "positions; ask again from `toPosition` + 1.")
+    asked_to_position: BigInt | None = strawberry.field(default=None, description="The end of the range asked "
+                                                        "for (the head when none was given).")
+    head: BigInt | None = strawberry.field(default=None, description="The log's last position when checked.")
 
 
 @strawberry.type

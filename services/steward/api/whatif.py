@@ -50,6 +50,8 @@ from steward.api.context import Context, UserError
 from steward.api.payloads import InvalidInput, NotAuthorised, ShareInput
 from steward.api.scalars import BigInt
 from steward.auth.access import ROOT, Capability, subtree
+from steward.domain import budget
+from steward.domain.budget import entitlements
 from steward.domain.decide import (
     require_children_sum_at_most_one,
     require_known_parent,
@@ -57,8 +59,19 @@ from steward.domain.decide import (
     require_shares_in_unit_interval,
 )
 from steward.domain.errors import DomainError
-from steward.domain.periods import entitlements
 from steward.domain.state import AllocationNode, LedgerState
+from steward.sim.errors import SimError
+from steward.sim.history import RUN_ENDS
+from steward.sim.run import simulate as sim_run
+from steward.sim.scenario import (
+    AllocationSpec,
+    MetricsSpec,
+    NodeSpec,
+    Scenario,
+    ScenarioPolicy,
+    SimOptions,
+    TraceJob,
+)
 from steward.store import schema as tables
 from steward.store.eventstore import EventStore
 
@@ -151,8 +164,6 @@ def run_times(store: EventStore, job_ids: Sequence[str], until: float) -> dict[s
     """Each job's run time on the log: the sum of its runs, each from `JobStarted` (`started_at`, else
     when it was recorded) to the event that ended it (`RUN_ENDS`, when it was recorded); a run still open
     counts up to `until`. Jobs that never started are absent. Synchronous: call it in a thread."""
-    from steward.sim.history import RUN_ENDS
-
     t = tables.events
     kinds = ("JobStarted", *sorted(RUN_ENDS))
     ran: dict[str, float] = {}
@@ -258,30 +269,22 @@ class RunFigures:
 
 def scenario_of(history: History, shares: Mapping[str, tuple[str, float]]) -> Any:
     """The history as a simulator `Scenario` (the sim's public dataclasses)."""
-    from steward.sim.scenario import (
-        AllocationSpec,
-        MetricsSpec,
-        NodeSpec,
-        Scenario,
-        ScenarioPolicy,
-        SimOptions,
-        TraceJob,
-    )
-
     children: dict[str, list[str]] = {}
     for name, (parent, _s) in shares.items():
         children.setdefault(parent, []).append(name)
     specs: dict[str, AllocationSpec] = {}
 
-    def walk(parent: str, entitled: float, depth: int) -> None:
+    ents = entitlements(shares)
+
+    def walk(parent: str, depth: int) -> None:
         for name in sorted(children.get(parent, [])):
             share = shares[name][1]
             specs[name] = AllocationSpec(name=name, parent=None if parent == ROOT else parent, share=share,
-                                         entitlement=entitled * share, depth=depth,
+                                         entitlement=ents[name], depth=depth,
                                          children=tuple(sorted(children.get(name, []))))
-            walk(name, entitled * share, depth + 1)
+            walk(name, depth + 1)
 
-    walk(ROOT, 1.0, 1)
+    walk(ROOT, 1)
     nodes = tuple(NodeSpec(name=n, gpus=g, gpu_model=m, path=p if p and p[-1] == n else (*p, n))
                   for n, g, m, p in history.nodes)
     capacity = sum(n.gpus for n in nodes)
@@ -313,9 +316,6 @@ def scenario_of(history: History, shares: Mapping[str, tuple[str, float]]) -> An
 
 def simulate(history: History, shares: Mapping[str, tuple[str, float]]) -> RunFigures:
     """Replay the history under `shares` through the simulator (synchronous, CPU-bound)."""
-    from steward.sim import SimError
-    from steward.sim import simulate as sim_run
-
     scenario = scenario_of(history, shares)
     t0 = time.perf_counter()
     if not scenario.nodes:
@@ -335,7 +335,7 @@ def simulate(history: History, shares: Mapping[str, tuple[str, float]]) -> RunFi
     for alloc, ent in rec.entitlement.items():
         cap_h = ent * rec.capacity * HOUR_S
         d, r = demand.get(alloc, []), delivered.get(alloc, [])
-        allocs[alloc] = AllocationRun(sum(min(cap_h, x) for x in d[:hours]), sum(r[:hours]))
+        allocs[alloc] = AllocationRun(budget.owed_over_hours(cap_h, d[:hours]), sum(r[:hours]))
     figs = result.figures
     waits = {c: (figs["wait_p50_s"].get(c), figs["wait_p90_s"].get(c), len(rec.waits.get(c, ())))
              for c in WAIT_CLASSES}
@@ -398,7 +398,8 @@ class WhatIfAllocation:
     entitlement_after: float
     owed_before: float
     delivered_before: float
-    ratio_before: float | None = strawberry.field(description="delivered / owed, capped at 1 (null: nothing owed).")
+    ratio_before: float | None = strawberry.field(description="delivered / owed, as it is: above 1 is over-delivery "
+                                                              "(null: nothing owed).")
     owed_after: float
     delivered_after: float
     ratio_after: float | None
@@ -441,7 +442,7 @@ WhatIfResult = Annotated[WhatIfPreview | InvalidInput | NotAuthorised, strawberr
 
 
 def _ratio(owed: float, delivered: float) -> float | None:
-    return min(1.0, delivered / owed) if owed > 0 else None
+    return budget.ratio(delivered, owed)
 
 
 def preview_of(history: History, parent: str, after: Mapping[str, tuple[str, float]], before: RunFigures,

@@ -25,7 +25,9 @@ from cryptography.hazmat.primitives.serialization import (
 from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
 
-from steward.audit.verifier import (
+from steward.store import schema
+from steward.store.eventstore import EventStore
+from steward.store.verifier import (
     Frontier,
     checkpoint_message,
     consistency_path,
@@ -33,8 +35,6 @@ from steward.audit.verifier import (
     key_id,
     leaf_hash,
 )
-from steward.store import schema
-from steward.store.eventstore import EventStore
 
 
 def key_path(run_dir: Path) -> Path:
@@ -134,10 +134,19 @@ def checkpoint_at_least(store: EventStore, size: int) -> dict[str, Any]:
 
 
 def checkpoint_of_size(store: EventStore, size: int) -> dict[str, Any]:
-    for cp in checkpoint_rows(store):
+    """The signed checkpoint of exactly `size` events; a LookupError names the sizes nearest to it (the
+    ledger signs one every 1,000 events or 30 seconds, so sizes are seldom round numbers)."""
+    rows = checkpoint_rows(store)
+    for cp in rows:
         if cp["tree_size"] == size:
             return cp
-    raise LookupError(f"no checkpoint of size {size}")
+    if not rows:
+        raise LookupError(f"no checkpoint of size {size}: none is signed yet; run `steward audit checkpoint`")
+    below = [int(cp["tree_size"]) for cp in rows if cp["tree_size"] < size]
+    above = [int(cp["tree_size"]) for cp in rows if cp["tree_size"] > size]
+    near = ([f"{below[-1]}"] if below else []) + ([f"{above[0]}"] if above else [])
+    raise LookupError(f"no checkpoint of size {size}; the nearest are of size {' and '.join(near)} "
+                      f"({len(rows)} checkpoints, sizes {rows[0]['tree_size']} to {rows[-1]['tree_size']})")
 
 
 def inclusion_proof(store: EventStore, position: int, tree_size: int | None = None) -> dict[str, Any]:

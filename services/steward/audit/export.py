@@ -8,8 +8,8 @@ from collections.abc import Iterator
 from typing import Any
 
 from steward.audit.checkpoints import checkpoint_rows, public_checkpoint
-from steward.audit.verifier import EXPORT_FORMAT
 from steward.store.eventstore import EventStore
+from steward.store.verifier import EXPORT_FORMAT
 
 
 def export_lines(store: EventStore, start: int = 1, to: int | None = None) -> Iterator[dict[str, Any]]:

@@ -26,12 +26,12 @@ from sqlalchemy import Connection, Table, func, select, text
 
 from steward.audit.snapshots import events_for_fold, open_view, save_base
 from steward.audit.timetravel import StateAt
-from steward.audit.verifier import canonical_text
 from steward.domain.state import Job
 from steward.store import projections, schema
 from steward.store.eventstore import EventStore, gc_paused, row_to_recorded
 from steward.store.projections import Projector, allocation_row, job_row, node_row
 from steward.store.snapshotparts import BASE_FORMAT, DELTA_FORMAT, SnapshotView
+from steward.store.verifier import canonical_text
 
 Sum = tuple[int, tuple[int, int, int, int]]  # (rows, sums of the four 64-bit words of each row's SHA-256)
 

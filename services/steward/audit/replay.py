@@ -1,30 +1,49 @@
 """`steward audit replay`: re-run the pure policy (`decide`) over the log and confirm that every recorded
-decision is reproduced: the same events, with the same payloads, for the same command and state.
+decision is reproduced: the same events, with the same payloads, for the same command, state and time.
 
-The command of an accepted decision is read back from its event's payload (every command field is in
-it); a rejection carries its command in the metadata (`input`). Events are folded with the same
-`evolve` as the ledger, through the `Projector`.
+A decision is the run of consecutive events of one message. Its command is read back by
+`steward.domain.recorded`: from the metadata's `input` where the ledger stored the message (a rejection,
+or events that do not give the command back), otherwise from the events themselves. Its time is the
+events' `recorded_at` (the ledger decides a batch at one time and records it as that). Events are folded
+with the same `evolve` as the ledger, through the `Projector`, older schema versions upcast on the way.
+
+Each decision is decided again under the rules it was made under (`steward.domain.rules_version`, ADR 0038):
+the version its metadata records, or, for a decision recorded before versions were, the newest earlier
+version that reproduces it (those reproduced only under rules older than the last unrecorded ones are
+counted and listed as `under_earlier_rules`; `by_rules` counts the reproduced decisions per version).
+
+Every decision is counted as reproduced, different or unreplayable; the first `limit` of the last two are
+listed: a difference with its position, command, the recorded and the replayed events and the first field
+where they part; an unreplayable decision with its position, command and why. An event that cannot be
+folded into the state (a malformed payload) is counted and listed as unfolded; the replay goes on without it.
 """
 
 from __future__ import annotations
 
-import dataclasses
+import gzip
+import json
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
+from pathlib import Path
 from typing import Any
 
-from steward.audit.verifier import canonical_text
-from steward.domain.commands import COMMAND_TYPES, command_from_dict
+from steward.domain import rules_version
+from steward.domain.commands import Command, command_from_dict
 from steward.domain.decide import decide_or_reject
 from steward.domain.errors import DomainError
+from steward.domain.events import Event
+from steward.domain.recorded import UnreadableCommand, command_from_events
 from steward.store.eventstore import EventStore, RecordedEvent
 from steward.store.projections import Projector
+from steward.store.verifier import canonical_text, parse_export, read_export
+
+LIMIT = 20  # differences and unreplayable decisions listed (all are counted)
 
 
-def _groups(store: EventStore) -> Iterator[list[RecordedEvent]]:
-    """Consecutive events of one message (one decision)."""
+def groups(records: Iterable[RecordedEvent]) -> Iterator[list[RecordedEvent]]:
+    """Consecutive events of one message (one decision); an event without a message is a group alone."""
     group: list[RecordedEvent] = []
-    for rec in store.iterate():
+    for rec in records:
         if group and (rec.message_id is None or rec.message_id != group[0].message_id):
             yield group
             group = []
@@ -33,49 +52,182 @@ def _groups(store: EventStore) -> Iterator[list[RecordedEvent]]:
         yield group
 
 
-def command_of(group: list[RecordedEvent]) -> Any:
+def command_of(group: list[RecordedEvent], events: list[Event]) -> Command:
+    """The command a decision decided: its stored input, or read back from its events (at their current
+    schema versions). Raises `UnreadableCommand` (a `ValueError`) naming what is missing."""
     meta = group[0].metadata
     kind = meta.get("command")
-    if kind not in COMMAND_TYPES:
-        raise ValueError(f"the metadata names no known command ({kind!r})")
+    if not isinstance(kind, str):
+        raise UnreadableCommand("the metadata names no command")
     if "input" in meta:
-        return command_from_dict(kind, meta["input"])
-    payload = group[0].as_event().payload
-    names = {f.name for f in dataclasses.fields(COMMAND_TYPES[kind])}
-    return command_from_dict(kind, {k: v for k, v in payload.items() if k in names})
+        try:
+            return command_from_dict(kind, meta["input"])
+        except DomainError as err:
+            raise UnreadableCommand(f"the stored input does not decode: {err}") from None
+    return command_from_events(kind, [e.payload for e in events])
 
 
-def replay(store: EventStore, limit_differences: int = 20) -> dict[str, Any]:
+def _plain(value: Any) -> Any:
+    """A value as the log compares it: its canonical JSON read back."""
+    return json.loads(canonical_text(value))
+
+
+def first_difference(recorded: list[Event], replayed: list[Event]) -> str:
+    """Where the replayed events first part from the recorded ones, in words: which event, and which field
+    of its payload with both values."""
+    for i, (rec, rep) in enumerate(zip(recorded, replayed, strict=False)):
+        if (rec.stream, rec.type) != (rep.stream, rep.type):
+            return (f"event {i + 1}: recorded {rec.type} on {rec.stream}, replayed {rep.type} on {rep.stream}"
+                    + (f" ({rep.payload.get('reason')})" if rep.type == "CommandRejected" else ""))
+        path = _first_field(_plain(rec.payload), _plain(rep.payload), "payload")
+        if path is not None:
+            where, was, now = path
+            return f"event {i + 1} ({rec.type}) {where}: recorded {json.dumps(was)}, replayed {json.dumps(now)}"
+    if len(recorded) > len(replayed):
+        missing = ", ".join(e.type for e in recorded[len(replayed):])
+        return f"recorded {len(recorded)} events, replayed {len(replayed)}: not replayed {missing}"
+    extra = ", ".join(e.type for e in replayed[len(recorded):])
+    return f"recorded {len(recorded)} events, replayed {len(replayed)}: replayed besides {extra}"
+
+
+_ABSENT = "(absent)"
+
+
+def _first_field(a: Any, b: Any, path: str) -> tuple[str, Any, Any] | None:
+    if a == b:
+        return None
+    if isinstance(a, dict) and isinstance(b, dict):
+        for key in sorted(set(a) | set(b)):
+            if key not in a or key not in b:
+                return f"{path}.{key}", a.get(key, _ABSENT), b.get(key, _ABSENT)
+            found = _first_field(a[key], b[key], f"{path}.{key}")
+            if found is not None:
+                return found
+    if isinstance(a, list) and isinstance(b, list) and len(a) == len(b):
+        for i, (x, y) in enumerate(zip(a, b, strict=True)):
+            found = _first_field(x, y, f"{path}[{i}]")
+            if found is not None:
+                return found
+    return path, a, b
+
+
+def _event_dict(e: Event) -> dict[str, Any]:
+    return {"stream_id": e.stream, "type": e.type, "payload": e.payload}
+
+
+def replay_records(records: Iterable[RecordedEvent], limit: int = LIMIT) -> dict[str, Any]:
+    """Replay `records` (a log from its first event, in position order); see the module."""
     started = time.perf_counter()
     proj = Projector()
-    decisions = reproduced = events = 0
+    decisions = reproduced = different = unreplayable = unfolded = events = 0
     differences: list[dict[str, Any]] = []
-    unreplayable: list[dict[str, Any]] = []
-    for group in _groups(store):
-        now = group[0].recorded_at
-        if group[0].message_id is not None:
+    unreplayable_list: list[dict[str, Any]] = []
+    unfolded_list: list[dict[str, Any]] = []
+    by_rules: dict[int, int] = {}  # reproduced decisions per rules version they were replayed under
+    earlier = 0  # decisions without a recorded version reproduced only under earlier rules
+    earlier_list: list[dict[str, Any]] = []
+    for group in groups(records):
+        head = group[0]
+        try:
+            recorded = [rec.as_event() for rec in group]
+            unreadable: str | None = None
+        except ValueError as err:  # an event at a schema version no upcaster leads from: folded as stored
+            recorded = [Event(rec.stream_id, rec.type, rec.payload) for rec in group]
+            unreadable = str(err)
+        if head.message_id is not None:
             decisions += 1
+            where = {"position": head.position, "message_id": head.message_id,
+                     "command": head.metadata.get("command"), "recorded_at": head.recorded_at}
             try:
-                produced = decide_or_reject(proj.view(), command_of(group), now)
-            except (ValueError, DomainError, KeyError) as err:
-                if len(unreplayable) < limit_differences:
-                    unreplayable.append({"position": group[0].position, "reason": str(err)})
-                produced = None
-            if produced is not None:
-                want = [(e.stream, e.type, canonical_text(e.payload)) for e in produced]
-                got = [(r.stream_id, r.type, canonical_text(r.as_event().payload)) for r in group]
-                if want == got:
+                if unreadable is not None:
+                    raise UnreadableCommand(unreadable)
+                recorded_rules = rules_version.recorded_version(head.metadata)
+                command = command_of(group, recorded)
+                got = [(e.stream, e.type, canonical_text(e.payload)) for e in recorded]
+                view = proj.view()
+                produced: list[Event] = []
+                rules, same = rules_version.CURRENT, False
+                # under the rules it records, or (none recorded) the newest of the earlier ones that reproduces it
+                for rules in rules_version.candidates(recorded_rules):
+                    attempt = decide_or_reject(view, command, head.recorded_at, rules)
+                    if not produced:
+                        produced = attempt  # a difference is shown against the newest candidate
+                    if [(e.stream, e.type, canonical_text(e.payload)) for e in attempt] == got:
+                        produced, same = attempt, True
+                        break
+            except (ValueError, DomainError, LookupError, TypeError, AttributeError) as err:
+                unreplayable += 1
+                if len(unreplayable_list) < limit:
+                    unreplayable_list.append(where | {"reason": f"{err}" if isinstance(err, ValueError | DomainError)
+                                                      else f"{type(err).__name__}: {err}"})
+            else:
+                if same:
                     reproduced += 1
-                elif len(differences) < limit_differences:
-                    differences.append({"position": group[0].position, "message_id": group[0].message_id,
-                                        "recorded": [list(g) for g in got], "replayed": [list(w) for w in want]})
+                    by_rules[rules] = by_rules.get(rules, 0) + 1
+                    if recorded_rules is None and rules < rules_version.LAST_UNRECORDED:
+                        earlier += 1
+                        if len(earlier_list) < limit:
+                            earlier_list.append(where | {"rules": rules, "changes": [
+                                c.name for c in rules_version.CHANGES if rules < c.version]})
                 else:
-                    differences.append({"position": group[0].position, "truncated": True})
-        for rec in group:
-            proj.apply(rec.as_event(), rec.recorded_at, rec.position, rec.hash)
+                    different += 1
+                    if len(differences) < limit:
+                        differences.append(where | {
+                            "first_difference": first_difference(recorded, produced),
+                            "recorded": [_event_dict(e) for e in recorded],
+                            "replayed": [_event_dict(e) for e in produced]})
+        for rec, ev in zip(group, recorded, strict=True):
+            try:
+                proj.apply(ev, rec.recorded_at, rec.position, rec.hash)
+            except (LookupError, TypeError, ValueError, AttributeError) as err:
+                # a malformed event: the state after it is without it, and the report says so
+                unfolded += 1
+                if len(unfolded_list) < limit:
+                    unfolded_list.append({"position": rec.position, "type": rec.type,
+                                          "reason": f"{type(err).__name__}: {err}"})
             events += 1
-    different = decisions - reproduced - len(unreplayable)
-    return {"ok": different == 0 and not unreplayable, "events": events, "decisions": decisions,
-            "reproduced": reproduced, "different": different, "unreplayable": len(unreplayable),
-            "differences": differences[:limit_differences], "unreplayable_examples": unreplayable,
-            "seconds": round(time.perf_counter() - started, 3)}
+    return {"ok": different == 0 and unreplayable == 0 and unfolded == 0, "events": events,
+            "decisions": decisions, "reproduced": reproduced, "different": different, "unreplayable": unreplayable,
+            "unfolded": unfolded, "differences": differences, "unreplayable_decisions": unreplayable_list,
+            "unfolded_events": unfolded_list, "rules": rules_version.CURRENT,
+            "by_rules": {str(v): n for v, n in sorted(by_rules.items())},
+            "under_earlier_rules": earlier, "under_earlier_rules_decisions": earlier_list,
+            "listed_at_most": limit, "seconds": round(time.perf_counter() - started, 3)}
+
+
+def records_from_export(path: Path) -> list[RecordedEvent]:
+    """The events of an export (`steward audit export`, --json or --ndjson, optionally gzipped) from the
+    log's first position; raises ValueError naming the problem."""
+    try:
+        if path.suffix == ".gz":
+            with gzip.open(path, "rt", encoding="utf-8") as fh:
+                header, events, _ = parse_export(fh.read())
+        else:
+            header, events, _ = read_export(path)
+    except (KeyError, TypeError, UnicodeDecodeError, json.JSONDecodeError) as err:
+        raise ValueError(f"{path} is not an export (`steward audit export`): {type(err).__name__} {err}") from None
+    if not events:
+        raise ValueError(f"{path} holds no events")
+    if events[0].get("position") != 1:
+        raise ValueError(f"{path} starts at position {events[0].get('position')}: a replay needs the log from "
+                         "position 1 (export it without --from)")
+    try:
+        return [RecordedEvent(e["position"], e["stream_id"], e["version"], e["type"], e["schema_version"],
+                              e["payload"], e["metadata"], e["message_id"], float(e["recorded_at"]),
+                              e["prev_hash"], e["hash"]) for e in events]
+    except (KeyError, TypeError) as err:
+        raise ValueError(f"{path} is not an export of events ({header.get('format', 'no format')}): "
+                         f"an event lacks {err}") from None
+
+
+def replay(store: EventStore, limit: int = LIMIT) -> dict[str, Any]:
+    """Replay the stored log up to its head when the replay starts (a live log grows meanwhile)."""
+    head = store.head()
+
+    def upto() -> Iterator[RecordedEvent]:
+        for rec in store.iterate():
+            if rec.position > head:
+                return
+            yield rec
+
+    return replay_records(upto(), limit) | {"head": head}

@@ -35,8 +35,8 @@ from steward.store.snapshotparts import (
     BASE_FORMAT,
     DELTA_FORMAT,
     Ref,
-    Snapshot,
     SnapshotView,
+    StoredSnapshot,
     digest_of,
     encode_base,
     encode_delta,
@@ -115,7 +115,7 @@ def _fetch(store: EventStore, position: int, spans: list[tuple[int, int]]) -> li
     return out
 
 
-def _fetch_many(store: EventStore, wanted: list[tuple[Snapshot, int]]) -> None:
+def _fetch_many(store: EventStore, wanted: list[tuple[StoredSnapshot, int]]) -> None:
     """Parts of several snapshots in one query per 500 parts (each checked by its snapshot)."""
     with store.engine.connect() as conn:
         for i in range(0, len(wanted), 500):
@@ -149,14 +149,14 @@ def _headers(store: EventStore, low: int, high: int, formats: tuple[str, ...],
     return rows
 
 
-def _snapshot(store: EventStore, position: int, digest: str, prefix: bytes) -> Snapshot:
+def _snapshot(store: EventStore, position: int, digest: str, prefix: bytes) -> StoredSnapshot:
     size = header_length(prefix)
     if size > len(prefix):
         (prefix,) = _fetch(store, position, [(0, size)])
-    return Snapshot(position, digest, prefix[:size], partial(_fetch, store, position))
+    return StoredSnapshot(position, digest, prefix[:size], partial(_fetch, store, position))
 
 
-def _tied(store: EventStore, chain: list[Snapshot]) -> bool:
+def _tied(store: EventStore, chain: list[StoredSnapshot]) -> bool:
     """Whether every snapshot's `head_hash` is the hash the log holds at its position."""
     e = schema.events
     with store.engine.connect() as conn:
@@ -166,7 +166,7 @@ def _tied(store: EventStore, chain: list[Snapshot]) -> bool:
     return all(found.get(s.position) == s.head_hash for s in chain)
 
 
-def _chain(store: EventStore, top: Snapshot) -> list[Snapshot]:
+def _chain(store: EventStore, top: StoredSnapshot) -> list[StoredSnapshot]:
     """The base and deltas that `top` stands on, oldest first, each link checked by digest."""
     if top.kind == "base":
         return [top]

@@ -11,7 +11,9 @@ from typing import Any, cast
 from sqlalchemy import func, select
 
 from steward.audit.checkpoints import checkpoint_rows
-from steward.audit.verifier import (
+from steward.store import schema
+from steward.store.eventstore import EventStore
+from steward.store.verifier import (
     GENESIS,
     ChainReport,
     Problem,
@@ -20,24 +22,27 @@ from steward.audit.verifier import (
     leaves_of,
     roots_at,
 )
-from steward.store import schema
-from steward.store.eventstore import EventStore
 
 
-def _witnesses(store: EventStore) -> dict[str, int]:
-    """Positions other tables say the log reached (the ledger writes them in the same transaction)."""
+def witnesses(store: EventStore) -> dict[str, int]:
+    """Positions other tables say the log reached: the outbox relay's (it publishes committed events only)
+    and the furthest one the dedup table names (written with the events it names). Read before the head
+    that the chain check reads: the log only grows, so a live log's head is then at least as far as each
+    witness, and a witness past it means events went missing, not that the ledger wrote meanwhile."""
+    pm = schema.processed_messages
     with store.engine.connect() as conn:
         relay = conn.execute(select(func.max(schema.relay_positions.c.position))).scalar() or 0
+        reached = conn.execute(select(func.max(pm.c.position))).scalar() or 0
         conn.rollback()
-    return {"outbox relay": int(relay)}
+    return {"outbox relay": int(relay), "processed messages": int(reached)}
 
 
-def _dedup_problems(store: EventStore, head: int) -> list[Problem]:
+def _dedup_problems(store: EventStore) -> list[Problem]:
     """Where the dedup table disagrees with the log (ADR 0026). A row (message, none) says the message was
     processed and recorded no event, so an event with its id means it was recorded twice (few rows: the
     messages that recorded nothing; one index probe each; the first `PROBLEMS_READ` are read). Rows with a
     position were written before ADR 0026, one per message: as before, only the furthest position they name
-    is a witness of how far the log went (`truncated` past its end). Checking each such row against its
+    is a witness of how far the log went (`truncated` past its end; see `witnesses`). Checking each such row against its
     message's first event costs a pass over them (~1.2 s per million rows by position, ~3.5 s by message id,
     against ~1.5 s for verifying a million events), and the rows are not covered by the chain anyway."""
     pm, ev = schema.processed_messages, schema.events
@@ -46,15 +51,10 @@ def _dedup_problems(store: EventStore, head: int) -> list[Problem]:
              .select_from(pm.join(ev, ev.c.message_id == pm.c.message_id))
              .where(pm.c.position.is_(None)).group_by(pm.c.message_id).order_by(first).limit(PROBLEMS_READ))
     with store.engine.connect() as conn:
-        reached = conn.execute(select(func.max(pm.c.position))).scalar()
         none_rows = conn.execute(twice).all()
         conn.rollback()
-    problems = [Problem(cast(int, found), "recorded-twice", f"message {message!r} is recorded as having no event, "
-                        f"and has events from position {found}") for message, found in none_rows]
-    if reached is not None and int(reached) > head:
-        problems.append(Problem(head + 1, "truncated", f"the processed messages reached position {reached}, the "
-                                f"log ends at {head}"))
-    return sorted(problems, key=lambda p: p.position)
+    return [Problem(cast(int, found), "recorded-twice", f"message {message!r} is recorded as having no event, "
+                    f"and has events from position {found}") for message, found in none_rows]
 
 
 PROBLEMS_READ = 20  # rows of messages recorded twice read at most
@@ -155,8 +155,9 @@ def verify(store: EventStore, start: int = 1, to: int | None = None, public_key:
     full = start == 1 and to is None
     rep: ChainReport | None = None
     engine = "python"
-    # read before the head, so that no checkpoint covers more than the log being checked
+    # read before the head, so that no checkpoint and no witness covers more than the log being checked
     cps = checkpoint_rows(store) if full and checkpoints else None
+    reached = witnesses(store) if full else {}
     roots: dict[int, bytes] | None = None
     if store.dialect == "postgresql" and not independent:
         count, head, bad, first, hashed = _sql_chain_ok(
@@ -177,11 +178,11 @@ def verify(store: EventStore, start: int = 1, to: int | None = None, public_key:
     problems: list[Problem] = list(rep.problems)
     checked = 0
     if full:
-        for name, pos in _witnesses(store).items():
+        for name, pos in reached.items():
             if pos > rep.head:
                 problems.append(Problem(rep.head + 1, "truncated",
                                         f"the {name} reached position {pos}, the log ends at {rep.head}"))
-        problems += _dedup_problems(store, rep.head)
+        problems += _dedup_problems(store)
         if cps is not None:
             problems += check_checkpoints(cps, rep.leaves, rep.head, public_key, chain_ok=rep.ok, roots=roots)
             checked = len(cps)

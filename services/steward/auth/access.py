@@ -25,7 +25,8 @@ class Capability(StrEnum):
     work = "work"  # submit, cancel, open/restore sessions
     operate = "operate"  # nodes, policy
     preempt = "preempt"  # ask for a running job's preemption (admin anywhere, manager in its subtrees)
-    manage_tokens = "manage_tokens"
+    manage_tokens = "manage_tokens"  # anyone's tokens; everyone may mint tokens they own, no wider than they are
+    manage_identities = "manage_identities"  # the group mapping (which role and scopes a provider's group gives)
 
 
 ROLE_CAPABILITIES: dict[Role, frozenset[Capability]] = {

@@ -9,15 +9,17 @@ import time
 from collections.abc import Callable
 
 from steward.auth.jwt import JwtVerifier
+from steward.auth.oidc import OidcVerifier, issuer_of
 from steward.auth.principal import Principal
 from steward.auth.tokens import TokenError, TokenStore, looks_like_api_token, parse
 
 
 class Authenticator:
     def __init__(self, tokens: TokenStore, jwt: JwtVerifier | None, cache_s: float = 2.0,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = time.monotonic, oidc: OidcVerifier | None = None) -> None:
         self.tokens = tokens
         self.jwt = jwt
+        self.oidc = oidc
         self.cache_s = cache_s
         self.clock = clock
         self._cache: dict[str, tuple[float, Principal]] = {}
@@ -33,6 +35,8 @@ class Authenticator:
             return hit[1]
         if looks_like_api_token(token):
             principal = self.tokens.authenticate(token)
+        elif self.oidc is not None and self._for_oidc(issuer_of(token)):
+            principal = self.oidc.verify(token)  # a person signed in through the lab's provider
         elif self.jwt is not None:
             principal = self.jwt.verify(token)
         else:
@@ -42,6 +46,18 @@ class Authenticator:
                 self._cache.clear()
             self._cache[token] = (now, principal)
         return principal
+
+    def _for_oidc(self, issuer: str | None) -> bool:
+        """A JWT from the provider, or (when no other JWTs are configured) any JWT, so that one from another
+        issuer is refused saying which issuer Steward trusts; anything that is no JWT is simply invalid."""
+        assert self.oidc is not None
+        return issuer == self.oidc.config.issuer or (self.jwt is None and issuer is not None)
+
+    def forget_people(self) -> None:
+        """Drop cached answers for people signed in through the provider (the group mapping changed)."""
+        with self._lock:
+            for key in [k for k, (_, p) in self._cache.items() if p.via == "oidc"]:
+                del self._cache[key]
 
     def forget(self, token_id: str) -> None:
         """Drop cached answers for a revoked token id."""

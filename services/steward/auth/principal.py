@@ -26,7 +26,12 @@ class Principal:
     # Empty for admin and auditor, who see everything.
     scopes: tuple[str, ...] = ()
     token_id: str | None = None
-    via: str = "api-token"  # or "jwt"
+    via: str = "api-token"  # or "jwt", "oidc"
+    name: str = ""  # the person's display name (single sign-on); the subject stands in when empty
+
+    @property
+    def display(self) -> str:
+        return self.name or self.subject
 
     @property
     def sees_everything(self) -> bool:

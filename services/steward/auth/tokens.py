@@ -81,6 +81,20 @@ def check_request(role: str, scopes: Sequence[str]) -> Role:
     return r
 
 
+def principal_of(row: Any, token_id: str, secret: str, now: float | None = None) -> Principal:
+    """The principal of a token's stored row and presented secret, or TokenError."""
+    # Compare even when the row is missing, so timing says nothing about which ids exist.
+    expected = row.secret_sha256 if row is not None else "0" * 64
+    if not hmac.compare_digest(expected, digest(secret)) or row is None:
+        raise TokenError("invalid token")
+    now = time.time() if now is None else now
+    if row.revoked_at is not None:
+        raise TokenError("token revoked")
+    if row.expires_at is not None and row.expires_at <= now:
+        raise TokenError("token expired")
+    return Principal(row.subject, Role(row.role), tuple(row.scopes or ()), token_id, "api-token")
+
+
 class TokenStore:
     """API tokens in the store's `api_tokens` table."""
 
@@ -105,19 +119,14 @@ class TokenStore:
 
     def authenticate(self, token: str, now: float | None = None) -> Principal:
         token_id, secret = parse(token)
+        return principal_of(self.row(token_id), token_id, secret, now)
+
+    def row(self, token_id: str) -> Any:
+        """The stored row of a token id (None: none)."""
         with self.store.engine.connect() as conn:
             row = conn.execute(select(api_tokens).where(api_tokens.c.token_id == token_id)).first()
             conn.rollback()
-        # Compare even when the row is missing, so timing says nothing about which ids exist.
-        expected = row.secret_sha256 if row is not None else "0" * 64
-        if not hmac.compare_digest(expected, digest(secret)) or row is None:
-            raise TokenError("invalid token")
-        now = time.time() if now is None else now
-        if row.revoked_at is not None:
-            raise TokenError("token revoked")
-        if row.expires_at is not None and row.expires_at <= now:
-            raise TokenError("token expired")
-        return Principal(row.subject, Role(row.role), tuple(row.scopes or ()), token_id, "api-token")
+        return row
 
     def revoke(self, token_id: str, by: str, now: float | None = None) -> bool:
         """Revoke by id; False when there is no such live token."""

@@ -25,6 +25,21 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from steward.api.app import authenticate, build_app
+from steward.api.commands import LocalGateway
+from steward.api.explain import derive_pending
+from steward.api.settings import ApiSettings
+from steward.auth.access import Access
+from steward.auth.tokens import TokenError, TokenStore
+from steward.bus.envelope import command_envelope
+from steward.cli.scenario_file import load_yaml, tree_commands
+from steward.config import REPO_ROOT, Settings
+from steward.domain.commands import PlaceJob, RegisterNode, ReportJobExited, ReportJobStarted, SetAllocations, SubmitJob
+from steward.domain.state import JOB_STATES
+from steward.ledger.ledger import Ledger
+from steward.store.eventstore import EventStore
+from steward.store.migrate import upgrade
+
 DASHBOARD = """query Dashboard {
   me { subject role scopes }
   allocations { name parent depth share entitlement entitledInWindow usageInWindow owed delivered
@@ -46,9 +61,6 @@ FALLBACK_TREE: dict[str, dict[str, float]] = {
 
 
 def _tree() -> dict[str, dict[str, float]]:
-    from steward.cli.scenario_file import load_yaml, tree_commands
-    from steward.config import REPO_ROOT
-
     path = REPO_ROOT.parent / "shared" / "data" / "scenarios" / "philly.yaml"
     try:
         return {c.parent: c.shares for c in tree_commands(load_yaml(path), "bench")}
@@ -58,19 +70,6 @@ def _tree() -> dict[str, dict[str, float]]:
 
 def seed(url: str, jobs: int, now: float) -> str:
     """Fill a fresh store; returns the dashboard's manager scope (the first division)."""
-    from steward.bus.envelope import command_envelope
-    from steward.domain.commands import (
-        PlaceJob,
-        RegisterNode,
-        ReportJobExited,
-        ReportJobStarted,
-        SetAllocations,
-        SubmitJob,
-    )
-    from steward.ledger.core import Ledger
-    from steward.store.eventstore import EventStore
-    from steward.store.migrate import upgrade
-
     upgrade(url)
     store = EventStore.from_url(url)
     tree = _tree()
@@ -115,16 +114,6 @@ def serve(url: str, port: int, token_file: Path, scope: str, cache: bool) -> Non
     from starlette.responses import JSONResponse
     from starlette.routing import Route
 
-    from steward.api.app import authenticate, build_app
-    from steward.api.commands import LocalGateway
-    from steward.api.explain import derive_pending
-    from steward.api.settings import ApiSettings
-    from steward.auth.access import Access
-    from steward.auth.tokens import TokenError, TokenStore
-    from steward.config import Settings
-    from steward.domain.state import JOB_STATES
-    from steward.store.eventstore import EventStore
-
     store = EventStore.from_url(url)
     token, _ = TokenStore(store).create(role="manager", scopes=[scope], subject="bench-manager", created_by="bench")
     token_file.write_text(token)
@@ -141,7 +130,7 @@ def serve(url: str, port: int, token_file: Path, scope: str, cache: bool) -> Non
             return JSONResponse({"error": "unauthenticated"}, status_code=401)
 
         def read() -> dict[str, Any]:
-            snap = services.read.snapshot()
+            snap = services.read.view()
             access = Access.of(principal, snap.parents)
             figs = services.read.figures(7 * 24 * 3600.0)
             entries = []

@@ -24,14 +24,15 @@ from typing import Any
 
 from sqlalchemy import create_engine, text
 
-from steward.audit.verifier import canonical_text
 from steward.bus.envelope import command_envelope
+from steward.bus.kafka import client_options
 from steward.config import Settings
 from steward.domain.commands import CancelJob, SetAllocations, SubmitJob
-from steward.ledger.core import Ledger
+from steward.ledger.ledger import Ledger
 from steward.ledger.service import LEDGER_GC_THRESHOLD, run_ledger
 from steward.store.eventstore import EventStore, RecordedEvent
 from steward.store.migrate import upgrade
+from steward.store.verifier import canonical_text
 
 PROJECTS = [f"p{i}" for i in range(10)]
 # events saved one command per transaction for `eventsourcing_app_events_per_s` (a transaction each:
@@ -66,7 +67,7 @@ def fresh_database(settings: Settings, database: str) -> tuple[str, str]:
 def create_topics(settings: Settings, prefix: str) -> None:
     from kafka.admin import KafkaAdminClient, NewTopic
 
-    admin = KafkaAdminClient(bootstrap_servers=settings.kafka_bootstrap)
+    admin = KafkaAdminClient(**client_options(settings))
     try:
         admin.create_topics([NewTopic(f"{prefix}.commands", 6, 1), NewTopic(f"{prefix}.events", 1, 1),
                              NewTopic(f"{prefix}.deadletter", 1, 1)])
@@ -77,7 +78,7 @@ def create_topics(settings: Settings, prefix: str) -> None:
 def delete_topics(settings: Settings, prefix: str) -> None:
     from kafka.admin import KafkaAdminClient
 
-    admin = KafkaAdminClient(bootstrap_servers=settings.kafka_bootstrap)
+    admin = KafkaAdminClient(**client_options(settings))
     try:
         admin.delete_topics([f"{prefix}.commands", f"{prefix}.events", f"{prefix}.deadletter"])
     except Exception:
@@ -103,7 +104,7 @@ def commands(n: int, start: int = 0) -> list[Any]:
 def produce(settings: Settings, topic: str, cmds: Sequence[Any], rate: float | None = None) -> None:
     from kafka import KafkaProducer
 
-    producer = KafkaProducer(bootstrap_servers=settings.kafka_bootstrap, acks="all", linger_ms=5,
+    producer = KafkaProducer(**client_options(settings), acks="all", linger_ms=5,
                              batch_size=256 * 1024, compression_type=None)
     started = time.monotonic()
     for i, c in enumerate(cmds):

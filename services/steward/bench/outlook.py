@@ -17,9 +17,10 @@ import statistics
 import time
 from typing import Any
 
+from steward.api.outlook import submit_outlook
 from steward.domain.commands import ROOT, SubmitJob
+from steward.domain.policy_settings import PolicySettings
 from steward.domain.state import AllocationNode, ClusterNode, Job, LedgerState
-from steward.policy.settings import PolicySettings
 from steward.scheduler.bridge import HOLDING_STATES, running_job
 
 
@@ -60,8 +61,6 @@ def _time(fn: Any, repeat: int) -> list[float]:
 
 
 def main(argv: list[str]) -> int:
-    from steward.api.outlook import submit_outlook
-
     ap = argparse.ArgumentParser(prog="steward bench outlook", description=__doc__.split("\n\n")[0])
     ap.add_argument("--jobs", type=int, nargs="+", default=[1_000, 10_000, 100_000])
     ap.add_argument("--repeat", type=int, default=15)

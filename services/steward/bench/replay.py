@@ -40,6 +40,7 @@ from steward.domain.decide import decide_or_reject
 from steward.store import projections
 from steward.store.eventstore import EventStore, PendingAppend
 from steward.store.projections import Projector
+from steward.store.recorder import EventRecorder
 
 NODES = 100
 GPUS = 8
@@ -76,7 +77,7 @@ class History:
             return
         proj = self.proj
         with self.store.engine.begin() as conn:  # one recorded time per batch, as in the ledger
-            recorded = self.store.append(conn, self.pending, self.now)
+            recorded = EventRecorder(self.store).append(conn, self.pending, self.now)
             changed = [("j", r.payload["job_id"]) for r in recorded if "job_id" in r.payload]
             changed += [("a", n) for n in proj.allocations] + [("n", n) for n in proj.nodes]
             projections.write(conn, proj, changed)

@@ -13,14 +13,14 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from steward.native import compiled_in_use
+from steward.sim.errors import SimError
+from steward.sim.run import run_scenario
+
 DEFAULT_SCENARIO = Path(__file__).resolve().parents[3].parent / "shared" / "data" / "scenarios" / "philly.yaml"
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    from steward.native import compiled_in_use
-    from steward.sim.errors import SimError
-    from steward.sim.run import run_scenario
-
     p = argparse.ArgumentParser(prog="steward bench sim")
     p.add_argument("--scenario", default=str(DEFAULT_SCENARIO))
     p.add_argument("--policy", default="steward")

@@ -53,7 +53,15 @@ from typing import Any
 
 import httpx
 
+from steward.auth.tokens import TokenStore
 from steward.bench.procfs import children
+from steward.bus.kafka import make_consumer
+from steward.cli.stack import metrics_env
+from steward.config import Settings
+from steward.domain.commands import DrainNode, RegisterNode, ResumeNode, SetAllocations
+from steward.infra.processes import Paths, infra_script, read_pid, start_own
+from steward.metrics import metrics_urls, stack_ports
+from steward.store.eventstore import EventStore
 
 PROJECT = "bench-soak"
 AGENT = "soak"
@@ -113,8 +121,6 @@ def rss_mb(name: str, pid: int) -> float:
 
 
 def stack_pids(settings: Any) -> dict[str, int]:
-    from steward.infra.processes import Paths, read_pid
-
     paths = Paths(settings.run_dir)
     return {name: pid for name in STACK if (pid := read_pid(paths, name)) is not None}
 
@@ -129,11 +135,12 @@ def _execute(settings: Any, command: Any) -> None:
 
 
 def setup(settings: Any, agents: int, nodes: int) -> list[str]:
-    from steward.domain.commands import RegisterNode, ResumeNode, SetAllocations
-
     _execute(settings, SetAllocations("cluster", {PROJECT: 0.0}, "soak benchmark (unfunded, idle capacity)"))
     names: list[str] = []
     for k in range(agents):
+        # each simulated agent is an executor of its own: its Kafka principal, command topic and ACLs (ADR 0039);
+        # without them it cannot connect and its nodes are never healthy
+        infra_script("kafka", "add-executor", f"{AGENT}-{k}", settings=settings)
         for i in range(nodes):
             name = f"{AGENT}-{k}-n{i}"
             _execute(settings, RegisterNode(name, 8, "SOAK", [f"{AGENT}-{k}", name], f"{AGENT}-{k}"))
@@ -146,16 +153,11 @@ def setup(settings: Any, agents: int, nodes: int) -> list[str]:
 
 
 def teardown(settings: Any, names: list[str]) -> None:
-    from steward.domain.commands import DrainNode
-
     for name in names:
         _execute(settings, DrainNode(name, "soak benchmark done"))
 
 
 def make_tokens(settings: Any, n: int) -> list[tuple[str, str]]:
-    from steward.auth.tokens import TokenStore
-    from steward.store.eventstore import EventStore
-
     tokens = TokenStore(EventStore.from_url(settings.resolved_store_url))
     out = []
     for i in range(n):
@@ -166,9 +168,6 @@ def make_tokens(settings: Any, n: int) -> list[tuple[str, str]]:
 
 
 def revoke_tokens(settings: Any, ids: list[str]) -> None:
-    from steward.auth.tokens import TokenStore
-    from steward.store.eventstore import EventStore
-
     tokens = TokenStore(EventStore.from_url(settings.resolved_store_url))
     for token_id in ids:
         tokens.revoke(token_id, by="bench soak")
@@ -206,8 +205,6 @@ class Agents:
         victim = self.victims()[self.turn % len(self.victims())]
         self.turn += 1
         if victim == "local":
-            from steward.infra.processes import Paths, read_pid
-
             pid = read_pid(Paths(self.settings.run_dir), "executor")
             if pid is None:
                 return "none"
@@ -220,10 +217,6 @@ class Agents:
 
     def restart(self, victim: str) -> None:
         if victim == "local":
-            from steward.cli.stack import metrics_env
-            from steward.infra.processes import Paths, start_own
-            from steward.metrics import stack_ports
-
             values = {}
             stack_env = Paths(self.settings.run_dir).stack_env
             if stack_env.exists():
@@ -410,8 +403,6 @@ async def churner(agents: Agents, until: float, every: float, down_s: float, log
 
 def check_store(settings: Any, run: str, accepted: list[str], head_before: int) -> dict[str, Any]:
     """What the store recorded for this run's jobs (after the drain)."""
-    from steward.store.eventstore import EventStore
-
     store = EventStore.from_url(settings.resolved_store_url)
     submitted: set[str] = set()
     rejected_ids: set[str] = set()
@@ -445,8 +436,6 @@ def check_kafka(settings: Any, since: float, run: str, outcomes: set[str], head_
                 head_after: int) -> dict[str, int]:
     """SubmitJob commands of this run on Kafka without an outcome, and positions never relayed."""
     from kafka import TopicPartition
-
-    from steward.bus.kafka import make_consumer
 
     def read(topic: str) -> list[bytes]:
         consumer = make_consumer(settings, None, consumer_timeout_ms=2000)
@@ -492,8 +481,6 @@ def check_kafka(settings: Any, since: float, run: str, outcomes: set[str], head_
 async def _phase(settings: Any, url: str, tokens: list[str], seconds: float, think_s: float, rate: float,
                  run: str, agents: Agents | None, churn_s: float, down_s: float, sample_s: float,
                  samples: Samples | None, churn_log: list[dict[str, Any]]) -> Load:
-    from steward.metrics import metrics_urls
-
     load = Load()
     rng = random.Random(run)
     t0 = time.monotonic()
@@ -513,8 +500,6 @@ async def _phase(settings: Any, url: str, tokens: list[str], seconds: float, thi
 
 def drain(settings: Any, accepted: list[str], run: str, head_before: int, timeout: float) -> float:
     """Wait until the ledger's lag is 0 and every accepted job ended; returns the seconds it took."""
-    from steward.metrics import metrics_urls
-
     started = time.monotonic()
     url = metrics_urls(settings)["ledger"]
     while time.monotonic() - started < timeout:
@@ -530,9 +515,6 @@ def drain(settings: Any, accepted: list[str], run: str, head_before: int, timeou
 def run(minutes: float = 3.0, clients: int = 200, rate: float = 2.0, think_s: float = 1.0, agents: int = 2,
         nodes: int = 8, churn_s: float = 30.0, down_s: float = 3.0, sample_s: float = 5.0,
         baseline_s: float = 20.0, warmup_s: float = 30.0, drain_s: float = 300.0) -> dict[str, Any]:
-    from steward.config import Settings
-    from steward.store.eventstore import EventStore
-
     settings = Settings()
     url = settings.resolved_api_url
     run_id = uuid.uuid4().hex[:6]

@@ -11,12 +11,12 @@ import json
 import sys
 from collections.abc import Sequence
 
+from steward.native import compiled_in_use
+from steward.sim.errors import SimError
+from steward.sim.suite import PHILLY, resolve_policies, run_suite, select
+
 
 def main(argv: Sequence[str] | None = None) -> int:
-    from steward.native import compiled_in_use
-    from steward.sim.errors import SimError
-    from steward.sim.suite import PHILLY, resolve_policies, run_suite, select
-
     p = argparse.ArgumentParser(prog="steward bench suite")
     p.add_argument("--json", action="store_true", help="accepted for symmetry; the output is always JSON")
     p.add_argument("--quick", action="store_true", help="1 seed, small generated scenarios, Philly's first jobs")

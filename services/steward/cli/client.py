@@ -8,6 +8,7 @@ from typing import Any
 
 import httpx
 
+from steward.api.settings import ApiSettings
 from steward.cli.output import fail
 from steward.config import Settings
 
@@ -16,13 +17,18 @@ def default_token() -> str | None:
     token = os.environ.get("STEWARD_TOKEN", "").strip()
     if token:
         return token
-    from steward.api.settings import ApiSettings
-
     path = ApiSettings().resolved_token_file
     try:
         return path.read_text().strip() or None
     except OSError:
         return None
+
+
+def _refusal(resp: httpx.Response) -> str:
+    try:
+        return str(resp.json()["errors"][0]["message"])
+    except (ValueError, KeyError, IndexError, TypeError):
+        return ""
 
 
 class GraphQLClient:
@@ -40,8 +46,12 @@ class GraphQLClient:
             fail(f"cannot reach the API at {self.url} ({err.__class__.__name__}); start it with `make up`")
         if resp.status_code == 401:
             where = "STEWARD_TOKEN" if os.environ.get("STEWARD_TOKEN") else "the run folder's token file"
+            why = _refusal(resp)
+            if why.startswith("not authenticated: ") and "Bearer" not in why:  # a sign-in token, and why not
+                fail(f"the API did not accept the token from {where}: {why.removeprefix('not authenticated: ')}")
             fail(f"the API did not accept the token from {where}; set STEWARD_TOKEN to a valid token "
-                 "(an admin creates one with `steward token create --role ROLE --scope NODE`)")
+                 "(an admin creates one with `steward token create --role ROLE --scope NODE`, "
+                 "or sign in with `steward login`)")
         if resp.status_code == 429:
             fail(f"rate limited by the API; retry in {resp.headers.get('Retry-After', '1')} s")
         if resp.status_code == 413:

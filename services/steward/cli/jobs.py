@@ -6,6 +6,8 @@ from typing import Any
 
 import typer
 
+from steward.api.explain import person
+from steward.cli import readable
 from steward.cli.client import GraphQLClient
 from steward.cli.output import OutputFormat, OutputOption, emit, fail
 from steward.config import get_settings
@@ -42,7 +44,7 @@ OPEN_SESSION = f"""mutation($input: OpenSessionInput!) {{ openSession(input: $in
 RESTORE_SESSION = f"""mutation($id: ID!) {{ restoreSession(id: $id) {{
 {PAYLOAD.format(ok="SessionRestored", fields=JOB_FIELDS)} }} }}"""
 
-JOB = f"""query($id: ID!) {{ job(id: $id) {{ {JOB_FIELDS}
+JOB = f"""query($id: ID!) {{ job(id: $id) {{ {JOB_FIELDS} owner {{ subject name }}
   events {{ position streamId version type payload metadata recordedAt hash }}
   decisions {{ position type recordedAt actor evidence }} }} }}"""
 
@@ -51,7 +53,7 @@ JOBS = f"""query($first: Int!, $after: String, $filter: JobFilter) {{
     edges {{ node {{ {JOB_FIELDS} }} }} pageInfo {{ hasNextPage endCursor }} }} }}"""
 
 WHY_FIELDS = "jobId reason text source blockingGpus blockingScope blockingUntil position positionInProject evidence"
-WHY = f"""query($id: ID!) {{ job(id: $id) {{ id state }}
+WHY = f"""query($id: ID!) {{ job(id: $id) {{ id state owner {{ subject name }} }}
   whyPending(job: $id) {{ {WHY_FIELDS} }} whyPreempted(job: $id) {{ {WHY_FIELDS} }} }}"""
 
 QUEUE = f"""query($first: Int!, $project: String) {{ queue(first: $first, project: $project) {{
@@ -156,8 +158,9 @@ def register(app: typer.Typer) -> None:
             return
         emit({k: v for k, v in job.items() if k not in ("events", "decisions")}, output)
         typer.echo("")
-        emit(None, output, [[e["position"], e["type"], e["metadata"].get("actor", "")] for e in job["events"]],
-             ["position", "event", "actor"])
+        emit(None, output, [[e["position"], e["type"],
+                             person(e["metadata"].get("actor", ""), e["metadata"].get("actor_name"))]
+                            for e in job["events"]], ["position", "event", "actor"])
 
     @app.command("jobs")
     def jobs_list(
@@ -165,12 +168,13 @@ def register(app: typer.Typer) -> None:
         project: str = typer.Option(None),
         job_class: str = typer.Option(None, "--class", help="batch, debug or interactive"),
         limit: int = typer.Option(50, help="at most this many, newest first"),
+        mine: bool = typer.Option(False, "--mine", help="only the jobs you submitted"),
         output: OutputFormat = OutputOption,
     ) -> None:
         """Jobs you may see, newest first."""
         if limit < 1:
             fail(f"--limit must be at least 1, got {limit}", 2)
-        flt = {"states": state or None, "project": project, "jobClass": job_class}
+        flt = {"states": state or None, "project": project, "jobClass": job_class, "mine": mine}
         rows = fetch_jobs(GraphQLClient(get_settings()), limit, flt)
         emit(rows, output, [_job_row(j) for j in rows], ["id", "project", "state", "gpus", "class"])
 
@@ -186,14 +190,20 @@ def register(app: typer.Typer) -> None:
             emit({"job": data["job"], "whyPending": pending, "whyPreempted": preempted}, output)
             return
         typer.echo(f"{job_id} ({data['job']['state']}): {main['text']}")
+        if data["job"].get("owner"):
+            typer.echo(f"submitted by: {person(data['job']['owner']['subject'], data['job']['owner']['name'])}")
         typer.echo(f"reason: {main['reason']} (from {main['source']})")
         quota = (main["evidence"] or {}).get("debug_quota")
         if isinstance(quota, dict):
             typer.echo(qualification_line(quota))
         if preempted["reason"] != "not_preempted" and main is not preempted:
             typer.echo(f"last preemption: {preempted['text']}")
+        story = (preempted["evidence"] or {}).get("preemption")
+        if isinstance(story, dict):
+            for line in readable.preemption_lines(story):
+                typer.echo(line)
         if main["evidence"]:
-            emit(main["evidence"], output)
+            emit(readable.readable_evidence(main["evidence"]), output)
 
     @app.command("cancel")
     def cancel(job_id: str = typer.Argument(...), reason: str = typer.Option("", help="recorded with it"),

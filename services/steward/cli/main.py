@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import importlib
+import importlib.util
 import sys
 from pathlib import Path
 from typing import Any
 
 import typer
 
-from steward.cli import audit, jobs, operate, sessions, stack, tokens
+from steward.cli import audit, jobs, login, notify, operate, readable, sessions, stack, tokens
 from steward.cli.client import GraphQLClient
 from steward.cli.output import CliError, OutputFormat, OutputOption, emit, fail
 from steward.cli.scenario_file import (
@@ -27,6 +29,8 @@ tree_app = typer.Typer(no_args_is_help=True, help="The allocation tree (managers
 cluster_app = typer.Typer(no_args_is_help=True, help="Nodes and topology (operators).")
 app.add_typer(tree_app, name="tree")
 app.add_typer(cluster_app, name="cluster")
+report_app = typer.Typer(no_args_is_help=True, help="Reports (managers, auditors).")
+app.add_typer(report_app, name="report")
 stack.register(app)
 tokens.register(app)
 operate.register(app)
@@ -35,6 +39,8 @@ operate.register(app)
 jobs.register(app)
 sessions.register(app)
 audit.register(app)
+login.register(app)
+notify.register(app)
 
 SET_ALLOCATIONS = """
 mutation($parent: String!, $shares: [ShareInput!]!, $reason: String!) {
@@ -101,7 +107,8 @@ def tree_apply(
 
 
 TREE = """query($window: Float!) { allocations(windowS: $window) { name parent depth share entitlement isProject
-  entitledInWindow usageInWindow owed delivered deliveredOverOwed burn runningGpus waitingJobs
+  entitledInWindow usageInWindow demandInWindow owed delivered deliveredOverOwed overDelivered
+  windowStart windowEnd window burn runningGpus waitingJobs
   debugQuotaGpus { gpus setGpus isDefault setOn } } }"""
 
 SET_DEBUG_QUOTA = """mutation($allocation: String!, $gpus: Int, $reason: String!) {
@@ -130,16 +137,89 @@ def _ratio(x: float | None) -> str:
     return "-" if x is None else f"{x:.2f}"
 
 
+def owed_ratio(x: float | None) -> str:
+    """delivered ÷ owed as it is; above 1 marked as over-delivery (never capped)."""
+    return "-" if x is None else f"{x:.2f}" + (" over" if x > 1.0 else "")
+
+
 @tree_app.command("show")
 def tree_show(window: float = typer.Option(7 * 24, "--window-hours", help="the usage window in hours"),
               output: OutputFormat = OutputOption) -> None:
-    """The allocation tree you may see: shares, entitlements, owed vs delivered (GPU-hours) and burn."""
+    """The allocation tree you may see: shares, entitlements, owed vs delivered (GPU-hours, over the window
+    it states) and burn."""
+    if not 1 <= window <= 90 * 24:
+        fail(f"--window-hours must be between 1 and 2160, got {window:g}", 2)
     allocs = GraphQLClient(get_settings()).execute(TREE, {"window": window * 3600})["allocations"]
+    if output is not OutputFormat.json and allocs:
+        sys.stdout.write(f"owed vs delivered over the {allocs[0]['window']} "
+                         "(GPU-hours; ratio above 1 = over-delivery)\n")
     emit(allocs, output, [["  " * (a["depth"] - 1) + a["name"], f"{a['share']:.3f}", f"{a['entitlement']:.4f}",
-                           f"{a['owed'] / 3600:.1f}", f"{a['delivered'] / 3600:.1f}", _ratio(a["deliveredOverOwed"]),
+                           f"{a['owed'] / 3600:.1f}", f"{a['delivered'] / 3600:.1f}",
+                           owed_ratio(a["deliveredOverOwed"]),
                            _ratio(a["burn"]), a["runningGpus"], a["waitingJobs"], quota_text(a.get("debugQuotaGpus"))]
                           for a in allocs],
          ["name", "share", "entitlement", "owed h", "delivered h", "ratio", "burn", "gpus", "waiting", "debug quota"])
+
+
+HISTORY = """query($under: String, $first: Int!) { allocationHistory(under: $under, first: $first) {
+  position recordedAt actor reason parent allocation shareBefore shareAfter debugQuotaBefore debugQuotaAfter
+  debugQuotaSet } }"""
+
+
+@tree_app.command("history")
+def tree_history(allocation: str = typer.Argument(None, help="only this allocation's subtree (default: all "
+                                                  "you may see)"),
+                 limit: int = typer.Option(100, "--limit", help="at most this many changes, newest first"),
+                 json_flag: bool = typer.Option(False, "--json", help="print JSON"),
+                 output: OutputFormat = OutputOption) -> None:
+    """Who changed which share and debug quota, when (your local time), why, before -> after: newest first,
+    your subtree only."""
+    if not 1 <= limit <= 500:
+        fail(f"--limit must be between 1 and 500, got {limit}", 2)
+    rows = GraphQLClient(get_settings()).execute(HISTORY, {"under": allocation, "first": limit})["allocationHistory"]
+    if not rows and not json_flag and output is not OutputFormat.json:
+        where = f"under '{allocation}' " if allocation else ""
+        typer.echo(f"no allocation changes {where}that you may see")
+        return
+    emit(rows, OutputFormat.json if json_flag else output, readable.history_rows(rows), readable.HISTORY_HEADERS)
+
+
+BUDGET = """query($period: Float!, $periods: Int!, $position: BigInt, $at: Float) {
+  budgetReport(periodS: $period, periods: $periods, position: $position, at: $at) {
+  position asOf pinned head periodS csv periods { periodId label start end current recorded deliveredOfOwed
+    allocations { name isProject owed delivered ratio overDelivered demand entitled } } } }"""
+
+
+@report_app.command("budget")
+def report_budget(period_hours: float = typer.Option(24, "--period-hours", help="the length of a period in hours"),
+                  periods: int = typer.Option(7, "--periods", help="how many periods, the current one included"),
+                  as_csv: bool = typer.Option(False, "--csv", help="print the report as CSV (GPU-hours)"),
+                  position: int | None = typer.Option(None, "--position", help="as of this log position (time "
+                                                      "travel: the log up to it, to the time it was recorded)"),
+                  at: str | None = typer.Option(None, "--at", help="as of this time (epoch seconds or ISO 8601, "
+                                                "UTC when no zone): the events recorded by then"),
+                  output: OutputFormat = OutputOption) -> None:
+    """Owed vs delivered per allocation and period (the same figures as the UI's budget report); with
+    --position or --at, as of that moment of the log (the same answer whenever asked)."""
+    if not 1 <= period_hours <= 90 * 24:
+        fail(f"--period-hours must be between 1 and 2160, got {period_hours:g}", 2)
+    if not 1 <= periods <= 90:
+        fail(f"--periods must be between 1 and 90, got {periods}", 2)
+    if position is not None and at is not None:
+        fail("give --position or --at, not both", 2)
+    if position is not None and position < 1:
+        fail(f"--position must be 1 or more, got {position}", 2)
+    rep = GraphQLClient(get_settings()).execute(BUDGET, {"period": period_hours * 3600, "periods": periods,
+                                                         "position": position,
+                                                         "at": None if at is None else audit.parse_time(at)})
+    report = rep["budgetReport"]
+    if as_csv:
+        sys.stdout.write(report["csv"])
+        return
+    emit(report, output, [[p["label"] + (" (now)" if p["current"] else ""), a["name"], f"{a['owed'] / 3600:.1f}",
+                           f"{a['delivered'] / 3600:.1f}", owed_ratio(a["ratio"])]
+                          for p in report["periods"] for a in p["allocations"]],
+         ["period", "allocation", "owed h", "delivered h", "ratio"])
 
 
 @tree_app.command("quota")
@@ -197,8 +277,8 @@ def allocate(
 
 @app.command("whoami")
 def whoami(output: OutputFormat = OutputOption) -> None:
-    """Who the API takes you for: subject, role, scopes."""
-    me = GraphQLClient(get_settings()).execute("{ me { subject role scopes tokenId via capabilities } }")["me"]
+    """Who the API takes you for: name, subject, role, scopes."""
+    me = GraphQLClient(get_settings()).execute("{ me { subject name role scopes tokenId via capabilities } }")["me"]
     emit(me, output)
 
 
@@ -227,22 +307,43 @@ def cluster_apply(
          ["node", "gpus", "path"])
 
 
-@app.command(context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
-def bench(ctx: typer.Context, name: str = typer.Argument(..., help="cycle, sim, ...")) -> None:
-    """Run a benchmark (`steward bench NAME --help`); prints JSON."""
-    import importlib
+# `bench` and `sim` parse their own options (argparse): Typer passes every argument through, `--help`
+# included, so `steward sim --help` and `steward bench NAME --help` print the real options
+PASS_THROUGH = {"allow_extra_args": True, "ignore_unknown_options": True, "help_option_names": []}
 
-    try:
-        module = importlib.import_module(f"steward.bench.{name}")
-    except ModuleNotFoundError:
-        fail(f"unknown benchmark '{name}'", 2)
+
+def benchmarks() -> list[str]:
+    """The benchmarks `steward bench` runs: the modules of steward.bench with a `main` (found by name, not
+    imported: the benchmarks sit above the CLI, ADR 0040)."""
+    spec = importlib.util.find_spec("steward.bench")
+    folder = Path(next(iter(spec.submodule_search_locations or []))) if spec is not None else None
+    if folder is None:
+        return []
+    return sorted(f.stem for f in folder.glob("*.py") if "\ndef main(" in f.read_text())
+
+
+@app.command(context_settings=PASS_THROUGH)
+def bench(ctx: typer.Context, name: str = typer.Argument("", help="the benchmark (steward bench --help lists them)",
+                                                          show_default=False)) -> None:
+    """Run a benchmark (`steward bench NAME --help` shows its options); prints JSON."""
+    if name in ("", "-h", "--help") or (not name and {"-h", "--help"} & set(ctx.args)):
+        if not name and not {"-h", "--help"} & set(ctx.args):
+            fail("name a benchmark: " + ", ".join(benchmarks()), 2)
+        typer.echo("usage: steward bench NAME [OPTIONS]   (steward bench NAME --help: its options)\n\n"
+                   "benchmarks: " + ", ".join(benchmarks()))
+        raise typer.Exit(0)
+    if name not in benchmarks():
+        fail(f"unknown benchmark '{name}' (one of: {', '.join(benchmarks())})", 2)
+    # lazy: each benchmark imports only what it runs (the stack, the simulator...), found by name
+    module = importlib.import_module(f"steward.bench.{name}")
     code = module.main(list(ctx.args))
     raise typer.Exit(code or 0)
 
 
-@app.command(context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
+@app.command(context_settings=PASS_THROUGH)
 def sim(ctx: typer.Context) -> None:
-    """Run the trace-driven simulator (`steward sim --help`)."""
+    """Run the trace-driven simulator (`steward sim --help` shows its options)."""
+    # lazy: start-up: the simulator (policy core, scenario loader) only for `steward sim`
     from steward.sim import main as sim_main  # type: ignore[attr-defined,unused-ignore]
 
     raise typer.Exit(sim_main(list(ctx.args)) or 0)
@@ -263,9 +364,12 @@ def main() -> None:
     except Exception as err:  # a click usage error or a bug: one line, no traceback
         import click
 
-        if isinstance(err, click.ClickException):
-            err.show()
-            sys.exit(err.exit_code)
+        # typer >= 0.25 raises the errors of its own copy of click (typer._click), not click's
+        usage = isinstance(err, click.ClickException) or (isinstance(err, typer.TyperException) and hasattr(
+            err, "show") and isinstance(getattr(err, "exit_code", None), int))
+        if usage:
+            err.show()  # type: ignore[attr-defined]
+            sys.exit(err.exit_code)  # type: ignore[attr-defined]
         sys.stderr.write(f"steward: internal error: {err.__class__.__name__}: {err}\n")
         if "--debug" in sys.argv:
             raise

@@ -28,7 +28,7 @@ RESUME = """mutation($id: String!, $reason: String!) { resumeNode(id: $id, reaso
   __typename ... on NodeResumed { id position } ... on Rejected { code reason }
   ... on InvalidInput { field message } ... on NotAuthorised { message } } }"""
 
-NODES = "{ nodes { id gpus gpuModel path executor state usedGpus freeGpus jobs otherJobs } }"
+NODES = "{ nodes { id gpus gpuModel path executor state usedGpus foreignGpus freeGpus jobs otherJobs } }"
 
 
 def register(app: typer.Typer) -> None:
@@ -80,8 +80,9 @@ def register(app: typer.Typer) -> None:
     def node_list(output: OutputFormat = OutputOption) -> None:
         """Nodes with topology and occupancy."""
         nodes = GraphQLClient(get_settings()).execute(NODES)["nodes"]
-        emit(nodes, output, [[n["id"], "/".join(n["path"]), n["state"], n["gpus"], n["usedGpus"], n["freeGpus"]]
-                             for n in nodes], ["node", "path", "state", "gpus", "used", "free"])
+        rows = [[n["id"], "/".join(n["path"]), n["state"], n["gpus"], n["usedGpus"], n["foreignGpus"], n["freeGpus"]]
+                for n in nodes]
+        emit(nodes, output, rows, ["node", "path", "state", "gpus", "used", "foreign", "free"])
 
     @policy_app.command("set")
     def policy_set(file: Path = typer.Argument(..., help="a JSON file of policy settings"),

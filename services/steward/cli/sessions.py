@@ -108,11 +108,12 @@ def register(app: typer.Typer) -> None:
         gpus: int = typer.Option(8, help="GPUs per virtual node"),
     ) -> None:
         """Run a simulated executor in the foreground (load tests of the live stack)."""
+        # lazy: start-up: the simulated executor (Temporal) loads only for `steward sim-executor`
         import signal
 
         from steward.executor.sim import run_sim_executor
 
-        settings = get_settings().model_copy(update={"executor_id": executor_id})
+        settings = get_settings().model_copy(update={"executor_id": executor_id, "component": "executor"})
 
         async def main() -> None:
             stop = asyncio.Event()

@@ -15,8 +15,10 @@ import typer
 from steward.cli.output import OutputFormat, OutputOption, emit, fail
 from steward.cli.tokens import ensure_admin_token
 from steward.config import Settings, get_settings
+from steward.executor.settings import ExecutorSettings
 from steward.infra import doctor as doctor_checks
 from steward.infra.processes import (
+    COMPONENT_OF,
     DEMO_PROCESSES,
     OWN_PROCESSES,
     InfraError,
@@ -43,19 +45,55 @@ def _wait_for_api(settings: Settings, timeout: float = 60.0) -> None:
     fail(f"the API did not answer at {url} within {timeout:.0f} s; see {settings.run_dir}/logs/api.log")
 
 
-def bring_up(settings: Settings, postgres: bool = True, restart: bool = False) -> dict[str, Any]:
+EXECUTOR_KINDS = ("local", "slurm", "kubernetes")
+
+
+def slurm_values(settings: Settings) -> dict[str, str]:
+    """The executor's environment for `--executor slurm`: an existing cluster's slurm.conf when one is named
+    (STEWARD_SLURM_CONF or SLURM_CONF; docs/operator-guide.md "Steward on Slurm"), else the project's own
+    cluster (infra/slurm.sh), started now."""
+    conf = os.environ.get("STEWARD_SLURM_CONF") or os.environ.get("SLURM_CONF", "")
+    if not conf:
+        infra_script("slurm", "start", settings=settings)
+        conf = str(settings.run_dir / "slurm" / "slurm.conf")
+    elif not os.path.isfile(conf):
+        fail(f"the Slurm configuration {conf} does not exist (STEWARD_SLURM_CONF or SLURM_CONF)", 2)
+    return {"STEWARD_EXECUTOR_KIND": "slurm", "SLURM_CONF": conf, "STEWARD_SLURM_CONF": conf}
+
+
+def kubernetes_values(settings: Settings) -> dict[str, str]:
+    """The executor's environment for `--executor kubernetes`: an existing cluster's kubeconfig when one is named
+    (STEWARD_K8S_KUBECONFIG or KUBECONFIG; docs/operator-guide.md "Steward on Kubernetes"), else the project's
+    own API server with kwok GPU nodes (infra/k8s.sh), started now."""
+    conf = os.environ.get("STEWARD_K8S_KUBECONFIG") or os.environ.get("KUBECONFIG", "")
+    if not conf:
+        infra_script("k8s", "start", settings=settings)
+        conf = str(settings.run_dir / "k8s" / "kubeconfig")
+    elif not os.path.isfile(conf):
+        fail(f"the kubeconfig {conf} does not exist (STEWARD_K8S_KUBECONFIG or KUBECONFIG)", 2)
+    return {"STEWARD_EXECUTOR_KIND": "kubernetes", "STEWARD_K8S_KUBECONFIG": conf}
+
+
+def bring_up(settings: Settings, postgres: bool = True, restart: bool = False,
+             executor: str = "local", api_replicas: int = 1) -> dict[str, Any]:
     """Start the real services, migrate the store, then Steward's own processes (idempotent: processes
     already running are kept, unless `restart`, which stops them first so that they run the code and
-    settings installed now; the services and their data are kept either way)."""
+    settings installed now; the services and their data are kept either way). `executor`: what runs the
+    jobs, this machine ("local"), a Slurm cluster ("slurm") or a Kubernetes cluster ("kubernetes")."""
+    if executor not in EXECUTOR_KINDS:
+        fail(f"unknown executor {executor!r}: choose one of {', '.join(EXECUTOR_KINDS)}", 2)
+    # lazy: start-up: `steward up` only (the other commands of the CLI load neither Prometheus nor Alembic)
     from steward.metrics import MetricsSettingError, stack_ports
     from steward.store.migrate import upgrade
 
     paths = Paths(settings.run_dir)
-    from steward.ledger.service import LedgerSettingError, ledger_writer_mode
+    # lazy: start-up: the ledger's module (SQLAlchemy, Kafka) only to check its setting before starting it
+    from steward.ledger.service import LedgerSettingError, ledger_writer_mode, topic_refresh_s
 
     try:
         metrics_ports = stack_ports(settings)
         ledger_writer_mode()  # checked before anything starts, as the ledger would refuse it
+        topic_refresh_s()
     except (MetricsSettingError, LedgerSettingError) as err:
         fail(str(err), 2)
     restarted = [name for name in reversed(OWN_PROCESSES) if restart and stop_own(name, paths)]
@@ -70,13 +108,18 @@ def bring_up(settings: Settings, postgres: bool = True, restart: bool = False) -
         values |= {"STEWARD_STORE_URL": app_url, "STEWARD_STORE_OWNER_URL": owner_url}
     else:
         values |= {"STEWARD_STORE_URL": settings.resolved_store_url}
+    if executor == "slurm":
+        values |= slurm_values(settings)
+    elif executor == "kubernetes":
+        values |= kubernetes_values(settings)
     write_stack_env(paths, values)
     upgrade(values.get("STEWARD_STORE_OWNER_URL", values["STEWARD_STORE_URL"]))
     token_file = ensure_admin_token(settings, values["STEWARD_STORE_URL"])
-    env = os.environ | values | {"STEWARD_RUN_DIR": str(settings.run_dir)}
+    env = os.environ | values | {"STEWARD_RUN_DIR": str(settings.run_dir), "STEWARD_API_REPLICAS": str(api_replicas)}
     pids = {name: start_own(name, paths, env | metrics_env(name, metrics_ports)) for name in OWN_PROCESSES}
+    pids |= start_api_replicas(paths, env, api_replicas, restart)
     _wait_for_api(settings)
-    dead = [name for name in OWN_PROCESSES if read_pid(paths, name) is None]
+    dead = [name for name in pids if read_pid(paths, name) is None]
     if dead:  # e.g. the API could not bind because another process holds its port
         logs = ", ".join(str(paths.log_file(name)) for name in dead)
         fail(f"{', '.join(dead)} exited right after starting; see {logs}")
@@ -85,6 +128,64 @@ def bring_up(settings: Settings, postgres: bool = True, restart: bool = False) -
             "restarted": restarted[::-1],
             "metrics": {name: f"http://127.0.0.1:{port}/metrics" for name, port in metrics_ports.items()}
             | {"api": f"http://{settings.api_host}:{settings.api_port}/metrics"}}
+
+
+def api_replicas_running(paths: Paths) -> list[str]:
+    """The API replicas beside `api` that an earlier `up --api-replicas` started (`api-2`, `api-3`, ...)."""
+    names = [p.stem for p in paths.pids.glob("api-*.pid") if p.stem.removeprefix("api-").isdigit()]
+    return sorted(names, key=lambda n: int(n.removeprefix("api-")))
+
+
+def start_api_replicas(paths: Paths, env: dict[str, str], replicas: int, restart: bool = False) -> dict[str, int]:
+    """API replicas 2..`replicas` beside `api`, on its address: every API process of the stack binds the
+    port with SO_REUSEPORT when STEWARD_API_REPLICAS > 1 and the kernel spreads the connections among them
+    (`serve_api`; ADR 0047). Replicas beyond `replicas` left by an earlier `up` are stopped (all of them
+    on `restart`, as `api` was)."""
+    if replicas < 1:
+        fail(f"--api-replicas must be at least 1, got {replicas}", 2)
+    for name in api_replicas_running(paths):
+        if restart or int(name.removeprefix("api-")) > replicas:
+            stop_own(name, paths)
+    return {f"api-{k}": start_own(f"api-{k}", paths, env | metrics_env("api", {}))
+            for k in range(2, replicas + 1)}
+
+
+def is_api(name: str) -> bool:
+    """`api` or one of its replicas (`api-2`, ...)."""
+    return name == "api" or (name.startswith("api-") and name.removeprefix("api-").isdigit())
+
+
+def serve_api(settings: Settings) -> None:
+    """The API in the foreground; with STEWARD_API_REPLICAS > 1, on a socket bound with SO_REUSEPORT so that
+    the stack's replicas share one address (a stray API of another stack on the same port would then
+    share it too, so a single API binds exclusively: its start fails if the port is taken)."""
+    # lazy: start-up: each process of the stack loads only its own service
+    import importlib.util
+    import socket
+
+    import uvicorn
+
+    from steward.api.app import create_app
+    from steward.api.settings import get_api_settings
+
+    api = get_api_settings()
+    ws = "websockets-sansio" if importlib.util.find_spec("websockets") else "auto"
+    config = uvicorn.Config(create_app(settings, api), host=settings.api_host, port=settings.api_port,
+                            log_level="warning", lifespan="on", ws=ws,
+                            ws_max_size=api.api_max_ws_message_bytes, ws_max_queue=8)
+    replicas = os.environ.get("STEWARD_API_REPLICAS", "1")
+    if not replicas.isdigit() or int(replicas) <= 1:
+        uvicorn.Server(config).run()
+        return
+    family = socket.AF_INET6 if ":" in settings.api_host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+    try:
+        sock.bind((settings.api_host, settings.api_port))
+    except OSError as err:
+        fail(f"the API cannot bind {settings.api_host}:{settings.api_port}: {err.strerror}")
+    uvicorn.Server(config).run(sockets=[sock])
 
 
 def metrics_env(name: str, ports: dict[str, int]) -> dict[str, str]:
@@ -97,47 +198,46 @@ def metrics_env(name: str, ports: dict[str, int]) -> dict[str, str]:
 
 def bring_down(settings: Settings, services: bool = True) -> dict[str, Any]:
     paths = Paths(settings.run_dir)
-    stopped = [name for name in (*DEMO_PROCESSES, *reversed(OWN_PROCESSES)) if stop_own(name, paths)]
+    stopped = [name for name in (*DEMO_PROCESSES, *api_replicas_running(paths), *reversed(OWN_PROCESSES))
+               if stop_own(name, paths)]
     if services:
-        for name in ("temporal", "kafka", "postgres"):
+        # slurm.sh and k8s.sh stop only the cluster they started
+        for name in ("temporal", "kafka", "postgres", "slurm", "k8s"):
             infra_script(name, "stop", settings=settings, check=False)
     paths.stack_env.unlink(missing_ok=True)
     return {"stopped": stopped, "services_stopped": services}
 
 
 def run_process(name: str, settings: Settings) -> None:
-    """Run one of Steward's processes in the foreground until SIGTERM/SIGINT."""
+    """Run one of Steward's processes in the foreground until SIGTERM/SIGINT, as its component (its Kafka
+    principal and command topic, ADR 0036) unless STEWARD_COMPONENT names another (tests run a ledger on
+    topics of their own as the operator): a process can authenticate only as a principal whose password
+    file it can read, so naming a component grants nothing."""
     configure_logging(name)
+    if not os.environ.get("STEWARD_COMPONENT"):
+        settings = settings.model_copy(update={"component": COMPONENT_OF.get("api" if is_api(name) else name, "none")})
     stop = threading.Event()
     if name in ("ledger", "scheduler"):
         signal.signal(signal.SIGTERM, lambda *_: stop.set())
         signal.signal(signal.SIGINT, lambda *_: stop.set())
         if name == "ledger":
-            from steward.ledger.service import LedgerSettingError, ledger_writer_mode, run_ledger
+            # lazy: start-up: each process of the stack loads only its own service
+            from steward.ledger.service import LedgerSettingError, ledger_writer_mode, run_ledger, topic_refresh_s
 
             try:
                 ledger_writer_mode()
+                topic_refresh_s()
             except LedgerSettingError as err:
                 fail(str(err), 2)
             run_ledger(settings, stop)
         else:
+            # lazy: start-up: each process of the stack loads only its own service
             from steward.scheduler.service import run_scheduler
 
             run_scheduler(settings, stop)
         return
-    if name == "api":
-        import importlib.util
-
-        import uvicorn
-
-        from steward.api.app import create_app
-        from steward.api.settings import get_api_settings
-
-        api = get_api_settings()
-        ws = "websockets-sansio" if importlib.util.find_spec("websockets") else "auto"
-        uvicorn.run(create_app(settings, api), host=settings.api_host, port=settings.api_port,
-                    log_level="warning", lifespan="on", ws=ws,
-                    ws_max_size=api.api_max_ws_message_bytes, ws_max_queue=8)
+    if is_api(name):
+        serve_api(settings)
         return
 
     async def main() -> None:
@@ -146,10 +246,22 @@ def run_process(name: str, settings: Settings) -> None:
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, done.set)
         if name == "worker":
+            # lazy: start-up: each process of the stack loads only its own service
             from steward_workflows.worker import run_worker
 
             await run_worker(settings, done)
+        elif ExecutorSettings().kind == "slurm":
+            # lazy: start-up: each process of the stack loads only its own service
+            from steward.executor.slurm import run_slurm_executor
+
+            await run_slurm_executor(settings, done)
+        elif ExecutorSettings().kind == "kubernetes":
+            # lazy: start-up: each process of the stack loads only its own service
+            from steward.executor.kubernetes import run_kubernetes_executor
+
+            await run_kubernetes_executor(settings, done)
         else:
+            # lazy: start-up: each process of the stack loads only its own service
             from steward.executor.local import run_executor
 
             await run_executor(settings, done)
@@ -163,12 +275,19 @@ def register(app: typer.Typer) -> None:
         postgres: bool = typer.Option(True, "--postgres/--sqlite", help="event store: PostgreSQL or SQLite"),
         restart: bool = typer.Option(False, "--restart",
                                      help="restart Steward's own processes (after an upgrade); services keep running"),
+        executor: str = typer.Option("local", "--executor",
+                                     help="what runs the jobs: local (this machine), slurm (the cluster "
+                                          "STEWARD_SLURM_CONF names, else the project's own, infra/slurm.sh) or "
+                                          "kubernetes (the cluster STEWARD_K8S_KUBECONFIG or KUBECONFIG names, "
+                                          "else the project's own, infra/k8s.sh)"),
+        api_replicas: int = typer.Option(1, "--api-replicas", min=1, max=32,
+                                         help="API processes sharing the API's address (SO_REUSEPORT)"),
         output: OutputFormat = OutputOption,
     ) -> None:
         """Start Kafka, PostgreSQL, Temporal and Steward's processes (idempotent)."""
         settings = get_settings()
         try:
-            result = bring_up(settings, postgres, restart)
+            result = bring_up(settings, postgres, restart, executor, api_replicas)
         except InfraError as err:
             fail(str(err))
         emit(result, output)
@@ -195,6 +314,7 @@ def register(app: typer.Typer) -> None:
     @app.command()
     def migrate(url: str = typer.Option(None, help="the owner's store URL (default: from settings)")) -> None:
         """Apply the Alembic migrations to the store (as the schema owner)."""
+        # lazy: start-up: Alembic only for `steward migrate`
         from steward.store.migrate import upgrade
 
         upgrade(url or get_settings().resolved_owner_url)
@@ -203,6 +323,6 @@ def register(app: typer.Typer) -> None:
     @app.command("run", hidden=True)
     def run(name: str = typer.Argument(..., help=", ".join(OWN_PROCESSES))) -> None:
         """Run one of Steward's processes in the foreground."""
-        if name not in OWN_PROCESSES:
+        if name not in OWN_PROCESSES and not is_api(name):
             fail(f"unknown process '{name}'; one of {', '.join(OWN_PROCESSES)}", 2)
         run_process(name, get_settings())

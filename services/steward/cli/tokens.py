@@ -14,9 +14,12 @@ from typing import Any
 
 import typer
 
+from steward.api.settings import ApiSettings
+from steward.auth.tokens import InvalidTokenRequest, TokenStore, check_request, looks_like_api_token
 from steward.cli.client import GraphQLClient, default_token
 from steward.cli.output import OutputFormat, OutputOption, emit, fail
 from steward.config import Settings, get_settings
+from steward.store.eventstore import EventStore
 
 CREATE = """
 mutation($role: String!, $subject: String!, $scopes: [String!], $ttlS: Float) {
@@ -42,9 +45,6 @@ LIST = "{ tokens { id subject role scopes createdAt createdBy expiresAt revokedA
 
 
 def _store(settings: Settings) -> Any:
-    from steward.auth.tokens import TokenStore
-    from steward.store.eventstore import EventStore
-
     return TokenStore(EventStore.from_url(settings.resolved_store_url))
 
 
@@ -59,10 +59,6 @@ def write_token_file(path: Path, token: str) -> None:
 
 def ensure_admin_token(settings: Settings, store_url: str) -> Path:
     """Keep the run folder's admin token if the store still knows it; otherwise mint a new one."""
-    from steward.api.settings import ApiSettings
-    from steward.auth.tokens import TokenStore
-    from steward.store.eventstore import EventStore
-
     path = ApiSettings(run_dir=settings.run_dir).resolved_token_file
     store = EventStore.from_url(store_url)
     try:
@@ -85,21 +81,24 @@ def register(app: typer.Typer) -> None:
     def create(
         role: str = typer.Option(..., "--role", help="admin, manager, researcher or auditor"),
         scope: list[str] = typer.Option([], "--scope", help="org-tree node the role applies to (repeatable)"),
-        subject: str = typer.Option(None, "--subject", help="who the token is for (default: the role and scope)"),
+        subject: str = typer.Option(None, "--subject", help="who the token is for (default: the role and scope; "
+                                                             "yourself when signed in with `steward login`)"),
         ttl: float = typer.Option(None, "--ttl", help="lifetime in seconds (default: until revoked)"),
         direct: bool = typer.Option(False, "--direct", help="write to the store, not through the API"),
         output: OutputFormat = OutputOption,
     ) -> None:
         """Create a token; prints it once (`--output json` gives {"token": ...})."""
-        from steward.auth.tokens import InvalidTokenRequest, check_request
-
         who = subject or (f"{role}:{','.join(scope)}" if scope else role)
         try:
             check_request(role, scope)
         except InvalidTokenRequest as err:
             fail(str(err), 2)
         settings = get_settings()
-        if not direct and default_token():
+        current = default_token()
+        if subject is None and current and not looks_like_api_token(current):
+            # a person signed in (steward login): the token is theirs, no wider than they are (ADR 0049)
+            who = GraphQLClient(settings).execute("{ me { subject } }")["me"]["subject"]
+        if not direct and current:
             res = GraphQLClient(settings).execute(CREATE, {"role": role, "subject": who, "scopes": scope,
                                                            "ttlS": ttl})["createToken"]
             if res["__typename"] != "TokenCreated":

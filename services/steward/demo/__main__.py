@@ -41,6 +41,7 @@ class DemoError(RuntimeError):
 def steward(*args: str) -> str:
     """Run a `steward` command in this process (a new Python per command costs seconds on a loaded
     machine) and return what it printed; a failure becomes a DemoError with the CLI's own message."""
+    # lazy: start-up: each demo process (driver, executor, the stack) loads only what it runs
     import click
     import typer
 
@@ -62,6 +63,7 @@ def steward(*args: str) -> str:
 
 
 def _stack_env(settings: Settings) -> dict[str, str]:
+    # lazy: start-up: each demo process (driver, executor, the stack) loads only what it runs
     from steward.infra.processes import Paths
 
     path = Paths(settings.run_dir).stack_env
@@ -80,6 +82,7 @@ def _options(ns: argparse.Namespace) -> DemoOptions:
 def set_up(settings: Settings, options: DemoOptions, scenario: Path, log: Callable[[str], None]) -> dict[str, Any]:
     """Bring the stack up for the demo and start its two background processes; returns the config the
     driver runs from. Idempotent: a running demo is left alone."""
+    # lazy: start-up: each demo process (driver, executor, the stack) loads only what it runs
     from steward.cli.stack import bring_up
     from steward.infra.processes import InfraError, Paths, read_pid, start_own
     from steward.sim.scenario import load_scenario
@@ -173,6 +176,7 @@ def window_s(config: dict[str, Any]) -> float:
 
 
 def _admin_token(settings: Settings) -> str:
+    # lazy: start-up: each demo process (driver, executor, the stack) loads only what it runs
     from steward.cli.client import default_token
 
     token = default_token()
@@ -244,6 +248,7 @@ def cmd_summary(ns: argparse.Namespace) -> int:
 
 
 def _run_async(name: str, body: Callable[[asyncio.Event], Coroutine[Any, Any, None]]) -> int:
+    # lazy: start-up: each demo process (driver, executor, the stack) loads only what it runs
     from steward.logs import configure
 
     configure(name)
@@ -267,6 +272,7 @@ def cmd_driver(ns: argparse.Namespace) -> int:
 
 
 def cmd_sim_executor(ns: argparse.Namespace) -> int:
+    # lazy: start-up: each demo process (driver, executor, the stack) loads only what it runs
     from steward.executor.sim import run_sim_executor
 
     settings = get_settings()

@@ -22,8 +22,10 @@ from typing import Any
 
 import httpx
 
+from steward.cli.client import default_token
 from steward.config import Settings
 from steward.demo.plan import DemoOptions, SessionPlan, Submission, plan_sessions, plan_slice, slice_figures
+from steward.infra.processes import pid_alive
 from steward.sim.scenario import load_scenario
 
 log = logging.getLogger("steward.demo.driver")
@@ -331,8 +333,6 @@ class Driver:
 
 def _alive(folder: Path) -> bool:
     """Whether a process of the job whose executor folder this is still runs (its attempt-N.pid files)."""
-    from steward.infra.processes import pid_alive
-
     for path in folder.glob("attempt-*.pid"):
         try:
             pid = int(json.loads(path.read_text())["pid"])
@@ -344,8 +344,6 @@ def _alive(folder: Path) -> bool:
 
 
 async def run_driver(settings: Settings, stop: asyncio.Event) -> None:
-    from steward.cli.client import default_token
-
     logging.getLogger("httpx").setLevel(logging.WARNING)
     config = read_config(settings)
     token = default_token()

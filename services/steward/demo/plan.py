@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from steward.config import REPO_ROOT
-from steward.policy.settings import PolicySettings
+from steward.domain.policy_settings import PolicySettings
 from steward.sim.scenario import Scenario, ScenarioPolicy, TraceJob
 
 SAMPLE = REPO_ROOT / "examples" / "resumable_train.py"

@@ -13,8 +13,8 @@ from steward.config import Settings
 FIGURES = """query($window: Float!) {
   jobCounts { state count }
   nodes { id executor gpus usedGpus jobs }
-  allocations(windowS: $window) { name depth isProject entitlement owed delivered deliveredOverOwed
-    runningGpus waitingJobs }
+  allocations(windowS: $window) { name depth isProject entitlement owed delivered deliveredOverOwed overDelivered
+    window windowStart windowEnd runningGpus waitingJobs }
 }"""
 EVENTS = """query($after: String, $filter: EventFilter!) {
   auditEvents(first: 500, after: $after, filter: $filter) {
@@ -95,9 +95,11 @@ def figures(settings: Settings, token: str, since: float, window_s: float) -> di
 
 
 def table(f: dict[str, Any], speed: float) -> str:
-    """The summary as text: headline counts, executors, then owed vs delivered per project (GPU-hours of
-    trace time: the live stack's GPU-seconds times S)."""
+    """The summary as text: headline counts, executors, then owed vs delivered per project: the API's figures
+    as `steward tree show` and the UI show them (GPU-hours of the live stack, over the window it states; a
+    ratio above 1 is over-delivery). `speed` (trace seconds per real second) converts them to trace time."""
     reasons = ", ".join(f"{k} {v}" for k, v in sorted(f["preempted_by_reason"].items())) or "none yet"
+    window = f["allocations"][0]["window"] if f["allocations"] else "window"
     lines = [
         f"jobs: {f['jobs_submitted']} submitted, {f['jobs_running']} running, {f['jobs_waiting']} waiting, "
         f"{f['preempted']} preemptions ({reasons})",
@@ -106,12 +108,13 @@ def table(f: dict[str, Any], speed: float) -> str:
         "  ".join(f"{name}: {e['used']}/{e['gpus']} GPUs on {e['nodes']} node(s), {e['jobs']} job(s)"
                   for name, e in sorted(f["executors"].items())),
         "",
-        f"{'allocation':12} {'entitled':>8} {'owed GPU-h':>11} {'delivered':>10} {'ratio':>6} {'gpus':>5} "
+        f"owed vs delivered over the {window}, GPU-hours (x{speed:g} for trace time; ratio above 1 = over-delivery)",
+        f"{'allocation':12} {'entitled':>8} {'owed GPU-h':>11} {'delivered':>10} {'ratio':>10} {'gpus':>5} "
         f"{'waiting':>8}",
     ]
-    scale = speed / 3600.0
     for a in f["allocations"]:
-        ratio = "-" if a["deliveredOverOwed"] is None else f"{a['deliveredOverOwed']:.2f}"
-        lines.append(f"{a['name']:12} {a['entitlement']:>8.1%} {a['owed'] * scale:>11.0f} "
-                     f"{a['delivered'] * scale:>10.0f} {ratio:>6} {a['runningGpus']:>5} {a['waitingJobs']:>8}")
+        r = a["deliveredOverOwed"]
+        ratio = "-" if r is None else f"{r:.2f}" + (" over" if a["overDelivered"] else "")
+        lines.append(f"{a['name']:12} {a['entitlement']:>8.1%} {a['owed'] / 3600:>11.1f} "
+                     f"{a['delivered'] / 3600:>10.1f} {ratio:>10} {a['runningGpus']:>5} {a['waitingJobs']:>8}")
     return "\n".join(lines)

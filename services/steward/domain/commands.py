@@ -1,13 +1,16 @@
 """Commands: what someone (a person, the scheduler, an executor, a workflow) asks the ledger to do.
 
-Every command is a frozen dataclass with a stable `TYPE`; `command_from_dict` is the one decoder used by
-the ledger for messages read from Kafka, and it refuses unknown types and malformed fields by name.
+Every command is a frozen dataclass deriving from `Command`, declared once in `REGISTRY` with the name it
+travels under (its `TYPE`) and the stream its events go to (its `aggregate`); `COMMAND_TYPES` and both
+properties derive from that one table. `command_from_dict` is the one decoder used by the ledger for
+messages read from Kafka, and it refuses unknown types and malformed fields by name.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import functools
+import string
 import types
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -19,41 +22,45 @@ JOB_CLASSES = ("batch", "debug", "interactive")
 ROOT = "cluster"
 
 
+class Command:
+    """What every command class derives from: its `TYPE` and `aggregate` come from its line of `REGISTRY`
+    (set there, once for all commands; a class without one has neither)."""
+
+    __slots__ = ()
+    TYPE: ClassVar[str]
+    KIND: ClassVar[CommandKind]
+    __dataclass_fields__: ClassVar[dict[str, dataclasses.Field[Any]]]  # each subclass is a dataclass
+
+    @property
+    def aggregate(self) -> str:
+        """The stream the command's events are appended to (its `CommandKind.stream`, filled in)."""
+        return self.KIND.aggregate_of(self)
+
+
 @dataclass(frozen=True, slots=True)
-class SetAllocations:
+class SetAllocations(Command):
     """A manager of `parent` sets the shares of its children (DESIGN: org tree and allocations) and,
     optionally, their debug quotas (DESIGN: debug quota): GPUs per child that may run debug work ahead of
     the fair-share order; None puts a child back on the default that follows its share. A child named
     in `debug_quotas` keeps its share unless `shares` names it too."""
 
-    TYPE: ClassVar[str] = "SetAllocations"
     parent: str
     shares: dict[str, float]
     reason: str
     debug_quotas: dict[str, int | None] = field(default_factory=dict)
 
-    @property
-    def aggregate(self) -> str:
-        return f"allocation-{self.parent}"
-
 
 @dataclass(frozen=True, slots=True)
-class RegisterNode:
-    TYPE: ClassVar[str] = "RegisterNode"
+class RegisterNode(Command):
     node_id: str
     gpus: int
     gpu_model: str
     path: list[str]
     executor: str = "local"
 
-    @property
-    def aggregate(self) -> str:
-        return f"node-{self.node_id}"
-
 
 @dataclass(frozen=True, slots=True)
-class SubmitJob:
-    TYPE: ClassVar[str] = "SubmitJob"
+class SubmitJob(Command):
     job_id: str
     project: str
     gpus: int
@@ -63,63 +70,43 @@ class SubmitJob:
     job_class: str = "batch"
     priority: int = 0
 
-    @property
-    def aggregate(self) -> str:
-        return f"job-{self.job_id}"
-
 
 @dataclass(frozen=True, slots=True)
-class CancelJob:
-    TYPE: ClassVar[str] = "CancelJob"
+class CancelJob(Command):
     job_id: str
     reason: str = ""
 
-    @property
-    def aggregate(self) -> str:
-        return f"job-{self.job_id}"
-
 
 @dataclass(frozen=True, slots=True)
-class PlaceJob:
+class PlaceJob(Command):
     """The scheduler's decision to run a queued job on GPUs, with the evidence that justified it."""
 
-    TYPE: ClassVar[str] = "PlaceJob"
     job_id: str
     assignments: dict[str, list[int]]
     funded: bool
     evidence: dict[str, Any] = field(default_factory=dict)
 
-    @property
-    def aggregate(self) -> str:
-        return f"job-{self.job_id}"
-
 
 @dataclass(frozen=True, slots=True)
-class ReportJobStarted:
+class ReportJobStarted(Command):
     """An executor started the attempt's process. `started_at` is the executor's clock (0: the ledger's);
     protection runs from it, so the ledger and the JobRun workflow compute the same end."""
 
-    TYPE: ClassVar[str] = "ReportJobStarted"
     job_id: str
     attempt: int
     pid: int
     started_at: float = 0.0
 
-    @property
-    def aggregate(self) -> str:
-        return f"job-{self.job_id}"
-
 
 @dataclass(frozen=True, slots=True)
-class ReportJobExited:
-    TYPE: ClassVar[str] = "ReportJobExited"
+class ReportJobExited(Command):
+    """The attempt's process exited. `ended_at`: when, by the executor's clock (Slurm's EndTime under Slurm;
+    0: the ledger's); the books end the run there (steward.domain.budget.run_span)."""
+
     job_id: str
     attempt: int
     exit_code: int
-
-    @property
-    def aggregate(self) -> str:
-        return f"job-{self.job_id}"
+    ended_at: float = 0.0
 
 
 # -- the time-slicing contract (DESIGN.md "The time-slicing contract") ------------------------------
@@ -129,11 +116,10 @@ DEFAULT_GRACE_S = 120.0
 
 
 @dataclass(frozen=True, slots=True)
-class RequestPreemption:
+class RequestPreemption(Command):
     """The scheduler (or an operator, or a drain) asks to preempt a running job: checkpoint request,
     grace period, stop, requeue with its original submit time. `attempt` 0 means the current one."""
 
-    TYPE: ClassVar[str] = "RequestPreemption"
     job_id: str
     reason: str
     attempt: int = 0
@@ -142,16 +128,11 @@ class RequestPreemption:
     for_job_id: str = ""
     evidence: dict[str, Any] = field(default_factory=dict)
 
-    @property
-    def aggregate(self) -> str:
-        return f"job-{self.job_id}"
-
 
 @dataclass(frozen=True, slots=True)
-class ReportJobPreempted:
+class ReportJobPreempted(Command):
     """The JobRun workflow stopped the attempt after a checkpoint request (preemption or session cap)."""
 
-    TYPE: ClassVar[str] = "ReportJobPreempted"
     job_id: str
     attempt: int
     reason: str
@@ -161,53 +142,40 @@ class ReportJobPreempted:
     checkpoint_at: float | None = None
     evidence: dict[str, Any] = field(default_factory=dict)
 
-    @property
-    def aggregate(self) -> str:
-        return f"job-{self.job_id}"
-
 
 @dataclass(frozen=True, slots=True)
-class ReportJobLost:
+class ReportJobLost(Command):
     """The JobRun workflow stopped hearing from the attempt's executor (heartbeat timeout, no return)."""
 
-    TYPE: ClassVar[str] = "ReportJobLost"
     job_id: str
     attempt: int
     reason: str
 
-    @property
-    def aggregate(self) -> str:
-        return f"job-{self.job_id}"
-
 
 @dataclass(frozen=True, slots=True)
-class ReportCheckpointSaved:
+class ReportCheckpointSaved(Command):
     """An executor saw the attempt write its checkpoint folder (`saved_at`: the executor's clock)."""
 
-    TYPE: ClassVar[str] = "ReportCheckpointSaved"
     job_id: str
     attempt: int
     path: str
     saved_at: float
     details: dict[str, Any] = field(default_factory=dict)
 
-    @property
-    def aggregate(self) -> str:
-        return f"job-{self.job_id}"
-
 
 @dataclass(frozen=True, slots=True)
-class ReportHeartbeat:
-    """An executor is alive and runs these attempts (job id -> attempt) on these nodes."""
+class ReportHeartbeat(Command):
+    """An executor is alive and runs these attempts (job id -> attempt) on these nodes. `down`: its nodes that
+    the cluster manager under it (Slurm) holds out of service on its own (down, failed, drained by someone
+    else): they take no work until a heartbeat no longer names them (issue 23). `foreign`: GPUs per node held
+    by work another scheduler placed there (jobs submitted to Slurm outside Steward): busy for Steward and
+    never preempted by it, until a heartbeat no longer names the node."""
 
-    TYPE: ClassVar[str] = "ReportHeartbeat"
     executor_id: str
     jobs: dict[str, int]
     nodes: list[str] = field(default_factory=list)
-
-    @property
-    def aggregate(self) -> str:
-        return f"executor-{self.executor_id}"
+    down: list[str] = field(default_factory=list)
+    foreign: dict[str, int] = field(default_factory=dict)
 
 
 # -- interactive sessions (DESIGN.md "Interactive sessions") ------------------------------------------
@@ -217,10 +185,9 @@ SESSION_AT_CAP = ("stop", "preemptible")
 
 
 @dataclass(frozen=True, slots=True)
-class OpenSession:
+class OpenSession(Command):
     """The Session workflow began timing an interactive attempt: its cap and warning times."""
 
-    TYPE: ClassVar[str] = "OpenSession"
     job_id: str
     attempt: int
     cap_at: float
@@ -228,46 +195,31 @@ class OpenSession:
     at_cap: str = "stop"
     idle_limit_s: float = 0.0
 
-    @property
-    def aggregate(self) -> str:
-        return f"job-{self.job_id}"
-
 
 @dataclass(frozen=True, slots=True)
-class WarnSession:
+class WarnSession(Command):
     """A warning the UI and CLI show: `kind` "cap" (the cap is near) or "idle" (protection will go)."""
 
-    TYPE: ClassVar[str] = "WarnSession"
     job_id: str
     attempt: int
     kind: str
     seconds_left: float
     detail: dict[str, Any] = field(default_factory=dict)
 
-    @property
-    def aggregate(self) -> str:
-        return f"job-{self.job_id}"
-
 
 @dataclass(frozen=True, slots=True)
-class ReachSessionCap:
+class ReachSessionCap(Command):
     """The session reached its cap: it is checkpointed and stopped, or made preemptible (`action`)."""
 
-    TYPE: ClassVar[str] = "ReachSessionCap"
     job_id: str
     attempt: int
     action: str
 
-    @property
-    def aggregate(self) -> str:
-        return f"job-{self.job_id}"
-
 
 @dataclass(frozen=True, slots=True)
-class ReportUtilisation:
+class ReportUtilisation(Command):
     """An executor's utilisation report on a session, sent when it turns idle or busy again."""
 
-    TYPE: ClassVar[str] = "ReportUtilisation"
     job_id: str
     attempt: int
     idle: bool
@@ -276,85 +228,55 @@ class ReportUtilisation:
     cpu_percent: float | None = None
     source: str = ""
 
-    @property
-    def aggregate(self) -> str:
-        return f"job-{self.job_id}"
-
 
 @dataclass(frozen=True, slots=True)
-class RevokeProtection:
+class RevokeProtection(Command):
     """A session idle past the policy's limit loses its protection (it stays charged while it holds GPUs)."""
 
-    TYPE: ClassVar[str] = "RevokeProtection"
     job_id: str
     attempt: int
     reason: str
     evidence: dict[str, Any] = field(default_factory=dict)
 
-    @property
-    def aggregate(self) -> str:
-        return f"job-{self.job_id}"
-
 
 @dataclass(frozen=True, slots=True)
-class RestoreSession:
+class RestoreSession(Command):
     """Re-open a stopped session as a new job from its last checkpoint, preferring its previous node."""
 
-    TYPE: ClassVar[str] = "RestoreSession"
     job_id: str
     new_job_id: str
-
-    @property
-    def aggregate(self) -> str:
-        return f"job-{self.job_id}"
 
 
 # -- nodes ------------------------------------------------------------------------------------------
 
 
 @dataclass(frozen=True, slots=True)
-class DrainNode:
+class DrainNode(Command):
     """An operator drains a host: it takes no new work and empties as its jobs' protections end."""
 
-    TYPE: ClassVar[str] = "DrainNode"
     node_id: str
     reason: str
 
-    @property
-    def aggregate(self) -> str:
-        return f"node-{self.node_id}"
-
 
 @dataclass(frozen=True, slots=True)
-class ReportNodeDrained:
-    TYPE: ClassVar[str] = "ReportNodeDrained"
+class ReportNodeDrained(Command):
     node_id: str
 
-    @property
-    def aggregate(self) -> str:
-        return f"node-{self.node_id}"
-
 
 @dataclass(frozen=True, slots=True)
-class ResumeNode:
-    TYPE: ClassVar[str] = "ResumeNode"
+class ResumeNode(Command):
     node_id: str
     reason: str
-
-    @property
-    def aggregate(self) -> str:
-        return f"node-{self.node_id}"
 
 
 # -- budget periods ---------------------------------------------------------------------------------
 
 
 @dataclass(frozen=True, slots=True)
-class ClosePeriod:
+class ClosePeriod(Command):
     """Close a budget period [start, end): owed vs delivered GPU-seconds per allocation, so reports never
     recompute history (DESIGN.md "Owed vs delivered")."""
 
-    TYPE: ClassVar[str] = "ClosePeriod"
     period_id: str
     start: float
     end: float
@@ -362,46 +284,40 @@ class ClosePeriod:
     allocations: dict[str, dict[str, float]]
     evidence: dict[str, Any] = field(default_factory=dict)
 
-    @property
-    def aggregate(self) -> str:
-        return f"period-{self.period_id}"
-
 
 @dataclass(frozen=True, slots=True)
-class ExplainWaiting:
+class ExplainWaiting(Command):
     """The scheduler's explanations for waiting jobs whose reason changed (DESIGN: "Every decision has
     evidence"; "why pending" is answered from these events). `explanations` maps a job id to the
     policy's explanation (reason code, plain words, the amount blocking, positions, evidence)."""
 
-    TYPE: ClassVar[str] = "ExplainWaiting"
     explanations: dict[str, dict[str, Any]]
-
-    @property
-    def aggregate(self) -> str:
-        return "queue"
 
 
 @dataclass(frozen=True, slots=True)
-class SetPolicy:
+class SetPolicy(Command):
     """An operator sets policy settings (DESIGN: "operator ... sets policy"): a partial set of the
     policy's knobs by name (window, protection cap, session cap, grace, ...), with a reason."""
 
-    TYPE: ClassVar[str] = "SetPolicy"
     settings: dict[str, Any]
     reason: str
 
-    @property
-    def aggregate(self) -> str:
-        return "policy"
+
+@dataclass(frozen=True, slots=True)
+class SetGroupMapping(Command):
+    """An admin sets which Steward role and scopes each group of the OpenID provider gives its members
+    (steward.domain.identity): the whole mapping, as a list of `{group, role, scopes}`, with a reason."""
+
+    rules: list[dict[str, Any]]
+    reason: str
 
 
 @dataclass(frozen=True, slots=True)
-class RecordAccessDenial:
+class RecordAccessDenial(Command):
     """The API refused a request (issue 7: "denials are recorded as audit events"). One denial, or, past
     the API's per-token limit, a summary of `count` denials between `first_at` and `last_at` with how
     many per operation (`operations`), so a flood of refusals cannot flood the log."""
 
-    TYPE: ClassVar[str] = "RecordAccessDenial"
     subject: str
     role: str
     operation: str
@@ -414,27 +330,96 @@ class RecordAccessDenial:
     client: str = ""
     operations: dict[str, int] = field(default_factory=dict)
 
-    @property
-    def aggregate(self) -> str:
-        return f"access-{self.subject[:150]}"
+
+# -- notifications (issue 24 "Being told"; steward.domain.notifications, ADR 0050) ----------------------
 
 
-Command = (
-    SetPolicy | ExplainWaiting | SetAllocations | RegisterNode | SubmitJob | CancelJob | PlaceJob | ReportJobStarted
-    | ReportJobExited | RecordAccessDenial
-    | RequestPreemption | ReportJobPreempted | ReportJobLost | ReportCheckpointSaved | ReportHeartbeat
-    | OpenSession | WarnSession | ReachSessionCap | ReportUtilisation | RevokeProtection | RestoreSession
-    | DrainNode | ReportNodeDrained | ResumeNode | ClosePeriod
+@dataclass(frozen=True, slots=True)
+class SetNotifications(Command):
+    """A subscriber chooses which notifications of `allocation` (a project, or a node: its whole subtree)
+    reach them on one channel ("email": `target` an address; "webhook": `target` an http(s) URL taking
+    Slack-compatible JSON). `kinds` replaces what that (subscriber, allocation, channel, target) had; empty
+    stops it. `subscriber` is the caller's identity: an API token's subject today, a person's subject once
+    sign-in lands."""
+
+    subscriber: str
+    allocation: str
+    channel: str
+    target: str
+    kinds: list[str]
+
+
+@dataclass(frozen=True, slots=True)
+class RecordDeliveryFailed(Command):
+    """The notification delivery `delivery_id` gave up after `attempts` attempts (operators list these)."""
+
+    delivery_id: str
+    subscriber: str
+    channel: str
+    target: str
+    kind: str
+    position: int
+    attempts: int
+    error: str
+
+
+class CommandKind:
+    """One command's declaration: the name it travels under, its class, and the stream its events go to,
+    a `str.format` template over the command's fields ("job-{job_id}"; "queue" names one stream)."""
+
+    __slots__ = ("_keys", "cls", "name", "stream")
+
+    def __init__(self, name: str, cls: type[Command], stream: str) -> None:
+        keys = tuple(f for _, f, _, _ in string.Formatter().parse(stream) if f is not None)
+        declared = {f.name for f in dataclasses.fields(cls)}
+        unknown = [k for k in keys if k not in declared]
+        if unknown:
+            raise TypeError(f"{name}: the stream {stream!r} names no field {', '.join(map(repr, unknown))}")
+        self.name, self.cls, self.stream, self._keys = name, cls, stream, keys
+
+    def aggregate_of(self, command: Command) -> str:
+        if not self._keys:
+            return self.stream
+        return self.stream.format_map({k: getattr(command, k) for k in self._keys})
+
+
+# Every command, once: its name on the wire and in the log, its class, its stream.
+REGISTRY: tuple[CommandKind, ...] = (
+    CommandKind("SetAllocations", SetAllocations, "allocation-{parent}"),
+    CommandKind("RegisterNode", RegisterNode, "node-{node_id}"),
+    CommandKind("SubmitJob", SubmitJob, "job-{job_id}"),
+    CommandKind("CancelJob", CancelJob, "job-{job_id}"),
+    CommandKind("PlaceJob", PlaceJob, "job-{job_id}"),
+    CommandKind("ReportJobStarted", ReportJobStarted, "job-{job_id}"),
+    CommandKind("ReportJobExited", ReportJobExited, "job-{job_id}"),
+    CommandKind("RequestPreemption", RequestPreemption, "job-{job_id}"),
+    CommandKind("ReportJobPreempted", ReportJobPreempted, "job-{job_id}"),
+    CommandKind("ReportJobLost", ReportJobLost, "job-{job_id}"),
+    CommandKind("ReportCheckpointSaved", ReportCheckpointSaved, "job-{job_id}"),
+    CommandKind("ReportHeartbeat", ReportHeartbeat, "executor-{executor_id}"),
+    CommandKind("OpenSession", OpenSession, "job-{job_id}"),
+    CommandKind("WarnSession", WarnSession, "job-{job_id}"),
+    CommandKind("ReachSessionCap", ReachSessionCap, "job-{job_id}"),
+    CommandKind("ReportUtilisation", ReportUtilisation, "job-{job_id}"),
+    CommandKind("RevokeProtection", RevokeProtection, "job-{job_id}"),
+    CommandKind("RestoreSession", RestoreSession, "job-{job_id}"),
+    CommandKind("DrainNode", DrainNode, "node-{node_id}"),
+    CommandKind("ReportNodeDrained", ReportNodeDrained, "node-{node_id}"),
+    CommandKind("ResumeNode", ResumeNode, "node-{node_id}"),
+    CommandKind("ClosePeriod", ClosePeriod, "period-{period_id}"),
+    CommandKind("ExplainWaiting", ExplainWaiting, "queue"),
+    CommandKind("SetPolicy", SetPolicy, "policy"),
+    CommandKind("SetGroupMapping", SetGroupMapping, "identity-groups"),
+    CommandKind("RecordAccessDenial", RecordAccessDenial, "access-{subject:.150}"),  # a stream name's length
+    CommandKind("SetNotifications", SetNotifications, "notify-{subscriber:.150}"),
+    CommandKind("RecordDeliveryFailed", RecordDeliveryFailed, "delivery-{delivery_id:.150}"),
 )
-COMMAND_TYPES: dict[str, type[Any]] = {
-    c.TYPE: c
-    for c in (
-        SetAllocations, RegisterNode, SubmitJob, CancelJob, PlaceJob, ReportJobStarted, ReportJobExited,
-        RequestPreemption, ReportJobPreempted, ReportJobLost, ReportCheckpointSaved, ReportHeartbeat,
-        OpenSession, WarnSession, ReachSessionCap, ReportUtilisation, RevokeProtection, RestoreSession,
-        DrainNode, ReportNodeDrained, ResumeNode, ClosePeriod, ExplainWaiting, SetPolicy, RecordAccessDenial,
-    )
-}
+for _kind in REGISTRY:
+    _kind.cls.TYPE, _kind.cls.KIND = _kind.name, _kind
+del _kind
+COMMAND_TYPES: dict[str, type[Command]] = {k.name: k.cls for k in REGISTRY}
+if len(COMMAND_TYPES) != len(REGISTRY):
+    raise TypeError("REGISTRY names a command twice")
 
 
 def _check(name: str, value: Any, hint: Any) -> Any:

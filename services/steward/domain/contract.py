@@ -147,12 +147,40 @@ def decide_heartbeat(state: LedgerState, cmd: ReportHeartbeat, now: float) -> li
                                         for n in j.nodes if n in state.nodes)
         and cmd.jobs.get(j.job_id) != j.attempt
     )
+    down = sorted(set(cmd.down))
+    foreign = [n for n in down if n not in state.nodes or state.nodes[n].executor != cmd.executor_id]
+    if foreign:
+        raise InvalidCommand(f"executor {cmd.executor_id} reports node(s) {', '.join(foreign)} down, which are "
+                             "not its own")
     recovered = sorted(n.node_id for n in state.nodes.values()
-                       if n.executor == cmd.executor_id and n.state == "unhealthy")
-    return [Event(cmd.aggregate, "ExecutorHeartbeat", {
+                       if n.executor == cmd.executor_id and n.state == "unhealthy" and n.node_id not in down)
+    foreign_load = foreign_gpus(state, cmd)
+    payload: dict[str, object] = {
         "executor_id": cmd.executor_id, "jobs": dict(cmd.jobs), "nodes": list(cmd.nodes), "at": now,
         "missing": expected, "recovered": recovered,
-    })]
+    }
+    if down:  # only then: the heartbeats recorded before issue 23 keep their form
+        payload["down"] = down
+    if foreign_load:  # likewise
+        payload["foreign"] = foreign_load
+    return [Event(cmd.aggregate, "ExecutorHeartbeat", payload)]
+
+
+def foreign_gpus(state: LedgerState, cmd: ReportHeartbeat) -> dict[str, int]:
+    """The foreign load a heartbeat reports (nodes with none left out), on the executor's own nodes only and
+    never more GPUs than the node has."""
+    load: dict[str, int] = {}
+    for node_id, gpus in sorted(cmd.foreign.items()):
+        node = state.nodes.get(node_id)
+        if node is None or node.executor != cmd.executor_id:
+            raise InvalidCommand(f"executor {cmd.executor_id} reports foreign load on node {node_id}, which is "
+                                 "not its own")
+        if isinstance(gpus, bool) or not isinstance(gpus, int) or not 0 <= gpus <= node.gpus:
+            raise InvalidCommand(f"executor {cmd.executor_id} reports {gpus!r} foreign GPUs on node {node_id}, "
+                                 f"which has {node.gpus}")
+        if gpus:
+            load[node_id] = gpus
+    return load
 
 
 def nodes_to_mark_unhealthy(state: LedgerState, executors: list[str]) -> list[str]:

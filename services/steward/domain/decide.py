@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from dataclasses import fields
 from typing import Any
 
-from steward.domain import contract, denials, nodes, periods, sessions
+from steward.domain import contract, denials, identity, nodes, notifications, periods, sessions
 from steward.domain.commands import (
     JOB_CLASSES,
     ROOT,
@@ -23,6 +24,7 @@ from steward.domain.commands import (
     PlaceJob,
     ReachSessionCap,
     RecordAccessDenial,
+    RecordDeliveryFailed,
     RegisterNode,
     ReportCheckpointSaved,
     ReportHeartbeat,
@@ -37,6 +39,8 @@ from steward.domain.commands import (
     ResumeNode,
     RevokeProtection,
     SetAllocations,
+    SetGroupMapping,
+    SetNotifications,
     SetPolicy,
     SubmitJob,
     WarnSession,
@@ -52,8 +56,10 @@ from steward.domain.errors import (
     UnknownProject,
 )
 from steward.domain.events import Event
-from steward.domain.guards import require_active, require_current_attempt, require_job
+from steward.domain.guards import require_active, require_current_attempt, require_job, require_non_negative
+from steward.domain.policy_settings import RETIRED_SETTINGS, PolicySettings
 from steward.domain.protection import DEFAULT_SESSION_CAP_S, MAX_MIN_RUNTIME_S, protection_s, session_cap_s
+from steward.domain.rules_version import CURRENT, old_setting_problem, patched, setting_retired
 from steward.domain.state import TERMINAL_STATES, Job, LedgerState
 
 __all__ = ["MAX_MIN_RUNTIME_S", "decide", "decide_or_reject", "require_current_attempt", "require_job"]
@@ -137,6 +143,23 @@ def require_valid_job_shape(cmd: SubmitJob) -> None:
         raise InvalidCommand("job_id must not be empty")
 
 
+def largest_placement(state: LedgerState) -> tuple[int, int]:
+    """The most GPUs any placement could ever give a job on the registered cluster, and over how many
+    nodes: every registered node, whatever its state now (a drained or unhealthy node may come back)."""
+    return sum(node.gpus for node in state.nodes.values()), len(state.nodes)
+
+
+def require_placeable(state: LedgerState, gpus: int) -> None:
+    """DESIGN.md "Placement": gang jobs are all-or-nothing, so a job asking more GPUs than all registered
+    nodes hold together could never start; it is refused at submit, naming the largest placement. A
+    cluster with no node registered yet refuses nothing (it is being set up)."""
+    largest, nodes = largest_placement(state)
+    if nodes and gpus > largest:
+        raise InvalidCommand(
+            f"the job asks for {gpus} GPUs, but the largest placement this cluster could ever give is "
+            f"{largest} GPUs (all {nodes} registered node{'s' if nodes != 1 else ''})")
+
+
 def require_known_project(state: LedgerState, project: str) -> None:
     """Contract: a job names the allocation (a project, a leaf of the tree) that funds it."""
     if not state.is_project(project):
@@ -174,13 +197,21 @@ def policy_session_cap_s(state: LedgerState) -> float:
     return float(state.policy.get("session_cap_s", DEFAULT_SESSION_CAP_S))
 
 
-def placement_contract(job: Job, funded: bool, default_cap_s: float = DEFAULT_SESSION_CAP_S) -> dict[str, object]:
+def policy_max_min_runtime_s(state: LedgerState) -> float:
+    """DESIGN.md "min_runtime (0 to 8 h, policy-capped)": the recorded policy's `max_min_runtime_s` when an
+    operator set one, so the ledger records the protection the scheduler plans with."""
+    return float(state.policy.get("max_min_runtime_s", MAX_MIN_RUNTIME_S))
+
+
+def placement_contract(job: Job, funded: bool, default_cap_s: float = DEFAULT_SESSION_CAP_S,
+                       max_min_runtime_s: float = MAX_MIN_RUNTIME_S) -> dict[str, object]:
     """What the JobRun workflow needs to keep the contract for this attempt (DESIGN.md "The time-slicing
     contract"): its protection, a session's cap, and the checkpoint to resume from."""
     return {
         "job_class": job.job_class, "resumable": job.resumable, "min_runtime_s": job.min_runtime_s,
-        "protection_s": protection_s(job.job_class, job.min_runtime_s, funded, default_cap_s),
-        "session_cap_s": session_cap_s(job.min_runtime_s, default_cap_s) if job.job_class == "interactive" else 0.0,
+        "protection_s": protection_s(job.job_class, job.min_runtime_s, funded, default_cap_s, max_min_runtime_s),
+        "session_cap_s": session_cap_s(job.min_runtime_s, default_cap_s, max_min_runtime_s)
+        if job.job_class == "interactive" else 0.0,
         "resume_from": job.resume_from if job.resumable or job.restored_from else None,
         "restored_from": job.restored_from, "submitted_at": job.submitted_at,
     }
@@ -200,36 +231,40 @@ def deferred_events(state: LedgerState, command: ExplainWaiting) -> list[Event]:
     return out
 
 
-def require_valid_policy(state: LedgerState, settings: dict[str, Any]) -> dict[str, Any]:
+def require_valid_policy(state: LedgerState, settings: dict[str, Any], rules: int = CURRENT) -> dict[str, Any]:
     """Policy settings are the knobs of DESIGN "The policy" by name, each valid on its own and together
-    with the ones already set; the result is the whole set of overrides in force."""
-    from dataclasses import fields
-
-    from steward.policy.errors import PolicyError
-    from steward.policy.settings import RETIRED_SETTINGS, PolicySettings, in_force
-
-    retired = sorted(set(settings) & set(RETIRED_SETTINGS))
+    with the ones already set; the result is the whole set of overrides in force. A setting retired by a
+    rule change later than `rules` (steward.domain.rules_version) is still a setting under those rules,
+    checked as it was then."""
+    gone = {k: why for k, why in RETIRED_SETTINGS.items() if setting_retired(k, rules)}
+    retired = sorted(set(settings) & set(gone))
     if retired:
         raise InvalidCommand("retired policy setting(s): " + "; ".join(
-            f"{name} ({RETIRED_SETTINGS[name]})" for name in retired))
-    known = {f.name for f in fields(PolicySettings)}
+            f"{name} ({gone[name]})" for name in retired))
+    still = set(RETIRED_SETTINGS) - set(gone)  # retired since `rules`: settings under them
+    known = {f.name for f in fields(PolicySettings)} | still
     unknown = sorted(set(settings) - known)
     if unknown:
         raise InvalidCommand(f"unknown policy setting(s) {', '.join(unknown)}")
-    merged = in_force(state.policy) | settings
+    merged = {k: v for k, v in state.policy.items() if k not in gone} | settings
     try:
-        PolicySettings.steward(**merged)
-    except (PolicyError, TypeError, ValueError) as err:
+        PolicySettings.steward(**{k: v for k, v in merged.items() if k not in still})
+    except (TypeError, ValueError) as err:  # InvalidSettings is a ValueError
         raise InvalidCommand(f"invalid policy settings: {err}") from None
+    for name in sorted(still & set(merged)):
+        problem = old_setting_problem(name, merged[name])
+        if problem is not None:
+            raise InvalidCommand(f"invalid policy settings: setting {name!r}: {problem}")
     return merged
 
 
-def decide(state: LedgerState, command: Command, now: float) -> list[Event]:
-    """Validate `command` against `state` at time `now` and return the events that record it."""
+def decide(state: LedgerState, command: Command, now: float, rules: int = CURRENT) -> list[Event]:
+    """Validate `command` against `state` at time `now` and return the events that record it, under the
+    rules of version `rules` (the newest; `steward audit replay` passes a recorded decision's own)."""
     if isinstance(command, SetPolicy):
         if not command.reason.strip():
             raise InvalidCommand("a policy change needs a reason")
-        merged = require_valid_policy(state, command.settings)
+        merged = require_valid_policy(state, command.settings, rules)
         return [Event(command.aggregate, "PolicySet", {"changed": command.settings, "settings": merged,
                                                        "reason": command.reason})]
     if isinstance(command, ExplainWaiting):
@@ -252,6 +287,8 @@ def decide(state: LedgerState, command: Command, now: float) -> list[Event]:
     if isinstance(command, SubmitJob):
         require_valid_job_shape(command)
         require_known_project(state, command.project)
+        if patched("placeable", rules):
+            require_placeable(state, command.gpus)
         if command.job_id in state.jobs:
             raise InvalidCommand(f"job '{command.job_id}' already exists")
         return [Event(command.aggregate, "JobSubmitted", command_to_dict(command) | {"submitted_at": now})]
@@ -269,7 +306,7 @@ def decide(state: LedgerState, command: Command, now: float) -> list[Event]:
         require_nodes_take_work(state, command)
         payload = command_to_dict(command) | {"attempt": job.attempt + 1, "command": list(job.command)}
         payload["executor"] = state.nodes[sorted(command.assignments)[0]].executor
-        payload |= placement_contract(job, command.funded, policy_session_cap_s(state))
+        payload |= placement_contract(job, command.funded, policy_session_cap_s(state), policy_max_min_runtime_s(state))
         return [Event(command.aggregate, "JobPlaced", payload)]
     if isinstance(command, ReportJobStarted):
         job = require_job(state, command.job_id)
@@ -277,7 +314,8 @@ def decide(state: LedgerState, command: Command, now: float) -> list[Event]:
         if job.state != "PLACED":
             raise InvalidTransition(f"job '{job.job_id}' is {job.state}, cannot start")
         started = command.started_at or now
-        until = started + protection_s(job.job_class, job.min_runtime_s, job.funded, policy_session_cap_s(state))
+        until = started + protection_s(job.job_class, job.min_runtime_s, job.funded, policy_session_cap_s(state),
+                                       policy_max_min_runtime_s(state))
         return [Event(command.aggregate, "JobStarted", command_to_dict(command) | {"started_at": started,
                                                                            "protected_until": until})]
     if isinstance(command, ReportJobExited):
@@ -287,7 +325,11 @@ def decide(state: LedgerState, command: Command, now: float) -> list[Event]:
             raise InvalidTransition(f"job '{job.job_id}' is already {job.state}")
         require_active(job)
         kind = "JobCompleted" if command.exit_code == 0 else "JobFailed"
-        return [Event(command.aggregate, kind, command_to_dict(command))]
+        require_non_negative("ended_at", command.ended_at)
+        payload = command_to_dict(command)
+        if not command.ended_at:  # the exits recorded before issue 23 keep their form
+            payload.pop("ended_at")
+        return [Event(command.aggregate, kind, payload)]
     handler = _HANDLERS.get(type(command))
     if handler is not None:
         return handler(state, command, now)
@@ -311,13 +353,16 @@ _HANDLERS: dict[type[Any], Callable[[LedgerState, Any, float], list[Event]]] = {
     ReportNodeDrained: nodes.decide_drained,
     ResumeNode: nodes.decide_resume,
     ClosePeriod: periods.decide_close,
+    SetGroupMapping: identity.decide_set_group_mapping,
+    SetNotifications: notifications.decide_set_notifications,
+    RecordDeliveryFailed: notifications.decide_delivery_failed,
 }
 
 
-def decide_or_reject(state: LedgerState, command: Command, now: float) -> list[Event]:
+def decide_or_reject(state: LedgerState, command: Command, now: float, rules: int = CURRENT) -> list[Event]:
     """Like `decide`, but a rule violation becomes a `CommandRejected` event (rejections are events)."""
     try:
-        return decide(state, command, now)
+        return decide(state, command, now, rules)
     except DomainError as err:
         return [
             Event(

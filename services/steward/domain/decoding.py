@@ -8,7 +8,8 @@ only: every field present or defaulted, no unknown field, and every value alread
 type (a list or dict of plain items copied, as the reference does); a field of another declared type goes
 through the reference's checker. At the first thing it does not expect it decodes with
 `command_from_dict_reference` from the start, which converts the value or names the problem, so the result
-is the reference's command or the reference's error (tests/property/test_fast_domain.py)."""
+is the reference's command or the reference's error (tests/property/test_fast_domain.py). The ledger's
+`command_from_dict` adds the id rule (`steward.domain.ids`) to the shape the reference checks."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from typing import Any, Final, get_args, get_origin, get_type_hints
 
 from steward.domain.commands import COMMAND_TYPES, Command, checker_of, command_from_dict_reference
 from steward.domain.errors import InvalidCommand
+from steward.domain.ids import require_new_ids
 
 # how a field's value is checked
 EXACT: Final = 0  # of exactly the field's type (str, int, float, bool)
@@ -125,7 +127,7 @@ def decode_plain(plan: Plan, payload: dict[str, Any]) -> object | None:
     return out
 
 
-def command_from_dict(kind: str, payload: Mapping[str, Any]) -> Command:
+def decode_shape(kind: str, payload: Mapping[str, Any]) -> Command:
     """Decode a command by its type name; unknown types, unknown or missing fields are named. Equal to
     `command_from_dict_reference` (same command, or the same error)."""
     plan = _PLANS.get(kind)
@@ -137,3 +139,11 @@ def command_from_dict(kind: str, payload: Mapping[str, Any]) -> Command:
     if cmd is None:
         return command_from_dict_reference(kind, payload)
     return cmd  # type: ignore[return-value]  # an instance of the command class `kind` names
+
+
+def command_from_dict(kind: str, payload: Mapping[str, Any]) -> Command:
+    """The ledger's decoder: `decode_shape`, then the ids the command introduces follow the id pattern
+    (`steward.domain.ids`), so a command produced straight onto Kafka cannot name a job `../../x`."""
+    command = decode_shape(kind, payload)
+    require_new_ids(command)
+    return command

@@ -14,6 +14,8 @@ from typing import Any
 
 import psutil
 
+from steward.paths import UnsafePath, under
+
 
 @dataclass(frozen=True)
 class AttemptRecord:
@@ -57,13 +59,18 @@ class AttemptStore:
         self.root = root
 
     def job_dir(self, job_id: str) -> Path:
-        return self.root / "jobs" / job_id
+        """The attempts' folder of one job: `jobs/<job>`, refused (`UnsafePath`) unless under the root."""
+        return under(self.root, "jobs", job_id)
 
     def path(self, job_id: str, attempt: int, suffix: str) -> Path:
-        return self.job_dir(job_id) / f"attempt-{attempt}{suffix}"
+        return under(self.root, "jobs", job_id, f"attempt-{attempt}{suffix}")
 
     def load(self, job_id: str, attempt: int) -> AttemptRecord | None:
-        data = read_json(self.path(job_id, attempt, ".json"))
+        """The attempt's record; None when there is none (an id that is no path holds none)."""
+        try:
+            data = read_json(self.path(job_id, attempt, ".json"))
+        except UnsafePath:
+            return None
         return AttemptRecord(**data) if data else None
 
     def save(self, rec: AttemptRecord) -> AttemptRecord:
@@ -104,12 +111,15 @@ def process_start_time(pid: int) -> float:
 
 
 def alive(rec: AttemptRecord) -> bool:
-    """The attempt's shim still runs (same pid, same start time, not a zombie)."""
-    if rec.pid <= 0:
+    """The attempt's shim still runs (same pid, same start time, not a zombie). A record of the Slurm executor
+    (its `pid` is a Slurm job id) is no process of this machine, and neither is a record without the start
+    time the node agent writes with the pid: its callers signal the pid's process group, and a number that
+    is not our shim's (1, 2, ... as Slurm numbers its jobs) would signal someone else's processes."""
+    if rec.pid <= 1 or not rec.create_time or "slurm_job" in rec.extra:
         return False
     try:
         proc = psutil.Process(rec.pid)
-        if rec.create_time and abs(proc.create_time() - rec.create_time) > 0.5:
+        if abs(proc.create_time() - rec.create_time) > 0.5:
             return False
         return proc.status() != psutil.STATUS_ZOMBIE
     except psutil.Error:

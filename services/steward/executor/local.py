@@ -2,11 +2,15 @@
 
 It serves the Temporal task queue `executor-<id>` with four activities:
 
-- `start_job`: start the attempt under the shim (`steward.executor.shim`, its own process group) with
-  `CUDA_VISIBLE_DEVICES` (its GPU indices; emulated slots without GPUs) and `STEWARD_CHECKPOINT_DIR` (one
-  folder per job when resumable, so the next attempt resumes; restored sessions get the old session's
-  checkpoint copied in), report `ReportJobStarted` through Kafka. Idempotent: an attempt with a record is
-  never started again, so a retried or re-delivered start does not run a job twice.
+- `start_job`: start the attempt under the shim (`steward.executor.shim`, its own process group) as the
+  project's OS user, in a working folder only that user can read, with an environment built from scratch
+  (`steward.executor.isolation`): the job's own variables, `CUDA_VISIBLE_DEVICES` (its GPU indices;
+  emulated slots without GPUs) and `STEWARD_CHECKPOINT_DIR` (one folder per job when resumable, so the
+  next attempt resumes; restored sessions get the old session's checkpoint copied in, from under the
+  checkpoint root only, symlinks as links), report `ReportJobStarted` through Kafka. Every path built
+  from an id goes through `steward.paths.under`; an id that is no path is refused (`NotIsolated`).
+  Idempotent: an attempt with a record is never started again, so a retried or re-delivered start does
+  not run a job twice.
 - `watch_job`: a long poll — answers at the attempt's exit (its code comes from the shim's exit file, so
   this works after an executor restart too) or after the poll's window ("running"), heartbeating
   meanwhile; reports `ReportCheckpointSaved` when its checkpoint folder changes and, for sessions,
@@ -28,9 +32,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import getpass
+import json
 import logging
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -53,11 +58,11 @@ from steward.bus.kafka import CommandPublisher
 from steward.config import Settings
 from steward.domain.commands import (
     Command,
-    ReportCheckpointSaved,
     ReportHeartbeat,
     ReportJobStarted,
     ReportUtilisation,
 )
+from steward.domain.ids import shown
 from steward.executor.attempts import (
     AttemptRecord,
     AttemptStore,
@@ -65,12 +70,23 @@ from steward.executor.attempts import (
     newest_mtime,
     process_start_time,
 )
+from steward.executor.checkpoints import checkpoint_folder, new_checkpoint, prepare_checkpoint
+from steward.executor.isolation import (
+    IsolationError,
+    check_mode,
+    ensure_user,
+    job_environment,
+    passable_folder,
+    private_folder,
+    traversable,
+)
 from steward.executor.monitor import IdleTracker, Sample, TreeCpu, discover_gpus, gpu_utilisation
 from steward.executor.settings import ExecutorSettings
 from steward.logs_temporal import CorrelationInterceptor
 from steward.metrics import executor_jobs
 from steward.metrics import serve as serve_metrics
-from steward_workflows.contracts import (
+from steward.paths import UnsafePath, under
+from steward_workflows.payloads import (
     JobRunInput,
     NodeRef,
     ProcessOutcome,
@@ -92,6 +108,7 @@ HEARTBEAT_EVERY_S = 5.0
 IO_THREADS = 32
 KILLED_EXIT_CODE = -9
 NO_SUCH_GPU = "NoSuchGpu"
+NOT_ISOLATED = "NotIsolated"
 T = TypeVar("T")
 
 
@@ -118,6 +135,15 @@ def gpu_slots(configured: int) -> tuple[int, str]:
     return configured, "emulated"
 
 
+def write_private(path: Path, data: dict[str, Any]) -> None:
+    """`data` as JSON at `path`, readable by the executor only (it holds the job's environment)."""
+    tmp = path.with_name(path.name + ".tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as out:
+        json.dump(data, out, sort_keys=True)
+    os.replace(tmp, path)
+
+
 def missing_gpus(assignments: dict[str, list[int]], gpus: int) -> list[int]:
     """GPU indices of a placement that a machine with `gpus` GPUs does not have."""
     return sorted({g for indices in assignments.values() for g in indices if g < 0 or g >= gpus})
@@ -130,10 +156,15 @@ class LocalExecutor:
         self.publisher = publisher
         self.grace_s = grace_s
         self.options = options or ExecutorSettings()
-        self.root = settings.run_dir / "executor" / settings.executor_id
+        check_mode(self.options.isolation)
+        self.isolating = self.options.isolation == "user"
+        self.root = under(settings.run_dir / "executor", settings.executor_id)
         self.attempts = AttemptStore(self.root)
         root = self.options.checkpoint_root
         self.checkpoint_root = Path(root) if root else settings.run_dir / "checkpoints"
+        work = self.options.work_root
+        self.work_root = Path(work) if work else self.root / "work"
+        self._prepare_folders()
         self._children: dict[tuple[str, int], subprocess.Popen[bytes]] = {}
         self._changed = asyncio.Event()
         self.gpus, self.gpu_source = gpu_slots(settings.executor_gpus)
@@ -143,13 +174,29 @@ class LocalExecutor:
 
     # -- paths ------------------------------------------------------------------------------------
 
+    def _prepare_folders(self) -> None:
+        """The executor's records (`jobs/`: attempts, logs, specs) are its own (0700); the work and
+        checkpoint roots let job users pass to their own folders but not list them (0711)."""
+        jobs = self.root / "jobs"
+        jobs.mkdir(parents=True, exist_ok=True)
+        os.chmod(jobs, 0o700)
+        if self.work_root.is_relative_to(self.root):
+            passable_folder(self.root)
+        passable_folder(self.work_root)
+        passable_folder(self.checkpoint_root)
+        if self.isolating:
+            traversable(self.work_root)
+            traversable(self.checkpoint_root)
+
     def job_dir(self, job_id: str) -> Path:
         return self.attempts.job_dir(job_id)
 
+    def work_dir(self, job_id: str) -> Path:
+        """The job's working folder (its HOME): `<work root>/<job>`, its user's alone."""
+        return under(self.work_root, job_id)
+
     def checkpoint_dir(self, run: JobRunInput) -> Path:
-        """One folder per job when it can resume (or is a restored session), one per attempt otherwise."""
-        base: Path = self.checkpoint_root / run.job_id
-        return base if run.resumable or run.restored_from else base / f"attempt-{run.attempt}"
+        return checkpoint_folder(self.checkpoint_root, run)
 
     # -- reporting --------------------------------------------------------------------------------
 
@@ -162,6 +209,11 @@ class LocalExecutor:
 
     @activity.defn(name="start_job")
     async def start_job(self, run: JobRunInput) -> ProcessStarted:
+        try:
+            self.job_dir(run.job_id)
+        except UnsafePath as err:  # recorded before the id rule, or forged: never a path outside our folders
+            raise ApplicationError(f"job {shown(run.job_id)} attempt {run.attempt} not started: {err}",
+                                   type=NOT_ISOLATED, non_retryable=True) from None
         # a retry of a start still running here (its heartbeat came late) waits for it, then finds its record
         async with self._starting.setdefault((run.job_id, run.attempt), asyncio.Lock()):
             rec = self.attempts.load(run.job_id, run.attempt)
@@ -174,6 +226,13 @@ class LocalExecutor:
         return ProcessStarted(run.job_id, run.attempt, rec.pid, rec.started_at, rec.checkpoint_dir, rec.resumed_from)
 
     def _start(self, run: JobRunInput, previous: AttemptRecord | None) -> AttemptRecord:
+        try:
+            return self._start_isolated(run, previous)
+        except (UnsafePath, IsolationError) as err:
+            raise ApplicationError(f"job {shown(run.job_id)} attempt {run.attempt} not started: {err}",
+                                   type=NOT_ISOLATED, non_retryable=True) from None
+
+    def _start_isolated(self, run: JobRunInput, previous: AttemptRecord | None) -> AttemptRecord:
         if previous is None and self.gpu_source == "nvidia-smi":
             missing = missing_gpus(run.assignments, self.gpus)
             if missing:
@@ -188,13 +247,9 @@ class LocalExecutor:
                         run.job_id, run.attempt, ", ".join(sorted(drained)))
         job_dir = self.job_dir(run.job_id)
         job_dir.mkdir(parents=True, exist_ok=True)
-        checkpoint = self.checkpoint_dir(run)
-        checkpoint.mkdir(parents=True, exist_ok=True)
-        resumed_from = ""
-        if run.resume_from and Path(run.resume_from).is_dir():
-            resumed_from = run.resume_from
-            if Path(run.resume_from).resolve() != checkpoint.resolve() and not any(checkpoint.iterdir()):
-                shutil.copytree(run.resume_from, checkpoint, dirs_exist_ok=True)
+        user = ensure_user(run.project) if self.isolating else None
+        workdir = private_folder(self.work_dir(run.job_id), user)
+        checkpoint, resumed_from = prepare_checkpoint(self.checkpoint_root, run, user)
         # a start that crashed between launching the shim and writing its record: adopt that shim
         pid = self.attempts.shim_pid(run.job_id, run.attempt) if previous is not None else None
         gpus = sorted(g for indices in run.assignments.values() for g in indices)
@@ -202,20 +257,27 @@ class LocalExecutor:
                                         str(checkpoint), run.job_class)
         rec = self.attempts.update(rec, checkpoint_seen=newest_mtime(checkpoint), resumed_from=resumed_from)
         if pid is None:
-            env = os.environ | run.env | {
+            env = job_environment(run.env, {
                 "CUDA_VISIBLE_DEVICES": ",".join(str(g) for g in gpus),
                 "STEWARD_CHECKPOINT_DIR": str(checkpoint),
                 "STEWARD_JOB_ID": run.job_id,
                 "STEWARD_ATTEMPT": str(run.attempt),
                 "STEWARD_RESUMED": "1" if resumed_from else "0",
                 "STEWARD_RESUME_FROM": resumed_from,
-            }
+            }, workdir, user.name if user is not None else getpass.getuser())
+            spec: dict[str, Any] = {"env": env, "cwd": str(workdir)}
+            if user is not None:
+                spec |= {"uid": user.uid, "gid": user.gid, "user": user.name}
+            spec_file = self.attempts.path(run.job_id, run.attempt, ".spec")
+            write_private(spec_file, spec)
+            # the shim is the executor's (its environment, its files); only the job is the project user's
             with self.attempts.path(run.job_id, run.attempt, ".log").open("ab") as out:
                 proc = subprocess.Popen(
                     [sys.executable, "-m", "steward.executor.shim",
                      "--exit-file", str(self.attempts.path(run.job_id, run.attempt, ".exit")),
-                     "--pid-file", str(self.attempts.path(run.job_id, run.attempt, ".pid")), "--", *run.command],
-                    stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env, cwd=job_dir,
+                     "--pid-file", str(self.attempts.path(run.job_id, run.attempt, ".pid")),
+                     "--spec", str(spec_file), "--", *run.command],
+                    stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=job_dir,
                     start_new_session=True,
                 )
             self._children[(run.job_id, run.attempt)] = proc
@@ -276,13 +338,11 @@ class LocalExecutor:
 
     async def _check_checkpoint(self, rec: AttemptRecord) -> AttemptRecord:
         """Report a checkpoint when the attempt's checkpoint folder changed since the last report."""
-        mtime = await asyncio.to_thread(newest_mtime, Path(rec.checkpoint_dir))
-        if mtime <= rec.checkpoint_seen:
+        report = await asyncio.to_thread(new_checkpoint, rec)
+        if report is None:
             return rec
-        details = {"files": sum(1 for p in Path(rec.checkpoint_dir).rglob("*") if p.is_file())}
-        await self._report(ReportCheckpointSaved(rec.job_id, rec.attempt, rec.checkpoint_dir, mtime, details),
-                           f"checkpoint-{rec.job_id}-{rec.attempt}-{int(mtime * 1e6)}")
-        return self.attempts.update(rec, checkpoint_seen=mtime)
+        await self._report(report, f"checkpoint-{rec.job_id}-{rec.attempt}-{int(report.saved_at * 1e6)}")
+        return self.attempts.update(rec, checkpoint_seen=report.saved_at)
 
     async def _check_idle(self, rec: AttemptRecord, tracker: IdleTracker, cpu: TreeCpu) -> AttemptRecord:
         percent = await asyncio.to_thread(cpu.percent)

@@ -11,8 +11,15 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 class ExecutorSettings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="STEWARD_EXECUTOR_", extra="ignore")
 
+    # what runs the jobs: "local" (this machine's processes, steward.executor.local), "slurm" (a Slurm
+    # cluster, steward.executor.slurm; `steward up --executor slurm`) or "kubernetes" (a Kubernetes cluster's
+    # GPU pods, steward.executor.kubernetes; `steward up --executor kubernetes`)
+    kind: str = "local"
     checkpoint_signal: str = "SIGTERM"
     checkpoint_root: str = ""  # empty: <run folder>/checkpoints, shared by the executors of one machine
+    # "user": each job runs as its project's OS user (needs root); "none": as the executor's user
+    isolation: str = "user"
+    work_root: str = ""  # the jobs' working folders; empty: <run folder>/executor/<id>/work
     tick_s: float = 5.0  # heartbeat and sampling period (shortened to a third of a short heartbeat timeout)
     idle_cpu_percent: float = 5.0
     idle_gpu_percent: float = 5.0

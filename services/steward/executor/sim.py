@@ -36,7 +36,7 @@ from steward.domain.commands import (
     ReportHeartbeat,
     ReportJobStarted,
 )
-from steward_workflows.contracts import (
+from steward_workflows.payloads import (
     JobRunInput,
     NodeRef,
     ProcessOutcome,
@@ -225,7 +225,7 @@ async def run_sim_executor(settings: Settings, stop: asyncio.Event, speed: float
     publisher = CommandPublisher(settings)
     sim = SimExecutor(settings, publisher, speed, default_duration_s, checkpoint_s)
     for node in virtual_nodes(settings.executor_id, register_nodes, gpus):
-        env = command_envelope(node, actor=f"executor:{settings.executor_id}", role="operator",
+        env = command_envelope(node, actor=f"executor:{settings.executor_id}", role="system",
                                message_id=f"register-{node.node_id}")
         await asyncio.to_thread(publisher.publish, env)
     worker = Worker(client, task_queue=executor_task_queue(settings.executor_id), activities=sim.activities(),

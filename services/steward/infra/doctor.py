@@ -28,9 +28,12 @@ def check_kafka(settings: Settings) -> dict[str, Any]:
     if not _port_open(settings.kafka_bootstrap):
         return _result(False, fix=fix)
     try:
+        # lazy: a part that cannot load is a failed check with its fix, not an ImportError of `steward doctor`
         from kafka import KafkaAdminClient
 
-        admin = KafkaAdminClient(bootstrap_servers=settings.kafka_bootstrap, request_timeout_ms=5000)
+        from steward.bus.kafka import client_options
+
+        admin = KafkaAdminClient(**client_options(settings), request_timeout_ms=5000)
         topics = set(admin.list_topics())
         admin.close()
     except Exception as err:
@@ -49,7 +52,7 @@ def check_kafka(settings: Settings) -> dict[str, Any]:
 
 def check_postgres(settings: Settings) -> dict[str, Any]:
     app_url, _ = settings.postgres_urls()
-    fix = "start it with `make up` (infra/postgres.sh start); its log is in .run/logs/postgres.log"
+    fix = "start it with `make up` (infra/postgres.sh start); its log is in .run/postgres/logs/postgres.log"
     try:
         import psycopg
 
@@ -81,6 +84,7 @@ def check_temporal(settings: Settings) -> dict[str, Any]:
 
 
 def check_store(settings: Settings) -> dict[str, Any]:
+    # lazy: a part that cannot load is a failed check with its fix, not an ImportError of `steward doctor`
     from sqlalchemy import text
 
     from steward.store.eventstore import make_engine

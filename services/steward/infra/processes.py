@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from steward.config import REPO_ROOT, Settings
+from steward.paths import private_folder
 
 OWN_PROCESSES = ("ledger", "scheduler", "worker", "executor", "api")
 # Started on demand (by `make demo`, with their own command line) and stopped by `steward down` too.
@@ -21,6 +22,10 @@ DEMO_PROCESSES = ("demo-driver", "sim-executor")
 # Seconds between SIGTERM and SIGKILL when it is not 15: the demo's driver cancels the local node's jobs
 # (real processes) on its way out and waits until they are gone.
 STOP_TIMEOUT_S = {"demo-driver": 60.0}
+# The Steward component each process is (steward.bus.identity): its Kafka principal and command topic. The
+# demo's driver talks to the API only and holds no Kafka principal.
+COMPONENT_OF = {"ledger": "ledger", "scheduler": "scheduler", "worker": "workflows", "executor": "executor",
+                "api": "api", "sim-executor": "executor", "demo-driver": "none"}
 
 
 class InfraError(RuntimeError):
@@ -83,11 +88,13 @@ def read_pid(paths: Paths, name: str) -> int | None:
 
 def start_own(name: str, paths: Paths, env: dict[str, str], module_args: Sequence[str] = ()) -> int:
     """Start `steward run <name>` (or `python -m <module_args>`) in the background unless it already
-    runs; returns its PID."""
+    runs, as its Steward component (`COMPONENT_OF`: the Kafka principal it authenticates as); returns its
+    PID."""
     pid = read_pid(paths, name)
     if pid is not None:
         return pid
-    paths.logs.mkdir(parents=True, exist_ok=True)
+    env = env | {"STEWARD_COMPONENT": COMPONENT_OF.get(name.split("-")[0] if name.startswith("api-") else name, "none")}
+    private_folder(paths.logs)  # the stack user's alone: a job's OS user cannot read what services log
     paths.pids.mkdir(parents=True, exist_ok=True)
     with paths.log_file(name).open("ab") as log:
         proc = subprocess.Popen(
@@ -122,5 +129,10 @@ def stop_own(name: str, paths: Paths) -> bool:
 
 
 def write_stack_env(paths: Paths, values: dict[str, str]) -> None:
+    """The stack's addresses (its store URLs name their users): readable by the stack's own user only, so
+    a job (run as its project's user; docs/security.md "Jobs") cannot read them from the run folder."""
     paths.run.mkdir(parents=True, exist_ok=True)
-    paths.stack_env.write_text("".join(f"{k}={v}\n" for k, v in sorted(values.items())))
+    fd = os.open(paths.stack_env, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    os.fchmod(fd, 0o600)  # a file written before by an older version keeps no wider mode
+    with os.fdopen(fd, "w") as out:
+        out.write("".join(f"{k}={v}\n" for k, v in sorted(values.items())))

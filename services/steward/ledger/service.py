@@ -3,7 +3,7 @@
 Offsets live in the store (auto-commit off). The ledger is the single writer of the store, so it takes
 every partition of the commands topic itself (`assign`, no group membership: a restart after a crash
 does not wait for the group to notice the dead member) and seeks each to its stored offset. The Kafka
-consumer runs in a fetch process of its own (`steward.ledger.fetch`, ADR 0019), which the ledger seeks.
+consumer runs in a fetch process of its own (`steward.ledger.intake.fetch`, ADR 0019), which the ledger seeks.
 """
 
 from __future__ import annotations
@@ -25,10 +25,10 @@ from steward.audit.checkpoints import key_path, latest_checkpoint, load_or_creat
 from steward.audit.snapshots import SNAPSHOT_EVERY, take_snapshots
 from steward.bus.kafka import make_producer
 from steward.config import Settings
-from steward.ledger.collector import BatchCollector
-from steward.ledger.core import DeadLetter, Ledger, LogMoved, Prepared
-from steward.ledger.fetch import FetchStage
-from steward.ledger.writer import WriterDied, WriterStage
+from steward.ledger.intake.fetch import TOPIC_REFRESH_S, Fetched, FetchStage
+from steward.ledger.ledger import DeadLetter, Ledger, LogMoved, Prepared
+from steward.ledger.memory import BatchCollector
+from steward.ledger.recording.writer import WriterDied, WriterStage
 from steward.logs import log_recorded
 from steward.store import schema
 from steward.store.eventstore import EventStore, RecordedEvent
@@ -133,7 +133,8 @@ def run_ledger(settings: Settings, stop: threading.Event | None = None,
     # PostgreSQL's transactions run in a writer process of its own (ADR 0025) unless STEWARD_LEDGER_WRITER=thread
     writer_stage = (WriterStage(settings.resolved_store_url)
                     if store.dialect == "postgresql" and ledger_writer_mode() == "process" else None)
-    ledger = Ledger(store, keep_connections=True, writer=writer_stage)
+    # the command topics vouch for their senders; refusals are recorded in the chain (ADR 0036)
+    ledger = Ledger(store, keep_connections=True, writer=writer_stage, topic_prefix=settings.topic_prefix)
     log.info("ledger started at position %d", ledger.head)
     gc_before = _quiet_collector()
     collector = BatchCollector(time.monotonic())
@@ -142,7 +143,7 @@ def run_ledger(settings: Settings, stop: threading.Event | None = None,
     relay_thread: threading.Thread | None = None
     metrics = None
     if background:
-        from steward import metrics_ledger
+        from steward.ledger import metrics as metrics_ledger
 
         metrics = metrics_ledger.start(settings, store, ledger.consumer_name)
         relay = OutboxRelay(settings, store)
@@ -152,7 +153,9 @@ def run_ledger(settings: Settings, stop: threading.Event | None = None,
         threading.Thread(target=auditor.run, args=(stop,), name="auditor", daemon=True).start()
     batch = int(os.environ.get("STEWARD_LEDGER_BATCH", "2000"))
     # Kafka is read in a process of its own (kafka-python parses records in Python: ADR 0019)
-    fetch = FetchStage(settings, settings.topic("commands"), f"{settings.topic_prefix}-ledger", batch)
+    # it also takes the command topics created while it runs (a new executor's), every topic_refresh_s()
+    fetch = FetchStage(settings, settings.topic("commands"), f"{settings.topic_prefix}-ledger", batch,
+                       topic_refresh_s())
     dead_producer = make_producer(settings)
     writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ledger-writer")
     in_flight: tuple[Future[None], Prepared, float] | None = None
@@ -210,6 +213,8 @@ def run_ledger(settings: Settings, stop: threading.Event | None = None,
             if in_flight is not None and (not backlog or in_flight[0].done()) and not settle():
                 continue
             fetched = fetch.poll(0.0 if in_flight else 0.2)
+            if fetched is None and in_flight is None and ledger.refusals_due():
+                fetched = Fetched([], {})  # a refusal summary whose window closed: recorded without a message
             if fetched is None:
                 if in_flight is None:
                     continue
@@ -263,6 +268,21 @@ def ledger_writer_mode() -> str:
     return mode
 
 
+def topic_refresh_s() -> float:
+    """How often the ledger lists the command topics for ones created since it started (a new executor's
+    topic is read without a restart), from STEWARD_LEDGER_TOPIC_REFRESH_S: seconds, 0.1 to 3600 (5)."""
+    raw = os.environ.get("STEWARD_LEDGER_TOPIC_REFRESH_S", "").strip()
+    if not raw:
+        return TOPIC_REFRESH_S
+    try:
+        value = float(raw)
+    except ValueError:
+        value = -1.0
+    if not 0.1 <= value <= 3600:
+        raise LedgerSettingError(f"STEWARD_LEDGER_TOPIC_REFRESH_S must be seconds between 0.1 and 3600, not {raw!r}")
+    return value
+
+
 # The cyclic collector's thresholds while the ledger runs: a generation-0 pass every 50,000 allocations
 # instead of 700. The ledger allocates dozens of acyclic objects per event and holds the whole state
 # (every job record), which each older-generation pass walks again; with the defaults the collector
@@ -292,6 +312,7 @@ def _quiet_collector() -> tuple[int, int, int]:
 def _dead_letters(producer: Any, settings: Settings, dead: list[DeadLetter]) -> None:
     """Publish and flush before the batch commits: a dead letter is never lost (a crash in between
     repeats it; its `source` offset identifies it)."""
+    # (the chain has each as a `CommandRefused` event, or in a summary: steward.ledger.deciding.refusals)
     for d in dead:
         value = json.dumps({"error": d.error, "source": d.source, "at": time.time(),
                             "raw": (d.raw or b"").decode("utf-8", "replace")[:100_000]}).encode()

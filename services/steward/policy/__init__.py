@@ -20,6 +20,7 @@ One concept per module:
 - `cycle`       `schedule(snapshot) -> CycleResult`, the numbered phases
 """
 
+from steward.domain.policy_settings import PolicySettings
 from steward.policy.cycle import schedule
 from steward.policy.errors import PolicyError
 from steward.policy.model import (
@@ -35,7 +36,6 @@ from steward.policy.model import (
     Snapshot,
     Stop,
 )
-from steward.policy.settings import PolicySettings
 
 __all__ = [
     "AllocationTree",

@@ -14,6 +14,8 @@ Four rules, each a small function the cycle calls:
   preempted again).
 - `defers_to_backfill` / `needed_soon`: unfunded work is not started ahead of the order, nor on GPUs
   that a blocked funded job will take within the restart overhead.
+- `relocatable` / `relocation_fits`: idle GPUs scattered over nodes are gathered for waiting work
+  that fits nowhere by moving settled unfunded work to idle GPUs elsewhere (consolidation, ADR 0034).
 
 Pure: time is an argument.
 """
@@ -25,12 +27,13 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from steward.domain.policy_settings import PolicySettings
 from steward.policy.contract import grace_s
 from steward.policy.model import PendingJob, RunningJob
 from steward.policy.preemption import work_lost_by_stop_s
-from steward.policy.settings import PolicySettings
 
 WORTH_RULE = "preemption_worth_its_cost"
+CONSOLIDATE_RULE = "consolidate_idle_capacity"
 
 
 def settled(job: RunningJob, now: float, settings: PolicySettings) -> bool:
@@ -40,38 +43,49 @@ def settled(job: RunningJob, now: float, settings: PolicySettings) -> bool:
     return settle is None or now - job.started_at >= settle
 
 
-def victim_cost_gpu_s(job: RunningJob, now: float, settings: PolicySettings) -> float:
-    """DESIGN.md "A preemption costs the victim's work since its last checkpoint, its restart overhead
-    and the grace it occupies": the work it loses when it stops at the end of its grace
+def lost_per_gpu_s(job: RunningJob, now: float, settings: PolicySettings) -> float:
+    """The work per GPU a victim asked to stop now loses when it stops at the end of its grace
     (`preemption.work_lost_by_stop_s`: the work since its last checkpoint plus the grace it runs,
-    less what a periodic checkpoint inside the grace keeps), plus the restart overhead, in
-    GPU-seconds. A job already leaving costs nothing more."""
+    less what a periodic checkpoint inside the grace keeps). A job already leaving loses nothing
+    more."""
     if job.preemption_requested_at is not None:
         return 0.0
     since = job.started_at
     ckpt = job.last_checkpoint_at
     if job.resumable and ckpt is not None and ckpt > since:
         since = ckpt
-    lost = work_lost_by_stop_s(now - since, grace_s(job.funded, settings), job.resumable,
+    return work_lost_by_stop_s(now - since, grace_s(job.funded, settings), job.resumable,
                                settings.checkpoint_interval_s)
-    return job.gpus * (lost + settings.restart_overhead_s)
+
+
+def victim_cost_gpu_s(job: RunningJob, now: float, settings: PolicySettings) -> float:
+    """DESIGN.md "A preemption costs the victim's work since its last checkpoint, its restart overhead
+    and the grace it occupies": the work it loses when it stops at the end of its grace
+    (`lost_per_gpu_s`), plus the restart overhead, in GPU-seconds. A job already leaving costs
+    nothing more."""
+    if job.preemption_requested_at is not None:
+        return 0.0
+    return job.gpus * (lost_per_gpu_s(job, now, settings) + settings.restart_overhead_s)
 
 
 def soonest_release(gpus: int, free: Sequence[int], visible: Sequence[bool],
-                    releases: Mapping[int, Sequence[tuple[float, int]]], now: float) -> float:
+                    releases: Mapping[int, Sequence[tuple[float, int]]], now: float, most_free: int) -> float:
     """The soonest time the policy can see `gpus` GPUs free on one node without a new preemption:
     a node's free GPUs plus the GPUs of jobs already leaving it (each at its grace end). Completion
     times are unknown to the policy, and a protection expiry frees nothing by itself (it only makes a
     job a candidate for another preemption), so neither counts. `inf` when nothing visible frees
-    enough (a multi-node gang: the caller passes no releases)."""
+    enough (a multi-node gang: the caller passes no releases).
+
+    `most_free` is the most free GPUs on one visible node (`CapacityIndex.max_free`): when it holds
+    the job, now; else only the nodes with jobs leaving them can, so only those are visited."""
+    if most_free >= gpus:
+        return now
     best = math.inf
-    for i, f in enumerate(free):
+    for i, rel in releases.items():
         if not visible[i]:
             continue
-        if f >= gpus:
-            return now
-        acc = f
-        for t, g in releases.get(i, ()):
+        acc = free[i]
+        for t, g in rel:
             acc += g
             if acc >= gpus:
                 if t < best:
@@ -137,7 +151,7 @@ def holds_claimed_room(job: PendingJob, victims: Sequence[RunningJob], now: floa
     room a preemption makes is its beneficiary's — while its victims are in their grace, and for
     `claim_hold_s` after the last of them stopped (`PendingJob.room_freed_at`) — so the next cycle
     neither gives those GPUs to other work nor searches (and preempts) again for the job. ADR 0021's
-    lane hold, for every beneficiary."""
+    lane hold, for every beneficiary: the only hold (`lane_hold_s` is retired into `claim_hold_s`)."""
     hold = settings.claim_hold_s
     if hold is None:
         return False
@@ -162,3 +176,38 @@ def needed_soon(free: int, released_soon: int, blocked_min_gpus: float) -> bool:
     the smallest blocked funded job: an unfunded start there would be preempted before it has paid
     its own restart."""
     return released_soon > 0 and free + released_soon >= blocked_min_gpus
+
+
+def relocatable(job: RunningJob, now: float, settings: PolicySettings) -> bool:
+    """DESIGN.md "Unfunded occupancy ... runs only on idle capacity, is not charged, and is
+    preemptible" and "never re-preempts a just-restarted job for an unfunded ... reason within a
+    settle time" (ADR 0034): unfunded work on one node, not leaving already, that has run its settle
+    time, may be moved to idle GPUs elsewhere so that the idle GPUs of its node can be gathered for
+    waiting work that fits nowhere. Sessions are not moved (a researcher is at the keyboard)."""
+    return (
+        not job.funded
+        and job.preemption_requested_at is None
+        and job.klass != "interactive"
+        and len(job.placement) == 1
+        and settled(job, now, settings)
+    )
+
+
+def relocation_fits(victims: Sequence[int], nodes_by_free: Sequence[int]) -> list[int] | None:
+    """DESIGN.md "Unfunded occupancy ... runs only on idle capacity" (ADR 0034): a consolidation moves
+    work only where it can start again at once, on idle GPUs of other nodes. `victims` are the GPUs
+    of the jobs to move (each on one node), `nodes_by_free[f]` the number of other visible nodes
+    with f free GPUs. Best fit, largest first (the backfill's placement rule): the counts after the
+    move, or None when some job would have nowhere to go (then nothing moves: it would be preempted,
+    not moved)."""
+    counts = list(nodes_by_free)
+    top = len(counts)
+    for g in sorted(victims, reverse=True):
+        f = g
+        while f < top and counts[f] == 0:
+            f += 1
+        if f >= top:
+            return None
+        counts[f] -= 1
+        counts[f - g] += 1
+    return counts

@@ -6,22 +6,22 @@ from __future__ import annotations
 
 from collections.abc import Mapping, MutableMapping
 
+from steward.domain import protection as times
+from steward.domain.policy_settings import PolicySettings
 from steward.policy.model import JobClass, PendingJob, Placement, RunningJob
-from steward.policy.settings import PolicySettings
+from steward.policy.reasons import ENTITLEMENT_USED as ENTITLEMENT_USED
+from steward.policy.reasons import NO_ALLOCATION as NO_ALLOCATION
+from steward.policy.reasons import UNFUNDED_BY_REQUEST as UNFUNDED_BY_REQUEST
 
-# Why a job would run unfunded (stable codes: they end up in events, explanations and the API)
-NO_ALLOCATION = "no_allocation"
-UNFUNDED_BY_REQUEST = "unfunded_by_request"
-ENTITLEMENT_USED = "entitlement_used"
+# Why a job would run unfunded (stable codes: they end up in events, explanations and the API; written in
+# steward.policy.reasons with the words for them)
 
 
 def protection_s(klass: JobClass, min_runtime_s: float, settings: PolicySettings) -> float:
     """DESIGN.md "Funded occupancy": protected for `min_runtime` from each start, capped by policy
     (`max_min_runtime_s`, 8 h by default). DESIGN.md "Interactive sessions": a session is protected
-    for its cap instead."""
-    if klass == "interactive":
-        return settings.session_cap_s
-    return min(max(min_runtime_s, 0.0), settings.max_min_runtime_s)
+    for its cap instead. The rule is `steward.domain.protection`'s (the ledger records the same)."""
+    return times.protection_s(klass, min_runtime_s, True, settings.session_cap_s, settings.max_min_runtime_s)
 
 
 def asks_for_funding(job: PendingJob | RunningJob, settings: PolicySettings) -> bool:
@@ -118,11 +118,9 @@ def in_grace(job: RunningJob) -> bool:
 
 
 def grace_s(funded: bool, settings: PolicySettings) -> float:
-    """DESIGN.md "checkpoint request, grace period, stop": the grace a victim gets. Unfunded work is
-    "preemptible at once" and gets `unfunded_grace_s` when the policy sets it (ADR 0007)."""
-    if not funded and settings.unfunded_grace_s is not None:
-        return settings.unfunded_grace_s
-    return settings.preemption_grace_s
+    """DESIGN.md "checkpoint request, grace period, stop": the grace a victim gets (the rule is
+    `steward.domain.protection.grace_s`, with this policy's values)."""
+    return times.grace_s(funded, settings.preemption_grace_s, settings.unfunded_grace_s)
 
 
 def grace_ends_at(job: RunningJob, settings: PolicySettings) -> float:

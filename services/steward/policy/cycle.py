@@ -25,7 +25,7 @@ from operator import attrgetter
 from steward.policy.model import CycleResult, Snapshot
 from steward.policy.phases.phase1_expire import expire_and_drain
 from steward.policy.phases.phase2_order import order_and_fund
-from steward.policy.phases.phase3_rooms import claimed_rooms_held, held_rooms
+from steward.policy.phases.phase3_rooms import claimed_rooms_held
 from steward.policy.phases.phase4_reserve import reserve
 from steward.policy.phases.phase5_lane import lane
 from steward.policy.phases.phase6_place import place_funded
@@ -44,7 +44,6 @@ def schedule(snapshot: Snapshot) -> CycleResult:
     cycle = CyclePlan(snapshot)
     expire_and_drain(cycle)
     order_and_fund(cycle)
-    held_rooms(cycle)
     claimed_rooms_held(cycle)
     reserve(cycle)
     lane(cycle)

@@ -22,8 +22,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from steward.domain.policy_settings import PolicySettings
 from steward.policy.model import PendingJob, RunningJob
-from steward.policy.settings import PolicySettings
 from steward.policy.tree import AllocationTree
 
 QualificationReason = Literal["within_quota", "over_quota", "not_debug", "no_allocation", "unfunded_by_request"]

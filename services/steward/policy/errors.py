@@ -87,7 +87,7 @@ class InvalidDebugQuota(TreeError):
         self.value = value
 
 
-# --- cluster nodes, jobs, settings ------------------------------------------------------------------
+# --- cluster nodes, jobs (a setting: steward.domain.policy_settings.InvalidSettings) ------------------------
 
 
 class InvalidNode(PolicyError):
@@ -108,14 +108,6 @@ class InvalidJob(PolicyError):
     def __init__(self, job: str, message: str) -> None:
         super().__init__(f"job {job!r}: {message}")
         self.job = job
-
-
-class InvalidSettings(PolicyError):
-    code = "invalid_settings"
-
-    def __init__(self, field: str, message: str) -> None:
-        super().__init__(f"setting {field!r}: {message}")
-        self.field = field
 
 
 class UsageError(PolicyError):

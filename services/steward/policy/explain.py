@@ -5,7 +5,9 @@ project, and the evidence.
 
 A cycle touches only the head of a long queue; the rest of the waiting jobs are explained in bulk
 from figures taken once at the end of the cycle (free capacity per level, funding per allocation,
-when protections end), so an explanation costs O(1) and is built when it is read.
+when protections end), so an explanation costs O(1) and is built when it is read. Whoever needs only
+whether an explanation changed reads its summary (reason, blocking GPUs, scope), computed once per
+class of jobs the bulk rule cannot tell apart (ADR 0031).
 """
 
 from __future__ import annotations
@@ -15,10 +17,8 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from steward.domain.policy_settings import PolicySettings
 from steward.policy.contract import (
-    ENTITLEMENT_USED,
-    NO_ALLOCATION,
-    UNFUNDED_BY_REQUEST,
     asks_for_funding,
     funding_path,
     grace_ends_at,
@@ -28,120 +28,19 @@ from steward.policy.contract import (
 from steward.policy.debug_quota import Qualification
 from steward.policy.model import Explanation, PendingJob, Placement, RunningJob
 from steward.policy.ordering import Standing
-from steward.policy.settings import PolicySettings
+from steward.policy.reasons import (  # the reason codes and their words (ADR 0040: below the model)
+    BLOCKED_BY_RESERVATION,
+    ENTITLEMENT_USED,
+    NO_ALLOCATION,
+    OUTRANKED,
+    TOO_LARGE,
+    UNFUNDED_BY_REQUEST,
+    WAITING_FOR_PROTECTION,
+)
 from steward.policy.tree import AllocationTree
 
 if TYPE_CHECKING:
     from steward.policy.placement import CapacityIndex
-
-# Reason codes (stable: they end up in events and the API); the funding ones live with their rule
-# (contract.funding_gap)
-WAITING_FOR_PROTECTION = "waiting_for_protection"
-OUTRANKED = "outranked"
-INSUFFICIENT_CAPACITY = "insufficient_capacity"
-PREEMPTING = "preempting"
-RESERVED = "reserved"
-BLOCKED_BY_RESERVATION = "blocked_by_reservation"
-TOO_LARGE = "too_large"
-PREEMPTION_COSTS_MORE = "preemption_costs_more"
-
-REASONS: tuple[str, ...] = (
-    NO_ALLOCATION,
-    UNFUNDED_BY_REQUEST,
-    ENTITLEMENT_USED,
-    WAITING_FOR_PROTECTION,
-    OUTRANKED,
-    INSUFFICIENT_CAPACITY,
-    PREEMPTING,
-    RESERVED,
-    BLOCKED_BY_RESERVATION,
-    TOO_LARGE,
-    PREEMPTION_COSTS_MORE,
-)
-
-
-def _when(t: float | None, now: float) -> str:
-    if t is None or math.isinf(t):
-        return "an unknown time"
-    d = max(0.0, t - now)
-    h, rem = divmod(round(d), 3600)
-    m, s = divmod(rem, 60)
-    rel = f"{h}h{m:02d}m" if h else (f"{m}m{s:02d}s" if m else f"{s}s")
-    return f"t={t:.0f} (in {rel})"
-
-
-def _rank_words(e: Explanation) -> str:
-    levels = e.evidence.get("rank", {}).get("levels") or []
-    if not levels:
-        return f"position {e.position} in the queue"
-    lvl = levels[-1]
-    return f"allocation {lvl['allocation']} ranked {lvl['rank']} of {lvl['of']} at its level"
-
-
-def debug_quota_words(q: Mapping[str, Any]) -> str:
-    """DESIGN.md "Debug quota": whether a debug job or session is qualified, with the figures
-    (`Qualification.to_dict()`, as explanations carry it under `debug_quota`)."""
-    figures = (f"debug quota {q.get('quota_gpus', 0)} GPUs, {q.get('in_use_gpus', 0)} in use, "
-               f"{q.get('ahead_gpus', 0)} waiting ahead")
-    if q.get("qualified"):
-        return f"qualified for the debug lane ({figures}): it goes ahead of the fair-share order"
-    if q.get("reason") == "over_quota":
-        return f"over its allocation's debug quota ({figures}): it waits as ordinary funded work"
-    return f"not qualified for the debug lane ({q.get('reason')})"
-
-
-def explanation_text(e: Explanation) -> str:
-    """Plain words for one explanation (DESIGN.md: "'Why pending' ... answered from those events"),
-    with the debug lane's qualification after it for debug work (ADR 0029)."""
-    text = _reason_text(e)
-    q = e.evidence.get("debug_quota")
-    return f"{text}; {debug_quota_words(q)}" if isinstance(q, Mapping) else text
-
-
-def _reason_text(e: Explanation) -> str:
-    need = f"needs {e.blocking_gpus} more GPUs in {e.blocking_scope}"
-    until = _when(e.blocking_until, e.evidence.get("now", 0.0))
-    ev = e.evidence
-    if e.reason == NO_ALLOCATION:
-        return f"project {ev.get('project')} has no allocation: it runs unfunded, only on idle capacity; {need}"
-    if e.reason == UNFUNDED_BY_REQUEST:
-        return f"asked for no protection (min_runtime 0): it runs unfunded, only on idle capacity; {need}"
-    if e.reason == ENTITLEMENT_USED:
-        f = ev.get("funding", {})
-        return (
-            f"allocation {f.get('allocation')} has no entitlement left ({f.get('funded_gpus', 0):g} of "
-            f"{f.get('quota_gpus', 0):.1f} GPUs funded): it runs unfunded, only on idle capacity; {need}"
-        )
-    if e.reason == WAITING_FOR_PROTECTION:
-        return f"{need}; waiting for protections that end at {until}; {_rank_words(e)}"
-    if e.reason == OUTRANKED:
-        return (
-            f"{need}; {_rank_words(e)}: the GPUs it needs are held by work that is not less served "
-            f"or go first to jobs ahead of it"
-        )
-    if e.reason == PREEMPTING:
-        return f"making room: {ev.get('victims', 0)} job(s) checkpoint and stop for it by {until}"
-    if e.reason == RESERVED:
-        return f"holds a reservation on {'/'.join(ev.get('domain', []))}: room assembles by {until}"
-    if e.reason == BLOCKED_BY_RESERVATION:
-        return (
-            f"the free GPUs that fit it are reserved for {ev.get('reserved_for')} until {until}, "
-            f"and its protection would outlast that; {need}"
-        )
-    if e.reason == PREEMPTION_COSTS_MORE:
-        c = ev.get("churn", {})
-        return (
-            f"{need}; the cheapest preemption would throw away {c.get('cost_gpu_s', 0):.0f} GPU-seconds of "
-            f"work, more than the {c.get('gain_gpu_s', 0):.0f} it would gain by starting early (ADR 0028): "
-            f"it waits for GPUs to free; {_rank_words(e)}"
-        )
-    if e.reason == TOO_LARGE:
-        return (
-            f"can never fit: it needs {ev.get('gpus')} GPUs in {e.blocking_scope}, and the largest has "
-            f"{ev.get('largest_gpus', 0)} schedulable GPUs"
-        )
-    return f"{need}; {_rank_words(e)}"
-
 
 @dataclass(frozen=True, slots=True)
 class Special:
@@ -199,17 +98,21 @@ class ExplainContext:
         "_caps",
         "_earliest",
         "_gang_memo",
+        "_gangs",
         "_leaving",
         "_node_paths",
         "_pos",
         "_pos_in_project",
         "_pos_of_node",
         "_releases",
+        "_summaries",
+        "_waiting",
         "blocked_by_res",
         "by_project",
         "capacity",
         "free_after",
         "funded_in_use",
+        "jobs",
         "nodes_ok",
         "now",
         "paths",
@@ -222,14 +125,13 @@ class ExplainContext:
         "specials",
         "standing",
         "tree",
-        "waiting",
     )
 
     def __init__(
         self,
         *,
         now: float,
-        waiting: Sequence[PendingJob],
+        jobs: Sequence[PendingJob],
         by_project: Mapping[str, Sequence[PendingJob]],
         specials: Mapping[str, Special],
         tree: AllocationTree,
@@ -246,7 +148,9 @@ class ExplainContext:
         qualifications: Mapping[str, Qualification] | None = None,
     ) -> None:
         self.now = now
-        self.waiting = waiting
+        self.jobs = jobs
+        """The global order of the cycle's pending jobs: the waiting ones are those not in `placements`."""
+        self._waiting: Sequence[PendingJob] | None = None
         self.by_project = by_project
         self.specials = specials
         self.tree = tree
@@ -265,6 +169,8 @@ class ExplainContext:
         self._earliest: list[float] | None = None
         self._releases: list[list[tuple[float, int]]] | None = None
         self._gang_memo: dict[tuple[int, int], float | None] = {}
+        self._summaries: dict[tuple[str, int, int, str, float, int], tuple[str, int, str]] = {}
+        self._gangs: list[int] | None = None
         self.placements = placements
         self.qualifications: Mapping[str, Qualification] = qualifications or {}
         """ADR 0029: the debug lane's qualification of each waiting piece of debug work."""
@@ -275,6 +181,14 @@ class ExplainContext:
         self._pos_of_node = index.pos
         self._caps = list(index.cap)
         self._leaving = leaving
+
+    @property
+    def waiting(self) -> Sequence[PendingJob]:
+        """The jobs still waiting after the cycle, in global order (taken when first read)."""
+        if self._waiting is None:
+            placed = {p.job_id for p in self.placements}
+            self._waiting = [j for j in self.jobs if j.id not in placed] if placed else self.jobs
+        return self._waiting
 
     def _node_releases(self) -> list[list[tuple[float, int]]]:
         """When the GPUs held on each node come free if every protection ends on time and nothing
@@ -404,7 +318,6 @@ class ExplainContext:
     def explain(self, job: PendingJob) -> Explanation:
         """The bulk rule, in order: a decision made this cycle; can never fit; no allocation;
         unfunded by request; no entitlement left; waiting for protections; outranked."""
-        settings = self.settings
         evidence: dict[str, Any] = {
             "now": self.now,
             "project": job.project,
@@ -416,53 +329,7 @@ class ExplainContext:
         q = self.qualifications.get(job.id) if job.klass != "batch" else None
         if q is not None:
             evidence["debug_quota"] = q.to_dict()
-        scope, usable = self.scope(job)
-        blocking = max(0, job.gpus - usable)
-        special = self.specials.get(job.id)
-        reason: str
-        until: float | None = None
-        if special is not None:
-            evidence.update(special.extra)
-            return Explanation(
-                job.id,
-                special.reason,
-                special.blocking_gpus,
-                special.scope,
-                special.until,
-                self.position(job.id),
-                self.position_in_project(job),
-                evidence,
-            )
-        path = self.path(job.project)
-        largest = self._largest_possible(job)
-        if job.gpus > largest:
-            reason = TOO_LARGE
-            blocking = job.gpus - largest
-            evidence["largest_gpus"] = largest
-        elif settings.funding and not path:
-            reason = NO_ALLOCATION
-        elif not asks_for_funding(job, settings):
-            reason = UNFUNDED_BY_REQUEST
-        else:
-            funds = funding_path(path, settings)
-            short = has_entitlement_left(funds, self.funded_in_use, self.quota) if settings.funding else None
-            if short:
-                reason = ENTITLEMENT_USED
-                evidence["funding"] = {
-                    "allocation": short,
-                    "funded_gpus": self.funded_in_use.get(short, 0.0),
-                    "quota_gpus": self.quota.get(short, 0.0),
-                }
-            elif (room := self._blocking_reservation(job)) is not None:
-                reason = BLOCKED_BY_RESERVATION
-                until = room.ready_at
-                evidence["reserved_for"] = room.job_id
-                evidence["domain"] = list(room.domain)
-            else:
-                until = self._earliest_for(job)
-                reason = WAITING_FOR_PROTECTION if until is not None and until > self.now else OUTRANKED
-                if blocking == 0:
-                    blocking = job.gpus  # room exists, but not for it: it goes to work ahead of it
+        reason, blocking, scope, until = self._reason(job, evidence)
         return Explanation(
             job.id,
             reason,
@@ -473,6 +340,92 @@ class ExplainContext:
             self.position_in_project(job),
             evidence,
         )
+
+    def summary(self, job: PendingJob, position: int = 0) -> tuple[str, int, str]:
+        """(reason, blocking GPUs, scope) of `explain(job)` without building its evidence, position
+        or words (ADR 0031: what the scheduler compares to decide which explanations to record).
+        Jobs the bulk rule cannot tell apart share one answer: a job with a decision of this cycle
+        (a special, or a reservation recorded when it was tried) is reasoned on its own; any other's
+        answer depends only on `_class_of(job)`, so it is computed once per class. `position`: the
+        job's (1-based) among the waiting when the caller knows it."""
+        if job.id in self.specials or job.id in self.blocked_by_res:
+            reason, blocking, scope, _ = self._reason(job, None)
+            return reason, blocking, scope
+        key = self._class_of(job, position)
+        got = self._summaries.get(key)
+        if got is None:
+            reason, blocking, scope, _ = self._reason(job, None)
+            got = (reason, blocking, scope)
+            self._summaries[key] = got
+        return got
+
+    def _class_of(self, job: PendingJob, position: int = 0) -> tuple[str, int, int, str, float, int]:
+        """Everything of a job (without a decision of this cycle) that `_reason` reads: its project,
+        size, topology depth, class and min_runtime (funding and protection), and how many reserved
+        gangs are ahead of it in the order (`_blocking_reservation`: behind a gang or not)."""
+        behind = 0
+        if self.capacity.reserved:
+            mine = position or self._waiting_positions()[job.id]
+            for g in self._gang_positions():
+                if g < mine:
+                    behind += 1
+        return job.project, job.gpus, job.topology_depth or 0, job.klass, job.min_runtime_s, behind
+
+    def _gang_positions(self) -> list[int]:
+        """Positions of the reserved gangs still waiting, ascending (0 for one that is not waiting:
+        no job is behind it in `_blocking_reservation`'s sense — it is skipped there)."""
+        if self._gangs is None:
+            waiting = self._waiting_positions()
+            self._gangs = sorted(waiting[r.job_id] for r in self.capacity.reserved if r.job_id in waiting)
+        return self._gangs
+
+    def _reason(self, job: PendingJob, evidence: dict[str, Any] | None) -> tuple[str, int, str, float | None]:
+        """(reason, blocking GPUs, scope, until) by the rule of `explain`; the evidence of the reason
+        goes into `evidence` when one is given."""
+        settings = self.settings
+        scope, usable = self.scope(job)
+        blocking = max(0, job.gpus - usable)
+        special = self.specials.get(job.id)
+        reason: str
+        until: float | None = None
+        if special is not None:
+            if evidence is not None:
+                evidence.update(special.extra)
+            return special.reason, special.blocking_gpus, special.scope, special.until
+        path = self.path(job.project)
+        largest = self._largest_possible(job)
+        if job.gpus > largest:
+            reason = TOO_LARGE
+            blocking = job.gpus - largest
+            if evidence is not None:
+                evidence["largest_gpus"] = largest
+        elif settings.funding and not path:
+            reason = NO_ALLOCATION
+        elif not asks_for_funding(job, settings):
+            reason = UNFUNDED_BY_REQUEST
+        else:
+            funds = funding_path(path, settings)
+            short = has_entitlement_left(funds, self.funded_in_use, self.quota) if settings.funding else None
+            if short:
+                reason = ENTITLEMENT_USED
+                if evidence is not None:
+                    evidence["funding"] = {
+                        "allocation": short,
+                        "funded_gpus": self.funded_in_use.get(short, 0.0),
+                        "quota_gpus": self.quota.get(short, 0.0),
+                    }
+            elif (room := self._blocking_reservation(job)) is not None:
+                reason = BLOCKED_BY_RESERVATION
+                until = room.ready_at
+                if evidence is not None:
+                    evidence["reserved_for"] = room.job_id
+                    evidence["domain"] = list(room.domain)
+            else:
+                until = self._earliest_for(job)
+                reason = WAITING_FOR_PROTECTION if until is not None and until > self.now else OUTRANKED
+                if blocking == 0:
+                    blocking = job.gpus  # room exists, but not for it: it goes to work ahead of it
+        return reason, blocking, scope, until
 
     def _blocking_reservation(self, job: PendingJob) -> ReservedRoom | None:
         """Issue 3 (ADR 0013): the reservation that keeps this job waiting — the one the cycle
@@ -529,6 +482,14 @@ class Explanations(Mapping[str, Explanation]):
 
     def __iter__(self) -> Iterator[str]:
         return (j.id for j in self._ctx.waiting)
+
+    def summaries(self) -> Iterator[tuple[str, tuple[str, int, str]]]:
+        """(job id, (reason, blocking GPUs, scope)) for every waiting job, in global order, without
+        building the explanations (ADR 0031: `ExplainContext.summary`); each equals the key of
+        `self[job_id]`."""
+        ctx = self._ctx
+        for position, job in enumerate(ctx.waiting, 1):
+            yield job.id, ctx.summary(job, position)
 
     def __len__(self) -> int:
         return len(self._ctx.waiting)

@@ -12,9 +12,9 @@ funded work. The quota replaces ADR 0007's fixed per-allocation cap (`lane_proje
 
 from __future__ import annotations
 
+from steward.domain.policy_settings import PolicySettings
 from steward.policy.debug_quota import is_debug_work
 from steward.policy.model import JobClass, PendingJob
-from steward.policy.settings import PolicySettings
 
 
 def is_lane_job(klass: JobClass, min_runtime_s: float, gpus: int, settings: PolicySettings) -> bool:
@@ -24,13 +24,3 @@ def is_lane_job(klass: JobClass, min_runtime_s: float, gpus: int, settings: Poli
 
 def lane_pending(job: PendingJob, settings: PolicySettings) -> bool:
     return is_lane_job(job.klass, job.min_runtime_s, job.gpus, settings)
-
-
-def holds_room(job: PendingJob, now: float, settings: PolicySettings) -> bool:
-    """ADR 0021: the GPUs a preemption freed for a lane job are that job's for `lane_hold_s` after
-    its victims stop (`PendingJob.room_freed_at`): it is placed before anything else, whoever comes
-    first in the order. Without the hold they went to the next cycle's first taker, and the job
-    searched (and preempted) again."""
-    t = job.room_freed_at
-    hold = settings.lane_hold_s
-    return t is not None and hold is not None and now - t <= hold and lane_pending(job, settings)

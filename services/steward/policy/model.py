@@ -19,8 +19,9 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Literal
 
+from steward.domain.policy_settings import PolicySettings
 from steward.policy.errors import InvalidJob, InvalidNode
-from steward.policy.settings import PolicySettings
+from steward.policy.reasons import explanation_text
 from steward.policy.tree import Allocation, AllocationTree
 
 __all__ = [
@@ -238,8 +239,6 @@ class Explanation:
     @property
     def text(self) -> str:
         """Plain words for a researcher."""
-        from steward.policy.explain import explanation_text
-
         return explanation_text(self)
 
     def to_dict(self) -> dict[str, Any]:

@@ -21,8 +21,8 @@ from dataclasses import dataclass
 from operator import attrgetter
 from typing import Any
 
+from steward.domain.policy_settings import PolicySettings
 from steward.policy.model import PendingJob, RunningJob, Snapshot
-from steward.policy.settings import PolicySettings
 from steward.policy.tree import AllocationTree
 from steward.policy.usage import entitled_horizon_s
 

@@ -17,6 +17,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from steward.domain.policy_settings import PolicySettings
 from steward.policy.contract import (
     ENTITLEMENT_USED,
     NO_ALLOCATION,
@@ -30,7 +31,6 @@ from steward.policy.contract import (
 from steward.policy.debug_quota import Qualification, qualify_in
 from steward.policy.model import PendingJob, RunningJob
 from steward.policy.ordering import tree_layout
-from steward.policy.settings import PolicySettings
 from steward.policy.tree import AllocationTree
 
 FUNDED = "funded"

@@ -14,8 +14,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from itertools import compress
 
+from steward.domain.policy_settings import PlacementMode
 from steward.policy.model import Node
-from steward.policy.settings import PlacementMode
 
 
 @dataclass(frozen=True, slots=True)

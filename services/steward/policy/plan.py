@@ -32,6 +32,7 @@ from steward.policy.model import (
     Placement,
     Preemption,
     Reservation,
+    RunningJob,
     Snapshot,
     Stop,
 )
@@ -76,6 +77,9 @@ class CyclePlan:
             self.nodes_by_id[node.id] = node
         self.stops: list[Stop] = []
         self.leaving: set[str] = set()
+        self.going: list[RunningJob] = []  # phase 1: running jobs in their grace or stopped this cycle
+        self.rooms: dict[str, list[RunningJob]] = {}  # phase 2 (ADR 0028): jobs in their grace, by beneficiary
+        self.holders: list[int] = []  # phase 2 (ADR 0028): positions in the order of jobs that may hold a room
         self.placements: list[Placement] = []
         self.preemptions: list[Preemption] = []
         self.specials: dict[str, Special] = {}
@@ -90,6 +94,10 @@ class CyclePlan:
         self.claimed: set[int] = set()
         self.reserved_room: int | None = None
         self.reserved_shape: tuple[int, int] | None = None
+        self.reserved_rooms: list[ReservedRoom] | None = None  # per reservation, made with `reserved_shape`
+        self.mask_memo: dict[float, int] = {}  # `eligible_mask` behind every reserved gang, by ends_at
+        self.mask_for = 0  # the number of reservations `mask_memo` was made for
+        self.res_last = -1  # the position of the last reserved gang in the order
         self.blocked_by_reservation: dict[str, str] = {}  # job id → the gang whose nodes it may not use
         self.fail_reserved: dict[tuple[bool, int], float] = {}
         self.paths: dict[str, tuple[str, ...]] = {}
@@ -146,18 +154,33 @@ class CyclePlan:
     def eligible_mask(self, pos: int, ends_at: float | None) -> int:
         """The reservations whose nodes a job at `pos` in the order, protected until `ends_at`, may
         use (bit r for reservation r): those of gangs behind it in the order, and those due no
-        earlier than its protection ends (issue 3's backfill rule). None: no reserved node."""
+        earlier than its protection ends (issue 3's backfill rule). None: no reserved node.
+        Behind every reserved gang the answer depends on `ends_at` alone (a handful of values in a
+        queue): kept per value until a reservation is added."""
         if ends_at is None:
             return 0
+        plans = self.res_plans
+        if len(plans) != self.mask_for:
+            self.mask_memo = {}
+            self.mask_for = len(plans)
+            self.res_last = max(self.res_pos, default=-1)
+        behind_all = pos > self.res_last
+        if behind_all:
+            got = self.mask_memo.get(ends_at)
+            if got is not None:
+                return got
         mask = 0
-        for r, plan in enumerate(self.res_plans):
+        for r, plan in enumerate(plans):
             if pos <= self.res_pos[r] or may_backfill(ends_at - self.now, self.now, plan.ready_at):
                 mask |= 1 << r
+        if behind_all:
+            self.mask_memo[ends_at] = mask
         return mask
 
-    def try_place(self, job: PendingJob, pos: int, ends_at: float | None) -> tuple[Fit | None, str]:
+    def try_place(self, job: PendingJob, pos: int, ends_at: float | None,
+                  mask: int = -1) -> tuple[Fit | None, str]:
         """Where the job goes now (visible capacity first, then the reserved nodes it may use: see
-        `eligible_mask`)."""
+        `eligible_mask`; `mask` when the caller has it already)."""
         index = self.index
         g = job.gpus
         fit: Fit | None = None
@@ -184,7 +207,8 @@ class CyclePlan:
                 else:
                     rule = f"{rule}_gang"
         if fit is None and self.reserved:
-            mask = self.eligible_mask(pos, ends_at)
+            if mask < 0:
+                mask = self.eligible_mask(pos, ends_at)
             if mask:
                 fit = self.fit_reserved(g, mask)
                 if fit is not None:
@@ -282,6 +306,13 @@ class CyclePlan:
 
     def reserved_would_hold(self, gpus: int) -> bool:
         """Would the (unclaimed) reserved nodes hold a job of `gpus` GPUs right now?"""
+        single, whole = self.reserved_now()
+        return gpus <= (single if gpus <= self.index.maxcap else whole)
+
+    def reserved_now(self) -> tuple[int, int]:
+        """(most free GPUs on one unclaimed reserved node, GPUs on wholly free ones), cached until
+        work lands on them or a claim is made (every such change sets `reserved_shape` to None; the
+        per-reservation `reserved_rooms` are made again with it)."""
         if self.reserved_shape is None:
             nodes = [i for i in self.reserved if i not in self.claimed]
             free, cap = self.index.free, self.index.cap
@@ -289,14 +320,20 @@ class CyclePlan:
                 max((free[i] for i in nodes), default=0),
                 sum(cap[i] for i in nodes if free[i] == cap[i]),
             )
-        single, whole = self.reserved_shape
-        return gpus <= (single if gpus <= self.index.maxcap else whole)
+            self.reserved_rooms = None
+        return self.reserved_shape
 
     def blocking_reservation(self, gpus: int, mask: int) -> int | None:
         """ADR 0013: the first reservation a job of `gpus` may not use (not in `mask`) whose
         unclaimed nodes would hold it now — the one its explanation names."""
-        for r, nodes in enumerate(self.res_nodes):
-            if not mask >> r & 1 and self.room_of(nodes).would_hold(gpus, self.index.maxcap):
+        self.reserved_now()
+        rooms = self.reserved_rooms
+        if rooms is None:
+            rooms = [self.room_of(nodes) for nodes in self.res_nodes]
+            self.reserved_rooms = rooms
+        maxcap = self.index.maxcap
+        for r, room in enumerate(rooms):
+            if not mask >> r & 1 and room.would_hold(gpus, maxcap):
                 return r
         return None
 
@@ -321,20 +358,23 @@ class CyclePlan:
         index = self.index
         if rest_min <= index.max_free() or rest_min <= index.whole_free:
             return False
+        if not self.reserved_has_room():
+            return True
         full = (1 << len(self.res_plans)) - 1  # the most any job may use; fewer fail sooner
-        fails = [self.fail_reserved.get((single, full), math.inf) for single in (True, False)]
-        return not self.reserved_has_room() or rest_min >= max(fails)
+        fails = self.fail_reserved
+        return rest_min >= max(fails.get((True, full), math.inf), fails.get((False, full), math.inf))
 
     def release_times(self) -> dict[int, list[tuple[float, int]]]:
         """Per node, (time, GPUs) of the jobs leaving it, soonest first: stops of this cycle now, jobs
         in their grace at its end; not those leaving for a job whose room is held (its GPUs are that
-        job's). Built once per cycle, when a preemption is first weighed."""
+        job's). Built once per cycle, when a preemption is first weighed, from the jobs phase 1 found
+        going (`going`: every job stopped this cycle or in its grace), not from every running job."""
         if self.releases is None:
             out: dict[int, list[tuple[float, int]]] = {}
             pos = self.index.pos
             held = self.held_rooms
             s = self.s
-            for job in self.snap.running:
+            for job in self.going:
                 if job.id in self.leaving:
                     t = self.now
                 elif job.preemption_requested_at is not None and job.claimed_for not in held:

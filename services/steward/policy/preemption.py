@@ -16,11 +16,11 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from steward.domain.policy_settings import PolicySettings
 from steward.policy.contract import grace_s, in_grace, is_protected, protection_s
 from steward.policy.model import PendingJob, RunningJob
 from steward.policy.ordering import Standing
 from steward.policy.placement import CapacityIndex
-from steward.policy.settings import PolicySettings
 
 
 def projected_ratio(delivered: float, running_gpus: float, entitled: float, horizon_s: float) -> float:

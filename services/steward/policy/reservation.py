@@ -10,10 +10,10 @@ import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from steward.domain.policy_settings import PolicySettings
 from steward.policy.contract import grace_ends_at, in_grace, is_protected
 from steward.policy.model import PendingJob, RunningJob
 from steward.policy.placement import CapacityIndex
-from steward.policy.settings import PolicySettings
 
 
 def wants_reservation(job: PendingJob, settings: PolicySettings) -> bool:

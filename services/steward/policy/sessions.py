@@ -6,26 +6,31 @@ otherwise on the node with the most free capacity.
 
 from __future__ import annotations
 
+from steward.domain import protection as times
+from steward.domain.policy_settings import PolicySettings
 from steward.policy.model import PendingJob, RunningJob, Stop
 from steward.policy.placement import CapacityIndex
-from steward.policy.settings import PolicySettings
 
 
 def is_session(job: PendingJob | RunningJob) -> bool:
     return job.klass == "interactive"
 
 
+def _cap_s(job: RunningJob, settings: PolicySettings) -> float:
+    """The session's cap: `steward.domain.protection.session_cap_s` (the one the ledger records with the
+    placement and the Session workflow keeps)."""
+    return times.session_cap_s(job.min_runtime_s, settings.session_cap_s, settings.max_min_runtime_s)
+
+
 def session_cap_at(job: RunningJob, settings: PolicySettings) -> float:
     """DESIGN.md: "protected for its cap" — the cap runs from the session's (re)start."""
-    return job.started_at + settings.session_cap_s
+    return job.started_at + _cap_s(job, settings)
 
 
 def session_warning_times(job: RunningJob, settings: PolicySettings) -> tuple[float, ...]:
     """DESIGN.md "warned before the cap": absolute times of the warnings, earliest first (a warning
     that would fall before the start is dropped)."""
-    cap = session_cap_at(job, settings)
-    times = sorted({cap - w for w in settings.session_warnings_s if cap - w >= job.started_at})
-    return tuple(times)
+    return times.warning_times(job.started_at, session_cap_at(job, settings), settings.session_warnings_s)
 
 
 def session_cap_stop(job: RunningJob, now: float, settings: PolicySettings) -> Stop | None:
@@ -42,7 +47,7 @@ def session_cap_stop(job: RunningJob, now: float, settings: PolicySettings) -> S
         reason="session_cap",
         checkpoint=True,
         requeue=False,
-        evidence={"started_at": job.started_at, "cap_at": cap, "session_cap_s": settings.session_cap_s},
+        evidence={"started_at": job.started_at, "cap_at": cap, "session_cap_s": _cap_s(job, settings)},
     )
 
 

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
+from steward.domain import budget
 from steward.policy.errors import (
     ChildrenOverAllocated,
     CycleInTree,
@@ -106,6 +107,7 @@ def check_debug_quota(node: str, value: object, ids: Mapping[str, Allocation]) -
 
 CLUSTER = "<cluster>"
 """Name used for the implicit root in errors and evidence."""
+_ROOT = "\x00root"  # the tree's root for steward.domain.budget.entitlements (no allocation has this id)
 
 
 @dataclass(frozen=True, slots=True)
@@ -160,17 +162,19 @@ class AllocationTree:
         for parent, kids in grouped.items():
             check_children_sum(parent if parent is not None else CLUSTER, kids)
         children = {p: tuple(sorted(k.id for k in kids)) for p, kids in grouped.items()}
-        entitlement: dict[str, float] = {}
+        # DESIGN.md "a project's entitlement is the product of shares on its path": steward.domain.budget's rule
+        ents = budget.entitlements({a.id: (a.parent if a.parent is not None else _ROOT, a.share)
+                                    for a in ids.values()}, root=_ROOT)
+        entitlement: dict[str, float] = {}  # in the depth-first order of the walk below
         path: dict[str, tuple[str, ...]] = {}
 
-        def visit(parent: str | None, ent: float, prefix: tuple[str, ...]) -> None:
+        def visit(parent: str | None, prefix: tuple[str, ...]) -> None:
             for child in children.get(parent, ()):
-                e = ent * ids[child].share
-                entitlement[child] = e
+                entitlement[child] = ents[child]
                 path[child] = (*prefix, child)
-                visit(child, e, path[child])
+                visit(child, path[child])
 
-        visit(None, 1.0, ())
+        visit(None, ())
         quotas = {n: check_debug_quota(n, q, ids) for n, q in sorted((debug_quotas or {}).items())}
         return cls(
             MappingProxyType(dict(sorted(ids.items()))),

@@ -15,9 +15,9 @@ import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
+from steward.domain.policy_settings import PolicySettings
 from steward.policy.errors import UsageError
 from steward.policy.model import Node, RunningJob
-from steward.policy.settings import PolicySettings
 
 LN2 = math.log(2.0)
 

@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from steward.domain.commands import ROOT, PlaceJob, RequestPreemption
+from steward.domain.policy_settings import PolicySettings
 from steward.domain.state import ClusterNode, Job, LedgerState
 from steward.policy.model import (
     AllocationTree,
@@ -21,7 +22,6 @@ from steward.policy.model import (
     RunningJob,
     Snapshot,
 )
-from steward.policy.settings import PolicySettings
 from steward.policy.usage import Interval
 
 WAITING_STATES = frozenset({"QUEUED"})
@@ -31,10 +31,12 @@ NODE_STATES = {"ready": "ready", "draining": "draining", "unhealthy": "unhealthy
 
 def policy_node(node: ClusterNode) -> Node:
     """A registered node's path ends with the node itself; the policy's path lists only the domains
-    that enclose it (block, spine, ...)."""
+    that enclose it (block, spine, ...). GPUs held by foreign load (work another scheduler placed) are not
+    the policy's to place on nor to preempt: it sees the node without them."""
     path = node.path[:-1] if node.path and node.path[-1] == node.node_id else node.path
     state = NODE_STATES.get(node.state, "unhealthy")
-    return Node(node.node_id, node.gpus, node.gpu_model, tuple(path), state)  # type: ignore[arg-type]
+    gpus = max(0, node.gpus - node.foreign_gpus)
+    return Node(node.node_id, gpus, node.gpu_model, tuple(path), state)  # type: ignore[arg-type]
 
 
 def allocation_tree(state: LedgerState, max_depth: int = 8) -> AllocationTree:

@@ -15,6 +15,7 @@ import json
 import logging
 import threading
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -22,14 +23,16 @@ from kafka.errors import KafkaError
 from sqlalchemy.exc import DBAPIError
 
 from steward.bus.envelope import command_envelope
+from steward.bus.identity import SCHEDULER_ACTOR, SYSTEM_ROLE
 from steward.bus.kafka import CommandPublisher
 from steward.config import Settings
 from steward.domain.commands import Command, ExplainWaiting
+from steward.domain.policy_settings import PolicySettings, in_force
 from steward.domain.state import LedgerState, evolve
 from steward.logs import JobCorrelations
 from steward.policy.cycle import schedule
+from steward.policy.explain import Explanations
 from steward.policy.model import CycleResult
-from steward.policy.settings import PolicySettings, in_force
 from steward.policy.usage import UsageWindow
 from steward.scheduler.bridge import (
     HOLDING_STATES,
@@ -110,20 +113,31 @@ EXPLANATIONS_PER_COMMAND = 100
 MAX_EVIDENCE_BYTES = 1500
 
 
+def explanation_keys(result: CycleResult) -> Iterator[tuple[str, tuple[str, int, str]]]:
+    """(job id, (reason, blocking GPUs, scope)) of every waiting job. ADR 0031: the cycle's lazy
+    `Explanations` give them without building an explanation (one computation per class of jobs
+    the bulk rule cannot tell apart); any other mapping is read in full."""
+    explanations = result.explanations
+    if isinstance(explanations, Explanations):
+        return explanations.summaries()
+    return ((e.job_id, (e.reason, e.blocking_gpus, e.blocking_scope)) for e in result.iter_explanations())
+
+
 def changed_explanations(view: SchedulerState, result: CycleResult) -> list[ExplainWaiting]:
     """The explanations whose reason or blocking amount changed since they were last recorded, in
-    commands of bounded size (a waiting job's position alone changing is not worth an event)."""
+    commands of bounded size (a waiting job's position alone changing is not worth an event). Only
+    those are built in full (ADR 0031): the others are compared by their key."""
     changed: dict[str, dict[str, Any]] = {}
     seen: dict[str, tuple[str, int, str]] = {}
-    for e in result.iter_explanations():
-        key = (e.reason, e.blocking_gpus, e.blocking_scope)
-        seen[e.job_id] = key
-        if view.explained.get(e.job_id) != key:
-            data = e.to_dict()
+    explained = view.explained
+    for job_id, key in explanation_keys(result):
+        seen[job_id] = key
+        if explained.get(job_id) != key:
+            data = result.explanations[job_id].to_dict()
             data.pop("job_id")
             if len(json.dumps(data["evidence"], default=str)) > MAX_EVIDENCE_BYTES:
                 data["evidence"] = {"truncated": True, "keys": sorted(data["evidence"])}
-            changed[e.job_id] = data
+            changed[job_id] = data
     view.explained = seen
     ids = sorted(changed)
     return [ExplainWaiting({j: changed[j] for j in ids[i:i + EXPLANATIONS_PER_COMMAND]})
@@ -165,7 +179,7 @@ def run_cycle(view: SchedulerState, store: EventStore, publisher: CommandPublish
     ids = []
     for command in commands:
         job_id = getattr(command, "job_id", None)
-        env = command_envelope(command, actor="scheduler", role="system",
+        env = command_envelope(command, actor=SCHEDULER_ACTOR, role=SYSTEM_ROLE,
                                correlation_id=view.correlations.of(job_id))
         if job_id is not None:
             log.info("decided %s for job %s", command.TYPE, job_id,
@@ -187,7 +201,7 @@ def run_scheduler(settings: Settings, stop: threading.Event | None = None,
     store = EventStore.from_url(settings.resolved_store_url)
     publisher = CommandPublisher(settings)
     view = SchedulerState(policy or PolicySettings.steward())
-    from steward import metrics_scheduler
+    from steward.scheduler import metrics as metrics_scheduler
 
     metrics = metrics_scheduler.start(settings)
     wake = EventWake(settings, stop)

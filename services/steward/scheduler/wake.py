@@ -29,7 +29,7 @@ log = logging.getLogger("steward.scheduler")
 # (a new event type wakes it too, which is the safe side).
 QUIET_EVENTS = frozenset({
     "JobPlaced", "JobPreemptionRequested", "JobDeferred", "JobStarted", "ExecutorHeartbeat", "CheckpointSaved",
-    "AccessDenied", "CommandRejected", "SessionWarned", "SessionActive", "PeriodClosed",
+    "AccessDenied", "CommandRefused", "CommandRejected", "SessionWarned", "SessionActive", "PeriodClosed",
 })
 
 

@@ -10,7 +10,8 @@ API:
 
 from steward.sim.cli import main
 from steward.sim.errors import OverrideError, ScenarioError, SimError, SimulationFailed, UnknownPolicy
-from steward.sim.run import SimResult, compare, replay, run_scenario, simulate
+from steward.sim.result import SimResult
+from steward.sim.run import compare, replay, run_scenario, simulate
 from steward.sim.scenario import Scenario, load_scenario
 
 __all__ = [

@@ -46,11 +46,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from steward.domain.policy_settings import PolicySettings
 from steward.policy.contract import requeue
 from steward.policy.debug_quota import debug_quota_gpus, qualify
 from steward.policy.lane import lane_pending
 from steward.policy.model import CycleResult, Node, PendingJob, RunningJob, Snapshot
-from steward.policy.settings import PolicySettings
 from steward.policy.tree import AllocationTree
 from steward.sim.metrics import Recorder
 from steward.sim.scenario import Scenario, TraceJob
@@ -237,10 +237,10 @@ class Engine:
         self.by_demand = settings.active_entitlement and settings.ordering == "fair_share"
         self.entitled_gpus = {p: tree.entitlement(p) * self.capacity for p in projects}
         self.stats = EngineStats()
-        # ADR 0021: beneficiaries of preemptions whose victims stopped, while the lane holds their room
-        # ADR 0028: every beneficiary, while its victims are in their grace and `claim_hold_s` after
-        self.hold = (settings.lane and settings.lane_hold_s is not None) or settings.claim_hold_s is not None
-        self.hold_s = max(settings.lane_hold_s or 0.0, settings.claim_hold_s or 0.0)
+        # ADR 0028 (ADR 0021's lane hold folded in): every beneficiary, while its victims are in
+        # their grace and `claim_hold_s` after
+        self.hold = settings.claim_hold_s is not None
+        self.hold_s = settings.claim_hold_s or 0.0
         self.held: dict[str, SimJob] = {}
         self.claims: dict[str, int] = {}  # beneficiary -> its victims still in their grace
         self.frag_dirty = True

@@ -99,11 +99,13 @@ Durations = LogNormal | Pareto
 
 @dataclass(frozen=True)
 class Tenant:
-    """A submitter: its weight among submissions and its group in the tree (None: not in the tree)."""
+    """A submitter: its weight among submissions and its group in the tree (None: not in the tree);
+    `debug`, when set, is its own fraction of debug units (else the mix's)."""
 
     name: str
     weight: float
     group: str | None
+    debug: float | None = None
 
 
 @dataclass(frozen=True)
@@ -199,6 +201,20 @@ class UnfundedMany(Size):
     debug: float = 0.20
     median_s: float = 2 * 3600.0
     sigma: float = 1.6
+
+
+@dataclass(frozen=True)
+class UnfundedDebug(Size):
+    nodes: int = 6
+    guests: int = 2  # tenants absent from the tree
+    guest_weight: float = 0.15  # their fraction of submissions
+    guest_debug: float = 0.6  # the fraction of their submissions that is debug work
+    one_gpu: float = 0.85
+    median_s: float = 1200.0
+    sigma: float = 2.0
+    debug: float = 0.30  # the funded tenants' debug fraction
+    interactive: float = 0.05
+    unfunded: float = 0.15
 
 
 @dataclass(frozen=True)
@@ -299,20 +315,39 @@ def dominant_tenant(p: DominantTenant, rng: random.Random) -> Mix:
     )
 
 
+def _funded_and_guests(tenants: int, guests: int, guest_weight: float, guest_debug: float | None,
+                       rng: random.Random) -> tuple[Tenant, ...]:
+    """`tenants` funded tenants in two groups (Zipf weights) and `guests` tenants absent from the tree,
+    the guests together `guest_weight` of submissions, each with `guest_debug` as its debug fraction."""
+    funded = _zipf_tenants(tenants, 2, rng)
+    fw = sum(t.weight for t in funded)
+    f_scale = (1.0 - guest_weight) / fw if fw > 0 else 0.0
+    g_weight = round(guest_weight / max(1, guests), 6)
+    return (*(Tenant(t.name, round(t.weight * f_scale, 6), t.group) for t in funded),
+            *(Tenant(f"guest{i + 1:02d}", g_weight, None, guest_debug) for i in range(guests)))
+
+
 def unfunded_many(p: UnfundedMany, rng: random.Random) -> Mix:
     """Many unfunded tenants: a university or consortium cluster where guests without an allocation
     scavenge idle GPUs and funded projects also run opportunistic (min_runtime 0) jobs."""
-    funded = _zipf_tenants(p.tenants, 2, rng)
-    guests = tuple(Tenant(f"guest{i + 1:02d}", 1.0, None) for i in range(p.guests))
-    fw = sum(t.weight for t in funded)
-    f_scale = (1.0 - p.guest_weight) / fw if fw > 0 else 0.0
-    g_scale = p.guest_weight / max(1, p.guests)
-    tenants = (*(Tenant(t.name, round(t.weight * f_scale, 6), t.group) for t in funded),
-               *(Tenant(t.name, round(g_scale, 6), None) for t in guests))
     return Mix(
-        tenants=tenants,
+        tenants=_funded_and_guests(p.tenants, p.guests, p.guest_weight, None, rng),
         debug=p.debug, interactive=0.02,
         batch_gpus=_gpu_table(0.7, ((2, 0.3), (4, 0.4), (8, 0.3))),
+        batch_durations=LogNormal(p.median_s, p.sigma),
+        unfunded=p.unfunded,
+    )
+
+
+def unfunded_debug(p: UnfundedDebug, rng: random.Random) -> Mix:
+    """Unfunded debug on a full cluster of 1-GPU short jobs: the held-out production trace of issue
+    18 (mostly 1-GPU pods, short jobs, ~30 % debug, a small cluster at heavy load), where tenants
+    with no allocation submit debug work. Such a job is small, short and asks protection, but runs
+    unfunded: the loop of ADR 0028 (started ahead of the order, preempted at once, started again)."""
+    return Mix(
+        tenants=_funded_and_guests(p.tenants, p.guests, p.guest_weight, p.guest_debug, rng),
+        debug=p.debug, interactive=p.interactive,
+        batch_gpus=_gpu_table(p.one_gpu, ((2, 0.5), (4, 0.3), (8, 0.2))),
         batch_durations=LogNormal(p.median_s, p.sigma),
         unfunded=p.unfunded,
     )
@@ -350,6 +385,7 @@ FAMILIES: dict[str, Family] = {f.name: f for f in (
     Family("dominant-tenant", dominant_tenant, DominantTenant),
     Family("unfunded-many", unfunded_many, UnfundedMany),
     Family("heavy-tail", heavy_tail, HeavyTail),
+    Family("unfunded-debug", unfunded_debug, UnfundedDebug),
 )}
 
 
@@ -411,7 +447,7 @@ def _validate(fam: str, p: Size) -> None:
         if isinstance(v, int | float) and v < 0:
             raise GenerateError(f"family {fam}: {f.name} must be >= 0, got {v:g}")
     for name in ("debug", "interactive", "unfunded", "one_gpu", "gang", "burst", "dominant", "dominant_share",
-                 "guest_weight", "diurnal"):
+                 "guest_weight", "guest_debug", "diurnal"):
         v = getattr(p, name, None)
         if isinstance(v, float) and v > 1:
             raise GenerateError(f"family {fam}: {name} is a fraction in [0, 1], got {v:g}")
@@ -424,7 +460,9 @@ def _validate(fam: str, p: Size) -> None:
         raise GenerateError(f"family {fam}: need 1 <= burst_min <= burst_max, got {p.burst_min}..{p.burst_max}")
     if isinstance(p, HeavyTail) and (p.alpha <= 0 or p.xm_s <= 0 or p.max_days <= 0):
         raise GenerateError(f"family {fam}: alpha, xm_s and max_days must be > 0")
-    if isinstance(p, UnfundedMany) and p.guests < 1 and p.guest_weight > 0:
+    if isinstance(p, UnfundedDebug) and p.guest_debug + p.interactive > 1:
+        raise GenerateError(f"family {fam}: guest_debug + interactive is {p.guest_debug + p.interactive:g} > 1")
+    if isinstance(p, UnfundedMany | UnfundedDebug) and p.guests < 1 and p.guest_weight > 0:
         raise GenerateError(f"family {fam}: guest_weight > 0 needs guests >= 1")
 
 
@@ -540,7 +578,8 @@ def sample(mix: Mix, p: Size, rng: random.Random) -> tuple[list[Row], float]:
     while n < hi and (n < lo or gpu_s < target):
         tenant: Tenant = _pick(rng, weights)
         u = rng.random()
-        job_class = "debug" if u < mix.debug else ("interactive" if u < mix.debug + mix.interactive else "batch")
+        debug = mix.debug if tenant.debug is None else tenant.debug
+        job_class = "debug" if u < debug else ("interactive" if u < debug + mix.interactive else "batch")
         size = 1
         if mix.burst > 0 and job_class != "interactive" and rng.random() < mix.burst:
             size = rng.randint(*mix.burst_size)

@@ -35,7 +35,7 @@ from steward.sim.scenario import Scenario, TraceJob, apply_overrides, load_scena
 Loader = Callable[[Path, Mapping[str, Any]], Scenario]
 
 EXPORT_FORMAT_PREFIX = "steward-audit-export/"
-"""`steward.audit.verifier.EXPORT_FORMAT` is `steward-audit-export/1`; other major versions are refused."""
+"""`steward.store.verifier.EXPORT_FORMAT` is `steward-audit-export/1`; other major versions are refused."""
 SUPPORTED_FORMATS = frozenset({"steward-audit-export/1"})
 ROOT = "cluster"  # steward.domain.commands.ROOT: the parent of the top allocations
 RUN_ENDS = frozenset({"JobCompleted", "JobFailed", "JobCancelled", "JobPreempted", "JobLost"})

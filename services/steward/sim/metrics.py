@@ -41,7 +41,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-HOUR_S = 3600.0
+from steward.domain import budget
+
+HOUR_S = budget.HOUR_S
 WAIT_CLASSES = ("debug", "batch", "large")
 DEBUG_CLASSES = ("debug_qualified", "debug_over_quota")
 """ADR 0029: debug jobs qualified at submit (inside their allocation's debug quota; every debug job
@@ -247,7 +249,9 @@ class Recorder:
         return demand, delivered
 
     def owed_delivered_table(self) -> list[dict[str, Any]]:
-        """Rows (allocation, period, owed_gpu_h, delivered_gpu_h, ratio) for every allocation."""
+        """Rows (allocation, period, owed_gpu_h, delivered_gpu_h, ratio) for every allocation: the arithmetic of
+        `steward.domain.budget` (owed per hour, the ratio as it is, and `credited`, the ratio capped at 1 that
+        `owed_delivered_mean`/`_min` average)."""
         demand, delivered = self.alloc_hourly()
         hours = self.hours
         per = max(1, round(self.owed_period_days * 24))
@@ -258,14 +262,14 @@ class Recorder:
             d, r = demand[alloc], delivered[alloc]
             for k in range(periods):
                 lo, hi = k * per, min(hours, (k + 1) * per)
-                owed = sum(min(cap_h, d[h]) for h in range(lo, hi))
+                owed = budget.owed_over_hours(cap_h, d[lo:hi])
                 got = sum(r[lo:hi])
-                ratio = min(1.0, got / owed) if owed > 0 else None
                 rows.append({
                     "allocation": alloc, "project": alloc in self.projects, "period": k,
                     "start_day": lo / 24.0, "end_day": hi / 24.0,
                     "entitlement": ent, "owed_gpu_h": owed / HOUR_S, "delivered_gpu_h": got / HOUR_S,
-                    "demand_gpu_h": sum(d[lo:hi]) / HOUR_S, "ratio": ratio,
+                    "demand_gpu_h": sum(d[lo:hi]) / HOUR_S, "ratio": budget.ratio(got, owed),
+                    "credited": budget.credited_fraction(got, owed),
                 })
         return rows
 
@@ -277,8 +281,8 @@ class Recorder:
         return sum(vals) / len(vals) if vals else 0.0
 
     def figures(self, policy: str, scenario: str, jobs: int, wall_s: float) -> dict[str, Any]:
-        rows = [r for r in self.owed_delivered_table() if r["project"] and r["ratio"] is not None]
-        ratios = [float(r["ratio"]) for r in rows]
+        rows = [r for r in self.owed_delivered_table() if r["project"] and r["credited"] is not None]
+        ratios = [float(r["credited"]) for r in rows]
         delivered = sum(self.busy_funded.hourly.buckets) + sum(self.busy_unfunded.hourly.buckets)
         figs: dict[str, Any] = {
             "policy": policy,

@@ -13,8 +13,8 @@ import typing
 from collections.abc import Mapping
 from typing import Any
 
+from steward.domain.policy_settings import PRESETS, RETIRED_SETTINGS, InvalidSettings, PolicySettings
 from steward.policy.errors import PolicyError, TreeError
-from steward.policy.settings import PRESETS, PolicySettings
 from steward.policy.tree import AllocationTree
 from steward.sim.errors import OverrideError, ScenarioError, UnknownPolicy
 from steward.sim.scenario import Scenario
@@ -96,13 +96,15 @@ def settings_for(policy: str, scenario: Scenario, extra: Mapping[str, Any] | Non
     declared = _declared_types()
     knobs = {**scenario.settings_overrides, **(extra or {})}
     for key, value in knobs.items():
+        if key in RETIRED_SETTINGS:
+            raise OverrideError(f"--set {key}: a retired setting ({RETIRED_SETTINGS[key]})")
         if key not in declared:
             raise OverrideError(
                 f"--set {key}: not a scenario key nor a policy setting (settings: {', '.join(sorted(declared))})")
         base[key] = _coerce(key, value, declared[key])
     try:
         return PolicySettings.preset(preset, **base)
-    except PolicyError as exc:
+    except (PolicyError, InvalidSettings) as exc:
         raise OverrideError(exc.message) from None
 
 

@@ -16,11 +16,12 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from steward.domain import budget
 from steward.sim.errors import SimError
 from steward.sim.metrics import HOUR_S, WAIT_CLASSES, cdf_points
 
 if TYPE_CHECKING:
-    from steward.sim.run import SimResult
+    from steward.sim.result import SimResult
 
 ROWS: tuple[tuple[str, str], ...] = (
     ("jobs", "jobs"),
@@ -138,7 +139,7 @@ def write_outputs(results: Sequence[SimResult], out: Path, plots: bool = True) -
     path("diagnostics.json").write_text(json.dumps(diag, indent=2) + "\n")
     with path("allocations.csv").open("w", newline="") as fh:
         fields = ["policy", "allocation", "project", "period", "start_day", "end_day", "entitlement",
-                  "owed_gpu_h", "delivered_gpu_h", "demand_gpu_h", "ratio"]
+                  "owed_gpu_h", "delivered_gpu_h", "demand_gpu_h", "ratio", "credited"]
         w = csv.DictWriter(fh, fieldnames=fields)
         w.writeheader()
         for r in results:
@@ -184,11 +185,11 @@ def _weekly_ratio(owed: list[float], got: list[float], days: int = 7) -> tuple[l
     xs: list[float] = []
     ys: list[float] = []
     for lo in range(0, len(owed), step):
-        o = sum(owed[lo:lo + step])
-        if o <= 0:
+        r = budget.ratio(sum(got[lo:lo + step]), sum(owed[lo:lo + step]))
+        if r is None:
             continue
         xs.append((lo + step / 2) / 24.0)
-        ys.append(min(1.0, sum(got[lo:lo + step]) / o))
+        ys.append(r)
     return xs, ys
 
 
@@ -203,7 +204,7 @@ def _plot_owed(plt: Any, results: Sequence[SimResult], path: Path) -> None:
         demand, delivered = rec.alloc_hourly()
         for i, p in enumerate(projects):
             cap_h = rec.entitlement[p] * rec.capacity * HOUR_S
-            owed = [min(cap_h, d) for d in demand[p]]
+            owed = [budget.owed_gpu_s(cap_h, d) for d in demand[p]]
             xs, ys = _weekly_ratio(owed, delivered[p])
             ax = axes[i // ncols][i % ncols]
             ax.plot(xs, ys, marker=".", label=r.policy, linewidth=1.2)
@@ -215,7 +216,8 @@ def _plot_owed(plt: Any, results: Sequence[SimResult], path: Path) -> None:
     for row in axes:
         row[0].set_ylabel("delivered ÷ owed")
         for ax in row:
-            ax.set_ylim(0, 1.05)
+            ax.set_ylim(bottom=0)  # above 1 is over-delivery, shown as it is
+            ax.axhline(1.0, color="grey", linewidth=0.6)
             ax.grid(alpha=0.3)
     axes[0][0].legend(fontsize=7, loc="lower left")
     fig.suptitle(f"{results[0].scenario.name}: owed vs delivered per project, by week "

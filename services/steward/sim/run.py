@@ -4,63 +4,21 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from steward.policy.cycle import schedule
 from steward.policy.model import CycleResult, Snapshot
-from steward.policy.settings import PolicySettings
 from steward.sim.engine import Engine, EngineError, EngineStats, QueueListener, Scheduler
 from steward.sim.errors import SimError, SimulationFailed
 from steward.sim.history import load_history
 from steward.sim.metrics import Recorder
 from steward.sim.policies import canonical, settings_for, tree_for
+from steward.sim.result import SimResult
 from steward.sim.scenario import Scenario, load_scenario
 
 
-@dataclass
-class SimResult:
-    """One policy on one scenario: the figures (the `--json` object) and what they came from."""
-
-    policy: str
-    scenario: Scenario
-    settings: PolicySettings
-    figures: dict[str, Any]
-    recorder: Recorder
-    stats: EngineStats
-
-    def to_json(self) -> dict[str, Any]:
-        return dict(self.figures)
-
-    def diagnostics(self) -> dict[str, Any]:
-        s = self.stats
-        return {
-            "cycles": s.cycles,
-            "cycles_skipped": s.skipped,
-            "cycle_s": round(s.cycle_s, 3),
-            "snapshot_s": round(s.snapshot_s, 3),
-            "events": s.events,
-            "max_pending": s.max_pending,
-            "max_view": s.max_view,
-            "mean_pending": round(s.pending_total / max(1, s.cycles), 1),
-            "mean_view": round(s.view_total / max(1, s.cycles), 1),
-            "cycles_rerun_for_backfill": s.reruns,
-            "cycles_rerun_on_full_heads": s.widened,
-            "unfinished_jobs": self.recorder.unfinished,
-            "simulated_days": round(self.recorder.end / 86400.0, 2),
-            "cycles_by_trigger": {
-                f"{name} ({'decided' if productive else 'no decision'})": count
-                for (name, productive), count in sorted(s.by_trigger.items())
-            },
-        }
-
-
 def default_scheduler() -> Scheduler:
-    try:
-        from steward.policy.cycle import schedule
-    except ImportError as exc:  # the policy core is another issue's work; say so plainly
-        raise SimError(f"the policy cycle (steward.policy.cycle.schedule) is not available: {exc}") from None
-
     def run(snapshot: Snapshot) -> CycleResult:
         return schedule(snapshot)
 

@@ -14,12 +14,13 @@ import csv
 import itertools
 import math
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 import yaml
 
+from steward.domain import budget
 from steward.sim.errors import OverrideError, ScenarioError
 
 JOB_CLASSES = ("debug", "batch", "interactive")
@@ -274,7 +275,7 @@ def _parse_tree(fname: str, raw: Any) -> dict[str, AllocationSpec]:
     top = _mapping(f"{fname}: tree", raw)
     out: dict[str, AllocationSpec] = {}
 
-    def walk(parent: str | None, children: Mapping[str, Any], where: str, entitled: float, depth: int) -> None:
+    def walk(parent: str | None, children: Mapping[str, Any], where: str, depth: int) -> None:
         if depth > MAX_TREE_DEPTH:
             raise ScenarioError(f"{where}: the tree is deeper than {MAX_TREE_DEPTH} levels")
         total = 0.0
@@ -304,16 +305,20 @@ def _parse_tree(fname: str, raw: Any) -> dict[str, AllocationSpec]:
             raise ScenarioError(f"{where}: the shares of {owner}'s children sum to {total:g} > 1")
         for name, share, kids, here, quota in pending:
             out[name] = AllocationSpec(
-                name=name, parent=parent, share=share, entitlement=entitled * share, depth=depth,
+                name=name, parent=parent, share=share, entitlement=0.0, depth=depth,
                 children=tuple(str(k) for k in kids), debug_quota=quota,
             )
             if kids:
-                walk(name, kids, f"{here}.children", entitled * share, depth + 1)
+                walk(name, kids, f"{here}.children", depth + 1)
 
-    walk(None, top, f"{fname}: tree", 1.0, 1)
+    walk(None, top, f"{fname}: tree", 1)
     if not out:
         raise ScenarioError(f"{fname}: tree: no allocations (every job would run unfunded)")
-    return out
+    # the entitlements are steward.domain.budget's (the ledger's, the API's and the scheduler's rule)
+    root = "\x00root"
+    ents = budget.entitlements({n: (a.parent if a.parent is not None else root, a.share) for n, a in out.items()},
+                               root=root)
+    return {n: replace(a, entitlement=ents[n]) for n, a in out.items()}
 
 
 def _parse_policy(fname: str, raw: Any) -> ScenarioPolicy:

@@ -56,9 +56,10 @@ class SuiteScenario:
     nodes: int = 0
     load: float = 0.0
     jobs: int | None = None  # None: the family's default for the size (QUICK_JOBS with --quick)
+    params: tuple[tuple[str, Any], ...] = ()  # the family's own parameters (`generate --param`)
 
     def values(self, quick: bool) -> dict[str, Any]:
-        out: dict[str, Any] = {"nodes": self.nodes, "load": self.load}
+        out: dict[str, Any] = {"nodes": self.nodes, "load": self.load, **dict(self.params)}
         if self.jobs is not None or quick:
             out["jobs"] = self.jobs if self.jobs is not None else QUICK_JOBS
         return out
@@ -87,6 +88,10 @@ GENERATED: tuple[SuiteScenario, ...] = (
     _g("unfunded-many", 16, 1.2),
     _g("heavy-tail", 8, 2.5),
     _g("heavy-tail", 16, 1.5),
+    _g("unfunded-debug", 6, 2.0),  # the held-out loop's shape (ADR 0028): debug work of tenants with no allocation
+    # its heavy variant (ADR 0034): more guests' work and a long drain, where large unfunded jobs wait
+    # behind idle GPUs scattered over nodes (steward's occupancy 0.85 against fifo-priority's 0.93)
+    SuiteScenario("unfunded-debug-n6-l2-heavy", "unfunded-debug", 6, 2.0, 2400, (("guest_weight", 0.3),)),
 )
 PHILLY_ENTRY = SuiteScenario("philly", None)
 
@@ -217,7 +222,9 @@ def plan(
         summaries = []
         for seed in range(seeds):
             g = generate(entry.family, seed, entry.values(quick))
-            path = g.write(work_dir / "scenarios")
+            # a folder per suite entry: two entries of one family, size and load (the heavy
+            # variant) generate the same file names, and the later one overwrote the earlier
+            path = g.write(work_dir / "scenarios" / entry.name)
             summaries.append(g.summary())
             tasks += [Task(entry.name, seed, p, str(path), False, None, float(g.jobs)) for p in policies]
         info.append({

@@ -19,7 +19,7 @@ from __future__ import annotations
 import heapq
 import math
 
-from steward.policy.settings import PolicySettings
+from steward.domain.policy_settings import PolicySettings
 from steward.policy.usage import LN2, Interval, UsageWindow
 
 

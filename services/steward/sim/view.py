@@ -50,10 +50,10 @@ from __future__ import annotations
 from bisect import bisect_left, insort
 from collections.abc import Hashable, Iterable, Iterator, Mapping
 
+from steward.domain.policy_settings import PolicySettings
 from steward.policy.contract import protection_s
 from steward.policy.lane import lane_pending
 from steward.policy.model import PendingJob
-from steward.policy.settings import PolicySettings
 
 ChainKey = tuple[Hashable, ...]
 

@@ -145,7 +145,7 @@ def _events_text(records: Sequence[RecordedEvent], texts: Sequence[tuple[str, st
 
 def events_data(records: Sequence[RecordedEvent], texts: Sequence[tuple[str, str]]) -> bytes:
     """The `events` rows of `records` (EVENT_COLUMNS order) with their payload and metadata canonical texts:
-    what psycopg writes for the tuples `EventStore.insert_recorded` wrote before (tests/property)."""
+    what psycopg writes for the tuples `EventRecorder.insert_recorded` wrote before (tests/property)."""
     if len(records) != len(texts):
         raise CopyTextError(f"{len(records)} events but {len(texts)} payload and metadata texts")
     return _data(lambda full: (_events_text(records, texts, full), len(records)), len(EVENT_COLUMNS))

@@ -1,5 +1,9 @@
 """The event store: an append-only log with optimistic concurrency, a hash chain and, in the same
-transaction, the projections and the consumed Kafka offsets (DESIGN: "one transaction")."""
+transaction, the projections and the consumed Kafka offsets (DESIGN: "one transaction").
+
+This module is the read side (`EventStore`), which any module may use, and the SQL helpers both sides share.
+Writing is `steward.store.recorder` (`EventRecorder`, and the one sequence of a batch's transaction), which
+only the ledger imports (ADR 0041)."""
 
 from __future__ import annotations
 
@@ -7,7 +11,6 @@ import gc
 import json
 import re
 import select as select_module
-import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import ExitStack, contextmanager
 from typing import Any
@@ -17,14 +20,13 @@ import psycopg
 from psycopg import pq
 from psycopg.pq import Escaping, TransactionStatus
 from sqlalchemy import Connection, Engine, create_engine, event, func, select, text
-from sqlalchemy.dialects import sqlite
 
-from steward.audit.verifier import Row
 from steward.store import copytext, schema
 from steward.store.encoding import PendingAppend as PendingAppend  # re-exported: the store's record types
 from steward.store.encoding import RecordedEvent as RecordedEvent
 from steward.store.encoding import encode_events as encode_events
 from steward.store.hashing import GENESIS, canonical_text
+from steward.store.verifier import Row
 
 # Positions are allocated under this lock so that they follow commit order (readers never skip a
 # late-committing event).
@@ -242,6 +244,9 @@ def row_to_recorded(row: Any) -> RecordedEvent:
 
 
 class EventStore:
+    """The store's read side: the log, the chain's rows, heads, offsets, and the ledger's dedup and version
+    reads. It writes nothing (the write side is `steward.store.recorder.EventRecorder`)."""
+
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
         self.dialect = engine.dialect.name
@@ -249,31 +254,6 @@ class EventStore:
     @classmethod
     def from_url(cls, url: str) -> EventStore:
         return cls(make_engine(url))
-
-    # -- writing -------------------------------------------------------------------------------
-
-    def lock_head(self, conn: Connection, then: Sequence[str] = (), begin: bool = False) -> tuple[int, str]:
-        """Serialise appends (commit order = position order) and return the head (position, hash).
-
-        PostgreSQL: one round trip for the lock, the head in a statement of its own, and `then` (literal SQL
-        statements of the same transaction, run after the head is read: statements that cannot fail on a
-        conflict, since the caller checks the head only after them). `begin`: the transaction starts here
-        (the connection is in `explicit_begin`), instead of in a round trip of its own before."""
-        if self.dialect == "postgresql":
-            cursor = conn.connection.driver_connection.cursor()  # type: ignore[union-attr]
-            lock = f"SELECT pg_advisory_xact_lock({int(POSITION_LOCK_KEY)})"
-            cursor.execute("; ".join(["BEGIN", lock, _HEAD_SQL, *then] if begin else [lock, _HEAD_SQL, *then]))
-            if begin:
-                cursor.nextset()
-            cursor.nextset()  # (its own snapshot, taken once the lock is held: it sees every commit before)
-            head = cursor.fetchone()
-            return (int(head[0]), str(head[1])) if head else (0, GENESIS)
-        row = conn.execute(
-            select(schema.events.c.position, schema.events.c.hash)
-            .order_by(schema.events.c.position.desc())
-            .limit(1)
-        ).first()
-        return (row.position, row.hash) if row else (0, GENESIS)
 
     def stream_versions(self, conn: Connection, streams: Iterable[str]) -> dict[str, int]:
         names = sorted(set(streams))
@@ -292,40 +272,6 @@ class EventStore:
         ).all()
         found = {r[0]: r[1] for r in rows}
         return {n: found.get(n, 0) for n in names}
-
-    def append(
-        self, conn: Connection, batch: Sequence[PendingAppend], now: float | None = None
-    ) -> list[RecordedEvent]:
-        """Append every event of `batch` inside the caller's transaction; returns what was recorded.
-
-        Positions are taken under the head lock, so they are gap-free and in commit order."""
-        recorded_at = float(time.time() if now is None else now)
-        position, prev = self.lock_head(conn)
-        versions = self.stream_versions(conn, (e.stream for p in batch for e in p.events))
-        for pending in batch:
-            for stream, expected in pending.expected_versions.items():
-                if versions.get(stream, 0) != expected:
-                    raise ConcurrencyError(
-                        f"stream '{stream}' is at version {versions.get(stream, 0)}, expected {expected}"
-                    )
-        out, texts = encode_events(batch, position, prev, versions, recorded_at)
-        self.insert_recorded(conn, out, texts)
-        return out
-
-    def insert_recorded(self, conn: Connection, records: Sequence[RecordedEvent],
-                        texts: Sequence[tuple[str, str]] | None = None) -> None:
-        """Insert already-hashed events (with their payload and metadata canonical texts, when known):
-        COPY on PostgreSQL, executemany on SQLite."""
-        if not records:
-            return
-        if texts is None:
-            texts = [(canonical_text(r.payload), canonical_text(r.metadata)) for r in records]
-        if self.dialect == "postgresql":  # the rows as one text, built in compiled code (ADR 0022)
-            copy_data(conn, "events", EVENT_COLUMNS, events_pieces(records, texts))
-            return
-        conn.execute(text(
-            f"INSERT INTO events ({', '.join(EVENT_COLUMNS)}) VALUES ({', '.join(':' + c for c in EVENT_COLUMNS)})"),
-            [r.to_dict() | {"payload": p, "metadata": m} for r, (p, m) in zip(records, texts, strict=True)])
 
     def seen_messages(self, conn: Connection, message_ids: Iterable[str]) -> set[str]:
         """The committed messages among `message_ids`: those with events, and those with a dedup row."""
@@ -408,65 +354,6 @@ class EventStore:
                 yield fresh
             finally:
                 fresh.rollback()
-
-    def mark_processed(self, conn: Connection, items: Sequence[tuple[str, int | None]]) -> None:
-        """The batch's messages as processed, in its transaction, after its events (ADR 0026): `items` is
-        each message with the position of its first event, or None when it recorded none.
-
-        A message that recorded events is known by them (`events.message_id`): no row is written for it,
-        and it is checked to have none (`check_unprocessed`). A message that recorded no event gets its
-        row; the primary key refuses a second one."""
-        recorded, rows = dedup_rows(items)
-        self.check_unprocessed(conn, recorded)
-        if rows and self.dialect == "postgresql":
-            copy_data(conn, "processed_messages", copytext.PROCESSED_COLUMNS, processed_pieces(rows))
-        elif rows:
-            conn.execute(schema.processed_messages.insert(), [{"message_id": m, "position": p} for m, p in rows])
-
-    def check_unprocessed(self, conn: Connection, recorded: Sequence[str]) -> None:
-        """Refuse the batch (`MessageRecordedTwice`) when one of `recorded`, the messages it records events
-        for, has a dedup row: another writer recorded the message, with no event, while this batch was
-        decided. A batch that records no event leaves the head where it was, so the head check cannot
-        see it (ADR 0026). Run under the head lock, in the batch's transaction."""
-        if recorded and (found := self._processed_among(conn, recorded)):
-            raise MessageRecordedTwice(f"message {found!r} was recorded by another writer, with no event, "
-                                       "while this batch was decided (is a second ledger running?)")
-
-    def _processed_among(self, conn: Connection, message_ids: Sequence[str]) -> str | None:
-        """One of `message_ids` that has a dedup row, if any (one probe of the primary key per id)."""
-        if self.dialect == "postgresql":
-            cursor = conn.connection.driver_connection.cursor()  # type: ignore[union-attr]
-            cursor.execute(f"SELECT message_id FROM processed_messages WHERE message_id = {ANY_JSON_TEXTS} LIMIT 1",
-                           (json_texts(message_ids),))
-            row = cursor.fetchone()
-            return None if row is None else str(row[0])
-        pm = schema.processed_messages.c.message_id
-        found = conn.execute(select(pm).where(pm.in_(sorted(set(message_ids)))).limit(1)).scalar()
-        return None if found is None else str(found)
-
-    def offsets_sql(self, conn: Connection, consumer: str, offsets: dict[tuple[str, int], int]) -> str:
-        """`save_offsets` on PostgreSQL as one literal statement (for `lock_head`'s round trip)."""
-        values = ", ".join(f"({sql_literal(conn, consumer)}, {sql_literal(conn, t)}, {int(p)}, {int(o)})"
-                           for (t, p), o in offsets.items())
-        return (f"INSERT INTO consumer_offsets (consumer, topic, partition, next_offset) VALUES {values} "
-                "ON CONFLICT (consumer, topic, partition) DO UPDATE SET next_offset = EXCLUDED.next_offset")
-
-    def save_offsets(self, conn: Connection, consumer: str, offsets: dict[tuple[str, int], int]) -> None:
-        """Store the next offset to read per (topic, partition), in the caller's transaction."""
-        if not offsets:
-            return
-        if self.dialect == "postgresql":
-            conn.connection.driver_connection.execute(self.offsets_sql(conn, consumer, offsets))  # type: ignore[union-attr]
-            return
-        rows = [
-            {"consumer": consumer, "topic": t, "partition": p, "next_offset": o}
-            for (t, p), o in offsets.items()
-        ]
-        s = sqlite.insert(schema.consumer_offsets).values(rows)
-        conn.execute(s.on_conflict_do_update(
-            index_elements=["consumer", "topic", "partition"],
-            set_={"next_offset": s.excluded.next_offset},
-        ))
 
     def load_offsets(self, consumer: str) -> dict[tuple[str, int], int]:
         with self.engine.connect() as conn:

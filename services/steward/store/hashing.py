@@ -2,7 +2,7 @@
 event, in which the payload appears only as its digest (so a payload can be redacted later without
 breaking the chain).
 
-The definitions live in the standalone verifier (`steward.audit.verifier`), so that the code an auditor
+The definitions live in the standalone verifier (`steward.store.verifier`), so that the code an auditor
 runs on an export is the very code the store hashes with. `fast_canonical_text` is the ledger's encoder:
 orjson where its output is provably the verifier's (plain values of exact builtin types, floats that print
 without an exponent, 64-bit integers, keys whose UTF-16 order is their code point order), the verifier's
@@ -15,7 +15,7 @@ from typing import Any, Final
 
 import orjson
 
-from steward.audit.verifier import (
+from steward.store.verifier import (
     GENESIS,
     REDACTED_KEY,
     canonical_json,

@@ -5,7 +5,7 @@ an event names for the job-local event types, so a fold costs O(1) per event ins
 job) and writes the rows each event changed, stamped with the position of the last event that changed
 them, in the same transaction as the events. `steward audit rebuild` folds the whole log again into
 fresh tables and proves both equal (per-table checksums); the reference fold over the whole state
-(`steward.ledger.core.fold`) is checked against the projector in the tests.
+(`steward.ledger.ledger.fold`) is checked against the projector in the tests.
 """
 
 from __future__ import annotations
@@ -17,7 +17,6 @@ from typing import Any
 
 from sqlalchemy import Connection, MetaData, Table, delete, select, text
 
-from steward.audit.verifier import canonical_text
 from steward.store import copytext, schema
 from steward.store.eventstore import (
     ANY_JSON_TEXTS,
@@ -39,6 +38,7 @@ from steward.store.projector import capture as capture
 from steward.store.projector import fold_events as fold_events
 from steward.store.projector import job_row as job_row
 from steward.store.projector import node_row as node_row
+from steward.store.verifier import canonical_text
 
 
 def _upsert(conn: Connection, table: Table, key: str, keys: list[str], rows: list[dict[str, Any]]) -> None:
@@ -60,7 +60,7 @@ def held_jobs(rows: ChangedRows) -> list[str]:
 
 def jobs_delete_sql(conn: Connection, rows: ChangedRows) -> str | None:
     """PostgreSQL: the DELETE of the job rows `rows` replaces, as one literal statement (for the writer's
-    first round trip, `EventStore.lock_head`), or None."""
+    first round trip, `EventRecorder.lock_head`), or None."""
     held = held_jobs(rows)
     return jobs_delete_sql_for(conn, held) if held else None
 

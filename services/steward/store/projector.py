@@ -197,6 +197,7 @@ def node_row(node: ClusterNode, position: int) -> dict[str, Any]:
         "executor": node.executor,
         "state": node.state,
         "position": position,
+        "foreign_gpus": node.foreign_gpus,
     }
 
 

@@ -123,6 +123,8 @@ proj_nodes = Table(
     Column("executor", String(100), nullable=False),
     Column("state", String(20), nullable=False),
     Column("position", BigInteger, nullable=False),
+    # GPUs held by work another scheduler placed, as the executor's last heartbeat said (migration 0006)
+    Column("foreign_gpus", Integer, nullable=False, server_default="0"),
 )
 
 proj_jobs = Table(

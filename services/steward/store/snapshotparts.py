@@ -69,7 +69,8 @@ def digest_of(blob: bytes) -> str:
 def _small_tables(proj: Projector) -> dict[str, Any]:
     return {
         "allocations": [(a.name, a.parent, a.share, a.debug_quota_gpus) for a in proj.allocations.values()],
-        "nodes": [(x.node_id, x.gpus, x.gpu_model, x.path, x.executor, x.state) for x in proj.nodes.values()],
+        "nodes": [(x.node_id, x.gpus, x.gpu_model, x.path, x.executor, x.state, x.foreign_gpus)
+                  for x in proj.nodes.values()],
         "used": {n: tuple(sorted(g)) for n, g in proj.used.items()},
         "positions": [(t, k, p) for (t, k), p in proj.positions.items() if t != "j"],
         "policy": dict(proj.policy),
@@ -113,7 +114,7 @@ def encode_delta(proj: Projector, counts: dict[str, int], changed: Iterable[str]
     return _pack(header, [marshal.dumps(rows), marshal.dumps(_small_tables(proj))])
 
 
-class Snapshot:
+class StoredSnapshot:
     """One stored snapshot: its header, and its parts read through `fetch` and checked by their digest."""
 
     def __init__(self, position: int, digest: str, head: bytes, fetch: Fetch) -> None:
@@ -160,8 +161,8 @@ class Snapshot:
 class SnapshotView:
     """A base and the deltas after it (oldest first), answering without building every job."""
 
-    chain: list[Snapshot]
-    fetch_parts: Callable[[list[tuple[Snapshot, int]]], None] | None = None  # reads parts of many at once
+    chain: list[StoredSnapshot]
+    fetch_parts: Callable[[list[tuple[StoredSnapshot, int]]], None] | None = None  # reads parts of many at once
 
     def __post_init__(self) -> None:
         top = self.chain[-1]
@@ -185,7 +186,7 @@ class SnapshotView:
     def block_count(self) -> int:
         return len(self.first_ids)
 
-    def _read(self, wanted: list[tuple[Snapshot, int]]) -> None:
+    def _read(self, wanted: list[tuple[StoredSnapshot, int]]) -> None:
         wanted = [(s, i) for s, i in wanted if not s.has_part(i)]
         if not wanted:
             return
@@ -204,7 +205,7 @@ class SnapshotView:
         possible: the newest delta naming a job wins, else the base block holding it."""
         todo = [j for j in dict.fromkeys(job_ids) if j not in self._found]
         if todo:
-            where: dict[str, tuple[Snapshot, int, int]] = {}  # job -> (snapshot, part, index in part)
+            where: dict[str, tuple[StoredSnapshot, int, int]] = {}  # job -> (snapshot, part, index in part)
             for j in todo:
                 for d in range(len(self.deltas) - 1, -1, -1):
                     k = self._delta_index[d].get(j)

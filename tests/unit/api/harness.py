@@ -65,7 +65,7 @@ class Server:
     def record(self, commands: Sequence[Command], actor: str = "setup") -> None:
         """Record commands behind the API's back (as another writer would), then let the in-process
         ledger behind the mutations fold them (it is otherwise the only writer and keeps its state)."""
-        from steward.ledger.core import Ledger
+        from steward.ledger.ledger import Ledger
 
         record(self.store, commands, actor)
         gateway = self.built.services.gateway
@@ -81,10 +81,16 @@ class Server:
 
 
 def record(store: EventStore, commands: Sequence[Command], actor: str = "setup") -> None:
-    from steward.ledger.core import Ledger
+    from steward.ledger.ledger import Ledger
 
     ledger = Ledger(store, consumer_name="seed")
     ledger.process([("seed", command_envelope(c, actor=actor, role="admin").encode()) for c in commands], {})
+    for built in _SERVING.get(id(store), ()):
+        # the API's read model follows the log on its own within `api_feed_poll_s`; a test reads at once
+        built.services.read.reach(store.head())
+
+
+_SERVING: dict[int, list[Built]] = {}  # the apps served on each store (by id), for `record`
 
 
 def seed(store: EventStore, now: float | None = None) -> None:
@@ -101,7 +107,7 @@ def seed(store: EventStore, now: float | None = None) -> None:
 
 @contextmanager
 def serve(tmp: Path, api: ApiSettings | None = None, extra_extensions: Sequence[Any] = (),
-          seeded: bool = True) -> Iterator[Server]:
+          seeded: bool = True, port: int | None = None) -> Iterator[Server]:
     url = f"sqlite:///{tmp / 'steward.db'}"
     upgrade(url)
     store = EventStore.from_url(url)
@@ -110,7 +116,7 @@ def serve(tmp: Path, api: ApiSettings | None = None, extra_extensions: Sequence[
     api = api or ApiSettings(run_dir=tmp, api_rate_per_s=10_000, api_rate_burst=10_000)
     settings = Settings(run_dir=tmp, store_url=url)
     built = build_app(settings, api, store=store, gateway=LocalGateway(store), extra_extensions=extra_extensions)
-    port = free_port()
+    port = port or free_port()
     # loop="asyncio": "auto" would install uvloop's policy for the whole test process
     config = uvicorn.Config(built.app, host="127.0.0.1", port=port, log_level="warning", lifespan="on",
                             loop="asyncio", ws="websockets-sansio", ws_max_size=api.api_max_ws_message_bytes)
@@ -130,9 +136,11 @@ def serve(tmp: Path, api: ApiSettings | None = None, extra_extensions: Sequence[
         "researcher": tokens.create(role="researcher", scopes=["a1"], subject="alice", created_by="test")[0],
         "other": tokens.create(role="researcher", scopes=["b1"], subject="bob", created_by="test")[0],
     }
+    _SERVING.setdefault(id(store), []).append(built)
     try:
         yield Server(f"http://127.0.0.1:{port}/graphql", f"ws://127.0.0.1:{port}/graphql", built, store, made)
     finally:
+        _SERVING[id(store)].remove(built)
         server.should_exit = True
         thread.join(timeout=10)
         store.engine.dispose()

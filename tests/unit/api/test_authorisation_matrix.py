@@ -142,6 +142,12 @@ def q_allocations(s: Server, t: str, own: bool) -> str:
     return ALLOWED if d["allocations"] else DENIED
 
 
+def q_allocation_history(s: Server, t: str, own: bool) -> str:
+    root = "team-a" if own else "team-b"
+    d = data(s, t, "query($r: String) { allocationHistory(under: $r) { allocation } }", {"r": root})["data"]
+    return ALLOWED if d["allocationHistory"] else DENIED
+
+
 def q_projects(s: Server, t: str, own: bool) -> str:
     d = data(s, t, "{ me { role } projects { name isProject } }")["data"]
     names = {p["name"] for p in d["projects"]}
@@ -337,6 +343,7 @@ OPS = [
     Op("queue(project)", q_queue, EVERYONE, SEE_ALL),
     Op("queue", q_queue_all, EVERYONE, EVERYONE, False),
     Op("allocations(under)", q_allocations, SEE_ALL | {"manager"}, SEE_ALL),
+    Op("allocationHistory(under)", q_allocation_history, SEE_ALL | {"manager"}, SEE_ALL),
     Op("projects", q_projects, EVERYONE, EVERYONE, False),
     Op("nodes", q_nodes, EVERYONE, EVERYONE, False),
     Op("topology", q_topology, EVERYONE, EVERYONE, False),

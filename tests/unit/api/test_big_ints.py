@@ -12,7 +12,7 @@ from graphql import GraphQLInputObjectType, GraphQLObjectType, get_named_type
 
 from steward.api.scalars import MAX_SAFE, parse_big_int
 from steward.api.schema import schema
-from steward.domain.commands import RegisterNode, SubmitJob
+from steward.domain.commands import DrainNode, RegisterNode, SubmitJob
 from tests.unit.api.harness import Server, serve
 
 BEYOND_32_BITS = 2**31  # the first value GraphQL's Int cannot carry
@@ -31,7 +31,11 @@ BOUNDED = {
     "Query.queue(first)": "page size, at most api_max_page",
     "Query.auditEvents(first)": "page size, at most api_max_page",
     "Query.accessDenials(first)": "page size, at most api_max_page",
+    "Query.allocationHistory(first)": "page size, at most api_max_page",
     "Query.stateAt(jobsFirst)": "page size, at most api_max_page",
+    "Query.failedDeliveries(first)": "page size, at most api_max_page",
+    "FailedDelivery.attempts": "a delivery's attempts, at most the notifier's max_attempts (8)",
+    "GroupMappingChanged.rules": "rules of one group mapping, at most domain.identity.MAX_RULES",
     "WhatIfAllocation.depth": "tree depth, at most 8 (policy max_tree_depth)",
     "WhatIfPreview.jobs": "jobs replayed, at most maxJobs",
     "WhatIfPreview.preemptionsBefore": "preemptions in a replay of at most maxJobs jobs",
@@ -41,6 +45,7 @@ BOUNDED = {
     "Query.overview(utcOffsetS)": "input: the 32-bit range is the bound",
     "Query.overview(pastPeriods)": "input: the 32-bit range is the bound",
     "Query.whatIf(maxJobs)": "input: the 32-bit range is the bound",
+    "Query.budgetReport(periods)": "input: at most 90 periods (MAX_REPORT_PERIODS)",
     "ShareInput.debugQuotaGpus": "input: the 32-bit range is the bound",
     "Mutation.setDebugQuota(gpus)": "input: the 32-bit range is the bound",
     "DebugQuota.gpus": "one allocation's quota: set through the bounded inputs, or a default of at most the cluster",
@@ -99,8 +104,11 @@ def test_big_int_refuses_what_is_not_an_exact_integer(value: object) -> None:
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     with serve(Path(tmp_path_factory.mktemp("bigints"))) as s:
         # recorded behind the API (as a scenario file or another client may): the domain does not bound these
+        # a third huge node, drained: the giant job fits the registered nodes (else it is refused at submit)
+        # but not the ready ones, so its blocking GPUs are beyond 32 bits too
         s.record([RegisterNode("huge-1", 2**31 - 1, "h100", ["zone-z", "huge-1"]),
                   RegisterNode("huge-2", 2**31 - 1, "h100", ["zone-z", "huge-2"]),
+                  RegisterNode("huge-3", 2**31 - 1, "h100", ["zone-z", "huge-3"]), DrainNode("huge-3", "spare"),
                   SubmitJob("giant", "a1", 3 * 2**31, 0, ["true"], priority=2**40)])
         yield s
 
@@ -113,7 +121,7 @@ def test_sums_of_gpus_beyond_32_bits_are_answered(server: Server) -> None:
     assert not body.get("errors"), body
     d = body["data"]
     root = next(x for x in d["topology"] if x["path"] == [])
-    assert root["gpus"] == 2 * (2**31 - 1) + 16 > BEYOND_32_BITS
+    assert root["gpus"] == 3 * (2**31 - 1) + 16 > BEYOND_32_BITS
     assert {n["id"]: n["gpus"] for n in d["nodes"]}["huge-1"] == 2**31 - 1
     giant = next(e for e in d["queue"]["entries"] if e["job"]["id"] == "giant")
     assert giant["job"] == {"id": "giant", "gpus": 3 * 2**31, "priority": 2**40}
@@ -127,7 +135,7 @@ def test_the_overview_answers_a_capacity_beyond_32_bits(server: Server) -> None:
         preemptionsPerDay { day count } } }""", token=server.tokens["admin"])
     assert not body.get("errors"), body
     d = body["data"]["overview"]
-    assert d["capacityGpus"] == 2 * (2**31 - 1) + 16 > BEYOND_32_BITS
+    assert d["capacityGpus"] == 3 * (2**31 - 1) + 16 > BEYOND_32_BITS
     assert d["position"] == server.store.head()
 
 

@@ -5,8 +5,10 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from steward.api.explain import why_pending, why_preempted
-from steward.api.readmodel import Snapshot
+from steward.api.readmodel import ReadView
 from steward.store.eventstore import RecordedEvent
 
 NODES = [{"node_id": "n1", "gpus": 8, "state": "ready"}, {"node_id": "n2", "gpus": 8, "state": "ready"}]
@@ -21,8 +23,8 @@ def rec(position: int, type_: str, payload: dict[str, Any]) -> RecordedEvent:
     return RecordedEvent(position, "job-x", position, type_, 1, payload, {}, None, 0.0, "", "")
 
 
-def snap(*jobs: dict[str, Any]) -> Snapshot:
-    return Snapshot(10, [], NODES, list(jobs))
+def snap(*jobs: dict[str, Any]) -> ReadView:
+    return ReadView(10, [], NODES, list(jobs))
 
 
 def test_derived_shortfall_on_one_node_and_position() -> None:
@@ -59,5 +61,61 @@ def test_preemption_evidence_from_the_recorded_event() -> None:
     events = [rec(3, "JobPreemptionRequested", {"job_id": "x", "reason": "fair_share", "for_job_id": "y",
                                                 "evidence": {"victim_rank": 1}})]
     why = why_preempted(job("x", 1, "RUNNING"), events)
-    assert (why.reason, why.source, why.evidence) == ("fair_share", "recorded", {"victim_rank": 1})
+    assert (why.reason, why.source, why.evidence["victim_rank"]) == ("fair_share", "recorded", 1)
+    assert why.evidence["preemption"]["beneficiary_job_id"] == "y"
     assert why_preempted(job("x", 1), []).reason == "not_preempted"
+
+
+SCHEDULER_REQUEST = {"job_id": "x", "attempt": 1, "reason": "fair_share", "for_job_id": "y", "requested_at": 100.0,
+                     "grace_s": 120.0, "requeue": True,
+                     "evidence": {"waiting": {"job_id": "y", "project": "a2", "gpus": 8},
+                                  "churn": {"rule": "preemption_worth_its_cost", "gain_gpu_s": 28800.0,
+                                            "cost_gpu_s": 3600.0},
+                                  "lost_gpu_s": 3600.0}}
+MOVE_REQUEST = {"job_id": "x", "attempt": 1, "reason": "unfunded", "for_job_id": "y", "requested_at": 100.0,
+                "grace_s": 20.0, "requeue": True,
+                "evidence": {"rule": "consolidate_idle_capacity",
+                             "waiting": {"job_id": "y", "project": "guest01", "gpus": 8, "free_gpus_on_node": 7},
+                             "churn": {"rule": "preemption_worth_its_cost", "gain_gpu_s": 14240.0,
+                                       "cost_gpu_s": 120.0},
+                             "lost_gpu_s": 60.0}}
+MANAGER_REQUEST = {"job_id": "x", "attempt": 1, "reason": "operator", "for_job_id": "", "requested_at": 100.0,
+                   "grace_s": 60.0, "requeue": True,
+                   "evidence": {"requested_by": "maria", "role": "manager", "note": "room for the review"}}
+STOPPED = {"job_id": "x", "attempt": 1, "reason": "fair_share", "requeue": True,
+           "evidence": {"stopped_at": 220.0, "requested_at": 100.0, "for_job_id": "y"}}
+
+
+@pytest.mark.parametrize(("events", "story", "words"), [
+    ([("JobPreemptionRequested", SCHEDULER_REQUEST), ("JobPreempted", STOPPED)],
+     {"beneficiary_job_id": "y", "beneficiary_allocation": "a2", "beneficiary_gpus": 8, "gain_gpu_s": 28800.0,
+      "cost_gpu_s": 3600.0, "requested_at": 100.0, "stopped_at": 220.0, "note": None},
+     ["job x was preempted (fair share)", "to make room for job y in allocation a2, 8 GPUs",
+      "it gained 8.00 GPU-h of earlier start against 1.00 GPU-h of work lost here"]),
+    ([("JobPreemptionRequested", SCHEDULER_REQUEST)],
+     {"beneficiary_job_id": "y", "stopped_at": None, "grace_s": 120.0},
+     ["job x is being preempted (fair share)", "job y in allocation a2"]),
+    # a consolidation move (ADR 0034, 0044): moved, not preempted, and for whom
+    ([("JobPreemptionRequested", MOVE_REQUEST), ("JobPreempted", STOPPED | {"reason": "unfunded"})],
+     {"moved": True, "beneficiary_job_id": "y", "beneficiary_gpus": 8},
+     ["job x was moved: it ran unfunded on idle capacity",
+      "gathered for job y in allocation guest01 of 8 GPUs, which fitted on no node",
+      "it restarts at once on idle GPUs of another node",
+      "it gained 3.96 GPU-h of earlier start against 0.03 GPU-h of work lost here"]),
+    ([("JobPreemptionRequested", MOVE_REQUEST)], {"moved": True, "stopped_at": None}, ["job x is being moved:"]),
+    ([("JobPreemptionRequested", SCHEDULER_REQUEST), ("JobPreempted", STOPPED)], {"moved": False},
+     ["job x was preempted (fair share)"]),
+    ([("JobPreemptionRequested", MANAGER_REQUEST), ("JobPreempted", STOPPED | {"reason": "operator",
+                                                                               "evidence": {"stopped_at": 160.0}})],
+     {"beneficiary_job_id": None, "requested_by": "maria", "requested_role": "manager",
+      "note": "room for the review", "stopped_at": 160.0},
+     ['job x was preempted (operator)', 'asked by maria (manager): "room for the review"']),
+])
+def test_why_preempted_says_who_gained_by_how_much_and_the_note(
+        events: list[tuple[str, dict[str, Any]]], story: dict[str, Any], words: list[str]) -> None:
+    why = why_preempted(job("x", 1, "PREEMPTED"), [rec(i + 1, t, p) for i, (t, p) in enumerate(events)])
+    got = why.evidence["preemption"]
+    assert {k: got[k] for k in story} == story
+    for w in words:
+        assert w in why.text, why.text
+    assert "100.0" not in why.text and "220" not in why.text  # no epoch floats in the words

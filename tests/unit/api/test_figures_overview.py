@@ -132,7 +132,8 @@ def test_owed_vs_delivered_current_period_computed_past_ones_from_period_closed(
     assert (cur.current, cur.recorded, cur.start, cur.end) == (True, False, MONDAY, MONDAY + 2 * H)
     a = {r.name: r for r in cur.rows}["a"]
     assert (a.owed, a.delivered) == (4 * H, 8 * H)  # owed capped by the entitlement (4 GPUs) for that hour
-    assert a.ratio == 1.0 and cur.delivered_of_owed == 1.0
+    # the allocation's ratio is shown as it is (over-delivery); the cluster figure credits it at most its owed
+    assert a.ratio == 2.0 and cur.delivered_of_owed == 1.0
     assert (yesterday.period_id, yesterday.recorded, yesterday.rows[0].ratio) == ("yesterday", True, 0.5)
     assert (before.recorded, before.start, before.end) == (False, MONDAY - 2 * day, MONDAY - day)
 
@@ -179,7 +180,7 @@ def test_the_fold_catches_up_and_the_overview_query_filters_allocations_by_role(
             assert body["errors"][0]["extensions"]["code"] == "BAD_USER_INPUT" and words in body["errors"][0]["message"]
 
 
-# -- the folded period figures equal the domain's (steward.domain.periods.period_figures) -------------------
+# -- the folded period figures equal the domain's (steward.domain.budget.period_figures) -------------------
 
 STEP = st.sampled_from([0.0, 60.0, 600.0, 1800.0, 3600.0, 5000.0])
 ACTIONS = st.lists(st.tuples(st.sampled_from(["submit", "start", "preempt", "preempt-drop", "complete", "cancel",
@@ -225,7 +226,7 @@ def _history(actions: list[tuple[str, int, str, int, float]]) -> Log:
 def test_the_folded_period_figures_equal_the_domain_ones(actions: list[tuple[str, int, str, int, float]],
                                                         start: float, length: float) -> None:
     from steward.api.figures import period_figures_folded
-    from steward.domain.periods import period_figures
+    from steward.domain.budget import period_figures
 
     log = _history(actions)
     expected, _cap = period_figures(log.fold.history, start, start + length)

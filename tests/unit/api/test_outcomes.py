@@ -10,7 +10,7 @@ from pathlib import Path
 from steward.api.outcomes import OutcomeTail
 from steward.bus.envelope import command_envelope
 from steward.domain.commands import Command, SetAllocations
-from steward.ledger.core import Ledger
+from steward.ledger.ledger import Ledger
 from steward.store.eventstore import EventStore
 from steward.store.migrate import upgrade
 

@@ -22,7 +22,7 @@ from steward.domain.commands import (
     SetPolicy,
     SubmitJob,
 )
-from steward.policy.settings import PolicySettings
+from steward.domain.policy_settings import PolicySettings
 from steward.scheduler.service import SchedulerState
 from tests.unit.api.harness import Server, record, serve
 

@@ -214,7 +214,7 @@ def test_a_requeued_job_is_replayed_with_both_of_its_runs(tmp_path: Path) -> Non
         SetAllocations,
         SubmitJob,
     )
-    from steward.ledger.core import Ledger
+    from steward.ledger.ledger import Ledger
     from steward.store.eventstore import EventStore
     from steward.store.migrate import upgrade
 

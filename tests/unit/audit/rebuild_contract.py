@@ -12,7 +12,7 @@ from sqlalchemy import text
 from steward.audit.rebuild import latest_check, rebuild
 from steward.audit.snapshots import take_snapshots
 from steward.domain.commands import SetAllocations
-from steward.ledger.core import Ledger
+from steward.ledger.ledger import Ledger
 from steward.store.eventstore import EventStore
 from tests.unit.store.builders import history_messages, msg
 

@@ -10,7 +10,7 @@ import pytest
 from sqlalchemy import text
 
 from steward.audit.snapshots import Snapshotter, open_view, save_snapshot, state_at_position, take_snapshots
-from steward.ledger.core import Ledger
+from steward.ledger.ledger import Ledger
 from steward.store import snapshotparts
 from steward.store.eventstore import EventStore
 from steward.store.migrate import upgrade

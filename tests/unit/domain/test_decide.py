@@ -6,6 +6,7 @@ import pytest
 
 from steward.domain.commands import (
     CancelJob,
+    DrainNode,
     RegisterNode,
     ReportJobExited,
     ReportJobStarted,
@@ -21,7 +22,7 @@ from steward.domain.errors import (
     InvalidTransition,
     UnknownProject,
 )
-from tests.unit.domain.builders import apply, place, small_cluster, submit, tree
+from tests.unit.domain.builders import apply, place, small_cluster, submit, tree, with_nodes
 
 ALLOCATION_CASES = [
     ("share above one", SetAllocations("cluster", {"x": 1.2}, "r"), InvalidAllocation, "'x'"),
@@ -180,9 +181,40 @@ def test_a_log_that_set_a_retired_setting_still_takes_new_settings() -> None:
     from dataclasses import replace
 
     from steward.domain.commands import SetPolicy
-    from steward.policy.settings import PolicySettings, in_force
+    from steward.domain.policy_settings import PolicySettings, in_force
 
     old = replace(small_cluster(), policy={"lane_project_gpus": 48, "window_s": 86400.0})
     assert PolicySettings.steward(**in_force(old.policy)).window_s == 86400.0
     (event,) = decide(old, SetPolicy({"preemption_grace_s": 60.0}, "faster turnover"), 0.0)
     assert event.payload["settings"] == {"window_s": 86400.0, "preemption_grace_s": 60.0}
+
+
+PLACEABLE = [
+    # (what, nodes of 8 GPUs, gpus asked, refused)
+    ("fits one node", 2, 8, False),
+    ("the whole cluster", 2, 16, False),
+    ("one GPU more than the cluster", 2, 17, True),
+    ("far more than the cluster", 1, 1000, True),
+    ("no node registered yet: being set up", 0, 1000, False),
+]
+
+
+@pytest.mark.parametrize(("what", "nodes", "gpus", "refused"), PLACEABLE, ids=[p[0] for p in PLACEABLE])
+def test_a_job_larger_than_any_placement_is_refused_at_submit_naming_the_largest(what: str, nodes: int, gpus: int,
+                                                                                 refused: bool) -> None:
+    state = with_nodes(tree(cluster={"a": 1.0}, a={"a1": 1.0}), count=nodes)
+    (event,) = decide_or_reject(state, submit(gpus=gpus), 0.0)
+    if not refused:
+        assert event.type == "JobSubmitted"
+        return
+    assert event.type == "CommandRejected" and event.payload["code"] == "invalid_input"
+    assert event.payload["reason"] == (f"the job asks for {gpus} GPUs, but the largest placement this cluster could "
+                                       f"ever give is {nodes * 8} GPUs (all {nodes} registered node"
+                                       f"{'s' if nodes != 1 else ''})")
+
+
+def test_draining_and_unhealthy_nodes_count_towards_the_largest_placement() -> None:
+    """They may come back: a job the whole registered cluster could hold is accepted and waits."""
+    state = with_nodes(tree(cluster={"a": 1.0}, a={"a1": 1.0}), count=2)
+    state = apply(state, DrainNode("n1", "maintenance"))
+    assert [e.type for e in decide_or_reject(state, submit(gpus=16), 0.0)] == ["JobSubmitted"]

@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from steward.domain.budget import period_bounds, period_figures, period_id
 from steward.domain.commands import (
     CancelJob,
     ClosePeriod,
@@ -27,7 +28,6 @@ from steward.domain.commands import (
 )
 from steward.domain.decide import decide
 from steward.domain.errors import DomainError, InvalidCommand, InvalidTransition, UnknownNode
-from steward.domain.periods import period_bounds, period_figures, period_id
 from steward.domain.state import LedgerState
 from tests.unit.domain.builders import apply, events_of, running, small_cluster, submit
 
@@ -210,7 +210,8 @@ def test_periods_are_aligned_so_every_closer_agrees() -> None:
 
 
 def test_an_allocation_counts_from_its_event_time_within_the_hour() -> None:
-    history = [("NodeRegistered", {"node_id": "n0", "gpus": 8}, 0.0),
-               ("AllocationsSet", {"parent": "cluster", "shares": {"a1": 0.5}}, 1800.0)]
+    history: list[tuple[str, dict[str, Any], float]] = [("NodeRegistered", {"node_id": "n0", "gpus": 8}, 0.0),
+                                                        ("AllocationsSet", {"parent": "cluster", "shares": {"a1": 0.5}},
+                                                         1800.0)]
     figures, capacity = period_figures(history, 0.0, 3600.0)
     assert capacity == 8 * 3600 and figures["a1"]["entitled_gpu_s"] == pytest.approx(0.5 * 8 * 1800)

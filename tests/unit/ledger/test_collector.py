@@ -9,7 +9,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from steward.ledger.collector import BatchCollector
+from steward.ledger.memory import BatchCollector
 from steward.ledger.service import LEDGER_GC_THRESHOLD
 
 

@@ -9,9 +9,9 @@ from collections.abc import Iterator
 
 import pytest
 
-from steward.ledger.fetch import Held
-from steward.ledger.recordbatch import Pair
-from steward.ledger.wire import Wire
+from steward.ledger.intake.fetch import Held
+from steward.ledger.intake.recordbatch import Pair
+from steward.ledger.processes import Wire
 
 
 def pairs(topic: str, partition: int, first: int, n: int) -> list[Pair]:

@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 from kafka.errors import KafkaConnectionError, KafkaTimeoutError, UnsupportedVersionError
 
-from steward.ledger import fetch
-from steward.ledger.fetch import poll_or_wait
+from steward.ledger.intake import fetch
+from steward.ledger.intake.fetch import poll_or_wait
 
 
 class ScriptedConsumer:

@@ -1,4 +1,4 @@
-"""The fetch process's lean record reader (steward.ledger.records, ADR 0024) against kafka-python's own:
+"""The fetch process's lean record reader (steward.ledger.intake.records, ADR 0024) against kafka-python's own:
 the same `(source, value)` pairs in the same order and the same resume offset after every partial take, on
 record batches written by kafka-python's builder; corrupt batches refused as kafka-python refuses them."""
 
@@ -17,8 +17,8 @@ from kafka.record.default_records import DefaultRecordBatch
 from kafka.record.memory_records import MemoryRecords, MemoryRecordsBuilder
 from kafka.record.util import calc_crc32c, encode_varint
 
-from steward.ledger.recordbatch import HEADER_SIZE, Pair, read_batch, varint
-from steward.ledger.records import LeanPartitionRecords, source_prefix
+from steward.ledger.intake.recordbatch import HEADER_SIZE, Pair, read_batch, varint
+from steward.ledger.intake.records import LeanPartitionRecords, source_prefix
 
 TP = TopicPartition("steward.commands", 3)
 PREFIX = source_prefix(TP.topic, TP.partition)

@@ -8,8 +8,8 @@ import pytest
 
 from steward.bus.envelope import Envelope, command_envelope
 from steward.domain.commands import CancelJob, SetAllocations, SubmitJob
-from steward.ledger import core
-from steward.ledger.core import DeadLetter, Ledger, fold
+from steward.ledger import ledger as core
+from steward.ledger.ledger import DeadLetter, Ledger, fold
 from steward.store import projections, schema
 from steward.store.eventstore import EventStore
 from steward.store.migrate import upgrade

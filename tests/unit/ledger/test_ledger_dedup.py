@@ -25,10 +25,10 @@ from steward.domain.commands import (
     SubmitJob,
 )
 from steward.domain.events import Event
-from steward.ledger import batch as ledger_batch
-from steward.ledger import core
-from steward.ledger.batch import merge_versions, processed_messages
-from steward.ledger.core import Ledger, LogMoved, Prepared, fold
+from steward.ledger import ledger as core
+from steward.ledger.deciding import steps as ledger_batch
+from steward.ledger.deciding.steps import merge_versions, processed_messages
+from steward.ledger.ledger import Ledger, LogMoved, Prepared, fold
 from steward.store import schema
 from steward.store.encoding import PendingAppend, encode_events
 from steward.store.eventstore import EventStore, MessageRecordedTwice

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from steward.ledger.core import Ledger
+from steward.ledger.ledger import Ledger
 from steward.ledger.service import ledger_writer_mode
 from steward.store.eventstore import EventStore
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from steward.domain.policy_settings import PolicySettings
 from steward.policy.model import AllocationTree, Node, PendingJob, RunningJob, Snapshot
-from steward.policy.settings import PolicySettings
 
 NOW = 100_000.0
 HOUR = 3600.0

@@ -11,6 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from steward.domain.policy_settings import PolicySettings
 from steward.policy.churn import (
     WORTH_RULE,
     needed_soon,
@@ -20,12 +21,11 @@ from steward.policy.churn import (
     worth_preempting,
 )
 from steward.policy.cycle import schedule
-from steward.policy.explain import PREEMPTION_COSTS_MORE
 from steward.policy.model import CycleResult, PendingJob, RunningJob, Snapshot
-from steward.policy.settings import PolicySettings
+from steward.policy.reasons import PREEMPTION_COSTS_MORE
 from steward.sim.run import simulate
 from steward.sim.scenario import load_scenario
-from tests.unit.policy.builders import HOUR, NOW, node, pending, placed, preempted, running, snapshot, tree
+from tests.unit.policy.builders import HOUR, NOW, node, nodes, pending, placed, preempted, running, snapshot, tree
 from tests.unit.sim.builders import job, write_scenario
 
 S = PolicySettings.steward()
@@ -93,11 +93,12 @@ def test_worth_preempting(gpus: int, start_by: float, without: float, cost: floa
         (2, [1, 0], {0: [(NOW + 50, 1)]}, NOW + 50),
         (2, [1, 0], {0: [(NOW + 50, 0), (NOW + 90, 1)], 1: [(NOW + 70, 2)]}, NOW + 70),
         (4, [1, 0], {0: [(NOW + 50, 1)]}, math.inf),  # completions are not visible
+        (2, [1, 1], {0: [(NOW + 50, 1)], 1: [(NOW + 30, 1)]}, NOW + 30),  # every node with jobs leaving
     ],
 )
 def test_soonest_release(gpus: int, free: list[int], releases: dict[int, list[tuple[float, int]]],
                          expected: float) -> None:
-    assert soonest_release(gpus, free, [True, True], releases, NOW) == expected
+    assert soonest_release(gpus, free, [True, True], releases, NOW, max(free)) == expected
 
 
 @pytest.mark.parametrize(
@@ -169,6 +170,44 @@ def test_the_room_being_made_is_held_for_its_beneficiary() -> None:
     assert held.explanations["j"].evidence["room_held"] is True
     base = schedule(one_gpu(victim, pend=waiting, gpus=2, s=AI2))
     assert placed(base) == {"k": (("n0", 1),)}  # the baselines keep today's behaviour
+
+
+GANG_ROOMS = [
+    # (settings, gang GPUs, nodes per block, victims' nodes, nodes busy with protected work, the nodes
+    # its room holds, where `k` goes).
+    # Issue 18's gang-heavy regression: the whole-cluster gang's free nodes (free at the preemption,
+    # or freed by an unfunded victim that stopped first) went to `k`, whose protection then blocked
+    # the gang for an hour, until it preempted again.
+    (S, 32, 4, ("n0", "n1"), (), ["n0", "n1", "n2", "n3"], None),
+    (S, 32, 4, ("n0",), (), ["n0", "n1", "n2", "n3"], None),
+    # a gang of one block: its room is in its victims' block, the other block's free node stays open
+    (S, 16, 2, ("n0",), ("n3",), ["n0", "n1"], ("n2", 8)),
+    # no domain has the whole free nodes it needs (n3 is busy): its victims' nodes only
+    (S, 32, 4, ("n0",), ("n3",), ["n0"], ("n1", 8)),
+    (AI2, 32, 4, ("n0", "n1"), (), None, ("n2", 8)),  # the baselines hold nothing
+]
+
+
+@pytest.mark.parametrize(("s", "gpus", "per_block", "victims_on", "busy_on", "held", "k_on"), GANG_ROOMS)
+def test_a_gangs_held_room_spans_the_whole_free_nodes_it_counted_on(
+        s: PolicySettings, gpus: int, per_block: int, victims_on: tuple[str, ...], busy_on: tuple[str, ...],
+        held: list[str] | None, k_on: tuple[str, int] | None) -> None:
+    """A multi-node gang `g` whose victims are in their grace holds their nodes and the wholly free
+    nodes it still needs in their domain (its own: one block); `k` (8 GPUs, funded, first in the order) gets only what
+    is left."""
+    victims = [running(f"v{i}", "b", 8, on=n, preemption_requested_at=NOW - 30, claimed_for="g")
+               for i, n in enumerate(victims_on)]
+    busy = [running(f"w{i}", "b", 8, on=n, started_at=NOW - 60) for i, n in enumerate(busy_on)]
+    snap = snapshot(nodes=nodes(4, per_block=per_block), tree=tree(a=0.5, b=0.5), running=(*victims, *busy),
+                    pending=(pending("k", "b", 8), pending("g", "a", gpus, submitted_at=10.0, topology_depth=1)),
+                    settings=s,
+                    usage={"a": 0.0, "b": 1e3})
+    result = schedule(snap)
+    assert placed(result) == ({"k": (k_on,)} if k_on else {})
+    assert result.preemptions == ()
+    if held is not None:
+        assert result.evidence["rooms_held"] == ["g"]
+        assert result.explanations["g"].evidence["nodes"] == held
 
 
 def test_the_freed_room_goes_to_its_beneficiary_first() -> None:

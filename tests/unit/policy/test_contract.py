@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from steward.domain.policy_settings import PolicySettings
 from steward.policy.contract import (
     asks_for_funding,
     funding_path,
@@ -17,7 +18,6 @@ from steward.policy.contract import (
     start,
 )
 from steward.policy.model import Placement
-from steward.policy.settings import PolicySettings
 from tests.unit.policy.builders import HOUR, NOW, pending, running
 
 S = PolicySettings()

@@ -9,9 +9,9 @@ from dataclasses import replace
 import pytest
 
 from steward.bench.cycle import build_snapshot, run
+from steward.domain.policy_settings import PRESETS, PolicySettings
 from steward.policy.cycle import schedule
 from steward.policy.errors import InvalidNode
-from steward.policy.settings import PRESETS, PolicySettings
 from tests.unit.policy.builders import NOW, nested, node, nodes, pending, placed, running, snapshot, tree
 
 

@@ -17,10 +17,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from steward.domain.policy_settings import PolicySettings
 from steward.policy.cycle import schedule
 from steward.policy.model import AllocationTree, Snapshot
 from steward.policy.ordering import post_order, standing, subtree_sums
-from steward.policy.settings import PolicySettings
 from tests.unit.policy.builders import HOUR, NOW, nested, nodes, pending, running, snapshot, tree
 
 

@@ -6,6 +6,7 @@ from typing import Any
 
 import pytest
 
+from steward.domain.policy_settings import PolicySettings
 from steward.policy.debug_quota import (
     Qualification,
     debug_quota_gpus,
@@ -17,7 +18,6 @@ from steward.policy.debug_quota import (
 )
 from steward.policy.errors import InvalidDebugQuota, UnknownAllocation
 from steward.policy.model import AllocationTree
-from steward.policy.settings import PolicySettings
 from tests.unit.policy.builders import nested, pending, running, tree
 
 S = PolicySettings.steward()

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from steward.policy.cycle import schedule
-from steward.policy.explain import (
+from steward.policy.reasons import (
     ENTITLEMENT_USED,
     NO_ALLOCATION,
     REASONS,

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
+from steward.domain.policy_settings import PolicySettings
 from steward.policy.cycle import schedule
 from steward.policy.lane import is_lane_job
-from steward.policy.settings import PolicySettings
 from tests.unit.policy.builders import HOUR, NOW, nodes, pending, placed, preempted, running, snapshot, tree
 
 S = PolicySettings.steward()

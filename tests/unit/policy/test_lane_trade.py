@@ -1,19 +1,20 @@
-"""ADR 0021: the room a preemption frees for a lane job is held for it, and a lane job the lane
-cannot serve trades its own allocation's work (DESIGN.md "priority only orders jobs inside one
+"""ADR 0021: the room a preemption frees for a lane job is held for it (since ADR 0028, by the one
+hold of every beneficiary, `claim_hold_s`; ADR 0021's `lane_hold_s` is retired into it), and a lane
+job the lane cannot serve trades its own allocation's work (DESIGN.md "priority only orders jobs inside one
 project"; "p95 time to first GPU for a session or debug job under 2 minutes")."""
 
 from __future__ import annotations
 
 import pytest
 
+from steward.domain.policy_settings import PolicySettings
+from steward.policy.churn import holds_claimed_room
 from steward.policy.cycle import schedule
-from steward.policy.lane import holds_room
 from steward.policy.model import PendingJob, RunningJob
 from steward.policy.preemption import Trade, Victim, trade_victim
-from steward.policy.settings import PolicySettings
 from tests.unit.policy.builders import HOUR, NOW, nodes, pending, placed, preempted, running, snapshot
 
-S = PolicySettings.steward(lane_hold_s=30.0, lane_trade=True)  # off by default: measured, ADR 0021
+S = PolicySettings.steward(claim_hold_s=30.0, lane_trade=True)  # trades off by default: measured, ADR 0021
 
 
 def debug(id: str, project: str = "a", room_freed_at: float | None = None) -> PendingJob:
@@ -28,15 +29,18 @@ def debug(id: str, project: str = "a", room_freed_at: float | None = None) -> Pe
         (NOW - 30, "debug", S, True),  # the hold's last second
         (NOW - 31, "debug", S, False),  # expired: the job waits like any other
         (None, "debug", S, False),  # nothing was freed for it
-        (NOW - 10, "batch", S, False),  # not a lane job: ADR 0021 holds for the lane only
-        (NOW - 10, "debug", PolicySettings.steward(), False),  # off in the `steward` preset
-        (NOW - 10, "debug", PolicySettings.ai2(), False),  # the baselines have no lane and no hold
+        (NOW - 10, "batch", S, True),  # ADR 0028: every beneficiary, not only the lane's (ADR 0021)
+        (NOW - 60, "debug", PolicySettings.steward(), True),  # the `steward` preset: 60 s
+        (NOW - 61, "debug", PolicySettings.steward(), False),
+        (NOW - 10, "debug", PolicySettings.ai2(), False),  # the baselines have no hold
     ],
 )
 def test_which_jobs_hold_room(room_freed_at: float | None, klass: str, settings: PolicySettings,
                               expected: bool) -> None:
+    """The lane's hold is the one hold of ADR 0028 (`churn.holds_claimed_room`), once its victims
+    have stopped."""
     job = pending("j", "a", 1, min_runtime_s=300.0, klass=klass, room_freed_at=room_freed_at)
-    assert holds_room(job, NOW, settings) is expected
+    assert holds_claimed_room(job, (), NOW, settings) is expected
 
 
 def _victim(project: str, *, funded: bool = False, leaving: bool = False, checkpoint_age: float = 10.0,
@@ -126,10 +130,11 @@ def test_the_freed_room_goes_to_the_job_it_was_freed_for() -> None:
         assert set(placed(result)) == expected, freed_at
         if expected == {"dbg"}:
             p = result.placements[0]
-            assert p.funded and p.evidence["lane"]["held_room_since"] == freed_at
+            assert p.funded and p.evidence["claimed_room"]["room_freed_at"] == freed_at
+            assert "lane" in p.evidence  # placed as the lane places it
 
 
 def test_the_baselines_neither_hold_nor_trade() -> None:
     for preset in ("ai2", "fair-tree", "fifo-priority"):
         s = PolicySettings.preset(preset)
-        assert s.lane_hold_s is None and not s.lane_trade
+        assert s.claim_hold_s is None and not s.lane_trade

@@ -7,8 +7,8 @@ from dataclasses import replace
 
 import pytest
 
+from steward.domain.policy_settings import PolicySettings
 from steward.policy.ordering import active_entitlement, demand_gpus, demand_of, order_pending, standing, usage_ratio
-from steward.policy.settings import PolicySettings
 from tests.unit.policy.builders import nested, pending, running, snapshot, tree
 
 S = PolicySettings()

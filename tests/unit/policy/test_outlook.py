@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import pytest
 
+from steward.domain.policy_settings import PolicySettings
 from steward.policy.contract import ENTITLEMENT_USED, NO_ALLOCATION, UNFUNDED_BY_REQUEST, funding_gap
 from steward.policy.model import PendingJob, RunningJob
 from steward.policy.outlook import duration, funded_by_project, funded_in_use, outlook
-from steward.policy.settings import PolicySettings
 from tests.unit.policy.builders import HOUR, NOW, nested, pending, running
 
 S = PolicySettings.steward()

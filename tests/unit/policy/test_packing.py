@@ -6,10 +6,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from steward.domain.policy_settings import PolicySettings
 from steward.policy.cycle import schedule
 from steward.policy.packing import FirmLoad, pack_single
 from steward.policy.placement import CapacityIndex
-from steward.policy.settings import PolicySettings
 from tests.unit.policy.builders import HOUR, NOW, nodes, pending, placed, running, snapshot, tree
 
 

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import pytest
 
+from steward.domain.policy_settings import PolicySettings
 from steward.policy.cycle import schedule
-from steward.policy.explain import OUTRANKED, PREEMPTING, RESERVED, WAITING_FOR_PROTECTION
 from steward.policy.placement import CapacityIndex
 from steward.policy.preemption import Branches, VictimSearch, divergence, strictly_improves
-from steward.policy.settings import PolicySettings
+from steward.policy.reasons import OUTRANKED, PREEMPTING, RESERVED, WAITING_FOR_PROTECTION
 from tests.unit.policy.builders import HOUR, NOW, node, nodes, pending, placed, preempted, running, snapshot, tree
 
 T = HOUR  # the waiting job's protection (min_runtime 1 h)

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
+from steward.domain.policy_settings import PolicySettings
 from steward.policy.cycle import schedule
-from steward.policy.explain import BLOCKED_BY_RESERVATION, RESERVED
+from steward.policy.reasons import BLOCKED_BY_RESERVATION, RESERVED
 from steward.policy.reservation import may_backfill
-from steward.policy.settings import PolicySettings
 from tests.unit.policy.builders import HOUR, NOW, nodes, pending, placed, running, snapshot, tree
 
 

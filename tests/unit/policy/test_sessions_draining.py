@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
+from steward.domain.policy_settings import PolicySettings
 from steward.policy.cycle import schedule
 from steward.policy.sessions import session_cap_at, session_warning_times
-from steward.policy.settings import PolicySettings
 from tests.unit.policy.builders import HOUR, NOW, node, nodes, pending, placed, preempted, running, snapshot, tree
 
 CAP = 8 * HOUR

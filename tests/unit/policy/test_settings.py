@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from steward.policy.errors import InvalidSettings
-from steward.policy.settings import PRESETS, PolicySettings
+from steward.domain.policy_settings import PRESETS, RETIRED_SETTINGS, InvalidSettings, PolicySettings, in_force
 
 
 @pytest.mark.parametrize(
@@ -76,7 +75,8 @@ def test_defaults_match_design():
         ({"max_min_runtime_s": -1}, "max_min_runtime_s"),
         ({"gpu_model_weights": {"A100": -1.0}}, "gpu_model_weights"),
         ({"max_tree_depth": 9}, "max_tree_depth"),
-        ({"lane_hold_s": -1.0}, "lane_hold_s"),
+        ({"claim_hold_s": -1.0}, "claim_hold_s"),
+        ({"consolidation_searches_per_cycle": -1}, "consolidation_searches_per_cycle"),
         ({"lane_trade_max_lost_s": -1.0}, "lane_trade_max_lost_s"),
     ],
 )
@@ -84,6 +84,9 @@ def test_bad_settings_are_refused(changes, field):
     with pytest.raises(InvalidSettings) as info:
         PolicySettings(**changes)
     assert info.value.field == field
+    # the domain's error (ADR 0040): a ValueError with the stable code and the message of a policy error
+    assert isinstance(info.value, ValueError) and info.value.code == "invalid_settings"
+    assert info.value.message.startswith(f"setting {field!r}: ")
 
 
 def test_settings_are_frozen_and_serialisable():
@@ -95,3 +98,19 @@ def test_settings_are_frozen_and_serialisable():
         s.window_s = 1.0  # type: ignore[misc]
     with pytest.raises(InvalidSettings):
         PolicySettings.preset("nope")
+
+
+@pytest.mark.parametrize(("name", "replacement"), [
+    ("lane_project_gpus", "debug quota"),  # ADR 0029
+    ("lane_hold_s", "claim_hold_s"),  # ADR 0028: one hold for every beneficiary, lane jobs included
+])
+def test_a_retired_setting_is_no_setting_but_a_recorded_one_is_read_past(name: str, replacement: str) -> None:
+    """A retired setting names what replaced it; a log that recorded it (events are never rewritten)
+    still gives the policy the rest of its settings (`in_force`)."""
+    assert replacement in RETIRED_SETTINGS[name]
+    assert name not in PolicySettings().to_dict()
+    recorded = {name: 30, "window_s": 86400.0}
+    assert in_force(recorded) == {"window_s": 86400.0}
+    assert PolicySettings.steward(**in_force(recorded)).window_s == 86400.0
+    with pytest.raises(TypeError):
+        PolicySettings.steward(**recorded)

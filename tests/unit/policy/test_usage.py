@@ -7,8 +7,8 @@ import random
 
 import pytest
 
+from steward.domain.policy_settings import PolicySettings
 from steward.policy.errors import UsageError
-from steward.policy.settings import PolicySettings
 from steward.policy.usage import (
     Interval,
     UsageWindow,

@@ -14,9 +14,9 @@ from steward.domain.commands import (
     RequestPreemption,
     SetAllocations,
 )
+from steward.domain.policy_settings import PolicySettings
 from steward.domain.state import LedgerState
 from steward.policy.cycle import schedule
-from steward.policy.settings import PolicySettings
 from steward.scheduler.bridge import commands_of, policy_node, snapshot_of
 from tests.unit.domain.builders import apply, place, submit, tree
 
@@ -106,7 +106,7 @@ def test_recorded_policy_settings_drive_the_cycle(tmp_path: object) -> None:
     from pathlib import Path
 
     from steward.domain.commands import SetPolicy
-    from steward.ledger.core import Ledger
+    from steward.ledger.ledger import Ledger
     from steward.scheduler.service import SchedulerState
     from steward.store.eventstore import EventStore
     from steward.store.migrate import upgrade

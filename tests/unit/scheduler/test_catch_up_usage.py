@@ -23,12 +23,13 @@ from steward.domain.commands import (
     SetAllocations,
 )
 from steward.domain.decide import decide
+from steward.domain.policy_settings import PolicySettings
 from steward.domain.state import LedgerState, evolve
-from steward.policy.settings import PolicySettings
 from steward.policy.usage import Interval, window_usage
 from steward.scheduler.service import SchedulerState
 from steward.store.eventstore import EventStore, PendingAppend
 from steward.store.migrate import upgrade
+from steward.store.recorder import EventRecorder
 from tests.unit.domain.builders import submit
 
 T0 = 1_700_000_000.0
@@ -48,7 +49,7 @@ class Recorder:
             for ev in events:
                 self.state = evolve(self.state, ev, at)
             with self.store.engine.begin() as conn:
-                self.store.append(conn, [PendingAppend(events, {"actor": "test"})], now=at)
+                EventRecorder(self.store).append(conn, [PendingAppend(events, {"actor": "test"})], now=at)
 
 
 @pytest.fixture()

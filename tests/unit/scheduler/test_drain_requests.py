@@ -23,9 +23,9 @@ from steward.domain.commands import (
     RequestPreemption,
 )
 from steward.domain.decide import decide_or_reject
+from steward.domain.policy_settings import PolicySettings
 from steward.domain.state import LedgerState, evolve
 from steward.policy.cycle import schedule
-from steward.policy.settings import PolicySettings
 from steward.scheduler.bridge import can_be_asked_to_stop, commands_of, snapshot_of
 from tests.unit.domain.builders import apply, submit, tree
 

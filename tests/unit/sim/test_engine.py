@@ -161,12 +161,12 @@ def test_with_room_freed_is_replace_field_by_field() -> None:
     [
         # quota 1: d2 is over a's debug quota (d1 runs): ordinary funded work, no trade even when
         # trades are on; b2 (b is under-served) takes u's GPU, and d2 waits for d1 to end
-        ("1", {"lane_hold_s": "30", "lane_trade": "true"}, [0.0], [295.0]),
+        ("1", {"claim_hold_s": "30", "lane_trade": "true"}, [0.0], [295.0]),
         ("1", {}, [0.0], [295.0]),
         # quota 2: d2 is qualified; ADR 0007's search takes a's own unfunded job u (20 s grace), once
         # u has run its settle time (ADR 0028: it started 5 s before d2; without one, at once)
         ("2", {"settle_s": "null"}, [0.0, 20.0], []),
-        ("2", {"lane_hold_s": "30", "lane_trade": "true", "settle_s": "null"}, [0.0, 20.0], []),
+        ("2", {"claim_hold_s": "30", "lane_trade": "true", "settle_s": "null"}, [0.0, 20.0], []),
         ("2", {}, [0.0, 295.0], []),
     ],
 )

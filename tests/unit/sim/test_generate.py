@@ -97,6 +97,23 @@ def test_unfunded_many_has_tenants_outside_the_tree_and_jobs_asking_no_protectio
     assert 0.2 <= asking_none <= 0.4  # unfunded 0.30
 
 
+def test_unfunded_debug_is_debug_work_of_tenants_with_no_allocation_among_short_1gpu_jobs(tmp_path: Path) -> None:
+    """The held-out loop's shape (issue 18, ADR 0028): tenants absent from the tree submit mostly
+    debug work, on a small cluster of mostly 1-GPU short jobs."""
+    scenario, _ = load(tmp_path, "unfunded-debug", jobs=2000)
+    jobs = scenario.jobs
+    outside = {j.tenant for j in jobs} - set(scenario.allocations)
+    assert outside == {"guest01", "guest02"}
+    guests = [j for j in jobs if j.tenant in outside]
+    assert 0.1 <= len(guests) / len(jobs) <= 0.2  # guest_weight 0.15
+    assert 0.5 <= sum(j.job_class == "debug" for j in guests) / len(guests) <= 0.7  # guest_debug 0.6
+    funded = [j for j in jobs if j.tenant not in outside]
+    assert 0.2 <= sum(j.job_class == "debug" for j in funded) / len(funded) <= 0.4  # debug 0.30
+    assert sum(j.gpus == 1 for j in jobs) / len(jobs) >= 0.75
+    assert sorted(j.duration_s for j in jobs)[len(jobs) // 2] <= 1800
+    assert generate("unfunded-debug", 0, {}).params.nodes == 6  # the held-out trace's 6 x 8 GPUs
+
+
 def test_dominant_tenant_submits_most_on_a_minority_share(tmp_path: Path) -> None:
     scenario, _ = load(tmp_path, "dominant-tenant", jobs=1000)
     top, count = Counter(j.tenant for j in scenario.jobs).most_common(1)[0]

@@ -16,13 +16,14 @@ from steward.sim.history import load_history
 from steward.sim.run import replay
 from steward.store.eventstore import EventStore, PendingAppend
 from steward.store.migrate import upgrade
+from steward.store.recorder import EventRecorder
 
 T0 = 1_700_000_000.0
 
 
 def _record(store: EventStore, at: float, *events: Event) -> None:
     with store.engine.begin() as conn:
-        store.append(conn, [PendingAppend(list(events), {"actor": "test"})], now=at)
+        EventRecorder(store).append(conn, [PendingAppend(list(events), {"actor": "test"})], now=at)
 
 
 def submitted(job_id: str, project: str, gpus: int, at: float, klass: str = "batch", min_rt: float = 3600.0) -> Event:

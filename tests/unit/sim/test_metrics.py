@@ -45,7 +45,7 @@ def test_occupancy_uses_min_of_capacity_and_demand_per_hour() -> None:
     assert rec.occupancy() == pytest.approx(0.75)
 
 
-def test_owed_is_min_of_entitlement_and_demand_and_ratio_caps_at_one() -> None:
+def test_owed_is_min_of_entitlement_and_demand_and_only_the_credit_caps_at_one() -> None:
     rec = recorder()
     # a demands 4 GPUs (owed 2 = 50% of 4), gets 1; b demands 1 (owed 1), gets 3
     rec.alloc_demand["a"].add(0, 4)
@@ -56,7 +56,8 @@ def test_owed_is_min_of_entitlement_and_demand_and_ratio_caps_at_one() -> None:
     rows = {r["allocation"]: r for r in rec.owed_delivered_table()}
     assert rows["a"]["owed_gpu_h"] == pytest.approx(2.0)
     assert rows["a"]["ratio"] == pytest.approx(0.5)
-    assert rows["b"]["ratio"] == 1.0
+    assert rows["b"]["ratio"] == pytest.approx(3.0)  # over-delivery, shown as it is
+    assert (rows["b"]["credited"], rows["a"]["credited"]) == (1.0, pytest.approx(0.5))  # what the mean averages
     figs = rec.figures("steward", "t", 0, 0.0)
     assert figs["owed_delivered_mean"] == pytest.approx(0.75)
     assert figs["owed_delivered_min"] == pytest.approx(0.5)

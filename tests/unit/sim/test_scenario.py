@@ -162,8 +162,8 @@ def test_override_that_breaks_the_tree_is_refused_like_a_bad_file(tmp_path: Path
 @pytest.mark.parametrize(("item", "field", "expected"), [
     ("cheap_victim_s=null", "cheap_victim_s", None),        # an optional setting switched off
     ("cheap_victim_s=300", "cheap_victim_s", 300.0),        # a whole number typed as the float it is
-    ("lane_hold_s=30", "lane_hold_s", 30.0),                # default None: still typed by its declaration
-    ("lane_hold_s=null", "lane_hold_s", None),
+    ("lane_trade_max_lost_s=30", "lane_trade_max_lost_s", 30.0),  # default None: typed by its declaration
+    ("lane_trade_max_lost_s=null", "lane_trade_max_lost_s", None),
     ("unfunded_grace_s=~", "unfunded_grace_s", None),       # YAML's other spelling of null
     ("debug_quota_floor_gpus=64", "debug_quota_floor_gpus", 64),
     ("reservations=false", "reservations", False),
@@ -183,6 +183,7 @@ def test_set_types_a_policy_setting_by_its_declaration(tmp_path: Path, item: str
     ("cheap_victim_s=soon", r"--set cheap_victim_s: expected a number or null, got 'soon'"),
     ("lane=maybe", r"--set lane: expected true or false, got 'maybe'"),
     ("no_such_knob=1", r"--set no_such_knob: not a scenario key nor a policy setting"),
+    ("lane_hold_s=30", r"--set lane_hold_s: a retired setting \(folded into claim_hold_s"),
     ("cheap_victim_s=-1", r"cheap_victim_s"),
 ])
 def test_set_refuses_a_value_its_setting_cannot_take(tmp_path: Path, item: str, message: str) -> None:

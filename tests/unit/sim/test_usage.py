@@ -6,8 +6,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from steward.domain.policy_settings import PolicySettings
 from steward.policy.model import RunningJob
-from steward.policy.settings import PolicySettings
 from steward.policy.usage import Interval, UsageWindow
 from steward.sim.usage import SimUsage
 

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from steward.domain.policy_settings import PolicySettings
 from steward.policy.model import PendingJob
-from steward.policy.settings import PolicySettings
 from steward.sim.view import PendingView, chain_key
 
 

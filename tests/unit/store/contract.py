@@ -12,10 +12,9 @@ from typing import Any
 
 import psycopg
 import pytest
-from sqlalchemy import Connection, text
+from sqlalchemy import Connection, select, text
 from sqlalchemy.exc import IntegrityError
 
-from steward.audit import verifier
 from steward.audit.checkpoints import (
     SigningKey,
     consistency_proof,
@@ -30,14 +29,26 @@ from steward.audit.snapshots import state_at, state_at_position, take_snapshots
 from steward.audit.verify import verify
 from steward.domain.commands import SetAllocations, SubmitJob
 from steward.domain.events import Event
-from steward.ledger.core import Ledger, fold
-from steward.store import schema, snapshotparts
-from steward.store.eventstore import ConcurrencyError, EventStore, PendingAppend
+from steward.ledger.ledger import DeadLetter, Ledger, LogMoved, fold
+from steward.store import projections, schema, snapshotparts, verifier
+from steward.store.eventstore import ConcurrencyError, EventStore, MessageRecordedTwice, PendingAppend
 from steward.store.hashing import GENESIS, canonical_text, event_hash
 from steward.store.projections import Projector
+from steward.store.recorder import EventRecorder
 from tests.unit.store.builders import history_messages, msg
 
 Tamper = Callable[[str, dict[str, Any] | None], None]
+# a ledger on the store, recording through one of its adapters (steward.store.recorder): the store's
+# test module provides the fixture `ledger_for`, parametrized over its adapters
+LedgerFor = Callable[[EventStore], Ledger]
+
+
+def processed_rows(store: EventStore) -> list[tuple[str, int | None]]:
+    with store.engine.connect() as conn:
+        rows = conn.execute(select(schema.processed_messages.c.message_id, schema.processed_messages.c.position)
+                            .order_by(schema.processed_messages.c.message_id)).all()
+        conn.rollback()
+    return [(r[0], r[1]) for r in rows]
 
 
 def run_history(store: EventStore, jobs: int = 30, batch: int = 7, start: float = 1_000.0) -> Ledger:
@@ -60,9 +71,10 @@ class StoreContract:
 
     def test_positions_are_gap_free_and_versions_count_per_stream(self, store: EventStore) -> None:
         with store.engine.begin() as conn:
-            store.append(conn, [PendingAppend([Event("a", "X", {"n": 1}), Event("b", "X", {"n": 2})], {"actor": "t"})])
+            EventRecorder(store).append(
+                conn, [PendingAppend([Event("a", "X", {"n": 1}), Event("b", "X", {"n": 2})], {"actor": "t"})])
         with store.engine.begin() as conn:
-            store.append(conn, [PendingAppend([Event("a", "X", {"n": 3})], {"actor": "t"}, "m-1")])
+            EventRecorder(store).append(conn, [PendingAppend([Event("a", "X", {"n": 3})], {"actor": "t"}, "m-1")])
         recs = store.read()
         assert [(r.position, r.stream_id, r.version) for r in recs] == [(1, "a", 1), (2, "b", 1), (3, "a", 2)]
         assert recs[0].prev_hash == GENESIS and recs[1].prev_hash == recs[0].hash
@@ -72,9 +84,10 @@ class StoreContract:
 
     def test_the_ledger_reads_committed_message_ids_and_stream_versions_in_one_go(self, store: EventStore) -> None:
         with store.engine.begin() as conn:
-            store.append(conn, [PendingAppend([Event("a", "X", {}), Event("a", "X", {}), Event("b", "X", {})],
+            EventRecorder(store).append(
+                conn, [PendingAppend([Event("a", "X", {}), Event("a", "X", {}), Event("b", "X", {})],
                                               {"actor": "t"}, "m-1")])
-            store.mark_processed(conn, [("m-1", 1), ("m-2", None)])  # m-1 recorded events: no row for it
+            EventRecorder(store).mark_processed(conn, [("m-1", 1), ("m-2", None)])  # m-1 recorded events: no row for it
             conn.execute(schema.processed_messages.insert(), [{"message_id": "m-4", "position": 1}])  # as before 0026
         seen, versions = store.seen_messages_now(["m-1", "m-2", "m-3", "m-4", "a"], ["a", "b", "c", "m-1"])
         assert seen == {"m-1", "m-2", "m-4"}  # m-1 by its events alone (ADR 0026)
@@ -87,9 +100,10 @@ class StoreContract:
         odd = ['q"uote', "back\\slash", "a,b", "{x}", "tab\tnl\n", "é😀\u2028", "", "NULL", " sp "]
         with store.engine.begin() as conn:
             # half the ids known by their events, half by a dedup row (messages that recorded no event)
-            store.append(conn, [PendingAppend([Event(s, "X", {})], {"actor": "t"}, s if i % 2 else f"other-{i}")
+            EventRecorder(store).append(
+                conn, [PendingAppend([Event(s, "X", {})], {"actor": "t"}, s if i % 2 else f"other-{i}")
                                 for i, s in enumerate(odd)])
-            store.mark_processed(conn, [(m, None) for m in odd[::2]])
+            EventRecorder(store).mark_processed(conn, [(m, None) for m in odd[::2]])
             assert store.seen_messages(conn, [*odd, "a", "b", "x"]) == set(odd)
             assert store.stream_versions(conn, [*odd, "a"]) == dict.fromkeys(odd, 1) | {"a": 0}
         seen, versions = store.seen_messages_now([*odd, "q", "quote"], [*odd, "NUL"])
@@ -98,14 +112,14 @@ class StoreContract:
 
     def test_expected_version_mismatch_is_refused_and_nothing_is_written(self, store: EventStore) -> None:
         with store.engine.begin() as conn:
-            store.append(conn, [PendingAppend([Event("a", "X", {})], {})])
+            EventRecorder(store).append(conn, [PendingAppend([Event("a", "X", {})], {})])
         with pytest.raises(ConcurrencyError), store.engine.begin() as conn:
-            store.append(conn, [PendingAppend([Event("a", "X", {})], {}, expected_versions={"a": 0})])
+            EventRecorder(store).append(conn, [PendingAppend([Event("a", "X", {})], {}, expected_versions={"a": 0})])
         assert store.head() == 1
 
     def test_the_database_refuses_a_second_event_at_one_stream_version(self, store: EventStore) -> None:
         with store.engine.begin() as conn:
-            (rec,) = store.append(conn, [PendingAppend([Event("a", "X", {})], {})])
+            (rec,) = EventRecorder(store).append(conn, [PendingAppend([Event("a", "X", {})], {})])
         row = rec.to_dict() | {"position": 2}
         with pytest.raises(IntegrityError), store.engine.begin() as conn:
             conn.execute(schema.events.insert(), [row])
@@ -113,7 +127,7 @@ class StoreContract:
     def test_payloads_are_stored_in_canonical_form_and_read_back_equal(self, store: EventStore) -> None:
         payload = {"z": 1, "a": [1.0, 2.5, "é"], "m": {"y": None, "b": True}, "f": 600.0}
         with store.engine.begin() as conn:
-            store.append(conn, [PendingAppend([Event("s", "X", payload)], {"actor": "ü"}, "m")])
+            EventRecorder(store).append(conn, [PendingAppend([Event("s", "X", payload)], {"actor": "ü"}, "m")])
         (row,) = list(store.rows())
         assert row.payload_text == canonical_text(payload) and row.metadata_text == canonical_text({"actor": "ü"})
         (rec,) = store.read()
@@ -129,7 +143,8 @@ class StoreContract:
             {"s": "tab\there", "n": "line\nbreak\r", "b": "back\\slash \\t \\\\N", "u": "é\u2028😀"},
             {"x": 1, "f": 0.1, "l": ["\\", "\t", ""]}, {}]
         with store.engine.begin() as conn:
-            store.append(conn, [PendingAppend([Event("s\\1\t", "X", p) for p in payloads], {"actor": "a"}, "m")])
+            EventRecorder(store).append(
+                conn, [PendingAppend([Event("s\\1\t", "X", p) for p in payloads], {"actor": "a"}, "m")])
         read = store.read()
         folded = list(store.fold_rows(0))
         assert [(r.position, r.stream_id, r.type, r.schema_version, r.payload, r.recorded_at, r.hash)
@@ -139,13 +154,14 @@ class StoreContract:
 
     def test_offsets_are_upserted_and_messages_deduplicated(self, store: EventStore) -> None:
         with store.engine.begin() as conn:
-            store.save_offsets(conn, "ledger", {("t", 0): 5, ("t", 1): 7})
-            store.mark_processed(conn, [("m-1", None)])
+            EventRecorder(store).save_offsets(conn, "ledger", {("t", 0): 5, ("t", 1): 7})
+            EventRecorder(store).mark_processed(conn, [("m-1", None)])
         with store.engine.begin() as conn:
-            store.save_offsets(conn, "ledger", {("t", 0): 9})
+            EventRecorder(store).save_offsets(conn, "ledger", {("t", 0): 9})
             assert store.seen_messages(conn, ["m-1", "m-2"]) == {"m-1"}
         with pytest.raises((IntegrityError, psycopg.IntegrityError)), store.engine.begin() as conn:
-            store.mark_processed(conn, [("m-1", None)])  # the primary key refuses a second row (SQLAlchemy's
+            EventRecorder(store).mark_processed(
+                conn, [("m-1", None)])  # the primary key refuses a second row (SQLAlchemy's
             # error on SQLite, the driver's from the COPY on PostgreSQL)
         assert store.load_offsets("ledger") == {("t", 0): 9, ("t", 1): 7}
 
@@ -155,10 +171,10 @@ class StoreContract:
         ledger.process([msg(SetAllocations("cluster", {"a": 1.0}, "setup"))], {("t", 0): 1})
         before = ledger.state
 
-        def crash(*_: Any) -> None:
+        def crash(*_: Any, **__: Any) -> None:
             raise OSError("the disk went away after the events were appended")
 
-        monkeypatch.setattr(store, "mark_processed", crash)  # called after the events' COPY on either store
+        monkeypatch.setattr(projections, "write_rows", crash)  # called after the events' COPY on either store
         with pytest.raises(OSError):
             ledger.process([msg(SetAllocations("a", {"a1": 1.0}, "x")), msg(SubmitJob("j", "a1", 1, 0, ["t"]))],
                            {("t", 0): 3})
@@ -167,6 +183,69 @@ class StoreContract:
         assert store.load_offsets("ledger") == {("t", 0): 1}
         recorded, _ = ledger.process([msg(SetAllocations("a", {"a1": 1.0}, "x"))], {("t", 0): 2})
         assert [r.position for r in recorded] == [2] and ledger.state == fold(store)[0]
+
+    # -- recording a batch: the one sequence, through each adapter (steward.store.recorder) ----------
+
+    def test_each_adapter_records_batches_that_fold_rebuild_and_verify(self, store: EventStore,
+                                                                       ledger_for: LedgerFor) -> None:
+        clock = [1_000.0]
+        ledger = ledger_for(store)
+        ledger.clock = lambda: clock[0]
+        messages = list(history_messages(12))
+        for i in range(0, len(messages), 7):
+            ledger.process(messages[i:i + 7], {("steward.commands", 0): i + 7})
+            clock[0] += 1.0
+        state, head = fold(store)
+        assert ledger.state == state and ledger.head == head == store.head() and head > 40
+        assert store.head_hash() == (head, ledger.proj.head_hash)
+        assert rebuild(store)["ok"] and verify(store)["ok"]
+        assert store.load_offsets("ledger") == {("steward.commands", 0): len(messages) - len(messages) % 7 + 7}
+        assert {m for m, _ in processed_rows(store)} <= {r.message_id for r in store.read()} | {None}
+
+    def test_each_adapter_refuses_a_batch_when_another_writer_moved_the_log(self, store: EventStore,
+                                                                            ledger_for: LedgerFor) -> None:
+        ledger = ledger_for(store)
+        ledger.process([msg(SetAllocations("cluster", {"a": 1.0}, "setup"))], {("t", 0): 1})
+        prepared = ledger.prepare([msg(SubmitJob("j1", "a", 1, 0, ["t"]))], {("t", 0): 2})
+        with store.engine.begin() as conn:
+            EventRecorder(store).append(conn, [PendingAppend([Event("other", "X", {})], {"actor": "t"})])
+        with pytest.raises(LogMoved, match="head 2, expected 1"):
+            ledger.record(prepared)
+        ledger.abort(reload=True)
+        assert store.head() == 2 and store.load_offsets("ledger") == {("t", 0): 1}
+        assert [r.stream_id for r in store.read()][-1] == "other"
+
+    def test_each_adapter_refuses_events_for_a_message_another_writer_recorded_without_any(
+            self, store: EventStore, ledger_for: LedgerFor) -> None:
+        """ADR 0026: a batch recording no event leaves the head where it was; the dedup check sees it."""
+        ledger = ledger_for(store)
+        ledger.process([msg(SetAllocations("cluster", {"a": 1.0}, "setup"))], {("t", 0): 1})
+        prepared = ledger.prepare([msg(SubmitJob("j1", "a", 1, 0, ["t"]), "u1")], {("t", 0): 2})
+        with store.engine.begin() as conn:
+            EventRecorder(store).insert_processed(conn, [("u1", None)])
+        with pytest.raises(MessageRecordedTwice, match="u1"):
+            ledger.record(prepared)
+        ledger.abort(reload=True)
+        assert store.head() == 1 and store.load_offsets("ledger") == {("t", 0): 1}
+
+    def test_each_adapter_rolls_the_batch_back_when_its_dead_letters_cannot_be_published(
+            self, store: EventStore, ledger_for: LedgerFor) -> None:
+        ledger = ledger_for(store)
+        ledger.process([msg(SetAllocations("cluster", {"a": 1.0}, "setup"))], {("t", 0): 1})
+        before = ledger.state
+
+        def unavailable(dead: list[DeadLetter]) -> None:
+            assert [d.source for d in dead] == ["t/0@2"]
+            raise OSError("the dead-letter topic is away")
+
+        batch = [msg(SubmitJob("j1", "a", 1, 0, ["t"])), ("t/0@2", b"not a command")]
+        with pytest.raises(OSError, match="dead-letter"):
+            ledger.process(batch, {("t", 0): 3}, unavailable)
+        assert ledger.state == before and store.head() == 1 and store.load_offsets("ledger") == {("t", 0): 1}
+        assert processed_rows(store) == [] and rebuild(store)["ok"]
+        recorded, dead = ledger.process(batch, {("t", 0): 3})
+        assert [r.type for r in recorded] == ["JobSubmitted"] and len(dead) == 1
+        assert store.load_offsets("ledger") == {("t", 0): 3} and rebuild(store)["ok"]
 
     # -- the ledger over the store --------------------------------------------------------------
 

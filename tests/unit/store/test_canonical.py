@@ -9,7 +9,7 @@ import rfc8785
 from hypothesis import given
 from hypothesis import strategies as st
 
-from steward.audit.verifier import canonical_json, es6_number
+from steward.store.verifier import canonical_json, es6_number
 
 json_values = st.recursive(
     st.none() | st.booleans() | st.integers(-(2**53) + 1, 2**53 - 1)

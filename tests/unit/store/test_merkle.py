@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from steward.audit.verifier import (
+from steward.store.verifier import (
     Frontier,
     consistency_path,
     inclusion_path,

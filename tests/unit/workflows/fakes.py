@@ -19,7 +19,7 @@ from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
 from steward.config import REPO_ROOT
-from steward_workflows.contracts import (
+from steward_workflows.payloads import (
     WORKFLOW_TASK_QUEUE,
     CommandMessage,
     ContractTimings,

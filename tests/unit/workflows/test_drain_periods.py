@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from steward_workflows.contracts import (
+from steward_workflows.drain import NodeDrainWorkflow
+from steward_workflows.payloads import (
     WORKFLOW_TASK_QUEUE,
     DrainInput,
     JobOnNode,
@@ -12,7 +13,6 @@ from steward_workflows.contracts import (
     PeriodCloseInput,
     PeriodFigures,
 )
-from steward_workflows.drain import NodeDrainWorkflow
 from steward_workflows.periods import PeriodCloseWorkflow
 from tests.unit.workflows.fakes import EXECUTOR, harness, run
 

@@ -13,8 +13,8 @@ from typing import Any
 
 import pytest
 
-from steward_workflows.contracts import ContractTimings
 from steward_workflows.dispatcher import RecordedPolicy, job_run_input
+from steward_workflows.payloads import ContractTimings
 from steward_workflows.settings import ContractSettings, with_recorded_policy
 
 ENV = ContractSettings(grace_s=30.0, session_warnings_s="600,60", session_at_cap="stop")
@@ -91,6 +91,7 @@ def test_the_worker_reads_the_policy_in_force_from_the_store(tmp_path: Any) -> N
     from steward.domain.state import LedgerState, evolve
     from steward.store.eventstore import EventStore, PendingAppend
     from steward.store.migrate import upgrade
+    from steward.store.recorder import EventRecorder
     from steward_workflows.facts import StoreFacts
 
     url = f"sqlite:///{tmp_path / 'store.db'}"
@@ -105,7 +106,7 @@ def test_the_worker_reads_the_policy_in_force_from_the_store(tmp_path: Any) -> N
         for ev in events:
             state = evolve(state, ev, float(at))
         with store.engine.begin() as conn:
-            store.append(conn, [PendingAppend(events, {"actor": "test"})], now=float(at))
+            EventRecorder(store).append(conn, [PendingAppend(events, {"actor": "test"})], now=float(at))
     assert facts.recorded_policy() == {"session_warnings_s": [15.0], "preemption_grace_s": 1.0}
 
 

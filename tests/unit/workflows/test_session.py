@@ -8,14 +8,14 @@ from typing import Any
 import pytest
 from temporalio.client import WorkflowUpdateFailedError
 
-from steward_workflows.contracts import (
+from steward_workflows.job_run import JobRunWorkflow
+from steward_workflows.payloads import (
     WORKFLOW_TASK_QUEUE,
     PreemptionRequest,
     SessionResult,
     UtilisationSignal,
     session_workflow_id,
 )
-from steward_workflows.job_run import JobRunWorkflow
 from steward_workflows.session import SessionWorkflow, warning_times
 from tests.unit.workflows.fakes import Harness, harness, job, run, skip, timings_for_tests
 

@@ -1,5 +1,5 @@
-// Who is signed in: the API's `me` when it has one; else the claims of a JWT (display only: the server
-// decides); else the role the user chose. The token stays in this tab's sessionStorage.
+// Who is signed in: the API's `me`; for a role the UI has no screens for, the claims of a JWT (display only:
+// the server decides), else the role the user chose. The token stays in this tab's sessionStorage.
 
 export const ROLES = ["admin", "manager", "researcher", "auditor"] as const;
 export type Role = (typeof ROLES)[number];
@@ -42,6 +42,14 @@ export function identityFromClaims(claims: Record<string, unknown> | null): Iden
     source: "token",
     capabilities: null,
   };
+}
+
+/** The API's `me` (Query.me) as the UI's identity; null when its role is not one the UI has screens for. */
+export function identityFromMe(me: { subject: string; name?: string | null; role: string; scopes: string[]; capabilities: string[] }): Identity | null {
+  const role = me.role.toLowerCase();
+  if (!isRole(role)) return null;
+  // a person signed in through the lab's provider is shown by name (ADR 0049); a token by its subject
+  return { actor: me.name || me.subject, role, scope: me.scopes.join(","), source: "api", capabilities: me.capabilities };
 }
 
 const KEY = "steward.session";

@@ -1,5 +1,7 @@
 // A small GraphQL-over-HTTP client: bearer token, JSON body, typed errors. Subscriptions live in live.ts.
 
+import type { DocumentTypeDecoration } from "@graphql-typed-document-node/core";
+
 export interface GraphQLErrorItem {
   message: string;
   path?: (string | number)[];
@@ -64,4 +66,14 @@ export async function gql<T = Record<string, unknown>>(
     throw new GraphQLRequestError(`the API answered HTTP ${res.status}`, body.errors ?? [], res.status);
   }
   return (body.data ?? {}) as T;
+}
+
+/** One of the UI's generated operations (src/api/generated.ts, from src/api/operations/*.graphql), its result
+ * and variables typed by the API's exported schema. */
+export function request<R, V extends Record<string, unknown>>(
+  doc: DocumentTypeDecoration<R, V>,
+  variables: V,
+  opts: { token?: string | null; allowPartial?: boolean } = {},
+): Promise<R> {
+  return gql<R>(doc.toString(), variables, opts);
 }

@@ -1,17 +1,27 @@
 import { useState } from "react";
 import { useApp, useData } from "../context";
-import { type AuditEvent, type Explanation, explain, fetchJob, type Job, restoreSession, RESTORE_CANDIDATES, actorOf } from "../api/queries";
-import { firstOf } from "../api/schema";
+import { type AuditEvent, type Explanation, explain, fetchJob, type Job, restoreSession } from "../api/queries";
 import { CAN } from "../api/auth";
-import { Badge, Drawer, ErrorNote, JsonView, Missing, stateTone } from "./common";
-import { countdown, protectionEndsAt, sessionCapEndsAt } from "../lib/countdown";
+import { Badge, Drawer, ErrorNote, JsonView, stateTone } from "./common";
+import { countdown } from "../lib/countdown";
+import { actorOf } from "../lib/audit";
+import { assignmentsOf, contractFacts } from "../lib/contract";
 import { formatDuration, formatRelative, formatTime, humanise, shortHash } from "../lib/format";
 import { qualificationFromEvidence, qualificationLabel } from "../lib/outlook";
+import { type PreemptionStory, readableEvidence } from "../lib/history";
+import { PreemptionStoryList } from "./AllocationHistory";
+
+/** whyPreempted's `evidence.preemption` (steward.api.explain.preemption_story), when the API records one. */
+function storyOf(evidence: unknown): PreemptionStory | null {
+  const p = evidence && typeof evidence === "object" ? (evidence as Record<string, unknown>).preemption : null;
+  return p && typeof p === "object" ? (p as PreemptionStory) : null;
+}
 
 /** Sessions the ledger restores (steward.domain.sessions.RESTORABLE_STATES). */
 export const RESTORABLE = ["SUSPENDED", "CANCELLED", "FAILED", "COMPLETED"];
 
-/** Pending / preempted in words from the job's own events, when the API has no whyPending yet. */
+/** Pending / preempted in words from the job's own events, when the API has no explanation of it (whyPending
+ * and whyPreempted answer null for a job it has none for). */
 export function explainFromEvents(job: Job, events: AuditEvent[]): string {
   const last = events.at(-1);
   if (job.state === "QUEUED") {
@@ -25,44 +35,56 @@ export function explainFromEvents(job: Job, events: AuditEvent[]): string {
   return last ? `Last event: ${last.type} at ${formatTime(last.recordedAt)}.` : "No events.";
 }
 
+/** An explanation as the drawer words it: the server's text and reason code, its evidence and its facts. */
+export interface Why {
+  summary: string;
+  code: string | null;
+  evidence: unknown;
+  facts: Record<string, unknown>;
+}
+
+const FACTS = ["blockingGpus", "blockingScope", "blockingUntil", "position", "positionInProject", "source"] as const;
+
+export function whyOf(e: Explanation): Why {
+  return {
+    summary: e.text, code: e.reason, evidence: e.evidence,
+    facts: Object.fromEntries(FACTS.filter((k) => e[k] !== null && e[k] !== undefined).map((k) => [k, e[k]])),
+  };
+}
+
+const couldNotAsk = (e: Error): Why => ({ summary: `could not ask: ${e.message}`, code: null, evidence: null, facts: {} });
+
 export function JobDrawer({ jobId, onClose }: { jobId: string; onClose: () => void }) {
-  const { schema, identity, now, refresh } = useApp();
+  const { identity, now, refresh } = useApp();
   const { data, error } = useData(async () => {
-    const job = await fetchJob(schema, jobId);
+    const job = await fetchJob(jobId);
     if (!job) return null;
     const waiting = ["QUEUED", "PREEMPTED"].includes(job.state);
-    const wasPreempted = job.state === "PREEMPTED" || (job.events ?? []).some((e) => e.type === "JobPreempted") || (job.preemptions?.length ?? 0) > 0;
-    const [pending, preempted] = await Promise.all([
-      waiting ? explain(schema, "pending", jobId).catch((e: Error): Explanation => ({ summary: `could not ask: ${e.message}`, code: null, evidence: null })) : null,
-      wasPreempted ? explain(schema, "preempted", jobId).catch((e: Error): Explanation => ({ summary: `could not ask: ${e.message}`, code: null, evidence: null })) : null,
-    ]);
+    const wasPreempted = job.state === "PREEMPTED" || job.events.some((e) => e.type === "JobPreempted");
+    const ask = (kind: "pending" | "preempted") => explain(kind, jobId).then((e) => (e ? whyOf(e) : null), couldNotAsk);
+    const [pending, preempted] = await Promise.all([waiting ? ask("pending") : null, wasPreempted ? ask("preempted") : null]);
     return { job, pending, preempted, waiting, wasPreempted };
-  }, [schema, jobId]);
+  }, [jobId]);
   const [restore, setRestore] = useState<{ busy: boolean; message: string | null; ok: boolean }>({ busy: false, message: null, ok: false });
 
   const job = data?.job;
   const events = job?.events ?? [];
   const isSession = job?.jobClass === "interactive";
-  // Contract times: the API's fields when it has them, else what the job's own events recorded.
-  const lastPayload = (type: string) => [...events].reverse().find((e) => e.type === type)?.payload as Record<string, unknown> | undefined;
-  const started = lastPayload("JobStarted");
-  const opened = lastPayload("SessionOpened");
-  const prot = job ? (job.protectionEndsAt ?? (typeof started?.protected_until === "number" ? started.protected_until : null) ?? protectionEndsAt(job)) : null;
-  const capAt = job ? (job.capEndsAt ?? (typeof opened?.cap_at === "number" ? opened.cap_at : null) ?? sessionCapEndsAt(job)) : null;
-  const warningsAt = Array.isArray(opened?.warnings_at) ? (opened!.warnings_at as number[]) : null;
-  const restoredPayload = lastPayload("SessionRestored");
-  const restoredTo = job?.restoredTo ?? (restoredPayload ? String(restoredPayload.new_job_id ?? restoredPayload.restored_to ?? "") || null : null);
-  const capSource = job?.capEndsAt != null ? "api" : typeof opened?.cap_at === "number" ? "events" : "default";
+  // Contract times the Job type does not carry: what the job's own events recorded (lib/contract.ts).
+  const facts = job ? contractFacts(job, events) : null;
+  const prot = facts?.protectionEndsAt ?? null;
+  const capAt = facts?.capAt ?? null;
+  const warningsAt = facts?.warningsAt ?? null;
   const cap = job && isSession && job.state === "RUNNING" ? countdown(capAt, now, warningsAt && capAt ? warningsAt.map((w) => capAt - w) : undefined) : null;
-  const restorePath = firstOf(schema, ...RESTORE_CANDIDATES);
-  const checkpoints: Record<string, unknown>[] = job?.checkpoints ?? events.filter((e) => /Checkpoint/.test(e.type)).map((e) => ({ at: e.recordedAt, type: e.type, ...(e.payload as object) }));
-  const preemptions: Record<string, unknown>[] = job?.preemptions ?? events.filter((e) => e.type === "JobPreempted").map((e) => ({ at: e.recordedAt, ...(e.payload as object) }));
+  const checkpoints = facts?.checkpoints ?? [];
+  const preemptions = facts?.preemptions ?? [];
+  const placement = Object.entries(assignmentsOf(job?.assignments));
 
   const doRestore = async () => {
     if (!job) return;
     setRestore({ busy: true, message: null, ok: false });
     try {
-      const out = await restoreSession(schema, job.id);
+      const out = await restoreSession(job.id);
       setRestore({ busy: false, ok: out.ok, message: out.ok ? "Restore requested: the session re-opens from its last checkpoint." : `Refused: ${out.message}` });
       refresh();
     } catch (err) {
@@ -77,7 +99,7 @@ export function JobDrawer({ jobId, onClose }: { jobId: string; onClose: () => vo
       {job && (
         <div className="job-detail" data-testid="job-drawer">
           <p>
-            <Badge tone={stateTone(job.state)}>{humanise(job.state)}</Badge> {job.jobClass ?? "batch"} · {job.gpus} GPU{job.gpus === 1 ? "" : "s"} · project <strong>{job.project}</strong>{["RUNNING", "PLACED"].includes(job.state) ? ` · ${job.funded === false ? "unfunded" : "funded"}` : ""} · attempt {job.attempt ?? 1}
+            <Badge tone={stateTone(job.state)}>{humanise(job.state)}</Badge> {job.jobClass} · {job.gpus} GPU{job.gpus === 1 ? "" : "s"} · project <strong>{job.project}</strong>{["RUNNING", "PLACED"].includes(job.state) ? ` · ${job.funded ? "funded" : "unfunded"}` : ""} · attempt {job.attempt}
           </p>
           {data.waiting && (
             <section aria-labelledby="why-pending-h">
@@ -91,15 +113,15 @@ export function JobDrawer({ jobId, onClose }: { jobId: string; onClose: () => vo
                     const label = qualificationLabel(q);
                     return <p data-testid="why-pending-quota"><Badge tone={label.tone}>{label.text}</Badge> <span className="muted">debug quota {q.quotaGpus} GPUs: {q.inUseGpus} in use, {q.aheadGpus} waiting ahead</span></p>;
                   })()}
-                  {data.pending.facts && Object.keys(data.pending.facts).length > 0 && (
+                  {Object.keys(data.pending.facts).length > 0 && (
                     <dl className="facts">{Object.entries(data.pending.facts).map(([k, val]) => <div key={k}><dt>{k}</dt><dd>{k === "blockingUntil" ? formatTime(Number(val)) : String(val)}</dd></div>)}</dl>
                   )}
-                  <details open><summary>Evidence</summary><JsonView value={data.pending.evidence} label="why pending evidence" /></details>
+                  <details open><summary>Evidence</summary><JsonView value={readableEvidence(data.pending.evidence)} label="why pending evidence" /></details>
                 </>
               ) : (
                 <>
                   <p className="why" data-testid="why-pending">{explainFromEvents(job, events)}</p>
-                  <Missing fields={["Query.whyPending(job: ID!): Explanation { summary reasonCode evidence }"]}>explained from the job's own events</Missing>
+                  <p className="note small" role="note">The scheduler has no explanation of this job: told from its own events.</p>
                 </>
               )}
             </section>
@@ -110,12 +132,13 @@ export function JobDrawer({ jobId, onClose }: { jobId: string; onClose: () => vo
               {data.preempted ? (
                 <>
                   <p className="why" data-testid="why-preempted">{data.preempted.summary}{data.preempted.code && <> <code>{data.preempted.code}</code></>}</p>
-                  <details open><summary>Evidence</summary><JsonView value={data.preempted.evidence} label="why preempted evidence" /></details>
+                  <PreemptionStoryList story={storyOf(data.preempted.evidence)} />
+                  <details open><summary>Evidence</summary><JsonView value={readableEvidence(data.preempted.evidence)} label="why preempted evidence" /></details>
                 </>
               ) : (
                 <>
                   <p className="why" data-testid="why-preempted">{explainFromEvents({ ...job, state: "PREEMPTED" }, events)}</p>
-                  <Missing fields={["Query.whyPreempted(job: ID!): Explanation"]} />
+                  <p className="note small" role="note">No recorded preemption explains it: told from the job's own events.</p>
                 </>
               )}
             </section>
@@ -124,12 +147,12 @@ export function JobDrawer({ jobId, onClose }: { jobId: string; onClose: () => vo
             <div><dt>submitted</dt><dd>{formatTime(job.submittedAt)}</dd></div>
             <div><dt>started</dt><dd>{formatTime(job.startedAt)}</dd></div>
             <div><dt>min runtime</dt><dd>{formatDuration(job.minRuntimeS)}</dd></div>
-            <div><dt>protection ends</dt><dd data-testid="protection-ends">{job.state !== "RUNNING" ? "—" : prot ? `${formatTime(prot)} (${formatRelative(prot, now)})` : job.funded === false ? "unprotected (unfunded)" : "—"}</dd></div>
+            <div><dt>protection ends</dt><dd data-testid="protection-ends">{job.state !== "RUNNING" ? "—" : prot ? `${formatTime(prot)} (${formatRelative(prot, now)})${facts?.protectionSource === "estimate" ? " (estimated: start + min runtime)" : ""}` : !job.funded ? "unprotected (unfunded)" : "—"}</dd></div>
             {job.endedAt ? <div><dt>ended</dt><dd>{formatTime(job.endedAt)}{job.exitCode !== null && job.exitCode !== undefined ? ` · exit ${job.exitCode}` : ""}</dd></div> : null}
             <div><dt>resumable</dt><dd>{job.resumable ? "yes" : "no"}</dd></div>
-            {restoredTo ? <div><dt>restored as</dt><dd><code data-testid="restored-to">{restoredTo}</code></dd></div> : null}
-            {job.restoredFrom ? <div><dt>restored from</dt><dd><code>{job.restoredFrom}</code></dd></div> : null}
-            <div><dt>placement</dt><dd>{job.assignments && Object.keys(job.assignments).length ? Object.entries(job.assignments).map(([n, g]) => `${n}: GPUs ${g.join(",")}`).join("; ") : "—"}</dd></div>
+            {facts?.restoredTo ? <div><dt>restored as</dt><dd><code data-testid="restored-to">{facts.restoredTo}</code></dd></div> : null}
+            {facts?.restoredFrom ? <div><dt>restored from</dt><dd><code>{facts.restoredFrom}</code></dd></div> : null}
+            <div><dt>placement</dt><dd>{placement.length ? placement.map(([n, g]) => `${n}: GPUs ${g.join(",")}`).join("; ") : "—"}</dd></div>
           </dl>
           {isSession && (
             <section aria-labelledby="session-h" className="session-box">
@@ -143,16 +166,15 @@ export function JobDrawer({ jobId, onClose }: { jobId: string; onClose: () => vo
               {cap && warningsAt && (
                 <p className="small">Warnings at {warningsAt.map((w) => formatTime(w)).join(", ")}; cap at {formatTime(capAt)}.</p>
               )}
-              {capSource === "default" && isSession && job.state === "RUNNING" && <Missing fields={["Job.sessionCapAt: Float", "Job.sessionWarningsAt: [Float!]"]}>cap assumed to be start + 8 h (the default policy)</Missing>}
+              {facts?.capSource === "estimate" && job.state === "RUNNING" && <p className="note small" role="note">No SessionOpened event records this session's cap: assumed start + 8 h (the default policy).</p>}
               {CAN.restoreSessions(identity.role) && (
                 <div className="actions">
-                  <button type="button" onClick={doRestore} disabled={!restorePath || restore.busy || !RESTORABLE.includes(job.state)} data-testid="restore">
+                  <button type="button" onClick={doRestore} disabled={restore.busy || !RESTORABLE.includes(job.state)} data-testid="restore">
                     {restore.busy ? "Restoring…" : "Restore session"}
                   </button>
                   {!RESTORABLE.includes(job.state) && <span className="muted">Restore is for stopped or preempted sessions.</span>}
                 </div>
               )}
-              {!restorePath && <Missing fields={["Mutation.restoreSession(id: ID!): RestoreSessionResult"]}>the restore button is disabled until then</Missing>}
               {restore.message && <p className={restore.ok ? "ok" : "error"} role="status" data-testid="restore-result">{restore.message}</p>}
             </section>
           )}
@@ -160,7 +182,7 @@ export function JobDrawer({ jobId, onClose }: { jobId: string; onClose: () => vo
           {checkpoints.length ? <ul className="history">{checkpoints.map((c, i) => <li key={i}>{formatTime(Number(c.at ?? c.recordedAt ?? c.time))} <JsonView value={c} /></li>)}</ul> : <p className="muted">None recorded.</p>}
           <h3>Preemptions</h3>
           {preemptions.length ? <ul className="history">{preemptions.map((c, i) => <li key={i}>{formatTime(Number(c.at ?? c.recordedAt ?? c.time))} <JsonView value={c} /></li>)}</ul> : <p className="muted">None.</p>}
-          {job.decisions && job.decisions.length > 0 && (
+          {job.decisions.length > 0 && (
             <>
               <h3>Decisions and their evidence</h3>
               <ol className="events" data-testid="decisions">

@@ -1,14 +1,13 @@
 import { useState } from "react";
 import { buildTree, flatten, type AllocationRow, type TreeNode } from "../lib/tree";
-import { formatGpuHours, formatPercent, formatShare } from "../lib/format";
+import { formatGpuHours, formatPercent, formatRatio, formatShare, formatTime } from "../lib/format";
 import { quotaText } from "../lib/outlook";
 
 /** The allocation tree as an indented table (a treegrid for keyboard users: arrows move, Enter selects). */
-export function TreeTable({ rows, selected, onSelect, usage, label, testid }: {
+export function TreeTable({ rows, selected, onSelect, label, testid }: {
   rows: AllocationRow[];
   selected?: string | null;
   onSelect?: (name: string) => void;
-  usage?: Map<string, { usage: number; burn: number | null }>;
   label: string;
   testid?: string;
 }) {
@@ -28,16 +27,18 @@ export function TreeTable({ rows, selected, onSelect, usage, label, testid }: {
     e.preventDefault();
   };
   const quotas = rows.some((r) => r.debugQuotaGpus);
+  const books = rows.some((r) => r.owed !== undefined && r.owed !== null);
+  const window = rows.find((r) => r.window)?.window ?? "window";
+  const windowEnd = rows.find((r) => r.windowEnd)?.windowEnd ?? undefined;
   if (!rows.length) return <p className="muted">No allocations yet: an admin applies the tree (<code>steward tree apply</code>).</p>;
   return (
-    <table className="tree" role="treegrid" aria-label={label} data-testid={testid}>
+    <table className="tree" role="treegrid" aria-label={label} data-testid={testid} data-window-end={windowEnd}>
       <thead>
-        <tr><th scope="col">allocation</th><th scope="col">share</th><th scope="col">entitlement</th><th scope="col">usage in window</th><th scope="col">burn</th>{quotas && <th scope="col" title="GPUs of debug work ahead of the fair-share order">debug quota</th>}</tr>
+        <tr><th scope="col">allocation</th><th scope="col">share</th><th scope="col">entitlement</th><th scope="col">usage in window</th>{books && <><th scope="col" title={windowEnd ? `figures to ${formatTime(windowEnd)}` : undefined}>owed ({window})</th><th scope="col">delivered ({window})</th><th scope="col">delivered / owed</th></>}<th scope="col">burn</th>{quotas && <th scope="col" title="GPUs of debug work ahead of the fair-share order">debug quota</th>}</tr>
       </thead>
       <tbody>
         {visible.map((n, i) => {
-          const u = usage?.get(n.name);
-          const burn = n.burn ?? u?.burn ?? null;
+          const burn = n.burn ?? null;
           return (
             <tr key={n.name} tabIndex={0} aria-level={n.depth + 1} aria-expanded={n.children.length ? !collapsed.has(n.name) : undefined}
               aria-selected={selected === n.name} className={selected === n.name ? "selected" : ""} onKeyDown={(e) => onKey(e, n, i)}
@@ -55,7 +56,12 @@ export function TreeTable({ rows, selected, onSelect, usage, label, testid }: {
                 <span className="bar" style={{ width: `${Math.min(100, n.entitlement * 100)}%` }} aria-hidden="true" />
                 {formatPercent(n.entitlement)}
               </td>
-              <td className="num">{formatGpuHours(n.usageInWindow ?? u?.usage ?? null)}</td>
+              <td className="num">{formatGpuHours(n.usageInWindow ?? null)}</td>
+              {books && <>
+                <td className="num" data-testid={`owed-${n.name}`}>{formatGpuHours(n.owed ?? null)}</td>
+                <td className="num" data-testid={`delivered-${n.name}`}>{formatGpuHours(n.delivered ?? null)}</td>
+                <td className={`num nowrap ${(n.deliveredOverOwed ?? 1) < 0.9 ? "bad" : ""}`} data-testid={`ratio-${n.name}`}>{formatRatio(n.deliveredOverOwed)}</td>
+              </>}
               <td className={`num ${burn !== null && burn > 1 ? "warn" : ""}`}>{formatPercent(burn, 0)}</td>
               {quotas && <td className="num nowrap" data-testid={`quota-${n.name}`}>{quotaText(n.debugQuotaGpus)}</td>}
             </tr>

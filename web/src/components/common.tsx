@@ -1,17 +1,5 @@
 import { useEffect, useRef, type ReactNode } from "react";
 
-/** Says which API field a panel waits for, and what it shows meanwhile. */
-export function Missing({ fields, children }: { fields: string[]; children?: ReactNode }) {
-  return (
-    <p className="missing" role="note" data-missing={fields.join(" ")}>
-      <strong>Needs API:</strong> {fields.map((f, i) => (
-        <span key={f}>{i > 0 && ", "}<code>{f}</code></span>
-      ))}
-      {children ? <> — {children}</> : null}
-    </p>
-  );
-}
-
 export function ErrorNote({ error }: { error: string | null }) {
   if (!error) return null;
   return <p className="error" role="alert">{error}</p>;
@@ -45,16 +33,23 @@ export function stateTone(state: string): "ok" | "warn" | "bad" | "info" | "mute
 /** A side drawer as a modal dialog: focus moves in, Escape closes, focus returns to the opener. */
 export function Drawer({ title, onClose, children }: { title: string; onClose: () => void; children: ReactNode }) {
   const ref = useRef<HTMLDivElement>(null);
+  // The latest onClose, read when Escape is pressed: the screens pass a new function on every redraw (each
+  // second, for the clock), and an effect depending on it would move the focus to the opener and back into
+  // the drawer each time, away from where the keyboard had put it.
+  const close = useRef(onClose);
+  useEffect(() => {
+    close.current = onClose;
+  }, [onClose]);
   useEffect(() => {
     const opener = document.activeElement as HTMLElement | null;
     ref.current?.focus();
-    const onKey = (e: KeyboardEvent) => e.key === "Escape" && onClose();
+    const onKey = (e: KeyboardEvent) => e.key === "Escape" && close.current();
     document.addEventListener("keydown", onKey);
     return () => {
       document.removeEventListener("keydown", onKey);
       opener?.focus?.();
     };
-  }, [onClose]);
+  }, []);
   return (
     <div className="drawer-backdrop" onClick={onClose}>
       <div className="drawer" role="dialog" aria-modal="true" aria-label={title} tabIndex={-1} ref={ref} onClick={(e) => e.stopPropagation()}>

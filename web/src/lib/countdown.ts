@@ -29,24 +29,16 @@ export function countdown(endsAt: number | null | undefined, now: number, warnin
   return { remainingS: remaining, level, label: `${formatDuration(remaining)} left`, nextWarningS: next };
 }
 
-/** Protection ends `min_runtime` after the (latest) start, for funded work; unfunded work has none. */
-export function protectionEndsAt(job: {
-  protectionEndsAt?: number | null;
-  startedAt?: number | null;
-  minRuntimeS?: number | null;
-  funded?: boolean | null;
-}): number | null {
-  if (job.protectionEndsAt !== undefined) return job.protectionEndsAt ?? null;
+/** The estimate of when protection ends where no JobStarted says (lib/contract.ts): `min_runtime` after the
+ * (latest) start, for funded work; unfunded work has none. */
+export function protectionEndsAt(job: { startedAt?: number | null; minRuntimeS?: number | null; funded?: boolean | null }): number | null {
   if (!job.startedAt || !job.funded || !job.minRuntimeS) return null;
   return job.startedAt + job.minRuntimeS;
 }
 
-/** A session's cap: what the API says, else start + the policy's cap (8 h by default). */
-export function sessionCapEndsAt(
-  job: { capEndsAt?: number | null; startedAt?: number | null },
-  capS: number = DEFAULT_SESSION_CAP_S,
-): number | null {
-  if (job.capEndsAt !== undefined && job.capEndsAt !== null) return job.capEndsAt;
+/** The estimate of a session's cap where no SessionOpened says (lib/contract.ts): start + the policy's cap
+ * (8 h by default). */
+export function sessionCapEndsAt(job: { startedAt?: number | null }, capS: number = DEFAULT_SESSION_CAP_S): number | null {
   if (!job.startedAt) return null;
   return job.startedAt + capS;
 }

@@ -7,6 +7,12 @@ export function formatPercent(fraction: number | null | undefined, digits = 1): 
   return `${fixed.replace(/\.0+$/, "")} %`;
 }
 
+/** delivered ÷ owed as it is: "85 %", "135 % (over-delivery)" above 1 (never capped), "—" when nothing owed. */
+export function formatRatio(ratio: number | null | undefined): string {
+  const pct = formatPercent(ratio, 0);
+  return ratio !== null && ratio !== undefined && ratio > 1 ? `${pct} (over-delivery)` : pct;
+}
+
 /** "45 s", "12 min 05 s", "2 h 05 min", "3 d 4 h"; negative durations read as "0 s". */
 export function formatDuration(seconds: number | null | undefined): string {
   if (seconds === null || seconds === undefined || !Number.isFinite(seconds)) return "—";

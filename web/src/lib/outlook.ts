@@ -30,9 +30,6 @@ export interface DebugQuota {
   setOn: string | null;
 }
 
-export const OUTLOOK_SELECTION =
-  "funded reason fundedByLane protectionS askedProtectionS project allocation inUseGpus entitledGpus message qualification { qualified reason quotaGpus inUseGpus aheadGpus }";
-
 export interface SubmitForm {
   project: string;
   gpus: string;

@@ -24,7 +24,8 @@ export interface OwedAllocation {
   delivered: number;
   demand: number;
   entitled: number;
-  ratio: number | null;
+  ratio: number | null; // delivered ÷ owed as it is (above 1: over-delivery)
+  overDelivered?: boolean;
 }
 export interface OwedPeriod {
   periodId: string;
@@ -33,6 +34,7 @@ export interface OwedPeriod {
   current: boolean;
   recorded: boolean;
   deliveredOfOwed: number | null;
+  label?: string; // the period in words, from the API
   allocations: OwedAllocation[];
 }
 export interface OverviewData {
@@ -47,11 +49,6 @@ export interface OverviewData {
   preemptionsPerDay: { day: string; count: number }[];
   owedDelivered: OwedPeriod[];
 }
-
-export const OVERVIEW_SELECTION = `position since until stepS capacityGpus
-  occupancy { t funded unfunded idle capacity } demandByHourOfWeek
-  waits { jobClass jobs started waiting p50S p90S maxS } preemptionsPerDay { day count }
-  owedDelivered { periodId start end current recorded deliveredOfOwed allocations { name isProject owed delivered demand entitled ratio } }`;
 
 /** The browser's offset from UTC in seconds (east positive), for the hour-of-week and per-day figures. */
 export function utcOffsetSeconds(d: Date = new Date()): number {

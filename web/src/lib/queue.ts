@@ -1,31 +1,33 @@
-// The queue when the API does not rank it yet: waiting jobs in submit order (priority first inside a
-// project), positions overall and inside the project. The real order is the fair-share walk (Query.queue).
+// The queue (Query.queue) as the screen lists it: one row per entry in the scheduler's order; another tenant's
+// job is a position only (its id, project and size are not the viewer's to see).
 
-export interface Waiting {
-  id: string;
+import type { QueueQuery } from "../api/generated";
+
+type Entry = QueueQuery["queue"]["entries"][number];
+export type QueueJob = NonNullable<Entry["job"]>;
+
+export interface QueueRow {
+  /** null: another tenant's job, shown only as its position. */
+  job: QueueJob | null;
   project: string;
-  state: string;
-  gpus: number;
-  priority?: number;
-  submittedAt: number;
-}
-
-export interface Ranked<T> {
-  job: T;
   position: number;
-  positionInProject: number;
+  positionInProject: number | null;
+  reasonCode: string | null;
+  text: string | null;
+  /** What blocks it, in words ("8 GPUs"): the GPUs it still needs. */
+  blocking: string | null;
 }
 
-export const WAITING_STATES = ["QUEUED", "PREEMPTED"];
+export const OTHER_TENANT = "(another tenant)";
 
-export function rankBySubmitOrder<T extends Waiting>(jobs: T[]): Ranked<T>[] {
-  const waiting = jobs
-    .filter((j) => WAITING_STATES.includes(j.state))
-    .sort((a, b) => a.submittedAt - b.submittedAt || (b.priority ?? 0) - (a.priority ?? 0) || a.id.localeCompare(b.id));
-  const perProject = new Map<string, number>();
-  return waiting.map((job, i) => {
-    const p = (perProject.get(job.project) ?? 0) + 1;
-    perProject.set(job.project, p);
-    return { job, position: i + 1, positionInProject: p };
-  });
+export function queueRows(entries: Entry[]): QueueRow[] {
+  return entries.map((e) => ({
+    job: e.mine ? e.job : null,
+    project: e.mine && e.job ? e.job.project : OTHER_TENANT,
+    position: e.position,
+    positionInProject: e.positionInProject,
+    reasonCode: e.reason,
+    text: e.text,
+    blocking: e.blockingGpus != null ? `${e.blockingGpus} GPUs` : null,
+  }));
 }

@@ -1,29 +1,30 @@
-// Blocks and nodes from the nodes' topology paths, with occupancy from running jobs' assignments, and the
+// Blocks and nodes from the nodes' topology paths, with their occupancy (Node.usedGpus), and the
 // fragmentation figure: free GPUs that the largest waiting gang cannot use.
 
 export interface NodeRow {
   id: string;
   gpus: number;
-  gpuModel?: string;
   path: string[];
-  state?: string;
-  usedGpus?: number | null;
-  reservedGpus?: number | null;
+  state: string;
+  usedGpus: number;
 }
 
-export interface NodeView extends NodeRow {
+export interface NodeView<N extends NodeRow = NodeRow> {
+  node: N;
+  id: string;
+  gpus: number;
+  path: string[];
+  state: string;
   used: number;
-  reserved: number;
   free: number;
   block: string;
 }
 
-export interface BlockView {
+export interface BlockView<N extends NodeRow = NodeRow> {
   name: string;
-  nodes: NodeView[];
+  nodes: NodeView<N>[];
   gpus: number;
   used: number;
-  reserved: number;
   free: number;
 }
 
@@ -32,31 +33,18 @@ export function blockOf(path: string[]): string {
   return path.length > 1 ? path.slice(0, -1).join("/") : "(no block)";
 }
 
-export function usedByNode(jobs: { state: string; assignments?: unknown }[]): Map<string, number> {
-  const used = new Map<string, number>();
-  for (const j of jobs) {
-    if (!["RUNNING", "PLACED"].includes(j.state) || !j.assignments || typeof j.assignments !== "object") continue;
-    for (const [node, gpus] of Object.entries(j.assignments as Record<string, unknown>)) {
-      used.set(node, (used.get(node) ?? 0) + (Array.isArray(gpus) ? gpus.length : Number(gpus) || 0));
-    }
-  }
-  return used;
-}
-
-export function blocks(nodes: NodeRow[], used: Map<string, number>): BlockView[] {
-  const byBlock = new Map<string, NodeView[]>();
+export function blocks<N extends NodeRow>(nodes: N[]): BlockView<N>[] {
+  const byBlock = new Map<string, NodeView<N>[]>();
   for (const n of nodes) {
-    const u = n.usedGpus ?? used.get(n.id) ?? 0;
-    const r = n.reservedGpus ?? 0;
-    const view: NodeView = { ...n, used: u, reserved: r, free: Math.max(0, n.gpus - u - r), block: blockOf(n.path) };
+    const view: NodeView<N> = { node: n, id: n.id, gpus: n.gpus, path: n.path, state: n.state, used: n.usedGpus, free: Math.max(0, n.gpus - n.usedGpus), block: blockOf(n.path) };
     (byBlock.get(view.block) ?? byBlock.set(view.block, []).get(view.block)!).push(view);
   }
   return [...byBlock.entries()]
     .sort(([a], [b]) => a.localeCompare(b, undefined, { numeric: true }))
     .map(([name, list]) => {
       list.sort((a, b) => a.id.localeCompare(b.id, undefined, { numeric: true }));
-      const sum = (f: (n: NodeView) => number) => list.reduce((s, n) => s + f(n), 0);
-      return { name, nodes: list, gpus: sum((n) => n.gpus), used: sum((n) => n.used), reserved: sum((n) => n.reserved), free: sum((n) => n.free) };
+      const sum = (f: (n: NodeView<N>) => number) => list.reduce((s, n) => s + f(n), 0);
+      return { name, nodes: list, gpus: sum((n) => n.gpus), used: sum((n) => n.used), free: sum((n) => n.free) };
     });
 }
 

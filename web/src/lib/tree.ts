@@ -9,8 +9,11 @@ export interface AllocationRow {
   entitlement?: number | null;
   usageInWindow?: number | null; // GPU-seconds
   entitledInWindow?: number | null; // GPU-seconds
-  owed?: number | null;
+  owed?: number | null; // GPU-seconds over `window`
   delivered?: number | null;
+  deliveredOverOwed?: number | null; // as it is: above 1 is over-delivery
+  window?: string | null; // the window in words ("last 7 days")
+  windowEnd?: number | null; // the time the window's figures run to (epoch seconds)
   burn?: number | null;
   debugQuotaGpus?: import("./outlook").DebugQuota | null;
 }

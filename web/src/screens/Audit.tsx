@@ -1,25 +1,28 @@
 import { useEffect, useMemo, useState } from "react";
 import { useApp, useData } from "../context";
-import { actorOf, type Allocation, type AuditEvent, fetchAllocations, fetchEvents, fetchJobs, fetchStateAt, type Job, verifyRange, type Verification } from "../api/queries";
-import { firstOf } from "../api/schema";
+import { verdict, verdictClass } from "../lib/verify";
+import { type AuditEvent, type BudgetReport, fetchAllocations, fetchBudgetReport, fetchEvents, fetchJobs, fetchStateAtPin, type StateAtPage, verifyRange, type Verification } from "../api/queries";
 import { canReadAudit } from "../api/auth";
-import { ErrorNote, JsonView, Missing, Panel } from "../components/common";
+import { actorOf } from "../lib/audit";
+import { ErrorNote, JsonView, Panel } from "../components/common";
 import { TreeTable } from "../components/TreeTable";
-import { treeFromEvents } from "../lib/tree";
-import { formatTime, shortHash } from "../lib/format";
+import { type AllocationRow, treeFromEvents } from "../lib/tree";
+import { formatGpuHours, formatRatio, formatTime, shortHash } from "../lib/format";
+import { type Pin, waitingOf } from "../lib/timetravel";
+import { TimeTravelControl } from "../components/TimeTravelControl";
 
 const TYPES = ["", "AllocationsSet", "NodeRegistered", "JobSubmitted", "JobPlaced", "JobStarted", "JobCompleted", "JobFailed", "JobCancelled", "JobPreempted", "CommandRejected"];
 
 const SINCE = [{ label: "last hour", s: 3600 }, { label: "last 24 h", s: 86400 }, { label: "last 7 days", s: 7 * 86400 }, { label: "all time", s: 0 }];
 
 export function AuditScreen() {
-  const { schema, identity } = useApp();
+  const { identity } = useApp();
   const readAudit = canReadAudit(identity);
   const [filter, setFilter] = useState({ stream: "", type: "", actor: "", since: 1 });
   const { data, error } = useData(() => {
     const s = SINCE[filter.since].s;
-    return fetchEvents(schema, { ...filter, since: s ? Date.now() / 1000 - s : undefined }, 300, readAudit);
-  }, [schema, filter.stream, filter.type, filter.actor, filter.since, readAudit]);
+    return fetchEvents({ ...filter, since: s ? Date.now() / 1000 - s : undefined }, 300, readAudit);
+  }, [filter.stream, filter.type, filter.actor, filter.since, readAudit]);
   const events = data?.events ?? [];
   return (
     <div className="audit">
@@ -31,9 +34,10 @@ export function AuditScreen() {
           <label className="inline">Since <select value={filter.since} onChange={(e) => setFilter({ ...filter, since: Number(e.target.value) })}>{SINCE.map((o, i) => <option key={o.label} value={i}>{o.label}</option>)}</select></label>
         </form>
         <ErrorNote error={error} />
-        {data?.source === "jobs" && (readAudit
-          ? <Missing fields={["Query.auditEvents(first, after, filter: EventFilter): EventConnection"]}>showing only the latest jobs' own streams</Missing>
-          : <Missing fields={[`auditEvents for the ${identity.role} role (own subtree)`]}>your role may not read the audit stream: showing the events of the latest jobs you can see; allocation changes appear here for auditors and admins</Missing>)}
+        {!readAudit && (
+          <p className="note" role="note" data-testid="audit-own-streams">
+            Your role ({identity.role}) may not read the audit stream: showing the events of the latest jobs you can see; allocation changes appear here for auditors and admins.
+          </p>)}
         {data?.truncated && <p className="muted">Showing the newest 300 matching events; narrow the filters to see older ones.</p>}
         <table className="data events-table" data-testid="events-table">
           <caption className="sr-only">Recorded events, newest first; expand one for its payload (the evidence) and metadata</caption>
@@ -78,35 +82,42 @@ function EventRow({ e }: { e: AuditEvent }) {
 }
 
 function VerifyPanel() {
-  const { schema } = useApp();
   const [from, setFrom] = useState("1");
   const [to, setTo] = useState("");
   const [result, setResult] = useState<{ busy: boolean; v: Verification | null; error: string | null }>({ busy: false, v: null, error: null });
-  const path = firstOf(schema, "Query.verify", "Query.verifyChain", "Query.auditVerify", "Query.verification");
-  const run = async (e: React.FormEvent) => {
-    e.preventDefault();
+  const check = async (start: string) => {
     setResult({ busy: true, v: null, error: null });
     try {
-      const v = await verifyRange(schema, from ? Number(from) : null, to ? Number(to) : null);
+      const v = await verifyRange(start ? Number(start) : null, to ? Number(to) : null);
       setResult({ busy: false, v, error: null });
     } catch (err) {
       setResult({ busy: false, v: null, error: err instanceof Error ? err.message : String(err) });
     }
+  };
+  const run = async (e: React.FormEvent) => {
+    e.preventDefault();
+    await check(from);
+  };
+  const next = result.v?.truncated && result.v.reached !== null ? String(result.v.reached + 1) : null;
+  const goOn = async () => {
+    if (!next) return;
+    setFrom(next);
+    await check(next);
   };
   return (
     <Panel title="Verify the hash chain" id="verify">
       <form onSubmit={run} className="verify">
         <label className="inline">From position <input type="number" min={1} value={from} onChange={(e) => setFrom(e.target.value)} size={6} /></label>
         <label className="inline">to <input type="number" min={1} value={to} placeholder="head" onChange={(e) => setTo(e.target.value)} size={6} /></label>
-        <button type="submit" disabled={!path || result.busy}>{result.busy ? "Verifying…" : "Verify range"}</button>
+        <button type="submit" disabled={result.busy}>{result.busy ? "Verifying…" : "Verify range"}</button>
       </form>
-      {!path && <Missing fields={["Query.verify(from: Int, to: Int): Verification { ok checked firstBad message }"]}>the server recomputes each hash from the previous one; the browser cannot</Missing>}
       <ErrorNote error={result.error} />
       {result.v && (
-        <p className={result.v.ok ? "ok verify-result" : "error verify-result"} role="status" data-testid="verify-result">
-          {result.v.ok ? "✔ Intact" : "✘ Broken"}: {result.v.message}
+        <p className={`${verdictClass(result.v)} verify-result`} role="status" data-testid="verify-result">
+          {verdict(result.v)}: {result.v.message}
           {result.v.checked !== null ? ` · ${result.v.checked} events checked` : ""}
           {result.v.firstBad !== null ? ` · first bad position ${result.v.firstBad}` : ""}
+          {next && result.v.firstBad === null ? <> · <button type="button" onClick={goOn} disabled={result.busy}>Go on from position {next}</button></> : null}
         </p>
       )}
     </Panel>
@@ -114,41 +125,103 @@ function VerifyPanel() {
 }
 
 function TimeTravel({ events }: { events: AuditEvent[] | null }) {
-  const { schema, now } = useApp();
-  const stateAtPath = firstOf(schema, "Query.stateAt", "Query.asOf", "Query.stateAsOf");
+  const { now } = useApp();
   const { data } = useData(async () => {
-    const [jobs, allocations] = await Promise.all([fetchJobs(schema, {}, 1000), fetchAllocations(schema)]);
+    const [jobs, allocations] = await Promise.all([fetchJobs({}, 1000), fetchAllocations()]);
     return { jobs, allocations };
-  }, [schema]);
+  }, []);
   const start = useMemo(() => {
     const times = [...(data?.jobs.map((j) => j.submittedAt) ?? []), ...(events?.map((e) => e.recordedAt) ?? [])];
     return times.length ? Math.floor(Math.min(...times)) - 1 : Math.floor(now) - 3600;
   }, [data, events, now]);
   const end = Math.ceil(now);
   const [at, setAt] = useState<number | null>(null);
+  const [typed, setTyped] = useState<Pin | null>(null); // a date or a position typed in the control
+  const pin: Pin | null = typed ?? (at === null ? null : { at });
   const when = at ?? end;
-  const [asOf, setAsOf] = useState<{ allocations: Allocation[]; waiting: Job[]; position: number | null } | null>(null);
+  const [state, setState] = useState<{ page: StateAtPage; report: BudgetReport | null; refused: string | null } | null>(null);
+  const [refused, setRefused] = useState<string | null>(null);
   useEffect(() => {
-    if (!stateAtPath || at === null) return setAsOf(null);
-    const t = window.setTimeout(() => fetchStateAt(schema, at).then(setAsOf, () => setAsOf(null)), 250);
-    return () => window.clearTimeout(t);
-  }, [at, schema, stateAtPath]);
+    if (pin === null) {
+      setState(null);
+      setRefused(null);
+      return;
+    }
+    let live = true;
+    const t = window.setTimeout(() => {
+      // the state and the figures of one position: the report is pinned to the position the state names
+      fetchStateAtPin(pin).then(async (page) => {
+        let report: BudgetReport | null = null;
+        let why: string | null = null;
+        if (page.position > 0) {
+          try {
+            report = await fetchBudgetReport(86400, 1, { position: page.position });
+          } catch (err) {
+            why = err instanceof Error ? err.message : String(err);
+          }
+        }
+        if (live) {
+          setState({ page, report, refused: why });
+          setRefused(null);
+        }
+      }, (err: unknown) => {
+        if (live) {
+          setState(null); // never the previous moment's state under the new moment's heading
+          setRefused(err instanceof Error ? err.message : String(err));
+        }
+      });
+    }, typed ? 0 : 250);
+    return () => {
+      live = false;
+      window.clearTimeout(t);
+    };
+    // eslint-disable-next-line react-hooks/exhaustive-deps
+  }, [JSON.stringify(pin)]);
 
-  const tree = asOf?.allocations ?? (events && at !== null ? treeFromEvents(events, when) : data?.allocations ?? []);
-  const waiting = asOf?.waiting ?? (data?.jobs ?? []).filter((j) => j.submittedAt <= when && !(j.startedAt && j.startedAt <= when) && !(j.endedAt && j.endedAt <= when));
+  const fromLog = state?.page ?? null;
+  // until the state of the moment comes: the tree replayed from the AllocationsSet events on screen, or now's
+  const tree: AllocationRow[] = fromLog ? fromLog.allocations : events && at !== null ? treeFromEvents(events, when) : data?.allocations ?? [];
+  const listed = fromLog ? waitingOf(fromLog) : null;
+  const waiting = listed ? listed.shown : (data?.jobs ?? []).filter((j) => j.submittedAt <= when && !(j.startedAt && j.startedAt <= when) && !(j.endedAt && j.endedAt <= when));
+  const waitingCount = listed ? listed.count : waiting.length;
+  const position = fromLog ? fromLog.position : null;
+  const current = state?.report?.periods.find((p) => p.current) ?? null;
+  const label = typed && "position" in typed ? `position ${typed.position}` : formatTime(typed && "at" in typed ? typed.at : when);
   return (
     <Panel title="As of a past moment" id="timetravel">
-      <label htmlFor="asof">Time: <output htmlFor="asof" data-testid="asof-time">{at === null ? `now (${formatTime(end)})` : formatTime(when)}</output></label>
-      <input id="asof" type="range" min={start} max={end} step={1} value={when} onChange={(e) => setAt(Number(e.target.value) >= end ? null : Number(e.target.value))}
+      <label htmlFor="asof">Time: <output htmlFor="asof" data-testid="asof-time">{pin === null ? `now (${formatTime(end)})` : label}</output></label>
+      <input id="asof" type="range" min={start} max={end} step={1} value={when} onChange={(e) => { setTyped(null); setAt(Number(e.target.value) >= end ? null : Number(e.target.value)); }}
         aria-valuetext={formatTime(when)} data-testid="time-slider" />
-      {!stateAtPath && <Missing fields={["Query.stateAt(at: Float!): StateAsOf { allocations queue }"]}>{events ? "tree replayed in the browser from AllocationsSet events" : "tree shown as now"}; queue reconstructed from job times</Missing>}
-      {asOf?.position ? <p className="muted" data-testid="asof-position">State folded from the log up to position {asOf.position}.</p> : null}
+      <TimeTravelControl id="audit" pin={typed} onPin={(p) => { setTyped(p); if (p === null) setAt(null); }} />
+      {refused && <p className="bad" role="alert" data-testid="asof-refused">Not shown: {refused}</p>}
+      {position ? <p className="muted" data-testid="asof-position" data-position={position}>State folded from the log up to position {position}{fromLog?.recordedAt ? `, recorded ${formatTime(fromLog.recordedAt)}` : ""}.</p> : null}
       <h3>Tree</h3>
-      <TreeTable rows={tree} label={`Allocation tree as of ${formatTime(when)}`} testid="asof-tree" />
-      <h3>Queue <span className="muted" data-testid="asof-queue-count">{waiting.length} waiting</span></h3>
+      <TreeTable rows={tree} label={`Allocation tree as of ${label}`} testid="asof-tree" />
+      {fromLog && <p className="small muted" data-testid="asof-counts">Jobs then: {fromLog.jobCounts.length ? fromLog.jobCounts.map((c) => `${c.count} ${c.state.toLowerCase()}`).join(", ") : "none"}.</p>}
+      <h3>Queue <span className="muted" data-testid="asof-queue-count">{waitingCount} waiting</span></h3>
+      {listed?.note && <p className="small warn" data-testid="asof-queue-truncated">{listed.note}</p>}
       <ul className="asof-queue">
         {waiting.slice(0, 30).map((j) => <li key={j.id}><code>{j.id}</code> {j.project} · {j.gpus} GPU</li>)}
       </ul>
+      {waiting.length > 30 && <p className="small muted">The first 30 of {waitingCount} waiting are listed.</p>}
+      {state?.refused && <p className="small bad">Owed vs delivered not shown: {state.refused}</p>}
+      {state?.report && current && (
+        <>
+          <h3>Owed vs delivered then <span className="muted small">({current.label}, to {formatTime(state.report.asOf)})</span></h3>
+          <table className="compact" data-testid="asof-books" data-position={state.report.position}>
+            <caption className="sr-only">Owed vs delivered per project in the period as of the moment shown</caption>
+            <thead><tr><th scope="col">project</th><th scope="col">owed</th><th scope="col">delivered</th><th scope="col">delivered / owed</th></tr></thead>
+            <tbody>
+              {current.allocations.filter((a) => a.isProject && (a.owed > 0 || a.delivered > 0)).map((a) => (
+                <tr key={a.name} data-name={a.name}><th scope="row">{a.name}</th>
+                  <td className="num" data-testid={`asof-owed-${a.name}`}>{formatGpuHours(a.owed)}</td>
+                  <td className="num" data-testid={`asof-delivered-${a.name}`}>{formatGpuHours(a.delivered)}</td>
+                  <td className="num">{formatRatio(a.ratio)}</td></tr>
+              ))}
+            </tbody>
+          </table>
+        </>
+      )}
     </Panel>
   );
 }

@@ -1,23 +1,21 @@
-import { useApp, useData } from "../context";
-import { fetchJobs, fetchNodes } from "../api/queries";
-import { has } from "../api/schema";
-import { ErrorNote, Meter, Missing, Panel } from "../components/common";
-import { blocks, fragmentation, usedByNode } from "../lib/topology";
+import { useData } from "../context";
+import { fetchNodes, fetchQueue } from "../api/queries";
+import { ErrorNote, Meter, Panel } from "../components/common";
+import { blocks, fragmentation } from "../lib/topology";
 import { formatPercent } from "../lib/format";
 
 export function NodesScreen() {
-  const { schema } = useApp();
   const { data, error } = useData(async () => {
-    const [nodes, jobs] = await Promise.all([fetchNodes(schema), fetchJobs(schema, {}, 1000)]);
-    return { nodes, jobs };
-  }, [schema]);
+    const [nodes, queue] = await Promise.all([fetchNodes(), fetchQueue()]);
+    return { nodes, queue };
+  }, []);
   if (!data) return <><ErrorNote error={error} /><p aria-busy="true">Loading nodes…</p></>;
-  const bl = blocks(data.nodes, usedByNode(data.jobs));
-  const largest = Math.max(0, ...data.jobs.filter((j) => ["QUEUED", "PREEMPTED"].includes(j.state)).map((j) => j.gpus));
+  const bl = blocks(data.nodes);
+  // the largest gang among the waiting jobs one may see (other tenants' sizes are not shown)
+  const largest = Math.max(0, ...data.queue.rows.map((r) => r.job?.gpus ?? 0));
   const frag = fragmentation(bl, largest);
   const total = bl.reduce((s, b) => s + b.gpus, 0);
   const used = bl.reduce((s, b) => s + b.used, 0);
-  const reserved = bl.reduce((s, b) => s + b.reserved, 0);
   return (
     <>
       <Panel title="Cluster" id="cluster">
@@ -25,11 +23,9 @@ export function NodesScreen() {
         <p className="kpis">
           <span><strong>{data.nodes.length}</strong> nodes in <strong>{bl.length}</strong> blocks</span>
           <span><strong>{used}</strong>/{total} GPUs busy ({formatPercent(total ? used / total : null, 0)})</span>
-          <span><strong>{reserved}</strong> reserved</span>
           <span data-testid="fragmentation"><strong>{frag.unusable}</strong> of {frag.free} free GPUs unusable by the largest waiting gang ({largest || "none"} GPUs)</span>
         </p>
-        <p className="legend"><span className="sw funded" /> busy <span className="sw reserved" /> reserved <span className="sw idle" /> free</p>
-        {!has(schema, "Node.usedGpus") && <Missing fields={["Node.usedGpus", "Node.reservedGpus", "Node.reservations", "Query.fragmentation"]}>occupancy from running jobs' placements; reservations not shown; fragmentation computed in the browser</Missing>}
+        <p className="legend"><span className="sw funded" /> busy <span className="sw idle" /> free</p>
       </Panel>
       <div className="blocks">
         {bl.map((b) => (
@@ -38,9 +34,9 @@ export function NodesScreen() {
             <ul className="nodes">
               {b.nodes.map((n) => (
                 <li key={n.id} className={`node node-${(n.state ?? "").toLowerCase()}`} tabIndex={0}
-                  aria-label={`${n.id}: ${n.used} of ${n.gpus} GPUs busy, ${n.reserved} reserved, ${n.free} free${n.state ? `, ${n.state}` : ""}`}>
+                  aria-label={`${n.id}: ${n.used} of ${n.gpus} GPUs busy, ${n.free} free${n.state ? `, ${n.state}` : ""}`}>
                   <span className="node-id">{n.path.at(-1) ?? n.id}</span>
-                  <Meter total={n.gpus} label={`${n.used}/${n.gpus}`} parts={[{ name: "used", value: n.used, cls: "funded" }, { name: "reserved", value: n.reserved, cls: "reserved" }]} />
+                  <Meter total={n.gpus} label={`${n.used}/${n.gpus}`} parts={[{ name: "used", value: n.used, cls: "funded" }]} />
                   <span className="node-nums">{n.used}/{n.gpus}</span>
                 </li>
               ))}

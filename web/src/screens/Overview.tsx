@@ -1,11 +1,10 @@
 import { useMemo, useState } from "react";
-import { useApp, useData } from "../context";
+import { useData } from "../context";
 import { fetchOverview, fetchQueue } from "../api/queries";
-import { has } from "../api/schema";
 import { Chart, PALETTE, type ChartOption } from "../components/Chart";
-import { ErrorNote, Missing, Panel } from "../components/common";
+import { ErrorNote, Panel } from "../components/common";
 import { heatmapCells, latestBusy, occupancySeries, owedChart, owedRows, periodLabel, utcOffsetSeconds, waitRows } from "../lib/overview";
-import { formatDuration, formatGpuHours, formatPercent, formatTime } from "../lib/format";
+import { formatDuration, formatGpuHours, formatPercent, formatRatio, formatTime } from "../lib/format";
 
 const RANGES: { label: string; seconds: number | null }[] = [
   { label: "since the first event", seconds: null },
@@ -24,25 +23,16 @@ const DAYS = ["Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun"];
 
 /** Every figure here is computed by the server from the log (Query.overview) and refreshed live. */
 export function Overview() {
-  const { schema } = useApp();
-  if (!has(schema, "Query.overview")) {
-    return <Missing fields={["Query.overview"]}>the overview's figures are computed by the API from the log</Missing>;
-  }
-  return <OverviewFigures />;
-}
-
-function OverviewFigures() {
-  const { schema } = useApp();
   const [range, setRange] = useState(3);
   const [period, setPeriod] = useState(1);
   const { data, error } = useData(async () => {
     const seconds = RANGES[range].seconds;
     const [overview, queueTotal] = await Promise.all([
       fetchOverview({ sinceS: seconds === null ? 0 : Date.now() / 1000 - seconds, utcOffsetS: utcOffsetSeconds(), periodS: PERIODS[period].seconds, pastPeriods: 3 }),
-      fetchQueue(schema).then((q) => (q ? q.length : null)).catch(() => null),
+      fetchQueue().then((q) => q.waiting, () => null),
     ]);
     return { overview, queueTotal };
-  }, [schema, range, period]);
+  }, [range, period]);
 
   const charts = useMemo(() => {
     if (!data) return null;
@@ -119,14 +109,15 @@ function OverviewFigures() {
           </select>
         </label>}>
         <Chart label="Owed and delivered GPU-hours per project, current and previous period" option={charts.owedOption} height={260} />
+        {current && <p className="small" data-testid="owed-period">Period: {periodLabel(current, formatTime)} (periods of {PERIODS[period].label}, UTC-aligned)</p>}
         <table className="compact" data-testid="owed-table">
-          <caption className="sr-only">Owed vs delivered per project</caption>
-          <thead><tr><th scope="col">project</th><th scope="col">owed (current)</th><th scope="col">delivered</th><th scope="col">ratio</th><th scope="col">ratio (previous)</th></tr></thead>
+          <caption className="sr-only">Owed vs delivered per project in the current period</caption>
+          <thead><tr><th scope="col">project</th><th scope="col">owed (this period)</th><th scope="col">delivered (this period)</th><th scope="col">delivered / owed</th><th scope="col">previous period</th></tr></thead>
           <tbody>
             {charts.rows.slice(0, 12).map((r) => (
               <tr key={r.name}><th scope="row">{r.name}</th><td>{formatGpuHours(r.owed)}</td><td>{formatGpuHours(r.delivered)}</td>
-                <td className={r.ratio !== null && r.ratio < 0.9 ? "bad" : ""}>{formatPercent(r.ratio, 0)}</td>
-                <td>{formatPercent(r.previousRatio, 0)}</td></tr>
+                <td className={r.ratio !== null && r.ratio < 0.9 ? "bad" : ""}>{formatRatio(r.ratio)}</td>
+                <td>{formatRatio(r.previousRatio)}</td></tr>
             ))}
             {!charts.rows.length && <tr><td colSpan={5} className="muted">Nothing owed in this period yet.</td></tr>}
           </tbody>

@@ -1,5 +1,6 @@
 import { useState, type FormEvent } from "react";
 import { ROLES, type Role } from "../api/auth";
+import { ProviderSignIn } from "../auth/ProviderSignIn";
 
 export function SignIn({ onSignIn }: { onSignIn: (token: string, role: Role) => Promise<void> }) {
   const [token, setToken] = useState("");
@@ -26,6 +27,7 @@ export function SignIn({ onSignIn }: { onSignIn: (token: string, role: Role) => 
       <form onSubmit={submit} aria-labelledby="signin-h">
         <h1 id="signin-h">Sign in to Steward</h1>
         <p className="muted">Your token decides what you see and may change: managers allocate, researchers follow their work, auditors verify.</p>
+        <ProviderSignIn onSignIn={onSignIn} />
         <label htmlFor="token">API token</label>
         <input id="token" name="token" type="password" autoComplete="off" value={token} onChange={(e) => setToken(e.target.value)} aria-describedby="token-help" autoFocus />
         <p id="token-help" className="help">Create one with <code>steward token create --role manager --output json</code>.</p>

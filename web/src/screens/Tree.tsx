@@ -1,53 +1,23 @@
 import { useEffect, useMemo, useState } from "react";
 import { useApp, useData } from "../context";
-import { type Allocation, fetchAllocations, fetchJobs, fetchNodes, setAllocations, setDebugQuota, whatIf } from "../api/queries";
+import { type Allocation, fetchAllocationHistory, fetchAllocations, setAllocations, setDebugQuota, whatIf } from "../api/queries";
 import { parseQuota, quotaText } from "../lib/outlook";
 import { CAN } from "../api/auth";
-import { has } from "../api/schema";
-import { ErrorNote, Missing, Panel } from "../components/common";
+import { ErrorNote, Panel } from "../components/common";
 import { TreeTable } from "../components/TreeTable";
+import { AllocationHistoryTable } from "../components/AllocationHistory";
+import type { AllocationChange } from "../lib/history";
 import { childrenOf, editableParents, ROOT } from "../lib/tree";
 import { type ShareRow, validateShares } from "../lib/shares";
 import { formatDuration, formatGpuHours, formatPercent, formatShare } from "../lib/format";
 import { askUntilDone, previewRows, proposalKey, replayCaption, shouldPreview, waitRows, type WhatIfOutcome } from "../lib/whatif";
 
-const WINDOW_S = 7 * 86400;
-
 export function TreeScreen() {
-  const { schema, identity, now } = useApp();
-  const { data, error, reload } = useData(async () => {
-    // usage and burn come with the allocations; older APIs without them get a browser estimate from jobs
-    const fromApi = has(schema, "Allocation.usageInWindow");
-    const [allocations, jobs, nodes] = await Promise.all([fetchAllocations(schema), fromApi ? Promise.resolve([]) : fetchJobs(schema, {}, 1000), fetchNodes(schema)]);
-    return { allocations, jobs, nodes };
-  }, [schema]);
+  const { identity } = useApp();
+  const { data, error, reload } = useData(async () => ({ allocations: await fetchAllocations() }), []);
   const [selected, setSelected] = useState<string | null>(null);
   const canEdit = CAN.editAllocations(identity.role);
   const parents = useMemo(() => (data ? editableParents(data.allocations, identity.role, identity.scope) : []), [data, identity]);
-
-  // Usage in window and burn, from jobs, where the API does not serve them (Allocation.usageInWindow).
-  const usage = useMemo(() => {
-    const m = new Map<string, { usage: number; burn: number | null }>();
-    if (!data) return m;
-    const capacity = data.nodes.reduce((s, n) => s + n.gpus, 0);
-    const byName = new Map(data.allocations.map((a) => [a.name, a]));
-    const from = now - WINDOW_S;
-    for (const j of data.jobs) {
-      if (!j.startedAt || j.funded === false) continue;
-      const end = j.endedAt ?? now;
-      const gs = Math.max(0, Math.min(end, now) - Math.max(j.startedAt, from)) * j.gpus;
-      for (let n: string | undefined = j.project, i = 0; n && byName.has(n) && i < 10; n = byName.get(n)?.parent, i++) {
-        const cur = m.get(n) ?? { usage: 0, burn: null };
-        cur.usage += gs;
-        m.set(n, cur);
-      }
-    }
-    for (const [name, u] of m) {
-      const ent = data.allocations.find((a) => a.name === name)?.entitlement ?? 0;
-      u.burn = ent && capacity ? u.usage / (ent * capacity * WINDOW_S) : null;
-    }
-    return m;
-  }, [data, now]);
 
   useEffect(() => {
     if (selected === null && parents.length) setSelected(identity.scope && parents.includes(identity.scope) ? identity.scope : parents.includes(ROOT) ? ROOT : parents[0]);
@@ -59,11 +29,8 @@ export function TreeScreen() {
       <Panel title="Allocation tree" id="tree">
         <ErrorNote error={error} />
         {data ? (
-          <TreeTable rows={data.allocations} selected={selected} onSelect={setSelected} usage={usage} label="Allocation tree" testid="tree-table" />
+          <TreeTable rows={data.allocations} selected={selected} onSelect={setSelected} label="Allocation tree" testid="tree-table" />
         ) : <p aria-busy="true">Loading…</p>}
-        {!has(schema, "Allocation.usageInWindow") && (
-          <Missing fields={["Allocation.usageInWindow", "Allocation.burn"]}>usage and burn computed in the browser from the latest 1,000 jobs over a 7-day window</Missing>
-        )}
       </Panel>
       <Panel title="Edit shares" id="edit">
         {!canEdit ? (
@@ -76,16 +43,36 @@ export function TreeScreen() {
               {parents.map((p) => <option key={p} value={p}>{p}</option>)}
             </select>
             {editing && <ShareEditor key={editing} parent={editing} rows={data.allocations} onSaved={reload} />}
-            {editing && has(schema, "Mutation.setDebugQuota") && <QuotaEditor key={`q-${editing}`} parent={editing} rows={data.allocations} onSaved={reload} />}
+            {editing && <QuotaEditor key={`q-${editing}`} parent={editing} rows={data.allocations} onSaved={reload} />}
           </>
         )}
+      </Panel>
+      <Panel title="Allocation history" id="history">
+        <HistoryPanel under={selected} version={data} />
       </Panel>
     </div>
   );
 }
 
+function HistoryPanel({ under, version }: { under: string | null; version: unknown }) {
+  const [entries, setEntries] = useState<AllocationChange[] | null>(null);
+  const [error, setError] = useState<string | null>(null);
+  useEffect(() => {
+    let live = true;
+    const scope = under === ROOT ? null : under;
+    fetchAllocationHistory(scope).then((e) => live && (setEntries(e), setError(null)), (e: Error) => live && setError(e.message));
+    return () => { live = false; };
+  }, [under, version]);
+  return (
+    <>
+      <p className="muted">Newest first{under && under !== ROOT ? `, under ${under}` : ""}; times in your browser's zone.</p>
+      <ErrorNote error={error} />
+      {entries ? <AllocationHistoryTable entries={entries} under={under === ROOT ? null : under} /> : !error && <p aria-busy="true">Loading…</p>}
+    </>
+  );
+}
+
 function ShareEditor({ parent, rows, onSaved }: { parent: string; rows: Allocation[]; onSaved: () => void }) {
-  const { schema } = useApp();
   const kids = childrenOf(rows, parent);
   const [texts, setTexts] = useState<Record<string, string>>(Object.fromEntries(kids.map((k) => [k.name, formatShare(k.share)])));
   const [reason, setReason] = useState("");
@@ -95,12 +82,11 @@ function ShareEditor({ parent, rows, onSaved }: { parent: string; rows: Allocati
   const [preview, setPreview] = useState<{ key: string; loading: boolean; waiting: number; data: WhatIfOutcome | null; error: string | null }>({ key: "", loading: false, waiting: 0, data: null, error: null });
   const shareRows: ShareRow[] = kids.map((k) => ({ child: k.name, text: texts[k.name] ?? "", original: k.share }));
   const v = validateShares(shareRows, reason);
-  const hasWhatIf = has(schema, "Query.whatIf");
 
   // The what-if re-runs (debounced) whenever the proposed shares are valid and changed; a long replay is
   // asked for again while the server reports it still running (it keeps the run and serves it when done).
   const key = proposalKey(parent, v.changed);
-  const wanted = hasWhatIf && shouldPreview(v);
+  const wanted = shouldPreview(v);
   useEffect(() => {
     if (!wanted) return;
     let live = true;
@@ -126,7 +112,7 @@ function ShareEditor({ parent, rows, onSaved }: { parent: string; rows: Allocati
     setSaving(true);
     setResult(null);
     try {
-      const out = await setAllocations(schema, parent, v.changed, reason.trim());
+      const out = await setAllocations(parent, v.changed, reason.trim());
       setResult({ ok: out.ok, message: out.ok ? `Saved${out.raw.position ? ` at position ${out.raw.position}` : ""}. The change is in the audit stream.` : `Refused: ${out.message}` });
       if (out.ok) {
         setReason("");
@@ -175,11 +161,7 @@ function ShareEditor({ parent, rows, onSaved }: { parent: string; rows: Allocati
 
       <section className="whatif" aria-labelledby="whatif-h" data-testid="whatif" aria-busy={shown?.loading ?? false}>
         <h3 id="whatif-h">What-if preview</h3>
-        {!hasWhatIf ? (
-          <div className="disabled" aria-disabled="true">
-            <Missing fields={["Query.whatIf"]}>the simulator's preview on recent history appears here once the API offers it</Missing>
-          </div>
-        ) : !v.changed.length ? <p className="muted">Change a share to see, before saving, what the simulator makes of the last 7 days with and without it.</p>
+        {!v.changed.length ? <p className="muted">Change a share to see, before saving, what the simulator makes of the last 7 days with and without it.</p>
           : !wanted ? <p className="muted">Fix the shares above to preview them.</p>
           : !shown || shown.loading ? <p aria-live="polite" data-testid="whatif-loading">Simulating recent history with and without the change…{shown && shown.waiting > 0 ? ` (still replaying, ${shown.waiting * 2.5} s more)` : ""}</p>
           : shown.error ? <p className="error" role="alert">{shown.error}</p>

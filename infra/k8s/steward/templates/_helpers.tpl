@@ -103,6 +103,34 @@ capabilities:
   drop: ["ALL"]
 {{- end -}}
 
+{{/*
+The executor is the chart's one root container (docs/security.md "Jobs"): it runs each job as its project's
+OS user (STEWARD_EXECUTOR_ISOLATION=user), which needs root with exactly these capabilities: CHOWN
+(useradd's files, the job's folders handed to its user), DAC_OVERRIDE (the executor reaches into folders
+of mode 0700 that its jobs' users own), FOWNER (chmod on those folders), SETUID and SETGID (the shim
+switches to the job's user and group, with no supplementary groups), KILL (the checkpoint signal and
+SIGKILL reach job processes of other users). No privilege escalation: the jobs it starts keep no
+capabilities. Writable root filesystem: useradd writes /etc/passwd, /etc/group and /etc/shadow.
+*/}}
+{{- define "steward.executorPodSecurityContext" -}}
+runAsNonRoot: false
+runAsUser: 0
+runAsGroup: 0
+seccompProfile:
+  type: RuntimeDefault
+{{- end -}}
+
+{{- define "steward.executorSecurityContext" -}}
+runAsNonRoot: false
+runAsUser: 0
+runAsGroup: 0
+allowPrivilegeEscalation: false
+readOnlyRootFilesystem: false
+capabilities:
+  drop: ["ALL"]
+  add: ["CHOWN", "DAC_OVERRIDE", "FOWNER", "KILL", "SETGID", "SETUID"]
+{{- end -}}
+
 {{/* The app's store URL (the processes that use the store: api, ledger, scheduler). */}}
 {{- define "steward.storeEnv" -}}
 - name: STEWARD_STORE_URL
@@ -129,6 +157,10 @@ capabilities:
   mountPath: /tmp
 - name: run
   mountPath: /var/lib/steward
+# the default STEWARD_KAFKA_SECRETS_DIR: <STEWARD_RUN_DIR>/secrets/kafka
+- name: kafka
+  mountPath: /var/lib/steward/secrets/kafka
+  readOnly: true
 {{- if index . 1 }}
 - name: keys
   mountPath: /etc/steward/keys
@@ -138,10 +170,19 @@ capabilities:
 
 {{- define "steward.volumes" -}}
 {{- $ctx := index . 0 -}}
+{{- $component := index . 2 -}}
 - name: tmp
   emptyDir: {}
 - name: run
   emptyDir: {}
+# this component's Kafka password only (an executor pod: the executors' ones, ADR 0036)
+- name: kafka
+  secret:
+    secretName: {{ include "steward.secretName" $ctx }}
+    defaultMode: 0400
+    items:
+      - key: {{ printf "kafka-%s-password" $component }}
+        path: {{ printf "steward-%s.password" $component }}
 {{- if index . 1 }}
 - name: keys
   secret:
@@ -188,4 +229,41 @@ generated passwords and keys; under `helm template` (no cluster) it is always em
 of A, Q, g, w (the other 4 bits zero). */}}
 {{- define "steward.kafkaClusterId" -}}
 {{- printf "%s%s" (randAlphaNum 21) (index (list "A" "Q" "g" "w") (randInt 0 4)) -}}
+{{- end -}}
+
+{{/* The environment naming a process's Steward component, whose Kafka password is mounted (ADR 0036). */}}
+{{- define "steward.componentEnv" -}}
+- name: STEWARD_COMPONENT
+  value: {{ . | quote }}
+{{- end -}}
+
+{{/* The Secret holding executor node N's Kafka password and nothing else: (list $ N). With
+secrets.existingSecret set, the operator provides it under this name (<existingSecret>-executor-<node>). */}}
+{{- define "steward.executorSecretName" -}}
+{{- printf "%s-executor-%s" (include "steward.secretName" (index . 0)) (index . 1) -}}
+{{- end -}}
+
+{{/* Projected-volume sources with every principal's password file (steward-<name>.password): the
+components' from the release's Secret, each executor node's from its own Secret. Only the brokers' format
+step and the enrolment Job mount them. */}}
+{{- define "steward.kafkaUserSources" -}}
+- secret:
+    name: {{ include "steward.secretName" . }}
+    items:
+      {{- range $c := splitList " " (include "steward.kafkaComponents" .) }}
+      - key: {{ printf "kafka-%s-password" $c }}
+        path: {{ printf "steward-%s.password" $c }}
+      {{- end }}
+{{- range $n := .Values.executor.nodes }}
+- secret:
+    name: {{ include "steward.executorSecretName" (list $ $n) }}
+    items:
+      - key: {{ printf "kafka-executor-%s-password" $n }}
+        path: {{ printf "steward-executor-%s.password" $n }}
+{{- end }}
+{{- end -}}
+
+{{/* The Kafka principals' password keys of the Secret (without the executors'). */}}
+{{- define "steward.kafkaComponents" -}}
+admin controller api ledger scheduler workflows
 {{- end -}}

@@ -20,6 +20,7 @@ The container of a Steward background process (ledger, scheduler, worker, execut
       value: {{ $ctx.Values.metrics.port | quote }}
     - name: STEWARD_METRICS_HOST
       value: "0.0.0.0"
+    {{- include "steward.componentEnv" (index (dict "worker" "workflows") $proc | default $proc) | nindent 4 }}
     {{- with index . 3 }}
     {{- . | nindent 4 }}
     {{- end }}
@@ -45,21 +46,30 @@ The container of a Steward background process (ledger, scheduler, worker, execut
   resources:
     {{- toYaml (index . 2) | nindent 4 }}
   securityContext:
+    {{- if eq $proc "executor" }}
+    {{- include "steward.executorSecurityContext" $ctx | nindent 4 }}
+    {{- else }}
     {{- include "steward.containerSecurityContext" $ctx | nindent 4 }}
+    {{- end }}
   volumeMounts:
     {{- include "steward.volumeMounts" (list $ctx (eq $proc "ledger")) | nindent 4 }}
 {{- end -}}
 
 {{/* Pod spec lines shared by the Steward processes. */}}
 {{- define "steward.podCommon" -}}
+{{ include "steward.podIdentity" . }}
+securityContext:
+  {{- include "steward.podSecurityContext" . | nindent 2 }}
+{{- end -}}
+
+{{/* The service account and pull secrets of a Steward pod (the executor's has its own securityContext). */}}
+{{- define "steward.podIdentity" -}}
 serviceAccountName: {{ include "steward.serviceAccountName" . }}
 automountServiceAccountToken: false
 {{- with .Values.imagePullSecrets }}
 imagePullSecrets:
   {{- toYaml . | nindent 2 }}
 {{- end }}
-securityContext:
-  {{- include "steward.podSecurityContext" . | nindent 2 }}
 {{- end -}}
 
 {{/* A headless Service for a StatefulSet's pods, exposing the metrics port: (list $ "ledger") */}}

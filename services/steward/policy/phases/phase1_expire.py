@@ -21,8 +21,9 @@ def expire_and_drain(cycle: CyclePlan) -> None:
     and out of protection → checkpoint, stop, requeue."""
     now, s = cycle.now, cycle.s
     ready = {nid for nid, node in cycle.nodes_by_id.items() if node.state == "ready"}
-    # the order phase's tallies ride along (one pass over the running jobs): GPUs used per node, and
-    # funded GPUs per project of the jobs that keep running
+    # the order phase's tallies ride along (one pass over the running jobs): GPUs used per node,
+    # funded GPUs per project of the jobs that keep running, and the jobs going (in their grace or
+    # stopped now: what ADR 0028's held rooms and release times read)
     used = cycle.used
     used_get = used.get
     funded_by_project = cycle.funded_by_project
@@ -37,6 +38,7 @@ def expire_and_drain(cycle: CyclePlan) -> None:
                 used[nid] = used_get(nid, 0) + c
             on_ready = all(nid in ready for nid, _ in placement)
         if job.preemption_requested_at is not None:
+            cycle.going.append(job)
             if now >= grace_ends_at(job, s):
                 cycle.stops.append(
                     Stop(
@@ -61,5 +63,6 @@ def expire_and_drain(cycle: CyclePlan) -> None:
         if stop is not None:
             cycle.stops.append(stop)
             cycle.leaving.add(job.id)
+            cycle.going.append(job)
         elif job.funded:
             funded_by_project[job.project] = funded_by_project.get(job.project, 0) + job.gpus

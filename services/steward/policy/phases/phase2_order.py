@@ -6,9 +6,10 @@ SLO", ADR 0029).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from itertools import compress
 
+from steward.policy.churn import claimed_rooms
 from steward.policy.debug_quota import Qualification, debug_quota_gpus, qualify_all
 from steward.policy.model import (
     PendingJob,
@@ -20,17 +21,34 @@ from steward.policy.plan import CyclePlan
 from steward.policy.preemption import branches_of
 
 
-def sizes_and_suffix_min(jobs: Sequence[PendingJob]) -> tuple[list[int], list[int]]:
+def sizes_and_suffix_min(
+    jobs: Sequence[PendingJob], holders: list[int] | None = None, rooms: Mapping[str, object] | None = None,
+) -> tuple[list[int], list[int]]:
     """The GPUs of each job in the order, and suffix_min[k]: the smallest job at or after position k
     (a sentinel 1 << 62 past the end). One compiled loop: `list(map(...))` and `accumulate(..., min)`
-    called back into the interpreter per job (≈ 10 % of a compiled simulation, round 5)."""
+    called back into the interpreter per job (≈ 10 % of a compiled simulation, round 5).
+
+    With `holders`, the same walk appends to it, in ascending order, the positions of the jobs that
+    may hold a room (ADR 0028, phase 3): a room freed for it (`room_freed_at`), or victims in their
+    grace for it (a key of `rooms`). Phase 3 then visits those alone, not the whole order."""
     n = len(jobs)
     gpus = [0] * n
     suffix = [1 << 62] * (n + 1)
+    if holders is None:
+        for k in range(n - 1, -1, -1):
+            g = jobs[k].gpus
+            gpus[k] = g
+            suffix[k] = g if k == n - 1 or g < suffix[k + 1] else suffix[k + 1]
+        return gpus, suffix
+    start = len(holders)
     for k in range(n - 1, -1, -1):
-        g = jobs[k].gpus
+        job = jobs[k]
+        g = job.gpus
         gpus[k] = g
         suffix[k] = g if k == n - 1 or g < suffix[k + 1] else suffix[k + 1]
+        if job.room_freed_at is not None or (rooms and job.id in rooms):
+            holders.append(k)
+    holders[start:] = holders[start:][::-1]
     return gpus, suffix
 
 
@@ -50,7 +68,11 @@ def order_and_fund(cycle: CyclePlan) -> None:
     for project in sorted(funded_by_project):
         cycle.charge(cycle.path(project), funded_by_project[project])
     cycle.branches = branches_of(cycle.stand, cycle.funded_in_use)
-    cycle.gpus, cycle.suffix_min = sizes_and_suffix_min(cycle.order.jobs)
+    if s.claim_hold_s is None:
+        cycle.gpus, cycle.suffix_min = sizes_and_suffix_min(cycle.order.jobs)
+    else:  # ADR 0028: who may hold a room, found on the same walk
+        cycle.rooms = claimed_rooms(cycle.going)
+        cycle.gpus, cycle.suffix_min = sizes_and_suffix_min(cycle.order.jobs, cycle.holders, cycle.rooms)
     if s.lane:
         cycle.qual = qualifications(cycle)
 

@@ -1,13 +1,12 @@
-"""Phase 3, held rooms: the GPUs a preemption freed, or is freeing, are its beneficiary's. A lane job
-whose victims just stopped (ADR 0021), and any beneficiary whose victims are in their grace or just
-stopped (ADR 0028, DESIGN.md "Churn is bounded"), is placed, or has its room held, before anything
-else.
+"""Phase 3, held rooms: the GPUs a preemption freed, or is freeing, are its beneficiary's. A
+beneficiary whose victims are in their grace or just stopped (ADR 0028, DESIGN.md "Churn is
+bounded"; a lane job's too: ADR 0021's lane hold is this rule), is placed, or has its room held,
+before anything else.
 """
 
 from __future__ import annotations
 
 from steward.policy.churn import (
-    claimed_rooms,
     holds_claimed_room,
 )
 from steward.policy.contract import (
@@ -15,52 +14,32 @@ from steward.policy.contract import (
     lane_funds,
     protection_s,
 )
-from steward.policy.explain import (
-    PREEMPTING,
-    Special,
-)
-from steward.policy.lane import holds_room, lane_pending
+from steward.policy.explain import Special
+from steward.policy.lane import lane_pending
+from steward.policy.placement import CapacityIndex
 from steward.policy.plan import CyclePlan
-
-
-def held_rooms(cycle: CyclePlan) -> None:
-    """ADR 0021: a lane job whose victims stopped in the last `lane_hold_s` seconds takes the
-    GPUs they freed before anything else is placed (reservations included: the room was made
-    for it first), funded as the lane funds it, whatever its qualification now: the preemption
-    that made the room was made for it when it was qualified, or traded the project's own work
-    (`lane_trade`)."""
-    s = cycle.s
-    if not s.lane or s.lane_hold_s is None:
-        return
-    now = cycle.now
-    for k, job in enumerate(cycle.order.jobs):
-        if job.room_freed_at is None or not holds_room(job, now, s):
-            continue
-        fit, rule = cycle.try_place(job, k, now + protection_s(job.klass, job.min_runtime_s, s))
-        if fit is None:
-            continue  # not all of its room is free yet: the lane treats it as usual
-        cycle.lane_seen.add(job.id)
-        cycle.place_lane(job, fit, rule, cycle.path(job.project), k)["held_room_since"] = job.room_freed_at
+from steward.policy.reasons import PREEMPTING
 
 
 def claimed_rooms_held(cycle: CyclePlan) -> None:
     """ADR 0028 (churn.holds_claimed_room): the room a preemption made is its beneficiary's. A
     waiting job whose victims are in their grace, or stopped less than `claim_hold_s` ago, is
     placed before anything else when it fits; while its victims still run, the free GPUs its
-    plan counted on their node are held for it (a gang: their nodes), its victims are nobody
+    plan counted on their node are held for it (a gang: their nodes and the wholly free nodes it
+    still needs, `gang_room`), its victims are nobody
     else's, and it is not searched victims for again. Funded as it would be now (the lane funds
-    a lane job as usual); it was charged when the room was made."""
+    a lane job as usual, whatever its qualification now: the preemption was made for it when it
+    was qualified, or traded its allocation's own work); it was charged when the room was made."""
     s = cycle.s
     if s.claim_hold_s is None:
         return
-    rooms = claimed_rooms(cycle.snap.running)
+    rooms = cycle.rooms  # phase 2: the jobs in their grace, by beneficiary
     now = cycle.now
     index = cycle.index
-    lane_seen = cycle.lane_seen  # placed by the lane's own hold (ADR 0021) already
-    for k, job in enumerate(cycle.order.jobs):
+    jobs = cycle.order.jobs
+    for k in cycle.holders:  # phase 2: the positions of the jobs with victims leaving or a room freed
+        job = jobs[k]
         victims = rooms.get(job.id)
-        if (victims is None and job.room_freed_at is None) or (lane_seen and job.id in lane_seen):
-            continue
         if not holds_claimed_room(job, victims or (), now, s):
             continue
         path = cycle.path(job.project)
@@ -95,9 +74,10 @@ def claimed_rooms_held(cycle: CyclePlan) -> None:
             if held:
                 index.take(i, held)
         else:
-            for i in on:
+            for i in gang_room(index, on, job.gpus, min(job.topology_depth or 0, index.depth)):
                 index.mask(i)
                 cycle.claimed.add(i)
+                on.setdefault(i, 0)
         cycle.reserved_room = cycle.reserved_shape = None
         if funded:
             cycle.charge(path, job.gpus)
@@ -111,3 +91,36 @@ def claimed_rooms_held(cycle: CyclePlan) -> None:
             {"victims": len(victims), "new_preemptions": 0, "nodes": nodes, "room_held": True,
              "held_free_gpus": held},
         )
+
+
+def gang_room(index: CapacityIndex, on: dict[int, int], gpus: int, min_depth: int) -> list[int]:
+    """The nodes a multi-node gang's held room spans (DESIGN.md "Churn is bounded": the room a
+    preemption makes is its beneficiary's; ADR 0028): the nodes its victims still run on,
+    and the wholly free nodes its plan counted on (free at the preemption, or freed since by its
+    victims that stopped first: an unfunded victim's grace is shorter than a funded one's) — as many
+    as the gang still needs, in topology order, inside the deepest domain (at `min_depth` or deeper)
+    that holds its victims' nodes and enough of them. Holding the victims' nodes alone gave the
+    other nodes to the next taker, whose protection then blocked the gang until the next round of
+    preemptions for it: the gang-heavy loop of issue 18. Just the victims' nodes when no domain has
+    enough whole free nodes (its room is someone else's now; the usual phases see to it)."""
+    mine = sorted(on)
+    cap = index.cap
+    need = gpus - sum(cap[i] for i in mine)
+    if need <= 0 or not mine:
+        return mine
+    free, ok = index.free, index.ok
+    for d in range(index.depth, min_depth - 1, -1):
+        of = index.dom_of[d]
+        dom = of[mine[0]]
+        if dom < 0 or any(of[i] != dom for i in mine):
+            continue
+        lo, hi = index.dom_range[d][dom]
+        extra: list[int] = []
+        left = need
+        for i in range(lo, hi):
+            if i not in on and ok[i] and free[i] == cap[i] > 0:
+                extra.append(i)
+                left -= cap[i]
+                if left <= 0:
+                    return mine + extra
+    return mine

@@ -13,10 +13,7 @@ from steward.policy.contract import (
     UNFUNDED_BY_REQUEST,
     protection_s,
 )
-from steward.policy.explain import (
-    RESERVED,
-    Special,
-)
+from steward.policy.explain import Special
 from steward.policy.model import (
     PendingJob,
     Reservation,
@@ -25,6 +22,7 @@ from steward.policy.model import (
 from steward.policy.placement import level_name
 from steward.policy.plan import CyclePlan
 from steward.policy.preemption import Branches, strictly_improves
+from steward.policy.reasons import RESERVED
 from steward.policy.reservation import (
     plan_reservation,
     release_time,

@@ -41,7 +41,8 @@ def place_funded(cycle: CyclePlan) -> None:
             k += 1
             continue
         ends_at = now + protection_s(job.klass, job.min_runtime_s, s)
-        fit, rule = cycle.try_place(job, k, ends_at)
+        mask = cycle.eligible_mask(k, ends_at) if cycle.reserved else 0
+        fit, rule = cycle.try_place(job, k, ends_at, mask)
         if fit is not None:
             cycle.place(job, fit, rule, True, path, k)
             k += 1
@@ -50,10 +51,10 @@ def place_funded(cycle: CyclePlan) -> None:
         if (
             cycle.reserved
             and job.id not in cycle.res_by_job
-            and cycle.eligible_mask(k, ends_at) != (1 << len(cycle.res_plans)) - 1
+            and mask != (1 << len(cycle.res_plans)) - 1
             and cycle.reserved_would_hold(job.gpus)
         ):
-            r = cycle.blocking_reservation(job.gpus, cycle.eligible_mask(k, ends_at))
+            r = cycle.blocking_reservation(job.gpus, mask)
             if r is not None:
                 cycle.blocked_by_reservation[job.id] = cycle.reservations[r].job_id
         if may_reserve(cycle, job):

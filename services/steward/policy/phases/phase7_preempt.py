@@ -20,19 +20,15 @@ from steward.policy.contract import (
     grace_s,
     lane_funds,
 )
-from steward.policy.explain import (
-    PREEMPTING,
-    PREEMPTION_COSTS_MORE,
-    RESERVED,
-    Special,
-)
+from steward.policy.explain import Special
 from steward.policy.model import (
     PendingJob,
     Preemption,
     PreemptionReason,
 )
 from steward.policy.plan import CyclePlan
-from steward.policy.preemption import Trade, VictimPlan, VictimSearch
+from steward.policy.preemption import Trade, Victim, VictimPlan, VictimSearch
+from steward.policy.reasons import PREEMPTING, PREEMPTION_COSTS_MORE, RESERVED
 
 
 def blocked_funded(cycle: CyclePlan) -> Iterator[tuple[int, PendingJob]]:
@@ -190,7 +186,8 @@ def churn_check(cycle: CyclePlan, job: PendingJob, plan: VictimPlan, k: int) -> 
     if s.preemption_gain_horizon_s is None:
         without = math.inf
     elif job.gpus <= cycle.index.maxcap:
-        without = soonest_release(job.gpus, cycle.index.free, cycle.index.ok, cycle.release_times(), now)
+        index = cycle.index
+        without = soonest_release(job.gpus, index.free, index.ok, cycle.release_times(), now, index.max_free())
     else:
         without = math.inf
     check = worth_preempting(job.gpus, now, start_by, without, cost, s)
@@ -201,6 +198,21 @@ def churn_check(cycle: CyclePlan, job: PendingJob, plan: VictimPlan, k: int) -> 
         if job.id not in cycle.specials:
             cycle.specials[job.id] = Special(PREEMPTION_COSTS_MORE, job.gpus, "one node", None, {"churn": ev})
     return check
+
+
+def waiting_evidence(cycle: CyclePlan, job: PendingJob, k: int) -> dict[str, object]:
+    """The beneficiary as a preemption's evidence names it (DESIGN "Evidence"): the job, its place in the
+    order (`k`, from 0) and its project's rank."""
+    return {"job_id": job.id, "project": job.project, "gpus": job.gpus, "position": k + 1,
+            "rank": cycle.rank(job.project)}
+
+
+def victim_evidence(cycle: CyclePlan, v: Victim) -> dict[str, object]:
+    """The victim as a preemption's evidence names it: its funding, protection, last checkpoint, the work it
+    loses and its project's rank."""
+    return {"job_id": v.job.id, "project": v.job.project, "funded": v.job.funded, "started_at": v.job.started_at,
+            "protected_until": v.job.protected_until, "protected": False,
+            "last_checkpoint_at": v.job.last_checkpoint_at, "lost_gpu_s": v.cost, "rank": cycle.rank(v.job.project)}
 
 
 def commit_preemption(
@@ -236,24 +248,8 @@ def commit_preemption(
                 evidence={
                     "rule": "lane_trade_own_work" if trade
                     else "strict_improvement" if v.job.funded else "unfunded_preemptible_at_once",
-                    "waiting": {
-                        "job_id": job.id,
-                        "project": job.project,
-                        "gpus": job.gpus,
-                        "position": k + 1,
-                        "rank": cycle.rank(job.project),
-                    },
-                    "victim": {
-                        "job_id": v.job.id,
-                        "project": v.job.project,
-                        "funded": v.job.funded,
-                        "started_at": v.job.started_at,
-                        "protected_until": v.job.protected_until,
-                        "protected": False,
-                        "last_checkpoint_at": v.job.last_checkpoint_at,
-                        "lost_gpu_s": v.cost,
-                        "rank": cycle.rank(v.job.project),
-                    },
+                    "waiting": waiting_evidence(cycle, job, k),
+                    "victim": victim_evidence(cycle, v),
                     "check": plan.checks.get(v.job.id),
                     "churn": churn,
                     "lane": lane,

@@ -1,11 +1,13 @@
-"""Phase 9, explain every waiting job (lazily: `Explanations` builds each one when asked) and
-measure fragmentation (issue 3 "Explanations").
+"""Phase 9, explain every waiting job (lazily: `Explanations` builds each one when asked, and even
+the list of waiting jobs is taken when first read; ADR 0031) and measure fragmentation (issue 3
+"Explanations").
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from steward.domain.policy_settings import PolicySettings
 from steward.policy.explain import (
     CapacityFigures,
     ExplainContext,
@@ -13,7 +15,6 @@ from steward.policy.explain import (
 )
 from steward.policy.placement import fragmentation
 from steward.policy.plan import CyclePlan
-from steward.policy.settings import PolicySettings
 
 _settings_dicts: list[tuple[PolicySettings, dict[str, Any]]] = []
 
@@ -29,9 +30,32 @@ def settings_dict(settings: PolicySettings) -> dict[str, Any]:
     return {k: dict(v) if isinstance(v, dict) else list(v) if isinstance(v, list) else v for k, v in base.items()}
 
 
-def explain(cycle: CyclePlan) -> tuple[Explanations, float, dict[str, Any]]:
+def largest_waiting(cycle: CyclePlan) -> int:
+    """GPUs of the largest job still waiting: the largest in the order unless every job of that size
+    was placed (then a walk over the waiting ones). Jobs are placed with exactly their GPUs."""
+    gpus = cycle.gpus
+    if not gpus:
+        return 0
+    top = max(gpus)
+    placed_top = 0
+    for p in cycle.placements:
+        g = 0
+        for _, n in p.assignments:
+            g += n
+        if g == top:
+            placed_top += 1
+    if gpus.count(top) > placed_top:
+        return top
     placed = {p.job_id for p in cycle.placements}
-    waiting = [j for j in cycle.order.jobs if j.id not in placed] if placed else list(cycle.order.jobs)
+    largest = 0  # a compiled loop: see `sizes_and_suffix_min`
+    for job in cycle.order.jobs:
+        if job.gpus > largest and job.id not in placed:
+            largest = job.gpus
+    return largest
+
+
+def explain(cycle: CyclePlan) -> tuple[Explanations, float, dict[str, Any]]:
+    """The lazy explanations of the jobs still waiting, the fragmentation, the cycle's evidence."""
     index = cycle.index
     depth = index.depth
     largest_by_depth = index.largest_domain_by_depth
@@ -59,7 +83,7 @@ def explain(cycle: CyclePlan) -> tuple[Explanations, float, dict[str, Any]]:
     )
     ctx = ExplainContext(
         now=cycle.now,
-        waiting=waiting,
+        jobs=cycle.order.jobs,
         by_project=cycle.order.by_project,
         specials=cycle.specials,
         tree=cycle.snap.tree,
@@ -76,16 +100,13 @@ def explain(cycle: CyclePlan) -> tuple[Explanations, float, dict[str, Any]]:
         qualifications=cycle.qual,
     )
     ctx.rank_cache.update(cycle.rank_cache)
-    largest = 0  # the largest waiting job (a compiled loop: see `sizes_and_suffix_min`)
-    for job in waiting:
-        if job.gpus > largest:
-            largest = job.gpus
+    largest = largest_waiting(cycle)
     frag = fragmentation(index, largest)
     free_after = index.physical_free_total()
     evidence = {
         "capacity_gpus": cycle.capacity,
         "free_gpus_after": free_after,
-        "waiting": len(waiting),
+        "waiting": len(cycle.order.jobs) - len(cycle.placements),  # each placement is of one job in the order
         "placed": len(cycle.placements),
         "preempted": len(cycle.preemptions),
         "stopped": len(cycle.stops),

@@ -1,0 +1,203 @@
+"""Kubernetes benchmark: GPU pods bound by Steward through the whole stack, beside kube-scheduler binding the same
+pods on the same API server in the same run (the reference anchor; issue 26).
+
+    steward up --executor kubernetes                 # the stack to measure (its API server: infra/k8s.sh's, or
+                                                     # the one STEWARD_K8S_KUBECONFIG names)
+    steward bench k8s --nodes 200 --pods 2000 --json
+
+Setup (not timed): `--nodes` kwok nodes `bench-k8s-<i>` of `--gpus` GPUs (Topograph labels: one block per 8
+nodes), the namespace `bench-k8s` mapped to nothing (its pods name the project `bench-k8s` by label, share 0
+under the root: unfunded, idle capacity); the bench waits until Steward has registered every node.
+Steward's round: `--pods` pods `st<run>-<i>` of `--gpus-per-pod` GPUs naming the scheduler `steward`, created by
+`--concurrency` clients, each running `--run-s` seconds (kwok's completion stage). The anchor's round: the same
+pods as `ks<run>-<i>` naming `default-scheduler`, bound by a kube-scheduler the bench starts on the same API server
+(built by infra/k8s.sh). A pod's latency is from just before its create call to the watch event that first
+shows it bound; `bound_per_s` is pods ÷ (last bound − first create). `ratio_p50` is Steward's p50 over
+kube-scheduler's (same run, same machine)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from steward.bench.lease import _execute, _percentile
+from steward.config import Settings
+from steward.domain.commands import SetAllocations
+from steward.executor.kubernetes import KubernetesSettings
+from steward.executor.kubernetes_api import KubeClient, KubeError, credentials
+from steward.executor.kubernetes_pods import JOB_LABEL
+
+PROJECT = "bench-k8s"
+NAMESPACE = "bench-k8s"
+REPO = Path(__file__).resolve().parents[3]
+
+
+def kubeconfig(settings: Settings) -> str:
+    named = KubernetesSettings().kubeconfig or os.environ.get("KUBECONFIG", "")
+    return named or str(settings.run_dir / "k8s" / "kubeconfig")
+
+
+def ensure(kube: KubeClient, path: str, body: dict[str, Any]) -> None:
+    try:
+        kube.call("POST", path, body=body)
+    except KubeError as err:
+        if err.status != 409:  # already there
+            raise
+
+
+def setup(settings: Settings, kube: KubeClient, nodes: int, gpus: int) -> list[str]:
+    _execute(settings, SetAllocations("cluster", {PROJECT: 0.0}, "k8s benchmark (unfunded, idle capacity)"))
+    ensure(kube, "/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}})
+    res = {"nvidia.com/gpu": str(gpus), "cpu": "256", "memory": "2Ti", "pods": "1000"}
+    names = [f"bench-k8s-{i}" for i in range(nodes)]
+    for i, name in enumerate(names):
+        ensure(kube, "/api/v1/nodes", {
+            "apiVersion": "v1", "kind": "Node",
+            "metadata": {"name": name, "annotations": {"kwok.x-k8s.io/node": "fake"},
+                         "labels": {"type": "kwok", "nvidia.com/gpu.product": "BENCH",
+                                    "network.topology.nvidia.com/spine": "bench-spine",
+                                    "network.topology.nvidia.com/block": f"bench-block{i // 8}"}},
+            "status": {"allocatable": res, "capacity": res}})
+    return names
+
+
+def registered(settings: Settings) -> set[str]:
+    out = subprocess.run([sys.executable, "-m", "steward.cli.main", "node", "list", "--output", "json"],
+                         capture_output=True, text=True, timeout=120, cwd=REPO, env=os.environ.copy())
+    if out.returncode != 0:
+        return set()
+    return {n["id"] for n in json.loads(out.stdout) if n.get("state") == "ready"}
+
+
+def pod(name: str, scheduler: str, gpus: int, run_s: float) -> dict[str, Any]:
+    return {"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": name, "namespace": NAMESPACE, "labels": {"steward.io/project": PROJECT},
+                         "annotations": {"pod-complete.stage.kwok.x-k8s.io/delay": f"{run_s}s"}},
+            "spec": {"schedulerName": scheduler, "restartPolicy": "Never",
+                     "tolerations": [{"operator": "Exists"}],
+                     "containers": [{"name": "job", "image": "bench:1",
+                                     "resources": {"limits": {"nvidia.com/gpu": str(gpus)}}}]}}
+
+
+class BindWatch:
+    """The first time each pod of the namespace is seen bound, from one watch stream."""
+
+    def __init__(self, kube: KubeClient) -> None:
+        self.kube = kube
+        self.bound: dict[str, float] = {}
+        self.stop = threading.Event()
+        listed = kube.call("GET", f"/api/v1/namespaces/{NAMESPACE}/pods")
+        self.version = str(listed.get("metadata", {}).get("resourceVersion", ""))
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+
+    def _run(self) -> None:
+        params = {"watch": "1", "resourceVersion": self.version, "allowWatchBookmarks": "false"}
+        while not self.stop.is_set():
+            try:
+                with self.kube.http.stream("GET", f"/api/v1/namespaces/{NAMESPACE}/pods", params=params,
+                                           timeout=httpx.Timeout(10.0, read=None)) as resp:
+                    for line in resp.iter_lines():
+                        if self.stop.is_set():
+                            return
+                        obj = json.loads(line).get("object", {})
+                        name = obj.get("metadata", {}).get("name", "")
+                        if obj.get("spec", {}).get("nodeName") and name not in self.bound:
+                            self.bound[name] = time.time()
+                        params["resourceVersion"] = obj.get("metadata", {}).get("resourceVersion", "")
+            except (httpx.HTTPError, ValueError):
+                time.sleep(0.2)
+
+
+def one_round(kube: KubeClient, prefix: str, scheduler: str, pods: int, gpus: int, run_s: float,
+              concurrency: int, timeout: float) -> dict[str, Any]:
+    watch = BindWatch(kube)
+    created: dict[str, float] = {}
+
+    def create(i: int) -> None:
+        name = f"{prefix}-{i}"
+        created[name] = time.time()
+        kube.create_pod(NAMESPACE, pod(name, scheduler, gpus, run_s))
+
+    with ThreadPoolExecutor(max_workers=concurrency) as pool:
+        list(pool.map(create, range(pods)))
+    deadline = time.monotonic() + timeout
+    while len([n for n in created if n in watch.bound]) < pods and time.monotonic() < deadline:
+        time.sleep(0.2)
+    watch.stop.set()
+    latencies = [watch.bound[n] - t for n, t in created.items() if n in watch.bound]
+    bound = [watch.bound[n] for n in created if n in watch.bound]
+    span = (max(bound) - min(created.values())) if bound else float("nan")
+    return {"scheduler": scheduler, "pods": pods, "bound": len(bound),
+            "bound_per_s": round(len(bound) / span, 2) if bound and span > 0 else 0.0,
+            "submit_to_bound_ms": {"p50": round(_percentile(latencies, 0.5) * 1000, 1),
+                                   "p95": round(_percentile(latencies, 0.95) * 1000, 1)}}
+
+
+def start_kube_scheduler(settings: Settings, config: str) -> subprocess.Popen[bytes]:
+    paths = subprocess.run(["bash", str(REPO / "infra" / "k8s.sh"), "paths"], capture_output=True, text=True,
+                           check=True, timeout=60).stdout
+    binary = dict(line.split("=", 1) for line in paths.split())["STEWARD_KUBE_SCHEDULER"]
+    log = (settings.run_dir / "logs" / "bench-kube-scheduler.log").open("ab")
+    return subprocess.Popen([binary, f"--kubeconfig={config}", "--leader-elect=false", "--secure-port=0"],
+                            stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
+
+
+def run(nodes: int = 200, gpus: int = 8, pods: int = 2000, gpus_per_pod: int = 1, run_s: float = 30.0,
+        concurrency: int = 8, timeout: float = 600.0) -> dict[str, Any]:
+    settings = Settings()
+    config = kubeconfig(settings)
+    kube = KubeClient(credentials(config))
+    names = setup(settings, kube, nodes, gpus)
+    deadline = time.monotonic() + timeout
+    while not set(names) <= registered(settings) and time.monotonic() < deadline:
+        time.sleep(1.0)
+    tag = uuid.uuid4().hex[:6]  # pod names, hence job ids, of this run only
+    steward_round = one_round(kube, f"st{tag}", "steward", pods, gpus_per_pod, run_s, concurrency, timeout)
+    ended, until = {"Succeeded", "Failed"}, time.monotonic() + timeout
+    while time.monotonic() < until and any(  # Steward's pods end (kwok): GPUs free for the anchor
+            p.get("status", {}).get("phase") not in ended for p in kube.pods(label_selector=f"{JOB_LABEL}")
+            if p["metadata"]["namespace"] == NAMESPACE):
+        time.sleep(1.0)
+    anchor = start_kube_scheduler(settings, config)
+    try:
+        anchor_round = one_round(kube, f"ks{tag}", "default-scheduler", pods, gpus_per_pod, run_s, concurrency, timeout)
+    finally:
+        anchor.terminate()
+        anchor.wait(30)
+    kube.close()
+    p50 = anchor_round["submit_to_bound_ms"]["p50"]
+    return {"bench": "k8s", "nodes": nodes, "gpus_per_node": gpus, "steward": steward_round,
+            "kube_scheduler": anchor_round,
+            "ratio_p50": round(steward_round["submit_to_bound_ms"]["p50"] / p50, 2) if p50 else None}
+
+
+def main(argv: list[str]) -> int:
+    ap = argparse.ArgumentParser(prog="steward bench k8s", description=(__doc__ or "").splitlines()[0])
+    ap.add_argument("--nodes", type=int, default=200)
+    ap.add_argument("--gpus", type=int, default=8, help="GPUs per node")
+    ap.add_argument("--pods", type=int, default=2000)
+    ap.add_argument("--gpus-per-pod", type=int, default=1)
+    ap.add_argument("--run-s", type=float, default=30.0, help="how long each pod runs (kwok)")
+    ap.add_argument("--concurrency", type=int, default=8, help="clients creating pods at once")
+    ap.add_argument("--timeout", type=float, default=600.0)
+    ap.add_argument("--json", action="store_true", help="print JSON (the only output format)")
+    args = ap.parse_args(argv)
+    result = run(args.nodes, args.gpus, args.pods, args.gpus_per_pod, args.run_s, args.concurrency, args.timeout)
+    sys.stdout.write(json.dumps(result) + "\n")
+    return 0 if result["steward"]["bound"] == args.pods == result["kube_scheduler"]["bound"] else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,544 @@
+"""The Kubernetes executor (issue 26; docs/adr/0051-kubernetes-division-of-labour.md): Steward is the scheduler
+of a cluster's GPU pods, behind the same activities as the node agent and the Slurm executor on
+`executor-<id>`, so the JobRun workflow cannot tell them apart.
+
+- Pods whose `schedulerName` is Steward's and that name a project (steward.executor.kubernetes_pods) become
+  Steward jobs: the executor submits them (`SubmitJob`, job id `<executor>.<namespace>.<pod or gang>`), labels
+  them with the job and tells their users where they stand (the PodScheduled condition, an event).
+- `start_job`: binds the job's pods to the nodes Steward chose (the Binding API), after creating them again for
+  a later attempt of a resumable job (from the pod the user submitted, with `STEWARD_RESUMED=1`), or, for a
+  job submitted to Steward directly, creating a pod that runs its command. Reported started once they run.
+- `watch_job`: the pods' phases: an exit code when they end, the preemption's end when Steward deleted them.
+- `signal_job`: the checkpoint request is a delete with the job's grace as the pod's termination grace period
+  (the kubelet sends SIGTERM, then SIGKILL when the grace ends); the kill is a delete with no grace.
+- `drain_node`: cordons the node (`spec.unschedulable`) with Steward's reason in `steward.io/drain-reason`.
+
+Heartbeats name the attempts whose pods still run and, as `down`, the registered nodes that are NotReady,
+cordoned by someone else or filled by foreign pods; nodes are registered again when foreign pods change the
+GPUs left to Steward (steward.executor.kubernetes_inventory)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+import zlib
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
+from typing import Any
+
+from pydantic_settings import BaseSettings, SettingsConfigDict
+from temporalio import activity
+from temporalio.client import Client
+from temporalio.exceptions import ApplicationError
+
+from steward.bus.envelope import command_envelope
+from steward.bus.kafka import CommandPublisher
+from steward.config import Settings
+from steward.domain.commands import CancelJob, Command, RegisterNode, ReportHeartbeat, ReportJobStarted
+from steward.domain.ids import shown
+from steward.executor.attempts import AttemptRecord, AttemptStore, read_json, write_json
+from steward.executor.cluster import heartbeat_loop, runs_over, serve, watch_attempt
+from steward.executor.kubernetes_api import KubeClient, KubeError, credentials
+from steward.executor.kubernetes_inventory import down_nodes, foreign_gpus, registrations
+from steward.executor.kubernetes_pods import (
+    ATTEMPT_LABEL,
+    CHECKPOINT,
+    DRAIN_REASON,
+    JOB_LABEL,
+    PodJob,
+    PodProblem,
+    bindings,
+    command_pod,
+    exit_code,
+    group_new_pods,
+    is_deleting,
+    is_terminal,
+    key,
+    parse_namespace_projects,
+    pod_annotations,
+    pod_job,
+    recreated,
+)
+from steward.executor.settings import ExecutorSettings
+from steward.logs_temporal import CorrelationInterceptor
+from steward.paths import UnsafePath, under
+from steward_workflows.payloads import (
+    JobRunInput,
+    NodeRef,
+    ProcessOutcome,
+    ProcessStarted,
+    SignalJob,
+    SignalResult,
+    WatchJob,
+    executor_task_queue,
+    job_run_workflow_id,
+)
+
+log = logging.getLogger("steward.executor.kubernetes")
+
+IO_THREADS = 16
+KILLED_EXIT_CODE = -9
+PREEMPTED_EXIT_CODE = -15  # the pod ended at its delete: SIGTERM, then SIGKILL when its grace ended
+KUBE_FAILED = "KubernetesFailed"
+STEWARD_DRAIN = "drained by Steward"
+QUEUED_REASON = "StewardQueued"
+
+
+class KubernetesSettings(BaseSettings):
+    """Where the cluster is (prefix STEWARD_K8S_): a kubeconfig (empty: $KUBECONFIG, the pod's service account,
+    ~/.kube/config), the scheduler name pods give to be Steward's, how often the API server is polled, how long
+    a bound pod may take to run before it is reported started anyway, and, for jobs submitted to Steward
+    directly rather than as pods, the namespace and image of the pod that runs their command."""
+
+    model_config = SettingsConfigDict(env_prefix="STEWARD_K8S_", extra="ignore")
+
+    kubeconfig: str = ""
+    scheduler_name: str = "steward"
+    poll_s: float = 1.0
+    start_wait_s: float = 60.0
+    namespace: str = "default"
+    image: str = "busybox:stable"
+    # admins' namespace=project pairs, comma-separated: a mapped namespace's pods charge its project only
+    namespace_projects: str = ""
+
+
+def pid_of(job_id: str, attempt: int) -> int:
+    """A stable positive number standing for an attempt's pods where a report wants a process id."""
+    return zlib.crc32(f"{job_id}/{attempt}".encode()) or 1
+
+
+def outcome_of(rec: AttemptRecord, pods: Sequence[Mapping[str, Any] | None], now: float) -> ProcessOutcome | None:
+    """What an attempt's pods say (None while they run): a failed pod's exit code, 0 when all succeeded, the
+    kill or the preemption when Steward deleted them, "vanished" when they went without Steward or their end."""
+    live = [p for p in pods if p is not None]
+    failed = [p for p in live if p.get("status", {}).get("phase") == "Failed"]
+    if failed:
+        return ProcessOutcome(rec.job_id, rec.attempt, exit_code(failed[0]) or 1, "exited", now)
+    if live and len(live) == len(pods) and all(p.get("status", {}).get("phase") == "Succeeded" for p in live):
+        return ProcessOutcome(rec.job_id, rec.attempt, 0, "exited", now)
+    if len(live) == len(pods) and not any(is_deleting(p) for p in live):
+        return None
+    if rec.killed:
+        return ProcessOutcome(rec.job_id, rec.attempt, KILLED_EXIT_CODE, "exited", now, killed=True)
+    if live and all(is_deleting(p) or is_terminal(p) for p in live):
+        return None  # still within the grace of a delete: the pods end when it does
+    if rec.signalled_at is not None:
+        return ProcessOutcome(rec.job_id, rec.attempt, PREEMPTED_EXIT_CODE, "exited", now)
+    if live:
+        return None  # some pods of a gang gone, the rest running: wait for them (or their loss)
+    return ProcessOutcome(rec.job_id, rec.attempt, -1, "vanished", now)
+
+
+def split(pod_key: str) -> tuple[str, str]:
+    namespace, _, name = pod_key.partition("/")
+    return namespace, name
+
+
+class KubernetesExecutor:
+    def __init__(self, settings: Settings, publisher: CommandPublisher, kube: KubeClient,
+                 options: ExecutorSettings | None = None, cluster: KubernetesSettings | None = None) -> None:
+        self.settings = settings
+        self.publisher = publisher
+        self.kube = kube
+        self.options = options or ExecutorSettings()
+        self.cluster = cluster or KubernetesSettings()
+        self.root = under(settings.run_dir / "executor", settings.executor_id)
+        self.attempts = AttemptStore(self.root)
+        self.manifests = self.root / "pods"
+        self.manifests.mkdir(parents=True, exist_ok=True)
+        self.registered: dict[str, RegisterNode] = {}
+        self._starting: dict[tuple[str, int], asyncio.Lock] = {}
+        self._changed = asyncio.Event()
+        self._closed: set[str] = set()  # manifests of jobs started or cancelled
+        self.namespace_projects = parse_namespace_projects(self.cluster.namespace_projects)
+
+    # -- reporting --------------------------------------------------------------------------------
+
+    def _report_now(self, command: Command, mid: str, correlation_id: str = "") -> None:
+        env = command_envelope(command, actor=f"executor:{self.settings.executor_id}", role="system",
+                               correlation_id=correlation_id or None, message_id=mid)
+        self.publisher.publish(env)
+
+    async def _report(self, command: Command, mid: str, correlation_id: str = "") -> None:
+        await asyncio.to_thread(self._report_now, command, mid, correlation_id)
+
+    # -- inventory --------------------------------------------------------------------------------
+
+    def _foreign(self) -> dict[str, int]:
+        return foreign_gpus(self.kube.pods(field_selector="spec.nodeName!="), self.cluster.scheduler_name)
+
+    def inventory(self) -> list[RegisterNode]:
+        """The cluster's nodes with the GPUs that foreign pods leave to Steward, in Topograph's tree."""
+        return registrations(self.kube.nodes(), self._foreign(), self.settings.executor_id)
+
+    def register_nodes(self) -> list[RegisterNode]:
+        """Register the nodes whose registration changed (all of them the first time)."""
+        nodes = self.inventory()
+        for node in nodes:
+            if self.registered.get(node.node_id) != node:
+                self._report_now(node, f"register-{node.node_id}-{node.gpus}-{'/'.join(node.path)}")
+                self.registered[node.node_id] = node
+        return nodes
+
+    # -- pods become jobs -------------------------------------------------------------------------
+
+    def _manifest_path(self, job_id: str) -> Any:
+        return under(self.manifests, f"{job_id}.json")
+
+    def manifest(self, job_id: str) -> dict[str, Any] | None:
+        try:
+            return read_json(self._manifest_path(job_id))
+        except UnsafePath:
+            return None
+
+    def steward_pods(self) -> list[dict[str, Any]]:
+        """Every pod that names Steward's scheduler (one list call)."""
+        return self.kube.pods(field_selector=f"spec.schedulerName={self.cluster.scheduler_name}")
+
+    def submit_pods(self, pods: Sequence[Mapping[str, Any]] | None = None) -> list[PodJob]:
+        """Submit Steward's new pods as jobs (a gang once all its pods exist); a pod that makes no job is told
+        why in its PodScheduled condition and an event, once."""
+        if pods is None:
+            pods = self.kube.pods(field_selector=f"spec.schedulerName={self.cluster.scheduler_name},spec.nodeName=")
+        submitted = []
+        for group in group_new_pods(pods):
+            try:
+                job = pod_job(self.settings.executor_id, group, self.namespace_projects)
+            except PodProblem as err:
+                if "of its" not in str(err):  # a gang still arriving is no problem
+                    for pod in group:
+                        self._tell(pod, "StewardRejected", str(err), warning=True)
+                continue
+            job = self._unique(job, group)
+            if self.manifest(job.command.job_id) is not None:  # submitted before a crash: label only
+                self._label(group, job.command.job_id)
+                continue
+            write_json(self._manifest_path(job.command.job_id), {
+                "pods": [dict(p) for p in sorted(group, key=key)], "gpus": list(job.gpus_per_pod),
+                "job": job.command.job_id})
+            self._report_now(job.command, f"submit-{job.command.job_id}")
+            self._label(group, job.command.job_id)
+            for pod in group:
+                self._tell(pod, QUEUED_REASON, f"queued in Steward as job {job.command.job_id} (project "
+                           f"{job.command.project}, {job.command.gpus} GPU(s)); why it waits: "
+                           f"steward explain {job.command.job_id}")
+            log.info("pods %s submitted as job %s", ", ".join(job.pods), job.command.job_id)
+            submitted.append(job)
+        return submitted
+
+    def _unique(self, job: PodJob, pods: Sequence[Mapping[str, Any]]) -> PodJob:
+        """A pod deleted and created again under the same name is a new job: its id gains the pod's uid."""
+        earlier = self.manifest(job.command.job_id)
+        uids = sorted(str(p.get("metadata", {}).get("uid", "")) for p in pods)
+        if earlier is None or sorted(str(p.get("metadata", {}).get("uid", "")) for p in earlier.get("pods") or []) \
+                == uids:
+            return job
+        job_id = f"{job.command.job_id[:100 - 9]}.{uids[0].replace('-', '')[:8]}"
+        return replace(job, command=replace(job.command, job_id=job_id))
+
+    def _label(self, pods: Sequence[Mapping[str, Any]], job_id: str) -> None:
+        for pod in pods:
+            namespace, name = split(key(pod))
+            with contextlib.suppress(KubeError):
+                self.kube.patch_pod(namespace, name, {"metadata": {"labels": {JOB_LABEL: job_id,
+                                                                             ATTEMPT_LABEL: "1"}}})
+
+    def _tell(self, pod: Mapping[str, Any], reason: str, message: str, warning: bool = False) -> None:
+        """The pod's PodScheduled condition and an event, where `kubectl describe pod` shows them."""
+        namespace, name = split(key(pod))
+        conditions = pod.get("status", {}).get("conditions") or []
+        if any(c.get("type") == "PodScheduled" and c.get("reason") == reason and c.get("message") == message
+               for c in conditions):
+            return
+        try:
+            self.kube.patch_pod(namespace, name, {"status": {"conditions": [{
+                "type": "PodScheduled", "status": "False", "reason": reason, "message": message,
+                "lastTransitionTime": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}]}}, status=True)
+            self.kube.event(namespace, pod, reason, message, "Warning" if warning else "Normal")
+        except KubeError as err:
+            log.warning("could not tell pod %s/%s: %s", namespace, name, err)
+
+    def cancel_deleted(self, pods: Sequence[Mapping[str, Any]] | None = None) -> list[str]:
+        """Jobs whose pods were deleted before Steward started them: cancelled. A job once started (or
+        cancelled) is not looked at again."""
+        present = {key(p) for p in (self.steward_pods() if pods is None else pods)}
+        cancelled = []
+        for path in sorted(self.manifests.glob("*.json")):
+            if path.stem in self._closed:
+                continue
+            data = read_json(path) or {}
+            job_id = str(data.get("job", ""))
+            if not job_id or data.get("closed") or self.attempts.load(job_id, 1) is not None:
+                self._closed.add(path.stem)
+                continue
+            if any(key(p) in present for p in data.get("pods") or []):
+                continue
+            self._report_now(CancelJob(job_id, "its pods were deleted in Kubernetes"), f"cancel-{job_id}")
+            write_json(path, data | {"closed": True})
+            self._closed.add(path.stem)
+            cancelled.append(job_id)
+        return cancelled
+
+    # -- activities -------------------------------------------------------------------------------
+
+    def job_pods(self, job_id: str) -> list[dict[str, Any]]:
+        """The job's pods that can still run (labelled with the job, not finished, not being deleted)."""
+        return [p for p in self.kube.pods(label_selector=f"{JOB_LABEL}={job_id}")
+                if not is_deleting(p) and not is_terminal(p)]
+
+    def _pods_for(self, run: JobRunInput) -> tuple[list[dict[str, Any]], list[int]]:
+        """The pods of this attempt: the user's for the first, recreated ones for a later attempt."""
+        manifest = self.manifest(run.job_id)
+        pods = self.job_pods(run.job_id)
+        if manifest is not None:
+            gpus = [int(g) for g in manifest.get("gpus") or []]
+
+            def current(p: Mapping[str, Any]) -> bool:  # this attempt's, or never bound (an attempt lost
+                # before its pods were bound leaves them waiting: the next attempt takes them as they are)
+                return (run.attempt == 1 or not p.get("spec", {}).get("nodeName")
+                        or p.get("metadata", {}).get("labels", {}).get(ATTEMPT_LABEL) == str(run.attempt))
+
+            if pods and all(current(p) for p in pods):
+                return sorted(pods, key=key), gpus
+            for old in self.kube.pods(label_selector=f"{JOB_LABEL}={run.job_id}"):
+                # an earlier attempt's pods (finished, or still bound though Steward ended that attempt): their
+                # names are the new pods'
+                if not current(old):
+                    self.kube.delete_pod(*split(key(old)), 0)
+            made = [p for p in pods if current(p)]
+            kept = {key(p) for p in made}
+            for original in manifest.get("pods") or []:
+                if key(original) in kept:
+                    continue
+                pod = recreated(original, run.attempt)
+                self._add_env(pod, run, resumed=True)
+                namespace = pod["metadata"].get("namespace", "default")
+                made.append(self._create(namespace, pod))
+            return sorted(made, key=key), gpus
+        if pods:
+            return pods, [sum(len(g) for g in run.assignments.values())]
+        pod = command_pod(run.job_id, self.cluster.namespace, run.command,
+                          sum(len(g) for g in run.assignments.values()), run.attempt, self.cluster.image,
+                          self.cluster.scheduler_name, run.env)
+        self._add_env(pod, run, resumed=bool(run.resume_from))
+        return [self._create(self.cluster.namespace, pod)], [sum(len(g) for g in run.assignments.values())]
+
+    def _create(self, namespace: str, pod: dict[str, Any]) -> dict[str, Any]:
+        try:
+            return self.kube.create_pod(namespace, pod)
+        except KubeError as err:
+            if err.status == 409:  # the previous attempt's pod is still ending: a retry creates it
+                raise ApplicationError(f"pod {namespace}/{pod['metadata'].get('name')} still exists: {err}",
+                                       type=KUBE_FAILED) from None
+            raise
+
+    @staticmethod
+    def _add_env(pod: dict[str, Any], run: JobRunInput, resumed: bool) -> None:
+        checkpoint = pod_annotations(pod).get(CHECKPOINT, "")
+        extra = {"STEWARD_JOB_ID": run.job_id, "STEWARD_ATTEMPT": str(run.attempt),
+                 "STEWARD_RESUMED": "1" if resumed else "0"}
+        if checkpoint:
+            extra |= {"STEWARD_CHECKPOINT_DIR": checkpoint, "STEWARD_RESUME_FROM": checkpoint if resumed else ""}
+        for container in pod.get("spec", {}).get("containers") or []:
+            env = [e for e in container.get("env") or [] if e.get("name") not in extra]
+            container["env"] = env + [{"name": k, "value": v} for k, v in extra.items()]
+
+    def _bind(self, run: JobRunInput) -> AttemptRecord:
+        pods, gpus = self._pods_for(run)
+        if len(gpus) != len(pods):
+            gpus = [sum(len(g) for g in run.assignments.values()) // max(len(pods), 1)] * len(pods)
+        keys = [key(p) for p in pods]
+        targets = bindings(keys, gpus, run.assignments)
+        for pod in pods:
+            namespace, name = split(key(pod))
+            node = targets[key(pod)]
+            bound = pod.get("spec", {}).get("nodeName")
+            if bound == node:
+                continue
+            if bound:
+                raise ApplicationError(f"pod {key(pod)} is bound to {bound}, Steward placed it on {node}",
+                                       type=KUBE_FAILED, non_retryable=True)
+            try:
+                self.kube.bind(namespace, name, node)
+            except KubeError as err:
+                fresh = self.kube.pod(namespace, name)
+                if fresh is None or fresh.get("spec", {}).get("nodeName") != node:
+                    raise
+                log.info("pod %s was already bound to %s (%s)", key(pod), node, err)
+        log.info("job %s attempt %s: %s", run.job_id, run.attempt,
+                 ", ".join(f"{p} -> {n}" for p, n in sorted(targets.items())))
+        rec = AttemptRecord(run.job_id, run.attempt, list(run.command), dict(run.assignments), "", run.job_class,
+                            pid=pid_of(run.job_id, run.attempt),
+                            extra={"pods": keys, "grace_s": run.timings.grace_s})
+        return self.attempts.save(rec)
+
+    @activity.defn(name="start_job")
+    async def start_job(self, run: JobRunInput) -> ProcessStarted:
+        try:
+            self.attempts.job_dir(run.job_id)
+        except UnsafePath as err:
+            raise ApplicationError(f"job {shown(run.job_id)} attempt {run.attempt} not started: {err}",
+                                   type=KUBE_FAILED, non_retryable=True) from None
+        async with self._starting.setdefault((run.job_id, run.attempt), asyncio.Lock()):
+            rec = self.attempts.load(run.job_id, run.attempt)
+            if rec is None:
+                try:
+                    rec = await asyncio.to_thread(self._bind, run)
+                except (KubeError, PodProblem) as err:
+                    raise ApplicationError(f"job {shown(run.job_id)} attempt {run.attempt} not bound: {err}",
+                                           type=KUBE_FAILED) from None
+            if not rec.started_at:
+                rec = await self._until_running(rec)
+        self._starting.pop((run.job_id, run.attempt), None)
+        await self._report(ReportJobStarted(run.job_id, run.attempt, rec.pid, rec.started_at),
+                           f"started-{run.job_id}-{run.attempt}", run.correlation_id)
+        self._changed.set()
+        return ProcessStarted(run.job_id, run.attempt, rec.pid, rec.started_at, rec.checkpoint_dir, rec.resumed_from)
+
+    def pods_of(self, rec: AttemptRecord) -> list[dict[str, Any] | None]:
+        return [self.kube.pod(*split(k)) for k in rec.extra.get("pods") or []]
+
+    async def _until_running(self, rec: AttemptRecord) -> AttemptRecord:
+        """Wait (heartbeating) until the kubelets run the pods (or end them), `start_wait_s` at most."""
+        deadline = time.monotonic() + self.cluster.start_wait_s
+        while time.monotonic() < deadline:
+            pods = await asyncio.to_thread(self.pods_of, rec)
+            if all(p is None or p.get("status", {}).get("phase") not in (None, "Pending") for p in pods):
+                break
+            activity.heartbeat("pods pending")
+            await asyncio.sleep(min(self.cluster.poll_s, 0.5))
+        else:
+            log.warning("job %s attempt %s: pods not running after %.0f s; reported started", rec.job_id,
+                        rec.attempt, self.cluster.start_wait_s)
+        return self.attempts.update(rec, started_at=time.time())
+
+    @activity.defn(name="watch_job")
+    async def watch_job(self, watch: WatchJob) -> ProcessOutcome:
+        rec = self.attempts.load(watch.job_id, watch.attempt)
+        if rec is None:
+            raise ApplicationError(f"no attempt {watch.attempt} of {watch.job_id} here", type="UnknownAttempt",
+                                   non_retryable=True)
+        return await watch_attempt(watch, rec, self.cluster.poll_s, self._outcome)
+
+    async def _outcome(self, rec: AttemptRecord) -> ProcessOutcome | None:
+        pods = await asyncio.to_thread(self.pods_of, rec)
+        outcome = outcome_of(self.attempts.load(rec.job_id, rec.attempt) or rec, pods, time.time())
+        if outcome is not None:
+            self._changed.set()
+        return outcome
+
+    def delete_pods(self, rec: AttemptRecord, grace_s: int, reason: str) -> bool:
+        deleted = False
+        for pod in self.pods_of(rec):
+            if pod is None or is_terminal(pod):
+                continue
+            namespace, name = split(key(pod))
+            with contextlib.suppress(KubeError):
+                self.kube.event(namespace, pod, "StewardPreempted", reason, "Warning")
+            deleted = self.kube.delete_pod(namespace, name, grace_s) or deleted
+        return deleted
+
+    @activity.defn(name="signal_job")
+    async def signal_job(self, request: SignalJob) -> SignalResult:
+        rec = self.attempts.load(request.job_id, request.attempt)
+        if rec is None:
+            raise ApplicationError(f"no attempt {request.attempt} of {request.job_id} here", type="UnknownAttempt",
+                                   non_retryable=True)
+        grace = 0 if request.kill else int(float(rec.extra.get("grace_s", 0)))
+        name = "SIGKILL" if request.kill else (request.signal or self.options.checkpoint_signal)
+        # record first: a delete that lands while we crash must still read as Steward's on re-attach
+        rec = self.attempts.update(rec, killed=rec.killed or request.kill,
+                                   signalled_at=rec.signalled_at or time.time())
+        why = (f"Steward ended job {rec.job_id} attempt {rec.attempt}" if request.kill else
+               f"Steward preempted job {rec.job_id} attempt {rec.attempt}: {grace} s to checkpoint; "
+               f"evidence: steward explain {rec.job_id}")
+        try:
+            delivered = await asyncio.to_thread(self.delete_pods, rec, grace, why)
+        except KubeError as err:
+            log.warning("%s not delivered to job %s attempt %s: %s", name, rec.job_id, rec.attempt, err)
+            return SignalResult(rec.job_id, rec.attempt, False, name)
+        log.info("%s: job %s attempt %s deleted with grace %d s", name, rec.job_id, rec.attempt, grace)
+        self._changed.set()
+        return SignalResult(rec.job_id, rec.attempt, delivered, name)
+
+    @activity.defn(name="drain_node")
+    async def drain_node(self, node: NodeRef) -> None:
+        await asyncio.to_thread(self.kube.patch_node, node.node_id, {
+            "metadata": {"annotations": {DRAIN_REASON: STEWARD_DRAIN}}, "spec": {"unschedulable": True}})
+        self.attempts.set_drained(self.attempts.drained() | {node.node_id})
+        self._changed.set()
+        log.info("node %s cordoned (%s)", node.node_id, STEWARD_DRAIN)
+
+    def activities(self) -> list[Callable[..., Any]]:
+        return [self.start_job, self.watch_job, self.signal_job, self.drain_node]
+
+    # -- lifecycle --------------------------------------------------------------------------------
+
+    def running(self, pods: Sequence[Mapping[str, Any]] | None = None) -> list[AttemptRecord]:
+        """The attempts whose pods still run (one list of Steward's pods for all of them)."""
+        recs = [r for r in self.attempts.all() if r.extra.get("pods")]
+        if not recs:
+            return []
+        alive = {key(p) for p in (self.steward_pods() if pods is None else pods) if not is_terminal(p)}
+        return [r for r in recs if outcome_of(r, [{} if k in alive else None for k in r.extra["pods"]], 0) is None
+                and any(k in alive for k in r.extra["pods"])]
+
+    def heartbeat(self, pods: Sequence[Mapping[str, Any]] | None = None) -> ReportHeartbeat:
+        recs = self.running(pods)
+        busy = {n for r in recs for n in r.nodes}
+        down = down_nodes(self.kube.nodes(), self._foreign(), set(self.registered), busy) if self.registered else []
+        nodes = sorted(busy | self.attempts.drained())
+        return ReportHeartbeat(self.settings.executor_id, {r.job_id: r.attempt for r in recs}, nodes, down)
+
+    def round(self) -> ReportHeartbeat:
+        """One pass over one list of Steward's pods: new ones submitted, deleted ones cancelled, changed nodes
+        registered, the heartbeat."""
+        pods = self.steward_pods()
+        self.submit_pods(pods)
+        self.cancel_deleted(pods)
+        self.register_nodes()
+        return self.heartbeat(pods)
+
+    async def heartbeats(self, stop: asyncio.Event) -> None:
+        """Every `poll_s`: new pods become jobs, and `ReportHeartbeat` goes out on every change (and at a low
+        rate otherwise)."""
+        await heartbeat_loop(stop, self._changed, self.round, self._report, self.settings.executor_id,
+                             self.cluster.poll_s, self.options.heartbeat_report_s)
+
+    async def reconcile(self, client: Client) -> list[str]:
+        """Delete the pods whose JobRun is over (they were left while this executor was down)."""
+        stopped = []
+        for rec in await runs_over(client, await asyncio.to_thread(self.running)):
+            log.warning("deleting the orphan pods of job %s attempt %s (its run is over)", rec.job_id, rec.attempt)
+            rec = self.attempts.update(rec, killed=True)
+            await asyncio.to_thread(self.delete_pods, rec, 0, "its run in Steward is over")
+            stopped.append(job_run_workflow_id(rec.job_id, rec.attempt))
+        return stopped
+
+
+async def run_kubernetes_executor(settings: Settings, stop: asyncio.Event | None = None) -> None:
+    stop = stop or asyncio.Event()
+    asyncio.get_running_loop().set_default_executor(
+        ThreadPoolExecutor(max_workers=IO_THREADS, thread_name_prefix="k8s-io"))
+    cluster = KubernetesSettings()
+    kube = KubeClient(credentials(cluster.kubeconfig))
+    client = await Client.connect(settings.temporal_address, namespace=settings.temporal_namespace,
+                                  interceptors=[CorrelationInterceptor()])
+    publisher = CommandPublisher(settings)
+    try:
+        executor = KubernetesExecutor(settings, publisher, kube, cluster=cluster)
+    except PodProblem as err:
+        raise SystemExit(f"STEWARD_K8S_NAMESPACE_PROJECTS: {err}") from None
+    nodes = await asyncio.to_thread(executor.register_nodes)
+    stopped = await executor.reconcile(client)
+    if stopped:
+        log.info("deleted the pods of %d orphan attempt(s): %s", len(stopped), ", ".join(stopped))
+    log.info("Kubernetes executor %s serving %s as scheduler %r: %d node(s), %d GPU(s)", settings.executor_id,
+             executor_task_queue(settings.executor_id), cluster.scheduler_name, len(nodes),
+             sum(n.gpus for n in nodes))
+    await serve(client, settings, executor.activities(), executor.heartbeats(stop), stop)
+    publisher.close()
+    kube.close()

@@ -1,0 +1,112 @@
+"""What Steward knows of a Kubernetes cluster's machines (issue 26 "Inventory"), from the API server's nodes and
+pods: pure functions over their JSON.
+
+- A node with allocatable `nvidia.com/gpu` is a Steward node; its GPU model is the GPU operator's label
+  `nvidia.com/gpu.product`; its place in the network is the labels NVIDIA Topograph publishes
+  (`network.topology.nvidia.com/datacenter`, `spine`, `block`, `accelerator`), from the top down, then the
+  node (a node without them hangs from one switch named after the executor's cluster).
+- GPUs that pods of other schedulers hold (foreign load) are not Steward's: a node is registered with its
+  allocatable GPUs less theirs, and a node they fill is reported down.
+- A node cordoned by anyone but Steward, or not Ready, is out of service: reported down (the ledger holds
+  it unhealthy until a heartbeat no longer names it)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from steward.domain.commands import RegisterNode
+from steward.executor.kubernetes_pods import (
+    DRAIN_REASON,
+    GPU_RESOURCE,
+    PodProblem,
+    is_steward_pod,
+    is_terminal,
+    pod_gpus,
+    quantity,
+)
+
+MODEL_LABEL = "nvidia.com/gpu.product"
+TOPOLOGY_PREFIX = "network.topology.nvidia.com/"
+TOPOLOGY_LEVELS = ("datacenter", "spine", "block", "accelerator")  # from the top down
+
+Node = Mapping[str, Any]
+
+
+def name(node: Node) -> str:
+    return str(node.get("metadata", {}).get("name", ""))
+
+
+def allocatable_gpus(node: Node) -> int:
+    value = (node.get("status", {}).get("allocatable") or {}).get(GPU_RESOURCE)
+    if value is None:
+        return 0
+    try:
+        return quantity(value)
+    except PodProblem:
+        return 0
+
+
+def topology_path(node: Node, cluster: str) -> list[str]:
+    """The node's switches from the top down (Topograph's labels, each level's value prefixed with its level so
+    two levels never share a name), then the node."""
+    node_labels = node.get("metadata", {}).get("labels") or {}
+    switches = [f"{level}-{node_labels[TOPOLOGY_PREFIX + level]}" for level in TOPOLOGY_LEVELS
+                if node_labels.get(TOPOLOGY_PREFIX + level)]
+    return [*(switches or [cluster]), name(node)]
+
+
+def foreign_gpus(pods: Iterable[Mapping[str, Any]], scheduler_name: str) -> dict[str, int]:
+    """GPUs held per node by pods Steward does not schedule (bound, not finished)."""
+    held: dict[str, int] = {}
+    for pod in pods:
+        node = pod.get("spec", {}).get("nodeName")
+        if not node or is_steward_pod(pod, scheduler_name) or is_terminal(pod):
+            continue
+        try:
+            gpus = pod_gpus(pod)
+        except PodProblem:
+            continue
+        if gpus:
+            held[node] = held.get(node, 0) + gpus
+    return held
+
+
+def ready(node: Node) -> bool:
+    return any(c.get("type") == "Ready" and c.get("status") == "True"
+               for c in node.get("status", {}).get("conditions") or [])
+
+
+def cordoned_by_others(node: Node) -> bool:
+    """Unschedulable, and not by a Steward drain (which names its reason in `steward.io/drain-reason`)."""
+    notes = node.get("metadata", {}).get("annotations") or {}
+    return bool(node.get("spec", {}).get("unschedulable")) and DRAIN_REASON not in notes
+
+
+def registrations(nodes: Iterable[Node], foreign: Mapping[str, int], executor_id: str,
+                  default_model: str = "gpu") -> list[RegisterNode]:
+    """A `RegisterNode` per node with GPUs that foreign load leaves to Steward."""
+    out = []
+    for node in nodes:
+        gpus = allocatable_gpus(node) - foreign.get(name(node), 0)
+        if gpus <= 0:
+            continue
+        model = (node.get("metadata", {}).get("labels") or {}).get(MODEL_LABEL) or default_model
+        out.append(RegisterNode(name(node), gpus, model, topology_path(node, f"{executor_id}-cluster"), executor_id))
+    return out
+
+
+def down_nodes(nodes: Iterable[Node], foreign: Mapping[str, int], registered: set[str],
+               busy: Iterable[str] = ()) -> list[str]:
+    """The registered nodes out of service: gone, NotReady, cordoned by someone else, or filled by foreign pods
+    while no Steward attempt runs there (a node of a running attempt is not down for being full: its foreign
+    pods filled the GPUs its attempt's pods just released, before Steward saw them end)."""
+    seen = {name(n): n for n in nodes}
+    running = set(busy)
+    down = []
+    for node_id in registered:
+        node = seen.get(node_id)
+        if node is None or not ready(node) or cordoned_by_others(node) \
+                or (allocatable_gpus(node) - foreign.get(node_id, 0) <= 0 and node_id not in running):
+            down.append(node_id)
+    return sorted(down)

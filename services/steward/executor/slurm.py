@@ -1,0 +1,494 @@
+"""The Slurm executor (issue 23; docs/adr/0043-slurm-division-of-labour.md): Steward governs a real Slurm
+cluster through its own clients (`sbatch`, `scancel`, `scontrol`), behind the same activities as the node
+agent on `executor-<id>`, so the JobRun workflow cannot tell them apart.
+
+- `start_job`: a Steward placement becomes one Slurm job (`sbatch`) pinned to the placement's nodes
+  (`--nodelist`, `--nodes`) with its GPU count per node (`--gres=gpu:N`), running as the project's OS user
+  (`--uid/--gid`, steward.executor.isolation) in its private working folder, with an environment built from
+  scratch and its checkpoint folder (`STEWARD_CHECKPOINT_DIR`; the same rules as the node agent,
+  steward.executor.checkpoints); `--no-requeue`: Steward, not Slurm, decides what runs again. The Slurm job
+  is named `steward-<job>-a<attempt>`: a start retried after a crash adopts the job of that name instead of
+  submitting twice. Reported started once Slurm runs it. The attempt's record keeps the Slurm job id (as its
+  `pid`), so an executor restart re-attaches.
+- `watch_job`: polls `scontrol -o show job`: an exit code when Slurm ends the job, "vanished" when Slurm lost
+  it (NODE_FAIL, BOOT_FAIL) or forgot it; checkpoints reported as the node agent does.
+- `signal_job`: the checkpoint signal (`scancel --full --signal=<signal>`: the batch step too, which is the
+  job's command itself) or, to end it, `scancel --full --signal=KILL` then `scancel`.
+- `drain_node`: `scontrol update State=DRAIN Reason="steward: ..."`.
+
+Heartbeats name the attempts Slurm still runs and, as `down`, the registered nodes Slurm holds out of service
+on its own (down, failed, not responding, drained by anyone but Steward). At start the nodes are registered
+from Slurm's inventory and topology.conf (steward.executor.slurm_inventory)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import getpass
+import logging
+import os
+import shlex
+import time
+import uuid
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+from pydantic_settings import BaseSettings, SettingsConfigDict
+from temporalio import activity
+from temporalio.client import Client, WorkflowExecutionStatus
+from temporalio.exceptions import ApplicationError
+from temporalio.service import RPCError
+from temporalio.worker import PollerBehaviorSimpleMaximum, Worker
+
+from steward.bus.envelope import command_envelope
+from steward.bus.kafka import CommandPublisher
+from steward.config import Settings
+from steward.domain.commands import Command, RegisterNode, ReportHeartbeat, ReportJobStarted
+from steward.domain.ids import shown
+from steward.executor.attempts import AttemptRecord, AttemptStore
+from steward.executor.checkpoints import new_checkpoint, prepare_checkpoint
+from steward.executor.isolation import (
+    IsolationError,
+    check_mode,
+    ensure_user,
+    job_environment,
+    passable_folder,
+    private_folder,
+    traversable,
+)
+from steward.executor.settings import ExecutorSettings
+from steward.executor.slurm_commands import (
+    STEWARD_REASON,
+    Runner,
+    SlurmError,
+    SlurmJob,
+    SlurmNode,
+    parse_jobs,
+    parse_nodes,
+    run_command,
+)
+from steward.executor.slurm_inventory import read_topology, registrations
+from steward.logs_temporal import CorrelationInterceptor
+from steward.paths import UnsafePath, under
+from steward_workflows.payloads import (
+    JobRunInput,
+    NodeRef,
+    ProcessOutcome,
+    ProcessStarted,
+    SignalJob,
+    SignalResult,
+    WatchJob,
+    executor_task_queue,
+    job_run_workflow_id,
+)
+
+log = logging.getLogger("steward.executor.slurm")
+
+ACTIVITY_POLLERS = 16
+IO_THREADS = 16
+KILLED_EXIT_CODE = -9
+NOT_ISOLATED = "NotIsolated"
+SLURM_FAILED = "SlurmFailed"
+DRAIN_REASON = f"{STEWARD_REASON} drained by Steward"
+
+
+class SlurmSettings(BaseSettings):
+    """Where the cluster is (prefix STEWARD_SLURM_): its slurm.conf (empty: Slurm's own default, or SLURM_CONF
+    in the environment), the partition Steward's jobs go to (empty: the cluster's default), how often it is
+    polled, and how long a submitted job may wait in Slurm's queue before it is reported started anyway."""
+
+    model_config = SettingsConfigDict(env_prefix="STEWARD_SLURM_", extra="ignore")
+
+    conf: str = ""
+    partition: str = ""
+    poll_s: float = 2.0
+    start_wait_s: float = 60.0
+
+
+def job_name(job_id: str, attempt: int) -> str:
+    return f"steward-{job_id}-a{attempt}"
+
+
+def gpus_per_node(assignments: Mapping[str, Sequence[int]]) -> int:
+    """Slurm asks GPUs per node: the most any node of the placement holds (Steward's gangs are even)."""
+    return max((len(g) for g in assignments.values()), default=0)
+
+
+def sbatch_argv(run: JobRunInput, script: Path, workdir: Path, uid: int | None, gid: int | None,
+                partition: str = "") -> list[str]:
+    """The `sbatch` command line of an attempt: pinned to its nodes with its GPUs, never requeued by Slurm."""
+    nodes = sorted(run.assignments)
+    argv = ["sbatch", "--parsable", f"--job-name={job_name(run.job_id, run.attempt)}",
+            f"--nodelist={','.join(nodes)}", f"--nodes={len(nodes)}", "--ntasks-per-node=1",
+            "--no-requeue", f"--chdir={workdir}", f"--output={workdir / f'slurm-attempt-{run.attempt}.log'}",
+            "--export=ALL"]
+    gpus = gpus_per_node(run.assignments)
+    if gpus:
+        argv.append(f"--gres=gpu:{gpus}")
+    if partition:
+        argv.append(f"--partition={partition}")
+    if uid is not None and gid is not None:
+        argv += [f"--uid={uid}", f"--gid={gid}"]
+    return [*argv, str(script)]
+
+
+def outcome_of(rec: AttemptRecord, job: SlurmJob | None, now: float) -> ProcessOutcome | None:
+    """What Slurm's record of an attempt's job says (None while Slurm still runs it)."""
+    if job is not None and job.active:
+        return None
+    if job is None or job.lost or job.state == "PREEMPTED":  # gone without the job's own exit code
+        return ProcessOutcome(rec.job_id, rec.attempt, -1, "vanished", now)
+    now = job.end_time or now  # when Slurm ended it, not when we looked
+    if rec.killed:
+        return ProcessOutcome(rec.job_id, rec.attempt, KILLED_EXIT_CODE, "exited", now, killed=True)
+    if job.state == "CANCELLED":  # by someone else (an operator's scancel): the signal that ended it
+        return ProcessOutcome(rec.job_id, rec.attempt, -(job.exit_signal or 15), "exited", now)
+    code = job.exit_code if job.exit_code or not job.exit_signal else 128 + job.exit_signal
+    if job.state != "COMPLETED" and code == 0:  # TIMEOUT, OUT_OF_MEMORY: failed without a code of its own
+        code = 1
+    return ProcessOutcome(rec.job_id, rec.attempt, code, "exited", now)
+
+
+def foreign_load(nodes: Sequence[SlurmNode], jobs: Mapping[int, SlurmJob], records: Sequence[AttemptRecord],
+                 registered: set[str]) -> dict[str, int]:
+    """GPUs per registered node held by jobs Steward did not submit (issue 23 "foreign load"): what Slurm has
+    allocated on the node (`GresUsed`) less what Steward's own Slurm jobs hold there (each asked its
+    placement's GPUs per node on every node Slurm gave it). Nodes without foreign load are left out."""
+    ours: dict[str, int] = {}
+    for rec in records:
+        job = jobs.get(rec.pid)
+        if job is None or not job.holding:
+            continue
+        for node in job.nodes:
+            ours[node] = ours.get(node, 0) + gpus_per_node(rec.assignments)
+    load = {n.name: min(n.gpus, n.gpus_used - ours.get(n.name, 0)) for n in nodes if n.name in registered}
+    return {name: gpus for name, gpus in sorted(load.items()) if gpus > 0}
+
+
+def down_nodes(nodes: Sequence[SlurmNode], registered: set[str]) -> list[str]:
+    """The registered nodes Slurm holds out of service on its own (a drain Steward asked for is Steward's)."""
+    return sorted(n.name for n in nodes if n.name in registered and not n.available and not n.drained_by_steward)
+
+
+class SlurmExecutor:
+    def __init__(self, settings: Settings, publisher: CommandPublisher, options: ExecutorSettings | None = None,
+                 slurm: SlurmSettings | None = None, runner: Runner = run_command) -> None:
+        self.settings = settings
+        self.publisher = publisher
+        self.options = options or ExecutorSettings()
+        self.cluster = slurm or SlurmSettings()
+        self.runner = runner
+        check_mode(self.options.isolation)
+        self.isolating = self.options.isolation == "user"
+        # a folder of its own: its records' `pid` is a Slurm job id, which a node agent started later on the same
+        # run folder (its default id is the same) must never read as a process of this machine to stop
+        self.root = under(settings.run_dir / "executor-slurm", settings.executor_id)
+        self.attempts = AttemptStore(self.root)
+        root = self.options.checkpoint_root
+        self.checkpoint_root = Path(root) if root else settings.run_dir / "checkpoints"
+        work = self.options.work_root
+        self.work_root = Path(work) if work else self.root / "work"
+        self.conf = self.cluster.conf or os.environ.get("SLURM_CONF", "")
+        self.registered: set[str] = set()
+        self._starting: dict[tuple[str, int], asyncio.Lock] = {}
+        self._changed = asyncio.Event()
+        self._prepare_folders()
+
+    def _prepare_folders(self) -> None:
+        jobs = self.root / "jobs"
+        jobs.mkdir(parents=True, exist_ok=True)
+        os.chmod(jobs, 0o700)
+        if self.work_root.is_relative_to(self.root):
+            passable_folder(self.root)
+        passable_folder(self.work_root)
+        passable_folder(self.checkpoint_root)
+        if self.isolating:
+            traversable(self.work_root)
+            traversable(self.checkpoint_root)
+
+    # -- Slurm ------------------------------------------------------------------------------------
+
+    def _env(self, extra: Mapping[str, str] | None = None) -> dict[str, str]:
+        base = {"PATH": os.environ.get("PATH", "/usr/local/bin:/usr/bin:/bin")}
+        if "TZ" in os.environ:  # Slurm prints times in the client's zone: ours, to read them back right
+            base["TZ"] = os.environ["TZ"]
+        if self.conf:
+            base["SLURM_CONF"] = self.conf
+        return base | dict(extra or {})
+
+    def slurm(self, *argv: str, env: Mapping[str, str] | None = None) -> str:
+        return self.runner(list(argv), self._env(env))
+
+    def job(self, slurm_id: int) -> SlurmJob | None:
+        """Slurm's record of one job; None when Slurm no longer knows it (purged, or never was)."""
+        try:
+            jobs = parse_jobs(self.slurm("scontrol", "-o", "show", "job", str(slurm_id)))
+        except SlurmError as err:
+            if "Invalid job id" in str(err):
+                return None
+            raise
+        return next((j for j in jobs if j.job_id == slurm_id), None)
+
+    def jobs(self) -> dict[int, SlurmJob]:
+        text = self.slurm("scontrol", "-o", "show", "job")
+        return {j.job_id: j for j in parse_jobs(text)}
+
+    def nodes(self) -> list[SlurmNode]:
+        """The cluster's nodes; `-d` for the GPUs allocated on each (`GresUsed`)."""
+        return parse_nodes(self.slurm("scontrol", "-o", "-d", "show", "node"))
+
+    def inventory(self) -> list[RegisterNode]:
+        """The cluster's nodes with GPUs, placed in topology.conf's switch tree."""
+        return registrations(self.nodes(), read_topology(self.conf), self.settings.executor_id)
+
+    # -- reporting --------------------------------------------------------------------------------
+
+    async def _report(self, command: Command, mid: str, correlation_id: str = "") -> None:
+        env = command_envelope(command, actor=f"executor:{self.settings.executor_id}", role="system",
+                               correlation_id=correlation_id or None, message_id=mid)
+        await asyncio.to_thread(self.publisher.publish, env)
+
+    async def register_nodes(self) -> list[RegisterNode]:
+        nodes = await asyncio.to_thread(self.inventory)
+        for node in nodes:
+            await self._report(node, f"register-{node.node_id}-{node.gpus}-{'/'.join(node.path)}")
+        self.registered |= {n.node_id for n in nodes}
+        return nodes
+
+    # -- activities -------------------------------------------------------------------------------
+
+    @activity.defn(name="start_job")
+    async def start_job(self, run: JobRunInput) -> ProcessStarted:
+        try:
+            self.attempts.job_dir(run.job_id)
+        except UnsafePath as err:
+            raise ApplicationError(f"job {shown(run.job_id)} attempt {run.attempt} not started: {err}",
+                                   type=NOT_ISOLATED, non_retryable=True) from None
+        async with self._starting.setdefault((run.job_id, run.attempt), asyncio.Lock()):
+            rec = self.attempts.load(run.job_id, run.attempt)
+            if rec is None or rec.pid <= 0:
+                rec = await asyncio.to_thread(self._submit, run, rec)
+            if not rec.started_at:
+                rec = await self._until_running(rec)
+        self._starting.pop((run.job_id, run.attempt), None)
+        await self._report(ReportJobStarted(run.job_id, run.attempt, rec.pid, rec.started_at),
+                           f"started-{run.job_id}-{run.attempt}", run.correlation_id)
+        self._changed.set()
+        return ProcessStarted(run.job_id, run.attempt, rec.pid, rec.started_at, rec.checkpoint_dir, rec.resumed_from)
+
+    def _submit(self, run: JobRunInput, previous: AttemptRecord | None) -> AttemptRecord:
+        try:
+            return self._submit_isolated(run, previous)
+        except (UnsafePath, IsolationError) as err:
+            raise ApplicationError(f"job {shown(run.job_id)} attempt {run.attempt} not started: {err}",
+                                   type=NOT_ISOLATED, non_retryable=True) from None
+        except SlurmError as err:
+            raise ApplicationError(f"job {shown(run.job_id)} attempt {run.attempt} not submitted to Slurm: {err}",
+                                   type=SLURM_FAILED) from None
+
+    def _adoptable(self, name: str) -> int | None:
+        """The Slurm job a crashed start already submitted under this attempt's name (None when none)."""
+        out = self.slurm("squeue", "--noheader", "--states=all", "--format=%i", f"--name={name}")
+        ids = [int(line) for line in out.split() if line.isdigit()]
+        return max(ids) if ids else None
+
+    def _submit_isolated(self, run: JobRunInput, previous: AttemptRecord | None) -> AttemptRecord:
+        job_dir = self.attempts.job_dir(run.job_id)
+        job_dir.mkdir(parents=True, exist_ok=True)
+        user = ensure_user(run.project) if self.isolating else None
+        workdir = private_folder(under(self.work_root, run.job_id), user)
+        checkpoint, resumed_from = prepare_checkpoint(self.checkpoint_root, run, user)
+        rec = previous or AttemptRecord(run.job_id, run.attempt, list(run.command), dict(run.assignments),
+                                        str(checkpoint), run.job_class)
+        rec = self.attempts.update(rec, resumed_from=resumed_from)
+        slurm_id = self._adoptable(job_name(run.job_id, run.attempt)) if previous is not None else None
+        if slurm_id is None:
+            script = self.attempts.path(run.job_id, run.attempt, ".sbatch")
+            # the batch step is the job's command itself (exec), so the checkpoint signal reaches it
+            script.write_text(f"#!/bin/sh\nexec {shlex.join(run.command)}\n")
+            os.chmod(script, 0o600)  # sbatch reads it as the executor and hands Slurm its content
+            env = job_environment(run.env, {
+                "STEWARD_CHECKPOINT_DIR": str(checkpoint),
+                "STEWARD_JOB_ID": run.job_id,
+                "STEWARD_ATTEMPT": str(run.attempt),
+                "STEWARD_RESUMED": "1" if resumed_from else "0",
+                "STEWARD_RESUME_FROM": resumed_from,
+            }, workdir, user.name if user is not None else getpass.getuser())
+            argv = sbatch_argv(run, script, workdir, user.uid if user else None, user.gid if user else None,
+                               self.cluster.partition)
+            out = self.runner(argv, env | ({"SLURM_CONF": self.conf} if self.conf else {}))
+            slurm_id = int(out.strip().split(";", 1)[0])
+            log.info("job %s attempt %s is Slurm job %d on %s", run.job_id, run.attempt, slurm_id,
+                     ",".join(sorted(run.assignments)))
+        return self.attempts.update(rec, pid=slurm_id, extra={"slurm_job": slurm_id})
+
+    async def _until_running(self, rec: AttemptRecord) -> AttemptRecord:
+        """Wait (heartbeating) until Slurm runs the job, or ends it, or `start_wait_s` passes; started when
+        Slurm says it started (its StartTime), so Steward's delivered time and Slurm's records agree."""
+        deadline = time.monotonic() + self.cluster.start_wait_s
+        job = None
+        while time.monotonic() < deadline:
+            job = await asyncio.to_thread(self.job, rec.pid)
+            if job is None or job.state not in ("PENDING", "CONFIGURING"):
+                break
+            activity.heartbeat("pending in Slurm")
+            await asyncio.sleep(min(self.cluster.poll_s, 0.5))
+        else:
+            log.warning("job %s attempt %s still pending in Slurm after %.0f s; reported started", rec.job_id,
+                        rec.attempt, self.cluster.start_wait_s)
+        started = job.start_time if job is not None and job.start_time else time.time()
+        return self.attempts.update(rec, started_at=started)
+
+    @activity.defn(name="watch_job")
+    async def watch_job(self, watch: WatchJob) -> ProcessOutcome:
+        rec = self.attempts.load(watch.job_id, watch.attempt)
+        if rec is None:
+            raise ApplicationError(f"no attempt {watch.attempt} of {watch.job_id} here", type="UnknownAttempt",
+                                   non_retryable=True)
+        tick = self.cluster.poll_s
+        info = activity.info()
+        if info.heartbeat_timeout:
+            tick = min(tick, max(info.heartbeat_timeout.total_seconds() / 3, 0.1))
+        deadline = time.monotonic() + max(watch.window_s, 0.0)
+        while True:
+            job = await asyncio.to_thread(self.job, rec.pid)
+            rec = await self._check_checkpoint(rec)
+            outcome = outcome_of(self.attempts.load(rec.job_id, rec.attempt) or rec, job, time.time())
+            if outcome is not None:
+                self._changed.set()
+                fresh = self.attempts.load(rec.job_id, rec.attempt) or rec
+                at = fresh.checkpoint_seen or None
+                return ProcessOutcome(outcome.job_id, outcome.attempt, outcome.exit_code, outcome.status,
+                                      outcome.ended_at, fresh.checkpoint_dir if at else "", at, outcome.killed)
+            if time.monotonic() >= deadline:
+                return ProcessOutcome(rec.job_id, rec.attempt, 0, "running")
+            activity.heartbeat(rec.pid)
+            await asyncio.sleep(min(tick, max(deadline - time.monotonic(), 0.01)))
+
+    async def _check_checkpoint(self, rec: AttemptRecord) -> AttemptRecord:
+        report = await asyncio.to_thread(new_checkpoint, rec)
+        if report is None:
+            return rec
+        await self._report(report, f"checkpoint-{rec.job_id}-{rec.attempt}-{int(report.saved_at * 1e6)}")
+        return self.attempts.update(rec, checkpoint_seen=report.saved_at)
+
+    @activity.defn(name="signal_job")
+    async def signal_job(self, request: SignalJob) -> SignalResult:
+        rec = self.attempts.load(request.job_id, request.attempt)
+        if rec is None:
+            raise ApplicationError(f"no attempt {request.attempt} of {request.job_id} here", type="UnknownAttempt",
+                                   non_retryable=True)
+        name = "SIGKILL" if request.kill else (request.signal or self.options.checkpoint_signal)
+        number = 9 if request.kill else self.options.signal_number(request.signal)
+        job = await asyncio.to_thread(self.job, rec.pid)
+        if job is None or not job.active:
+            return SignalResult(rec.job_id, rec.attempt, False, name)
+        # record first: a kill that lands while we crash must still read as "killed" on re-attach
+        self.attempts.update(rec, killed=rec.killed or request.kill, signalled_at=rec.signalled_at or time.time())
+        try:
+            await asyncio.to_thread(self.slurm, "scancel", "--full", f"--signal={number}", str(rec.pid))
+            if request.kill:  # and Slurm's own end of the job (its record then reads CANCELLED)
+                with contextlib.suppress(SlurmError):
+                    await asyncio.to_thread(self.slurm, "scancel", str(rec.pid))
+        except SlurmError as err:
+            log.warning("%s not delivered to Slurm job %d (job %s attempt %s): %s", name, rec.pid, rec.job_id,
+                        rec.attempt, err)
+            return SignalResult(rec.job_id, rec.attempt, False, name)
+        log.info("%s sent to job %s attempt %s (Slurm job %d)", name, rec.job_id, rec.attempt, rec.pid)
+        return SignalResult(rec.job_id, rec.attempt, True, name)
+
+    @activity.defn(name="drain_node")
+    async def drain_node(self, node: NodeRef) -> None:
+        await asyncio.to_thread(self.slurm, "scontrol", "update", f"NodeName={node.node_id}", "State=DRAIN",
+                                f"Reason={DRAIN_REASON}")
+        self.attempts.set_drained(self.attempts.drained() | {node.node_id})
+        self._changed.set()
+        log.info("node %s draining in Slurm", node.node_id)
+
+    def activities(self) -> list[Callable[..., Any]]:
+        return [self.start_job, self.watch_job, self.signal_job, self.drain_node]
+
+    # -- lifecycle --------------------------------------------------------------------------------
+
+    def running(self, jobs: Mapping[int, SlurmJob] | None = None) -> list[AttemptRecord]:
+        """The attempts whose Slurm job Slurm still runs (one `scontrol show job` for all of them)."""
+        recs = [r for r in self.attempts.all() if r.pid > 0]
+        if not recs:
+            return []
+        jobs = self.jobs() if jobs is None else jobs
+        return [r for r in recs if r.pid in jobs and jobs[r.pid].active]
+
+    def heartbeat(self) -> ReportHeartbeat:
+        """What Slurm runs of Steward's, the registered nodes Slurm holds out of service on its own, and the
+        GPUs jobs submitted outside Steward hold on them (foreign load: busy for Steward, never preempted)."""
+        jobs = self.jobs()
+        recs = self.running(jobs)
+        down: list[str] = []
+        foreign: dict[str, int] = {}
+        if self.registered:
+            nodes = self.nodes()
+            down = down_nodes(nodes, self.registered)
+            foreign = foreign_load(nodes, jobs, recs, self.registered)
+        held = sorted({n for r in recs for n in r.nodes} | self.attempts.drained())
+        return ReportHeartbeat(self.settings.executor_id, {r.job_id: r.attempt for r in recs}, held, down, foreign)
+
+    async def heartbeats(self, stop: asyncio.Event) -> None:
+        """`ReportHeartbeat` through Kafka on every change (what Slurm runs, the nodes it holds down) and at a
+        low rate otherwise; Slurm is polled every `poll_s`."""
+        last: ReportHeartbeat | None = None
+        sent_at = 0.0
+        while not stop.is_set():
+            try:
+                beat = await asyncio.to_thread(self.heartbeat)
+                if beat != last or time.monotonic() - sent_at >= self.options.heartbeat_report_s:
+                    await self._report(beat, f"hb-{self.settings.executor_id}-{uuid.uuid4().hex}")
+                    last, sent_at = beat, time.monotonic()
+            except Exception:  # Slurm or Kafka away: the next round tries again
+                log.exception("heartbeat not sent")
+            self._changed.clear()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._changed.wait(), timeout=self.cluster.poll_s)
+
+    async def reconcile(self, client: Client) -> list[str]:
+        """Cancel the Slurm jobs whose JobRun is over (they were lost while this executor was down)."""
+        stopped = []
+        for rec in await asyncio.to_thread(self.running):
+            wid = job_run_workflow_id(rec.job_id, rec.attempt)
+            try:
+                over = (await client.get_workflow_handle(wid).describe()).status != WorkflowExecutionStatus.RUNNING
+            except RPCError:
+                over = True
+            if over:
+                log.warning("cancelling orphan Slurm job %d (job %s attempt %s: its run is over)", rec.pid,
+                            rec.job_id, rec.attempt)
+                self.attempts.update(rec, killed=True)
+                await asyncio.to_thread(self.slurm, "scancel", str(rec.pid))
+                stopped.append(wid)
+        return stopped
+
+
+async def run_slurm_executor(settings: Settings, stop: asyncio.Event | None = None) -> None:
+    stop = stop or asyncio.Event()
+    asyncio.get_running_loop().set_default_executor(
+        ThreadPoolExecutor(max_workers=IO_THREADS, thread_name_prefix="slurm-io"))
+    client = await Client.connect(settings.temporal_address, namespace=settings.temporal_namespace,
+                                  interceptors=[CorrelationInterceptor()])
+    publisher = CommandPublisher(settings)
+    executor = SlurmExecutor(settings, publisher)
+    nodes = await executor.register_nodes()
+    stopped = await executor.reconcile(client)
+    if stopped:
+        log.info("cancelled %d orphan Slurm job(s): %s", len(stopped), ", ".join(stopped))
+    worker = Worker(client, task_queue=executor_task_queue(settings.executor_id),
+                    activities=executor.activities(), max_concurrent_activities=1024,
+                    activity_task_poller_behavior=PollerBehaviorSimpleMaximum(ACTIVITY_POLLERS))
+    beats = asyncio.create_task(executor.heartbeats(stop))
+    log.info("Slurm executor %s serving %s: %d node(s), %d GPU(s) (SLURM_CONF=%s)", settings.executor_id,
+             executor_task_queue(settings.executor_id), len(nodes), sum(n.gpus for n in nodes),
+             executor.conf or "Slurm's default")
+    async with worker:
+        await stop.wait()
+    await beats
+    publisher.close()

@@ -1,0 +1,338 @@
+"""The Kubernetes executor against a real API server (issue 26): etcd, kube-apiserver and kwok built from the Go
+module proxy and started by infra/k8s.sh (the `kube` fixture, on this test slot's ports), with kwok nodes that
+have 8 `nvidia.com/gpu` each, a GPU model and Topograph's topology labels. Its activities run outside Temporal
+(temporalio.testing.ActivityEnvironment), as the Slurm executor's do; what it reports is kept by a recording
+publisher.
+
+Pods are applied with kubectl, as users do. A pod that names Steward's scheduler and a project becomes a job and is
+bound (the Binding API) to the node Steward chose; a gang is one job whose pods are all bound; a preemption deletes
+the pod with the job's grace as its termination grace period, and the next attempt of a resumable job is a new pod;
+foreign pods' GPUs are not Steward's and their pods are never deleted; a cordon, a NotReady node and Steward's own
+drain reach Steward; an executor restarted mid-run binds nothing twice."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import shutil
+import subprocess
+from collections.abc import Awaitable, Iterator
+from pathlib import Path
+from typing import Any, TypeVar
+
+import pytest
+from temporalio.testing import ActivityEnvironment
+
+from steward.config import Settings
+from steward.executor.kubernetes import PREEMPTED_EXIT_CODE, KubernetesExecutor, KubernetesSettings
+from steward.executor.kubernetes_api import KubeClient, KubeError, load_kubeconfig
+from steward.executor.kubernetes_pods import ATTEMPT_LABEL, JOB_LABEL
+from steward_workflows.payloads import ContractTimings, JobRunInput, NodeRef, SignalJob, WatchJob
+from tests.integration.conftest import KEEP, REPO, SLOT, TEST_RUN_DIR
+from tests.integration.test_slurm_executor import RecordingPublisher, wait_for
+
+pytestmark = pytest.mark.timeout(300)
+
+T = TypeVar("T")
+_OFF = SLOT * 20
+K8S_ENV = {
+    "STEWARD_K8S_PORT": str(16443 + _OFF),
+    "STEWARD_ETCD_PORT": str(12379 + _OFF),  # and the next port for etcd's peers
+    "STEWARD_KWOK_PORT": str(10247 + _OFF),
+    "STEWARD_K8S_NODES": "0",  # the tests make their own nodes
+}
+KUBECONFIG = TEST_RUN_DIR / "k8s" / "kubeconfig"
+GPU_NODES = [f"gpu-{i}" for i in range(6)]
+
+
+def k8s_script(*args: str) -> str:
+    proc = subprocess.run(["bash", str(REPO / "infra" / "k8s.sh"), *args], capture_output=True, text=True,
+                          timeout=240, env=os.environ | K8S_ENV)
+    if proc.returncode != 0:
+        raise RuntimeError(f"infra/k8s.sh {' '.join(args)} failed:\n{proc.stderr[-3000:]}")
+    return proc.stdout
+
+
+def kubectl(*args: str, manifest: dict[str, Any] | None = None) -> str:
+    """The cluster's own client, as a user runs it (`kubectl apply -f -`, `kubectl cordon`)."""
+    paths = dict(line.split("=", 1) for line in k8s_script("paths").split())
+    proc = subprocess.run([paths["STEWARD_KUBECTL"], *args], capture_output=True, text=True, timeout=60,
+                          input=json.dumps(manifest) if manifest is not None else None,
+                          env=os.environ | {"KUBECONFIG": str(KUBECONFIG)})
+    if proc.returncode != 0:
+        raise AssertionError(f"kubectl {' '.join(args)} exited {proc.returncode}: {proc.stderr}")
+    return proc.stdout
+
+
+def apply(manifest: dict[str, Any]) -> None:
+    kubectl("apply", "-f", "-", manifest=manifest)
+
+
+def gpu_node(name: str, *, kwok: bool = True, block: str = "b0") -> dict[str, Any]:
+    resources = {"nvidia.com/gpu": "8", "cpu": "64", "memory": "512Gi", "pods": "110"}
+    return {
+        "apiVersion": "v1", "kind": "Node",
+        "metadata": {"name": name, "annotations": {"kwok.x-k8s.io/node": "fake"} if kwok else {},
+                     "labels": {"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3", "type": "kwok",
+                                "network.topology.nvidia.com/spine": "s0",
+                                "network.topology.nvidia.com/block": block}},
+        "status": {"allocatable": resources, "capacity": resources},
+    }
+
+
+@pytest.fixture(scope="module")
+def kube() -> Iterator[KubeClient]:
+    """A real API server from empty etcd, with 6 kwok GPU nodes and one node no kubelet serves (NotReady)."""
+    bin_dir = dict(line.split("=", 1) for line in k8s_script("paths").split())["STEWARD_K8S_BIN"]
+    missing = [b for b in ("etcd", "kube-apiserver", "kwok", "kubectl") if not (Path(bin_dir) / b).is_file()]
+    if missing:
+        pytest.fail(f"{', '.join(missing)} not built in {bin_dir}: run `make tools` (infra/k8s.sh install)")
+    k8s_script("stop")
+    shutil.rmtree(TEST_RUN_DIR / "k8s" / "etcd", ignore_errors=True)
+    k8s_script("start")
+    client = KubeClient(load_kubeconfig(KUBECONFIG))
+    for i, name in enumerate(GPU_NODES):
+        client.call("POST", "/api/v1/nodes", body=gpu_node(name, block=f"b{i // 3}"))
+    client.call("POST", "/api/v1/nodes", body=gpu_node("sick", kwok=False))
+    client.call("POST", "/api/v1/namespaces", body={"apiVersion": "v1", "kind": "Namespace",
+                                                     "metadata": {"name": "team"}})
+    wait_for(lambda: all(ready(client, n) for n in GPU_NODES))
+    yield client
+    client.close()
+    if not KEEP:
+        k8s_script("stop")
+
+
+def ready(kube: KubeClient, node: str) -> bool:
+    conditions = kube.call("GET", f"/api/v1/nodes/{node}").get("status", {}).get("conditions") or []
+    return any(c["type"] == "Ready" and c["status"] == "True" for c in conditions)
+
+
+def act(coro: Awaitable[T]) -> T:
+    return asyncio.run(asyncio.wait_for(coro, 90))
+
+
+def executor(tmp_path: Path, pub: RecordingPublisher, kube: KubeClient) -> KubernetesExecutor:
+    settings = Settings(run_dir=tmp_path, executor_id="k8s")
+    return KubernetesExecutor(settings, pub, kube,  # type: ignore[arg-type]
+                              cluster=KubernetesSettings(kubeconfig=str(KUBECONFIG), poll_s=0.2))
+
+
+def gpu_pod(name: str, gpus: int, *, scheduler: str = "steward", node: str = "", gang: str = "", size: int = 0,
+            notes: dict[str, str] | None = None) -> dict[str, Any]:
+    labels = {"steward.io/project": "vision"} | ({"steward.io/gang": gang} if gang else {})
+    annotations = dict(notes or {}) | ({"steward.io/gang-size": str(size)} if gang else {})
+    spec: dict[str, Any] = {"schedulerName": scheduler, "restartPolicy": "Never", "containers": [{
+        "name": "train", "image": "trainer:1", "command": ["python", "train.py"],
+        "resources": {"limits": {"nvidia.com/gpu": str(gpus)}}}]}
+    if node:
+        spec["nodeName"] = node
+    return {"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": name, "namespace": "team", "labels": labels, "annotations": annotations},
+            "spec": spec}
+
+
+def pod(kube: KubeClient, name: str) -> dict[str, Any] | None:
+    return kube.pod("team", name)
+
+
+def phase(kube: KubeClient, name: str) -> str:
+    found = pod(kube, name)
+    return "" if found is None else str(found.get("status", {}).get("phase", ""))
+
+
+def run_of(job_id: str, assignments: dict[str, list[int]], attempt: int = 1, grace_s: float = 120.0) -> JobRunInput:
+    return JobRunInput(job_id=job_id, attempt=attempt, executor="k8s", command=["python", "train.py"],
+                       assignments=assignments, project="vision", resumable=True,
+                       timings=ContractTimings(grace_s=grace_s))
+
+
+def test_a_pod_becomes_a_job_and_is_bound_to_the_node_steward_chose(tmp_path: Path, kube: KubeClient) -> None:
+    pub = RecordingPublisher()
+    ex = executor(tmp_path, pub, kube)
+    apply(gpu_pod("train", 4, notes={"steward.io/min-runtime": "30m", "steward.io/resumable": "true"}))
+    apply(gpu_pod("plain", 1, scheduler="default-scheduler"))  # not Steward's: not a job
+    (job,) = ex.submit_pods()
+    assert ex.submit_pods() == []  # submitted once
+    (submitted,) = pub.of("SubmitJob")
+    assert submitted.payload.items() >= {"job_id": "k8s.team.train", "project": "vision", "gpus": 4,
+                                            "min_runtime_s": 1800.0, "resumable": True}.items()
+    assert submitted.id == "submit-k8s.team.train"
+    waiting = pod(kube, "train")
+    assert waiting is not None and waiting["metadata"]["labels"][JOB_LABEL] == "k8s.team.train"
+    (scheduled,) = [c for c in waiting["status"]["conditions"] if c["type"] == "PodScheduled"]
+    assert (scheduled["status"], scheduled["reason"]) == ("False", "StewardQueued")
+    assert "steward explain k8s.team.train" in scheduled["message"]
+
+    env = ActivityEnvironment()
+    run = run_of(job.command.job_id, {"gpu-2": [0, 1, 2, 3]})
+    first = act(env.run(ex.start_job, run))
+    again = act(env.run(ex.start_job, run))
+    assert first.pid == again.pid > 0  # a re-delivered start binds once
+    bound = pod(kube, "train")
+    assert bound is not None and bound["spec"]["nodeName"] == "gpu-2"
+    assert phase(kube, "train") == "Running"  # kwok, the node's kubelet, runs it
+    assert [e.payload["job_id"] for e in pub.of("ReportJobStarted")] == ["k8s.team.train"] * 2
+    assert ex.heartbeat().jobs == {"k8s.team.train": 1}
+    still = act(env.run(ex.watch_job, WatchJob("k8s.team.train", 1, window_s=0.5)))
+    assert still.status == "running"
+
+
+def test_an_executor_restarted_mid_run_binds_nothing_twice_and_reads_the_end(tmp_path: Path,
+                                                                            kube: KubeClient) -> None:
+    pub = RecordingPublisher()
+    apply(gpu_pod("restart", 1, notes={"pod-complete.stage.kwok.x-k8s.io/delay": "3s"}))
+    (job,) = executor(tmp_path, pub, kube).submit_pods()
+    env = ActivityEnvironment()
+    run = run_of(job.command.job_id, {"gpu-3": [5]})
+    first = act(env.run(executor(tmp_path, pub, kube).start_job, run))
+    restarted = executor(tmp_path, pub, kube)  # a new process: only its records on disk
+    assert restarted.submit_pods() == []  # the pod is already a job
+    again = act(env.run(restarted.start_job, run))  # the workflow's retry of the same start
+    assert again.pid == first.pid and again.started_at == first.started_at
+    assert (pod(kube, "restart") or {})["spec"]["nodeName"] == "gpu-3"
+    outcome = act(env.run(restarted.watch_job, WatchJob(job.command.job_id, 1, window_s=60.0)))
+    assert (outcome.status, outcome.exit_code) == ("exited", 0)
+    assert [e.payload["job_id"] for e in pub.of("SubmitJob")] == [job.command.job_id]
+
+
+def test_a_pod_that_ends_reports_its_exit_code(tmp_path: Path, kube: KubeClient) -> None:
+    pub = RecordingPublisher()
+    ex = executor(tmp_path, pub, kube)
+    kube.create_pod("team", gpu_pod("short", 2, notes={"pod-complete.stage.kwok.x-k8s.io/delay": "1s",
+                                                       "steward.io/kwok-exit-code": "3"}))
+    (job,) = ex.submit_pods()
+    env = ActivityEnvironment()
+    act(env.run(ex.start_job, run_of(job.command.job_id, {"gpu-5": [0, 1]})))
+    outcome = act(env.run(ex.watch_job, WatchJob(job.command.job_id, 1, window_s=60.0)))
+    assert (outcome.status, outcome.exit_code) == ("exited", 3)
+    assert phase(kube, "short") == "Failed"
+
+
+def test_a_gang_is_one_job_and_all_its_pods_are_bound(tmp_path: Path, kube: KubeClient) -> None:
+    pub = RecordingPublisher()
+    ex = executor(tmp_path, pub, kube)
+    apply(gpu_pod("llm-0", 8, gang="llm", size=2))
+    assert ex.submit_pods() == []  # half a gang is no job yet
+    apply(gpu_pod("llm-1", 8, gang="llm", size=2))
+    (job,) = ex.submit_pods()
+    assert (job.command.job_id, job.command.gpus, job.pods) == ("k8s.team.llm", 16, ("team/llm-0", "team/llm-1"))
+    act(ActivityEnvironment().run(ex.start_job, run_of("k8s.team.llm", {"gpu-0": list(range(8)),
+                                                                        "gpu-1": list(range(8))})))
+    nodes = {name: (pod(kube, name) or {})["spec"].get("nodeName") for name in ("llm-0", "llm-1")}
+    assert sorted(nodes.values()) == ["gpu-0", "gpu-1"]
+    act(ActivityEnvironment().run(ex.signal_job, SignalJob("k8s.team.llm", 1, kill=True)))
+    wait_for(lambda: pod(kube, "llm-0") is None and pod(kube, "llm-1") is None)
+
+
+def test_a_preemption_deletes_the_pod_with_the_grace_and_the_next_attempt_is_a_new_pod(
+        tmp_path: Path, kube: KubeClient) -> None:
+    pub = RecordingPublisher()
+    ex = executor(tmp_path, pub, kube)
+    kube.create_pod("team", gpu_pod("resume", 2, notes={"steward.io/resumable": "true",
+                                                        "steward.io/checkpoint": "/ckpt/resume"}))
+    (job,) = ex.submit_pods()
+    env = ActivityEnvironment()
+    act(env.run(ex.start_job, run_of(job.command.job_id, {"gpu-3": [0, 1]}, grace_s=3)))
+    signalled = act(env.run(ex.signal_job, SignalJob(job.command.job_id, 1)))
+    assert signalled.delivered and signalled.signal == "SIGTERM"
+    ending = pod(kube, "resume")
+    assert ending is not None and ending["metadata"]["deletionGracePeriodSeconds"] == 3  # the job's grace
+    assert ending["metadata"].get("deletionTimestamp")
+    reasons = [e["reason"] for e in kube.call("GET", "/api/v1/namespaces/team/events")["items"]
+               if e["involvedObject"]["name"] == "resume"]
+    assert "StewardPreempted" in reasons and "StewardQueued" in reasons
+    outcome = act(env.run(ex.watch_job, WatchJob(job.command.job_id, 1, window_s=60.0)))
+    assert (outcome.status, outcome.exit_code, outcome.killed) == ("exited", PREEMPTED_EXIT_CODE, False)
+    assert pod(kube, "resume") is None  # gone when its grace ended (kwok's stage), not before the delete
+
+    act(env.run(ex.start_job, run_of(job.command.job_id, {"gpu-4": [0, 1]}, attempt=2, grace_s=3)))
+    again = pod(kube, "resume")
+    assert again is not None and again["spec"]["nodeName"] == "gpu-4"
+    assert again["metadata"]["labels"][ATTEMPT_LABEL] == "2"
+    env_vars = {e["name"]: e["value"] for e in again["spec"]["containers"][0]["env"]}
+    assert env_vars["STEWARD_RESUMED"] == "1" and env_vars["STEWARD_RESUME_FROM"] == "/ckpt/resume"
+    assert ex.submit_pods() == []  # the recreated pod is the same job, not a new one
+    killed = act(env.run(ex.signal_job, SignalJob(job.command.job_id, 2, kill=True)))
+    assert killed.delivered
+    outcome = act(env.run(ex.watch_job, WatchJob(job.command.job_id, 2, window_s=60.0)))
+    assert (outcome.exit_code, outcome.killed) == (-9, True)
+
+
+def test_foreign_pods_gpus_are_unavailable_and_their_pods_left_alone(tmp_path: Path, kube: KubeClient) -> None:
+    pub = RecordingPublisher()
+    ex = executor(tmp_path, pub, kube)
+    before = {n.node_id: n.gpus for n in ex.register_nodes()}
+    kube.create_pod("team", gpu_pod("foreign-6", 6, scheduler="default-scheduler", node="gpu-5"))
+    wait_for(lambda: phase(kube, "foreign-6") == "Running")
+    after = {n.node_id: n.gpus for n in ex.register_nodes()}
+    assert (before["gpu-5"], after["gpu-5"]) == (8, 2)  # registered again with what is left to Steward
+    assert [e.payload["gpus"] for e in pub.of("RegisterNode") if e.payload["node_id"] == "gpu-5"] == [8, 2]
+    kube.create_pod("team", gpu_pod("foreign-2", 2, scheduler="default-scheduler", node="gpu-5"))
+    wait_for(lambda: phase(kube, "foreign-2") == "Running")
+    assert "gpu-5" in ex.heartbeat().down  # filled by foreign pods
+    ex.round()
+    assert phase(kube, "foreign-6") == phase(kube, "foreign-2") == "Running"  # never deleted
+    for name in ("foreign-6", "foreign-2"):
+        kube.delete_pod("team", name, 0)
+
+
+def test_a_cordon_and_a_notready_node_reach_steward_and_a_drain_cordons_with_a_reason(
+        tmp_path: Path, kube: KubeClient) -> None:
+    pub = RecordingPublisher()
+    ex = executor(tmp_path, pub, kube)
+    nodes = {n.node_id: n for n in ex.register_nodes()}
+    assert (nodes["gpu-4"].gpu_model, nodes["gpu-4"].path) == ("NVIDIA-H100-80GB-HBM3", ["spine-s0", "block-b1",
+                                                                                          "gpu-4"])
+    assert ex.heartbeat().down == ["sick"]  # no kubelet ever made it Ready
+    kubectl("cordon", "gpu-1")
+    try:
+        assert ex.heartbeat().down == ["gpu-1", "sick"]
+        act(ActivityEnvironment().run(ex.drain_node, NodeRef("gpu-0")))
+        drained = kube.call("GET", "/api/v1/nodes/gpu-0")
+        assert drained["spec"]["unschedulable"] is True
+        assert drained["metadata"]["annotations"]["steward.io/drain-reason"] == "drained by Steward"
+        assert ex.heartbeat().down == ["gpu-1", "sick"]  # Steward's own drain is no news to Steward
+    finally:
+        kubectl("uncordon", "gpu-0", "gpu-1")
+
+
+def test_a_pod_without_a_project_is_told_why_and_not_submitted(tmp_path: Path, kube: KubeClient) -> None:
+    pub = RecordingPublisher()
+    ex = executor(tmp_path, pub, kube)
+    orphan = gpu_pod("orphan", 1)
+    del orphan["metadata"]["labels"]["steward.io/project"]
+    kube.create_pod("team", orphan)
+    assert ex.submit_pods() == [] and pub.of("SubmitJob") == []
+    found = pod(kube, "orphan") or {}
+    (scheduled,) = [c for c in found["status"]["conditions"] if c["type"] == "PodScheduled"]
+    assert scheduled["reason"] == "StewardRejected" and "names no project" in scheduled["message"]
+    with pytest.raises(KubeError, match="404"):
+        kube.call("GET", "/api/v1/namespaces/team/pods/no-such-pod")
+
+
+def test_a_pod_deleted_before_it_was_placed_cancels_its_job(tmp_path: Path, kube: KubeClient) -> None:
+    pub = RecordingPublisher()
+    ex = executor(tmp_path, pub, kube)
+    apply(gpu_pod("regret", 1))
+    (job,) = ex.submit_pods()
+    assert ex.cancel_deleted() == []  # its pod is still there
+    kubectl("delete", "pod", "-n", "team", "regret", "--wait=true")
+    assert ex.cancel_deleted() == [job.command.job_id]
+    assert ex.cancel_deleted() == []  # once
+    (cancel,) = pub.of("CancelJob")
+    assert cancel.payload["job_id"] == job.command.job_id and "deleted in Kubernetes" in cancel.payload["reason"]
+
+
+def test_a_pod_created_again_under_the_same_name_is_a_new_job(tmp_path: Path, kube: KubeClient) -> None:
+    pub = RecordingPublisher()
+    ex = executor(tmp_path, pub, kube)
+    apply(gpu_pod("again", 1))
+    (first,) = ex.submit_pods()
+    kubectl("delete", "pod", "-n", "team", "again", "--wait=true")
+    apply(gpu_pod("again", 1))
+    (second,) = ex.submit_pods()
+    uid = (pod(kube, "again") or {})["metadata"]["uid"]
+    assert first.command.job_id == "k8s.team.again"
+    assert second.command.job_id == f"k8s.team.again.{uid.replace('-', '')[:8]}"

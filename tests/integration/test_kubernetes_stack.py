@@ -1,0 +1,73 @@
+"""The whole stack with the Kubernetes executor (issue 26), as `steward up --executor kubernetes` starts it: Kafka,
+PostgreSQL, Temporal and Steward's processes, on the real API server of test_kubernetes_executor (its `kube`
+fixture: etcd, kube-apiserver, kwok GPU nodes). A pod posted to the API server becomes a job through Kafka and
+the ledger, Steward's scheduler places it, the executor binds the pod where it was placed, kwok runs it to its
+end and the job completes; a `kubectl cordon` reaches Steward as the node turning unhealthy.
+
+It replaces the stack's executor and needs a store with no other nodes: run it in a slot of its own (as the
+Slurm whole-stack test), after the rest of the suite."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from steward.config import Settings
+from steward.executor.kubernetes_api import KubeClient
+from tests.integration.conftest import REPO, steward
+from tests.integration.test_kubernetes_executor import GPU_NODES, KUBECONFIG, gpu_pod, kube, pod
+from tests.integration.test_slurm_executor import wait_for
+from tests.integration.test_slurm_stack import node_states, show
+
+__all__ = ["kube"]  # the API server fixture, shared with the executor's own tests
+
+SCENARIO = REPO.parents[0] / "shared" / "data" / "scenarios" / "philly.yaml"
+
+
+@pytest.fixture(scope="module")
+def k8s_stack(real_services: None, kube: KubeClient) -> Iterator[dict[str, Any]]:
+    """Steward's processes with the Kubernetes executor on the test API server, the Philly allocation tree."""
+    from steward.cli.stack import bring_up
+    from steward.infra.processes import OWN_PROCESSES, Paths, stop_own
+
+    os.environ["STEWARD_K8S_KUBECONFIG"] = str(KUBECONFIG)
+    os.environ["STEWARD_K8S_POLL_S"] = "0.5"
+    settings = Settings()
+    info = bring_up(settings, postgres=True, executor="kubernetes")
+    try:
+        steward("tree", "apply", str(SCENARIO))
+        yield info
+    finally:
+        for name in reversed(OWN_PROCESSES):
+            stop_own(name, Paths(settings.run_dir))
+        for name in ("STEWARD_K8S_KUBECONFIG", "STEWARD_K8S_POLL_S"):
+            os.environ.pop(name, None)
+
+
+@pytest.mark.integration
+@pytest.mark.timeout(900)  # the whole stack starts first (minutes on a loaded machine), as for test_demo
+def test_through_steward_a_pod_is_bound_where_steward_placed_it_and_a_cordon_is_a_node_event(
+        k8s_stack: dict[str, Any], kube: KubeClient) -> None:
+    wait_for(lambda: {n: s for n, s in node_states().items() if n in GPU_NODES} == dict.fromkeys(GPU_NODES, "ready"),
+             timeout=120)
+    spec = gpu_pod("stack-train", 2, notes={"pod-complete.stage.kwok.x-k8s.io/delay": "2s"})
+    spec["metadata"]["labels"]["steward.io/project"] = "ee9e8c"
+    kube.create_pod("team", spec)
+    job_id = "local.team.stack-train"  # the stack's executor id, the pod's namespace and name
+    wait_for(lambda: bool((pod(kube, "stack-train") or {}).get("spec", {}).get("nodeName")), timeout=120)
+    wait_for(lambda: show(job_id)["state"] in {"COMPLETED", "FAILED"}, timeout=120)
+    job = show(job_id)
+    assert job["state"] == "COMPLETED", job
+    assert [e["type"] for e in job["events"]] == ["JobSubmitted", "JobPlaced", "JobStarted", "JobCompleted"]
+    ((node, gpus),) = job["assignments"].items()
+    bound = pod(kube, "stack-train") or {}
+    assert bound["spec"]["nodeName"] == node and len(gpus) == 2  # bound where Steward placed it
+    assert bound["status"]["phase"] == "Succeeded"
+
+    kube.patch_node("gpu-4", {"spec": {"unschedulable": True}})  # `kubectl cordon gpu-4`
+    wait_for(lambda: node_states()["gpu-4"] == "unhealthy", timeout=60)
+    kube.patch_node("gpu-4", {"spec": {"unschedulable": False}})
+    wait_for(lambda: node_states()["gpu-4"] == "ready", timeout=60)

@@ -1,0 +1,149 @@
+"""A log written before rule changes replays as it was decided (ADR 0038, issue 19 "replay across rule
+changes"). `logs/before-rules-v2.ndjson.gz` was recorded by the ledger of the commit before 479c496
+(tests/replay/record_before_rules.py, run with that release's code): it accepted a job larger than the
+cluster, names outside today's id pattern and the policy setting `lane_hold_s`, and its decisions record no
+rules version. Today's rules decide four of its 14 decisions differently (measured before this change:
+10 reproduced, 4 different); replayed under the rules each was made under, all 14 reproduce. A decision
+that records its version is replayed under that version alone, so the newest rules cannot excuse it."""
+
+from __future__ import annotations
+
+import dataclasses
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from steward.audit.replay import records_from_export, replay_records
+from steward.domain import rules_version
+from steward.domain.decide import decide_or_reject
+from steward.store.eventstore import RecordedEvent
+
+LOGS = Path(__file__).resolve().parent / "logs"
+BEFORE = LOGS / "before-rules-v2.ndjson.gz"
+REPO = Path(__file__).resolve().parents[2]
+
+
+def test_the_log_holds_what_todays_rules_decide_differently() -> None:
+    records = records_from_export(BEFORE)
+    assert all("rules" not in r.metadata for r in records)
+    by_type = {(r.type, r.stream_id) for r in records}
+    assert ("JobSubmitted", "job-too-big") in by_type and ("JobSubmitted", "job-job with spaces") in by_type
+    assert any(r.type == "PolicySet" and "lane_hold_s" in r.payload["changed"] for r in records)
+    assert any(r.type == "AllocationsSet" and "team a" in r.payload["shares"] for r in records)
+
+
+def test_a_log_from_before_the_rule_changes_replays_as_identical() -> None:
+    report = replay_records(records_from_export(BEFORE))
+    assert (report["events"], report["decisions"], report["reproduced"]) == (14, 14, 14), report
+    assert report["ok"] and report["different"] == report["unreplayable"] == 0
+    assert report["by_rules"] == {"1": 1, "2": 3, "3": 10}
+    earlier = {e["position"]: (e["command"], e["rules"], e["changes"]) for e in report["under_earlier_rules_decisions"]}
+    assert earlier == {
+        5: ("SetPolicy", 2, ["lane_hold_retired"]),
+        6: ("SetPolicy", 2, ["lane_hold_retired"]),  # its recorded settings still carry lane_hold_s
+        7: ("SubmitJob", 1, ["id_pattern", "placeable", "lane_hold_retired"]),  # 64 GPUs on a 16-GPU cluster
+        14: ("SetPolicy", 2, ["lane_hold_retired"]),
+    }
+
+
+def stamped(records: list[RecordedEvent], rules: int) -> list[RecordedEvent]:
+    return [dataclasses.replace(r, metadata=r.metadata | {"rules": rules}) if r.message_id else r for r in records]
+
+
+def test_a_recorded_version_is_the_only_one_a_decision_is_replayed_under() -> None:
+    """Stamped with today's version, the old decisions are what today's rules decide differently: listed."""
+    report = replay_records(stamped(records_from_export(BEFORE), rules_version.CURRENT))
+    assert report["different"] == 4 and not report["ok"]
+    assert [d["position"] for d in report["differences"]] == [5, 6, 7, 14]
+    assert "largest placement" in report["differences"][2]["first_difference"]
+    # stamped with the first version, every decision reproduces under it
+    first = replay_records(stamped(records_from_export(BEFORE), rules_version.FIRST))
+    assert first["ok"] and first["by_rules"] == {"1": 14} and first["under_earlier_rules"] == 0
+
+
+def test_a_version_this_release_does_not_know_is_unreplayable_with_the_reason() -> None:
+    records = stamped(records_from_export(BEFORE), rules_version.CURRENT + 1)
+    report = replay_records(records)
+    assert report["unreplayable"] == 14 and not report["ok"]
+    assert f"rules version {rules_version.CURRENT + 1} is not one this release knows" in \
+        report["unreplayable_decisions"][0]["reason"]
+
+
+def test_the_cli_lists_the_decisions_reproduced_under_earlier_rules() -> None:
+    proc = subprocess.run([str(REPO / ".venv" / "bin" / "steward"), "audit", "replay", "--export", str(BEFORE)],
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert "reproduced           14" in proc.stdout or "reproduced    14" in proc.stdout, proc.stdout
+    assert "earlier rules at 7" in proc.stdout and "before id_pattern, placeable" in proc.stdout
+
+
+@pytest.mark.parametrize(("name", "version", "expected"), [
+    ("placeable", 1, False), ("placeable", 2, True), ("id_pattern", 2, True),
+    ("lane_hold_retired", 2, False), ("lane_hold_retired", 3, True),
+])
+def test_patched_names_the_version_a_change_came_in(name: str, version: int, expected: bool) -> None:
+    assert rules_version.patched(name, version) is expected
+
+
+def test_an_unknown_change_name_is_a_programming_error() -> None:
+    with pytest.raises(KeyError, match="no rule change named 'nope'"):
+        rules_version.patched("nope", 3)
+
+
+def test_the_ledger_records_the_rules_version_with_each_decision(tmp_path: Path) -> None:
+    from steward.domain.commands import SetAllocations
+    from steward.store.eventstore import EventStore
+    from steward.store.migrate import upgrade
+    from tests.unit.api.harness import record
+
+    url = f"sqlite:///{tmp_path / 's.db'}"
+    upgrade(url)
+    store = EventStore.from_url(url)
+    record(store, [SetAllocations("cluster", {"a": 1.0}, reason="tree")])
+    (rec,) = store.read()
+    assert rec.metadata["rules"] == rules_version.CURRENT
+
+
+def test_todays_rules_are_the_default_of_decide() -> None:
+    from steward.domain.commands import RegisterNode, SetAllocations, SubmitJob
+    from steward.domain.state import LedgerState
+    from steward.store.projections import Projector
+
+    proj = Projector()
+    for c in (SetAllocations("cluster", {"p": 1.0}, reason="t"), RegisterNode("n1", 8, "V100", ["b", "n1"])):
+        for ev in decide_or_reject(proj.view(), c, 1.0):
+            proj.apply(ev, 1.0, 1)
+    state: LedgerState = proj.view()
+    big = SubmitJob("big", "p", 64, 0, ["x"])
+    assert decide_or_reject(state, big, 2.0)[0].type == "CommandRejected"
+    assert decide_or_reject(state, big, 2.0, rules_version.CURRENT)[0].type == "CommandRejected"
+    assert decide_or_reject(state, big, 2.0, 1)[0].type == "JobSubmitted"
+
+
+@pytest.mark.parametrize(("rules", "settings", "outcome"), [
+    (2, {"lane_hold_s": 30.0}, "PolicySet"),
+    (2, {"lane_hold_s": -1.0}, "invalid policy settings: setting 'lane_hold_s': must be >= 0 (or null: no hold)"),
+    (2, {"lane_hold_s": None}, "PolicySet"),
+    (3, {"lane_hold_s": 30.0}, "retired policy setting(s): lane_hold_s"),
+    (1, {"lane_project_gpus": 4}, "retired policy setting(s): lane_project_gpus"),  # retired before version 1
+    (3, {"settle_s": 10.0}, "PolicySet"),
+])
+def test_a_policy_change_is_checked_under_the_rules_of_its_version(rules: int, settings: dict[str, object],
+                                                                    outcome: str) -> None:
+    from steward.domain.commands import SetPolicy
+    from steward.domain.state import LedgerState
+
+    (ev,) = decide_or_reject(LedgerState({}, {}, {}, {}, {}), SetPolicy(dict(settings), reason="r"), 1.0, rules)
+    assert ev.type == outcome if outcome == "PolicySet" else outcome in ev.payload["reason"], ev
+
+
+def test_under_todays_rules_a_recorded_retired_setting_leaves_the_settings_in_force() -> None:
+    from steward.domain.commands import SetPolicy
+    from steward.domain.state import LedgerState
+
+    state = LedgerState({}, {}, {}, {}, {"lane_hold_s": 120.0, "settle_s": 30.0})
+    (now,) = decide_or_reject(state, SetPolicy({"claim_hold_s": 5.0}, reason="r"), 1.0)
+    (then,) = decide_or_reject(state, SetPolicy({"claim_hold_s": 5.0}, reason="r"), 1.0, 2)
+    assert now.payload["settings"] == {"settle_s": 30.0, "claim_hold_s": 5.0}
+    assert then.payload["settings"] == {"lane_hold_s": 120.0, "settle_s": 30.0, "claim_hold_s": 5.0}

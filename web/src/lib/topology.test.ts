@@ -1,0 +1,32 @@
+import { describe, expect, it } from "vitest";
+import { blockOf, blocks, fragmentation } from "./topology";
+
+const node = (id: string, path: string[], gpus: number, usedGpus: number) => ({ id, path, gpus, usedGpus, state: "ready" });
+
+describe("topology", () => {
+  const nodes = [node("n2", ["z", "b1", "n2"], 8, 8), node("n1", ["z", "b1", "n1"], 8, 2), node("n3", ["z", "b2", "n3"], 8, 0), node("solo", ["solo"], 4, 0)];
+
+  it("groups nodes into blocks by their path without the last element", () => {
+    expect(blockOf(["z", "b1", "n1"])).toBe("z/b1");
+    expect(blockOf(["solo"])).toBe("(no block)");
+    const bl = blocks(nodes);
+    expect(bl.map((b) => [b.name, b.nodes.map((n) => n.id), b.used, b.free])).toEqual([
+      ["(no block)", ["solo"], 0, 4],
+      ["z/b1", ["n1", "n2"], 10, 6],
+      ["z/b2", ["n3"], 0, 8],
+    ]);
+  });
+
+  it.each([
+    ["no waiting gang", 0, 0],
+    ["a gang of 4 fits the free nodes and n1's 6", 4, 0],
+    ["a gang of 8 can use only the whole free node", 8, 10],
+    ["a gang of 16 finds no block with 16 whole free GPUs", 16, 18],
+  ])("fragmentation: %s", (_what, gang, unusable) => {
+    expect(fragmentation(blocks(nodes), gang)).toEqual({ unusable, free: 18 });
+  });
+
+  it("never counts more used than the node has as negative free", () => {
+    expect(blocks([node("x", ["b", "x"], 4, 6)])[0].free).toBe(0);
+  });
+});
