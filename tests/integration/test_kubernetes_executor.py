@@ -7,8 +7,8 @@ publisher.
 Pods are applied with kubectl, as users do. A pod that names Steward's scheduler and a project becomes a job and is
 bound (the Binding API) to the node Steward chose; a gang is one job whose pods are all bound; a preemption deletes
 the pod with the job's grace as its termination grace period, and the next attempt of a resumable job is a new pod;
-foreign pods' GPUs are not Steward's and their pods are never deleted; a cordon, a NotReady node and Steward's own
-drain reach Steward; an executor restarted mid-run binds nothing twice."""
+foreign pods' GPUs are the heartbeat's foreign load and their pods are never deleted; a cordon, a NotReady node
+and Steward's own drain reach Steward; an executor restarted mid-run binds nothing twice."""
 
 from __future__ import annotations
 
@@ -267,11 +267,13 @@ def test_foreign_pods_gpus_are_unavailable_and_their_pods_left_alone(tmp_path: P
     kube.create_pod("team", gpu_pod("foreign-6", 6, scheduler="default-scheduler", node="gpu-5"))
     wait_for(lambda: phase(kube, "foreign-6") == "Running")
     after = {n.node_id: n.gpus for n in ex.register_nodes()}
-    assert (before["gpu-5"], after["gpu-5"]) == (8, 2)  # registered again with what is left to Steward
-    assert [e.payload["gpus"] for e in pub.of("RegisterNode") if e.payload["node_id"] == "gpu-5"] == [8, 2]
+    assert (before["gpu-5"], after["gpu-5"]) == (8, 8)  # the node keeps its registration
+    assert [e.payload["gpus"] for e in pub.of("RegisterNode") if e.payload["node_id"] == "gpu-5"] == [8]
+    assert ex.heartbeat().foreign == {"gpu-5": 6}  # the foreign pods' GPUs are the heartbeat's foreign load
     kube.create_pod("team", gpu_pod("foreign-2", 2, scheduler="default-scheduler", node="gpu-5"))
     wait_for(lambda: phase(kube, "foreign-2") == "Running")
-    assert "gpu-5" in ex.heartbeat().down  # filled by foreign pods
+    beat = ex.heartbeat()
+    assert beat.foreign == {"gpu-5": 8} and "gpu-5" not in beat.down  # full, not down
     ex.round()
     assert phase(kube, "foreign-6") == phase(kube, "foreign-2") == "Running"  # never deleted
     for name in ("foreign-6", "foreign-2"):

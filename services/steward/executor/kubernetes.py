@@ -13,9 +13,9 @@ of a cluster's GPU pods, behind the same activities as the node agent and the Sl
   (the kubelet sends SIGTERM, then SIGKILL when the grace ends); the kill is a delete with no grace.
 - `drain_node`: cordons the node (`spec.unschedulable`) with Steward's reason in `steward.io/drain-reason`.
 
-Heartbeats name the attempts whose pods still run and, as `down`, the registered nodes that are NotReady,
-cordoned by someone else or filled by foreign pods; nodes are registered again when foreign pods change the
-GPUs left to Steward (steward.executor.kubernetes_inventory)."""
+Heartbeats name the attempts whose pods still run, as `down` the registered nodes that are NotReady or
+cordoned by someone else, and as `foreign` the GPUs that other schedulers' pods hold per node
+(steward.executor.kubernetes_inventory), as the Slurm executor's do."""
 
 from __future__ import annotations
 
@@ -42,7 +42,7 @@ from steward.domain.ids import shown
 from steward.executor.attempts import AttemptRecord, AttemptStore, read_json, write_json
 from steward.executor.cluster import heartbeat_loop, runs_over, serve, watch_attempt
 from steward.executor.kubernetes_api import KubeClient, KubeError, credentials
-from steward.executor.kubernetes_inventory import down_nodes, foreign_gpus, registrations
+from steward.executor.kubernetes_inventory import down_nodes, foreign_gpus, foreign_load, registrations
 from steward.executor.kubernetes_pods import (
     ATTEMPT_LABEL,
     CHECKPOINT,
@@ -171,8 +171,8 @@ class KubernetesExecutor:
         return foreign_gpus(self.kube.pods(field_selector="spec.nodeName!="), self.cluster.scheduler_name)
 
     def inventory(self) -> list[RegisterNode]:
-        """The cluster's nodes with the GPUs that foreign pods leave to Steward, in Topograph's tree."""
-        return registrations(self.kube.nodes(), self._foreign(), self.settings.executor_id)
+        """The cluster's GPU nodes with their allocatable GPUs, in Topograph's tree."""
+        return registrations(self.kube.nodes(), self.settings.executor_id)
 
     def register_nodes(self) -> list[RegisterNode]:
         """Register the nodes whose registration changed (all of them the first time)."""
@@ -489,9 +489,14 @@ class KubernetesExecutor:
     def heartbeat(self, pods: Sequence[Mapping[str, Any]] | None = None) -> ReportHeartbeat:
         recs = self.running(pods)
         busy = {n for r in recs for n in r.nodes}
-        down = down_nodes(self.kube.nodes(), self._foreign(), set(self.registered), busy) if self.registered else []
+        down: list[str] = []
+        foreign: dict[str, int] = {}
+        if self.registered:
+            nodes_now = self.kube.nodes()
+            down = down_nodes(nodes_now, set(self.registered))
+            foreign = foreign_load(nodes_now, self._foreign(), {n: r.gpus for n, r in self.registered.items()})
         nodes = sorted(busy | self.attempts.drained())
-        return ReportHeartbeat(self.settings.executor_id, {r.job_id: r.attempt for r in recs}, nodes, down)
+        return ReportHeartbeat(self.settings.executor_id, {r.job_id: r.attempt for r in recs}, nodes, down, foreign)
 
     def round(self) -> ReportHeartbeat:
         """One pass over one list of Steward's pods: new ones submitted, deleted ones cancelled, changed nodes

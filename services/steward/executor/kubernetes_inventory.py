@@ -5,8 +5,9 @@ pods: pure functions over their JSON.
   `nvidia.com/gpu.product`; its place in the network is the labels NVIDIA Topograph publishes
   (`network.topology.nvidia.com/datacenter`, `spine`, `block`, `accelerator`), from the top down, then the
   node (a node without them hangs from one switch named after the executor's cluster).
-- GPUs that pods of other schedulers hold (foreign load) are not Steward's: a node is registered with its
-  allocatable GPUs less theirs, and a node they fill is reported down.
+- GPUs that pods of other schedulers hold (foreign load) are not Steward's: a node is registered with all its
+  allocatable GPUs, and the heartbeat names the foreign load per node (`ReportHeartbeat.foreign`, the one home
+  of foreign load for every executor, ADR 0046): the ledger counts those GPUs unavailable.
 - A node cordoned by anyone but Steward, or not Ready, is out of service: reported down (the ledger holds
   it unhealthy until a heartbeat no longer names it)."""
 
@@ -57,7 +58,7 @@ def topology_path(node: Node, cluster: str) -> list[str]:
 
 
 def foreign_gpus(pods: Iterable[Mapping[str, Any]], scheduler_name: str) -> dict[str, int]:
-    """GPUs held per node by pods Steward does not schedule (bound, not finished)."""
+    """GPUs held per node by pods Steward does not schedule (bound, not finished), on any node."""
     held: dict[str, int] = {}
     for pod in pods:
         node = pod.get("spec", {}).get("nodeName")
@@ -83,12 +84,11 @@ def cordoned_by_others(node: Node) -> bool:
     return bool(node.get("spec", {}).get("unschedulable")) and DRAIN_REASON not in notes
 
 
-def registrations(nodes: Iterable[Node], foreign: Mapping[str, int], executor_id: str,
-                  default_model: str = "gpu") -> list[RegisterNode]:
-    """A `RegisterNode` per node with GPUs that foreign load leaves to Steward."""
+def registrations(nodes: Iterable[Node], executor_id: str, default_model: str = "gpu") -> list[RegisterNode]:
+    """A `RegisterNode` per node with allocatable GPUs (foreign load is the heartbeat's, not a smaller node)."""
     out = []
     for node in nodes:
-        gpus = allocatable_gpus(node) - foreign.get(name(node), 0)
+        gpus = allocatable_gpus(node)
         if gpus <= 0:
             continue
         model = (node.get("metadata", {}).get("labels") or {}).get(MODEL_LABEL) or default_model
@@ -96,17 +96,27 @@ def registrations(nodes: Iterable[Node], foreign: Mapping[str, int], executor_id
     return out
 
 
-def down_nodes(nodes: Iterable[Node], foreign: Mapping[str, int], registered: set[str],
-               busy: Iterable[str] = ()) -> list[str]:
-    """The registered nodes out of service: gone, NotReady, cordoned by someone else, or filled by foreign pods
-    while no Steward attempt runs there (a node of a running attempt is not down for being full: its foreign
-    pods filled the GPUs its attempt's pods just released, before Steward saw them end)."""
+def foreign_load(nodes: Iterable[Node], foreign: Mapping[str, int], registered: Mapping[str, int]) -> dict[str, int]:
+    """The heartbeat's foreign load: GPUs foreign pods hold on each registered node, never more than the node
+    was registered with (`registered`: node -> GPUs), nodes with none left out. A node the cluster lists with
+    fewer GPUs than registered (its allocatable shrank) counts the difference as foreign too, until it is
+    registered again."""
+    seen = {name(n): allocatable_gpus(n) for n in nodes}
+    load = {}
+    for node_id, gpus in registered.items():
+        held = foreign.get(node_id, 0) + max(0, gpus - seen.get(node_id, gpus))
+        if held > 0:
+            load[node_id] = min(gpus, held)
+    return dict(sorted(load.items()))
+
+
+def down_nodes(nodes: Iterable[Node], registered: set[str]) -> list[str]:
+    """The registered nodes out of service: gone, NotReady, or cordoned by someone else (a node full of foreign
+    pods is not down: its GPUs are foreign load, and a Steward attempt may still run there)."""
     seen = {name(n): n for n in nodes}
-    running = set(busy)
     down = []
     for node_id in registered:
         node = seen.get(node_id)
-        if node is None or not ready(node) or cordoned_by_others(node) \
-                or (allocatable_gpus(node) - foreign.get(node_id, 0) <= 0 and node_id not in running):
+        if node is None or not ready(node) or cordoned_by_others(node):
             down.append(node_id)
     return sorted(down)

@@ -29,7 +29,6 @@ import logging
 import os
 import shlex
 import time
-import uuid
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -37,10 +36,8 @@ from typing import Any
 
 from pydantic_settings import BaseSettings, SettingsConfigDict
 from temporalio import activity
-from temporalio.client import Client, WorkflowExecutionStatus
+from temporalio.client import Client
 from temporalio.exceptions import ApplicationError
-from temporalio.service import RPCError
-from temporalio.worker import PollerBehaviorSimpleMaximum, Worker
 
 from steward.bus.envelope import command_envelope
 from steward.bus.kafka import CommandPublisher
@@ -49,6 +46,7 @@ from steward.domain.commands import Command, RegisterNode, ReportHeartbeat, Repo
 from steward.domain.ids import shown
 from steward.executor.attempts import AttemptRecord, AttemptStore
 from steward.executor.checkpoints import new_checkpoint, prepare_checkpoint
+from steward.executor.cluster import heartbeat_loop, runs_over, serve, watch_attempt
 from steward.executor.isolation import (
     IsolationError,
     check_mode,
@@ -86,7 +84,6 @@ from steward_workflows.payloads import (
 
 log = logging.getLogger("steward.executor.slurm")
 
-ACTIVITY_POLLERS = 16
 IO_THREADS = 16
 KILLED_EXIT_CODE = -9
 NOT_ISOLATED = "NotIsolated"
@@ -347,25 +344,20 @@ class SlurmExecutor:
         if rec is None:
             raise ApplicationError(f"no attempt {watch.attempt} of {watch.job_id} here", type="UnknownAttempt",
                                    non_retryable=True)
-        tick = self.cluster.poll_s
-        info = activity.info()
-        if info.heartbeat_timeout:
-            tick = min(tick, max(info.heartbeat_timeout.total_seconds() / 3, 0.1))
-        deadline = time.monotonic() + max(watch.window_s, 0.0)
-        while True:
-            job = await asyncio.to_thread(self.job, rec.pid)
-            rec = await self._check_checkpoint(rec)
-            outcome = outcome_of(self.attempts.load(rec.job_id, rec.attempt) or rec, job, time.time())
-            if outcome is not None:
-                self._changed.set()
-                fresh = self.attempts.load(rec.job_id, rec.attempt) or rec
-                at = fresh.checkpoint_seen or None
-                return ProcessOutcome(outcome.job_id, outcome.attempt, outcome.exit_code, outcome.status,
-                                      outcome.ended_at, fresh.checkpoint_dir if at else "", at, outcome.killed)
-            if time.monotonic() >= deadline:
-                return ProcessOutcome(rec.job_id, rec.attempt, 0, "running")
-            activity.heartbeat(rec.pid)
-            await asyncio.sleep(min(tick, max(deadline - time.monotonic(), 0.01)))
+
+        async def ended(current: AttemptRecord) -> ProcessOutcome | None:
+            job = await asyncio.to_thread(self.job, current.pid)
+            current = await self._check_checkpoint(current)
+            outcome = outcome_of(self.attempts.load(current.job_id, current.attempt) or current, job, time.time())
+            if outcome is None:
+                return None
+            self._changed.set()
+            fresh = self.attempts.load(current.job_id, current.attempt) or current
+            at = fresh.checkpoint_seen or None
+            return ProcessOutcome(outcome.job_id, outcome.attempt, outcome.exit_code, outcome.status,
+                                  outcome.ended_at, fresh.checkpoint_dir if at else "", at, outcome.killed)
+
+        return await watch_attempt(watch, rec, self.cluster.poll_s, ended)
 
     async def _check_checkpoint(self, rec: AttemptRecord) -> AttemptRecord:
         report = await asyncio.to_thread(new_checkpoint, rec)
@@ -437,35 +429,18 @@ class SlurmExecutor:
     async def heartbeats(self, stop: asyncio.Event) -> None:
         """`ReportHeartbeat` through Kafka on every change (what Slurm runs, the nodes it holds down) and at a
         low rate otherwise; Slurm is polled every `poll_s`."""
-        last: ReportHeartbeat | None = None
-        sent_at = 0.0
-        while not stop.is_set():
-            try:
-                beat = await asyncio.to_thread(self.heartbeat)
-                if beat != last or time.monotonic() - sent_at >= self.options.heartbeat_report_s:
-                    await self._report(beat, f"hb-{self.settings.executor_id}-{uuid.uuid4().hex}")
-                    last, sent_at = beat, time.monotonic()
-            except Exception:  # Slurm or Kafka away: the next round tries again
-                log.exception("heartbeat not sent")
-            self._changed.clear()
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._changed.wait(), timeout=self.cluster.poll_s)
+        await heartbeat_loop(stop, self._changed, self.heartbeat, self._report, self.settings.executor_id,
+                             self.cluster.poll_s, self.options.heartbeat_report_s)
 
     async def reconcile(self, client: Client) -> list[str]:
         """Cancel the Slurm jobs whose JobRun is over (they were lost while this executor was down)."""
         stopped = []
-        for rec in await asyncio.to_thread(self.running):
-            wid = job_run_workflow_id(rec.job_id, rec.attempt)
-            try:
-                over = (await client.get_workflow_handle(wid).describe()).status != WorkflowExecutionStatus.RUNNING
-            except RPCError:
-                over = True
-            if over:
-                log.warning("cancelling orphan Slurm job %d (job %s attempt %s: its run is over)", rec.pid,
-                            rec.job_id, rec.attempt)
-                self.attempts.update(rec, killed=True)
-                await asyncio.to_thread(self.slurm, "scancel", str(rec.pid))
-                stopped.append(wid)
+        for rec in await runs_over(client, await asyncio.to_thread(self.running)):
+            log.warning("cancelling orphan Slurm job %d (job %s attempt %s: its run is over)", rec.pid,
+                        rec.job_id, rec.attempt)
+            self.attempts.update(rec, killed=True)
+            await asyncio.to_thread(self.slurm, "scancel", str(rec.pid))
+            stopped.append(job_run_workflow_id(rec.job_id, rec.attempt))
         return stopped
 
 
@@ -481,14 +456,8 @@ async def run_slurm_executor(settings: Settings, stop: asyncio.Event | None = No
     stopped = await executor.reconcile(client)
     if stopped:
         log.info("cancelled %d orphan Slurm job(s): %s", len(stopped), ", ".join(stopped))
-    worker = Worker(client, task_queue=executor_task_queue(settings.executor_id),
-                    activities=executor.activities(), max_concurrent_activities=1024,
-                    activity_task_poller_behavior=PollerBehaviorSimpleMaximum(ACTIVITY_POLLERS))
-    beats = asyncio.create_task(executor.heartbeats(stop))
     log.info("Slurm executor %s serving %s: %d node(s), %d GPU(s) (SLURM_CONF=%s)", settings.executor_id,
              executor_task_queue(settings.executor_id), len(nodes), sum(n.gpus for n in nodes),
              executor.conf or "Slurm's default")
-    async with worker:
-        await stop.wait()
-    await beats
+    await serve(client, settings, executor.activities(), executor.heartbeats(stop), stop)
     publisher.close()

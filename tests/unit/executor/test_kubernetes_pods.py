@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from steward.executor.attempts import AttemptRecord
 from steward.executor.kubernetes import KILLED_EXIT_CODE, PREEMPTED_EXIT_CODE, outcome_of
-from steward.executor.kubernetes_inventory import down_nodes, foreign_gpus, registrations, topology_path
+from steward.executor.kubernetes_inventory import down_nodes, foreign_gpus, foreign_load, registrations, topology_path
 from steward.executor.kubernetes_pods import (
     ATTEMPT_LABEL,
     JOB_LABEL,
@@ -214,27 +214,36 @@ def node(name: str, gpus: int, *, labels: dict[str, str] | None = None, ready: b
                        "conditions": [{"type": "Ready", "status": "True" if ready else "False"}]}}
 
 
-def test_nodes_register_with_model_topology_and_gpus_left_by_foreign_pods() -> None:
+def test_nodes_register_with_model_topology_and_all_their_gpus() -> None:
     topo = {"nvidia.com/gpu.product": "H100", "network.topology.nvidia.com/spine": "s1",
             "network.topology.nvidia.com/block": "b2"}
     nodes = [node("n1", 8, labels=topo), node("n2", 8), node("cpu", 0), node("full", 4)]
-    pods = [pod("mine", 4, node="n1", phase="Running"),
-            pod("theirs", 3, node="n1", scheduler="default-scheduler", phase="Running"),
-            pod("old", 8, node="n2", scheduler="default-scheduler", phase="Succeeded"),
-            pod("hog", 4, node="full", scheduler="default-scheduler", phase="Running")]
-    foreign = foreign_gpus(pods, "steward")
-    assert foreign == {"n1": 3, "full": 4}
-    regs = {r.node_id: r for r in registrations(nodes, foreign, "k8s")}
-    assert sorted(regs) == ["n1", "n2"]
-    assert (regs["n1"].gpus, regs["n1"].gpu_model, regs["n1"].path) == (5, "H100", ["spine-s1", "block-b2", "n1"])
+    regs = {r.node_id: r for r in registrations(nodes, "k8s")}
+    assert sorted(regs) == ["full", "n1", "n2"]
+    assert (regs["n1"].gpus, regs["n1"].gpu_model, regs["n1"].path) == (8, "H100", ["spine-s1", "block-b2", "n1"])
     assert (regs["n2"].gpus, regs["n2"].gpu_model, regs["n2"].path) == (8, "gpu", ["k8s-cluster", "n2"])
     assert topology_path(node("x", 1), "c") == ["c", "x"]
 
 
-def test_down_nodes_are_notready_cordoned_by_others_gone_or_full_of_foreign_pods() -> None:
+def test_foreign_pods_gpus_are_the_heartbeats_foreign_load() -> None:
+    """One home for foreign load (ADR 0046): the heartbeat's `foreign`, as Slurm's, never a smaller node."""
+    nodes = [node("n1", 8), node("n2", 8), node("full", 4), node("shrunk", 2)]
+    pods = [pod("mine", 4, node="n1", phase="Running"),
+            pod("theirs", 3, node="n1", scheduler="default-scheduler", phase="Running"),
+            pod("old", 8, node="n2", scheduler="default-scheduler", phase="Succeeded"),
+            pod("hog", 4, node="full", scheduler="default-scheduler", phase="Running"),
+            pod("elsewhere", 1, node="unregistered", scheduler="default-scheduler", phase="Running")]
+    foreign = foreign_gpus(pods, "steward")
+    assert foreign == {"n1": 3, "full": 4, "unregistered": 1}
+    registered = {"n1": 8, "n2": 8, "full": 4, "shrunk": 4}
+    # registered nodes only; a node whose allocatable shrank below its registration counts the gap
+    assert foreign_load(nodes, foreign, registered) == {"full": 4, "n1": 3, "shrunk": 2}
+    assert foreign_load(nodes, {"full": 9}, {"full": 4}) == {"full": 4}  # never more than the node has
+
+
+def test_down_nodes_are_notready_cordoned_by_others_or_gone() -> None:
     nodes = [node("ok", 8), node("sick", 8, ready=False), node("cordoned", 8, cordoned=True),
              node("drained", 8, cordoned=True, drained_by_steward=True), node("full", 4)]
     registered = {"ok", "sick", "cordoned", "drained", "full", "gone"}
-    assert down_nodes(nodes, {"full": 4}, registered) == ["cordoned", "full", "gone", "sick"]
-    # full of foreign pods while a Steward attempt still runs there: not down (that would preempt it)
-    assert down_nodes(nodes, {"full": 4}, registered, busy=["full"]) == ["cordoned", "gone", "sick"]
+    # a node full of foreign pods is not down: its GPUs are the heartbeat's foreign load
+    assert down_nodes(nodes, registered) == ["cordoned", "gone", "sick"]
