@@ -18,7 +18,11 @@ source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 O_PORT="${STEWARD_OIDC_PORT:-9100}"
 ISSUER="${STEWARD_OIDC_ISSUER:-http://$BIND_HOST:$O_PORT}"
 O_DIR="$INFRA_DIR/oidc"
-PIDFILE="$PID_DIR/oidc.pid"
+# its PID file in a folder of its own, like Slurm's: the integration tier empties $RUN/pids when a tier starts
+# its stack, and a provider started by an earlier tier (the e2e sign-in test) must stay ours to restart
+O_PIDS="$RUN_DIR/oidc"
+mkdir -p "$O_PIDS"
+PIDFILE="$O_PIDS/oidc.pid"
 LOGFILE="$LOG_DIR/oidc.log"
 PID_PATTERN="$O_DIR/provider.mjs"
 
