@@ -8,7 +8,7 @@ Pods are applied with kubectl, as users do. A pod that names Steward's scheduler
 bound (the Binding API) to the node Steward chose; a gang is one job whose pods are all bound; a preemption deletes
 the pod with the job's grace as its termination grace period, and the next attempt of a resumable job is a new pod;
 foreign pods' GPUs are the heartbeat's foreign load and their pods are never deleted; a cordon, a NotReady node
-and Steward's own drain reach Steward; an executor restarted mid-run binds nothing twice."""
+and Steward's own drain (lifted by a resume) reach Steward; an executor restarted mid-run binds nothing twice."""
 
 from __future__ import annotations
 
@@ -296,6 +296,14 @@ def test_a_cordon_and_a_notready_node_reach_steward_and_a_drain_cordons_with_a_r
         assert drained["spec"]["unschedulable"] is True
         assert drained["metadata"]["annotations"]["steward.io/drain-reason"] == "drained by Steward"
         assert ex.heartbeat().down == ["gpu-1", "sick"]  # Steward's own drain is no news to Steward
+        # resumed in Steward: its cordon is lifted, the operator's own cordon stays theirs
+        act(ActivityEnvironment().run(ex.resume_node, NodeRef("gpu-0")))
+        act(ActivityEnvironment().run(ex.resume_node, NodeRef("gpu-1")))
+        resumed = kube.call("GET", "/api/v1/nodes/gpu-0")
+        assert not resumed["spec"].get("unschedulable")
+        assert "steward.io/drain-reason" not in (resumed["metadata"].get("annotations") or {})
+        assert kube.call("GET", "/api/v1/nodes/gpu-1")["spec"]["unschedulable"] is True
+        assert "gpu-0" not in ex.heartbeat().nodes
     finally:
         kubectl("uncordon", "gpu-0", "gpu-1")
 

@@ -5,8 +5,8 @@ agent's do in test_executor_local.py; what it reports is kept by a recording pub
 
 A placement runs in Slurm pinned to its node, as the project's user, with its GPUs and checkpoint folder; a
 preemption delivers the checkpoint signal, the job checkpoints and ends, and the next attempt resumes from the
-checkpoint; the kill ends it in Slurm; a drain becomes a Slurm drain; a node Slurm marks down reaches the
-heartbeat; an executor restarted while slurmctld restarts re-attaches and reads the exit code."""
+checkpoint; the kill ends it in Slurm; a drain becomes a Slurm drain (and a resume resumes it); a node Slurm
+marks down reaches the heartbeat; an executor restarted while slurmctld restarts re-attaches and reads the exit code."""
 
 from __future__ import annotations
 
@@ -154,7 +154,7 @@ def test_a_preemption_checkpoints_and_the_next_attempt_resumes_from_it(
     assert job.state == "CANCELLED"
 
 
-def test_drains_become_slurm_drains_and_slurm_downs_reach_the_heartbeat(
+def test_drains_become_slurm_drains_a_resume_ends_them_and_slurm_downs_reach_the_heartbeat(
         tmp_path: Path, cluster: Path, jobs_root: Path) -> None:
     pub = RecordingPublisher()
     ex = executor(tmp_path, cluster, jobs_root, pub)
@@ -172,6 +172,17 @@ def test_drains_become_slurm_drains_and_slurm_downs_reach_the_heartbeat(
     slurm(cluster, "scontrol", "update", "NodeName=slurm0", "State=DOWN", "Reason=fan failure")
     beat = ex.heartbeat()
     assert beat.down == ["slurm0"] and beat.executor_id == "hpc"
+
+    # resumed in Steward: Slurm resumes Steward's drain, and leaves the node it holds down on its own alone
+    act(ActivityEnvironment().run(ex.resume_node, NodeRef("slurm1")))
+    act(ActivityEnvironment().run(ex.resume_node, NodeRef("slurm0")))
+    by_name = {n.name: n for n in parse_nodes(slurm(cluster, "scontrol", "-o", "show", "node"))}
+    assert "DRAIN" not in by_name["slurm1"].flags and not by_name["slurm1"].drained_by_steward
+    assert "DOWN" in by_name["slurm0"].flags
+    # slurmctld pings a resumed node before it counts as responding again (a second at most)
+    wait_for(lambda: ex.heartbeat().down == ["slurm0"], timeout=30)
+    assert "slurm1" not in ex.heartbeat().nodes  # no longer held for Steward's drain
+    slurm(cluster, "scontrol", "update", "NodeName=slurm0", "State=RESUME")
 
 
 def test_a_restarted_executor_reads_the_exit_across_a_slurmctld_restart(

@@ -4,7 +4,8 @@ PostgreSQL, Temporal and Steward's processes with the Slurm executor, on the ses
 `make test` runs this file alone, in a slot of its own, after the rest of the suite (Makefile SLURM_STACK_TEST).
 
 - a job submitted through Steward runs in Slurm as the project's user; a node Slurm marks down becomes a node
-  event (unhealthy) and ready again when Slurm resumes it;
+  event (unhealthy) and ready again when Slurm resumes it; `steward node drain` drains the node in Slurm and
+  `steward node resume` resumes it there;
 - jobs submitted to Slurm outside Steward are foreign load: their GPUs are busy for Steward, which places
   around them and never touches them;
 - Steward's delivered GPU-seconds per project agree with Slurm's job-completion log within 1 %, a preempted
@@ -21,7 +22,7 @@ from typing import Any
 import pytest
 
 from steward.config import Settings
-from steward.executor.slurm_commands import parse_jobcomp, parse_jobs
+from steward.executor.slurm_commands import parse_jobcomp, parse_jobs, parse_nodes
 from tests.integration.conftest import REPO, slurm, steward
 from tests.integration.test_slurm_executor import SAMPLE, foreign_job, wait_for
 
@@ -99,6 +100,18 @@ def test_through_steward_a_job_runs_in_slurm_and_slurm_downs_become_node_events(
     wait_for(lambda: node_states()["slurm1"] == "unhealthy", timeout=60)
     slurm(cluster, "scontrol", "update", "NodeName=slurm1", "State=RESUME")
     wait_for(lambda: node_states()["slurm1"] == "ready", timeout=60)
+
+
+def test_a_drain_and_a_resume_through_steward_reach_slurm(slurm_stack: dict[str, Any], cluster: Path) -> None:
+    def slurm_node(name: str) -> Any:
+        return next(n for n in parse_nodes(slurm(cluster, "scontrol", "-o", "show", "node")) if n.name == name)
+
+    steward("node", "drain", "slurm0", "--reason", "firmware update")
+    wait_for(lambda: slurm_node("slurm0").drained_by_steward, timeout=60)
+    assert node_states()["slurm0"] == "draining"
+    steward("node", "resume", "slurm0", "--reason", "firmware done")
+    wait_for(lambda: "DRAIN" not in slurm_node("slurm0").flags, timeout=60)  # the NodeResume workflow
+    assert slurm_node("slurm0").available and node_states()["slurm0"] == "ready"
 
 
 def test_steward_places_around_foreign_slurm_jobs_and_never_touches_them(

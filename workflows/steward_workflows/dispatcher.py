@@ -38,7 +38,7 @@ from temporalio.service import RPCError
 from steward.bus.kafka import make_consumer
 from steward.config import Settings
 from steward.logs import correlation
-from steward_workflows.drain import NodeDrainWorkflow
+from steward_workflows.drain import NodeDrainWorkflow, NodeResumeWorkflow
 from steward_workflows.job_run import ALREADY_STOPPING, NOT_STARTED, PROTECTED, JobRunWorkflow
 from steward_workflows.payloads import (
     WORKFLOW_TASK_QUEUE,
@@ -47,6 +47,7 @@ from steward_workflows.payloads import (
     DrainInput,
     JobRunInput,
     PreemptionRequest,
+    ResumeInput,
     UtilisationSignal,
     job_run_workflow_id,
     session_workflow_id,
@@ -171,6 +172,13 @@ async def handle_event(client: Client, event: dict[str, Any], contract: Contract
         except WorkflowAlreadyStartedError:
             return "already draining"
         return "draining"
+    if kind == "NodeResumed":
+        try:
+            await client.start_workflow(NodeResumeWorkflow.run, ResumeInput(p["node_id"], contract.lost_after_s),
+                                        id=f"resume-{p['node_id']}-{event['position']}", task_queue=WORKFLOW_TASK_QUEUE)
+        except WorkflowAlreadyStartedError:
+            return "already resuming"
+        return "resuming"
     return "ignored"
 
 

@@ -1,4 +1,5 @@
-"""NodeDrainWorkflow ("NodeDrain"): an operator's drain request carried out (issue 3 "Draining").
+"""NodeDrainWorkflow ("NodeDrain"): an operator's drain request carried out (issue 3 "Draining"), and
+NodeResumeWorkflow ("NodeResume"): a resumed node given back by its executor.
 
 The ledger already refuses new placements on a draining node. This workflow tells the node's executor,
 waits for the node to empty and records `NodeDrained`; a node resumed meanwhile ends it. The jobs are
@@ -12,11 +13,19 @@ from __future__ import annotations
 from datetime import timedelta
 
 from temporalio import workflow
+from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError
 
 with workflow.unsafe.imports_passed_through():
     from steward.domain.commands import ReportNodeDrained, RequestPreemption
-    from steward_workflows.payloads import DrainInput, DrainResult, NodeOccupancy, NodeRef, executor_task_queue
+    from steward_workflows.payloads import (
+        DrainInput,
+        DrainResult,
+        NodeOccupancy,
+        NodeRef,
+        ResumeInput,
+        executor_task_queue,
+    )
     from steward_workflows.publishing import PUBLISH_RETRY, publish, seconds
 
 
@@ -59,3 +68,36 @@ class NodeDrainWorkflow:
                               f"drain-{inp.node_id}-{key}")
                 requested.append(key)
             await workflow.sleep(max(wake - workflow.now().timestamp(), 0.5))
+
+
+RESUME_RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), maximum_interval=timedelta(seconds=30),
+                           maximum_attempts=10)
+
+
+@workflow.defn(name="NodeResume")
+class NodeResumeWorkflow:
+    """A node an operator resumed (`NodeResumed`) is given back by the executor that holds it out of service for
+    Steward: the node agent forgets its drain, Slurm resumes a node Steward drained, Kubernetes uncordons a node
+    Steward cordoned (issue 23 "Drains from Steward become Slurm drains", and their end). A drain someone else
+    made in the cluster manager stays theirs. A node drained again meanwhile is left alone."""
+
+    @workflow.run
+    async def run(self, inp: ResumeInput) -> str:
+        occ: NodeOccupancy = await workflow.execute_activity(
+            "node_occupancy", NodeRef(inp.node_id), start_to_close_timeout=timedelta(seconds=60),
+            retry_policy=PUBLISH_RETRY, result_type=NodeOccupancy,
+        )
+        if occ.state in ("draining", "drained"):
+            return "drained again"
+        if not occ.executor:
+            return "unknown node"
+        try:
+            await workflow.execute_activity(
+                "resume_node", NodeRef(inp.node_id), task_queue=executor_task_queue(occ.executor),
+                start_to_close_timeout=timedelta(seconds=30), schedule_to_start_timeout=seconds(inp.lost_after_s),
+                retry_policy=RESUME_RETRY,
+            )
+        except ActivityError:
+            workflow.logger.warning("executor %s did not take the resume of %s", occ.executor, inp.node_id)
+            return "not taken"
+        return "resumed"

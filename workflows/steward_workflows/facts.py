@@ -68,7 +68,7 @@ class StoreFacts:
                 continue
             jobs.append(JobOnNode(job.job_id, job.attempt, job.state, job.protected_until, job.preempting,
                                   job.resumable))
-        return NodeOccupancy(node_id, node.state, jobs)
+        return NodeOccupancy(node_id, node.state, jobs, node.executor)
 
     def period(self, start: float, end: float) -> PeriodFigures:
         count = 0

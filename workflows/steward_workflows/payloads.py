@@ -284,6 +284,13 @@ class NodeOccupancy:
     node_id: str
     state: str
     jobs: list[JobOnNode] = field(default_factory=list)
+    executor: str = ""  # the node's executor (empty: unknown node, or an answer from before it was carried)
+
+
+@dataclass(frozen=True)
+class ResumeInput:
+    node_id: str
+    lost_after_s: float = 60.0
 
 
 @dataclass(frozen=True)

@@ -33,7 +33,7 @@ from steward.store.eventstore import EventStore
 from steward_workflows.activities import WorkerActivities
 from steward_workflows.delivery import DeliverNotificationWorkflow
 from steward_workflows.dispatcher import RecordedPolicy, dispatch
-from steward_workflows.drain import NodeDrainWorkflow
+from steward_workflows.drain import NodeDrainWorkflow, NodeResumeWorkflow
 from steward_workflows.facts import StoreFacts
 from steward_workflows.job_run import JobRunWorkflow
 from steward_workflows.notifications import NotificationActivities, run_notifier
@@ -44,7 +44,8 @@ from steward_workflows.settings import ContractSettings
 
 log = logging.getLogger("steward.worker")
 
-WORKFLOWS = [JobRunWorkflow, SessionWorkflow, NodeDrainWorkflow, PeriodCloseWorkflow, DeliverNotificationWorkflow]
+WORKFLOWS = [JobRunWorkflow, SessionWorkflow, NodeDrainWorkflow, NodeResumeWorkflow, PeriodCloseWorkflow,
+             DeliverNotificationWorkflow]
 
 
 def workflow_runner(sandbox: bool) -> WorkflowRunner:

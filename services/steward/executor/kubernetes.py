@@ -43,6 +43,7 @@ from steward.executor.attempts import AttemptRecord, AttemptStore, read_json, wr
 from steward.executor.cluster import heartbeat_loop, runs_over, serve, watch_attempt
 from steward.executor.kubernetes_api import KubeClient, KubeError, credentials
 from steward.executor.kubernetes_inventory import down_nodes, foreign_gpus, foreign_load, registrations
+from steward.executor.kubernetes_inventory import name as node_name
 from steward.executor.kubernetes_pods import (
     ATTEMPT_LABEL,
     CHECKPOINT,
@@ -472,8 +473,21 @@ class KubernetesExecutor:
         self._changed.set()
         log.info("node %s cordoned (%s)", node.node_id, STEWARD_DRAIN)
 
+    @activity.defn(name="resume_node")
+    async def resume_node(self, node: NodeRef) -> None:
+        """The node was resumed in Steward: uncordoned if the cordon was Steward's (one an operator made with
+        `kubectl cordon` stays theirs)."""
+        current = next((n for n in await asyncio.to_thread(self.kube.nodes) if node_name(n) == node.node_id), None)
+        notes = (current or {}).get("metadata", {}).get("annotations") or {}
+        if current is not None and DRAIN_REASON in notes:
+            await asyncio.to_thread(self.kube.patch_node, node.node_id, {
+                "metadata": {"annotations": {DRAIN_REASON: None}}, "spec": {"unschedulable": False}})
+            log.info("node %s uncordoned", node.node_id)
+        self.attempts.set_drained(self.attempts.drained() - {node.node_id})
+        self._changed.set()
+
     def activities(self) -> list[Callable[..., Any]]:
-        return [self.start_job, self.watch_job, self.signal_job, self.drain_node]
+        return [self.start_job, self.watch_job, self.signal_job, self.drain_node, self.resume_node]
 
     # -- lifecycle --------------------------------------------------------------------------------
 

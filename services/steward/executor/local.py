@@ -385,6 +385,13 @@ class LocalExecutor:
         self._changed.set()
         log.info("node %s draining", node.node_id)
 
+    @activity.defn(name="resume_node")
+    async def resume_node(self, node: NodeRef) -> None:
+        """The node was resumed in Steward: it is no longer reported as held out of service."""
+        self.attempts.set_drained(self.attempts.drained() - {node.node_id})
+        self._changed.set()
+        log.info("node %s resumed", node.node_id)
+
     # -- lifecycle --------------------------------------------------------------------------------
 
     def running(self) -> list[AttemptRecord]:
@@ -443,7 +450,7 @@ class LocalExecutor:
                 await asyncio.wait_for(self._changed.wait(), timeout=min(self.options.heartbeat_report_s, 5.0))
 
     def activities(self) -> list[Callable[..., Any]]:
-        return [self.start_job, self.watch_job, self.signal_job, self.drain_node]
+        return [self.start_job, self.watch_job, self.signal_job, self.drain_node, self.resume_node]
 
 
 async def run_executor(settings: Settings, stop: asyncio.Event | None = None) -> None:

@@ -189,8 +189,12 @@ class SimExecutor:
     async def drain_node(self, node: NodeRef) -> None:
         self.drained.add(node.node_id)
 
+    @activity.defn(name="resume_node")
+    async def resume_node(self, node: NodeRef) -> None:
+        self.drained.discard(node.node_id)
+
     def activities(self) -> list[Callable[..., Any]]:
-        return [self.start_job, self.watch_job, self.signal_job, self.drain_node]
+        return [self.start_job, self.watch_job, self.signal_job, self.drain_node, self.resume_node]
 
     async def heartbeats(self, stop: asyncio.Event, check_s: float = 5.0, report_s: float = 60.0) -> None:
         """`ReportHeartbeat` through Kafka as the local executor sends it (on a change of what runs here,

@@ -345,17 +345,19 @@ class SlurmExecutor:
             raise ApplicationError(f"no attempt {watch.attempt} of {watch.job_id} here", type="UnknownAttempt",
                                    non_retryable=True)
 
-        async def ended(current: AttemptRecord) -> ProcessOutcome | None:
+        async def ended(first: AttemptRecord) -> ProcessOutcome | None:
+            # the record as stored now: a checkpoint seen by an earlier poll is not reported again
+            current = self.attempts.load(first.job_id, first.attempt) or first
             job = await asyncio.to_thread(self.job, current.pid)
             current = await self._check_checkpoint(current)
-            outcome = outcome_of(self.attempts.load(current.job_id, current.attempt) or current, job, time.time())
+            current = self.attempts.load(first.job_id, first.attempt) or current  # a signal recorded meanwhile
+            outcome = outcome_of(current, job, time.time())
             if outcome is None:
                 return None
             self._changed.set()
-            fresh = self.attempts.load(current.job_id, current.attempt) or current
-            at = fresh.checkpoint_seen or None
+            at = current.checkpoint_seen or None
             return ProcessOutcome(outcome.job_id, outcome.attempt, outcome.exit_code, outcome.status,
-                                  outcome.ended_at, fresh.checkpoint_dir if at else "", at, outcome.killed)
+                                  outcome.ended_at, current.checkpoint_dir if at else "", at, outcome.killed)
 
         return await watch_attempt(watch, rec, self.cluster.poll_s, ended)
 
@@ -399,8 +401,22 @@ class SlurmExecutor:
         self._changed.set()
         log.info("node %s draining in Slurm", node.node_id)
 
+    @activity.defn(name="resume_node")
+    async def resume_node(self, node: NodeRef) -> None:
+        """The node was resumed in Steward: Slurm resumes it if the drain was Steward's (a drain an operator
+        made in Slurm, or a node Slurm holds down, stays Slurm's)."""
+        current = next((n for n in await asyncio.to_thread(self.nodes) if n.name == node.node_id), None)
+        if current is not None and current.drained_by_steward:
+            await asyncio.to_thread(self.slurm, "scontrol", "update", f"NodeName={node.node_id}", "State=RESUME")
+            log.info("node %s resumed in Slurm", node.node_id)
+        elif current is not None and "DRAIN" in current.flags:
+            log.warning("node %s resumed in Steward stays drained in Slurm (%s): not Steward's drain", node.node_id,
+                        current.reason or "no reason")
+        self.attempts.set_drained(self.attempts.drained() - {node.node_id})
+        self._changed.set()
+
     def activities(self) -> list[Callable[..., Any]]:
-        return [self.start_job, self.watch_job, self.signal_job, self.drain_node]
+        return [self.start_job, self.watch_job, self.signal_job, self.drain_node, self.resume_node]
 
     # -- lifecycle --------------------------------------------------------------------------------
 

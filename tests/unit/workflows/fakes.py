@@ -66,6 +66,7 @@ class FakeExecutor:
         self.on_checkpoint = on_checkpoint
         self.heartbeat = heartbeat
         self.hung = asyncio.Event()
+        self.resumed: list[str] = []
 
     @activity.defn(name="start_job")
     async def start_job(self, run: JobRunInput) -> ProcessStarted:
@@ -108,8 +109,12 @@ class FakeExecutor:
     async def drain_node(self, node: NodeRef) -> None:
         return None
 
+    @activity.defn(name="resume_node")
+    async def resume_node(self, node: NodeRef) -> None:
+        self.resumed.append(node.node_id)
+
     def activities(self) -> list[Callable[..., Any]]:
-        return [self.start_job, self.watch_job, self.signal_job, self.drain_node]
+        return [self.start_job, self.watch_job, self.signal_job, self.drain_node, self.resume_node]
 
 
 @dataclass

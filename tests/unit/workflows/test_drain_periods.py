@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from steward_workflows.drain import NodeDrainWorkflow
+from steward_workflows.drain import NodeDrainWorkflow, NodeResumeWorkflow
 from steward_workflows.payloads import (
     WORKFLOW_TASK_QUEUE,
     DrainInput,
@@ -12,6 +12,7 @@ from steward_workflows.payloads import (
     NodeOccupancy,
     PeriodCloseInput,
     PeriodFigures,
+    ResumeInput,
 )
 from steward_workflows.periods import PeriodCloseWorkflow
 from tests.unit.workflows.fakes import EXECUTOR, harness, run
@@ -50,6 +51,26 @@ def test_a_resumed_node_ends_its_drain() -> None:
                 NodeDrainWorkflow.run, DrainInput("n0", EXECUTOR), id="drain-n0-2",
                 task_queue=WORKFLOW_TASK_QUEUE)).result()
             assert result.outcome == "resumed" and h.acts.published == []
+
+    run(scenario)
+
+
+@pytest.mark.parametrize(("state", "executor", "outcome", "resumed"), [
+    ("ready", EXECUTOR, "resumed", ["n0"]),          # the executor gives the node back
+    ("unhealthy", EXECUTOR, "resumed", ["n0"]),      # not Steward's to judge: the executor keeps its own downs
+    ("draining", EXECUTOR, "drained again", []),     # a later drain wins
+    ("drained", EXECUTOR, "drained again", []),
+    ("unknown", "", "unknown node", []),
+])
+def test_a_resumed_node_is_given_back_by_its_executor(state: str, executor: str, outcome: str,
+                                                       resumed: list[str]) -> None:
+    async def scenario() -> None:
+        async with harness() as h:
+            h.acts.occupancy = [NodeOccupancy("n0", state, [], executor)]
+            result = await (await h.client.start_workflow(
+                NodeResumeWorkflow.run, ResumeInput("n0"), id="resume-n0-1", task_queue=WORKFLOW_TASK_QUEUE)).result()
+            assert (result, h.executor.resumed) == (outcome, resumed)
+            assert h.acts.published == []  # nothing to record: the ledger already holds NodeResumed
 
     run(scenario)
 
