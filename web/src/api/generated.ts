@@ -214,7 +214,7 @@ export type AllocationsQuery = { __typename: 'Query', allocations: Array<{ __typ
 export type NodesQueryVariables = Exact<{ [key: string]: never; }>;
 
 
-export type NodesQuery = { __typename: 'Query', nodes: Array<{ __typename: 'Node', id: string, gpus: number, gpuModel: string, path: Array<string>, executor: string, state: string, usedGpus: number, freeGpus: number, jobs: Array<string>, otherJobs: number }> };
+export type NodesQuery = { __typename: 'Query', nodes: Array<{ __typename: 'Node', id: string, gpus: number, gpuModel: string, path: Array<string>, executor: string, state: string, usedGpus: number, freeGpus: number, foreignGpus: number, jobs: Array<string>, otherJobs: number }> };
 
 export type QueueQueryVariables = Exact<{
   first: number;
@@ -894,6 +894,7 @@ export const NodesDocument = new TypedDocumentString(`
     state
     usedGpus
     freeGpus
+    foreignGpus
     jobs
     otherJobs
   }

@@ -29,4 +29,14 @@ describe("topology", () => {
   it("never counts more used than the node has as negative free", () => {
     expect(blocks([node("x", ["b", "x"], 4, 6)])[0].free).toBe(0);
   });
+
+  it("counts GPUs another scheduler holds as foreign, neither Steward's nor free", () => {
+    const withForeign = [{ ...node("s0", ["r", "s0"], 8, 2), foreignGpus: 3 }, { ...node("s1", ["r", "s1"], 8, 6), foreignGpus: 5 }];
+    const [b] = blocks(withForeign);
+    expect(b.nodes.map((n) => [n.id, n.used, n.foreign, n.free])).toEqual([["s0", 2, 3, 3], ["s1", 6, 2, 0]]);
+    expect([b.used, b.foreign, b.free]).toEqual([8, 5, 3]);
+    // a node with foreign load is not a whole free node for a gang
+    expect(fragmentation(blocks([{ ...node("f", ["r", "f"], 8, 0), foreignGpus: 1 }, node("g", ["r", "g"], 8, 0)]), 16))
+      .toEqual({ unusable: 15, free: 15 });
+  });
 });

@@ -1,5 +1,6 @@
-// Blocks and nodes from the nodes' topology paths, with their occupancy (Node.usedGpus), and the
-// fragmentation figure: free GPUs that the largest waiting gang cannot use.
+// Blocks and nodes from the nodes' topology paths, with their occupancy (Node.usedGpus: Steward's jobs;
+// Node.foreignGpus: work another scheduler placed, under Slurm or Kubernetes), and the fragmentation
+// figure: free GPUs that the largest waiting gang cannot use.
 
 export interface NodeRow {
   id: string;
@@ -7,6 +8,7 @@ export interface NodeRow {
   path: string[];
   state: string;
   usedGpus: number;
+  foreignGpus?: number;
 }
 
 export interface NodeView<N extends NodeRow = NodeRow> {
@@ -16,6 +18,8 @@ export interface NodeView<N extends NodeRow = NodeRow> {
   path: string[];
   state: string;
   used: number;
+  /** GPUs held by work another scheduler placed (busy for Steward, never preempted). */
+  foreign: number;
   free: number;
   block: string;
 }
@@ -25,6 +29,7 @@ export interface BlockView<N extends NodeRow = NodeRow> {
   nodes: NodeView<N>[];
   gpus: number;
   used: number;
+  foreign: number;
   free: number;
 }
 
@@ -36,7 +41,9 @@ export function blockOf(path: string[]): string {
 export function blocks<N extends NodeRow>(nodes: N[]): BlockView<N>[] {
   const byBlock = new Map<string, NodeView<N>[]>();
   for (const n of nodes) {
-    const view: NodeView<N> = { node: n, id: n.id, gpus: n.gpus, path: n.path, state: n.state, used: n.usedGpus, free: Math.max(0, n.gpus - n.usedGpus), block: blockOf(n.path) };
+    const used = Math.min(n.gpus, n.usedGpus);
+    const foreign = Math.min(n.gpus - used, Math.max(0, n.foreignGpus ?? 0));
+    const view: NodeView<N> = { node: n, id: n.id, gpus: n.gpus, path: n.path, state: n.state, used, foreign, free: Math.max(0, n.gpus - used - foreign), block: blockOf(n.path) };
     (byBlock.get(view.block) ?? byBlock.set(view.block, []).get(view.block)!).push(view);
   }
   return [...byBlock.entries()]
@@ -44,7 +51,7 @@ export function blocks<N extends NodeRow>(nodes: N[]): BlockView<N>[] {
     .map(([name, list]) => {
       list.sort((a, b) => a.id.localeCompare(b.id, undefined, { numeric: true }));
       const sum = (f: (n: NodeView<N>) => number) => list.reduce((s, n) => s + f(n), 0);
-      return { name, nodes: list, gpus: sum((n) => n.gpus), used: sum((n) => n.used), free: sum((n) => n.free) };
+      return { name, nodes: list, gpus: sum((n) => n.gpus), used: sum((n) => n.used), foreign: sum((n) => n.foreign), free: sum((n) => n.free) };
     });
 }
 
