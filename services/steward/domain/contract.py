@@ -170,7 +170,11 @@ def foreign_gpus(state: LedgerState, cmd: ReportHeartbeat) -> dict[str, int]:
     """The foreign load a heartbeat reports (nodes with none left out), on the executor's own nodes only and
     never more GPUs than the node has."""
     load: dict[str, int] = {}
-    for node_id, gpus in sorted(cmd.foreign.items()):
+    # read as untyped: a command from the bus may carry any JSON value here, and the compiled build checks
+    # a typed tuple's items on unpacking (a float then raised TypeError instead of the refusal below)
+    reported: dict[str, Any] = cmd.foreign
+    for node_id in sorted(reported):
+        gpus: Any = reported[node_id]
         node = state.nodes.get(node_id)
         if node is None or node.executor != cmd.executor_id:
             raise InvalidCommand(f"executor {cmd.executor_id} reports foreign load on node {node_id}, which is "
