@@ -94,8 +94,15 @@ def test_researcher_submits_finds_it_in_my_jobs_and_cancels_it(world: dict[str, 
         drawer.get_by_test_id("action-confirm").click()
         expect(drawer.get_by_test_id("action-result")).to_have_text("Cancelled.")
         expect(drawer.get_by_test_id("action-cancel")).to_have_count(0)  # nothing left to cancel
-        page.keyboard.press("Escape")
         expect(row).to_contain_text("cancelled")
+        # no requeue for a researcher (the API has none for them): the same shape can be sent again
+        expect(drawer.get_by_test_id("action-requeue")).to_have_count(0)
+        drawer.get_by_test_id("action-submit-again").click()
+        expect(drawer).to_be_hidden()
+        expect(form.get_by_test_id("submit-project")).to_be_focused()
+        expect(form.get_by_test_id("submit-command")).to_have_value("sleep 300")
+        expect(form.get_by_test_id("submit-min-runtime")).to_have_value("600")
+        expect(form.get_by_test_id("submit-result")).to_have_count(0)
     finally:
         cli("cancel", job_id, check=False)
 

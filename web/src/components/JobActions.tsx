@@ -1,14 +1,17 @@
 import { useEffect, useRef, useState } from "react";
 import { act } from "../api/acting";
-import { ACTIONS, actionReason, type ActionKind, jobActions, type Powers } from "../lib/acting";
+import { ACTIONS, actionReason, type ActionKind, canSubmitAgain, jobActions, type Powers } from "../lib/acting";
 
 type Outcome = { kind: ActionKind; ok: boolean; message: string; newId: string | null };
 
 /** The actions a job offers the signed-in person (cancel, or close / restore for a session; requeue for those
  * who may ask for a preemption), each asked again before it is sent, and the server's answer shown as given:
  * its refusal (role, scope, a protected job, a finished one) in its own words. */
-export function JobActions({ job, powers, onDone }: { job: { id: string; state: string; jobClass: string }; powers: Powers; onDone: () => void }) {
+export function JobActions({ job, powers, onDone, onSubmitAgain }: {
+  job: { id: string; state: string; jobClass: string }; powers: Powers; onDone: () => void; onSubmitAgain?: () => void;
+}) {
   const kinds = jobActions(job, powers);
+  const again = !!onSubmitAgain && canSubmitAgain(job, powers);
   const [asking, setAsking] = useState<ActionKind | null>(null);
   const [reason, setReason] = useState("");
   const [problem, setProblem] = useState<string | null>(null);
@@ -22,7 +25,7 @@ export function JobActions({ job, powers, onDone }: { job: { id: string; state: 
     (ACTIONS[asking].reason === "none" ? confirmRef.current : reasonRef.current)?.focus();
   }, [asking]);
 
-  if (!kinds.length && !outcome) return null;
+  if (!kinds.length && !again && !outcome) return null;
 
   const ask = (k: ActionKind) => {
     setAsking(k);
@@ -62,6 +65,7 @@ export function JobActions({ job, powers, onDone }: { job: { id: string; state: 
           {kinds.map((k) => (
             <button key={k} type="button" className={k === "restore" ? "" : "secondary"} onClick={() => ask(k)} data-testid={`action-${k}`}>{ACTIONS[k].label}</button>
           ))}
+          {again && <button type="button" className="secondary" onClick={onSubmitAgain} data-testid="action-submit-again" title="Fill the submit form with this job's project, GPUs, protection and command">Submit again…</button>}
         </div>
       )}
       {asking && (

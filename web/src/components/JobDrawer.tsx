@@ -52,7 +52,7 @@ export function whyOf(e: Explanation): Why {
 
 const couldNotAsk = (e: Error): Why => ({ summary: `could not ask: ${e.message}`, code: null, evidence: null, facts: {} });
 
-export function JobDrawer({ jobId, onClose }: { jobId: string; onClose: () => void }) {
+export function JobDrawer({ jobId, onClose, onSubmitAgain }: { jobId: string; onClose: () => void; onSubmitAgain?: (job: Job) => void }) {
   const { identity, now, refresh } = useApp();
   const { data, error } = useData(async () => {
     const [job, owner] = await Promise.all([fetchJob(jobId), fetchOwner(jobId).catch(() => null)]);
@@ -87,7 +87,7 @@ export function JobDrawer({ jobId, onClose }: { jobId: string; onClose: () => vo
             <Badge tone={stateTone(job.state)}>{humanise(job.state)}</Badge> {job.jobClass} · {job.gpus} GPU{job.gpus === 1 ? "" : "s"} · project <strong>{job.project}</strong>{["RUNNING", "PLACED"].includes(job.state) ? ` · ${job.funded ? "funded" : "unfunded"}` : ""} · attempt {job.attempt}
             {data.owner ? <> · by <span data-testid="job-owner">{ownerLabel(data.owner)}</span></> : null}
           </p>
-          <JobActions job={job} powers={powersOf(identity)} onDone={refresh} />
+          <JobActions job={job} powers={powersOf(identity)} onDone={refresh} onSubmitAgain={onSubmitAgain ? () => onSubmitAgain(job) : undefined} />
           {data.waiting && (
             <section aria-labelledby="why-pending-h">
               <h3 id="why-pending-h">Why pending</h3>

@@ -31,7 +31,9 @@ export function OutlookView({ outlook, testid }: { outlook: SubmitOutlook; testi
  * funded or unfunded and why (DESIGN.md "The time-slicing contract") and, for debug work and sessions, whether
  * it is inside its allocation's debug quota. Only the projects one may act for are offered; the server's refusal
  * is shown at the field it names. Every control is a native one: the form works from the keyboard alone. */
-export function SubmitPanel({ projects, onSubmitted }: { projects: string[]; onSubmitted: (jobId: string) => void }) {
+export function SubmitPanel({ projects, onSubmitted, prefill }: {
+  projects: string[]; onSubmitted: (jobId: string) => void; prefill?: { form: SubmitForm; nonce: number } | null;
+}) {
   const [form, setForm] = useState<SubmitForm>({ project: initialProject(projects, null), gpus: "1", minRuntimeS: "600", jobClass: "batch", resumable: true, command: "" });
   const [shown, setShown] = useState<{ key: string; answer: OutlookAnswer | null; error: string | null } | null>(null);
   const [result, setResult] = useState<SendAnswer | null>(null);
@@ -42,6 +44,17 @@ export function SubmitPanel({ projects, onSubmitted }: { projects: string[]; onS
   const parsed = parseSubmission(form);
   const wanted = parseSubmission({ ...form, command: form.command.trim() || "(preview)" }).submission;
   const key = wanted ? JSON.stringify({ ...wanted, input: { ...wanted.input, command: [] } }) : "";
+
+  // "Submit again" from a job's drawer: the form takes that job's shape and the focus
+  useEffect(() => {
+    if (!prefill) return;
+    setForm(prefill.form);
+    setResult(null);
+    setTried(false);
+    const select = document.getElementById("submit-project");
+    select?.scrollIntoView({ block: "center" });
+    select?.focus();
+  }, [prefill]);
 
   useEffect(() => {
     if (!projects.includes(form.project)) setForm((f) => ({ ...f, project: initialProject(projects, f.project) }));

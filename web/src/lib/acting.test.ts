@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import {
-  ACTIONS, actableProjects, actionReason, defaultWhose, fieldOfRefusal, initialProject, jobActions, jobFilter, matchesSearch,
+  ACTIONS, actableProjects, actionReason, canSubmitAgain, defaultWhose, formFromJob, fieldOfRefusal, initialProject, jobActions, jobFilter, matchesSearch,
   ownerLabel, parseSubmission, policyCapNote, powersOf, type Powers,
 } from "./acting";
 import type { SubmitForm } from "./outlook";
@@ -140,5 +140,24 @@ describe("my jobs", () => {
     expect(ownerLabel(JOB.owner)).toBe("Ada Lovelace");
     expect(ownerLabel({ subject: "researcher:7f04ca", name: "" })).toBe("researcher:7f04ca");
     expect(ownerLabel(null)).toBe("—");
+  });
+});
+
+describe("submit again", () => {
+  const JOB = { project: "a1", gpus: 2, minRuntimeS: 600, jobClass: "batch", resumable: false, command: ["python", "train.py", "--lr", "0.1"] };
+  it("fills the form with the job's shape, which parses back to the same input", () => {
+    const form = formFromJob(JOB);
+    expect(form).toEqual({ project: "a1", gpus: "2", minRuntimeS: "600", jobClass: "batch", resumable: false, command: "python train.py --lr 0.1" });
+    expect(parseSubmission(form).submission).toEqual({ op: "submitJob", input: { ...JOB } });
+  });
+  it.each([
+    [{ state: "FAILED", jobClass: "batch" }, WORKER, true],
+    [{ state: "CANCELLED", jobClass: "debug" }, WORKER, true],
+    [{ state: "COMPLETED", jobClass: "batch" }, WORKER, true],
+    [{ state: "RUNNING", jobClass: "batch" }, WORKER, false],
+    [{ state: "CANCELLED", jobClass: "interactive" }, WORKER, false], // restored instead
+    [{ state: "FAILED", jobClass: "batch" }, MANAGER, false],
+  ])("%o for %o: %s", (job, powers, expected) => {
+    expect(canSubmitAgain(job, powers)).toBe(expected);
   });
 });

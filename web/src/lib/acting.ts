@@ -140,6 +140,20 @@ export function actionReason(kind: ActionKind, text: string): { ok: true; reason
   return { ok: true, reason: t.slice(0, 500) };
 }
 
+/** "Submit again": the form filled from a finished job (the API has no requeue a researcher may ask for; a
+ * new job with the same shape is what is left). A session opens again as a session, its cap as asked. */
+export function formFromJob(job: { project: string; gpus: number; minRuntimeS: number; jobClass: string; resumable: boolean; command: string[] }): SubmitForm {
+  return {
+    project: job.project, gpus: String(job.gpus), minRuntimeS: String(job.minRuntimeS), jobClass: job.jobClass,
+    resumable: job.jobClass === "interactive" || job.resumable, command: job.command.join(" "),
+  };
+}
+
+/** Jobs whose shape can be sent again: finished ones (a restorable session is restored instead). */
+export function canSubmitAgain(job: { state: string; jobClass: string }, powers: Powers): boolean {
+  return powers.work && ["COMPLETED", "FAILED", "CANCELLED"].includes(job.state) && job.jobClass !== "interactive";
+}
+
 // -- my jobs, and finding one ------------------------------------------------------------------------
 
 export type Whose = "mine" | "all";

@@ -6,7 +6,8 @@ import { Badge, ErrorNote, Panel, stateTone } from "../components/common";
 import { JobDrawer } from "../components/JobDrawer";
 import { countdown, protectionEndsAt, sessionCapEndsAt } from "../lib/countdown";
 import { formatRelative, formatTime, humanise } from "../lib/format";
-import { actableProjects, defaultWhose, matchesSearch, ownerLabel, powersOf, type Whose } from "../lib/acting";
+import { actableProjects, defaultWhose, formFromJob, matchesSearch, ownerLabel, powersOf, type Whose } from "../lib/acting";
+import type { SubmitForm } from "../lib/outlook";
 
 const STATES = ["", "QUEUED", "PLACED", "RUNNING", "PREEMPTED", "SUSPENDED", "COMPLETED", "FAILED", "CANCELLED", "RESTORED"];
 const CLASSES = ["", "batch", "debug", "interactive"];
@@ -22,6 +23,7 @@ export function JobsScreen() {
   const [cls, setCls] = useState("");
   const [search, setSearch] = useState("");
   const [open, setOpen] = useState<string | null>(null);
+  const [prefill, setPrefill] = useState<{ form: SubmitForm; nonce: number } | null>(null);
   const { data, error, reload } = useData(() => fetchOwnedJobs({ whose, state: state || undefined, jobClass: cls || undefined }, 500), [whose, state, cls]);
   const sessionsData = useData(() => fetchOwnedJobs({ whose, sessions: true }, 100), [whose]);
   const projects = useData(() => (powers.work ? fetchProjects() : Promise.resolve([])), [powers.work]);
@@ -37,7 +39,7 @@ export function JobsScreen() {
   };
   return (
     <>
-      {powers.work && <SubmitPanel projects={myProjects} onSubmitted={onSubmitted} />}
+      {powers.work && <SubmitPanel projects={myProjects} onSubmitted={onSubmitted} prefill={prefill} />}
       <div className="toolbar" role="group" aria-label="Which jobs">
         <fieldset className="whose" data-testid="whose">
           <legend className="sr-only">Show</legend>
@@ -100,7 +102,10 @@ export function JobsScreen() {
         </table>
         <p className="note small" role="note" data-testid="jobs-estimates">Protection estimated as start + min runtime for funded work; a job's drawer shows the times, checkpoints and preemptions its events recorded.</p>
       </Panel>
-      {open && <JobDrawer jobId={open} onClose={() => setOpen(null)} />}
+      {open && <JobDrawer jobId={open} onClose={() => setOpen(null)} onSubmitAgain={powers.work ? (job) => {
+        setOpen(null);
+        setPrefill((p) => ({ form: formFromJob(job), nonce: (p?.nonce ?? 0) + 1 }));
+      } : undefined} />}
     </>
   );
 }
