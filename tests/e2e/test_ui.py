@@ -52,11 +52,12 @@ def test_researcher_sees_why_a_job_waits_and_restores_a_session(world: dict[str,
     page.get_by_role("link", name="Jobs & sessions", exact=True).click()
     table = page.get_by_test_id("jobs-table")
     expect(table.locator("tbody tr", has_text=world["session"])).to_contain_text("interactive")
+    page.get_by_role("radio", name="All I may see").check()  # the fillers too (a researcher starts on their own)
     # the running session's cap counts down (8 h cap, opened minutes ago)
     expect(page.get_by_test_id(f"cap-{world['running_session']}")).to_contain_text(re.compile(r"[67] h \d\d min left"))
     shot(page, "jobs-sessions")
     table.get_by_role("button", name=world["session"]).click()
-    restore = page.get_by_role("dialog").get_by_test_id("restore")
+    restore = page.get_by_role("dialog").get_by_test_id("action-restore")
     expect(restore).to_be_visible()
     # the focus stays where the keyboard put it while the screen redraws each second (a protection countdown
     # in the table moves): the drawer used to re-install its Escape handler on every redraw, moving the
@@ -68,7 +69,8 @@ def test_researcher_sees_why_a_job_waits_and_restores_a_session(world: dict[str,
     expect(restore).to_be_focused()
     expect(restore).to_be_enabled()
     restore.click()
-    expect(page.get_by_test_id("restore-result")).to_contain_text("Restore requested")
+    page.get_by_role("dialog").get_by_test_id("action-confirm").click()  # asked again before it is sent
+    expect(page.get_by_test_id("action-result")).to_contain_text("Restore requested")
     expect(page.get_by_role("dialog")).to_contain_text("restored as")
     shot(page, "session-restore")
     page.keyboard.press("Escape")

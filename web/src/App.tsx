@@ -107,7 +107,8 @@ export function App() {
   const screen = visible.find((s) => s.path === route) ?? visible[0];
   return (
     <AppContext.Provider value={ctx}>
-      <a className="skip" href="#main">Skip to content</a>
+      {/* not a plain #main link: the hash is the route, and "#main" would take the reader to the first screen */}
+      <a className="skip" href="#main" onClick={(e) => { e.preventDefault(); document.getElementById("main")?.focus(); }}>Skip to content</a>
       <header className="topbar">
         <span className="brand" aria-label="Steward">Steward</span>
         <nav aria-label="Screens">

@@ -1,5 +1,6 @@
 """Who owns a job: the person who submitted it (or opened the session), as the log recorded them: the
-actor (subject) and display name in the metadata of its `JobSubmitted` or `SessionOpened` event. The API
+actor (subject) and display name in the metadata of its first `JobSubmitted` or `SessionOpened` event (a
+session's `SessionOpened` follows its `JobSubmitted` and is recorded by the worker running it). The API
 keeps the index from the log, reading only what was recorded since it last looked (a position), so
 "my jobs" costs one small read per change of the log."""
 
@@ -54,6 +55,10 @@ class Owners:
                 if row.position <= self._after:
                     continue
                 job_id = row.stream_id.removeprefix("job-")
+                if job_id in self._of:
+                    # the first owning event names the owner: a session's `SessionOpened` is recorded after its
+                    # `JobSubmitted` by the worker that runs it, which does not own the session
+                    continue
                 meta = row.metadata or {}
                 owner = Owner(str(meta.get("actor") or ""), str(meta.get("actor_name") or ""))
                 self._of[job_id] = owner

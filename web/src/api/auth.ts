@@ -69,7 +69,8 @@ export function clearSession(): void {
   sessionStorage.removeItem(KEY);
 }
 
-/** What each role is shown and may change (the server enforces the same, this only hides dead ends). */
+/** What each role is shown and may change (the server enforces the same, this only hides dead ends); who may
+ * submit, cancel, open, close, restore and requeue: lib/acting.ts `powersOf` (from `me.capabilities`). */
 /** Read the audit stream (auditEvents, stateAt, verify): the API says so in `me.capabilities`. */
 export function canReadAudit(id: Identity): boolean {
   return id.capabilities ? id.capabilities.includes("read_audit") : id.role === "admin" || id.role === "auditor";
@@ -78,6 +79,4 @@ export function canReadAudit(id: Identity): boolean {
 export const CAN = {
   editAllocations: (r: Role) => r === "admin" || r === "manager",
   seeAudit: (r: Role) => r !== "researcher",
-  restoreSessions: (r: Role) => r === "admin" || r === "researcher",
-  submitJobs: (r: Role) => r === "admin" || r === "researcher",
 };

@@ -22,6 +22,15 @@ export type JobFilter = {
   submittedBefore?: number | null | undefined;
 };
 
+export type OpenSessionInput = {
+  /** The session's protected time (≤ 8 h). */
+  capS?: number;
+  command: Array<string>;
+  gpus: number;
+  project: string;
+  sessionId?: string | null | undefined;
+};
+
 export type ShareInput = {
   child: string;
   /** Optionally, the child's debug quota in GPUs (null: back to the default that follows the share; absent: unchanged). */
@@ -39,6 +48,72 @@ export type SubmitJobInput = {
   project: string;
   resumable?: boolean;
 };
+
+export type ActingJobsQueryVariables = Exact<{
+  first: number;
+  filter?: JobFilter | null | undefined;
+}>;
+
+
+export type ActingJobsQuery = { __typename: 'Query', jobs: { __typename: 'JobConnection', edges: Array<{ __typename: 'JobEdge', node: { __typename: 'Job', id: string, project: string, state: string, gpus: number, minRuntimeS: number, resumable: boolean, jobClass: string, priority: number, command: Array<string>, submittedAt: number, attempt: number, assignments: unknown, funded: boolean, startedAt: number | null, endedAt: number | null, exitCode: number | null, position: number, owner: { __typename: 'JobOwner', subject: string, name: string } | null } }> } };
+
+export type ActingSessionsQueryVariables = Exact<{
+  first: number;
+  filter?: JobFilter | null | undefined;
+}>;
+
+
+export type ActingSessionsQuery = { __typename: 'Query', sessions: { __typename: 'JobConnection', edges: Array<{ __typename: 'JobEdge', node: { __typename: 'Job', id: string, project: string, state: string, gpus: number, minRuntimeS: number, resumable: boolean, jobClass: string, priority: number, command: Array<string>, submittedAt: number, attempt: number, assignments: unknown, funded: boolean, startedAt: number | null, endedAt: number | null, exitCode: number | null, position: number, owner: { __typename: 'JobOwner', subject: string, name: string } | null } }> } };
+
+export type ActingProjectsQueryVariables = Exact<{ [key: string]: never; }>;
+
+
+export type ActingProjectsQuery = { __typename: 'Query', projects: Array<{ __typename: 'Allocation', name: string, parent: string, isProject: boolean }> };
+
+export type CancelJobMutationVariables = Exact<{
+  id: string | number;
+  reason: string;
+}>;
+
+
+export type CancelJobMutation = { __typename: 'Mutation', cancelJob:
+    | { __typename: 'InvalidInput', field: string | null, message: string }
+    | { __typename: 'JobCancelled', job: { __typename: 'Job', id: string, state: string } }
+    | { __typename: 'NotAuthorised', message: string }
+    | { __typename: 'Rejected', code: string, reason: string }
+   };
+
+export type OpenSessionMutationVariables = Exact<{
+  input: OpenSessionInput;
+}>;
+
+
+export type OpenSessionMutation = { __typename: 'Mutation', openSession:
+    | { __typename: 'InvalidInput', field: string | null, message: string }
+    | { __typename: 'NotAuthorised', message: string }
+    | { __typename: 'Rejected', code: string, reason: string }
+    | { __typename: 'SessionOpened', job: { __typename: 'Job', id: string, state: string }, outlook: { __typename: 'SubmitOutlook', funded: boolean, reason: string, fundedByLane: boolean, protectionS: number, askedProtectionS: number, project: string, allocation: string | null, inUseGpus: number, entitledGpus: number, message: string, qualification: { __typename: 'DebugQualification', qualified: boolean, reason: string, quotaGpus: number, inUseGpus: number, aheadGpus: number } | null } | null }
+   };
+
+export type RequeueJobMutationVariables = Exact<{
+  job: string | number;
+  reason: string;
+}>;
+
+
+export type RequeueJobMutation = { __typename: 'Mutation', requestPreemption:
+    | { __typename: 'InvalidInput', field: string | null, message: string }
+    | { __typename: 'NotAuthorised', message: string }
+    | { __typename: 'PreemptionRequested', requestedAt: number, graceS: number, job: { __typename: 'Job', id: string, state: string } }
+    | { __typename: 'Rejected', code: string, reason: string }
+   };
+
+export type ActingJobOwnerQueryVariables = Exact<{
+  id: string | number;
+}>;
+
+
+export type ActingJobOwnerQuery = { __typename: 'Query', job: { __typename: 'Job', id: string, owner: { __typename: 'JobOwner', subject: string, name: string } | null } | null };
 
 export type OutlookFragment = { __typename: 'SubmitOutlook', funded: boolean, reason: string, fundedByLane: boolean, protectionS: number, askedProtectionS: number, project: string, allocation: string | null, inUseGpus: number, entitledGpus: number, message: string, qualification: { __typename: 'DebugQualification', qualified: boolean, reason: string, quotaGpus: number, inUseGpus: number, aheadGpus: number } | null };
 
@@ -385,6 +460,187 @@ export const AllocationRowFragmentDoc = new TypedDocumentString(`
   }
 }
     `, {"fragmentName":"AllocationRow"}) as unknown as TypedDocumentString<AllocationRowFragment, unknown>;
+export const ActingJobsDocument = new TypedDocumentString(`
+    query ActingJobs($first: Int!, $filter: JobFilter) {
+  jobs(first: $first, filter: $filter) {
+    edges {
+      node {
+        ...JobRow
+        owner {
+          subject
+          name
+        }
+      }
+    }
+  }
+}
+    fragment JobRow on Job {
+  id
+  project
+  state
+  gpus
+  minRuntimeS
+  resumable
+  jobClass
+  priority
+  command
+  submittedAt
+  attempt
+  assignments
+  funded
+  startedAt
+  endedAt
+  exitCode
+  position
+}`) as unknown as TypedDocumentString<ActingJobsQuery, ActingJobsQueryVariables>;
+export const ActingSessionsDocument = new TypedDocumentString(`
+    query ActingSessions($first: Int!, $filter: JobFilter) {
+  sessions(first: $first, filter: $filter) {
+    edges {
+      node {
+        ...JobRow
+        owner {
+          subject
+          name
+        }
+      }
+    }
+  }
+}
+    fragment JobRow on Job {
+  id
+  project
+  state
+  gpus
+  minRuntimeS
+  resumable
+  jobClass
+  priority
+  command
+  submittedAt
+  attempt
+  assignments
+  funded
+  startedAt
+  endedAt
+  exitCode
+  position
+}`) as unknown as TypedDocumentString<ActingSessionsQuery, ActingSessionsQueryVariables>;
+export const ActingProjectsDocument = new TypedDocumentString(`
+    query ActingProjects {
+  projects {
+    name
+    parent
+    isProject
+  }
+}
+    `) as unknown as TypedDocumentString<ActingProjectsQuery, ActingProjectsQueryVariables>;
+export const CancelJobDocument = new TypedDocumentString(`
+    mutation CancelJob($id: ID!, $reason: String!) {
+  cancelJob(id: $id, reason: $reason) {
+    __typename
+    ... on JobCancelled {
+      job {
+        id
+        state
+      }
+    }
+    ... on Rejected {
+      code
+      reason
+    }
+    ... on InvalidInput {
+      field
+      message
+    }
+    ... on NotAuthorised {
+      message
+    }
+  }
+}
+    `) as unknown as TypedDocumentString<CancelJobMutation, CancelJobMutationVariables>;
+export const OpenSessionDocument = new TypedDocumentString(`
+    mutation OpenSession($input: OpenSessionInput!) {
+  openSession(input: $input) {
+    __typename
+    ... on SessionOpened {
+      job {
+        id
+        state
+      }
+      outlook {
+        ...Outlook
+      }
+    }
+    ... on Rejected {
+      code
+      reason
+    }
+    ... on InvalidInput {
+      field
+      message
+    }
+    ... on NotAuthorised {
+      message
+    }
+  }
+}
+    fragment Outlook on SubmitOutlook {
+  funded
+  reason
+  fundedByLane
+  protectionS
+  askedProtectionS
+  project
+  allocation
+  inUseGpus
+  entitledGpus
+  message
+  qualification {
+    qualified
+    reason
+    quotaGpus
+    inUseGpus
+    aheadGpus
+  }
+}`) as unknown as TypedDocumentString<OpenSessionMutation, OpenSessionMutationVariables>;
+export const RequeueJobDocument = new TypedDocumentString(`
+    mutation RequeueJob($job: ID!, $reason: String!) {
+  requestPreemption(job: $job, reason: $reason, requeue: true) {
+    __typename
+    ... on PreemptionRequested {
+      job {
+        id
+        state
+      }
+      requestedAt
+      graceS
+    }
+    ... on Rejected {
+      code
+      reason
+    }
+    ... on InvalidInput {
+      field
+      message
+    }
+    ... on NotAuthorised {
+      message
+    }
+  }
+}
+    `) as unknown as TypedDocumentString<RequeueJobMutation, RequeueJobMutationVariables>;
+export const ActingJobOwnerDocument = new TypedDocumentString(`
+    query ActingJobOwner($id: ID!) {
+  job(id: $id) {
+    id
+    owner {
+      subject
+      name
+    }
+  }
+}
+    `) as unknown as TypedDocumentString<ActingJobOwnerQuery, ActingJobOwnerQueryVariables>;
 export const WhatIfDocument = new TypedDocumentString(`
     query WhatIf($parent: String!, $shares: [ShareInput!]!) {
   whatIf(parent: $parent, shares: $shares) {

@@ -5,8 +5,8 @@
 import { request } from "./client";
 import {
   AllocationHistoryDocument, AllocationsDocument, AuditEventsDocument, BudgetDocument, HealthDocument, JobDetailDocument,
-  JobsDocument, MeDocument, NodesDocument, OverviewDocument, QueueDocument, RecentJobEventsDocument, RestoreSessionDocument,
-  SetAllocationsDocument, SetDebugQuotaDocument, StateAtPinDocument, SubmitJobDocument, SubmitOutlookDocument, VerifyDocument,
+  JobsDocument, MeDocument, NodesDocument, OverviewDocument, QueueDocument, RecentJobEventsDocument,
+  SetAllocationsDocument, SetDebugQuotaDocument, StateAtPinDocument, SubmitOutlookDocument, VerifyDocument,
   WhatIfDocument, WhyPendingDocument, WhyPreemptedDocument,
   type AllocationRowFragment, type EventRowFragment, type JobDetailQuery, type JobRowFragment, type MeQuery, type NodesQuery,
   type StateAtPinQuery, type WhyFragment,
@@ -144,11 +144,6 @@ export async function setAllocations(parent: string, shares: { child: string; sh
   return outcome(data.setAllocations, ["AllocationsChanged"]);
 }
 
-export async function restoreSession(jobId: string): Promise<MutationOutcome> {
-  const data = await request(RestoreSessionDocument, { id: jobId });
-  return outcome(data.restoreSession, ["SessionRestored"]);
-}
-
 /** The simulator's preview of a share change (Query.whatIf): the preview, or the server's refusal in words. */
 export async function whatIf(parent: string, shares: { child: string; share: number }[]): Promise<WhatIfOutcome> {
   const v = (await request(WhatIfDocument, { parent, shares })).whatIf;
@@ -176,14 +171,6 @@ export async function previewSubmit(input: SubmitInput): Promise<OutlookAnswer> 
 }
 
 export type SubmitAnswer = { ok: true; jobId: string; outlook: SubmitOutlook | null } | { ok: false; message: string };
-
-/** Submit a job (Mutation.submitJob); the answer carries the preview at submission. */
-export async function submitJob(input: SubmitInput): Promise<SubmitAnswer> {
-  const v = (await request(SubmitJobDocument, { input })).submitJob;
-  if (v.__typename === "JobAccepted") return { ok: true, jobId: v.job.id, outlook: v.outlook ?? null };
-  const o = outcome(v, []);
-  return { ok: false, message: o.message };
-}
 
 /** Set an allocation's debug quota (Mutation.setDebugQuota); null: back to the default. */
 export async function setDebugQuota(allocation: string, gpus: number | null, reason: string): Promise<MutationOutcome> {

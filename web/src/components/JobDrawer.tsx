@@ -1,7 +1,5 @@
-import { useState } from "react";
 import { useApp, useData } from "../context";
-import { type AuditEvent, type Explanation, explain, fetchJob, type Job, restoreSession } from "../api/queries";
-import { CAN } from "../api/auth";
+import { type AuditEvent, type Explanation, explain, fetchJob, type Job } from "../api/queries";
 import { Badge, Drawer, ErrorNote, JsonView, stateTone } from "./common";
 import { countdown } from "../lib/countdown";
 import { actorOf } from "../lib/audit";
@@ -10,15 +8,15 @@ import { formatDuration, formatRelative, formatTime, humanise, shortHash } from 
 import { qualificationFromEvidence, qualificationLabel } from "../lib/outlook";
 import { type PreemptionStory, readableEvidence } from "../lib/history";
 import { PreemptionStoryList } from "./AllocationHistory";
+import { JobActions } from "./JobActions";
+import { fetchOwner } from "../api/acting";
+import { ownerLabel, powersOf } from "../lib/acting";
 
 /** whyPreempted's `evidence.preemption` (steward.api.explain.preemption_story), when the API records one. */
 function storyOf(evidence: unknown): PreemptionStory | null {
   const p = evidence && typeof evidence === "object" ? (evidence as Record<string, unknown>).preemption : null;
   return p && typeof p === "object" ? (p as PreemptionStory) : null;
 }
-
-/** Sessions the ledger restores (steward.domain.sessions.RESTORABLE_STATES). */
-export const RESTORABLE = ["SUSPENDED", "CANCELLED", "FAILED", "COMPLETED"];
 
 /** Pending / preempted in words from the job's own events, when the API has no explanation of it (whyPending
  * and whyPreempted answer null for a job it has none for). */
@@ -54,18 +52,17 @@ export function whyOf(e: Explanation): Why {
 
 const couldNotAsk = (e: Error): Why => ({ summary: `could not ask: ${e.message}`, code: null, evidence: null, facts: {} });
 
-export function JobDrawer({ jobId, onClose }: { jobId: string; onClose: () => void }) {
+export function JobDrawer({ jobId, onClose, onSubmitAgain }: { jobId: string; onClose: () => void; onSubmitAgain?: (job: Job) => void }) {
   const { identity, now, refresh } = useApp();
   const { data, error } = useData(async () => {
-    const job = await fetchJob(jobId);
+    const [job, owner] = await Promise.all([fetchJob(jobId), fetchOwner(jobId).catch(() => null)]);
     if (!job) return null;
     const waiting = ["QUEUED", "PREEMPTED"].includes(job.state);
     const wasPreempted = job.state === "PREEMPTED" || job.events.some((e) => e.type === "JobPreempted");
     const ask = (kind: "pending" | "preempted") => explain(kind, jobId).then((e) => (e ? whyOf(e) : null), couldNotAsk);
     const [pending, preempted] = await Promise.all([waiting ? ask("pending") : null, wasPreempted ? ask("preempted") : null]);
-    return { job, pending, preempted, waiting, wasPreempted };
+    return { job, owner, pending, preempted, waiting, wasPreempted };
   }, [jobId]);
-  const [restore, setRestore] = useState<{ busy: boolean; message: string | null; ok: boolean }>({ busy: false, message: null, ok: false });
 
   const job = data?.job;
   const events = job?.events ?? [];
@@ -80,18 +77,6 @@ export function JobDrawer({ jobId, onClose }: { jobId: string; onClose: () => vo
   const preemptions = facts?.preemptions ?? [];
   const placement = Object.entries(assignmentsOf(job?.assignments));
 
-  const doRestore = async () => {
-    if (!job) return;
-    setRestore({ busy: true, message: null, ok: false });
-    try {
-      const out = await restoreSession(job.id);
-      setRestore({ busy: false, ok: out.ok, message: out.ok ? "Restore requested: the session re-opens from its last checkpoint." : `Refused: ${out.message}` });
-      refresh();
-    } catch (err) {
-      setRestore({ busy: false, ok: false, message: err instanceof Error ? err.message : String(err) });
-    }
-  };
-
   return (
     <Drawer title={`Job ${jobId}`} onClose={onClose}>
       <ErrorNote error={error} />
@@ -100,7 +85,9 @@ export function JobDrawer({ jobId, onClose }: { jobId: string; onClose: () => vo
         <div className="job-detail" data-testid="job-drawer">
           <p>
             <Badge tone={stateTone(job.state)}>{humanise(job.state)}</Badge> {job.jobClass} · {job.gpus} GPU{job.gpus === 1 ? "" : "s"} · project <strong>{job.project}</strong>{["RUNNING", "PLACED"].includes(job.state) ? ` · ${job.funded ? "funded" : "unfunded"}` : ""} · attempt {job.attempt}
+            {data.owner ? <> · by <span data-testid="job-owner">{ownerLabel(data.owner)}</span></> : null}
           </p>
+          <JobActions job={job} powers={powersOf(identity)} onDone={refresh} onSubmitAgain={onSubmitAgain ? () => onSubmitAgain(job) : undefined} />
           {data.waiting && (
             <section aria-labelledby="why-pending-h">
               <h3 id="why-pending-h">Why pending</h3>
@@ -167,15 +154,6 @@ export function JobDrawer({ jobId, onClose }: { jobId: string; onClose: () => vo
                 <p className="small">Warnings at {warningsAt.map((w) => formatTime(w)).join(", ")}; cap at {formatTime(capAt)}.</p>
               )}
               {facts?.capSource === "estimate" && job.state === "RUNNING" && <p className="note small" role="note">No SessionOpened event records this session's cap: assumed start + 8 h (the default policy).</p>}
-              {CAN.restoreSessions(identity.role) && (
-                <div className="actions">
-                  <button type="button" onClick={doRestore} disabled={restore.busy || !RESTORABLE.includes(job.state)} data-testid="restore">
-                    {restore.busy ? "Restoring…" : "Restore session"}
-                  </button>
-                  {!RESTORABLE.includes(job.state) && <span className="muted">Restore is for stopped or preempted sessions.</span>}
-                </div>
-              )}
-              {restore.message && <p className={restore.ok ? "ok" : "error"} role="status" data-testid="restore-result">{restore.message}</p>}
             </section>
           )}
           <h3>Checkpoints</h3>
