@@ -109,6 +109,9 @@ class KubernetesSettings(BaseSettings):
     start_wait_s: float = 60.0
     namespace: str = "default"
     image: str = "busybox:stable"
+    # the namespaces whose pods Steward governs, comma-separated (empty: every namespace); the Helm chart
+    # grants the executor pod rights in these alone, so a Steward pod elsewhere is left unsubmitted
+    namespaces: str = ""
     # Steward's API, read for the namespace mappings admins recorded and the waiting jobs' reasons and
     # positions (ADR 0054), with a read-only (auditor) token kept in a file; every `steward_read_s` seconds
     api_url: str = ""
@@ -175,6 +178,7 @@ class KubernetesExecutor:
         self._read_at = -1e18
         self._told: dict[str, str] = {}  # pod -> the Steward reason code its last event named
         self.namespace_projects = {} if steward else parse_namespace_projects(self.cluster.namespace_projects)
+        self.governed = frozenset(n.strip() for n in self.cluster.namespaces.split(",") if n.strip())
 
     # -- reporting --------------------------------------------------------------------------------
 
@@ -215,9 +219,17 @@ class KubernetesExecutor:
         except UnsafePath:
             return None
 
+    def _in_governed(self, pods: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+        if not self.governed:
+            return list(pods)
+        return [p for p in pods if p.get("metadata", {}).get("namespace", "default") in self.governed]
+
     def steward_pods(self) -> list[dict[str, Any]]:
-        """Every pod that names Steward's scheduler (one list call)."""
-        return self.kube.pods(field_selector=f"spec.schedulerName={self.cluster.scheduler_name}")
+        """Every pod that names Steward's scheduler in the governed namespaces (one list call)."""
+        pods = self.kube.pods(field_selector=f"spec.schedulerName={self.cluster.scheduler_name}")
+        if not self.governed:
+            return pods
+        return [p for p in pods if p.get("metadata", {}).get("namespace") in self.governed]
 
     def submit_pods(self, pods: Sequence[Mapping[str, Any]] | None = None) -> list[PodJob]:
         """Submit Steward's new pods as jobs (a gang once all its pods exist); a pod that makes no job is told
@@ -226,6 +238,7 @@ class KubernetesExecutor:
             return []  # the namespace mappings are not known yet: a pod could charge the wrong project
         if pods is None:
             pods = self.kube.pods(field_selector=f"spec.schedulerName={self.cluster.scheduler_name},spec.nodeName=")
+        pods = self._in_governed(pods)
         submitted = []
         for group in group_new_pods(pods):
             try:
