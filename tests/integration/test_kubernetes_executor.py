@@ -376,8 +376,8 @@ def test_the_recorded_namespace_mapping_names_the_project(tmp_path: Path, kube: 
         assert pub.of("SubmitJob") == []  # the API did not answer: the mapping is unknown
         said.standing = Standing({"team": "nlp"})
         ex.round()
-        (submitted,) = pub.of("SubmitJob")
-        assert (submitted.payload["job_id"], submitted.payload["project"]) == ("k8s.team.mapped", "nlp")
+        submitted = {e.payload["job_id"]: e.payload["project"] for e in pub.of("SubmitJob")}
+        assert submitted["k8s.team.mapped"] == "nlp"  # (the module's other unbound pods in "team" too)
     finally:
         kube.delete_pod("team", "mapped", 0)
 
@@ -416,3 +416,17 @@ def test_a_waiting_pod_is_told_its_position_and_reason_when_they_change(tmp_path
         assert "over_quota" in condition() and len(events()) == 3
     finally:
         kube.delete_pod("team", "wait", 0)
+
+
+def test_pods_outside_the_governed_namespaces_are_left_alone(tmp_path: Path, kube: KubeClient) -> None:
+    """STEWARD_K8S_NAMESPACES (the chart's `kubernetesExecutor.namespaces`, where its Role grants pod rights)."""
+    pub = RecordingPublisher()
+    settings = Settings(run_dir=tmp_path, executor_id="k8s")
+    ex = KubernetesExecutor(settings, pub, kube,  # type: ignore[arg-type]
+                            cluster=KubernetesSettings(kubeconfig=str(KUBECONFIG), namespaces="ml,vision"))
+    apply(gpu_pod("ungoverned", 1))
+    try:
+        assert ex.submit_pods() == [] and ex.steward_pods() == []
+        assert JOB_LABEL not in ((pod(kube, "ungoverned") or {})["metadata"].get("labels") or {})
+    finally:
+        kube.delete_pod("team", "ungoverned", 0)
