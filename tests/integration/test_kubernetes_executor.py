@@ -414,6 +414,16 @@ def test_a_waiting_pod_is_told_its_position_and_reason_when_they_change(tmp_path
         said.standing = Standing({}, {job_id: Waiting(1, 3, "over_quota", "project nlp is over its share")})
         ex.round()
         assert "over_quota" in condition() and len(events()) == 3
+        # placed and bound between the list and the write: the stale write is refused (resourceVersion), and the
+        # pod keeps the PodScheduled=True its binding gave it
+        listed = ex.steward_pods()
+        said.standing = Standing({}, {job_id: Waiting(1, 1, "waiting_for_cycle", "room exists")})
+        ex.refresh()
+        kube.bind("team", "wait", "gpu-0")
+        assert ex.tell_waiting(listed) == 0
+        found = pod(kube, "wait") or {}
+        (scheduled,) = [c for c in found["status"]["conditions"] if c["type"] == "PodScheduled"]
+        assert scheduled["status"] == "True", scheduled
     finally:
         kube.delete_pod("team", "wait", 0)
 

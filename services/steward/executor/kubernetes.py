@@ -229,7 +229,7 @@ class KubernetesExecutor:
         pods = self.kube.pods(field_selector=f"spec.schedulerName={self.cluster.scheduler_name}")
         if not self.governed:
             return pods
-        return [p for p in pods if p.get("metadata", {}).get("namespace") in self.governed]
+        return [p for p in pods if p.get("metadata", {}).get("namespace", "default") in self.governed]
 
     def submit_pods(self, pods: Sequence[Mapping[str, Any]] | None = None) -> list[PodJob]:
         """Submit Steward's new pods as jobs (a gang once all its pods exist); a pod that makes no job is told
@@ -281,22 +281,31 @@ class KubernetesExecutor:
                                                                              ATTEMPT_LABEL: "1"}}})
 
     def _tell(self, pod: Mapping[str, Any], reason: str, message: str, warning: bool = False,
-              event: bool = True) -> None:
+              event: bool = True, unchanged: bool = False) -> bool:
         """The pod's PodScheduled condition and (`event`) an event, where `kubectl describe pod` shows them;
-        nothing when the condition already says it."""
+        nothing when the condition already says it. `unchanged`: only if the pod is still as listed (its
+        resourceVersion as a precondition), so that a pod bound meanwhile keeps its PodScheduled=True.
+        True when told."""
         namespace, name = split(key(pod))
         conditions = pod.get("status", {}).get("conditions") or []
         if any(c.get("type") == "PodScheduled" and c.get("reason") == reason and c.get("message") == message
                for c in conditions):
-            return
+            return False
+        patch: dict[str, Any] = {"status": {"conditions": [{
+            "type": "PodScheduled", "status": "False", "reason": reason, "message": message,
+            "lastTransitionTime": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}]}}
+        version = pod.get("metadata", {}).get("resourceVersion")
+        if unchanged and version:
+            patch["metadata"] = {"resourceVersion": version}
         try:
-            self.kube.patch_pod(namespace, name, {"status": {"conditions": [{
-                "type": "PodScheduled", "status": "False", "reason": reason, "message": message,
-                "lastTransitionTime": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}]}}, status=True)
+            self.kube.patch_pod(namespace, name, patch, status=True)
             if event:
                 self.kube.event(namespace, pod, reason, message, "Warning" if warning else "Normal")
         except KubeError as err:
-            log.warning("could not tell pod %s/%s: %s", namespace, name, err)
+            if err.status != 409:  # 409: changed since listed (bound, say): the next round sees it as it is
+                log.warning("could not tell pod %s/%s: %s", namespace, name, err)
+            return False
+        return True
 
     # -- what Steward says back ---------------------------------------------------------------------
 
@@ -336,9 +345,10 @@ class KubernetesExecutor:
             if now and now[0].get("reason") == QUEUED_REASON and now[0].get("message") == message:
                 continue
             pod_key = key(pod)
-            self._tell(pod, QUEUED_REASON, message, event=self._told.get(pod_key) != where.reason)
-            self._told[pod_key] = where.reason
-            told += 1
+            if self._tell(pod, QUEUED_REASON, message, event=self._told.get(pod_key) != where.reason,
+                          unchanged=True):
+                self._told[pod_key] = where.reason
+                told += 1
         return told
 
     def cancel_deleted(self, pods: Sequence[Mapping[str, Any]] | None = None) -> list[str]:
