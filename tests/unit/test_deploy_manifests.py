@@ -823,6 +823,11 @@ def test_the_kubernetes_executor_has_only_the_rights_it_uses() -> None:
     assert "STEWARD_K8S_NAMESPACE_PROJECTS" not in env  # the recorded mappings hold (ADR 0054)
     # a Kafka principal and command topic of its own, enrolled like a node agent's
     assert "steward.commands.executor.k8s" in topic_partitions(docs)
+    # it reaches the API even where networkPolicy.apiFrom names the allowed clients
+    limited = render(SCENARIOS["kubernetes"] | {"networkPolicy": SCENARIOS["production"]["networkPolicy"]})
+    (api_policy,) = [d for d in limited if d["kind"] == "NetworkPolicy" and d["metadata"]["name"] == "steward-api"]
+    peers = api_policy["spec"]["ingress"][0]["from"]
+    assert any(_matches(p.get("podSelector") or {"matchLabels": {"x": "y"}}, _pod_labels(executor)) for p in peers)
 
 
 def test_upgrade_runs_only_the_hooks() -> None:
