@@ -28,6 +28,7 @@ from steward.config import Settings
 from steward.executor.kubernetes import PREEMPTED_EXIT_CODE, KubernetesExecutor, KubernetesSettings
 from steward.executor.kubernetes_api import KubeClient, KubeError, load_kubeconfig
 from steward.executor.kubernetes_pods import ATTEMPT_LABEL, JOB_LABEL
+from steward.executor.kubernetes_steward import Standing, StewardUnreachable, Waiting
 from steward_workflows.payloads import ContractTimings, JobRunInput, NodeRef, SignalJob, WatchJob
 from tests.integration.conftest import KEEP, REPO, SLOT, TEST_RUN_DIR
 from tests.integration.test_slurm_executor import RecordingPublisher, wait_for
@@ -113,10 +114,24 @@ def act(coro: Awaitable[T]) -> T:
     return asyncio.run(asyncio.wait_for(coro, 90))
 
 
-def executor(tmp_path: Path, pub: RecordingPublisher, kube: KubeClient) -> KubernetesExecutor:
+def executor(tmp_path: Path, pub: RecordingPublisher, kube: KubeClient,
+             steward: SaidBySteward | None = None) -> KubernetesExecutor:
     settings = Settings(run_dir=tmp_path, executor_id="k8s")
     return KubernetesExecutor(settings, pub, kube,  # type: ignore[arg-type]
-                              cluster=KubernetesSettings(kubeconfig=str(KUBECONFIG), poll_s=0.2))
+                              cluster=KubernetesSettings(kubeconfig=str(KUBECONFIG), poll_s=0.2, steward_read_s=0),
+                              steward=steward)
+
+
+class SaidBySteward:
+    """What Steward's API answers the executor (ADR 0054), set by the test; the Kubernetes side stays real."""
+
+    def __init__(self) -> None:
+        self.standing: Standing | None = None
+
+    def __call__(self) -> Standing:
+        if self.standing is None:
+            raise StewardUnreachable("the API is down")
+        return self.standing
 
 
 def gpu_pod(name: str, gpus: int, *, scheduler: str = "steward", node: str = "", gang: str = "", size: int = 0,
@@ -346,3 +361,82 @@ def test_a_pod_created_again_under_the_same_name_is_a_new_job(tmp_path: Path, ku
     uid = (pod(kube, "again") or {})["metadata"]["uid"]
     assert first.command.job_id == "k8s.team.again"
     assert second.command.job_id == f"k8s.team.again.{uid.replace('-', '')[:8]}"
+
+
+def test_the_recorded_namespace_mapping_names_the_project(tmp_path: Path, kube: KubeClient) -> None:
+    """With Steward's API, nothing is submitted before the recorded mappings are read; then a mapped
+    namespace's unlabelled pod charges its project."""
+    pub, said = RecordingPublisher(), SaidBySteward()
+    ex = executor(tmp_path, pub, kube, said)
+    unlabelled = gpu_pod("mapped", 1)
+    del unlabelled["metadata"]["labels"]["steward.io/project"]
+    kube.create_pod("team", unlabelled)
+    try:
+        ex.round()
+        assert pub.of("SubmitJob") == []  # the API did not answer: the mapping is unknown
+        said.standing = Standing({"team": "nlp"})
+        ex.round()
+        submitted = {e.payload["job_id"]: e.payload["project"] for e in pub.of("SubmitJob")}
+        assert submitted["k8s.team.mapped"] == "nlp"  # (the module's other unbound pods in "team" too)
+    finally:
+        kube.delete_pod("team", "mapped", 0)
+
+
+def test_a_waiting_pod_is_told_its_position_and_reason_when_they_change(tmp_path: Path, kube: KubeClient) -> None:
+    pub, said = RecordingPublisher(), SaidBySteward()
+    said.standing = Standing()
+    ex = executor(tmp_path, pub, kube, said)
+    apply(gpu_pod("wait", 2))
+    try:
+        ex.round()
+        job_id = "k8s.team.wait"
+
+        def condition() -> str:
+            found = pod(kube, "wait") or {}
+            (c,) = [c for c in found["status"]["conditions"] if c["type"] == "PodScheduled"]
+            return str(c["message"])
+
+        def events() -> list[str]:
+            return [e["message"] for e in kube.call("GET", "/api/v1/namespaces/team/events")["items"]
+                    if e["involvedObject"]["name"] == "wait" and e["reason"] == "StewardQueued"]
+
+        assert condition() == f"queued in Steward as job {job_id}; evidence: steward explain {job_id}"
+        assert len(events()) == 1
+        said.standing = Standing({}, {job_id: Waiting(3, 5, "insufficient_capacity", "needs 2 more GPUs")})
+        ex.round()
+        assert condition() == (f"queued in Steward as job {job_id}: position 3 of 5; insufficient_capacity: needs "
+                               f"2 more GPUs; evidence: steward explain {job_id}")
+        assert len(events()) == 2
+        assert ex.tell_waiting(ex.steward_pods()) == 0  # unchanged: no write at all
+        said.standing = Standing({}, {job_id: Waiting(1, 3, "insufficient_capacity", "needs 2 more GPUs")})
+        ex.round()
+        assert "position 1 of 3" in condition() and len(events()) == 2  # a move in the queue: no new event
+        said.standing = Standing({}, {job_id: Waiting(1, 3, "over_quota", "project nlp is over its share")})
+        ex.round()
+        assert "over_quota" in condition() and len(events()) == 3
+        # placed and bound between the list and the write: the stale write is refused (resourceVersion), and the
+        # pod keeps the PodScheduled=True its binding gave it
+        listed = ex.steward_pods()
+        said.standing = Standing({}, {job_id: Waiting(1, 1, "waiting_for_cycle", "room exists")})
+        ex.refresh()
+        kube.bind("team", "wait", "gpu-0")
+        assert ex.tell_waiting(listed) == 0
+        found = pod(kube, "wait") or {}
+        (scheduled,) = [c for c in found["status"]["conditions"] if c["type"] == "PodScheduled"]
+        assert scheduled["status"] == "True", scheduled
+    finally:
+        kube.delete_pod("team", "wait", 0)
+
+
+def test_pods_outside_the_governed_namespaces_are_left_alone(tmp_path: Path, kube: KubeClient) -> None:
+    """STEWARD_K8S_NAMESPACES (the chart's `kubernetesExecutor.namespaces`, where its Role grants pod rights)."""
+    pub = RecordingPublisher()
+    settings = Settings(run_dir=tmp_path, executor_id="k8s")
+    ex = KubernetesExecutor(settings, pub, kube,  # type: ignore[arg-type]
+                            cluster=KubernetesSettings(kubeconfig=str(KUBECONFIG), namespaces="ml,vision"))
+    apply(gpu_pod("ungoverned", 1))
+    try:
+        assert ex.submit_pods() == [] and ex.steward_pods() == []
+        assert JOB_LABEL not in ((pod(kube, "ungoverned") or {})["metadata"].get("labels") or {})
+    finally:
+        kube.delete_pod("team", "ungoverned", 0)

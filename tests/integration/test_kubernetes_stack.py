@@ -2,13 +2,16 @@
 PostgreSQL, Temporal and Steward's processes, on the real API server of test_kubernetes_executor (its `kube`
 fixture: etcd, kube-apiserver, kwok GPU nodes). A pod posted to the API server becomes a job through Kafka and
 the ledger, Steward's scheduler places it, the executor binds the pod where it was placed, kwok runs it to its
-end and the job completes; a `kubectl cordon` reaches Steward as the node turning unhealthy.
+end and the job completes; the pod's project is its namespace's, as an admin recorded it (`steward k8s map`); a
+pod that cannot fit is told its place in Steward's queue and the reason; a `kubectl cordon` reaches Steward as
+the node turning unhealthy.
 
 It replaces the stack's executor and needs a store with no other nodes: run it in a slot of its own (as the
 Slurm whole-stack test), after the rest of the suite."""
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Iterator
 from typing import Any
@@ -53,8 +56,12 @@ def test_through_steward_a_pod_is_bound_where_steward_placed_it_and_a_cordon_is_
         k8s_stack: dict[str, Any], kube: KubeClient) -> None:
     wait_for(lambda: {n: s for n, s in node_states().items() if n in GPU_NODES} == dict.fromkeys(GPU_NODES, "ready"),
              timeout=120)
+    # the namespace's project is an admin's recorded decision (ADR 0054): the pods name none
+    steward("k8s", "map", "team", "ee9e8c", "--executor", "local", "--reason", "the team's namespace")
+    mappings = json.loads(steward("k8s", "mappings", "--executor", "local", "--output", "json").stdout)
+    assert [(m["namespace"], m["project"]) for m in mappings] == [("team", "ee9e8c")]
     spec = gpu_pod("stack-train", 2, notes={"pod-complete.stage.kwok.x-k8s.io/delay": "2s"})
-    spec["metadata"]["labels"]["steward.io/project"] = "ee9e8c"
+    del spec["metadata"]["labels"]["steward.io/project"]
     kube.create_pod("team", spec)
     job_id = "local.team.stack-train"  # the stack's executor id, the pod's namespace and name
     wait_for(lambda: bool((pod(kube, "stack-train") or {}).get("spec", {}).get("nodeName")), timeout=120)
@@ -66,8 +73,27 @@ def test_through_steward_a_pod_is_bound_where_steward_placed_it_and_a_cordon_is_
     bound = pod(kube, "stack-train") or {}
     assert bound["spec"]["nodeName"] == node and len(gpus) == 2  # bound where Steward placed it
     assert bound["status"]["phase"] == "Succeeded"
+    assert job["project"] == "ee9e8c"
 
-    kube.patch_node("gpu-4", {"spec": {"unschedulable": True}})  # `kubectl cordon gpu-4`
-    wait_for(lambda: node_states()["gpu-4"] == "unhealthy", timeout=60)
-    kube.patch_node("gpu-4", {"spec": {"unschedulable": False}})
-    wait_for(lambda: node_states()["gpu-4"] == "ready", timeout=60)
+    for node in GPU_NODES:  # `kubectl cordon`: every GPU node turns unhealthy in Steward
+        kube.patch_node(node, {"spec": {"unschedulable": True}})
+    wait_for(lambda: all(node_states()[n] == "unhealthy" for n in GPU_NODES), timeout=60)
+
+    # a pod that cannot be placed now waits, and its condition says where it stands and why, from Steward's queue
+    waiting = gpu_pod("stack-wait", 2)
+    del waiting["metadata"]["labels"]["steward.io/project"]
+    kube.create_pod("team", waiting)
+
+    def condition() -> str:
+        found = pod(kube, "stack-wait") or {}
+        return " ".join(str(c.get("message")) for c in found.get("status", {}).get("conditions") or []
+                        if c.get("type") == "PodScheduled")
+
+    wait_for(lambda: "position 1 of 1; " in condition(), timeout=60)
+    assert condition().endswith("evidence: steward explain local.team.stack-wait"), condition()
+    kube.delete_pod("team", "stack-wait", 0)
+    wait_for(lambda: show("local.team.stack-wait")["state"] == "CANCELLED", timeout=60)
+
+    for node in GPU_NODES:
+        kube.patch_node(node, {"spec": {"unschedulable": False}})
+    wait_for(lambda: all(node_states()[n] == "ready" for n in GPU_NODES), timeout=60)

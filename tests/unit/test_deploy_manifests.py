@@ -60,7 +60,15 @@ WRITABLE_ROOT = {"kafka": "the apache/kafka start script writes the broker confi
 # switching to the job's user (SETUID, SETGID), signalling jobs of other users (KILL).
 EXECUTOR_CAPS = {"CHOWN", "DAC_OVERRIDE", "FOWNER", "KILL", "SETGID", "SETUID"}
 # Processes that have no HTTP endpoint until /metrics is served (values: metrics.serving).
-NO_ENDPOINT_YET = {"ledger", "scheduler", "worker", "executor"}
+NO_ENDPOINT_YET = {"ledger", "scheduler", "worker", "executor", "kubernetes-executor"}
+# The one Steward pod that calls the Kubernetes API (ADR 0051): the scheduler of GPU pods, with a ServiceAccount of
+# its own and exactly these rights (templates/kubernetes-executor.yaml). Cluster-wide it reads nodes and pods
+# (inventory, health, foreign load) and patches nodes (a drain's cordon); in each governed namespace it creates,
+# deletes and patches pods, binds them, patches their status (PodScheduled) and creates events.
+KUBE_API_CALLERS = {"kubernetes-executor"}
+K8S_CLUSTER_RULES = {("", "nodes"): {"get", "list", "patch"}, ("", "pods"): {"get", "list"}}
+K8S_NAMESPACE_RULES = {("", "pods"): {"create", "delete", "patch"}, ("", "pods/binding"): {"create"},
+                       ("", "pods/status"): {"patch"}, ("", "events"): {"create"}}
 WORKLOADS = {"Deployment", "StatefulSet", "DaemonSet", "Job"}
 DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")
@@ -234,6 +242,14 @@ EXECUTOR_KEY = re.compile(r"^kafka-executor-(.+)-password$")
 ENROLLERS = {"kafka", "kafka-topics"}
 
 
+def _env_value(spec: dict[str, Any], name: str) -> str | None:
+    """The literal value of an environment variable of a pod's first container (None: not set literally)."""
+    for env in (spec.get("containers") or [{}])[0].get("env") or []:
+        if env.get("name") == name and "value" in env:
+            return str(env["value"])
+    return None
+
+
 def _referenced_secrets(spec: dict[str, Any]) -> set[str]:
     """Every Secret a pod references (volumes, projected volumes, env, envFrom): with the Node authorizer,
     the kubelet of the pod's node may read each of them whole, whatever items the pod mounts."""
@@ -300,7 +316,8 @@ def check_executor_credentials(docs: list[dict[str, Any]], external: Iterable[st
                 problems.append(f"{where}: holds every executor's password and tolerates the GPU nodes' taint(s) "
                                 f"{sorted(tolerated)}")
             continue
-        node = _pinned_node(spec) if component == "executor" else None
+        node = _pinned_node(spec) if component == "executor" else (
+            _env_value(spec, "STEWARD_EXECUTOR_ID") if component in KUBE_API_CALLERS else None)
         if component == "executor" and node is None:
             problems.append(f"{where}: an executor pod not pinned to one node (it could run, with its password, "
                             "on another)")
@@ -380,6 +397,7 @@ def check_manifests(docs: list[dict[str, Any]], *, external_secrets: Iterable[st
     problems: list[str] = []
     ext_secrets, ext_claims = set(external_secrets), set(external_claims)
     by_kind: dict[str, dict[str, dict[str, Any]]] = {}
+    seen_names: dict[str, set[tuple[str, str]]] = {}
     for d in docs:
         for field in ("apiVersion", "kind"):
             if not d.get(field):
@@ -389,9 +407,11 @@ def check_manifests(docs: list[dict[str, Any]], *, external_secrets: Iterable[st
         pattern = DNS_LABEL if kind == "Service" else DNS_SUBDOMAIN
         if not pattern.match(name) or len(name) > (63 if kind == "Service" else 253):
             problems.append(f"{kind} has an invalid name {name!r}")
-        if name in by_kind.setdefault(kind, {}):
+        namespace = (d.get("metadata") or {}).get("namespace") or ""
+        if (namespace, name) in seen_names.setdefault(kind, set()):
             problems.append(f"{kind}/{name} is defined twice")
-        by_kind[kind][name] = d
+        seen_names[kind].add((namespace, name))
+        by_kind.setdefault(kind, {})[name] = d
     secrets, configmaps = by_kind.get("Secret", {}), by_kind.get("ConfigMap", {})
     services, accounts = by_kind.get("Service", {}), set(by_kind.get("ServiceAccount", {})) | {"default"}
     claims = set(by_kind.get("PersistentVolumeClaim", {})) | ext_claims
@@ -430,7 +450,7 @@ def check_manifests(docs: list[dict[str, Any]], *, external_secrets: Iterable[st
                 problems.append(f"{where}: serviceName {svc!r} is not headless")
         if spec.get("serviceAccountName", "default") not in accounts:
             problems.append(f"{where}: ServiceAccount {spec.get('serviceAccountName')!r} is not defined")
-        if spec.get("automountServiceAccountToken") is not False:
+        if spec.get("automountServiceAccountToken") is not False and component not in KUBE_API_CALLERS:
             problems.append(f"{where}: mounts a ServiceAccount token (none of these pods calls the API)")
         pod_sc = spec.get("securityContext") or {}
         volumes = {v["name"]: v for v in spec.get("volumes") or []}
@@ -648,6 +668,11 @@ SCENARIOS: dict[str, dict[str, Any]] = {
         "executor": {"workdir": {"type": "emptyDir"}, "nodes": ["gpu-a"]},
     },
     "failover": {"postgresql": {"failover": {"promoted": True}}},
+    "kubernetes": {"kubernetesExecutor": {"enabled": True, "namespaces": ["team-a", "team-b"],
+                                          "apiTokenSecret": "k8s-api-token"}},
+    "kubernetes-bootstrap": {"executor": {"enabled": False}, "metrics": {"serving": False},
+                             "kubernetesExecutor": {"enabled": True, "id": "gpu-cluster", "namespaces": ["ml"],
+                                                    "namespaceProjects": "ml=vision"}},
 }
 
 
@@ -674,6 +699,7 @@ def test_chart_renders_and_cross_checks(scenario: str) -> None:
     values = SCENARIOS[scenario]
     docs = render(values)
     external = {"steward-managed", "steward-managed-executor-gpu-a"} if scenario == "external" else set()
+    external |= {"k8s-api-token"} if scenario == "kubernetes" else set()
     claims = {"steward-checkpoints"} if scenario == "production" else set()
     assert check_manifests(docs, external_secrets=external, external_claims=claims) == []
     bundled = values.get("postgresql", {}).get("mode", "bundled") != "external"
@@ -685,7 +711,7 @@ def test_chart_objects_match_the_kubernetes_schemas(defaults: list[dict[str, Any
     """Every object of the main value sets, strictly; plus one broken copy that must be the only error
     (so a validator that accepts anything fails here)."""
     seen: dict[str, dict[str, Any]] = {}
-    for scenario in ("defaults", "production", "cloudnativepg", "external"):
+    for scenario in ("defaults", "production", "cloudnativepg", "external", "kubernetes"):
         for d in render(SCENARIOS[scenario]):
             if (d["apiVersion"], d["kind"]) not in CRD_KINDS:
                 seen.setdefault(json.dumps(d, sort_keys=True), d)
@@ -762,6 +788,48 @@ def test_the_topology(defaults: list[dict[str, Any]]) -> None:
     assert api["readinessProbe"]["httpGet"]["path"] == "/healthz"
 
 
+def _rules(role: dict[str, Any]) -> dict[tuple[str, str], set[str]]:
+    out: dict[tuple[str, str], set[str]] = {}
+    for rule in role["rules"]:
+        for group in rule["apiGroups"]:
+            for resource in rule["resources"]:
+                out.setdefault((group, resource), set()).update(rule["verbs"])
+    return out
+
+
+def test_the_kubernetes_executor_has_only_the_rights_it_uses() -> None:
+    """ADR 0051: the scheduler of GPU pods reads nodes and pods cluster-wide and cordons nodes; it binds,
+    creates, deletes and patches pods, patches their status and creates events in the governed namespaces alone;
+    it is the one Steward pod with a ServiceAccount token, and holds its own executor password alone."""
+    docs = render(SCENARIOS["kubernetes"])
+    assert not [d for d in render() if "kubernetes-executor" in d["metadata"]["name"]]  # off by default
+    (cluster_role,) = [d for d in docs if d["kind"] == "ClusterRole"]
+    assert _rules(cluster_role) == K8S_CLUSTER_RULES
+    roles = {d["metadata"]["namespace"]: d for d in docs if d["kind"] == "Role"}
+    assert set(roles) == {"team-a", "team-b"}
+    assert all(_rules(r) == K8S_NAMESPACE_RULES for r in roles.values())
+    account = "steward-kubernetes-executor"
+    for binding in (d for d in docs if d["kind"] in ("RoleBinding", "ClusterRoleBinding")):
+        assert binding["subjects"] == [{"kind": "ServiceAccount", "name": account, "namespace": NAMESPACE}]
+    callers = [d for d in docs if (_pod_spec(d) or {}).get("automountServiceAccountToken")]
+    assert [(d["kind"], d["metadata"]["name"]) for d in callers] == [("StatefulSet", account)]
+    (executor,) = callers
+    spec = executor["spec"]["template"]["spec"]
+    assert spec["serviceAccountName"] == account and executor["spec"]["replicas"] == 1
+    assert _referenced_secrets(spec) == {"steward-secrets-executor-k8s", "k8s-api-token"}
+    env = {e["name"]: e.get("value") for e in spec["containers"][0]["env"]}
+    assert env["STEWARD_EXECUTOR_KIND"] == "kubernetes" and env["STEWARD_K8S_NAMESPACES"] == "team-a,team-b"
+    assert env["STEWARD_K8S_API_URL"] == "http://steward-api:80/graphql"
+    assert "STEWARD_K8S_NAMESPACE_PROJECTS" not in env  # the recorded mappings hold (ADR 0054)
+    # a Kafka principal and command topic of its own, enrolled like a node agent's
+    assert "steward.commands.executor.k8s" in topic_partitions(docs)
+    # it reaches the API even where networkPolicy.apiFrom names the allowed clients
+    limited = render(SCENARIOS["kubernetes"] | {"networkPolicy": SCENARIOS["production"]["networkPolicy"]})
+    (api_policy,) = [d for d in limited if d["kind"] == "NetworkPolicy" and d["metadata"]["name"] == "steward-api"]
+    peers = api_policy["spec"]["ingress"][0]["from"]
+    assert any(_matches(p.get("podSelector") or {"matchLabels": {"x": "y"}}, _pod_labels(executor)) for p in peers)
+
+
 def test_upgrade_runs_only_the_hooks() -> None:
     jobs = {d["metadata"]["name"]: d for d in render(upgrade=True) if d["kind"] == "Job"}
     assert set(jobs) == {"steward-migrate", "steward-kafka-topics"}
@@ -794,6 +862,7 @@ REFUSED: list[tuple[dict[str, Any], str]] = [
     ({"api": {"autoscaling": {"minReplicas": 1}}}, "minAvailable"),
     ({"auth": {"jwt": {"enabled": True}}}, "jwksUrl"),
     ({"postgresql": {"synchronousReplicas": 2}}, "wait forever"),
+    ({"kubernetesExecutor": {"enabled": True}}, "kubernetesExecutor.namespaces"),
 ]
 JWT_VALUES = {"auth": {"jwt": {"enabled": True, "issuer": "https://idp.example", "hs256Secret": "s3cret"}}}
 

@@ -38,5 +38,9 @@ def test_a_named_kubeconfig_must_exist(tmp_path: Path, monkeypatch: pytest.Monke
     conf = tmp_path / "kubeconfig"
     conf.write_text("apiVersion: v1\n")
     monkeypatch.setenv("STEWARD_K8S_KUBECONFIG", str(conf))
-    assert kubernetes_values(Settings(run_dir=tmp_path)) == {
-        "STEWARD_EXECUTOR_KIND": "kubernetes", "STEWARD_K8S_KUBECONFIG": str(conf)}
+    settings = Settings(run_dir=tmp_path)
+    assert kubernetes_values(settings) == {
+        "STEWARD_EXECUTOR_KIND": "kubernetes", "STEWARD_K8S_KUBECONFIG": str(conf),
+        # the executor reads the recorded namespace mappings and the queue with a read-only token (ADR 0054)
+        "STEWARD_K8S_API_URL": settings.resolved_api_url,
+        "STEWARD_K8S_API_TOKEN_FILE": str(tmp_path / "secrets" / "k8s-executor-token")}

@@ -30,7 +30,7 @@ from strawberry.extensions import (
 )
 from strawberry.types import Info
 
-from steward.api import audit, fields, history, identity, whatif
+from steward.api import audit, fields, history, identity, namespaces, whatif
 from steward.api import overview as reports
 from steward.api.commands import Outcome, OutcomeTimeout
 from steward.api.context import BadInput, Context, Forbidden, UserError
@@ -117,6 +117,7 @@ from steward.domain.commands import (
     CancelJob,
     Command,
     DrainNode,
+    MapNamespace,
     RegisterNode,
     RequestPreemption,
     RestoreSession,
@@ -493,6 +494,18 @@ class Query(NotificationQueries):  # notifications' queries: steward.api.notific
             raise Forbidden("groupMapping")
         return await identity.group_mapping(ctx)
 
+    @fields.field("The namespace mappings in force in one Kubernetes cluster (its executor's id): which project "
+                  "each namespace's pods charge (admins and auditors; ADR 0054).")
+    async def namespace_mappings(self, info: Info[Context, None],
+                                 executor: str) -> list[namespaces.NamespaceMapping]:
+        ctx = _ctx(info)
+        ctx.no_cache()
+        access = await ctx.access("namespaceMappings")
+        if not (access.can(Capability.operate) or access.can(Capability.read_audit)):
+            await ctx.deny("namespaceMappings", "*", f"role {access.role.value} may not read namespace mappings")
+            raise Forbidden("namespaceMappings")
+        return await namespaces.namespace_mappings(ctx, executor)
+
     @fields.field("API tokens (admins); secrets are never shown again.")
     async def tokens(self, info: Info[Context, None]) -> list[ApiToken]:
         ctx = _ctx(info)
@@ -848,6 +861,23 @@ class Mutation:
             ctx.services.mappings.forget()
         ctx.services.auth.forget_people()
         return identity.GroupMappingChanged(position=outcome.position, rules=len(rules))
+
+    @fields.mutation("Map a namespace of a Kubernetes cluster (its executor's id) to the project its pods charge, "
+                     "or unmap it (project empty) (admins): its pods then charge that project only. Recorded "
+                     "through the ledger (ADR 0054).")
+    async def map_namespace(self, info: Info[Context, None], executor: str, namespace: str, project: str,
+                            reason: str) -> namespaces.MapNamespaceResult:
+        ctx = _ctx(info)
+        access = await ctx.access("mapNamespace")
+        if (refused := await _role_refused(ctx, access, Capability.operate, "mapNamespace")) is not None:
+            return refused
+        if not reason.strip():
+            return InvalidInput(field="reason", message="a namespace mapping needs a reason")
+        outcome = await _execute(ctx, MapNamespace(executor_id=executor, namespace=namespace, project=project,
+                                                   reason=reason[:500]))
+        if (rej := _rejected(outcome)) is not None:
+            return rej
+        return namespaces.NamespaceMappingChanged(position=outcome.position, namespace=namespace, project=project)
 
     @fields.mutation("Create an API token, shown once. Admins mint any token for any subject; anyone else mints "
                      "tokens they own (subject: themselves), of their own role, over scopes inside their own.")

@@ -10,7 +10,7 @@ from typing import Any
 
 import typer
 
-from steward.cli import audit, jobs, login, notify, operate, readable, sessions, stack, tokens
+from steward.cli import audit, jobs, k8s, login, notify, operate, readable, sessions, stack, tokens
 from steward.cli.client import GraphQLClient
 from steward.cli.output import CliError, OutputFormat, OutputOption, emit, fail
 from steward.cli.scenario_file import (
@@ -40,6 +40,7 @@ jobs.register(app)
 sessions.register(app)
 audit.register(app)
 login.register(app)
+k8s.register(app)
 notify.register(app)
 
 SET_ALLOCATIONS = """

@@ -7,13 +7,14 @@ import os
 import signal
 import threading
 import time
+from pathlib import Path
 from typing import Any
 
 import httpx
 import typer
 
 from steward.cli.output import OutputFormat, OutputOption, emit, fail
-from steward.cli.tokens import ensure_admin_token
+from steward.cli.tokens import ensure_admin_token, ensure_token
 from steward.config import Settings, get_settings
 from steward.executor.settings import ExecutorSettings
 from steward.infra import doctor as doctor_checks
@@ -71,7 +72,16 @@ def kubernetes_values(settings: Settings) -> dict[str, str]:
         conf = str(settings.run_dir / "k8s" / "kubeconfig")
     elif not os.path.isfile(conf):
         fail(f"the kubeconfig {conf} does not exist (STEWARD_K8S_KUBECONFIG or KUBECONFIG)", 2)
-    return {"STEWARD_EXECUTOR_KIND": "kubernetes", "STEWARD_K8S_KUBECONFIG": conf}
+    # the executor reads the recorded namespace mappings and the queue through the API, with a read-only token
+    # of its own (ADR 0054; minted once the store is migrated)
+    return {"STEWARD_EXECUTOR_KIND": "kubernetes", "STEWARD_K8S_KUBECONFIG": conf,
+            "STEWARD_K8S_API_URL": settings.resolved_api_url,
+            "STEWARD_K8S_API_TOKEN_FILE": str(kubernetes_token_file(settings))}
+
+
+def kubernetes_token_file(settings: Settings) -> Path:
+    """The Kubernetes executor's API token (an auditor's: it reads, never writes) in the run folder."""
+    return settings.run_dir / "secrets" / "k8s-executor-token"
 
 
 def bring_up(settings: Settings, postgres: bool = True, restart: bool = False,
@@ -115,6 +125,8 @@ def bring_up(settings: Settings, postgres: bool = True, restart: bool = False,
     write_stack_env(paths, values)
     upgrade(values.get("STEWARD_STORE_OWNER_URL", values["STEWARD_STORE_URL"]))
     token_file = ensure_admin_token(settings, values["STEWARD_STORE_URL"])
+    if executor == "kubernetes":
+        ensure_token(values["STEWARD_STORE_URL"], kubernetes_token_file(settings), "auditor", "k8s-executor")
     env = os.environ | values | {"STEWARD_RUN_DIR": str(settings.run_dir), "STEWARD_API_REPLICAS": str(api_replicas)}
     pids = {name: start_own(name, paths, env | metrics_env(name, metrics_ports)) for name in OWN_PROCESSES}
     pids |= start_api_replicas(paths, env, api_replicas, restart)

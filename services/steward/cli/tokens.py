@@ -57,20 +57,24 @@ def write_token_file(path: Path, token: str) -> None:
     os.replace(tmp, path)
 
 
-def ensure_admin_token(settings: Settings, store_url: str) -> Path:
-    """Keep the run folder's admin token if the store still knows it; otherwise mint a new one."""
-    path = ApiSettings(run_dir=settings.run_dir).resolved_token_file
+def ensure_token(store_url: str, path: Path, role: str, subject: str) -> Path:
+    """Keep the token in `path` if the store still knows it; otherwise mint a new one of `role` (no scopes)."""
     store = EventStore.from_url(store_url)
     try:
         tokens = TokenStore(store)
         current = path.read_text().strip() if path.exists() else ""
         if current and tokens.is_valid(current):
             return path
-        token, _ = tokens.create(role="admin", scopes=[], subject="operator", created_by="steward up")
+        token, _ = tokens.create(role=role, scopes=[], subject=subject, created_by="steward up")
         write_token_file(path, token)
     finally:
         store.engine.dispose()
     return path
+
+
+def ensure_admin_token(settings: Settings, store_url: str) -> Path:
+    """Keep the run folder's admin token if the store still knows it; otherwise mint a new one."""
+    return ensure_token(store_url, ApiSettings(run_dir=settings.run_dir).resolved_token_file, "admin", "operator")
 
 
 def register(app: typer.Typer) -> None:

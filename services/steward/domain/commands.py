@@ -313,6 +313,17 @@ class SetGroupMapping(Command):
 
 
 @dataclass(frozen=True, slots=True)
+class MapNamespace(Command):
+    """An admin maps a namespace of a Kubernetes cluster (the executor that governs it) to the project its
+    pods charge, or unmaps it (`project` ""), with a reason (steward.domain.namespaces; ADR 0054)."""
+
+    executor_id: str
+    namespace: str
+    project: str
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
 class RecordAccessDenial(Command):
     """The API refused a request (issue 7: "denials are recorded as audit events"). One denial, or, past
     the API's per-token limit, a summary of `count` denials between `first_at` and `last_at` with how
@@ -410,6 +421,7 @@ REGISTRY: tuple[CommandKind, ...] = (
     CommandKind("ExplainWaiting", ExplainWaiting, "queue"),
     CommandKind("SetPolicy", SetPolicy, "policy"),
     CommandKind("SetGroupMapping", SetGroupMapping, "identity-groups"),
+    CommandKind("MapNamespace", MapNamespace, "k8s-namespaces-{executor_id:.150}"),
     CommandKind("RecordAccessDenial", RecordAccessDenial, "access-{subject:.150}"),  # a stream name's length
     CommandKind("SetNotifications", SetNotifications, "notify-{subscriber:.150}"),
     CommandKind("RecordDeliveryFailed", RecordDeliveryFailed, "delivery-{delivery_id:.150}"),

@@ -11,7 +11,7 @@ from collections.abc import Callable
 from dataclasses import fields
 from typing import Any
 
-from steward.domain import contract, denials, identity, nodes, notifications, periods, sessions
+from steward.domain import contract, denials, identity, namespaces, nodes, notifications, periods, sessions
 from steward.domain.commands import (
     JOB_CLASSES,
     ROOT,
@@ -20,6 +20,7 @@ from steward.domain.commands import (
     Command,
     DrainNode,
     ExplainWaiting,
+    MapNamespace,
     OpenSession,
     PlaceJob,
     ReachSessionCap,
@@ -354,6 +355,7 @@ _HANDLERS: dict[type[Any], Callable[[LedgerState, Any, float], list[Event]]] = {
     ResumeNode: nodes.decide_resume,
     ClosePeriod: periods.decide_close,
     SetGroupMapping: identity.decide_set_group_mapping,
+    MapNamespace: namespaces.decide_map_namespace,
     SetNotifications: notifications.decide_set_notifications,
     RecordDeliveryFailed: notifications.decide_delivery_failed,
 }

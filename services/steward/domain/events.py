@@ -45,6 +45,8 @@ EVENT_TYPES: dict[str, int] = {
     "AccessDenied": 1,
     # identity: which role and scopes each group of the OpenID provider gives (steward.domain.identity)
     "GroupMappingSet": 1,
+    # Kubernetes: which project a namespace's pods charge, per cluster (steward.domain.namespaces)
+    "NamespaceMapped": 1,
     # a message the ledger refused (dead-lettered), recorded by the ledger itself (steward.ledger.deciding.refusals)
     "CommandRefused": 1,
     # notifications (steward.domain.notifications): a subscriber's choice, a delivery given up

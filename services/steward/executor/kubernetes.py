@@ -13,6 +13,10 @@ of a cluster's GPU pods, behind the same activities as the node agent and the Sl
   (the kubelet sends SIGTERM, then SIGKILL when the grace ends); the kill is a delete with no grace.
 - `drain_node`: cordons the node (`spec.unschedulable`) with Steward's reason in `steward.io/drain-reason`.
 
+What Steward says back (steward.executor.kubernetes_steward, ADR 0054): the namespace mappings admins recorded
+(`steward k8s map`) decide a namespace's project, and each waiting pod's condition carries its job's position
+and the scheduler's reason, read from the API every `steward_read_s` seconds and written only when they change.
+
 Heartbeats name the attempts whose pods still run, as `down` the registered nodes that are NotReady or
 cordoned by someone else, and as `foreign` the GPUs that other schedulers' pods hold per node
 (steward.executor.kubernetes_inventory), as the Slurm executor's do."""
@@ -61,8 +65,11 @@ from steward.executor.kubernetes_pods import (
     parse_namespace_projects,
     pod_annotations,
     pod_job,
+    queued_message,
     recreated,
+    waiting_pods,
 )
+from steward.executor.kubernetes_steward import Standing, StewardApi, StewardUnreachable
 from steward.executor.settings import ExecutorSettings
 from steward.logs_temporal import CorrelationInterceptor
 from steward.paths import UnsafePath, under
@@ -102,7 +109,16 @@ class KubernetesSettings(BaseSettings):
     start_wait_s: float = 60.0
     namespace: str = "default"
     image: str = "busybox:stable"
-    # admins' namespace=project pairs, comma-separated: a mapped namespace's pods charge its project only
+    # the namespaces whose pods Steward governs, comma-separated (empty: every namespace); the Helm chart
+    # grants the executor pod rights in these alone, so a Steward pod elsewhere is left unsubmitted
+    namespaces: str = ""
+    # Steward's API, read for the namespace mappings admins recorded and the waiting jobs' reasons and
+    # positions (ADR 0054), with a read-only (auditor) token kept in a file; every `steward_read_s` seconds
+    api_url: str = ""
+    api_token_file: str = ""
+    steward_read_s: float = 5.0
+    # bootstrap only, used while `api_url` is empty (a cluster not yet reading Steward's API, and tests):
+    # namespace=project pairs, comma-separated; with the API the recorded mappings alone hold
     namespace_projects: str = ""
 
 
@@ -140,7 +156,8 @@ def split(pod_key: str) -> tuple[str, str]:
 
 class KubernetesExecutor:
     def __init__(self, settings: Settings, publisher: CommandPublisher, kube: KubeClient,
-                 options: ExecutorSettings | None = None, cluster: KubernetesSettings | None = None) -> None:
+                 options: ExecutorSettings | None = None, cluster: KubernetesSettings | None = None,
+                 steward: Callable[[], Standing] | None = None) -> None:
         self.settings = settings
         self.publisher = publisher
         self.kube = kube
@@ -154,7 +171,14 @@ class KubernetesExecutor:
         self._starting: dict[tuple[str, int], asyncio.Lock] = {}
         self._changed = asyncio.Event()
         self._closed: set[str] = set()  # manifests of jobs started or cancelled
-        self.namespace_projects = parse_namespace_projects(self.cluster.namespace_projects)
+        # the namespace mappings in force: the recorded ones once read from Steward (`steward`), else the
+        # bootstrap setting; with `steward`, no pod is submitted before the first read
+        self.steward = steward
+        self.standing: Standing | None = None
+        self._read_at = -1e18
+        self._told: dict[str, str] = {}  # pod -> the Steward reason code its last event named
+        self.namespace_projects = {} if steward else parse_namespace_projects(self.cluster.namespace_projects)
+        self.governed = frozenset(n.strip() for n in self.cluster.namespaces.split(",") if n.strip())
 
     # -- reporting --------------------------------------------------------------------------------
 
@@ -195,15 +219,26 @@ class KubernetesExecutor:
         except UnsafePath:
             return None
 
+    def _in_governed(self, pods: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+        if not self.governed:
+            return list(pods)
+        return [p for p in pods if p.get("metadata", {}).get("namespace", "default") in self.governed]
+
     def steward_pods(self) -> list[dict[str, Any]]:
-        """Every pod that names Steward's scheduler (one list call)."""
-        return self.kube.pods(field_selector=f"spec.schedulerName={self.cluster.scheduler_name}")
+        """Every pod that names Steward's scheduler in the governed namespaces (one list call)."""
+        pods = self.kube.pods(field_selector=f"spec.schedulerName={self.cluster.scheduler_name}")
+        if not self.governed:
+            return pods
+        return [p for p in pods if p.get("metadata", {}).get("namespace", "default") in self.governed]
 
     def submit_pods(self, pods: Sequence[Mapping[str, Any]] | None = None) -> list[PodJob]:
         """Submit Steward's new pods as jobs (a gang once all its pods exist); a pod that makes no job is told
         why in its PodScheduled condition and an event, once."""
+        if self.steward is not None and self.standing is None:
+            return []  # the namespace mappings are not known yet: a pod could charge the wrong project
         if pods is None:
             pods = self.kube.pods(field_selector=f"spec.schedulerName={self.cluster.scheduler_name},spec.nodeName=")
+        pods = self._in_governed(pods)
         submitted = []
         for group in group_new_pods(pods):
             try:
@@ -223,9 +258,7 @@ class KubernetesExecutor:
             self._report_now(job.command, f"submit-{job.command.job_id}")
             self._label(group, job.command.job_id)
             for pod in group:
-                self._tell(pod, QUEUED_REASON, f"queued in Steward as job {job.command.job_id} (project "
-                           f"{job.command.project}, {job.command.gpus} GPU(s)); why it waits: "
-                           f"steward explain {job.command.job_id}")
+                self._tell(pod, QUEUED_REASON, queued_message(job.command.job_id))
             log.info("pods %s submitted as job %s", ", ".join(job.pods), job.command.job_id)
             submitted.append(job)
         return submitted
@@ -247,20 +280,76 @@ class KubernetesExecutor:
                 self.kube.patch_pod(namespace, name, {"metadata": {"labels": {JOB_LABEL: job_id,
                                                                              ATTEMPT_LABEL: "1"}}})
 
-    def _tell(self, pod: Mapping[str, Any], reason: str, message: str, warning: bool = False) -> None:
-        """The pod's PodScheduled condition and an event, where `kubectl describe pod` shows them."""
+    def _tell(self, pod: Mapping[str, Any], reason: str, message: str, warning: bool = False,
+              event: bool = True, unchanged: bool = False) -> bool:
+        """The pod's PodScheduled condition and (`event`) an event, where `kubectl describe pod` shows them;
+        nothing when the condition already says it. `unchanged`: only if the pod is still as listed (its
+        resourceVersion as a precondition), so that a pod bound meanwhile keeps its PodScheduled=True.
+        True when told."""
         namespace, name = split(key(pod))
         conditions = pod.get("status", {}).get("conditions") or []
         if any(c.get("type") == "PodScheduled" and c.get("reason") == reason and c.get("message") == message
                for c in conditions):
-            return
+            return False
+        patch: dict[str, Any] = {"status": {"conditions": [{
+            "type": "PodScheduled", "status": "False", "reason": reason, "message": message,
+            "lastTransitionTime": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}]}}
+        version = pod.get("metadata", {}).get("resourceVersion")
+        if unchanged and version:
+            patch["metadata"] = {"resourceVersion": version}
         try:
-            self.kube.patch_pod(namespace, name, {"status": {"conditions": [{
-                "type": "PodScheduled", "status": "False", "reason": reason, "message": message,
-                "lastTransitionTime": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}]}}, status=True)
-            self.kube.event(namespace, pod, reason, message, "Warning" if warning else "Normal")
+            self.kube.patch_pod(namespace, name, patch, status=True)
+            if event:
+                self.kube.event(namespace, pod, reason, message, "Warning" if warning else "Normal")
         except KubeError as err:
-            log.warning("could not tell pod %s/%s: %s", namespace, name, err)
+            if err.status != 409:  # 409: changed since listed (bound, say): the next round sees it as it is
+                log.warning("could not tell pod %s/%s: %s", namespace, name, err)
+            return False
+        return True
+
+    # -- what Steward says back ---------------------------------------------------------------------
+
+    def refresh(self, now: float | None = None) -> bool:
+        """Read Steward's namespace mappings and queue when `steward_read_s` has passed (True: read now). An
+        API that does not answer leaves the last read in force (and, before any, submits nothing)."""
+        now = time.monotonic() if now is None else now
+        if self.steward is None or now - self._read_at < self.cluster.steward_read_s:
+            return False
+        self._read_at = now
+        try:
+            standing = self.steward()
+        except StewardUnreachable as err:
+            log.warning("Steward's API not read (namespace mappings and queue as last read): %s", err)
+            return False
+        if self.standing is None or standing.mappings != self.standing.mappings:
+            log.info("namespace mappings in force: %s", ", ".join(f"{n}={p}" for n, p in
+                                                                 sorted(standing.mappings.items())) or "none")
+        self.standing, self.namespace_projects = standing, dict(standing.mappings)
+        return True
+
+    def tell_waiting(self, pods: Sequence[Mapping[str, Any]]) -> int:
+        """Each waiting pod's PodScheduled condition says its job's position and the scheduler's reason as last
+        read; patched only when that changed, with an event only when the reason did (not at each move in the
+        queue). A job not among the queue's first entries keeps what its pod says. Returns the pods patched."""
+        if self.standing is None:
+            return 0
+        told = 0
+        waiting = waiting_pods(pods)
+        self._told = {k: r for k, r in self._told.items() if k in {key(p) for p, _ in waiting}}
+        for pod, job_id in waiting:
+            where = self.standing.waiting.get(job_id)
+            if where is None:
+                continue
+            message = queued_message(job_id, where.position, where.of, where.reason, where.text)
+            now = [c for c in pod.get("status", {}).get("conditions") or [] if c.get("type") == "PodScheduled"]
+            if now and now[0].get("reason") == QUEUED_REASON and now[0].get("message") == message:
+                continue
+            pod_key = key(pod)
+            if self._tell(pod, QUEUED_REASON, message, event=self._told.get(pod_key) != where.reason,
+                          unchanged=True):
+                self._told[pod_key] = where.reason
+                told += 1
+        return told
 
     def cancel_deleted(self, pods: Sequence[Mapping[str, Any]] | None = None) -> list[str]:
         """Jobs whose pods were deleted before Steward started them: cancelled. A job once started (or
@@ -515,8 +604,10 @@ class KubernetesExecutor:
     def round(self) -> ReportHeartbeat:
         """One pass over one list of Steward's pods: new ones submitted, deleted ones cancelled, changed nodes
         registered, the heartbeat."""
+        self.refresh()
         pods = self.steward_pods()
         self.submit_pods(pods)
+        self.tell_waiting(pods)
         self.cancel_deleted(pods)
         self.register_nodes()
         return self.heartbeat(pods)
@@ -547,8 +638,16 @@ async def run_kubernetes_executor(settings: Settings, stop: asyncio.Event | None
     client = await Client.connect(settings.temporal_address, namespace=settings.temporal_namespace,
                                   interceptors=[CorrelationInterceptor()])
     publisher = CommandPublisher(settings)
+    api = StewardApi(cluster.api_url, cluster.api_token_file, settings.executor_id) if cluster.api_url else None
+    if api is None:
+        log.warning("STEWARD_K8S_API_URL is not set: namespace mappings from STEWARD_K8S_NAMESPACE_PROJECTS "
+                    "(bootstrap), and pods are not told their queue position")
+    elif cluster.namespace_projects:
+        log.warning("STEWARD_K8S_NAMESPACE_PROJECTS is ignored: the mappings recorded in Steward hold "
+                    "(`steward k8s map`)")
     try:
-        executor = KubernetesExecutor(settings, publisher, kube, cluster=cluster)
+        executor = KubernetesExecutor(settings, publisher, kube, cluster=cluster,
+                                      steward=api.read if api is not None else None)
     except PodProblem as err:
         raise SystemExit(f"STEWARD_K8S_NAMESPACE_PROJECTS: {err}") from None
     nodes = await asyncio.to_thread(executor.register_nodes)
@@ -561,3 +660,5 @@ async def run_kubernetes_executor(settings: Settings, stop: asyncio.Event | None
     await serve(client, settings, executor.activities(), executor.heartbeats(stop), stop)
     publisher.close()
     kube.close()
+    if api is not None:
+        api.close()

@@ -255,3 +255,27 @@ def exit_code(pod: Pod) -> int:
     if failed:
         return failed[0]
     return 1 if pod.get("status", {}).get("phase") == "Failed" else 0
+
+
+MESSAGE_MAX = 1000  # an Event's message is cut at 1 KiB by the API server; the pointer to the evidence stays
+
+
+def queued_message(job_id: str, position: int | None = None, of: int = 0, reason: str = "", text: str = "") -> str:
+    """What a waiting pod's PodScheduled condition says: the job, its place in Steward's queue and the
+    scheduler's reason when known, and always the pointer to the evidence (`steward explain <job>`)."""
+    pointer = f"; evidence: steward explain {job_id}"
+    if position is None:
+        return f"queued in Steward as job {job_id}{pointer}"
+    head = f"queued in Steward as job {job_id}: position {position} of {of}"
+    why = f"; {reason}: {text}" if reason and text else (f"; {reason}" if reason else "")
+    room = MESSAGE_MAX - len(head) - len(pointer)
+    if len(why) > room:
+        why = why[:max(room - 3, 0)] + "..."
+    return head + why + pointer
+
+
+def waiting_pods(pods: Iterable[Pod]) -> list[tuple[Pod, str]]:
+    """Steward's pods that wait for a placement: labelled with their job, not bound, not ending; with the job."""
+    return [(p, pod_labels(p)[JOB_LABEL]) for p in pods
+            if pod_labels(p).get(JOB_LABEL) and not p.get("spec", {}).get("nodeName")
+            and not is_deleting(p) and not is_terminal(p)]

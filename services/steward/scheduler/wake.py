@@ -30,6 +30,7 @@ log = logging.getLogger("steward.scheduler")
 QUIET_EVENTS = frozenset({
     "JobPlaced", "JobPreemptionRequested", "JobDeferred", "JobStarted", "ExecutorHeartbeat", "CheckpointSaved",
     "AccessDenied", "CommandRefused", "CommandRejected", "SessionWarned", "SessionActive", "PeriodClosed",
+    "NamespaceMapped",  # which project a Kubernetes namespace charges: read by its executor, not the scheduler
 })
 
 

@@ -276,6 +276,17 @@ def m_set_policy(s: Server, t: str, own: bool) -> str:
     return payload(body, "setPolicy", {"PolicySet"})
 
 
+def q_namespace_mappings(s: Server, t: str, own: bool) -> str:
+    return forbidden_or(data(s, t, '{ namespaceMappings(executor: "k8s") { namespace project } }'),
+                        lambda d: isinstance(d["namespaceMappings"], list))
+
+
+def m_map_namespace(s: Server, t: str, own: bool) -> str:
+    body = data(s, t, f"""mutation {{ mapNamespace(executor: "k8s", namespace: "team-a", project: "a1",
+        reason: "matrix") {{ {PAYLOAD} ... on NamespaceMappingChanged {{ position }} }} }}""")
+    return payload(body, "mapNamespace", {"NamespaceMappingChanged"})
+
+
 def m_create_token(s: Server, t: str, own: bool) -> str:
     body = data(s, t, f"""mutation {{ createToken(role: "researcher", subject: "new", scopes: ["a1"]) {{
         {PAYLOAD} ... on TokenCreated {{ token }} }} }}""")
@@ -363,6 +374,8 @@ OPS = [
     Op("drainNode", m_drain_node, ADMIN, ADMIN, False),
     Op("resumeNode", m_resume_node, ADMIN, ADMIN, False),
     Op("setPolicy", m_set_policy, ADMIN, ADMIN, False),
+    Op("namespaceMappings", q_namespace_mappings, SEE_ALL, SEE_ALL, False),
+    Op("mapNamespace", m_map_namespace, ADMIN, ADMIN, False),
     Op("createToken", m_create_token, ADMIN, ADMIN, False),
     Op("revokeToken", m_revoke_token, ADMIN, ADMIN, False),
     Op("subscription events", s_events, SEE_ALL, SEE_ALL, False),

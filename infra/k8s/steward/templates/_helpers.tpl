@@ -254,13 +254,23 @@ step and the enrolment Job mount them. */}}
       - key: {{ printf "kafka-%s-password" $c }}
         path: {{ printf "steward-%s.password" $c }}
       {{- end }}
-{{- range $n := .Values.executor.nodes }}
+{{- range $n := include "steward.executorIds" . | fromJsonArray }}
 - secret:
     name: {{ include "steward.executorSecretName" (list $ $n) }}
     items:
       - key: {{ printf "kafka-executor-%s-password" $n }}
         path: {{ printf "steward-executor-%s.password" $n }}
 {{- end }}
+{{- end -}}
+
+{{/* Every executor id with a Kafka principal of its own (ADR 0036), as a JSON list: the node agents'
+(executor.nodes) and the Kubernetes executor's (kubernetesExecutor.id, when enabled). */}}
+{{- define "steward.executorIds" -}}
+{{- $ids := .Values.executor.nodes | default list -}}
+{{- if .Values.kubernetesExecutor.enabled -}}
+{{- $ids = append $ids .Values.kubernetesExecutor.id -}}
+{{- end -}}
+{{- toJson $ids -}}
 {{- end -}}
 
 {{/* The Kafka principals' password keys of the Secret (without the executors'). */}}

@@ -1,0 +1,54 @@
+"""What the Kubernetes executor reads back from Steward (ADR 0054): the recorded namespace mappings and each
+waiting job's position and reason, and how a waiting pod is told (only when it changed)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from steward.executor.kubernetes_pods import JOB_LABEL, MESSAGE_MAX, queued_message, waiting_pods
+from steward.executor.kubernetes_steward import Standing, Waiting, standing_of
+
+
+@pytest.mark.parametrize(("args", "expected"), [
+    (("j",), "queued in Steward as job j; evidence: steward explain j"),
+    (("j", 3, 12), "queued in Steward as job j: position 3 of 12; evidence: steward explain j"),
+    (("j", 1, 1, "insufficient_capacity", "needs 4 more GPUs in one node"),
+     "queued in Steward as job j: position 1 of 1; insufficient_capacity: needs 4 more GPUs in one node; "
+     "evidence: steward explain j"),
+    (("j", 2, 5, "over_budget"),
+     "queued in Steward as job j: position 2 of 5; over_budget; evidence: steward explain j"),
+])
+def test_a_waiting_pod_is_told_its_place_reason_and_the_evidence(args: tuple[Any, ...], expected: str) -> None:
+    assert queued_message(*args) == expected
+
+
+def test_a_long_reason_is_cut_and_the_pointer_kept() -> None:
+    message = queued_message("j", 1, 2, "r", "x" * 5000)
+    assert len(message) <= MESSAGE_MAX and message.endswith("...; evidence: steward explain j")
+
+
+def _pod(name: str, job: str = "", node: str = "", phase: str = "Pending", deleting: bool = False) -> dict[str, Any]:
+    meta: dict[str, Any] = {"name": name, "namespace": "team", "labels": {JOB_LABEL: job} if job else {}}
+    if deleting:
+        meta["deletionTimestamp"] = "2026-12-02T00:00:00Z"
+    return {"metadata": meta, "spec": {"nodeName": node}, "status": {"phase": phase}}
+
+
+def test_only_submitted_unbound_live_pods_wait() -> None:
+    pods = [_pod("a", "j1"), _pod("b"), _pod("c", "j3", node="n1"), _pod("d", "j4", phase="Failed"),
+            _pod("e", "j5", deleting=True)]
+    assert [(p["metadata"]["name"], j) for p, j in waiting_pods(pods)] == [("a", "j1")]
+
+
+@pytest.mark.parametrize(("data", "expected"), [
+    ({}, Standing()),
+    ({"namespaceMappings": [{"namespace": "team-a", "project": "vision"}, {"namespace": "x", "project": ""}],
+      "queue": {"waiting": 7, "entries": [
+          {"position": 1, "job": None, "reason": None, "text": None},  # another tenant's: not shown to us
+          {"position": 2, "job": {"id": "k8s.team.a"}, "reason": "insufficient_capacity", "text": "needs 2"}]}},
+     Standing({"team-a": "vision"}, {"k8s.team.a": Waiting(2, 7, "insufficient_capacity", "needs 2")})),
+])
+def test_the_apis_answer_is_read(data: dict[str, Any], expected: Standing) -> None:
+    assert standing_of(data) == expected
