@@ -1,15 +1,27 @@
 import { useState } from "react";
 import { useApp, useData } from "../context";
-import { fetchJobs } from "../api/queries";
+import { fetchJobs, type Job } from "../api/queries";
 import { CAN } from "../api/auth";
 import { SubmitPanel } from "../components/SubmitPanel";
 import { Badge, ErrorNote, Panel, stateTone } from "../components/common";
 import { JobDrawer } from "../components/JobDrawer";
-import { countdown, protectionEndsAt, sessionCapEndsAt } from "../lib/countdown";
+import { sessionCountdown } from "../lib/countdown";
 import { formatRelative, formatTime, humanise } from "../lib/format";
 
 const STATES = ["", "QUEUED", "PLACED", "RUNNING", "PREEMPTED", "COMPLETED", "FAILED", "CANCELLED"];
 const CLASSES = ["", "batch", "debug", "interactive"];
+
+/** A running session's time left before its cap: the cap and warnings the API serves as its SessionOpened
+ * event recorded them (Job.sessionCapAt, Job.sessionWarningsAt), never an estimate. */
+export function SessionCap({ session, now }: { session: Pick<Job, "id" | "sessionCapAt" | "sessionWarningsAt">; now: number }) {
+  const c = sessionCountdown(session, now);
+  return (
+    <>
+      <span className={`cap cap-${c.level}`} role="timer" data-testid={`cap-${session.id}`}> {c.level === "none" ? "cap not recorded yet (opening)" : c.label}</span>
+      {(c.level === "warning" || c.level === "critical") && <Badge tone={c.level === "critical" ? "bad" : "warn"}>cap soon</Badge>}
+    </>
+  );
+}
 
 export function JobsScreen() {
   const { now, identity } = useApp();
@@ -29,17 +41,16 @@ export function JobsScreen() {
         <Panel title="Running sessions" id="sessions">
           <ul className="sessions">
             {sessions.map((s) => {
-              const c = countdown(sessionCapEndsAt(s), now);
+              const level = sessionCountdown(s, now).level;
               return (
-                <li key={s.id} className={`cap-${c.level}`}>
+                <li key={s.id} className={`cap-${level}`}>
                   <button type="button" className="link" onClick={() => setOpen(s.id)}>{s.id}</button> · {s.project} · {s.gpus} GPU
-                  <span className={`cap cap-${c.level}`} role="timer" data-testid={`cap-${s.id}`}> {c.label}</span>
-                  {(c.level === "warning" || c.level === "critical") && <Badge tone={c.level === "critical" ? "bad" : "warn"}>cap soon</Badge>}
+                  <SessionCap session={s} now={now} />
                 </li>
               );
             })}
           </ul>
-          <p className="note small" role="note">Caps estimated as start + 8 h (the default policy); a session's drawer shows the cap its SessionOpened event recorded.</p>
+          <p className="note small" role="note">Each cap is the one the session's SessionOpened event recorded; its drawer shows the warnings.</p>
         </Panel>
       )}
       <Panel title="Jobs and sessions" id="jobs" actions={
@@ -54,7 +65,7 @@ export function JobsScreen() {
           <thead><tr><th scope="col">job</th><th scope="col">class</th><th scope="col">project</th><th scope="col">state</th><th scope="col">GPUs</th><th scope="col">submitted</th><th scope="col">protection ends</th><th scope="col">attempt</th></tr></thead>
           <tbody>
             {jobs.map((j) => {
-              const prot = protectionEndsAt(j);
+              const prot = j.protectedUntil;
               return (
                 <tr key={j.id}>
                   <th scope="row"><button type="button" className="link" onClick={() => setOpen(j.id)} aria-haspopup="dialog">{j.id}</button></th>
@@ -71,7 +82,7 @@ export function JobsScreen() {
             {data && !jobs.length && <tr><td colSpan={8} className="muted">No jobs match.</td></tr>}
           </tbody>
         </table>
-        <p className="note small" role="note" data-testid="jobs-estimates">Protection estimated as start + min runtime for funded work; a job's drawer shows the times, checkpoints and preemptions its events recorded.</p>
+        <p className="note small" role="note" data-testid="jobs-protection-note">Protection ends when the job's start recorded it (unfunded work is preemptible at once); a job's drawer shows its checkpoints and preemptions.</p>
       </Panel>
       {open && <JobDrawer jobId={open} onClose={() => setOpen(null)} />}
     </>
