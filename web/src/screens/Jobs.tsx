@@ -74,7 +74,7 @@ export function JobsScreen() {
                   <td><Badge tone={stateTone(j.state)}>{humanise(j.state)}</Badge></td>
                   <td className="num">{j.gpus}</td>
                   <td>{formatTime(j.submittedAt)}</td>
-                  <td>{j.state === "RUNNING" && prot ? (prot > now ? formatRelative(prot, now) : "ended (preemptible)") : "—"}</td>
+                  <td>{j.state !== "RUNNING" ? "—" : !j.funded ? "none (unfunded)" : prot ? (prot > now ? formatRelative(prot, now) : "ended (preemptible)") : "—"}</td>
                   <td className="num">{j.attempt}</td>
                 </tr>
               );
