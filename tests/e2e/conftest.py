@@ -37,6 +37,9 @@ SMALL_CLUSTER = """cluster:
 """
 WAITING_PROJECT = "7f04ca"  # research/7f04ca: the researcher's project
 FILLER_PROJECT = "ee9e8c"   # research/ee9e8c
+# The running session asks for a 5 h cap, not the policy's 8 h: its countdown must read the cap its
+# SessionOpened recorded (the UI once assumed 8 h and showed every session "7 h 59 min left").
+RUNNING_SESSION_CAP_S = 5 * 3600
 
 
 def cli(*args: str, token: str | None = None, check: bool = True,
@@ -144,9 +147,9 @@ def world(stack: dict[str, Any], tmp_path_factory: pytest.TempPathFactory) -> It
         started.append(waiting)
         wait_for_state(waiting, {"QUEUED"}, token=researcher)
         sessions = []
-        for _ in range(2):
-            opened = cli_json("session", "open", "-p", WAITING_PROJECT, "-g", "1", "--", "sleep", "600",
-                              token=researcher)
+        for cap in (RUNNING_SESSION_CAP_S, None):
+            opened = cli_json("session", "open", "-p", WAITING_PROJECT, "-g", "1",
+                              *(["--cap", str(cap)] if cap else []), "--", "sleep", "600", token=researcher)
             sessions.append(str(opened.get("id") or opened.get("job", {}).get("id")))
             started.append(sessions[-1])
             wait_for_state(sessions[-1], {"RUNNING"}, token=researcher)

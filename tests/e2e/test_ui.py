@@ -7,6 +7,7 @@ The UI's reads are generated from the API's schema (ADR 0045): every screen has 
 from __future__ import annotations
 
 import re
+import time
 from typing import Any
 
 import pytest
@@ -53,8 +54,18 @@ def test_researcher_sees_why_a_job_waits_and_restores_a_session(world: dict[str,
     table = page.get_by_test_id("jobs-table")
     expect(table.locator("tbody tr", has_text=world["session"])).to_contain_text("interactive")
     page.get_by_role("radio", name="All I may see").check()  # the fillers too (a researcher starts on their own)
-    # the running session's cap counts down (8 h cap, opened minutes ago)
-    expect(page.get_by_test_id(f"cap-{world['running_session']}")).to_contain_text(re.compile(r"[67] h \d\d min left"))
+    # the running session's cap counts down to the cap its SessionOpened recorded (a 5 h cap opened minutes
+    # ago: 4 h left; the UI once assumed 8 h for every session), which the API serves as Job.sessionCapAt
+    cap_label = page.get_by_test_id(f"cap-{world['running_session']}")
+    expect(cap_label).to_contain_text(re.compile(r"4 h \d\d min left"))
+    recorded = cli_json("job", "show", world["running_session"], token=world["tokens"]["researcher"])
+    opened = [e["payload"] for e in recorded["events"] if e["type"] == "SessionOpened"][-1]
+    assert recorded["sessionCapAt"] == opened["cap_at"]
+    assert recorded["sessionWarningsAt"] == opened["warnings_at"]
+    shown = re.search(r"(\d+) h (\d\d) min left", cap_label.inner_text())
+    assert shown is not None
+    left_s = int(shown.group(1)) * 3600 + int(shown.group(2)) * 60
+    assert abs(left_s - (recorded["sessionCapAt"] - time.time())) < 120, (shown.group(0), recorded["sessionCapAt"])
     shot(page, "jobs-sessions")
     table.get_by_role("button", name=world["session"]).click()
     restore = page.get_by_role("dialog").get_by_test_id("action-restore")
@@ -233,5 +244,5 @@ def test_screens_update_live_without_reloading(world: dict[str, Any], page: Any)
     assert page.evaluate("window.__stewardMarker") == "same page"
     # the running session is protected for its cap: the drawer says until when
     page.get_by_test_id("jobs-table").get_by_role("button", name=world["running_session"]).click()
-    expect(page.get_by_role("dialog").get_by_test_id("protection-ends")).to_contain_text(re.compile(r"in [67] h"))
+    expect(page.get_by_role("dialog").get_by_test_id("protection-ends")).to_contain_text(re.compile(r"in 4 h"))
     page.keyboard.press("Escape")

@@ -119,14 +119,16 @@ jobs = st.builds(
     assignments=st.lists(st.tuples(texts, st.lists(st.integers(0, 2**33), max_size=4).map(tuple)),
                          max_size=3).map(tuple),
     funded=st.booleans(), started_at=maybe_float, ended_at=maybe_float, exit_code=st.none() | st.integers(-9, 2**40),
+    protected_until=maybe_float, session_cap_at=maybe_float,
+    session_warnings_at=st.none() | st.lists(floats, max_size=3).map(tuple),
 )
 
 
 def insert_rows_tuple(job: Job, position: int) -> tuple[Any, ...]:
     """What `insert_rows` (the rebuild's writer) hands psycopg for `job_row`: JSON columns as the json
-    module's compact text."""
+    module's compact text, None as NULL."""
     row = job_row(job, position)
-    return tuple(_DUMPS(row[c]) if c in _JSON_COLUMNS else row[c] for c in JOB_COLUMNS)
+    return tuple(_DUMPS(row[c]) if c in _JSON_COLUMNS and row[c] is not None else row[c] for c in JOB_COLUMNS)
 
 
 @settings(max_examples=300)

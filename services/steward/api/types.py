@@ -127,6 +127,11 @@ class Explanation:
                            evidence=cast(JSON, w.evidence))
 
 
+def _floats(values: Any) -> list[float] | None:
+    """A JSON list of times as floats (the stored JSON may write 1400.0 as 1400); None stays None."""
+    return None if values is None else [float(v) for v in values]
+
+
 @strawberry.type
 class Job:
     id: strawberry.ID
@@ -146,6 +151,16 @@ class Job:
     ended_at: float | None
     exit_code: BigInt | None
     position: BigInt = strawberry.field(description="The store position of the job's latest change.")
+    protected_until: float | None = strawberry.field(description=(
+        "When the current attempt's protection ends (epoch seconds), as its JobStarted event recorded it "
+        "(protected_until), cut short when a session reaches its cap or loses its protection; equal to the "
+        "start for unfunded work. Null before the attempt starts and while the job waits for another."))
+    session_cap_at: float | None = strawberry.field(description=(
+        "A session's cap for the current attempt (epoch seconds), as its SessionOpened event recorded it "
+        "(cap_at). Null for batch and debug jobs, before the session is opened and while it waits."))
+    session_warnings_at: list[float] | None = strawberry.field(description=(
+        "The times (epoch seconds, ascending) the session is warned before its cap, as its SessionOpened "
+        "event recorded them (warnings_at). Null when no SessionOpened records them for this attempt."))
 
     @fields.field("The job's events in order.")
     async def events(self, info: Info[Context, None]) -> list[Event]:
@@ -177,7 +192,8 @@ class Job:
             priority=row["priority"], command=list(row["command"]), submitted_at=row["submitted_at"],
             attempt=row["attempt"], assignments=cast(JSON, row["assignments"]), funded=bool(row["funded"]),
             started_at=row["started_at"], ended_at=row["ended_at"], exit_code=row["exit_code"],
-            position=row["position"],
+            position=row["position"], protected_until=row.get("protected_until"),
+            session_cap_at=row.get("session_cap_at"), session_warnings_at=_floats(row.get("session_warnings_at")),
         )
 
 

@@ -13,7 +13,7 @@ from steward.cli.output import OutputFormat, OutputOption, emit, fail
 from steward.config import get_settings
 
 JOB_FIELDS = """id project state gpus minRuntimeS resumable jobClass priority command submittedAt attempt
-assignments funded startedAt endedAt exitCode"""
+assignments funded startedAt endedAt exitCode protectedUntil sessionCapAt sessionWarningsAt"""
 
 PAYLOAD = """
     __typename
@@ -156,7 +156,7 @@ def register(app: typer.Typer) -> None:
         if output is OutputFormat.json:
             emit(job, output)
             return
-        emit({k: v for k, v in job.items() if k not in ("events", "decisions")}, output)
+        emit(readable.contract_times({k: v for k, v in job.items() if k not in ("events", "decisions")}), output)
         typer.echo("")
         emit(None, output, [[e["position"], e["type"],
                              person(e["metadata"].get("actor", ""), e["metadata"].get("actor_name"))]

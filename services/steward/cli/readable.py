@@ -36,6 +36,25 @@ def readable_evidence(value: Any, tz: tzinfo | None = None, key: str = "") -> An
     return value
 
 
+# the API's contract times of a job (epoch seconds, as its events recorded them): shown as local dates
+CONTRACT_TIME_FIELDS = ("protectedUntil", "sessionCapAt", "sessionWarningsAt")
+
+
+def contract_times(job: dict[str, Any], tz: tzinfo | None = None) -> dict[str, Any]:
+    """`job` (the API's Job fields) with `protectedUntil`, `sessionCapAt` and each of `sessionWarningsAt` as
+    local dates (`-` when not recorded); the other fields as they are."""
+    out = dict(job)
+    for key in CONTRACT_TIME_FIELDS:
+        if key not in out:
+            continue
+        value = out[key]
+        if isinstance(value, list):
+            out[key] = ", ".join(local_time(v, tz) for v in value) or "-"
+        else:
+            out[key] = local_time(value, tz)
+    return out
+
+
 def share_change(before: float | None, after: float) -> str:
     return f"new -> {after:.3f}" if before is None else f"{before:.3f} -> {after:.3f}"
 

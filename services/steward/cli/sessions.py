@@ -9,6 +9,7 @@ from typing import Any
 
 import typer
 
+from steward.cli import readable
 from steward.cli.client import GraphQLClient
 from steward.cli.jobs import JOB_FIELDS, OPEN_SESSION, RESTORE_SESSION, echo_outlook, refusal
 from steward.cli.output import OutputFormat, OutputOption, emit, fail
@@ -20,6 +21,7 @@ SESSION_EVENTS = ("JobSubmitted", "JobPlaced", "JobStarted", "SessionOpened", "S
                   "SessionRestored", "JobCompleted", "JobFailed", "JobCancelled", "JobLost", "JobRequeued")
 
 JOB_EVENTS = """query($id: ID!) { job(id: $id) { id state attempt assignments
+  protectedUntil sessionCapAt sessionWarningsAt
   events { position type payload recordedAt } } }"""
 
 
@@ -76,7 +78,12 @@ def register(app: typer.Typer) -> None:
         if job is None:
             fail(f"no session '{job_id}'", 1)
         timeline = [e for e in job["events"] if e["type"] in SESSION_EVENTS]
-        emit({"id": job["id"], "state": job["state"], "attempt": job["attempt"], "events": timeline}, output,
+        times = {k: job.get(k) for k in readable.CONTRACT_TIME_FIELDS}
+        if output is not OutputFormat.json:  # the current attempt's times as recorded, as local dates
+            emit(readable.contract_times(times), output)
+            typer.echo("")
+        emit({"id": job["id"], "state": job["state"], "attempt": job["attempt"], **times, "events": timeline},
+             output,
              [[e["position"], e["type"], _summary(e["type"], e["payload"])] for e in timeline],
              ["position", "event", "detail"])
 
@@ -127,7 +134,9 @@ def register(app: typer.Typer) -> None:
 
 def _summary(kind: str, p: dict[str, Any]) -> str:
     if kind == "SessionOpened":
-        return f"cap at {p.get('cap_at')}, warnings at {p.get('warnings_at')}"
+        warnings = p.get("warnings_at") or []
+        return (f"cap at {readable.local_time(p.get('cap_at'))}, warnings at "
+                f"{', '.join(readable.local_time(w) for w in warnings) or '-'}")
     if kind == "SessionWarned":
         return f"{p.get('kind')}: {p.get('seconds_left')} s left"
     if kind in ("JobPreempted", "JobLost"):

@@ -106,7 +106,8 @@ class Job:
     resume_from: str | None = None
     requeued_at: float | None = None
     # interactive sessions
-    session_cap_at: float | None = None
+    session_cap_at: float | None = None  # SessionOpened.cap_at of this attempt
+    session_warnings_at: tuple[float, ...] | None = None  # SessionOpened.warnings_at of this attempt
     cap_reached_at: float | None = None
     idle_since: float | None = None
     restored_from: str | None = None
@@ -146,6 +147,7 @@ class Job:
         resume_from: str | None = None,
         requeued_at: float | None = None,
         session_cap_at: float | None = None,
+        session_warnings_at: tuple[float, ...] | None = None,
         cap_reached_at: float | None = None,
         idle_since: float | None = None,
         restored_from: str | None = None,
@@ -182,6 +184,7 @@ class Job:
         object.__setattr__(self, "resume_from", resume_from)
         object.__setattr__(self, "requeued_at", requeued_at)
         object.__setattr__(self, "session_cap_at", session_cap_at)
+        object.__setattr__(self, "session_warnings_at", session_warnings_at)
         object.__setattr__(self, "cap_reached_at", cap_reached_at)
         object.__setattr__(self, "idle_since", idle_since)
         object.__setattr__(self, "restored_from", restored_from)
@@ -220,7 +223,8 @@ def _replace_job(job: Job, /, **c: Any) -> Job:
         c.get("preemptions", job.preemptions), c.get("losses", job.losses),
         c.get("last_checkpoint_at", job.last_checkpoint_at), c.get("checkpoint_path", job.checkpoint_path),
         c.get("resume_from", job.resume_from), c.get("requeued_at", job.requeued_at),
-        c.get("session_cap_at", job.session_cap_at), c.get("cap_reached_at", job.cap_reached_at),
+        c.get("session_cap_at", job.session_cap_at), c.get("session_warnings_at", job.session_warnings_at),
+        c.get("cap_reached_at", job.cap_reached_at),
         c.get("idle_since", job.idle_since), c.get("restored_from", job.restored_from),
         c.get("restored_to", job.restored_to), c.get("preferred_node", job.preferred_node),
     )
@@ -289,6 +293,12 @@ _NO_PREEMPTION: dict[str, Any] = {"preemption_requested_at": None, "preemption_r
                                   "preemption_grace_s": None, "preemption_requeue": True, "preemption_for": ""}
 
 
+# The contract times of one attempt (JobStarted.protected_until, SessionOpened.cap_at and warnings_at):
+# none before the attempt starts, none while the job waits for its next one (the projection and the API
+# show them as recorded, DESIGN.md "The time-slicing contract").
+_NO_ATTEMPT_TIMES: dict[str, Any] = {"protected_until": None, "session_cap_at": None, "session_warnings_at": None}
+
+
 _YIELDED: dict[str, Any] = {k: v for k, v in _NO_PREEMPTION.items() if k != "preemption_for"}
 
 
@@ -340,14 +350,18 @@ def _evolve_job(job: Job, event: Event, at: float) -> Job:
     if kind == "JobLost":
         return _replace_job(job, **_NO_PREEMPTION, state="LOST", losses=job.losses + 1, idle_since=None)
     if kind == "JobRequeued":
-        return _replace_job(job, state="QUEUED", resume_from=p.get("resume_from"), requeued_at=at)
+        # waiting for a new attempt: the contract times of the attempt that ended no longer apply
+        return _replace_job(job, state="QUEUED", resume_from=p.get("resume_from"), requeued_at=at,
+                            **_NO_ATTEMPT_TIMES)
     if kind == "CheckpointSaved":
         job = _replace_job(job, checkpoint_path=p["path"], last_checkpoint_at=p["saved_at"])
         if job.state == "QUEUED" and job.resumable:  # saved during the stop, reported after the requeue
             job = _replace_job(job, resume_from=p["path"])
         return job
     if kind == "SessionOpened":
-        return _replace_job(job, session_cap_at=p["cap_at"])
+        warnings = p.get("warnings_at")
+        return _replace_job(job, session_cap_at=p["cap_at"],
+                            session_warnings_at=None if warnings is None else tuple(float(w) for w in warnings))
     if kind == "SessionCapReached":
         return _replace_job(job, protected_until=_ended_protection(job, at), cap_reached_at=at)
     if kind == "ProtectionRevoked":
@@ -387,8 +401,8 @@ def evolve_job(job: Job | None, used: dict[str, frozenset[int]], event: Event,
     if kind == "JobPlaced":
         assignments = tuple((n, tuple(g)) for n, g in sorted(p["assignments"].items()))
         job = _replace_job(job, state="PLACED", attempt=p["attempt"], assignments=assignments, funded=p["funded"],
-                      protected_until=None, protection_revoked=False, session_cap_at=None,
-                      cap_reached_at=None, idle_since=None, **_NO_PREEMPTION)
+                      protection_revoked=False, cap_reached_at=None, idle_since=None, **_NO_ATTEMPT_TIMES,
+                      **_NO_PREEMPTION)
         used = dict(used)
         for node_id, gpus in assignments:
             used[node_id] = used.get(node_id, frozenset()) | frozenset(gpus)

@@ -24,6 +24,7 @@ when that check fails is the table built again with every field fully escaped.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from json.encoder import encode_basestring  # what `json` (ensure_ascii=False) writes a str with: C
 from typing import Final
@@ -41,7 +42,7 @@ EVENT_COLUMNS: Final = ("position", "stream_id", "version", "type", "schema_vers
 PROCESSED_COLUMNS: Final = ("message_id", "position")
 JOB_COLUMNS: Final = ("job_id", "project", "state", "gpus", "min_runtime_s", "resumable", "job_class", "priority",
                       "command", "submitted_at", "attempt", "assignments", "funded", "started_at", "ended_at",
-                      "exit_code", "position")
+                      "exit_code", "position", "protected_until", "session_cap_at", "session_warnings_at")
 
 
 class CopyTextError(ValueError):
@@ -213,6 +214,19 @@ def _opt_float(x: float | None) -> str:
     return NULL if x is None else repr(x)
 
 
+def floats_json(values: Sequence[float] | None) -> str:
+    """A job's session warnings as `insert_rows` writes the JSON `session_warnings_at` column: SQL NULL for
+    None, else the json module's compact text of the list (a finite float is its `repr`, as there)."""
+    if values is None:
+        return NULL
+    parts: list[str] = []
+    for v in values:
+        if not isinstance(v, float) or not math.isfinite(v):
+            return _json_fallback(list(values))
+        parts.append(repr(v))
+    return "[" + ",".join(parts) + "]"
+
+
 def _jobs_text(jobs: Sequence[tuple[str, Job | None, int]], full: bool) -> tuple[str, int]:
     lines: list[str] = []
     for _, job, position in jobs:
@@ -225,7 +239,8 @@ def _jobs_text(jobs: Sequence[tuple[str, Job | None, int]], full: bool) -> tuple
             str(job.priority), _str(command_json(job.command), full, "command"), repr(job.submitted_at),
             str(job.attempt), _str(assignments_json(job.assignments), full, "assignments"), str(int(job.funded)),
             _opt_float(job.started_at), _opt_float(job.ended_at), NULL if exit_code is None else str(exit_code),
-            str(position)]))
+            str(position), _opt_float(job.protected_until), _opt_float(job.session_cap_at),
+            floats_json(job.session_warnings_at)]))
     rows = len(lines)
     lines.append("")
     return "\n".join(lines), rows

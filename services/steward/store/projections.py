@@ -149,7 +149,9 @@ def insert_rows(conn: Connection, table: Table, rows: Sequence[dict[str, Any]]) 
         cols = [c.name for c in table.columns]
         json_cols = {c.name for c in table.columns if c.type.__class__.__name__ == "JSON"}
         dumps = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
-        copy_rows(conn, table.name, cols, ([dumps(r[c]) if c in json_cols else r[c] for c in cols] for r in rows))
+        # a JSON column's None is SQL NULL (`JSON(none_as_null=True)`), as `copytext` writes it
+        copy_rows(conn, table.name, cols, ([dumps(r[c]) if c in json_cols and r[c] is not None else r[c]
+                                            for c in cols] for r in rows))
         return
     for i in range(0, len(rows), 5000):
         conn.execute(table.insert(), rows[i:i + 5000])

@@ -185,6 +185,12 @@ def job_row(job: Job, position: int) -> dict[str, Any]:
         "ended_at": job.ended_at,
         "exit_code": job.exit_code,
         "position": position,
+        # the contract times of the current attempt as its events recorded them (JobStarted.protected_until,
+        # SessionOpened.cap_at and warnings_at; cut short by SessionCapReached/ProtectionRevoked), None while
+        # the job waits for an attempt: read, never computed here (DESIGN.md "The time-slicing contract")
+        "protected_until": job.protected_until,
+        "session_cap_at": job.session_cap_at,
+        "session_warnings_at": None if job.session_warnings_at is None else list(job.session_warnings_at),
     }
 
 

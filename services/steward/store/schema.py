@@ -147,6 +147,10 @@ proj_jobs = Table(
     Column("ended_at", Float, nullable=True),
     Column("exit_code", Integer, nullable=True),
     Column("position", BigInteger, nullable=False),
+    # the current attempt's contract times as recorded (JobStarted, SessionOpened; migration 0008)
+    Column("protected_until", Float, nullable=True),
+    Column("session_cap_at", Float, nullable=True),
+    Column("session_warnings_at", JSON(none_as_null=True), nullable=True),
     Index("ix_proj_jobs_state", "state"),
     Index("ix_proj_jobs_project", "project"),
 )

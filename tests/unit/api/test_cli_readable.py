@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from steward.cli.readable import history_rows, local_time, preemption_lines, readable_evidence
+from steward.cli.readable import contract_times, history_rows, local_time, preemption_lines, readable_evidence
 
 PARIS = timezone(timedelta(hours=1), "CET")
 T = 1_764_651_600.0  # 2025-12-02 05:00:00 UTC
@@ -35,6 +35,20 @@ def test_local_time(epoch: float | None, tz: timezone, shown: str) -> None:
 ])
 def test_readable_evidence_turns_times_into_dates(evidence: dict[str, Any], shown: dict[str, Any]) -> None:
     assert readable_evidence(evidence, PARIS) == shown
+
+
+@pytest.mark.parametrize(("job", "shown"), [
+    ({"id": "s1", "protectedUntil": T, "sessionCapAt": T, "sessionWarningsAt": [T - 1800, T - 300]},
+     {"id": "s1", "protectedUntil": "2025-12-02 06:00:00 CET", "sessionCapAt": "2025-12-02 06:00:00 CET",
+      "sessionWarningsAt": "2025-12-02 05:30:00 CET, 2025-12-02 05:55:00 CET"}),
+    ({"id": "j1", "protectedUntil": T, "sessionCapAt": None, "sessionWarningsAt": None},
+     {"id": "j1", "protectedUntil": "2025-12-02 06:00:00 CET", "sessionCapAt": "-", "sessionWarningsAt": "-"}),
+    ({"id": "s2", "sessionWarningsAt": []}, {"id": "s2", "sessionWarningsAt": "-"}),
+    ({"id": "j2", "submittedAt": T}, {"id": "j2", "submittedAt": T}),  # only the contract times
+])
+def test_job_show_prints_the_contract_times_as_local_dates(job: dict[str, Any], shown: dict[str, Any]) -> None:
+    """`steward job show` / `session show`: the API's Job.protectedUntil, sessionCapAt, sessionWarningsAt."""
+    assert contract_times(job, PARIS) == shown
 
 
 def entry(**kw: Any) -> dict[str, Any]:

@@ -55,7 +55,7 @@ export type ActingJobsQueryVariables = Exact<{
 }>;
 
 
-export type ActingJobsQuery = { __typename: 'Query', jobs: { __typename: 'JobConnection', edges: Array<{ __typename: 'JobEdge', node: { __typename: 'Job', id: string, project: string, state: string, gpus: number, minRuntimeS: number, resumable: boolean, jobClass: string, priority: number, command: Array<string>, submittedAt: number, attempt: number, assignments: unknown, funded: boolean, startedAt: number | null, endedAt: number | null, exitCode: number | null, position: number, owner: { __typename: 'JobOwner', subject: string, name: string } | null } }> } };
+export type ActingJobsQuery = { __typename: 'Query', jobs: { __typename: 'JobConnection', edges: Array<{ __typename: 'JobEdge', node: { __typename: 'Job', id: string, project: string, state: string, gpus: number, minRuntimeS: number, resumable: boolean, jobClass: string, priority: number, command: Array<string>, submittedAt: number, attempt: number, assignments: unknown, funded: boolean, startedAt: number | null, endedAt: number | null, exitCode: number | null, position: number, protectedUntil: number | null, sessionCapAt: number | null, sessionWarningsAt: Array<number> | null, owner: { __typename: 'JobOwner', subject: string, name: string } | null } }> } };
 
 export type ActingSessionsQueryVariables = Exact<{
   first: number;
@@ -63,7 +63,7 @@ export type ActingSessionsQueryVariables = Exact<{
 }>;
 
 
-export type ActingSessionsQuery = { __typename: 'Query', sessions: { __typename: 'JobConnection', edges: Array<{ __typename: 'JobEdge', node: { __typename: 'Job', id: string, project: string, state: string, gpus: number, minRuntimeS: number, resumable: boolean, jobClass: string, priority: number, command: Array<string>, submittedAt: number, attempt: number, assignments: unknown, funded: boolean, startedAt: number | null, endedAt: number | null, exitCode: number | null, position: number, owner: { __typename: 'JobOwner', subject: string, name: string } | null } }> } };
+export type ActingSessionsQuery = { __typename: 'Query', sessions: { __typename: 'JobConnection', edges: Array<{ __typename: 'JobEdge', node: { __typename: 'Job', id: string, project: string, state: string, gpus: number, minRuntimeS: number, resumable: boolean, jobClass: string, priority: number, command: Array<string>, submittedAt: number, attempt: number, assignments: unknown, funded: boolean, startedAt: number | null, endedAt: number | null, exitCode: number | null, position: number, protectedUntil: number | null, sessionCapAt: number | null, sessionWarningsAt: Array<number> | null, owner: { __typename: 'JobOwner', subject: string, name: string } | null } }> } };
 
 export type ActingProjectsQueryVariables = Exact<{ [key: string]: never; }>;
 
@@ -241,7 +241,7 @@ export type SetNotificationsMutation = { __typename: 'Mutation', setNotification
     | { __typename: 'Rejected', code: string, reason: string }
    };
 
-export type JobRowFragment = { __typename: 'Job', id: string, project: string, state: string, gpus: number, minRuntimeS: number, resumable: boolean, jobClass: string, priority: number, command: Array<string>, submittedAt: number, attempt: number, assignments: unknown, funded: boolean, startedAt: number | null, endedAt: number | null, exitCode: number | null, position: number };
+export type JobRowFragment = { __typename: 'Job', id: string, project: string, state: string, gpus: number, minRuntimeS: number, resumable: boolean, jobClass: string, priority: number, command: Array<string>, submittedAt: number, attempt: number, assignments: unknown, funded: boolean, startedAt: number | null, endedAt: number | null, exitCode: number | null, position: number, protectedUntil: number | null, sessionCapAt: number | null, sessionWarningsAt: Array<number> | null };
 
 export type EventRowFragment = { __typename: 'Event', position: number, streamId: string, version: number, type: string, payload: unknown, metadata: unknown, recordedAt: number, prevHash: string, hash: string };
 
@@ -265,14 +265,14 @@ export type JobsQueryVariables = Exact<{
 }>;
 
 
-export type JobsQuery = { __typename: 'Query', jobs: { __typename: 'JobConnection', edges: Array<{ __typename: 'JobEdge', node: { __typename: 'Job', id: string, project: string, state: string, gpus: number, minRuntimeS: number, resumable: boolean, jobClass: string, priority: number, command: Array<string>, submittedAt: number, attempt: number, assignments: unknown, funded: boolean, startedAt: number | null, endedAt: number | null, exitCode: number | null, position: number } }> } };
+export type JobsQuery = { __typename: 'Query', jobs: { __typename: 'JobConnection', edges: Array<{ __typename: 'JobEdge', node: { __typename: 'Job', id: string, project: string, state: string, gpus: number, minRuntimeS: number, resumable: boolean, jobClass: string, priority: number, command: Array<string>, submittedAt: number, attempt: number, assignments: unknown, funded: boolean, startedAt: number | null, endedAt: number | null, exitCode: number | null, position: number, protectedUntil: number | null, sessionCapAt: number | null, sessionWarningsAt: Array<number> | null } }> } };
 
 export type JobDetailQueryVariables = Exact<{
   id: string | number;
 }>;
 
 
-export type JobDetailQuery = { __typename: 'Query', job: { __typename: 'Job', id: string, project: string, state: string, gpus: number, minRuntimeS: number, resumable: boolean, jobClass: string, priority: number, command: Array<string>, submittedAt: number, attempt: number, assignments: unknown, funded: boolean, startedAt: number | null, endedAt: number | null, exitCode: number | null, position: number, events: Array<{ __typename: 'Event', position: number, streamId: string, version: number, type: string, payload: unknown, metadata: unknown, recordedAt: number, prevHash: string, hash: string }>, decisions: Array<{ __typename: 'Decision', position: number, type: string, recordedAt: number, actor: string | null, evidence: unknown }> } | null };
+export type JobDetailQuery = { __typename: 'Query', job: { __typename: 'Job', id: string, project: string, state: string, gpus: number, minRuntimeS: number, resumable: boolean, jobClass: string, priority: number, command: Array<string>, submittedAt: number, attempt: number, assignments: unknown, funded: boolean, startedAt: number | null, endedAt: number | null, exitCode: number | null, position: number, protectedUntil: number | null, sessionCapAt: number | null, sessionWarningsAt: Array<number> | null, events: Array<{ __typename: 'Event', position: number, streamId: string, version: number, type: string, payload: unknown, metadata: unknown, recordedAt: number, prevHash: string, hash: string }>, decisions: Array<{ __typename: 'Decision', position: number, type: string, recordedAt: number, actor: string | null, evidence: unknown }> } | null };
 
 export type RecentJobEventsQueryVariables = Exact<{
   first: number;
@@ -296,7 +296,7 @@ export type QueueQueryVariables = Exact<{
 }>;
 
 
-export type QueueQuery = { __typename: 'Query', queue: { __typename: 'Queue', waiting: number, waitingGpus: number, entries: Array<{ __typename: 'QueueEntry', position: number, mine: boolean, positionInProject: number | null, reason: string | null, text: string | null, blockingGpus: number | null, blockingScope: string | null, blockingUntil: number | null, source: string | null, job: { __typename: 'Job', id: string, project: string, state: string, gpus: number, minRuntimeS: number, resumable: boolean, jobClass: string, priority: number, command: Array<string>, submittedAt: number, attempt: number, assignments: unknown, funded: boolean, startedAt: number | null, endedAt: number | null, exitCode: number | null, position: number } | null }> } };
+export type QueueQuery = { __typename: 'Query', queue: { __typename: 'Queue', waiting: number, waitingGpus: number, entries: Array<{ __typename: 'QueueEntry', position: number, mine: boolean, positionInProject: number | null, reason: string | null, text: string | null, blockingGpus: number | null, blockingScope: string | null, blockingUntil: number | null, source: string | null, job: { __typename: 'Job', id: string, project: string, state: string, gpus: number, minRuntimeS: number, resumable: boolean, jobClass: string, priority: number, command: Array<string>, submittedAt: number, attempt: number, assignments: unknown, funded: boolean, startedAt: number | null, endedAt: number | null, exitCode: number | null, position: number, protectedUntil: number | null, sessionCapAt: number | null, sessionWarningsAt: Array<number> | null } | null }> } };
 
 export type WhyPendingQueryVariables = Exact<{
   job: string | number;
@@ -406,6 +406,9 @@ export const JobRowFragmentDoc = new TypedDocumentString(`
   endedAt
   exitCode
   position
+  protectedUntil
+  sessionCapAt
+  sessionWarningsAt
 }
     `, {"fragmentName":"JobRow"}) as unknown as TypedDocumentString<JobRowFragment, unknown>;
 export const EventRowFragmentDoc = new TypedDocumentString(`
@@ -492,6 +495,9 @@ export const ActingJobsDocument = new TypedDocumentString(`
   endedAt
   exitCode
   position
+  protectedUntil
+  sessionCapAt
+  sessionWarningsAt
 }`) as unknown as TypedDocumentString<ActingJobsQuery, ActingJobsQueryVariables>;
 export const ActingSessionsDocument = new TypedDocumentString(`
     query ActingSessions($first: Int!, $filter: JobFilter) {
@@ -525,6 +531,9 @@ export const ActingSessionsDocument = new TypedDocumentString(`
   endedAt
   exitCode
   position
+  protectedUntil
+  sessionCapAt
+  sessionWarningsAt
 }`) as unknown as TypedDocumentString<ActingSessionsQuery, ActingSessionsQueryVariables>;
 export const ActingProjectsDocument = new TypedDocumentString(`
     query ActingProjects {
@@ -1040,6 +1049,9 @@ export const JobsDocument = new TypedDocumentString(`
   endedAt
   exitCode
   position
+  protectedUntil
+  sessionCapAt
+  sessionWarningsAt
 }`) as unknown as TypedDocumentString<JobsQuery, JobsQueryVariables>;
 export const JobDetailDocument = new TypedDocumentString(`
     query JobDetail($id: ID!) {
@@ -1075,6 +1087,9 @@ export const JobDetailDocument = new TypedDocumentString(`
   endedAt
   exitCode
   position
+  protectedUntil
+  sessionCapAt
+  sessionWarningsAt
 }
 fragment EventRow on Event {
   position
@@ -1195,6 +1210,9 @@ export const QueueDocument = new TypedDocumentString(`
   endedAt
   exitCode
   position
+  protectedUntil
+  sessionCapAt
+  sessionWarningsAt
 }`) as unknown as TypedDocumentString<QueueQuery, QueueQueryVariables>;
 export const WhyPendingDocument = new TypedDocumentString(`
     query WhyPending($job: ID!) {

@@ -1,7 +1,7 @@
 import { useApp, useData } from "../context";
 import { type AuditEvent, type Explanation, explain, fetchJob, type Job } from "../api/queries";
 import { Badge, Drawer, ErrorNote, JsonView, stateTone } from "./common";
-import { countdown } from "../lib/countdown";
+import { sessionCountdown } from "../lib/countdown";
 import { actorOf } from "../lib/audit";
 import { assignmentsOf, contractFacts } from "../lib/contract";
 import { formatDuration, formatRelative, formatTime, humanise, shortHash } from "../lib/format";
@@ -67,12 +67,13 @@ export function JobDrawer({ jobId, onClose, onSubmitAgain }: { jobId: string; on
   const job = data?.job;
   const events = job?.events ?? [];
   const isSession = job?.jobClass === "interactive";
-  // Contract times the Job type does not carry: what the job's own events recorded (lib/contract.ts).
-  const facts = job ? contractFacts(job, events) : null;
-  const prot = facts?.protectionEndsAt ?? null;
-  const capAt = facts?.capAt ?? null;
-  const warningsAt = facts?.warningsAt ?? null;
-  const cap = job && isSession && job.state === "RUNNING" ? countdown(capAt, now, warningsAt && capAt ? warningsAt.map((w) => capAt - w) : undefined) : null;
+  // The contract's times are the API's fields (as the job's events recorded them); its history is read
+  // from the events (lib/contract.ts).
+  const facts = job ? contractFacts(events) : null;
+  const prot = job?.protectedUntil ?? null;
+  const capAt = job?.sessionCapAt ?? null;
+  const warningsAt = job?.sessionWarningsAt ?? null;
+  const cap = job && isSession && job.state === "RUNNING" ? sessionCountdown(job, now) : null;
   const checkpoints = facts?.checkpoints ?? [];
   const preemptions = facts?.preemptions ?? [];
   const placement = Object.entries(assignmentsOf(job?.assignments));
@@ -134,7 +135,7 @@ export function JobDrawer({ jobId, onClose, onSubmitAgain }: { jobId: string; on
             <div><dt>submitted</dt><dd>{formatTime(job.submittedAt)}</dd></div>
             <div><dt>started</dt><dd>{formatTime(job.startedAt)}</dd></div>
             <div><dt>min runtime</dt><dd>{formatDuration(job.minRuntimeS)}</dd></div>
-            <div><dt>protection ends</dt><dd data-testid="protection-ends">{job.state !== "RUNNING" ? "—" : prot ? `${formatTime(prot)} (${formatRelative(prot, now)})${facts?.protectionSource === "estimate" ? " (estimated: start + min runtime)" : ""}` : !job.funded ? "unprotected (unfunded)" : "—"}</dd></div>
+            <div><dt>protection ends</dt><dd data-testid="protection-ends">{job.state !== "RUNNING" ? "—" : !job.funded ? "unprotected (unfunded)" : prot ? `${formatTime(prot)} (${formatRelative(prot, now)})` : "—"}</dd></div>
             {job.endedAt ? <div><dt>ended</dt><dd>{formatTime(job.endedAt)}{job.exitCode !== null && job.exitCode !== undefined ? ` · exit ${job.exitCode}` : ""}</dd></div> : null}
             <div><dt>resumable</dt><dd>{job.resumable ? "yes" : "no"}</dd></div>
             {facts?.restoredTo ? <div><dt>restored as</dt><dd><code data-testid="restored-to">{facts.restoredTo}</code></dd></div> : null}
@@ -144,16 +145,15 @@ export function JobDrawer({ jobId, onClose, onSubmitAgain }: { jobId: string; on
           {isSession && (
             <section aria-labelledby="session-h" className="session-box">
               <h3 id="session-h">Interactive session</h3>
-              {cap ? (
+              {cap && cap.level !== "none" ? (
                 <p className={`cap cap-${cap.level}`} data-testid="cap-countdown" role="timer" aria-live="off">
                   Cap: {cap.label}{cap.nextWarningS ? ` · next warning at ${formatDuration(cap.nextWarningS)} left` : ""}
                   {cap.level === "warning" || cap.level === "critical" ? " — save your work: the session will be checkpointed and stopped at the cap." : ""}
                 </p>
-              ) : <p className="muted">Not running.</p>}
-              {cap && warningsAt && (
-                <p className="small">Warnings at {warningsAt.map((w) => formatTime(w)).join(", ")}; cap at {formatTime(capAt)}.</p>
+              ) : <p className="muted" data-testid="cap-countdown-none">{cap ? "Opening: no SessionOpened event records the cap yet." : "Not running."}</p>}
+              {cap && capAt !== null && (
+                <p className="small" data-testid="cap-times">{warningsAt && warningsAt.length ? `Warnings at ${warningsAt.map((w) => formatTime(w)).join(", ")}; cap` : "Cap"} at {formatTime(capAt)}.</p>
               )}
-              {facts?.capSource === "estimate" && job.state === "RUNNING" && <p className="note small" role="note">No SessionOpened event records this session's cap: assumed start + 8 h (the default policy).</p>}
             </section>
           )}
           <h3>Checkpoints</h3>

@@ -1,10 +1,8 @@
-// Countdowns for the contract: when a job's protection ends and when an interactive session hits its cap.
+// Countdowns for the contract: how long until a session's cap, from the times the API serves as its events
+// recorded them (Job.sessionCapAt, Job.sessionWarningsAt: SessionOpened.cap_at and warnings_at). The client
+// never computes a contract time itself (issue 24: an assumed 8 h cap showed every session "7 h 59 min left").
 
 import { formatDuration } from "./format";
-
-export const DEFAULT_SESSION_CAP_S = 8 * 3600;
-/** Warnings before the cap, seconds remaining: the UI marks the session at each. */
-export const DEFAULT_WARNINGS_S = [3600, 900, 300];
 
 export type CountdownLevel = "none" | "ok" | "warning" | "critical" | "expired";
 
@@ -15,7 +13,9 @@ export interface Countdown {
   nextWarningS: number | null; // the next warning threshold still ahead
 }
 
-export function countdown(endsAt: number | null | undefined, now: number, warnings: number[] = DEFAULT_WARNINGS_S): Countdown {
+/** Count down to `endsAt`; `warnings` are the thresholds (seconds before the end) that mark "warning" (the
+ * largest) and "critical" (the smallest). Without thresholds a countdown is "ok" until it ends. */
+export function countdown(endsAt: number | null | undefined, now: number, warnings: number[] = []): Countdown {
   if (endsAt === null || endsAt === undefined || !Number.isFinite(endsAt)) {
     return { remainingS: null, level: "none", label: "—", nextWarningS: null };
   }
@@ -29,16 +29,10 @@ export function countdown(endsAt: number | null | undefined, now: number, warnin
   return { remainingS: remaining, level, label: `${formatDuration(remaining)} left`, nextWarningS: next };
 }
 
-/** The estimate of when protection ends where no JobStarted says (lib/contract.ts): `min_runtime` after the
- * (latest) start, for funded work; unfunded work has none. */
-export function protectionEndsAt(job: { startedAt?: number | null; minRuntimeS?: number | null; funded?: boolean | null }): number | null {
-  if (!job.startedAt || !job.funded || !job.minRuntimeS) return null;
-  return job.startedAt + job.minRuntimeS;
-}
-
-/** The estimate of a session's cap where no SessionOpened says (lib/contract.ts): start + the policy's cap
- * (8 h by default). */
-export function sessionCapEndsAt(job: { startedAt?: number | null }, capS: number = DEFAULT_SESSION_CAP_S): number | null {
-  if (!job.startedAt) return null;
-  return job.startedAt + capS;
+/** A session's cap countdown from the API's fields: the cap its SessionOpened recorded and the warnings
+ * recorded with it (as thresholds before the cap). "none" while no SessionOpened records a cap. */
+export function sessionCountdown(job: { sessionCapAt?: number | null; sessionWarningsAt?: number[] | null }, now: number): Countdown {
+  const capAt = job.sessionCapAt ?? null;
+  const thresholds = capAt === null ? [] : (job.sessionWarningsAt ?? []).map((w) => capAt - w).filter((s) => s > 0);
+  return countdown(capAt, now, thresholds);
 }

@@ -4,7 +4,8 @@ import { fetchOwnedJobs, fetchProjects } from "../api/acting";
 import { SubmitPanel } from "../components/SubmitPanel";
 import { Badge, ErrorNote, Panel, stateTone } from "../components/common";
 import { JobDrawer } from "../components/JobDrawer";
-import { countdown, protectionEndsAt, sessionCapEndsAt } from "../lib/countdown";
+import { sessionCountdown } from "../lib/countdown";
+import type { Job } from "../api/queries";
 import { formatRelative, formatTime, humanise } from "../lib/format";
 import { actableProjects, defaultWhose, formFromJob, matchesSearch, ownerLabel, powersOf, type Whose } from "../lib/acting";
 import type { SubmitForm } from "../lib/outlook";
@@ -12,6 +13,18 @@ import type { SubmitForm } from "../lib/outlook";
 const STATES = ["", "QUEUED", "PLACED", "RUNNING", "PREEMPTED", "SUSPENDED", "COMPLETED", "FAILED", "CANCELLED", "RESTORED"];
 const CLASSES = ["", "batch", "debug", "interactive"];
 const SESSIONS_SHOWN = 12;
+
+/** A running session's time left before its cap: the cap and warnings the API serves as its SessionOpened
+ * event recorded them (Job.sessionCapAt, Job.sessionWarningsAt), never an estimate. */
+export function SessionCap({ session, now }: { session: Pick<Job, "id" | "sessionCapAt" | "sessionWarningsAt">; now: number }) {
+  const c = sessionCountdown(session, now);
+  return (
+    <>
+      <span className={`cap cap-${c.level}`} role="timer" data-testid={`cap-${session.id}`}> {c.level === "none" ? "cap not recorded yet (opening)" : c.label}</span>
+      {(c.level === "warning" || c.level === "critical") && <Badge tone={c.level === "critical" ? "bad" : "warn"}>cap soon</Badge>}
+    </>
+  );
+}
 
 /** Jobs and sessions: submit and open (for those who may work), one's own by default for researchers (a toggle
  * shows all one may see), and each job's drawer with its actions. Tables turn into cards on a narrow screen. */
@@ -53,15 +66,14 @@ export function JobsScreen() {
         {sessions.length ? (
           <ul className="sessions" data-testid="sessions-list">
             {sessions.map((s) => {
-              const c = countdown(sessionCapEndsAt(s), now);
+              const c = sessionCountdown(s, now);
               const running = s.state === "RUNNING";
               return (
                 <li key={s.id} className={`session-card cap-${running ? c.level : "none"}`}>
                   <button type="button" className="link" onClick={() => setOpen(s.id)} aria-haspopup="dialog">{s.id}</button>
                   <span> · {s.project} · {s.gpus} GPU{s.gpus === 1 ? "" : "s"}{!mine ? ` · ${ownerLabel(s.owner)}` : ""} · </span>
                   <Badge tone={stateTone(s.state)}>{humanise(s.state)}</Badge>
-                  {running && <span className={`cap cap-${c.level}`} role="timer" data-testid={`cap-${s.id}`}> {c.label}</span>}
-                  {running && (c.level === "warning" || c.level === "critical") && <Badge tone={c.level === "critical" ? "bad" : "warn"}>cap soon</Badge>}
+                  {running && <SessionCap session={s} now={now} />}
                 </li>
               );
             })}
@@ -69,7 +81,7 @@ export function JobsScreen() {
         ) : null}
         {allSessions.length > sessions.length && <p className="muted small">The newest {sessions.length} of {allSessions.length}; the others are in the table below (class: interactive).</p>}
         {!allSessions.length && sessionsData.data ? <p className="muted" data-testid="sessions-empty">{mine ? "You have no session." : "No session."}{powers.work ? " Open one above (kind: interactive session)." : ""}</p> : null}
-        <p className="note small" role="note">Caps estimated as start + 8 h (the default policy); a session's drawer shows the cap its SessionOpened event recorded, and closes or restores it.</p>
+        <p className="note small" role="note">Each cap is the one the session's SessionOpened event recorded; its drawer shows the warnings, and closes or restores it.</p>
       </Panel>
       <Panel title={mine ? "My jobs" : "Jobs and sessions"} id="jobs" actions={
         <div className="filters" role="group" aria-label="Filters">
@@ -82,7 +94,7 @@ export function JobsScreen() {
           <thead><tr><th scope="col">job</th><th scope="col">class</th><th scope="col">project</th><th scope="col" className="p3">owner</th><th scope="col">state</th><th scope="col" className="num">GPUs</th><th scope="col" className="p2">submitted</th><th scope="col">protection ends</th><th scope="col" className="num p3">attempt</th></tr></thead>
           <tbody>
             {jobs.map((j) => {
-              const prot = protectionEndsAt(j);
+              const prot = j.protectedUntil;
               return (
                 <tr key={j.id}>
                   <th scope="row" data-label="job"><button type="button" className="link" onClick={() => setOpen(j.id)} aria-haspopup="dialog">{j.id}</button></th>
@@ -92,7 +104,7 @@ export function JobsScreen() {
                   <td data-label="state"><Badge tone={stateTone(j.state)}>{humanise(j.state)}</Badge></td>
                   <td data-label="GPUs" className="num">{j.gpus}</td>
                   <td data-label="submitted" className="p2">{formatTime(j.submittedAt)}</td>
-                  <td data-label="protection ends">{j.state === "RUNNING" && prot ? (prot > now ? formatRelative(prot, now) : "ended (preemptible)") : "—"}</td>
+                  <td data-label="protection ends">{j.state !== "RUNNING" ? "—" : !j.funded ? "none (unfunded)" : prot ? (prot > now ? formatRelative(prot, now) : "ended (preemptible)") : "—"}</td>
                   <td data-label="attempt" className="num p3">{j.attempt}</td>
                 </tr>
               );
@@ -100,7 +112,7 @@ export function JobsScreen() {
             {data && !jobs.length && <tr><td colSpan={9} className="muted">{mine && !search && !state && !cls ? "You have no jobs yet." : "No jobs match."}</td></tr>}
           </tbody>
         </table>
-        <p className="note small" role="note" data-testid="jobs-estimates">Protection estimated as start + min runtime for funded work; a job's drawer shows the times, checkpoints and preemptions its events recorded.</p>
+        <p className="note small" role="note" data-testid="jobs-protection-note">Protection ends when the job's start recorded it (unfunded work is preemptible at once); a job's drawer shows its checkpoints and preemptions.</p>
       </Panel>
       {open && <JobDrawer jobId={open} onClose={() => setOpen(null)} onSubmitAgain={powers.work ? (job) => {
         setOpen(null);
