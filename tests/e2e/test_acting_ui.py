@@ -151,6 +151,9 @@ def test_researcher_opens_and_closes_a_session_with_the_keyboard_alone(world: di
         page.keyboard.press("Enter")  # the drawer opens and takes the focus
         drawer = page.get_by_role("dialog")
         expect(drawer).to_be_focused()
+        # the job's details arrive after the drawer opens (a keyboard user hears them arrive): until then the
+        # drawer holds only its Close button, and a second Tab would leave it
+        expect(drawer.get_by_test_id("action-close")).to_be_visible()
         page.keyboard.press("Tab")
         expect(drawer.get_by_role("button", name="Close", exact=True)).to_be_focused()
         page.keyboard.press("Tab")
