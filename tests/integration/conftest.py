@@ -90,8 +90,10 @@ def clean_run_dir() -> None:
         stop_own(name, Paths(TEST_RUN_DIR))
     kill_leftover_jobs(TEST_RUN_DIR)
     services("down")
-    for name in ("kafka/data", "kafka/cluster.id", "postgres", "temporal", "steward.db", "executor", "stack.env",
-                 "pids"):
+    # executor-slurm: the Slurm executor's attempt records name Slurm job ids, which a fresh Slurm cluster
+    # gives out again from 1 (a record left by an earlier session took a new foreign job for Steward's own)
+    for name in ("kafka/data", "kafka/cluster.id", "postgres", "temporal", "steward.db", "executor",
+                 "executor-slurm", "stack.env", "pids"):
         path = TEST_RUN_DIR / name
         if path.is_dir():
             shutil.rmtree(path)

@@ -111,7 +111,8 @@ def test_a_drain_and_a_resume_through_steward_reach_slurm(slurm_stack: dict[str,
     assert node_states()["slurm0"] == "draining"
     steward("node", "resume", "slurm0", "--reason", "firmware done")
     wait_for(lambda: "DRAIN" not in slurm_node("slurm0").flags, timeout=60)  # the NodeResume workflow
-    assert slurm_node("slurm0").available and node_states()["slurm0"] == "ready"
+    # slurmctld pings a resumed node before it counts as responding again (IDLE* for a moment)
+    wait_for(lambda: slurm_node("slurm0").available and node_states()["slurm0"] == "ready", timeout=60)
 
 
 def test_steward_places_around_foreign_slurm_jobs_and_never_touches_them(
