@@ -29,18 +29,26 @@ with workflow.unsafe.imports_passed_through():
     from steward_workflows.publishing import PUBLISH_RETRY, publish, seconds
 
 
+async def tell_executor(activity: str, node_id: str, executor: str, lost_after_s: float, retry: RetryPolicy) -> bool:
+    """Run a node activity (`drain_node`, `resume_node`) on the node's executor; False when it did not take it
+    (gone longer than `lost_after_s`, or failing past `retry`)."""
+    try:
+        await workflow.execute_activity(
+            activity, NodeRef(node_id), task_queue=executor_task_queue(executor),
+            start_to_close_timeout=timedelta(seconds=30), schedule_to_start_timeout=seconds(lost_after_s),
+            retry_policy=retry,
+        )
+    except ActivityError:
+        workflow.logger.warning("executor %s did not take %s of %s", executor, activity, node_id)
+        return False
+    return True
+
+
 @workflow.defn(name="NodeDrain")
 class NodeDrainWorkflow:
     @workflow.run
     async def run(self, inp: DrainInput) -> DrainResult:
-        try:
-            await workflow.execute_activity(
-                "drain_node", NodeRef(inp.node_id), task_queue=executor_task_queue(inp.executor),
-                start_to_close_timeout=timedelta(seconds=30), schedule_to_start_timeout=seconds(inp.lost_after_s),
-                retry_policy=PUBLISH_RETRY,
-            )
-        except ActivityError:
-            workflow.logger.warning("executor %s did not take the drain of %s", inp.executor, inp.node_id)
+        await tell_executor("drain_node", inp.node_id, inp.executor, inp.lost_after_s, PUBLISH_RETRY)
         requested: list[str] = []
         while True:
             occ: NodeOccupancy = await workflow.execute_activity(
@@ -91,13 +99,5 @@ class NodeResumeWorkflow:
             return "drained again"
         if not occ.executor:
             return "unknown node"
-        try:
-            await workflow.execute_activity(
-                "resume_node", NodeRef(inp.node_id), task_queue=executor_task_queue(occ.executor),
-                start_to_close_timeout=timedelta(seconds=30), schedule_to_start_timeout=seconds(inp.lost_after_s),
-                retry_policy=RESUME_RETRY,
-            )
-        except ActivityError:
-            workflow.logger.warning("executor %s did not take the resume of %s", occ.executor, inp.node_id)
-            return "not taken"
-        return "resumed"
+        taken = await tell_executor("resume_node", inp.node_id, occ.executor, inp.lost_after_s, RESUME_RETRY)
+        return "resumed" if taken else "not taken"
