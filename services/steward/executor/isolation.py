@@ -181,3 +181,19 @@ def passable_folder(path: Path) -> Path:
     path.mkdir(parents=True, exist_ok=True)
     os.chmod(path, 0o711)
     return path
+
+
+def prepare_executor_folders(root: Path, work_root: Path, checkpoint_root: Path, isolating: bool) -> None:
+    """An executor's records (`<root>/jobs`: attempts, logs, specs) are its own (0700); the work and checkpoint
+    roots let job users pass to their own folders but not list them (0711). One home for the node agent and the
+    Slurm executor, whose jobs run as job users in folders of these roots."""
+    jobs = root / "jobs"
+    jobs.mkdir(parents=True, exist_ok=True)
+    os.chmod(jobs, 0o700)
+    if work_root.is_relative_to(root):
+        passable_folder(root)
+    passable_folder(work_root)
+    passable_folder(checkpoint_root)
+    if isolating:
+        traversable(work_root)
+        traversable(checkpoint_root)

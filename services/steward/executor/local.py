@@ -76,9 +76,8 @@ from steward.executor.isolation import (
     check_mode,
     ensure_user,
     job_environment,
-    passable_folder,
+    prepare_executor_folders,
     private_folder,
-    traversable,
 )
 from steward.executor.monitor import IdleTracker, Sample, TreeCpu, discover_gpus, gpu_utilisation
 from steward.executor.settings import ExecutorSettings
@@ -175,18 +174,7 @@ class LocalExecutor:
     # -- paths ------------------------------------------------------------------------------------
 
     def _prepare_folders(self) -> None:
-        """The executor's records (`jobs/`: attempts, logs, specs) are its own (0700); the work and
-        checkpoint roots let job users pass to their own folders but not list them (0711)."""
-        jobs = self.root / "jobs"
-        jobs.mkdir(parents=True, exist_ok=True)
-        os.chmod(jobs, 0o700)
-        if self.work_root.is_relative_to(self.root):
-            passable_folder(self.root)
-        passable_folder(self.work_root)
-        passable_folder(self.checkpoint_root)
-        if self.isolating:
-            traversable(self.work_root)
-            traversable(self.checkpoint_root)
+        prepare_executor_folders(self.root, self.work_root, self.checkpoint_root, self.isolating)
 
     def job_dir(self, job_id: str) -> Path:
         return self.attempts.job_dir(job_id)

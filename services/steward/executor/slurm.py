@@ -52,9 +52,8 @@ from steward.executor.isolation import (
     check_mode,
     ensure_user,
     job_environment,
-    passable_folder,
+    prepare_executor_folders,
     private_folder,
-    traversable,
 )
 from steward.executor.settings import ExecutorSettings
 from steward.executor.slurm_commands import (
@@ -194,16 +193,7 @@ class SlurmExecutor:
         self._prepare_folders()
 
     def _prepare_folders(self) -> None:
-        jobs = self.root / "jobs"
-        jobs.mkdir(parents=True, exist_ok=True)
-        os.chmod(jobs, 0o700)
-        if self.work_root.is_relative_to(self.root):
-            passable_folder(self.root)
-        passable_folder(self.work_root)
-        passable_folder(self.checkpoint_root)
-        if self.isolating:
-            traversable(self.work_root)
-            traversable(self.checkpoint_root)
+        prepare_executor_folders(self.root, self.work_root, self.checkpoint_root, self.isolating)
 
     # -- Slurm ------------------------------------------------------------------------------------
 
