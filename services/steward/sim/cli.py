@@ -163,6 +163,10 @@ def _run(args: argparse.Namespace) -> int:
         from steward.sim.report import text_table
 
         print(text_table([figures]))
+    if result.recorder.cut_off_at_cycle is not None:
+        _say(f"steward sim: warning: {result.policy} stopped at cycle {result.recorder.cut_off_at_cycle}, the storm "
+             f"cut-off (sim.max_cycles_per_job={result.scenario.sim.max_cycles_per_job:g} per job; "
+             "--set sim.max_cycles_per_job=null runs to the end): its figures stop there")
     if result.recorder.unfinished:
         _say(f"steward sim: warning: {result.recorder.unfinished} job(s) never finished")
     return EXIT_OK

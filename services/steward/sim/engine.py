@@ -160,6 +160,10 @@ class EngineStats:
     """Cycles by what triggered them and whether they decided anything."""
 
 
+MIN_CYCLE_LIMIT = 1000
+"""The storm cut-off never stops a run before this many cycles (a tiny trace may need many per job)."""
+
+
 class EngineError(Exception):
     """The policy returned a decision the cluster cannot carry out (a bug in the policy)."""
 
@@ -207,6 +211,8 @@ class Engine:
         if listener is not None:
             self.narrow = self.skip = False
         self.wakes: set[float] = set()  # cycles a scheduler asked for (evidence "wake_at"), still ahead
+        per_job = scenario.sim.max_cycles_per_job  # the storm cut-off (scenario.py)
+        self.cycle_limit = None if per_job is None else max(MIN_CYCLE_LIMIT, math.ceil(per_job * len(self.jobs)))
         # ADR 0029: each project's debug quota (the tree and the capacity are fixed in a run)
         self.debug_quotas = {p: debug_quota_gpus(tree, p, self.capacity, settings) for p in projects}
         self.pending = PendingView(settings, settings.preemption_attempts_per_cycle if may_preempt else 0,
@@ -299,6 +305,9 @@ class Engine:
                         break
                 trig = 0
                 self.next_cycle_at = now + interval
+                if self.cycle_limit is not None and self.stats.cycles >= self.cycle_limit:
+                    self.rec.cut_off_at_cycle = self.stats.cycles  # a storm: stop here, say so
+                    break
         self._update_frag()
         self.rec.unfinished = sum(1 for j in jobs if j.state != DONE)
         self.rec.cycles = self.stats.cycles

@@ -147,6 +147,8 @@ class Recorder:
     cycles: int = 0
     skipped_cycles: int = 0
     unfinished: int = 0
+    cut_off_at_cycle: int | None = None
+    """Set when the engine stopped the run at its storm cut-off (`sim.max_cycles_per_job`)."""
     restart_overhead_s: float = 0.0
     flaps: int = 0
     done: list[tuple[float, float, float]] = field(init=False)
@@ -302,6 +304,9 @@ class Recorder:
         }
         figs.update(self.churn_figures(delivered))
         figs.update(self.completion_figures())
+        if self.cut_off_at_cycle is not None:  # only then: the figures stop at that instant
+            figs["cut_off"] = {"at_cycle": self.cut_off_at_cycle, "at_s": _round(self.end),
+                               "unfinished_jobs": self.unfinished}
         return figs
 
     def churn_figures(self, delivered_gpu_s: float) -> dict[str, Any]:

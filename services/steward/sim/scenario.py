@@ -37,7 +37,10 @@ TOPOLOGY_KEYS = frozenset({"levels"})
 NODE_KEYS = frozenset({"name", "gpus", "gpu_model", "path"})
 TREE_NODE_KEYS = frozenset({"share", "children", "debug_quota"})
 METRICS_KEYS = frozenset({"large_job_gpus", "owed_period_days"})
-SIM_KEYS = frozenset({"max_jobs", "cycle_interval_s", "exact", "priority_by_class"})
+SIM_KEYS = frozenset({"max_jobs", "cycle_interval_s", "exact", "priority_by_class", "max_cycles_per_job"})
+DEFAULT_MAX_CYCLES_PER_JOB = 200.0
+"""The storm cut-off (`SimOptions.max_cycles_per_job`): a run needs 1-5 cycles per job on every shape measured
+(docs/results.md), so 200 is a policy that preempts in a loop, not a busy trace."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,6 +120,11 @@ class SimOptions:
     priority_by_class: Mapping[str, int] = field(default_factory=dict)
     """Added to a job's priority by class: a submission-side what-if ("debug jobs marked urgent
     inside their project"); priority only orders jobs inside one project."""
+    max_cycles_per_job: float | None = DEFAULT_MAX_CYCLES_PER_JOB
+    """The storm cut-off: a run stops after this many cycles per job of the trace (at least 1,000
+    cycles) and reports `cut_off` with its figures up to that instant; `null` runs to the end
+    whatever it costs. A policy that preempts in a loop makes a cycle at every grace end, and its
+    run would otherwise take hours (docs/results.md "The tiresias baseline")."""
 
 
 @dataclass(frozen=True)
@@ -365,7 +373,12 @@ def _parse_sim(fname: str, raw: Any) -> SimOptions:
     _unknown_keys(f"{where}.priority_by_class", bonus_raw, JOB_CLASSES)
     bonus = {k: int(_number(f"{where}.priority_by_class.{k}", v, minimum=None, integer=True))
              for k, v in bonus_raw.items()}
-    return SimOptions(max_jobs=max_jobs, cycle_interval_s=interval, exact=exact, priority_by_class=bonus)
+    limit_raw = section.get("max_cycles_per_job", DEFAULT_MAX_CYCLES_PER_JOB)
+    limit = None if limit_raw is None else _number(f"{where}.max_cycles_per_job", limit_raw, minimum=0.0)
+    if limit is not None and limit <= 0:
+        raise ScenarioError(f"{where}.max_cycles_per_job: must be > 0, or null for no cut-off")
+    return SimOptions(max_jobs=max_jobs, cycle_interval_s=interval, exact=exact, priority_by_class=bonus,
+                      max_cycles_per_job=limit)
 
 
 # ---------------------------------------------------------------------------------------------- CSV

@@ -44,6 +44,7 @@ SUBJECT = "steward"
 REFERENCE = "ai2"
 
 PASS, FAIL, NA = "pass", "fail", "n/a"
+CUT_OFF = "cut_off.at_cycle"  # present in a run's figures only when the engine stopped it (a storm)
 WITHIN_SPREAD = "within the seeds' spread of "  # the detail of an owed_min pass below a baseline's mean
 
 
@@ -393,12 +394,32 @@ def check_protection(me: Mapping[str, Any] | None) -> dict[str, Any]:
     return _crit(name, PASS if mine["max"] == 0 else FAIL, mine["max"], 0.0, "max over seeds")
 
 
+def check_completes(me: Mapping[str, Any] | None) -> dict[str, Any]:
+    """Every seed runs to the end: none stopped at the storm cut-off (`sim.max_cycles_per_job`)."""
+    name = "runs to the end (no storm cut-off)"
+    if me is None:
+        return _crit(name, NA, None, None, "not in the run")
+    cut = _fig(me, CUT_OFF)
+    if cut is None:
+        return _crit(name, PASS, None, None, "every seed ran to the end")
+    return _crit(name, FAIL, cut["max"], None, f"{int(cut['n'])} seed(s) stopped at cycle {int(cut['min'])}"
+                 + ("" if cut["min"] == cut["max"] else f"-{int(cut['max'])}"))
+
+
+def cut_off_policies(rows: Iterable[Mapping[str, Any]]) -> list[str]:
+    """The policies of these rows of which a seed stopped at the storm cut-off."""
+    return sorted(r["policy"] for r in rows if _fig(r, CUT_OFF) is not None)
+
+
 def check_scenario(scenario: str, rows: Sequence[Mapping[str, Any]], load: float | None) -> dict[str, Any]:
-    """The issue's criteria for steward against the baselines (every other policy in the run)."""
+    """The issue's criteria for steward against the baselines (every other policy in the run). A
+    baseline of which a seed stopped at the storm cut-off is left out of the comparisons: its figures
+    end mid-trace (docs/results.md "The tiresias baseline"); the block names it."""
     by_policy = {r["policy"]: r for r in rows if r["scenario"] == scenario}
+    cut = cut_off_policies(by_policy.values())
     me = by_policy.get(SUBJECT)
-    baselines = {p: r for p, r in by_policy.items() if p != SUBJECT}
-    ref = by_policy.get(REFERENCE)
+    baselines = {p: r for p, r in by_policy.items() if p != SUBJECT and p not in cut}
+    ref = baselines.get(REFERENCE)
     criteria = [
         check_owed_min(me, baselines),
         check_occupancy(me, baselines),
@@ -406,10 +427,12 @@ def check_scenario(scenario: str, rows: Sequence[Mapping[str, Any]], load: float
         check_preemptions(me, ref),
         check_debug_slo(me, load),
         check_protection(me),
+        check_completes(me),
     ]
     if me is None:
         criteria = [{**c, "status": NA, "detail": f"{SUBJECT} not in the run"} for c in criteria]
-    return {"scenario": scenario, "load": load, "criteria": criteria}
+    return {"scenario": scenario, "load": load, "criteria": criteria,
+            "left_out": [p for p in cut if p != SUBJECT]}
 
 
 def summarize(checks: Sequence[Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
@@ -539,6 +562,10 @@ def markdown(result: SuiteResult) -> str:
             cells.append(f"{c['status']}{within}{v}{b}")
         load = "" if block["load"] is None else f"{block['load']:.2f}"
         lines.append(f"| {block['scenario']} | {load} | " + " | ".join(cells) + " |")
+    left = [f"{b['scenario']} ({', '.join(b['left_out'])})" for b in result.checks if b.get("left_out")]
+    if left:
+        lines += ["", "Baselines left out of a scenario's checks (a seed stopped at the storm cut-off, "
+                  "`sim.max_cycles_per_job`): " + "; ".join(left) + "."]
     return "\n".join(lines) + "\n"
 
 

@@ -13,10 +13,16 @@ Rules:
 - **Demotion.** A job enters queue 0 at submit. While it runs, it moves down at the instant its
   attained service crosses a threshold (the cycle asks the engine to wake it then: evidence
   `wake_at`). Inside a queue, jobs are served FIFO by the instant they entered it.
-- **Starvation (STARVELIMIT).** A waiting job of a lower queue whose last run ended at least
-  `PROMOTE_KNOB` × that run's length ago is promoted to queue 0, its attained service counted from zero
-  again (the authors' simulator, `solve_starvation`, resets it the same way; it compares the waiting
-  and running times summed since the last promotion, this module the last run and the wait after it).
+- **Starvation (STARVELIMIT), off by default.** The authors' default scheduler (`dlas-gpu`) promotes
+  nothing, and neither does this baseline unless given `promote_knob`: then a waiting job of a lower
+  queue whose last run ended at least `promote_knob` × that run's length ago is promoted to queue 0, its
+  attained service counted from zero again (the authors' simulator, `solve_starvation`, resets it the
+  same way; it compares the waiting and running times summed since the last promotion, this module the
+  last run and the wait after it). Under this work model the reset livelocks gangs: a 64-GPU gang
+  crosses 3,250 GPU-seconds in 51 s, long before its first checkpoint, is preempted by the next
+  queue-0 job, waits, is promoted with its service reset and starts again, losing all of it each time
+  (87,500 preemptions for 220 jobs on `gang-heavy-n8-l1.2`; docs/results.md "The tiresias baseline").
+  The authors' simulator cannot see this: a preemption loses nothing there.
 - **The cycle.** Waiting jobs are walked from queue 0, FIFO inside. A job whose whole gang fits the
   free GPUs starts (best fit; a gang larger than a node takes whole nodes: `steward.policy.placement`,
   the rule every policy places by). One that does not fit preempts running jobs of strictly *lower*
@@ -50,8 +56,11 @@ from steward.policy.sessions import session_cap_stop
 THRESHOLDS: tuple[float, ...] = (3250.0,)
 """Attained-service limits (GPU-seconds) between consecutive queues: queue k holds service in
 [THRESHOLDS[k-1], THRESHOLDS[k])."""
-PROMOTE_KNOB = 8.0
-"""STARVELIMIT as a multiple of the job's last run (the authors' simulator tries 0.5 to 1,000)."""
+PROMOTE_KNOB: float | None = None
+"""STARVELIMIT as a multiple of the job's last run, or None for no promotion (the authors' default
+`dlas-gpu`; their simulator tries knobs from 0.5 to 1,000). Module docstring: why None."""
+STARVE_KNOB = 8.0
+"""The knob the hand-computed tests use when they switch promotion on."""
 
 ChainKey = tuple[int, int, int | None]  # (queue, gpus, topology depth)
 NONE, PLACED, HELD = 0, 1, 2
@@ -92,9 +101,12 @@ class _Job:
 class Tiresias:
     """The scheduler (`Snapshot -> CycleResult`) and the engine's `QueueListener` in one."""
 
-    def __init__(self, thresholds: tuple[float, ...] = THRESHOLDS, promote_knob: float = PROMOTE_KNOB) -> None:
+    def __init__(self, thresholds: tuple[float, ...] = THRESHOLDS,
+                 promote_knob: float | None = PROMOTE_KNOB) -> None:
         if list(thresholds) != sorted(set(thresholds)) or any(t <= 0 for t in thresholds):
             raise ValueError(f"thresholds must increase and be positive, got {thresholds}")
+        if promote_knob is not None and not promote_knob > 0:
+            raise ValueError(f"promote_knob must be positive or None, got {promote_knob}")
         self.thresholds = thresholds
         self.promote_knob = promote_knob
         self.jobs: dict[str, _Job] = {}
@@ -131,7 +143,7 @@ class Tiresias:
             j.entry = crossing_at(now - run_s, before, j.gpus, self.thresholds[q - 1])
             j.queue = q
         j.attained = attained_gpu_s
-        if j.queue > 0:
+        if j.queue > 0 and self.promote_knob is not None:
             j.promote_at = now + self.promote_knob * run_s
             heapq.heappush(self.promotions, (j.promote_at, job_id))
 

@@ -13,10 +13,12 @@ from typing import Any
 
 import pytest
 
-from steward.policy.model import PendingJob, RunningJob
-from steward.sim.engine import running_with, with_room_freed
+from steward.policy.model import CycleResult, PendingJob, Placement, Preemption, RunningJob, Snapshot
+from steward.sim.engine import MIN_CYCLE_LIMIT, Engine, running_with, with_room_freed
 from steward.sim.errors import ScenarioError
+from steward.sim.policies import settings_for, tree_for
 from steward.sim.run import run_scenario
+from steward.sim.scenario import DEFAULT_MAX_CYCLES_PER_JOB, load_scenario
 from tests.unit.sim.builders import job, write_scenario
 
 
@@ -224,3 +226,59 @@ def test_a_bad_debug_quota_in_a_scenario_is_one_clear_error(tmp_path: Path, quot
     path = write_scenario(tmp_path, [job("j1")], tree={"a": {"share": 0.5, "debug_quota": quota}, "b": 0.5})
     with pytest.raises(ScenarioError, match=f"tree.a: .*{message}"):
         run_scenario(path, "steward")
+
+
+def thrash(snapshot: Snapshot) -> CycleResult:
+    """A policy in a preemption loop: it preempts every running job at once, starts every waiting one
+    that fits on the first node and asks to be woken a second later, so no run reaches a checkpoint
+    and the trace never ends."""
+    now = snapshot.now
+    node = snapshot.nodes[0].id
+    victims = tuple(
+        Preemption(victim_id=r.id, for_job_id=r.id, reason="unfunded", grace_ends_at=now + 20.0, lost_gpu_s=0.0,
+                   evidence={}) for r in snapshot.running if r.preemption_requested_at is None)
+    free = snapshot.nodes[0].gpus - sum(g for r in snapshot.running for n, g in r.placement if n == node)
+    placements = []
+    for p in snapshot.pending:
+        if p.gpus <= free:
+            free -= p.gpus
+            placements.append(Placement(job_id=p.id, project=p.project, assignments=((node, p.gpus),),
+                                        funded=False, protected_until=now, evidence={}))
+    return CycleResult(now=now, placements=tuple(placements), preemptions=victims, stops=(), explanations={},
+                       reservation=None, fragmentation=0.0, order=(), evidence={"wake_at": now + 1.0})
+
+
+@pytest.mark.parametrize(("per_job", "jobs", "limit"), [
+    (None, 0, None),  # null: no cut-off (not run to the end here: it would never end)
+    (200.0, 3, MIN_CYCLE_LIMIT),  # the floor: a tiny trace is not cut at 600 cycles
+    (500.0, 3, 1500),
+])
+def test_the_storm_cut_off_limit(tmp_path: Path, per_job: float | None, jobs: int, limit: int | None) -> None:
+    specs = [job(f"j{k}", duration=7200, gpus=1, min_runtime=0) for k in range(max(1, jobs))]
+    scenario = load_scenario(write_scenario(tmp_path, specs), {"sim.max_cycles_per_job": per_job})
+    engine = Engine(scenario, settings_for("fifo-priority", scenario), tree_for(scenario), thrash)
+    assert engine.cycle_limit == (None if per_job is None else max(limit or 0, MIN_CYCLE_LIMIT))
+
+
+def test_a_preemption_loop_is_cut_off_and_says_so(tmp_path: Path) -> None:
+    specs = [job(f"j{k}", duration=7200, gpus=4, min_runtime=0) for k in (1, 2)]
+    scenario = load_scenario(write_scenario(tmp_path, specs), {})
+    assert scenario.sim.max_cycles_per_job == DEFAULT_MAX_CYCLES_PER_JOB
+    engine = Engine(scenario, settings_for("fifo-priority", scenario), tree_for(scenario), thrash)
+    rec = engine.run()
+    figs = rec.figures("thrash", scenario.name, 1, 0.0)
+    assert rec.cut_off_at_cycle == engine.stats.cycles == MIN_CYCLE_LIMIT
+    assert figs["cut_off"] == {"at_cycle": MIN_CYCLE_LIMIT, "at_s": rec.end, "unfinished_jobs": 2}
+    assert figs["preemptions"] == figs["flaps"] >= 100  # every one within the restart overhead of a start
+
+
+def test_a_run_that_ends_reports_no_cut_off(tmp_path: Path) -> None:
+    result = run_scenario(write_scenario(tmp_path, [job("j1", duration=3600, gpus=1)]), "steward")
+    assert "cut_off" not in result.figures and result.recorder.cut_off_at_cycle is None
+
+
+@pytest.mark.parametrize(("value", "message"), [
+    (0, "max_cycles_per_job: must be > 0"), (-1, "max_cycles_per_job"), ("many", "max_cycles_per_job")])
+def test_a_bad_cut_off_is_one_clear_error(tmp_path: Path, value: object, message: str) -> None:
+    with pytest.raises(ScenarioError, match=message):
+        load_scenario(write_scenario(tmp_path, [job("j1", duration=3600, gpus=1)]), {"sim.max_cycles_per_job": value})

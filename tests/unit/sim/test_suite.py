@@ -38,7 +38,7 @@ SLICE = (
     SuiteScenario("bursty-n4-l1.5", "bursty", 4, 1.5, jobs=150),
     SuiteScenario("unfunded-many-n4-l2", "unfunded-many", 4, 2.0, jobs=150),
 )
-CRITERIA = 6
+CRITERIA = 7
 
 
 def figures(**over: Any) -> dict[str, Any]:
@@ -140,6 +140,32 @@ def test_the_debug_slo_needs_the_figure_and_a_full_cluster(qualified: float | No
 def test_one_protection_violation_on_any_seed_fails() -> None:
     rows = table({"steward": [figures(), figures(protection_violations=1)], "ai2": [figures()]})
     assert status(check_scenario("s", rows, 1.5), "protection_violations") == FAIL
+
+
+def test_a_baseline_cut_off_on_any_seed_is_left_out_of_the_checks() -> None:
+    storm = {"at_cycle": 22000, "at_s": 1e6, "unfinished_jobs": 40}
+    rows = table({"steward": [figures(occupancy=0.96)] * 2,
+                  "tiresias": [figures(occupancy=0.99), figures(occupancy=0.99, cut_off=storm)],
+                  "fair-tree": [figures(occupancy=0.95)] * 2, "ai2": [figures()] * 2})
+    check = check_scenario("s", rows, 1.5)
+    assert check["left_out"] == ["tiresias"]
+    assert status(check, "occupancy") == PASS  # against fair-tree and ai2 only
+    assert status(check, "runs to the end") == PASS
+    assert "tiresias" in markdown(SuiteResult({}, rows, [check]))
+
+
+def test_a_cut_off_reference_makes_its_criteria_na() -> None:
+    rows = table({"steward": [figures()], "ai2": [figures(cut_off={"at_cycle": 5000})]})
+    check = check_scenario("s", rows, 1.5)
+    assert status(check, "lost_gpu") == NA and status(check, "preemptions") == NA
+
+
+def test_steward_cut_off_on_a_seed_fails_running_to_the_end() -> None:
+    rows = table({"steward": [figures(), figures(cut_off={"at_cycle": 4000})], "ai2": [figures()]})
+    check = check_scenario("s", rows, 1.5)
+    assert status(check, "runs to the end") == FAIL and check["left_out"] == []
+    [c] = [c for c in check["criteria"] if c["criterion"].startswith("runs to the end")]
+    assert c["detail"] == "1 seed(s) stopped at cycle 4000"
 
 
 def test_without_steward_every_criterion_is_na() -> None:

@@ -6,6 +6,8 @@ queue limit at 3,250 GPU-seconds (a 4-GPU job crosses it after 812.5 s of runnin
 
 from __future__ import annotations
 
+import math
+
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,13 +22,13 @@ from steward.sim.engine import Engine
 from steward.sim.policies import POLICIES, settings_for, tree_for
 from steward.sim.run import run_scenario
 from steward.sim.scenario import load_scenario
-from steward.sim.tiresias import PROMOTE_KNOB, THRESHOLDS, Tiresias, queue_of
+from steward.sim.tiresias import PROMOTE_KNOB, STARVE_KNOB, THRESHOLDS, Tiresias, queue_of
 from tests.unit.sim.builders import job, write_scenario
 
 
 def test_registered_as_a_policy() -> None:
     assert "tiresias" in POLICIES
-    assert THRESHOLDS == (3250.0,) and PROMOTE_KNOB == 8.0
+    assert THRESHOLDS == (3250.0,) and PROMOTE_KNOB is None and STARVE_KNOB == 8.0
 
 
 @pytest.mark.parametrize(("service", "thresholds", "queue"), [
@@ -49,13 +51,13 @@ def pending(job_id: str, gpus: int = 4, submitted_at: float = 0.0) -> PendingJob
     # 4 GPUs x 800 s = 3,200 GPU-s: still queue 0, entered at submit (100); never promoted
     (4, 800.0, 0, 100.0, None),
     # 4 GPUs x 1,000 s = 4,000 GPU-s: demoted when it crossed 3,250, 812.5 s into the run
-    (4, 1000.0, 1, 200.0 + 812.5, 1200.0 + PROMOTE_KNOB * 1000.0),
+    (4, 1000.0, 1, 200.0 + 812.5, 1200.0 + STARVE_KNOB * 1000.0),
     # 1 GPU x 3,250 s: crosses exactly at the end of the run
-    (1, 3250.0, 1, 200.0 + 3250.0, 3450.0 + PROMOTE_KNOB * 3250.0),
+    (1, 3250.0, 1, 200.0 + 3250.0, 3450.0 + STARVE_KNOB * 3250.0),
 ])
 def test_demotion_at_the_crossing_and_the_promotion_due(
         gpus: int, run_s: float, queue: int, entry: float, promote_at: float | None) -> None:
-    t = Tiresias()
+    t = Tiresias(promote_knob=STARVE_KNOB)
     t.queued(pending("j", gpus, submitted_at=100.0))
     t.left_queue("j")  # started at 200
     t.stopped("j", gpus * run_s, run_s, 200.0 + run_s, done=False)
@@ -66,7 +68,7 @@ def test_demotion_at_the_crossing_and_the_promotion_due(
 
 
 def test_promotion_moves_a_waiting_job_to_queue_zero_and_restarts_its_service() -> None:
-    t = Tiresias()
+    t = Tiresias(promote_knob=STARVE_KNOB)
     t.queued(pending("j"))
     t.left_queue("j")
     t.stopped("j", 4000.0, 1000.0, 1000.0, done=False)  # queue 1, promotion due at 9,000
@@ -96,7 +98,7 @@ class Case:
     jobs: list[tuple[Any, ...]]
     expect: dict[str, Any]
     nodes: int = 1
-    promote_knob: float = PROMOTE_KNOB
+    promote_knob: float | None = PROMOTE_KNOB
 
 
 STREAM = [job(f"c{k:02d}", submit=900 + 600 * (k - 1), duration=600, gpus=4, tenant="b") for k in range(1, 16)]
@@ -128,11 +130,11 @@ CASES = [
          # ahead of c15 (submitted 9300): a restarts when c14 ends at 9420. Its service counts from zero
          # again: demoted at 9420 + 812.5, preempted by c15 (queue 0) and stopped at 10352.5 with no
          # checkpoint; c15 runs to 10952.5, a restarts: done 10952.5 + 60 + 10000. LAS at work.
-         {"preemptions": 2, "makespan_s": 21012.5}),
-    Case("without promotion the same job waits for the whole stream",
+         {"preemptions": 2, "makespan_s": 21012.5}, promote_knob=STARVE_KNOB),
+    Case("without promotion (the default, dlas-gpu) the same job waits for the whole stream",
          [job("a", duration=10000, gpus=4), *STREAM],
          # c15 runs 9420-10020, then a: done 10020 + 60 + 10000
-         {"preemptions": 1, "makespan_s": 20080.0}, promote_knob=1e9),
+         {"preemptions": 1, "makespan_s": 20080.0}),
 ]
 
 
@@ -152,6 +154,22 @@ def test_hand_computed(tmp_path: Path, case: Case) -> None:
     assert rec.end == pytest.approx(figs["makespan_s"])  # no wake left over moves the clock past the last job
     for key, want in case.expect.items():
         assert figure(figs, key) == pytest.approx(want, abs=1e-6), key
+
+
+def test_no_promotion_by_default() -> None:
+    t = Tiresias()
+    t.queued(pending("j"))
+    t.left_queue("j")
+    t.stopped("j", 4000.0, 1000.0, 1000.0, done=False)  # queue 1, and there it stays
+    t.queued(pending("j"))
+    t._promote(1e12)
+    assert (t.jobs["j"].queue, t.jobs["j"].promote_at, t.promotions) == (1, None, [])
+
+
+@pytest.mark.parametrize("knob", [0.0, -1.0, math.nan])
+def test_a_promote_knob_must_be_positive(knob: float) -> None:
+    with pytest.raises(ValueError, match="promote_knob"):
+        Tiresias(promote_knob=knob)
 
 
 def test_run_scenario_runs_tiresias(tmp_path: Path) -> None:
