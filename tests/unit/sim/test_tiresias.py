@@ -6,9 +6,8 @@ queue limit at 3,250 GPU-seconds (a 4-GPU job crosses it after 812.5 s of runnin
 
 from __future__ import annotations
 
-import math
-
 import json
+import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
