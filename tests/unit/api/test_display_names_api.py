@@ -5,6 +5,10 @@ while its attempt runs and is gone when the attempt ends."""
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -16,6 +20,7 @@ from sqlalchemy import func, select
 from steward.domain.commands import (
     OpenSession,
     PlaceJob,
+    RegisterNode,
     ReportJobLost,
     ReportJobStarted,
     ReportSessionAddress,
@@ -128,3 +133,47 @@ def test_a_session_address_shows_while_its_attempt_runs_and_never_after(server: 
     server.record([ReportSessionAddress("a1-nb", 1, "http://n1.lab.example:8888/lab")], actor="executor")
     again = read()
     assert (again["attempt"], again["state"], again["sessionAddress"]) == (1, "QUEUED", None)
+
+
+def steward(server: Server, role: str, *args: str) -> subprocess.CompletedProcess[str]:
+    env = os.environ | {"STEWARD_TOKEN": server.tokens[role], "STEWARD_API_URL": server.url,
+                        "STEWARD_STORE_URL": "sqlite:////nonexistent/not-used.db", "COLUMNS": "250"}
+    proc = subprocess.run([sys.executable, "-m", "steward.cli.main", *args], capture_output=True, text=True,
+                          timeout=120, env=env)
+    assert "Traceback" not in proc.stderr, proc.stderr
+    return proc
+
+
+def test_the_cli_names_shows_and_refuses(server: Server) -> None:
+    done = steward(server, "manager", "tree", "name", "a1", "Vision Lab", "--reason", "from the CLI",
+                   "--output", "json")
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["displayName"] == "Vision Lab"
+    shown = steward(server, "manager", "tree", "show")
+    assert shown.returncode == 0 and "Vision Lab" in shown.stdout and "DISPLAY NAME" in shown.stdout
+    history = steward(server, "manager", "tree", "history", "a1")
+    assert "-> Vision Lab" in history.stdout and "from the CLI" in history.stdout
+    jobs = steward(server, "researcher", "jobs")
+    assert "Vision Lab (a1)" in jobs.stdout  # the name, and the id that commands take
+    bad = steward(server, "manager", "tree", "name", "a1", "tab\there", "--reason", "x")
+    assert bad.returncode == 2 and "U+0009" in bad.stderr and "Traceback" not in bad.stderr
+    both = steward(server, "manager", "tree", "name", "a1", "X", "--clear", "--reason", "x")
+    assert both.returncode == 2 and "not both" in both.stderr
+    foreign = steward(server, "manager", "tree", "name", "b1", "Robots", "--reason", "x")
+    assert foreign.returncode == 2 and "not authorised" in foreign.stderr
+    cleared = steward(server, "manager", "tree", "name", "a1", "--clear", "--reason", "back", "--output", "json")
+    assert cleared.returncode == 0 and json.loads(cleared.stdout)["displayName"] == "a1"
+
+
+def test_session_show_says_how_to_reach_the_session(server: Server) -> None:
+    server.record([RegisterNode("n3", 8, "h100", ["zone-a", "block-3", "n3"]),  # n1 was lost above
+                   SubmitJob("a1-nb2", "a1", 1, 0, ["jupyter"], job_class="interactive"),
+                   PlaceJob("a1-nb2", {"n3": [0]}, True, {"policy": "test"}),
+                   ReportJobStarted("a1-nb2", 1, 7, started_at=time.time()),
+                   OpenSession("a1-nb2", 1, time.time() + 3600, []),
+                   ReportSessionAddress("a1-nb2", 1, "n1.lab.example:2222")])
+    done = steward(server, "researcher", "session", "show", "a1-nb2")
+    assert done.returncode == 0, done.stderr
+    assert "n1.lab.example:2222" in done.stdout and "SessionAddressPublished" in done.stdout
+    as_json = json.loads(steward(server, "researcher", "session", "show", "a1-nb2", "--output", "json").stdout)
+    assert as_json["sessionAddress"] == "n1.lab.example:2222"
