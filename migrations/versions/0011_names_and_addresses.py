@@ -8,14 +8,16 @@ which is what the log says of them until a name or an address is recorded.
 The number is 0011 because 0009 and 0010 were taken by work merged at the same time (docs/adr/0055); when
 they land, `down_revision` names the newest of them so the chain stays one line.
 
-Revision ID: 0011_display_names_and_session_addresses
+The revision id is short: Alembic's `alembic_version.version_num` is 32 characters on PostgreSQL.
+
+Revision ID: 0011_names_and_addresses
 Revises: 0008_job_contract_times
 """
 
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0011_display_names_and_session_addresses"
+revision = "0011_names_and_addresses"
 down_revision = "0008_job_contract_times"
 branch_labels = None
 depends_on = None
