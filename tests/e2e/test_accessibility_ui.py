@@ -55,6 +55,11 @@ def check(page: Any, state: str, seen: dict[str, list[dict[str, Any]]]) -> None:
         seen[state] = found
 
 
+def sign_out(page: Any) -> None:
+    page.get_by_role("button", name="Sign out").click()
+    expect(page.get_by_role("heading", name="Sign in to Steward")).to_be_visible()
+
+
 def report(seen: dict[str, list[dict[str, Any]]]) -> str:
     return "\n".join(f"{state}: {v['impact']} {v['id']} ({v['help']}): {'; '.join(v['nodes'])}"
                      for state, found in seen.items() for v in found)
@@ -94,8 +99,7 @@ def test_no_critical_or_serious_violation_on_any_main_screen_state(named: dict[s
             settled(page)
             check(page, f"{role}/{screen}", seen)
             states += 1
-        page.get_by_role("button", name="Sign out").click()
-        expect(page.get_by_role("heading", name="Sign in to Steward")).to_be_visible()
+        sign_out(page)
 
     # the manager's editors on the tree screen (shares, quotas, names) with a what-if asked for
     sign_in(page, base, tokens["manager"], "manager")
@@ -104,6 +108,7 @@ def test_no_critical_or_serious_violation_on_any_main_screen_state(named: dict[s
     expect(page.get_by_test_id("name-editor")).to_be_visible()
     check(page, "manager/tree editors", seen)
     states += 1
+    sign_out(page)
 
     # a researcher's drawers: a waiting job (why pending) and a running session with its address
     sign_in(page, base, tokens["researcher"], "researcher")
