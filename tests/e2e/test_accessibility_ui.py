@@ -92,6 +92,11 @@ def test_no_critical_or_serious_violation_on_any_main_screen_state(named: dict[s
     expect(page.get_by_role("heading", name="Sign in to Steward")).to_be_visible()
     check(page, "sign-in", seen)
     states += 1
+    # the harness finds what it should: an image without a text alternative is a critical violation
+    page.evaluate("() => { const i = document.createElement('img'); i.id = 'axe-probe'; i.src = 'data:,'; "
+                  "document.body.appendChild(i); }")
+    assert "image-alt" in {v["id"] for v in violations(page)}
+    page.evaluate("() => document.getElementById('axe-probe').remove()")
     for role, screens in SCREENS.items():
         sign_in(page, base, tokens[role], role)
         for screen in screens:
