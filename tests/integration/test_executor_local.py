@@ -369,3 +369,45 @@ def test_a_retried_start_while_the_first_still_runs_starts_one_process(tmp_path:
     assert first.pid == second.pid > 0
     assert len([r for r in ex.running() if r.job_id == "twice"]) == 1
     act(ActivityEnvironment().run(ex.signal_job, SignalJob("twice", 1, kill=True)))
+
+
+def test_a_session_publishes_its_address_and_a_later_attempt_never_reads_the_earlier_one(tmp_path: Path) -> None:
+    """Issue 24 / ADR 0055: the session writes a URL to the file STEWARD_SESSION_ADDRESS_FILE names; the executor
+    reports it once (ReportSessionAddress with the attempt), and a new address once more. The file is per
+    attempt, so attempt 2 starts with nothing published even though attempt 1's file was left behind."""
+    pub = FakePublisher()
+    ex = executor(tmp_path, pub)
+    env = ActivityEnvironment()
+    script = ('echo "http://127.0.0.1:8888/lab" > "$STEWARD_SESSION_ADDRESS_FILE"; sleep 1; '
+              'echo "127.0.0.1:2222" > "$STEWARD_SESSION_ADDRESS_FILE"; sleep 30')
+    run = sample_run("s1", 1, job_class="interactive", command=["/bin/sh", "-c", script])
+    act(env.run(ex.start_job, run))
+    act(env.run(ex.watch_job, WatchJob("s1", 1, "interactive", window_s=2.5)))
+    reports = [(r.payload["attempt"], r.payload["address"]) for r in pub.of("ReportSessionAddress")]
+    assert reports == [(1, "http://127.0.0.1:8888/lab"), (1, "127.0.0.1:2222")], reports
+    act(env.run(ex.watch_job, WatchJob("s1", 1, "interactive", window_s=0.5)))
+    assert len(pub.of("ReportSessionAddress")) == 2  # the same address is no news
+    act(env.run(ex.signal_job, SignalJob("s1", 1, kill=True)))
+    wait_for(lambda: ex.attempts.exit_of(ex.attempts.load("s1", 1)) is not None or not alive(ex.attempts.load("s1", 1)))
+
+    quiet = sample_run("s1", 2, job_class="interactive", command=["/bin/sh", "-c", "sleep 30"])
+    act(env.run(ex.start_job, quiet))
+    act(env.run(ex.watch_job, WatchJob("s1", 2, "interactive", window_s=1.0)))
+    assert len(pub.of("ReportSessionAddress")) == 2  # attempt 1's address is not attempt 2's
+    assert not (ex.work_dir("s1") / "steward-session-address-1").exists()
+    act(env.run(ex.signal_job, SignalJob("s1", 2, kill=True)))
+
+
+def test_a_batch_job_is_given_no_address_file_and_a_link_is_never_followed(tmp_path: Path) -> None:
+    from steward.executor.session_address import ADDRESS_ENV, read_address
+
+    pub = FakePublisher()
+    ex = executor(tmp_path, pub)
+    env = ActivityEnvironment()
+    act(env.run(ex.start_job, sample_run("b1", 1, command=["/bin/sh", "-c", f'echo "[${ADDRESS_ENV}]"'])))
+    wait_for(lambda: "[]" in log_of(ex, "b1"))
+    secret = tmp_path / "secret"
+    secret.write_text("10.0.0.1:22\n")
+    link = tmp_path / "link"
+    link.symlink_to(secret)
+    assert read_address(link) is None and read_address(secret) is not None

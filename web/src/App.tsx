@@ -4,6 +4,7 @@ import { fetchMe, ping } from "./api/queries";
 import { CAN, canReadAudit, type Identity, type Role, clearSession, identityFromClaims, identityFromMe, jwtClaims, loadSession, saveSession } from "./api/auth";
 import { type LiveStatus, startLive } from "./api/live";
 import { AppContext, type AppContextValue } from "./context";
+import { NamesProvider } from "./names";
 import { SignIn } from "./screens/SignIn";
 import { Overview } from "./screens/Overview";
 import { TreeScreen } from "./screens/Tree";
@@ -138,7 +139,7 @@ export function App() {
       )}
       <main id="main" tabIndex={-1}>
         <h1 className="screen-title">{screen.title}</h1>
-        {screen.render()}
+        <NamesProvider>{screen.render()}</NamesProvider>
       </main>
     </AppContext.Provider>
   );

@@ -61,6 +61,7 @@ class AllocationFigures:
     waiting_gpus: int
     window_start: float = 0.0
     window_end: float = 0.0
+    display_name: str = ""  # what people call it (ADR 0055); its id when none is recorded
 
     @property
     def over_delivered(self) -> bool:
@@ -104,6 +105,7 @@ def compute(
     are the active jobs' projection rows (project, state, gpus) for what runs and waits now."""
     parents = {r["name"]: r["parent"] for r in allocations}
     shares = {r["name"]: float(r["share"]) for r in allocations}
+    names = {r["name"]: r.get("display_name") or r["name"] for r in allocations}
     ents = entitlements(parents, shares)
     has_children = set(parents.values())
     w0, w1 = budget.window_bounds(now, window_s)
@@ -142,6 +144,7 @@ def compute(
             delivered_over_owed=budget.ratio(dlv, owed),
             burn=budget.burn(rg, entitled_gpus),
             running_gpus=rg, running_jobs=rj, waiting_jobs=wj, waiting_gpus=wg, window_start=w0, window_end=w1,
+            display_name=names[name],
         ))
     return out
 

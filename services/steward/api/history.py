@@ -38,7 +38,8 @@ def visible_changes(changes: list[AllocationChange], sees: Callable[[str], bool]
 
 
 @strawberry.type(description="One allocation named by one recorded allocation change: who, when (seconds "
-                             "since the epoch, UTC), why, and the share and debug quota before and after.")
+                             "since the epoch, UTC), why, and the share, debug quota and display name before "
+                             "and after.")
 class AllocationChangeEntry:
     position: BigInt
     recorded_at: float
@@ -51,6 +52,9 @@ class AllocationChangeEntry:
     debug_quota_before: BigInt | None = strawberry.field(description="GPUs; null: the default (follows the share).")
     debug_quota_after: BigInt | None = strawberry.field(description="GPUs; null: the default (follows the share).")
     debug_quota_set: bool = strawberry.field(description="The change named this allocation's debug quota.")
+    display_name_before: str | None = strawberry.field(description="null: shown by its id.")
+    display_name_after: str | None = strawberry.field(description="null: shown by its id.")
+    display_name_set: bool = strawberry.field(description="The change named this allocation's display name.")
 
     @staticmethod
     def of(c: AllocationChange) -> AllocationChangeEntry:
@@ -58,4 +62,5 @@ class AllocationChangeEntry:
             position=c.position, recorded_at=c.recorded_at, actor=c.actor, reason=c.reason, parent=c.parent,
             allocation=c.allocation, share_before=c.share_before, share_after=c.share_after,
             debug_quota_before=c.debug_quota_before, debug_quota_after=c.debug_quota_after,
-            debug_quota_set=c.debug_quota_set)
+            debug_quota_set=c.debug_quota_set, display_name_before=c.display_name_before,
+            display_name_after=c.display_name_after, display_name_set=c.display_name_set)

@@ -100,6 +100,13 @@ class DebugQuotaChanged:
 
 
 @strawberry.type
+class DisplayNameChanged:
+    allocation: str
+    display_name: str = strawberry.field(description="What it is called now (its id when the name was cleared).")
+    position: BigInt
+
+
+@strawberry.type
 class NodeRegistered:
     id: str
     position: BigInt
@@ -141,6 +148,9 @@ OpenSessionResult = Annotated[
 RestoreSessionResult = Annotated[
     SessionRestored | Rejected | InvalidInput | NotAuthorised, strawberry.union("RestoreSessionResult")
 ]
+SetDisplayNameResult = Annotated[
+    DisplayNameChanged | Rejected | InvalidInput | NotAuthorised, strawberry.union("SetDisplayNameResult")
+]
 SetDebugQuotaResult = Annotated[
     DebugQuotaChanged | Rejected | InvalidInput | NotAuthorised, strawberry.union("SetDebugQuotaResult")
 ]
@@ -174,6 +184,9 @@ class ShareInput:
     debug_quota_gpus: int | None = strawberry.field(
         default=strawberry.UNSET, description="Optionally, the child's debug quota in GPUs (null: back to the "
                                               "default that follows the share; absent: unchanged).")
+    display_name: str | None = strawberry.field(
+        default=strawberry.UNSET, description="Optionally, what people call the child (null: its id again; "
+                                              "absent: unchanged). 1 to 64 characters (docs/api.md).")
 
 
 @strawberry.input

@@ -44,10 +44,17 @@ class ReadView:
     _queue_order: PolicyOrder | None = None
     _used: dict[str, int] | None = None
     _capacity: tuple[int, int, int, int] | None = None
+    _names: dict[str, str] | None = None
 
     @property
     def capacity(self) -> int:
         return sum(int(n["gpus"]) for n in self.nodes if n["state"] != "unhealthy")
+
+    def display_names(self) -> dict[str, str]:
+        """What each node of the org tree is called (its display name, or its id: ADR 0055), once per view."""
+        if self._names is None:
+            self._names = {a["name"]: a.get("display_name") or a["name"] for a in self.allocations}
+        return self._names
 
     def queue(self) -> list[QueueItem]:
         """Waiting jobs in the order the scheduler takes them now (steward.api.queue: the policy's own

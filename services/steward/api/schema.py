@@ -42,6 +42,7 @@ from steward.api.payloads import (
     CancelJobResult,
     CreateTokenResult,
     DebugQuotaChanged,
+    DisplayNameChanged,
     DrainNodeResult,
     EventFilter,
     InvalidInput,
@@ -68,6 +69,7 @@ from steward.api.payloads import (
     SessionRestored,
     SetAllocationsResult,
     SetDebugQuotaResult,
+    SetDisplayNameResult,
     SetPolicyResult,
     ShareInput,
     SubmitJobInput,
@@ -133,6 +135,7 @@ from steward.domain.decide import (
     require_placeable,
     require_valid_job_shape,
 )
+from steward.domain.display_names import display_name_problem
 from steward.domain.errors import DomainError
 from steward.domain.ids import id_problem, require_new_ids, shown
 from steward.domain.state import JOB_STATES, AllocationNode, ClusterNode, LedgerState
@@ -758,8 +761,12 @@ class Mutation:
             if (problem := id_problem(s.child)) is not None:
                 return InvalidInput(field="shares", message=f"the child {shown(s.child)} {problem}")
         quotas = {s.child: s.debug_quota_gpus for s in shares if s.debug_quota_gpus is not strawberry.UNSET}
+        names = {s.child: s.display_name for s in shares if s.display_name is not strawberry.UNSET}
+        for child, name in names.items():
+            if name is not None and (problem := display_name_problem(name)) is not None:
+                return InvalidInput(field="shares", message=f"the display name of {shown(child)} {problem}")
         outcome = await _execute(ctx, SetAllocations(parent=parent, shares={s.child: s.share for s in shares},
-                                                     reason=reason, debug_quotas=quotas))
+                                                     reason=reason, debug_quotas=quotas, display_names=names))
         if (rej := _rejected(outcome)) is not None:
             return rej
         return AllocationsChanged(parent=parent, position=outcome.position)
@@ -785,6 +792,29 @@ class Mutation:
         if (rej := _rejected(outcome)) is not None:
             return rej
         return DebugQuotaChanged(allocation=allocation, gpus=gpus, position=outcome.position)
+
+    @fields.mutation("Set what people call a node of the org tree (a project, a team, a division), with a reason; "
+                     "null shows its id again. Managers name their own node's children; ids do not change.")
+    async def set_display_name(self, info: Info[Context, None], allocation: str, name: str | None,
+                               reason: str) -> SetDisplayNameResult:
+        ctx = _ctx(info)
+        access = await ctx.access("setDisplayName")
+        if (refused := await _role_refused(ctx, access, Capability.set_allocations, "setDisplayName")) is not None:
+            return refused
+        # an unknown allocation goes to the ledger under the root (admins), which refuses it by name
+        parent = (await ctx.view()).parents.get(allocation, ROOT)
+        if not access.manages(parent):
+            await ctx.deny("setDisplayName", f"allocation:{allocation}", "outside the principal's scopes")
+            return _not_authorised("allocation", allocation, "name")
+        if not reason.strip():
+            return InvalidInput(field="reason", message="a display name change needs a reason")
+        if name is not None and (problem := display_name_problem(name)) is not None:
+            return InvalidInput(field="name", message=f"the display name {shown(name)} {problem}")
+        outcome = await _execute(ctx, SetAllocations(parent=parent, shares={}, reason=reason[:500],
+                                                     display_names={allocation: name}))
+        if (rej := _rejected(outcome)) is not None:
+            return rej
+        return DisplayNameChanged(allocation=allocation, display_name=name or allocation, position=outcome.position)
 
     @fields.mutation("Register a node with its GPUs and topology path (admins).")
     async def register_node(self, info: Info[Context, None], input: RegisterNodeInput) -> RegisterNodeResult:

@@ -161,6 +161,15 @@ class Job:
     session_warnings_at: list[float] | None = strawberry.field(description=(
         "The times (epoch seconds, ascending) the session is warned before its cap, as its SessionOpened "
         "event recorded them (warnings_at). Null when no SessionOpened records them for this attempt."))
+    session_address: str | None = strawberry.field(description=(
+        "How to reach a running session: the URL or host:port its current attempt published "
+        "(SessionAddressPublished). Null for batch and debug jobs, before the attempt publishes one and once "
+        "the attempt has ended: an address never outlives the attempt that published it."))
+
+    @fields.field("What people call the job's project (its display name, or its id when none is recorded).")
+    async def project_name(self, info: Info[Context, None]) -> str:
+        view = await info.context.view()
+        return view.display_names().get(self.project, self.project)
 
     @fields.field("The job's events in order.")
     async def events(self, info: Info[Context, None]) -> list[Event]:
@@ -194,6 +203,7 @@ class Job:
             started_at=row["started_at"], ended_at=row["ended_at"], exit_code=row["exit_code"],
             position=row["position"], protected_until=row.get("protected_until"),
             session_cap_at=row.get("session_cap_at"), session_warnings_at=_floats(row.get("session_warnings_at")),
+            session_address=row.get("session_address"),
         )
 
 
@@ -273,6 +283,9 @@ class SubmitOutlook:
                              "Amounts are GPU-seconds.")
 class Allocation:
     name: str
+    display_name: str = strawberry.field(description=(
+        "What people call it, as its parent's manager set it (AllocationsSet display_names); its id (`name`) "
+        "when none is recorded. Ids stay what commands, filters and search take."))
     parent: str
     depth: int
     share: float
@@ -309,7 +322,8 @@ class Allocation:
 
     @staticmethod
     def of(f: AllocationFigures) -> Allocation:
-        return Allocation(name=f.name, parent=f.parent, depth=f.depth, share=f.share, entitlement=f.entitlement,
+        return Allocation(name=f.name, display_name=f.display_name or f.name, parent=f.parent, depth=f.depth,
+                          share=f.share, entitlement=f.entitlement,
                           is_project=f.is_project, entitled_in_window=f.entitled_in_window,
                           usage_in_window=f.usage_in_window, demand_in_window=f.demand_in_window, owed=f.owed,
                           delivered=f.delivered, delivered_over_owed=f.delivered_over_owed,

@@ -19,6 +19,7 @@ from steward.domain.commands import (
     ReportCheckpointSaved,
     ReportHeartbeat,
     ReportJobStarted,
+    ReportSessionAddress,
     ReportUtilisation,
     SubmitJob,
 )
@@ -43,7 +44,7 @@ ALLOWED_COMMANDS: dict[str, frozenset[str]] = {
     # an executor's lifecycle reports, for its own nodes' jobs only (`executor_refusal`); the jobs a cluster's
     # own users submit there (Kubernetes pods, ADR 0051), under the executor's prefix only
     "executor": frozenset({"RegisterNode", "ReportJobStarted", "ReportCheckpointSaved", "ReportHeartbeat",
-                           "ReportUtilisation", "SubmitJob", "CancelJob"}),
+                           "ReportUtilisation", "ReportSessionAddress", "SubmitJob", "CancelJob"}),
 }
 
 # The actor a component (other than the API, which vouches for its users) must name: nothing else.
@@ -140,7 +141,7 @@ def executor_refusal(state: LedgerState, executor_id: str, command: Command) -> 
             if why:
                 return why
         return ""
-    if isinstance(command, (ReportJobStarted, ReportCheckpointSaved, ReportUtilisation)):
+    if isinstance(command, (ReportJobStarted, ReportCheckpointSaved, ReportUtilisation, ReportSessionAddress)):
         return _not_own_job(state, executor_id, command.job_id)
     if isinstance(command, (SubmitJob, CancelJob)):
         # a cluster's pods, submitted for its users (whom the cluster authenticated), under its own prefix

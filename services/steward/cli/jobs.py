@@ -13,7 +13,8 @@ from steward.cli.output import OutputFormat, OutputOption, emit, fail
 from steward.config import get_settings
 
 JOB_FIELDS = """id project state gpus minRuntimeS resumable jobClass priority command submittedAt attempt
-assignments funded startedAt endedAt exitCode protectedUntil sessionCapAt sessionWarningsAt"""
+assignments funded startedAt endedAt exitCode protectedUntil sessionCapAt sessionWarningsAt projectName
+sessionAddress"""
 
 PAYLOAD = """
     __typename
@@ -86,8 +87,14 @@ def qualification_line(q: dict[str, Any]) -> str:
             f"{q.get('ahead_gpus')} waiting ahead")
 
 
+def project_cell(job: dict[str, Any]) -> str:
+    """The job's project as people call it, with its id when the two differ: `Vision Lab (a1)`."""
+    name = job.get("projectName") or job["project"]
+    return name if name == job["project"] else f"{name} ({job['project']})"
+
+
 def _job_row(job: dict[str, Any]) -> list[Any]:
-    return [job["id"], job["project"], job["state"], job["gpus"], job["jobClass"]]
+    return [job["id"], project_cell(job), job["state"], job["gpus"], job["jobClass"]]
 
 
 def fetch_jobs(client: GraphQLClient, limit: int, flt: dict[str, Any]) -> list[dict[str, Any]]:

@@ -21,6 +21,8 @@ from steward.cli.scenario_file import (
     tree_commands,
 )
 from steward.config import get_settings
+from steward.domain.display_names import display_name_problem
+from steward.domain.ids import shown
 from steward.domain.state import AllocationNode, LedgerState
 
 app = typer.Typer(no_args_is_help=True, add_completion=False,
@@ -71,8 +73,10 @@ def _refusal(result: dict[str, Any]) -> str | None:
 
 
 def _current_allocations(client: GraphQLClient) -> LedgerState:
-    rows = client.execute("{ allocations { name parent share } }")["allocations"]
-    return LedgerState(allocations={r["name"]: AllocationNode(r["name"], r["parent"], r["share"]) for r in rows})
+    rows = client.execute("{ allocations { name displayName parent share } }")["allocations"]
+    return LedgerState(allocations={r["name"]: AllocationNode(r["name"], r["parent"], r["share"], None,
+                                                              r["displayName"] if r["displayName"] != r["name"]
+                                                              else None) for r in rows})
 
 
 @tree_app.command("apply")
@@ -94,6 +98,7 @@ def tree_apply(
     results = []
     for cmd in commands:
         shares = [{"child": c, "share": s} | ({"debugQuotaGpus": cmd.debug_quotas[c]} if c in cmd.debug_quotas else {})
+                  | ({"displayName": cmd.display_names[c]} if c in cmd.display_names else {})
                   for c, s in cmd.shares.items()]
         res = client.execute(SET_ALLOCATIONS, {"parent": cmd.parent, "shares": shares,
                                                "reason": cmd.reason})["setAllocations"]
@@ -107,7 +112,8 @@ def tree_apply(
          ["parent", "shares", "debug quotas", "position"])
 
 
-TREE = """query($window: Float!) { allocations(windowS: $window) { name parent depth share entitlement isProject
+TREE = """query($window: Float!) { allocations(windowS: $window) { name displayName parent depth share entitlement
+  isProject
   entitledInWindow usageInWindow demandInWindow owed delivered deliveredOverOwed overDelivered
   windowStart windowEnd window burn runningGpus waitingJobs
   debugQuotaGpus { gpus setGpus isDefault setOn } } }"""
@@ -154,17 +160,20 @@ def tree_show(window: float = typer.Option(7 * 24, "--window-hours", help="the u
     if output is not OutputFormat.json and allocs:
         sys.stdout.write(f"owed vs delivered over the {allocs[0]['window']} "
                          "(GPU-hours; ratio above 1 = over-delivery)\n")
-    emit(allocs, output, [["  " * (a["depth"] - 1) + a["name"], f"{a['share']:.3f}", f"{a['entitlement']:.4f}",
+    emit(allocs, output, [["  " * (a["depth"] - 1) + a["name"],
+                           a["displayName"] if a["displayName"] != a["name"] else "-",
+                           f"{a['share']:.3f}", f"{a['entitlement']:.4f}",
                            f"{a['owed'] / 3600:.1f}", f"{a['delivered'] / 3600:.1f}",
                            owed_ratio(a["deliveredOverOwed"]),
                            _ratio(a["burn"]), a["runningGpus"], a["waitingJobs"], quota_text(a.get("debugQuotaGpus"))]
                           for a in allocs],
-         ["name", "share", "entitlement", "owed h", "delivered h", "ratio", "burn", "gpus", "waiting", "debug quota"])
+         ["id", "display name", "share", "entitlement", "owed h", "delivered h", "ratio", "burn", "gpus", "waiting",
+          "debug quota"])
 
 
 HISTORY = """query($under: String, $first: Int!) { allocationHistory(under: $under, first: $first) {
   position recordedAt actor reason parent allocation shareBefore shareAfter debugQuotaBefore debugQuotaAfter
-  debugQuotaSet } }"""
+  debugQuotaSet displayNameBefore displayNameAfter displayNameSet } }"""
 
 
 @tree_app.command("history")
@@ -173,8 +182,8 @@ def tree_history(allocation: str = typer.Argument(None, help="only this allocati
                  limit: int = typer.Option(100, "--limit", help="at most this many changes, newest first"),
                  json_flag: bool = typer.Option(False, "--json", help="print JSON"),
                  output: OutputFormat = OutputOption) -> None:
-    """Who changed which share and debug quota, when (your local time), why, before -> after: newest first,
-    your subtree only."""
+    """Who changed which share, debug quota and display name, when (your local time), why, before -> after:
+    newest first, your subtree only."""
     if not 1 <= limit <= 500:
         fail(f"--limit must be between 1 and 500, got {limit}", 2)
     rows = GraphQLClient(get_settings()).execute(HISTORY, {"under": allocation, "first": limit})["allocationHistory"]
@@ -248,6 +257,38 @@ def tree_quota(
         fail(f"debug quota of '{allocation}' {why}", 2)
     emit(res, output, [[allocation, "default" if value is None else value, res["position"]]],
          ["allocation", "debug quota", "position"])
+
+
+SET_DISPLAY_NAME = """mutation($allocation: String!, $name: String, $reason: String!) {
+  setDisplayName(allocation: $allocation, name: $name, reason: $reason) {
+    __typename
+    ... on DisplayNameChanged { allocation displayName position }
+    ... on Rejected { code reason }
+    ... on InvalidInput { field message }
+    ... on NotAuthorised { message }
+  }
+}"""
+
+
+@tree_app.command("name")
+def tree_name(
+    allocation: str = typer.Argument(..., help="the node (a child of a node you manage), by its id"),
+    name: str = typer.Argument(None, help="what people call it (1 to 64 characters; quote spaces)"),
+    clear: bool = typer.Option(False, "--clear", help="show it by its id again"),
+    reason: str = typer.Option(..., "--reason", help="recorded with the change"),
+    output: OutputFormat = OutputOption,
+) -> None:
+    """Set a node's display name: `steward tree name a1 "Vision Lab" --reason "..."` (`--clear`: its id again).
+    Its id does not change: commands, filters and search still take it."""
+    if (name is None) == (not clear):
+        fail("give a name, or --clear to show the id again (not both)", 2)
+    if name is not None and (problem := display_name_problem(name)) is not None:
+        fail(f"display name {shown(name)} {problem}", 2)
+    res = GraphQLClient(get_settings()).execute(SET_DISPLAY_NAME, {"allocation": allocation, "name": name,
+                                                                   "reason": reason})["setDisplayName"]
+    if (why := _refusal(res)) is not None:
+        fail(f"display name of '{allocation}' {why}", 2)
+    emit(res, output, [[allocation, res["displayName"], res["position"]]], ["allocation", "display name", "position"])
 
 
 @app.command("allocate")

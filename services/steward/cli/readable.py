@@ -65,16 +65,26 @@ def quota_change(before: int | None, after: int | None, named: bool) -> str:
     return f"{q(before)} -> {q(after)}" if named else q(after)
 
 
+def name_change(before: str | None, after: str | None, named: bool) -> str:
+    """A display name before -> after when the change named it (`(id)`: shown by its id), else the name then."""
+    def n(x: str | None) -> str:
+        return "(id)" if x is None else repr(x) if x != x.strip() else x
+    if named:
+        return f"{n(before)} -> {n(after)}"
+    return "-" if after is None else n(after)
+
+
 def history_rows(entries: list[dict[str, Any]], tz: tzinfo | None = None) -> list[list[str]]:
-    """`allocationHistory` entries as table rows: when, allocation, share and debug quota before -> after,
-    who, why."""
-    return [[local_time(e["recordedAt"], tz), e["allocation"], e["parent"],
-             share_change(e["shareBefore"], e["shareAfter"]),
+    """`allocationHistory` entries as table rows: when, allocation, its display name, share and debug quota
+    before -> after, who, why."""
+    return [[local_time(e["recordedAt"], tz), e["allocation"],
+             name_change(e.get("displayNameBefore"), e.get("displayNameAfter"), bool(e.get("displayNameSet"))),
+             e["parent"], share_change(e["shareBefore"], e["shareAfter"]),
              quota_change(e["debugQuotaBefore"], e["debugQuotaAfter"], e["debugQuotaSet"]),
              e["actor"] or "-", e["reason"], str(e["position"])] for e in entries]
 
 
-HISTORY_HEADERS = ["when", "allocation", "parent", "share", "debug quota", "by", "reason", "position"]
+HISTORY_HEADERS = ["when", "allocation", "name", "parent", "share", "debug quota", "by", "reason", "position"]
 
 
 def preemption_lines(story: dict[str, Any], tz: tzinfo | None = None) -> list[str]:

@@ -10,7 +10,9 @@ import yaml
 
 from steward.domain.commands import ROOT, RegisterNode, SetAllocations
 from steward.domain.decide import decide
+from steward.domain.display_names import display_name_problem
 from steward.domain.errors import DomainError
+from steward.domain.ids import shown
 from steward.domain.state import LedgerState, evolve
 
 
@@ -47,9 +49,19 @@ def _debug_quota(value: Any, where: str) -> int | None:
     return int(value)
 
 
+def _display_name(value: Any, node: str) -> str:
+    if not isinstance(value, str):
+        raise ScenarioFileError(f"tree node '{node}': 'name' must be text, got {value!r}")
+    problem = display_name_problem(value)
+    if problem is not None:
+        raise ScenarioFileError(f"tree node '{node}': name {shown(value)} {problem}")
+    return value
+
+
 def tree_commands(data: dict[str, Any], reason: str) -> list[SetAllocations]:
     """One SetAllocations per parent, top-down. A child is `name: share` or `name: {share, children,
-    debug_quota}` (`debug_quota`: GPUs of debug work ahead of the fair-share order; DESIGN.md "Debug quota")."""
+    debug_quota, name}` (`debug_quota`: GPUs of debug work ahead of the fair-share order, DESIGN.md "Debug
+    quota"; `name`: what people call it, ADR 0055)."""
     tree = data.get("tree")
     if not isinstance(tree, dict) or not tree:
         raise ScenarioFileError("the file has no 'tree:' section (a mapping of node name to share)")
@@ -58,11 +70,12 @@ def tree_commands(data: dict[str, Any], reason: str) -> list[SetAllocations]:
     def walk(parent: str, children: dict[str, Any]) -> None:
         shares: dict[str, float] = {}
         quotas: dict[str, int | None] = {}
+        names: dict[str, str | None] = {}
         nested: list[tuple[str, dict[str, Any]]] = []
         for name, spec in children.items():
             name = str(name)
             if isinstance(spec, dict):
-                unknown = set(spec) - {"share", "children", "debug_quota"}
+                unknown = set(spec) - {"share", "children", "debug_quota", "name"}
                 if unknown:
                     raise ScenarioFileError(f"tree node '{name}': unknown key(s) {', '.join(sorted(unknown))}")
                 if "share" not in spec:
@@ -70,6 +83,8 @@ def tree_commands(data: dict[str, Any], reason: str) -> list[SetAllocations]:
                 shares[name] = _share(spec["share"], name)
                 if spec.get("debug_quota") is not None:
                     quotas[name] = _debug_quota(spec["debug_quota"], name)
+                if spec.get("name") is not None:
+                    names[name] = _display_name(spec["name"], name)
                 kids = spec.get("children") or {}
                 if not isinstance(kids, dict):
                     raise ScenarioFileError(f"tree node '{name}': 'children' must be a mapping")
@@ -77,7 +92,8 @@ def tree_commands(data: dict[str, Any], reason: str) -> list[SetAllocations]:
                     nested.append((name, kids))
             else:
                 shares[name] = _share(spec, name)
-        out.append(SetAllocations(parent=parent, shares=shares, reason=reason, debug_quotas=quotas))
+        out.append(SetAllocations(parent=parent, shares=shares, reason=reason, debug_quotas=quotas,
+                                  display_names=names))
         for name, kids in nested:
             walk(name, kids)
 

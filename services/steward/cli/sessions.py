@@ -18,10 +18,11 @@ from steward.domain.commands import DEFAULT_GRACE_S
 
 SESSION_EVENTS = ("JobSubmitted", "JobPlaced", "JobStarted", "SessionOpened", "SessionWarned", "SessionIdle",
                   "SessionActive", "ProtectionRevoked", "SessionCapReached", "CheckpointSaved", "JobPreempted",
-                  "SessionRestored", "JobCompleted", "JobFailed", "JobCancelled", "JobLost", "JobRequeued")
+                  "SessionRestored", "JobCompleted", "JobFailed", "JobCancelled", "JobLost", "JobRequeued",
+                  "SessionAddressPublished")
 
 JOB_EVENTS = """query($id: ID!) { job(id: $id) { id state attempt assignments
-  protectedUntil sessionCapAt sessionWarningsAt
+  protectedUntil sessionCapAt sessionWarningsAt sessionAddress
   events { position type payload recordedAt } } }"""
 
 
@@ -79,10 +80,13 @@ def register(app: typer.Typer) -> None:
             fail(f"no session '{job_id}'", 1)
         timeline = [e for e in job["events"] if e["type"] in SESSION_EVENTS]
         times = {k: job.get(k) for k in readable.CONTRACT_TIME_FIELDS}
+        # how to reach it: what the current attempt published while it runs (ADR 0055), else nothing
+        address = {"sessionAddress": job.get("sessionAddress")}
         if output is not OutputFormat.json:  # the current attempt's times as recorded, as local dates
-            emit(readable.contract_times(times), output)
+            emit(readable.contract_times(times) | {"sessionAddress": address["sessionAddress"] or "-"}, output)
             typer.echo("")
-        emit({"id": job["id"], "state": job["state"], "attempt": job["attempt"], **times, "events": timeline},
+        emit({"id": job["id"], "state": job["state"], "attempt": job["attempt"], **times, **address,
+              "events": timeline},
              output,
              [[e["position"], e["type"], _summary(e["type"], e["payload"])] for e in timeline],
              ["position", "event", "detail"])
@@ -145,6 +149,8 @@ def _summary(kind: str, p: dict[str, Any]) -> str:
         return f"restored as {p.get('new_job_id')} from {p.get('checkpoint_path')}"
     if kind == "CheckpointSaved":
         return str(p.get("path"))
+    if kind == "SessionAddressPublished":
+        return f"attempt {p.get('attempt')} reachable at {p.get('address')}"
     if kind == "JobSubmitted" and p.get("restored_from"):
         return f"restored from {p['restored_from']}"
     return ""

@@ -1,5 +1,5 @@
 """The allocation history (DESIGN.md "org tree and allocations"; issue 19): every recorded `AllocationsSet`
-as one row per allocation it named — who, when, why, the share and debug quota before and after.
+as one row per allocation it named — who, when, why, the share, debug quota and display name before and after.
 
 Pure: the recorded events in, rows out. The tree is folded with the ledger's own rule
 (`steward.domain.state.apply_allocations_set`), so "before" is exactly what the ledger held."""
@@ -29,6 +29,9 @@ class AllocationChange:
     debug_quota_before: int | None
     debug_quota_after: int | None
     debug_quota_set: bool  # the event named this allocation's debug quota
+    display_name_before: str | None = None  # None: shown by its id
+    display_name_after: str | None = None
+    display_name_set: bool = False  # the event named this allocation's display name
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,7 +51,8 @@ def allocation_changes(records: Iterable[AllocationsSetRecord]) -> list[Allocati
     for rec in records:
         after = apply_allocations_set(tree, rec.payload)
         quotas: dict[str, Any] = rec.payload.get("debug_quotas") or {}
-        named = list(rec.payload["shares"]) + [c for c in quotas if c not in rec.payload["shares"]]
+        names: dict[str, Any] = rec.payload.get("display_names") or {}
+        named = list(dict.fromkeys([*rec.payload["shares"], *quotas, *names]))
         for child in named:
             new = after.get(child)
             if new is None:  # a quota for an allocation that does not exist changes nothing
@@ -60,6 +64,8 @@ def allocation_changes(records: Iterable[AllocationsSetRecord]) -> list[Allocati
                 share_before=old.share if old else None, share_after=new.share,
                 debug_quota_before=old.debug_quota_gpus if old else None, debug_quota_after=new.debug_quota_gpus,
                 debug_quota_set=child in quotas,
+                display_name_before=old.display_name if old else None, display_name_after=new.display_name,
+                display_name_set=child in names,
             ))
         tree = after
     return out

@@ -42,12 +42,14 @@ class SetAllocations(Command):
     """A manager of `parent` sets the shares of its children (DESIGN: org tree and allocations) and,
     optionally, their debug quotas (DESIGN: debug quota): GPUs per child that may run debug work ahead of
     the fair-share order; None puts a child back on the default that follows its share. A child named
-    in `debug_quotas` keeps its share unless `shares` names it too."""
+    in `debug_quotas` keeps its share unless `shares` names it too. Likewise `display_names`: what people
+    call a child (steward.domain.display_names); None shows its id again."""
 
     parent: str
     shares: dict[str, float]
     reason: str
     debug_quotas: dict[str, int | None] = field(default_factory=dict)
+    display_names: dict[str, str | None] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -240,6 +242,17 @@ class RevokeProtection(Command):
 
 
 @dataclass(frozen=True, slots=True)
+class ReportSessionAddress(Command):
+    """An executor read the address a running session's attempt published (a URL or host:port the session's
+    process wrote where the executor told it to; `published_at`: the executor's clock). ADR 0055."""
+
+    job_id: str
+    attempt: int
+    address: str
+    published_at: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
 class RestoreSession(Command):
     """Re-open a stopped session as a new job from its last checkpoint, preferring its previous node."""
 
@@ -414,6 +427,7 @@ REGISTRY: tuple[CommandKind, ...] = (
     CommandKind("ReportUtilisation", ReportUtilisation, "job-{job_id}"),
     CommandKind("RevokeProtection", RevokeProtection, "job-{job_id}"),
     CommandKind("RestoreSession", RestoreSession, "job-{job_id}"),
+    CommandKind("ReportSessionAddress", ReportSessionAddress, "job-{job_id}"),
     CommandKind("DrainNode", DrainNode, "node-{node_id}"),
     CommandKind("ReportNodeDrained", ReportNodeDrained, "node-{node_id}"),
     CommandKind("ResumeNode", ResumeNode, "node-{node_id}"),

@@ -34,6 +34,7 @@ from steward.domain.commands import (
     ReportJobPreempted,
     ReportJobStarted,
     ReportNodeDrained,
+    ReportSessionAddress,
     ReportUtilisation,
     RequestPreemption,
     RestoreSession,
@@ -47,6 +48,7 @@ from steward.domain.commands import (
     WarnSession,
     command_to_dict,
 )
+from steward.domain.display_names import require_valid_display_names
 from steward.domain.errors import (
     CapacityConflict,
     DomainError,
@@ -120,11 +122,14 @@ def require_valid_debug_quotas(state: LedgerState, parent: str, shares: dict[str
 
 
 def allocations_set_payload(command: SetAllocations) -> dict[str, Any]:
-    """The `AllocationsSet` payload: the command's fields, `debug_quotas` only when the command sets any
-    (AllocationsSet v2; a payload without it is the v1 shape, so old decisions replay to the same event)."""
+    """The `AllocationsSet` payload: the command's fields, `debug_quotas` (v2) and `display_names` (v3) only
+    when the command sets any (a payload without them is the v1 shape, so old decisions replay to the same
+    event)."""
     payload = command_to_dict(command)
     if not payload["debug_quotas"]:
         del payload["debug_quotas"]
+    if not payload["display_names"]:
+        del payload["display_names"]
     return payload
 
 
@@ -278,6 +283,7 @@ def decide(state: LedgerState, command: Command, now: float, rules: int = CURREN
         require_no_cycle_and_depth(state, command.parent, command.shares)
         require_children_sum_at_most_one(state, command.parent, command.shares)
         require_valid_debug_quotas(state, command.parent, command.shares, command.debug_quotas)
+        require_valid_display_names(state, command.parent, command.shares, command.display_names)
         return [Event(command.aggregate, "AllocationsSet", allocations_set_payload(command))]
     if isinstance(command, RegisterNode):
         if command.gpus < 1:
@@ -350,6 +356,7 @@ _HANDLERS: dict[type[Any], Callable[[LedgerState, Any, float], list[Event]]] = {
     ReportUtilisation: sessions.decide_utilisation,
     RevokeProtection: sessions.decide_revoke,
     RestoreSession: sessions.decide_restore,
+    ReportSessionAddress: sessions.decide_address,
     DrainNode: nodes.decide_drain,
     ReportNodeDrained: nodes.decide_drained,
     ResumeNode: nodes.decide_resume,

@@ -9,7 +9,9 @@ SCHEMA_VERSION = 1
 
 # The event types the domain emits, with the schema version each is written at.
 EVENT_TYPES: dict[str, int] = {
-    "AllocationsSet": 2,  # v2: optional `debug_quotas` (per child: GPUs, or null for the default)
+    # v2: optional `debug_quotas` (per child: GPUs, or null for the default); v3: optional `display_names`
+    # (per child: a name, or null for its id)
+    "AllocationsSet": 3,
     "NodeRegistered": 1,
     "JobSubmitted": 1,
     "JobPlaced": 1,
@@ -35,6 +37,7 @@ EVENT_TYPES: dict[str, int] = {
     "SessionActive": 1,
     "ProtectionRevoked": 1,
     "SessionRestored": 1,
+    "SessionAddressPublished": 1,  # how to reach a running session's attempt (ADR 0055)
     # nodes
     "NodeDrainRequested": 1,
     "NodeDrained": 1,

@@ -4,15 +4,19 @@ preemptible) at the cap, restorable from its last checkpoint; an idle session lo
 
 from __future__ import annotations
 
+import ipaddress
 import math
+import re
 from dataclasses import asdict
-from typing import Any
+from typing import Any, Final
+from urllib.parse import urlsplit
 
 from steward.domain.commands import (
     SESSION_AT_CAP,
     SESSION_WARNING_KINDS,
     OpenSession,
     ReachSessionCap,
+    ReportSessionAddress,
     ReportUtilisation,
     RestoreSession,
     RevokeProtection,
@@ -32,6 +36,61 @@ from steward.domain.guards import (
 from steward.domain.state import Job, LedgerState
 
 RESTORABLE_STATES = ("SUSPENDED", "CANCELLED", "FAILED", "COMPLETED")
+
+# How a session says where it can be reached (ADR 0055): a URL of one of these schemes, or host:port.
+SESSION_ADDRESS_SCHEMES: Final = ("http", "https", "ws", "wss", "ssh", "vnc", "rdp")
+SESSION_ADDRESS_MAX_LENGTH: Final = 300
+_HOST_LABEL = re.compile(r"[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?")
+_HOST_PORT = re.compile(r"(?P<host>\[[^\]/]+\]|[^:/\[\]]+):(?P<port>[0-9]{1,5})")
+
+
+def _host_problem(host: str) -> str | None:
+    if host.startswith("[") and host.endswith("]"):
+        try:
+            ipaddress.IPv6Address(host[1:-1])
+        except ValueError:
+            return f"'{host}' is no IPv6 address"
+        return None
+    if len(host) > 253 or not all(_HOST_LABEL.fullmatch(label) for label in host.split(".")):
+        return f"'{host[:80]}' is no host name or IP address"
+    return None
+
+
+def _port_problem(port: int | None) -> str | None:
+    return None if port is not None and 1 <= port <= 65535 else "needs a port from 1 to 65535"
+
+
+def session_address_problem(address: str) -> str | None:
+    """Why `address` cannot be published as how to reach a session (None: it can). It is a URL (http, https,
+    ws, wss, ssh, vnc or rdp: a link the UI may show) or host:port, in printable ASCII, at most 300
+    characters. It is kept in the log and read by everyone who may read the job, so it carries no
+    credentials: no user or password, no query or fragment (a notebook's token goes to its user another way)."""
+    if not isinstance(address, str) or not address:
+        return "is empty"
+    if len(address) > SESSION_ADDRESS_MAX_LENGTH:
+        return f"is {len(address)} characters long, the limit is {SESSION_ADDRESS_MAX_LENGTH}"
+    if not all("!" <= ch <= "~" for ch in address):
+        return "must be printable ASCII without spaces (one URL or host:port)"
+    if "://" not in address:
+        match = _HOST_PORT.fullmatch(address)
+        if match is None:
+            return f"must be a URL ({', '.join(SESSION_ADDRESS_SCHEMES)}) or host:port"
+        return _host_problem(match["host"]) or _port_problem(int(match["port"]))
+    try:
+        url = urlsplit(address)
+        port = url.port
+    except ValueError as err:
+        return f"is no URL ({err})"
+    if url.scheme.lower() not in SESSION_ADDRESS_SCHEMES:
+        return f"has the scheme '{url.scheme[:20]}'; a session's URL is one of {', '.join(SESSION_ADDRESS_SCHEMES)}"
+    if url.username is not None or url.password is not None:
+        return "must not carry a user or password: everyone who may read the job reads it"
+    if url.query or url.fragment:
+        return "must not carry a query or fragment (tokens): everyone who may read the job reads it"
+    if not url.hostname:
+        return "names no host"
+    host = url.netloc.rsplit(":", 1)[0] if port is not None else url.netloc
+    return _host_problem(host) or (_port_problem(port) if port is not None else None)
 
 
 def _running_session(state: LedgerState, job_id: str, attempt: int) -> Job:
@@ -113,6 +172,21 @@ def decide_revoke(state: LedgerState, cmd: RevokeProtection, now: float) -> list
     payload = asdict(cmd) | {"protected_until_was": job.protected_until, "idle_since": job.idle_since,
                              "revoked_at": now}
     return [Event(cmd.aggregate, "ProtectionRevoked", payload)]
+
+
+def decide_address(state: LedgerState, cmd: ReportSessionAddress, now: float) -> list[Event]:
+    """A running session's current attempt published how to reach it (ADR 0055). Reports of an earlier
+    attempt are refused (stale), a malformed address is refused naming the problem, and the address the
+    attempt already has is no news."""
+    job = _running_session(state, cmd.job_id, cmd.attempt)
+    problem = session_address_problem(cmd.address)
+    if problem is not None:
+        raise InvalidCommand(f"the session address {cmd.address[:80]!r} {problem}")
+    require_non_negative("published_at", cmd.published_at)
+    if cmd.address == job.session_address:
+        return []
+    payload = asdict(cmd) | {"published_at": cmd.published_at or now, "reported_at": now}
+    return [Event(cmd.aggregate, "SessionAddressPublished", payload)]
 
 
 def previous_node(job: Job) -> str | None:

@@ -14,7 +14,8 @@ It serves the Temporal task queue `executor-<id>` with four activities:
 - `watch_job`: a long poll — answers at the attempt's exit (its code comes from the shim's exit file, so
   this works after an executor restart too) or after the poll's window ("running"), heartbeating
   meanwhile; reports `ReportCheckpointSaved` when its checkpoint folder changes and, for sessions,
-  `ReportUtilisation` when it turns idle or busy. Cancelling it never stops the job.
+  `ReportUtilisation` when it turns idle or busy, and `ReportSessionAddress` when the session publishes how to
+  reach it (`steward.executor.session_address`). Cancelling it never stops the job.
 - `signal_job`: the checkpoint request (SIGTERM, or STEWARD_EXECUTOR_CHECKPOINT_SIGNAL) or SIGKILL.
 - `drain_node`: remember a node as draining (reported in heartbeats; starts there are logged).
 
@@ -80,6 +81,8 @@ from steward.executor.isolation import (
     private_folder,
 )
 from steward.executor.monitor import IdleTracker, Sample, TreeCpu, discover_gpus, gpu_utilisation
+from steward.executor.session_address import prepare as prepare_address
+from steward.executor.session_address import report_new_address
 from steward.executor.settings import ExecutorSettings
 from steward.logs_temporal import CorrelationInterceptor
 from steward.metrics import executor_jobs
@@ -244,6 +247,8 @@ class LocalExecutor:
         rec = previous or AttemptRecord(run.job_id, run.attempt, list(run.command), dict(run.assignments),
                                         str(checkpoint), run.job_class)
         rec = self.attempts.update(rec, checkpoint_seen=newest_mtime(checkpoint), resumed_from=resumed_from)
+        session, extra = prepare_address(rec, workdir)  # where a session says how to reach it (ADR 0055)
+        rec = self.attempts.update(rec, extra=extra)
         if pid is None:
             env = job_environment(run.env, {
                 "CUDA_VISIBLE_DEVICES": ",".join(str(g) for g in gpus),
@@ -252,6 +257,7 @@ class LocalExecutor:
                 "STEWARD_ATTEMPT": str(run.attempt),
                 "STEWARD_RESUMED": "1" if resumed_from else "0",
                 "STEWARD_RESUME_FROM": resumed_from,
+                **session,
             }, workdir, user.name if user is not None else getpass.getuser())
             spec: dict[str, Any] = {"env": env, "cwd": str(workdir)}
             if user is not None:
@@ -305,6 +311,7 @@ class LocalExecutor:
             rec = await self._check_checkpoint(rec)
             if tracker is not None:
                 rec = await self._check_idle(rec, tracker, cpu)
+                rec = await report_new_address(rec, self.attempts, self._report)
             if time.monotonic() >= deadline:
                 return ProcessOutcome(rec.job_id, rec.attempt, 0, "running")
             activity.heartbeat(rec.pid)

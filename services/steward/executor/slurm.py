@@ -55,6 +55,8 @@ from steward.executor.isolation import (
     prepare_executor_folders,
     private_folder,
 )
+from steward.executor.session_address import prepare as prepare_address
+from steward.executor.session_address import report_new_address
 from steward.executor.settings import ExecutorSettings
 from steward.executor.slurm_commands import (
     STEWARD_REASON,
@@ -289,7 +291,8 @@ class SlurmExecutor:
         checkpoint, resumed_from = prepare_checkpoint(self.checkpoint_root, run, user)
         rec = previous or AttemptRecord(run.job_id, run.attempt, list(run.command), dict(run.assignments),
                                         str(checkpoint), run.job_class)
-        rec = self.attempts.update(rec, resumed_from=resumed_from)
+        session, extra = prepare_address(rec, workdir)  # where a session says how to reach it (ADR 0055)
+        rec = self.attempts.update(rec, resumed_from=resumed_from, extra=extra)
         slurm_id = self._adoptable(job_name(run.job_id, run.attempt)) if previous is not None else None
         if slurm_id is None:
             script = self.attempts.path(run.job_id, run.attempt, ".sbatch")
@@ -302,6 +305,7 @@ class SlurmExecutor:
                 "STEWARD_ATTEMPT": str(run.attempt),
                 "STEWARD_RESUMED": "1" if resumed_from else "0",
                 "STEWARD_RESUME_FROM": resumed_from,
+                **session,
             }, workdir, user.name if user is not None else getpass.getuser())
             argv = sbatch_argv(run, script, workdir, user.uid if user else None, user.gid if user else None,
                                self.cluster.partition)
@@ -309,7 +313,7 @@ class SlurmExecutor:
             slurm_id = int(out.strip().split(";", 1)[0])
             log.info("job %s attempt %s is Slurm job %d on %s", run.job_id, run.attempt, slurm_id,
                      ",".join(sorted(run.assignments)))
-        return self.attempts.update(rec, pid=slurm_id, extra={"slurm_job": slurm_id})
+        return self.attempts.update(rec, pid=slurm_id, extra=rec.extra | {"slurm_job": slurm_id})
 
     async def _until_running(self, rec: AttemptRecord) -> AttemptRecord:
         """Wait (heartbeating) until Slurm runs the job, or ends it, or `start_wait_s` passes; started when
@@ -340,6 +344,7 @@ class SlurmExecutor:
             current = self.attempts.load(first.job_id, first.attempt) or first
             job = await asyncio.to_thread(self.job, current.pid)
             current = await self._check_checkpoint(current)
+            current = await report_new_address(current, self.attempts, self._report)
             current = self.attempts.load(first.job_id, first.attempt) or current  # a signal recorded meanwhile
             outcome = outcome_of(current, job, time.time())
             if outcome is None:

@@ -42,7 +42,8 @@ EVENT_COLUMNS: Final = ("position", "stream_id", "version", "type", "schema_vers
 PROCESSED_COLUMNS: Final = ("message_id", "position")
 JOB_COLUMNS: Final = ("job_id", "project", "state", "gpus", "min_runtime_s", "resumable", "job_class", "priority",
                       "command", "submitted_at", "attempt", "assignments", "funded", "started_at", "ended_at",
-                      "exit_code", "position", "protected_until", "session_cap_at", "session_warnings_at")
+                      "exit_code", "position", "protected_until", "session_cap_at", "session_warnings_at",
+                      "session_address")
 
 
 class CopyTextError(ValueError):
@@ -240,7 +241,8 @@ def _jobs_text(jobs: Sequence[tuple[str, Job | None, int]], full: bool) -> tuple
             str(job.attempt), _str(assignments_json(job.assignments), full, "assignments"), str(int(job.funded)),
             _opt_float(job.started_at), _opt_float(job.ended_at), NULL if exit_code is None else str(exit_code),
             str(position), _opt_float(job.protected_until), _opt_float(job.session_cap_at),
-            floats_json(job.session_warnings_at)]))
+            floats_json(job.session_warnings_at),
+            NULL if job.session_address is None else _str(job.session_address, full, "session_address")]))
     rows = len(lines)
     lines.append("")
     return "\n".join(lines), rows

@@ -191,6 +191,8 @@ def job_row(job: Job, position: int) -> dict[str, Any]:
         "protected_until": job.protected_until,
         "session_cap_at": job.session_cap_at,
         "session_warnings_at": None if job.session_warnings_at is None else list(job.session_warnings_at),
+        # where a running session's current attempt can be reached, as it published it (SessionAddressPublished)
+        "session_address": job.session_address,
     }
 
 
@@ -209,7 +211,7 @@ def node_row(node: ClusterNode, position: int) -> dict[str, Any]:
 
 def allocation_row(a: AllocationNode, position: int) -> dict[str, Any]:
     return {"name": a.name, "parent": a.parent, "share": a.share, "position": position,
-            "debug_quota_gpus": a.debug_quota_gpus}
+            "debug_quota_gpus": a.debug_quota_gpus, "display_name": a.display_name}
 
 
 @dataclass(frozen=True, slots=True)

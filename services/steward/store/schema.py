@@ -111,6 +111,8 @@ proj_allocations = Table(
     Column("position", BigInteger, nullable=False),
     # the manager-set debug quota in GPUs; NULL: the default that follows the share (migration 0005)
     Column("debug_quota_gpus", Integer, nullable=True),
+    # what people call it, set by the parent's manager (AllocationsSet v3); NULL: its id (migration 0011)
+    Column("display_name", String(200), nullable=True),
 )
 
 proj_nodes = Table(
@@ -151,6 +153,8 @@ proj_jobs = Table(
     Column("protected_until", Float, nullable=True),
     Column("session_cap_at", Float, nullable=True),
     Column("session_warnings_at", JSON(none_as_null=True), nullable=True),
+    # the address the current attempt of a running session published (SessionAddressPublished; migration 0011)
+    Column("session_address", String(300), nullable=True),
     Index("ix_proj_jobs_state", "state"),
     Index("ix_proj_jobs_project", "project"),
 )

@@ -68,7 +68,8 @@ def digest_of(blob: bytes) -> str:
 
 def _small_tables(proj: Projector) -> dict[str, Any]:
     return {
-        "allocations": [(a.name, a.parent, a.share, a.debug_quota_gpus) for a in proj.allocations.values()],
+        "allocations": [(a.name, a.parent, a.share, a.debug_quota_gpus, a.display_name)
+                        for a in proj.allocations.values()],
         "nodes": [(x.node_id, x.gpus, x.gpu_model, x.path, x.executor, x.state, x.foreign_gpus)
                   for x in proj.nodes.values()],
         "used": {n: tuple(sorted(g)) for n, g in proj.used.items()},

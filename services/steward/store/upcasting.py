@@ -44,6 +44,12 @@ def _allocations_set_v2(payload: dict[str, Any]) -> dict[str, Any]:
     return payload
 
 
+@upcaster("AllocationsSet", 2)
+def _allocations_set_v3(payload: dict[str, Any]) -> dict[str, Any]:
+    """v3 adds the optional `display_names`: a v2 payload names no node, and is a v3 payload as is."""
+    return payload
+
+
 def current_version(event_type: str) -> int:
     return EVENT_TYPES.get(event_type, 1)
 

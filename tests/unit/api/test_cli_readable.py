@@ -69,7 +69,17 @@ def entry(**kw: Any) -> dict[str, Any]:
                                                     "2", "maria", "deadline", "12"]),
 ])
 def test_history_rows(e: dict[str, Any], row: list[str]) -> None:
-    assert history_rows([e], PARIS) == [row]
+    assert history_rows([e], PARIS) == [[*row[:2], "-", *row[2:]]]
+
+
+@pytest.mark.parametrize(("e", "name"), [
+    (entry(displayNameBefore=None, displayNameAfter="Vision", displayNameSet=True), "(id) -> Vision"),
+    (entry(displayNameBefore="Vision", displayNameAfter=None, displayNameSet=True), "Vision -> (id)"),
+    (entry(displayNameBefore="Vision", displayNameAfter="Vision Lab", displayNameSet=True), "Vision -> Vision Lab"),
+    (entry(displayNameBefore="Vision", displayNameAfter="Vision", displayNameSet=False), "Vision"),
+])
+def test_history_rows_show_display_names(e: dict[str, Any], name: str) -> None:
+    assert history_rows([e], PARIS)[0][2] == name
 
 
 STORY: dict[str, Any] = {"reason": "fair_share", "beneficiary_job_id": "y", "beneficiary_allocation": "a2",

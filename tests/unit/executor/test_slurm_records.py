@@ -32,3 +32,32 @@ def test_the_slurm_executor_keeps_its_records_apart_from_the_node_agent_s(tmp_pa
     executor = SlurmExecutor(settings, publisher=None, options=ExecutorSettings(isolation="none"))  # type: ignore[arg-type]
     assert executor.root == tmp_path / "executor-slurm" / "local"
     assert not executor.root.is_relative_to(tmp_path / "executor")
+
+
+def test_a_slurm_session_is_told_where_to_publish_its_address_and_the_record_keeps_its_slurm_job(
+        tmp_path: Path) -> None:
+    """ADR 0055: under Slurm the session's environment names the same per-attempt file in its working folder
+    as under the node agent, and the record remembers both that file and the Slurm job id."""
+    from steward.executor.session_address import ADDRESS_ENV
+    from steward_workflows.payloads import JobRunInput
+
+    seen: list[dict[str, str]] = []
+
+    def runner(argv: list[str], env: dict[str, str]) -> str:
+        seen.append(dict(env))
+        return "4242;cluster\n"
+
+    settings = Settings(run_dir=tmp_path, executor_id="slurm")
+    executor = SlurmExecutor(settings, publisher=None, options=ExecutorSettings(isolation="none"),  # type: ignore[arg-type]
+                             runner=runner)
+    run = JobRunInput(job_id="s1", attempt=2, executor="slurm", command=["sleep", "1"], assignments={"n1": [0]},
+                      job_class="interactive", project="p1")
+    rec = executor._submit(run, None)
+    (env,) = seen
+    expected = str(executor.work_root / "s1" / "steward-session-address-2")
+    assert env[ADDRESS_ENV] == expected
+    assert rec.pid == 4242 and rec.extra == {"address_file": expected, "slurm_job": 4242}
+    batch = JobRunInput(job_id="b1", attempt=1, executor="slurm", command=["true"], assignments={"n1": [0]},
+                        project="p1")
+    executor._submit(batch, None)
+    assert ADDRESS_ENV not in seen[-1]

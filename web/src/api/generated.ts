@@ -35,6 +35,8 @@ export type ShareInput = {
   child: string;
   /** Optionally, the child's debug quota in GPUs (null: back to the default that follows the share; absent: unchanged). */
   debugQuotaGpus?: number | null | undefined;
+  /** Optionally, what people call the child (null: its id again; absent: unchanged). 1 to 64 characters (docs/api.md). */
+  displayName?: string | null | undefined;
   share: number;
 };
 
@@ -55,7 +57,7 @@ export type ActingJobsQueryVariables = Exact<{
 }>;
 
 
-export type ActingJobsQuery = { __typename: 'Query', jobs: { __typename: 'JobConnection', edges: Array<{ __typename: 'JobEdge', node: { __typename: 'Job', id: string, project: string, state: string, gpus: number, minRuntimeS: number, resumable: boolean, jobClass: string, priority: number, command: Array<string>, submittedAt: number, attempt: number, assignments: unknown, funded: boolean, startedAt: number | null, endedAt: number | null, exitCode: number | null, position: number, protectedUntil: number | null, sessionCapAt: number | null, sessionWarningsAt: Array<number> | null, owner: { __typename: 'JobOwner', subject: string, name: string } | null } }> } };
+export type ActingJobsQuery = { __typename: 'Query', jobs: { __typename: 'JobConnection', edges: Array<{ __typename: 'JobEdge', node: { __typename: 'Job', id: string, project: string, state: string, gpus: number, minRuntimeS: number, resumable: boolean, jobClass: string, priority: number, command: Array<string>, submittedAt: number, attempt: number, assignments: unknown, funded: boolean, startedAt: number | null, endedAt: number | null, exitCode: number | null, position: number, protectedUntil: number | null, sessionCapAt: number | null, sessionWarningsAt: Array<number> | null, projectName: string, sessionAddress: string | null, owner: { __typename: 'JobOwner', subject: string, name: string } | null } }> } };
 
 export type ActingSessionsQueryVariables = Exact<{
   first: number;
@@ -63,12 +65,12 @@ export type ActingSessionsQueryVariables = Exact<{
 }>;
 
 
-export type ActingSessionsQuery = { __typename: 'Query', sessions: { __typename: 'JobConnection', edges: Array<{ __typename: 'JobEdge', node: { __typename: 'Job', id: string, project: string, state: string, gpus: number, minRuntimeS: number, resumable: boolean, jobClass: string, priority: number, command: Array<string>, submittedAt: number, attempt: number, assignments: unknown, funded: boolean, startedAt: number | null, endedAt: number | null, exitCode: number | null, position: number, protectedUntil: number | null, sessionCapAt: number | null, sessionWarningsAt: Array<number> | null, owner: { __typename: 'JobOwner', subject: string, name: string } | null } }> } };
+export type ActingSessionsQuery = { __typename: 'Query', sessions: { __typename: 'JobConnection', edges: Array<{ __typename: 'JobEdge', node: { __typename: 'Job', id: string, project: string, state: string, gpus: number, minRuntimeS: number, resumable: boolean, jobClass: string, priority: number, command: Array<string>, submittedAt: number, attempt: number, assignments: unknown, funded: boolean, startedAt: number | null, endedAt: number | null, exitCode: number | null, position: number, protectedUntil: number | null, sessionCapAt: number | null, sessionWarningsAt: Array<number> | null, projectName: string, sessionAddress: string | null, owner: { __typename: 'JobOwner', subject: string, name: string } | null } }> } };
 
 export type ActingProjectsQueryVariables = Exact<{ [key: string]: never; }>;
 
 
-export type ActingProjectsQuery = { __typename: 'Query', projects: Array<{ __typename: 'Allocation', name: string, parent: string, isProject: boolean }> };
+export type ActingProjectsQuery = { __typename: 'Query', projects: Array<{ __typename: 'Allocation', name: string, displayName: string, parent: string, isProject: boolean }> };
 
 export type CancelJobMutationVariables = Exact<{
   id: string | number;
@@ -163,6 +165,20 @@ export type SubmitJobMutation = { __typename: 'Mutation', submitJob:
     | { __typename: 'Rejected', code: string, reason: string }
    };
 
+export type SetDisplayNameMutationVariables = Exact<{
+  allocation: string;
+  name?: string | null | undefined;
+  reason: string;
+}>;
+
+
+export type SetDisplayNameMutation = { __typename: 'Mutation', setDisplayName:
+    | { __typename: 'DisplayNameChanged', allocation: string, displayName: string, position: number }
+    | { __typename: 'InvalidInput', field: string | null, message: string }
+    | { __typename: 'NotAuthorised', message: string }
+    | { __typename: 'Rejected', code: string, reason: string }
+   };
+
 export type SetDebugQuotaMutationVariables = Exact<{
   allocation: string;
   gpus?: number | null | undefined;
@@ -193,7 +209,7 @@ export type AllocationHistoryQueryVariables = Exact<{
 }>;
 
 
-export type AllocationHistoryQuery = { __typename: 'Query', allocationHistory: Array<{ __typename: 'AllocationChangeEntry', position: number, recordedAt: number, actor: string, reason: string, parent: string, allocation: string, shareBefore: number | null, shareAfter: number, debugQuotaBefore: number | null, debugQuotaAfter: number | null, debugQuotaSet: boolean }> };
+export type AllocationHistoryQuery = { __typename: 'Query', allocationHistory: Array<{ __typename: 'AllocationChangeEntry', position: number, recordedAt: number, actor: string, reason: string, parent: string, allocation: string, shareBefore: number | null, shareAfter: number, debugQuotaBefore: number | null, debugQuotaAfter: number | null, debugQuotaSet: boolean, displayNameBefore: string | null, displayNameAfter: string | null, displayNameSet: boolean }> };
 
 export type SetAllocationsMutationVariables = Exact<{
   parent: string;
@@ -241,13 +257,13 @@ export type SetNotificationsMutation = { __typename: 'Mutation', setNotification
     | { __typename: 'Rejected', code: string, reason: string }
    };
 
-export type JobRowFragment = { __typename: 'Job', id: string, project: string, state: string, gpus: number, minRuntimeS: number, resumable: boolean, jobClass: string, priority: number, command: Array<string>, submittedAt: number, attempt: number, assignments: unknown, funded: boolean, startedAt: number | null, endedAt: number | null, exitCode: number | null, position: number, protectedUntil: number | null, sessionCapAt: number | null, sessionWarningsAt: Array<number> | null };
+export type JobRowFragment = { __typename: 'Job', id: string, project: string, state: string, gpus: number, minRuntimeS: number, resumable: boolean, jobClass: string, priority: number, command: Array<string>, submittedAt: number, attempt: number, assignments: unknown, funded: boolean, startedAt: number | null, endedAt: number | null, exitCode: number | null, position: number, protectedUntil: number | null, sessionCapAt: number | null, sessionWarningsAt: Array<number> | null, projectName: string, sessionAddress: string | null };
 
 export type EventRowFragment = { __typename: 'Event', position: number, streamId: string, version: number, type: string, payload: unknown, metadata: unknown, recordedAt: number, prevHash: string, hash: string };
 
 export type WhyFragment = { __typename: 'Explanation', jobId: string, reason: string, text: string, source: string, blockingGpus: number, blockingScope: string, blockingUntil: number | null, position: number | null, positionInProject: number | null, eventPosition: number | null, evidence: unknown };
 
-export type AllocationRowFragment = { __typename: 'Allocation', name: string, parent: string, depth: number, share: number, entitlement: number, isProject: boolean, usageInWindow: number, entitledInWindow: number, owed: number, delivered: number, deliveredOverOwed: number | null, window: string, windowEnd: number, burn: number | null, debugQuotaGpus: { __typename: 'DebugQuota', gpus: number, setGpus: number | null, isDefault: boolean, setOn: string | null } | null };
+export type AllocationRowFragment = { __typename: 'Allocation', name: string, displayName: string, parent: string, depth: number, share: number, entitlement: number, isProject: boolean, usageInWindow: number, entitledInWindow: number, owed: number, delivered: number, deliveredOverOwed: number | null, window: string, windowEnd: number, burn: number | null, debugQuotaGpus: { __typename: 'DebugQuota', gpus: number, setGpus: number | null, isDefault: boolean, setOn: string | null } | null };
 
 export type MeQueryVariables = Exact<{ [key: string]: never; }>;
 
@@ -265,14 +281,14 @@ export type JobsQueryVariables = Exact<{
 }>;
 
 
-export type JobsQuery = { __typename: 'Query', jobs: { __typename: 'JobConnection', edges: Array<{ __typename: 'JobEdge', node: { __typename: 'Job', id: string, project: string, state: string, gpus: number, minRuntimeS: number, resumable: boolean, jobClass: string, priority: number, command: Array<string>, submittedAt: number, attempt: number, assignments: unknown, funded: boolean, startedAt: number | null, endedAt: number | null, exitCode: number | null, position: number, protectedUntil: number | null, sessionCapAt: number | null, sessionWarningsAt: Array<number> | null } }> } };
+export type JobsQuery = { __typename: 'Query', jobs: { __typename: 'JobConnection', edges: Array<{ __typename: 'JobEdge', node: { __typename: 'Job', id: string, project: string, state: string, gpus: number, minRuntimeS: number, resumable: boolean, jobClass: string, priority: number, command: Array<string>, submittedAt: number, attempt: number, assignments: unknown, funded: boolean, startedAt: number | null, endedAt: number | null, exitCode: number | null, position: number, protectedUntil: number | null, sessionCapAt: number | null, sessionWarningsAt: Array<number> | null, projectName: string, sessionAddress: string | null } }> } };
 
 export type JobDetailQueryVariables = Exact<{
   id: string | number;
 }>;
 
 
-export type JobDetailQuery = { __typename: 'Query', job: { __typename: 'Job', id: string, project: string, state: string, gpus: number, minRuntimeS: number, resumable: boolean, jobClass: string, priority: number, command: Array<string>, submittedAt: number, attempt: number, assignments: unknown, funded: boolean, startedAt: number | null, endedAt: number | null, exitCode: number | null, position: number, protectedUntil: number | null, sessionCapAt: number | null, sessionWarningsAt: Array<number> | null, events: Array<{ __typename: 'Event', position: number, streamId: string, version: number, type: string, payload: unknown, metadata: unknown, recordedAt: number, prevHash: string, hash: string }>, decisions: Array<{ __typename: 'Decision', position: number, type: string, recordedAt: number, actor: string | null, evidence: unknown }> } | null };
+export type JobDetailQuery = { __typename: 'Query', job: { __typename: 'Job', id: string, project: string, state: string, gpus: number, minRuntimeS: number, resumable: boolean, jobClass: string, priority: number, command: Array<string>, submittedAt: number, attempt: number, assignments: unknown, funded: boolean, startedAt: number | null, endedAt: number | null, exitCode: number | null, position: number, protectedUntil: number | null, sessionCapAt: number | null, sessionWarningsAt: Array<number> | null, projectName: string, sessionAddress: string | null, events: Array<{ __typename: 'Event', position: number, streamId: string, version: number, type: string, payload: unknown, metadata: unknown, recordedAt: number, prevHash: string, hash: string }>, decisions: Array<{ __typename: 'Decision', position: number, type: string, recordedAt: number, actor: string | null, evidence: unknown }> } | null };
 
 export type RecentJobEventsQueryVariables = Exact<{
   first: number;
@@ -284,7 +300,12 @@ export type RecentJobEventsQuery = { __typename: 'Query', jobs: { __typename: 'J
 export type AllocationsQueryVariables = Exact<{ [key: string]: never; }>;
 
 
-export type AllocationsQuery = { __typename: 'Query', allocations: Array<{ __typename: 'Allocation', name: string, parent: string, depth: number, share: number, entitlement: number, isProject: boolean, usageInWindow: number, entitledInWindow: number, owed: number, delivered: number, deliveredOverOwed: number | null, window: string, windowEnd: number, burn: number | null, debugQuotaGpus: { __typename: 'DebugQuota', gpus: number, setGpus: number | null, isDefault: boolean, setOn: string | null } | null }> };
+export type AllocationsQuery = { __typename: 'Query', allocations: Array<{ __typename: 'Allocation', name: string, displayName: string, parent: string, depth: number, share: number, entitlement: number, isProject: boolean, usageInWindow: number, entitledInWindow: number, owed: number, delivered: number, deliveredOverOwed: number | null, window: string, windowEnd: number, burn: number | null, debugQuotaGpus: { __typename: 'DebugQuota', gpus: number, setGpus: number | null, isDefault: boolean, setOn: string | null } | null }> };
+
+export type AllocationNamesQueryVariables = Exact<{ [key: string]: never; }>;
+
+
+export type AllocationNamesQuery = { __typename: 'Query', allocations: Array<{ __typename: 'Allocation', name: string, displayName: string }> };
 
 export type NodesQueryVariables = Exact<{ [key: string]: never; }>;
 
@@ -296,7 +317,7 @@ export type QueueQueryVariables = Exact<{
 }>;
 
 
-export type QueueQuery = { __typename: 'Query', queue: { __typename: 'Queue', waiting: number, waitingGpus: number, entries: Array<{ __typename: 'QueueEntry', position: number, mine: boolean, positionInProject: number | null, reason: string | null, text: string | null, blockingGpus: number | null, blockingScope: string | null, blockingUntil: number | null, source: string | null, job: { __typename: 'Job', id: string, project: string, state: string, gpus: number, minRuntimeS: number, resumable: boolean, jobClass: string, priority: number, command: Array<string>, submittedAt: number, attempt: number, assignments: unknown, funded: boolean, startedAt: number | null, endedAt: number | null, exitCode: number | null, position: number, protectedUntil: number | null, sessionCapAt: number | null, sessionWarningsAt: Array<number> | null } | null }> } };
+export type QueueQuery = { __typename: 'Query', queue: { __typename: 'Queue', waiting: number, waitingGpus: number, entries: Array<{ __typename: 'QueueEntry', position: number, mine: boolean, positionInProject: number | null, reason: string | null, text: string | null, blockingGpus: number | null, blockingScope: string | null, blockingUntil: number | null, source: string | null, job: { __typename: 'Job', id: string, project: string, state: string, gpus: number, minRuntimeS: number, resumable: boolean, jobClass: string, priority: number, command: Array<string>, submittedAt: number, attempt: number, assignments: unknown, funded: boolean, startedAt: number | null, endedAt: number | null, exitCode: number | null, position: number, protectedUntil: number | null, sessionCapAt: number | null, sessionWarningsAt: Array<number> | null, projectName: string, sessionAddress: string | null } | null }> } };
 
 export type WhyPendingQueryVariables = Exact<{
   job: string | number;
@@ -409,6 +430,8 @@ export const JobRowFragmentDoc = new TypedDocumentString(`
   protectedUntil
   sessionCapAt
   sessionWarningsAt
+  projectName
+  sessionAddress
 }
     `, {"fragmentName":"JobRow"}) as unknown as TypedDocumentString<JobRowFragment, unknown>;
 export const EventRowFragmentDoc = new TypedDocumentString(`
@@ -442,6 +465,7 @@ export const WhyFragmentDoc = new TypedDocumentString(`
 export const AllocationRowFragmentDoc = new TypedDocumentString(`
     fragment AllocationRow on Allocation {
   name
+  displayName
   parent
   depth
   share
@@ -498,6 +522,8 @@ export const ActingJobsDocument = new TypedDocumentString(`
   protectedUntil
   sessionCapAt
   sessionWarningsAt
+  projectName
+  sessionAddress
 }`) as unknown as TypedDocumentString<ActingJobsQuery, ActingJobsQueryVariables>;
 export const ActingSessionsDocument = new TypedDocumentString(`
     query ActingSessions($first: Int!, $filter: JobFilter) {
@@ -534,11 +560,14 @@ export const ActingSessionsDocument = new TypedDocumentString(`
   protectedUntil
   sessionCapAt
   sessionWarningsAt
+  projectName
+  sessionAddress
 }`) as unknown as TypedDocumentString<ActingSessionsQuery, ActingSessionsQueryVariables>;
 export const ActingProjectsDocument = new TypedDocumentString(`
     query ActingProjects {
   projects {
     name
+    displayName
     parent
     isProject
   }
@@ -838,6 +867,29 @@ export const SubmitJobDocument = new TypedDocumentString(`
     aheadGpus
   }
 }`) as unknown as TypedDocumentString<SubmitJobMutation, SubmitJobMutationVariables>;
+export const SetDisplayNameDocument = new TypedDocumentString(`
+    mutation SetDisplayName($allocation: String!, $name: String, $reason: String!) {
+  setDisplayName(allocation: $allocation, name: $name, reason: $reason) {
+    __typename
+    ... on DisplayNameChanged {
+      allocation
+      displayName
+      position
+    }
+    ... on Rejected {
+      code
+      reason
+    }
+    ... on InvalidInput {
+      field
+      message
+    }
+    ... on NotAuthorised {
+      message
+    }
+  }
+}
+    `) as unknown as TypedDocumentString<SetDisplayNameMutation, SetDisplayNameMutationVariables>;
 export const SetDebugQuotaDocument = new TypedDocumentString(`
     mutation SetDebugQuota($allocation: String!, $gpus: Int, $reason: String!) {
   setDebugQuota(allocation: $allocation, gpus: $gpus, reason: $reason) {
@@ -906,6 +958,9 @@ export const AllocationHistoryDocument = new TypedDocumentString(`
     debugQuotaBefore
     debugQuotaAfter
     debugQuotaSet
+    displayNameBefore
+    displayNameAfter
+    displayNameSet
   }
 }
     `) as unknown as TypedDocumentString<AllocationHistoryQuery, AllocationHistoryQueryVariables>;
@@ -1052,6 +1107,8 @@ export const JobsDocument = new TypedDocumentString(`
   protectedUntil
   sessionCapAt
   sessionWarningsAt
+  projectName
+  sessionAddress
 }`) as unknown as TypedDocumentString<JobsQuery, JobsQueryVariables>;
 export const JobDetailDocument = new TypedDocumentString(`
     query JobDetail($id: ID!) {
@@ -1090,6 +1147,8 @@ export const JobDetailDocument = new TypedDocumentString(`
   protectedUntil
   sessionCapAt
   sessionWarningsAt
+  projectName
+  sessionAddress
 }
 fragment EventRow on Event {
   position
@@ -1134,6 +1193,7 @@ export const AllocationsDocument = new TypedDocumentString(`
 }
     fragment AllocationRow on Allocation {
   name
+  displayName
   parent
   depth
   share
@@ -1154,6 +1214,14 @@ export const AllocationsDocument = new TypedDocumentString(`
     setOn
   }
 }`) as unknown as TypedDocumentString<AllocationsQuery, AllocationsQueryVariables>;
+export const AllocationNamesDocument = new TypedDocumentString(`
+    query AllocationNames {
+  allocations {
+    name
+    displayName
+  }
+}
+    `) as unknown as TypedDocumentString<AllocationNamesQuery, AllocationNamesQueryVariables>;
 export const NodesDocument = new TypedDocumentString(`
     query Nodes {
   nodes {
@@ -1213,6 +1281,8 @@ export const QueueDocument = new TypedDocumentString(`
   protectedUntil
   sessionCapAt
   sessionWarningsAt
+  projectName
+  sessionAddress
 }`) as unknown as TypedDocumentString<QueueQuery, QueueQueryVariables>;
 export const WhyPendingDocument = new TypedDocumentString(`
     query WhyPending($job: ID!) {

@@ -6,7 +6,7 @@ import { request } from "./client";
 import {
   AllocationHistoryDocument, AllocationsDocument, AuditEventsDocument, BudgetDocument, HealthDocument, JobDetailDocument,
   JobsDocument, MeDocument, NodesDocument, OverviewDocument, QueueDocument, RecentJobEventsDocument,
-  SetAllocationsDocument, SetDebugQuotaDocument, StateAtPinDocument, SubmitOutlookDocument, VerifyDocument,
+  AllocationNamesDocument, SetAllocationsDocument, SetDebugQuotaDocument, SetDisplayNameDocument, StateAtPinDocument, SubmitOutlookDocument, VerifyDocument,
   WhatIfDocument, WhyPendingDocument, WhyPreemptedDocument,
   type AllocationRowFragment, type EventRowFragment, type JobDetailQuery, type JobRowFragment, type MeQuery, type NodesQuery,
   type StateAtPinQuery, type WhyFragment,
@@ -70,6 +70,11 @@ export async function explain(kind: "pending" | "preempted", job: string): Promi
 
 export async function fetchAllocations(): Promise<Allocation[]> {
   return (await request(AllocationsDocument, {})).allocations;
+}
+
+/** What each node of the org tree is called: id -> display name (the id when none is set; ADR 0055). */
+export async function fetchAllocationNames(): Promise<Map<string, string>> {
+  return new Map((await request(AllocationNamesDocument, {})).allocations.map((a) => [a.name, a.displayName]));
 }
 
 export async function fetchNodes(): Promise<NodeRow[]> {
@@ -171,6 +176,12 @@ export async function previewSubmit(input: SubmitInput): Promise<OutlookAnswer> 
 }
 
 export type SubmitAnswer = { ok: true; jobId: string; outlook: SubmitOutlook | null } | { ok: false; message: string };
+
+/** Set what people call a node of the tree (Mutation.setDisplayName); null: its id again. */
+export async function setDisplayName(allocation: string, name: string | null, reason: string): Promise<MutationOutcome> {
+  const data = await request(SetDisplayNameDocument, { allocation, name, reason });
+  return outcome(data.setDisplayName, ["DisplayNameChanged"]);
+}
 
 /** Set an allocation's debug quota (Mutation.setDebugQuota); null: back to the default. */
 export async function setDebugQuota(allocation: string, gpus: number | null, reason: string): Promise<MutationOutcome> {

@@ -33,6 +33,15 @@ describe("allocation history", () => {
     expect(html).toContain("<td>—</td>");
   });
 
+  it.each([
+    [change(), "—"],
+    [change({ displayNameAfter: "Vision", displayNameSet: true }), "its id → “Vision”"],
+    [change({ displayNameBefore: "Vision", displayNameAfter: null, displayNameSet: true }), "“Vision” → its id"],
+    [change({ displayNameBefore: "Vision", displayNameAfter: "Vision" }), "“Vision”"],
+  ])("row %#: the display name before → after", (e, name) => {
+    expect(historyRows([e])[0].name).toBe(name);
+  });
+
   it("says so when there is nothing to see", () => {
     expect(renderToStaticMarkup(<AllocationHistoryTable entries={[]} under="ops" />)).toContain("No allocation changes under ops that you may see.");
   });

@@ -11,6 +11,8 @@ import { PreemptionStoryList } from "./AllocationHistory";
 import { JobActions } from "./JobActions";
 import { fetchOwner } from "../api/acting";
 import { ownerLabel, powersOf } from "../lib/acting";
+import { sessionAddress } from "../lib/address";
+import { ProjectName } from "../names";
 
 /** whyPreempted's `evidence.preemption` (steward.api.explain.preemption_story), when the API records one. */
 function storyOf(evidence: unknown): PreemptionStory | null {
@@ -77,6 +79,7 @@ export function JobDrawer({ jobId, onClose, onSubmitAgain }: { jobId: string; on
   const checkpoints = facts?.checkpoints ?? [];
   const preemptions = facts?.preemptions ?? [];
   const placement = Object.entries(assignmentsOf(job?.assignments));
+  const address = job && job.state === "RUNNING" ? sessionAddress(job.sessionAddress) : null;
 
   return (
     <Drawer title={`Job ${jobId}`} onClose={onClose}>
@@ -85,7 +88,7 @@ export function JobDrawer({ jobId, onClose, onSubmitAgain }: { jobId: string; on
       {job && (
         <div className="job-detail" data-testid="job-drawer">
           <p>
-            <Badge tone={stateTone(job.state)}>{humanise(job.state)}</Badge> {job.jobClass} · {job.gpus} GPU{job.gpus === 1 ? "" : "s"} · project <strong>{job.project}</strong>{["RUNNING", "PLACED"].includes(job.state) ? ` · ${job.funded ? "funded" : "unfunded"}` : ""} · attempt {job.attempt}
+            <Badge tone={stateTone(job.state)}>{humanise(job.state)}</Badge> {job.jobClass} · {job.gpus} GPU{job.gpus === 1 ? "" : "s"} · project <ProjectName id={job.project} strong />{["RUNNING", "PLACED"].includes(job.state) ? ` · ${job.funded ? "funded" : "unfunded"}` : ""} · attempt {job.attempt}
             {data.owner ? <> · by <span data-testid="job-owner">{ownerLabel(data.owner)}</span></> : null}
           </p>
           <JobActions job={job} powers={powersOf(identity)} onDone={refresh} onSubmitAgain={onSubmitAgain ? () => onSubmitAgain(job) : undefined} />
@@ -151,6 +154,13 @@ export function JobDrawer({ jobId, onClose, onSubmitAgain }: { jobId: string; on
                   {cap.level === "warning" || cap.level === "critical" ? " — save your work: the session will be checkpointed and stopped at the cap." : ""}
                 </p>
               ) : <p className="muted" data-testid="cap-countdown-none">{cap ? "Opening: no SessionOpened event records the cap yet." : "Not running."}</p>}
+              {address ? (
+                <p data-testid="session-address">Reach it at{" "}
+                  {address.href ? <a href={address.href} target="_blank" rel="noopener noreferrer">{address.text}</a> : <code>{address.text}</code>}
+                  <span className="muted small"> ({address.hint}; published by attempt {job.attempt})</span></p>
+              ) : job.state === "RUNNING" ? (
+                <p className="muted small" data-testid="session-address-none">The session has not published how to reach it: its process writes a URL or host:port to the file <code>$STEWARD_SESSION_ADDRESS_FILE</code> names.</p>
+              ) : null}
               {cap && capAt !== null && (
                 <p className="small" data-testid="cap-times">{warningsAt && warningsAt.length ? `Warnings at ${warningsAt.map((w) => formatTime(w)).join(", ")}; cap` : "Cap"} at {formatTime(capAt)}.</p>
               )}

@@ -1,4 +1,6 @@
 import { useEffect, useRef, useState } from "react";
+import { labelOf } from "../lib/names";
+import { useNames } from "../names";
 import type { OutlookAnswer } from "../api/queries";
 import { preview, send, type SendAnswer } from "../api/acting";
 import { outlookHeadline, outlookTone, qualificationLabel, type SubmitForm, type SubmitOutlook } from "../lib/outlook";
@@ -34,6 +36,7 @@ export function OutlookView({ outlook, testid }: { outlook: SubmitOutlook; testi
 export function SubmitPanel({ projects, onSubmitted, prefill }: {
   projects: string[]; onSubmitted: (jobId: string) => void; prefill?: { form: SubmitForm; nonce: number } | null;
 }) {
+  const names = useNames();
   const [form, setForm] = useState<SubmitForm>({ project: initialProject(projects, null), gpus: "1", minRuntimeS: "600", jobClass: "batch", resumable: true, command: "" });
   const [shown, setShown] = useState<{ key: string; answer: OutlookAnswer | null; error: string | null } | null>(null);
   const [result, setResult] = useState<SendAnswer | null>(null);
@@ -124,7 +127,7 @@ export function SubmitPanel({ projects, onSubmitted, prefill }: {
           <div className="field">
             <label htmlFor="submit-project">Project</label>
             <select id="submit-project" value={form.project} onChange={set("project")} aria-invalid={!!problem("project")} aria-describedby={describe("project")} data-testid="submit-project">
-              {projects.map((p) => <option key={p} value={p}>{p}</option>)}
+              {projects.map((p) => <option key={p} value={p}>{labelOf(names, p)}</option>)}
             </select>
             {err("project")}
           </div>

@@ -49,7 +49,7 @@ export function TreeTable({ rows, selected, onSelect, label, testid }: {
                     {collapsed.has(n.name) ? "▸" : "▾"}
                   </button>
                 ) : <span className="twisty-space" />}
-                {n.name}
+                {n.displayName && n.displayName !== n.name ? <>{n.displayName} <code className="muted id">{n.name}</code></> : n.name}
               </th>
               <td className="num" data-testid={`share-${n.name}`}>{formatShare(n.share)}</td>
               <td className="num">

@@ -173,6 +173,7 @@ export function jobFilter(f: { whose: Whose; state?: string; jobClass?: string }
 export interface Findable {
   id: string;
   project: string;
+  projectName?: string | null; // its display name (ADR 0055): a search finds a job by it too
   command: string[];
   owner?: { subject: string; name: string } | null;
 }
@@ -181,7 +182,7 @@ export interface Findable {
 export function matchesSearch(job: Findable, query: string): boolean {
   const words = query.toLowerCase().split(/\s+/).filter(Boolean);
   if (!words.length) return true;
-  const hay = [job.id, job.project, job.command.join(" "), job.owner?.subject ?? "", job.owner?.name ?? ""].join(" ").toLowerCase();
+  const hay = [job.id, job.project, job.projectName ?? "", job.command.join(" "), job.owner?.subject ?? "", job.owner?.name ?? ""].join(" ").toLowerCase();
   return words.every((w) => hay.includes(w));
 }
 

@@ -15,6 +15,9 @@ export interface AllocationChange {
   debugQuotaBefore: number | null;
   debugQuotaAfter: number | null;
   debugQuotaSet: boolean;
+  displayNameBefore?: string | null; // null: shown by its id (ADR 0055)
+  displayNameAfter?: string | null;
+  displayNameSet?: boolean;
 }
 
 export interface HistoryRow {
@@ -24,6 +27,7 @@ export interface HistoryRow {
   parent: string;
   share: string;
   quota: string;
+  name: string;
   by: string;
   reason: string;
   position: number;
@@ -38,6 +42,12 @@ export function quotaChange(before: number | null, after: number | null, named: 
   return named ? `${q(before)} → ${q(after)}` : q(after);
 }
 
+export function nameChange(before: string | null | undefined, after: string | null | undefined, named: boolean): string {
+  const n = (x: string | null | undefined) => (x ? `“${x}”` : "its id");
+  if (named) return `${n(before)} → ${n(after)}`;
+  return after ? `“${after}”` : "—";
+}
+
 export function historyRows(entries: AllocationChange[]): HistoryRow[] {
   return entries.map((e) => ({
     key: `${e.position}-${e.allocation}`,
@@ -46,6 +56,7 @@ export function historyRows(entries: AllocationChange[]): HistoryRow[] {
     parent: e.parent,
     share: shareChange(e.shareBefore, e.shareAfter),
     quota: quotaChange(e.debugQuotaBefore, e.debugQuotaAfter, e.debugQuotaSet),
+    name: nameChange(e.displayNameBefore, e.displayNameAfter, !!e.displayNameSet),
     by: e.actor || "—",
     reason: e.reason,
     position: e.position,

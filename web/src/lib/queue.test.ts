@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { OTHER_TENANT, queueRows } from "./queue";
 
-const job = { __typename: "Job" as const, id: "j1", project: "p1", state: "QUEUED", gpus: 8, minRuntimeS: 60, resumable: true, jobClass: "batch", priority: 0, command: ["true"], submittedAt: 10, attempt: 1, assignments: {}, funded: false, startedAt: null, endedAt: null, exitCode: null, position: 3, protectedUntil: null, sessionCapAt: null, sessionWarningsAt: null };
+const job = { __typename: "Job" as const, id: "j1", project: "p1", state: "QUEUED", gpus: 8, minRuntimeS: 60, resumable: true, jobClass: "batch", priority: 0, command: ["true"], submittedAt: 10, attempt: 1, assignments: {}, funded: false, startedAt: null, endedAt: null, exitCode: null, position: 3, protectedUntil: null, sessionCapAt: null, sessionWarningsAt: null, projectName: "p1", sessionAddress: null };
 const entry = { __typename: "QueueEntry" as const, position: 1, mine: true, positionInProject: 1, reason: "insufficient_capacity", text: "needs 8 GPUs", blockingGpus: 8, blockingScope: "cluster", blockingUntil: null, source: "derived", job };
 
 describe("queueRows", () => {

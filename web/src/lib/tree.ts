@@ -4,6 +4,7 @@ export const ROOT = "cluster";
 
 export interface AllocationRow {
   name: string;
+  displayName?: string | null; // what people call it (ADR 0055); its id when none is set
   parent: string;
   share: number;
   entitlement?: number | null;

@@ -1,4 +1,5 @@
 import { useEffect, useMemo, useState } from "react";
+import { ProjectName } from "../names";
 import { useApp, useData } from "../context";
 import { verdict, verdictClass } from "../lib/verify";
 import { type AuditEvent, type BudgetReport, fetchAllocations, fetchBudgetReport, fetchEvents, fetchJobs, fetchStateAtPin, type StateAtPage, verifyRange, type Verification } from "../api/queries";
@@ -201,7 +202,7 @@ function TimeTravel({ events }: { events: AuditEvent[] | null }) {
       <h3>Queue <span className="muted" data-testid="asof-queue-count">{waitingCount} waiting</span></h3>
       {listed?.note && <p className="small warn" data-testid="asof-queue-truncated">{listed.note}</p>}
       <ul className="asof-queue">
-        {waiting.slice(0, 30).map((j) => <li key={j.id}><code>{j.id}</code> {j.project} · {j.gpus} GPU</li>)}
+        {waiting.slice(0, 30).map((j) => <li key={j.id}><code>{j.id}</code> <ProjectName id={j.project} /> · {j.gpus} GPU</li>)}
       </ul>
       {waiting.length > 30 && <p className="small muted">The first 30 of {waitingCount} waiting are listed.</p>}
       {state?.refused && <p className="small bad">Owed vs delivered not shown: {state.refused}</p>}
@@ -213,7 +214,7 @@ function TimeTravel({ events }: { events: AuditEvent[] | null }) {
             <thead><tr><th scope="col">project</th><th scope="col">owed</th><th scope="col">delivered</th><th scope="col">delivered / owed</th></tr></thead>
             <tbody>
               {current.allocations.filter((a) => a.isProject && (a.owed > 0 || a.delivered > 0)).map((a) => (
-                <tr key={a.name} data-name={a.name}><th scope="row">{a.name}</th>
+                <tr key={a.name} data-name={a.name}><th scope="row"><ProjectName id={a.name} /></th>
                   <td className="num" data-testid={`asof-owed-${a.name}`}>{formatGpuHours(a.owed)}</td>
                   <td className="num" data-testid={`asof-delivered-${a.name}`}>{formatGpuHours(a.delivered)}</td>
                   <td className="num">{formatRatio(a.ratio)}</td></tr>

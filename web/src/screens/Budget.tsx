@@ -1,4 +1,5 @@
 import { useMemo, useState } from "react";
+import { ProjectName } from "../names";
 import { useData } from "../context";
 import { fetchBudgetReport } from "../api/queries";
 import { Chart, type ChartOption } from "../components/Chart";
@@ -78,7 +79,7 @@ export function BudgetScreen() {
           <tbody>
             {view.rows.map((r) => (
               <tr key={`${r.periodId}/${r.name}`} data-name={r.name} data-period={r.periodId}>
-                <td className="nowrap">{r.current ? `${r.period} (current)` : r.period}</td><th scope="row">{r.name}</th>
+                <td className="nowrap">{r.current ? `${r.period} (current)` : r.period}</td><th scope="row"><ProjectName id={r.name} /></th>
                 <td className="num">{formatGpuHours(r.owed)}</td><td className="num">{formatGpuHours(r.delivered)}</td>
                 <td className={`num nowrap ${r.ratio !== null && r.ratio < 0.9 ? "bad" : ""}`}>{formatRatio(r.ratio)}</td>
               </tr>

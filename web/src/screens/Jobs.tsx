@@ -9,6 +9,7 @@ import type { Job } from "../api/queries";
 import { formatRelative, formatTime, humanise } from "../lib/format";
 import { actableProjects, defaultWhose, formFromJob, matchesSearch, ownerLabel, powersOf, type Whose } from "../lib/acting";
 import type { SubmitForm } from "../lib/outlook";
+import { ProjectName } from "../names";
 
 const STATES = ["", "QUEUED", "PLACED", "RUNNING", "PREEMPTED", "SUSPENDED", "COMPLETED", "FAILED", "CANCELLED", "RESTORED"];
 const CLASSES = ["", "batch", "debug", "interactive"];
@@ -59,7 +60,7 @@ export function JobsScreen() {
           <label className="inline"><input type="radio" name="whose" value="mine" checked={mine} onChange={() => setWhose("mine")} /> My jobs and sessions</label>
           <label className="inline"><input type="radio" name="whose" value="all" checked={!mine} onChange={() => setWhose("all")} /> All I may see</label>
         </fieldset>
-        <label className="inline search">Search <input type="search" value={search} onChange={(e) => setSearch(e.target.value)} placeholder="id, project, command, owner" data-testid="jobs-search" /></label>
+        <label className="inline search">Search <input type="search" value={search} onChange={(e) => setSearch(e.target.value)} placeholder="id, project (name or id), command, owner" data-testid="jobs-search" /></label>
       </div>
       <Panel title={mine ? "My sessions" : "Sessions"} id="sessions">
         <ErrorNote error={sessionsData.error} />
@@ -71,7 +72,7 @@ export function JobsScreen() {
               return (
                 <li key={s.id} className={`session-card cap-${running ? c.level : "none"}`}>
                   <button type="button" className="link" onClick={() => setOpen(s.id)} aria-haspopup="dialog">{s.id}</button>
-                  <span> · {s.project} · {s.gpus} GPU{s.gpus === 1 ? "" : "s"}{!mine ? ` · ${ownerLabel(s.owner)}` : ""} · </span>
+                  <span> · <ProjectName id={s.project} /> · {s.gpus} GPU{s.gpus === 1 ? "" : "s"}{!mine ? ` · ${ownerLabel(s.owner)}` : ""} · </span>
                   <Badge tone={stateTone(s.state)}>{humanise(s.state)}</Badge>
                   {running && <SessionCap session={s} now={now} />}
                 </li>
@@ -99,7 +100,7 @@ export function JobsScreen() {
                 <tr key={j.id}>
                   <th scope="row" data-label="job"><button type="button" className="link" onClick={() => setOpen(j.id)} aria-haspopup="dialog">{j.id}</button></th>
                   <td data-label="class">{j.jobClass}</td>
-                  <td data-label="project">{j.project}</td>
+                  <td data-label="project"><ProjectName id={j.project} /></td>
                   <td data-label="owner" className="p3">{ownerLabel(j.owner)}</td>
                   <td data-label="state"><Badge tone={stateTone(j.state)}>{humanise(j.state)}</Badge></td>
                   <td data-label="GPUs" className="num">{j.gpus}</td>

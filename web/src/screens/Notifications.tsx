@@ -1,4 +1,5 @@
 // Notifications settings (issue 24 "Being told", ADR 0050): which notices of an allocation reach you by e-mail or
+import { ProjectName } from "../names";
 // webhook. Every change is a `setNotifications` mutation (a command through the ledger); the server checks who
 // may follow what.
 import { type FormEvent, useState } from "react";
@@ -79,7 +80,7 @@ export function NotificationsScreen() {
               <tbody>
                 {subs.map((s) => (
                   <tr key={`${s.allocation} ${s.channel} ${s.target}`}>
-                    <td>{s.allocation}</td><td>{s.channel}</td><td className="hash-full">{s.target}</td><td>{s.kinds.join(", ")}</td>
+                    <td><ProjectName id={s.allocation} /></td><td>{s.channel}</td><td className="hash-full">{s.target}</td><td>{s.kinds.join(", ")}</td>
                     <td>
                       <button type="button" className="ghost" onClick={() => setChoice({ allocation: s.allocation, channel: s.channel as Channel, target: s.target, kinds: [...s.kinds] })}
                         aria-label={`Edit ${s.channel} to ${s.target} for ${s.allocation}`}>Edit</button>{" "}

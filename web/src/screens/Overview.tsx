@@ -1,4 +1,5 @@
 import { useMemo, useState } from "react";
+import { ProjectName } from "../names";
 import { useData } from "../context";
 import { fetchOverview, fetchQueue } from "../api/queries";
 import { Chart, PALETTE, type ChartOption } from "../components/Chart";
@@ -115,7 +116,7 @@ export function Overview() {
           <thead><tr><th scope="col">project</th><th scope="col">owed (this period)</th><th scope="col">delivered (this period)</th><th scope="col">delivered / owed</th><th scope="col">previous period</th></tr></thead>
           <tbody>
             {charts.rows.slice(0, 12).map((r) => (
-              <tr key={r.name}><th scope="row">{r.name}</th><td>{formatGpuHours(r.owed)}</td><td>{formatGpuHours(r.delivered)}</td>
+              <tr key={r.name}><th scope="row"><ProjectName id={r.name} /></th><td>{formatGpuHours(r.owed)}</td><td>{formatGpuHours(r.delivered)}</td>
                 <td className={r.ratio !== null && r.ratio < 0.9 ? "bad" : ""}>{formatRatio(r.ratio)}</td>
                 <td>{formatRatio(r.previousRatio)}</td></tr>
             ))}

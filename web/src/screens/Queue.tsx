@@ -4,16 +4,19 @@ import { fetchQueue } from "../api/queries";
 import { ErrorNote, Panel, Badge, stateTone } from "../components/common";
 import { JobDrawer } from "../components/JobDrawer";
 import { formatDuration, humanise } from "../lib/format";
+import { matchesName } from "../lib/names";
+import { ProjectName, useNames } from "../names";
 
 export function QueueScreen() {
   const { now } = useApp();
   const [open, setOpen] = useState<string | null>(null);
   const [project, setProject] = useState("");
+  const names = useNames();
   const { data, error } = useData(fetchQueue, []);
-  const rows = (data?.rows ?? []).filter((e) => !project || e.project.includes(project));
+  const rows = (data?.rows ?? []).filter((e) => matchesName(names, e.project, project));
   return (
     <Panel title="Waiting jobs" id="queue" actions={
-      <label className="inline">Project <input value={project} onChange={(e) => setProject(e.target.value)} placeholder="filter" size={10} /></label>}>
+      <label className="inline">Project <input value={project} onChange={(e) => setProject(e.target.value)} placeholder="name or id" size={10} /></label>}>
       <ErrorNote error={error} />
       <table className="data" data-testid="queue-table">
         <caption className="sr-only">Waiting jobs, most urgent first; open a job for why it waits</caption>
@@ -24,7 +27,7 @@ export function QueueScreen() {
               <td className="num">{e.position}</td>
               <td className="num">{e.positionInProject ?? "—"}</td>
               <th scope="row">{e.job ? <button type="button" className="link" onClick={() => setOpen(e.job!.id)} aria-haspopup="dialog">{e.job.id}</button> : <span className="muted">another tenant's job</span>}</th>
-              <td>{e.project}</td>
+              <td><ProjectName id={e.project} /></td>
               <td className="num">{e.job ? e.job.gpus : "—"}</td>
               <td><Badge tone={stateTone(e.job?.state ?? "QUEUED")}>{humanise(e.job?.state ?? "QUEUED")}</Badge></td>
               <td className="num">{e.job ? formatDuration(now - e.job.submittedAt) : "—"}</td>

@@ -1,6 +1,6 @@
 import { useEffect, useMemo, useState } from "react";
 import { useApp, useData } from "../context";
-import { type Allocation, fetchAllocationHistory, fetchAllocations, setAllocations, setDebugQuota, whatIf } from "../api/queries";
+import { type Allocation, fetchAllocationHistory, fetchAllocations, setAllocations, setDebugQuota, setDisplayName, whatIf } from "../api/queries";
 import { parseQuota, quotaText } from "../lib/outlook";
 import { CAN } from "../api/auth";
 import { ErrorNote, Panel } from "../components/common";
@@ -10,13 +10,16 @@ import type { AllocationChange } from "../lib/history";
 import { childrenOf, editableParents, ROOT } from "../lib/tree";
 import { type ShareRow, validateShares } from "../lib/shares";
 import { formatDuration, formatGpuHours, formatPercent, formatShare } from "../lib/format";
+import { labelOf } from "../lib/names";
+import { ProjectName, useNames } from "../names";
 import { askUntilDone, previewRows, proposalKey, replayCaption, shouldPreview, waitRows, type WhatIfOutcome } from "../lib/whatif";
 
 export function TreeScreen() {
-  const { identity } = useApp();
+  const { identity, refresh } = useApp();
   const { data, error, reload } = useData(async () => ({ allocations: await fetchAllocations() }), []);
   const [selected, setSelected] = useState<string | null>(null);
   const canEdit = CAN.editAllocations(identity.role);
+  const names = useNames();
   const parents = useMemo(() => (data ? editableParents(data.allocations, identity.role, identity.scope) : []), [data, identity]);
 
   useEffect(() => {
@@ -32,7 +35,7 @@ export function TreeScreen() {
           <TreeTable rows={data.allocations} selected={selected} onSelect={setSelected} label="Allocation tree" testid="tree-table" />
         ) : <p aria-busy="true">Loading…</p>}
       </Panel>
-      <Panel title="Edit shares" id="edit">
+      <Panel title="Edit shares, quotas and names" id="edit">
         {!canEdit ? (
           <p data-testid="read-only">Read-only: your role (<strong>{identity.role}</strong>) cannot change allocations. Managers re-share their node among its children.</p>
         ) : !data ? null : (
@@ -40,10 +43,11 @@ export function TreeScreen() {
             <label htmlFor="parent-pick">Node whose children to re-share</label>
             <select id="parent-pick" value={editing ?? ""} onChange={(e) => setSelected(e.target.value || null)}>
               <option value="">— choose a node —</option>
-              {parents.map((p) => <option key={p} value={p}>{p}</option>)}
+              {parents.map((p) => <option key={p} value={p}>{labelOf(names, p)}</option>)}
             </select>
             {editing && <ShareEditor key={editing} parent={editing} rows={data.allocations} onSaved={reload} />}
             {editing && <QuotaEditor key={`q-${editing}`} parent={editing} rows={data.allocations} onSaved={reload} />}
+            {editing && <NameEditor key={`n-${editing}-${data.allocations.map((a) => a.displayName).join("|")}`} parent={editing} rows={data.allocations} onSaved={() => { reload(); refresh(); }} />}
           </>
         )}
       </Panel>
@@ -256,6 +260,78 @@ function QuotaEditor({ parent, rows, onSaved }: { parent: string; rows: Allocati
   );
 }
 
+/** The display names of a node's children (ADR 0055): what people read in every screen instead of the ids, which
+ * stay what commands, filters and search take. Empty shows the id again. The server checks a name and says why it
+ * refuses one (1 to 64 characters, no control characters, not a sibling's name or another node's id). */
+function NameEditor({ parent, rows, onSaved }: { parent: string; rows: Allocation[]; onSaved: () => void }) {
+  const kids = childrenOf(rows, parent) as Allocation[];
+  const initial = Object.fromEntries(kids.map((k) => [k.name, k.displayName && k.displayName !== k.name ? k.displayName : ""]));
+  const [texts, setTexts] = useState<Record<string, string>>(initial);
+  const [reason, setReason] = useState("");
+  const [tried, setTried] = useState(false);
+  const [saving, setSaving] = useState(false);
+  const [result, setResult] = useState<{ ok: boolean; message: string } | null>(null);
+  const changed = kids.filter((k) => (texts[k.name] ?? "").trim() !== initial[k.name]);
+  const reasonError = reason.trim() ? null : "say why (recorded in the audit log)";
+
+  const save = async (e: React.FormEvent) => {
+    e.preventDefault();
+    setTried(true);
+    if (reasonError || !changed.length) return;
+    setSaving(true);
+    setResult(null);
+    const done: string[] = [];
+    try {
+      for (const k of changed) {
+        const text = (texts[k.name] ?? "").trim();
+        const out = await setDisplayName(k.name, text || null, reason.trim());
+        if (!out.ok) {
+          setResult({ ok: false, message: `Refused for ${k.name}: ${out.message}` });
+          return;
+        }
+        done.push(k.name);
+      }
+      setResult({ ok: true, message: `Saved the name of ${done.join(", ")}. The change is in the audit stream.` });
+      setReason("");
+      setTried(false);
+    } catch (err) {
+      setResult({ ok: false, message: err instanceof Error ? err.message : String(err) });
+    } finally {
+      setSaving(false);
+      if (done.length) onSaved();
+    }
+  };
+
+  return (
+    <form onSubmit={save} aria-label={`Display names of the children of ${parent}`} noValidate data-testid="name-editor">
+      <table className="compact shares">
+        <caption>Names of <strong>{parent}</strong>'s children, as every screen shows them (empty: the id); ids do not change</caption>
+        <thead><tr><th scope="col">child (id)</th><th scope="col">display name</th></tr></thead>
+        <tbody>
+          {kids.map((k) => (
+            <tr key={k.name}>
+              <th scope="row"><label htmlFor={`name-${k.name}`}>{k.name}<span className="sr-only"> display name</span></label></th>
+              <td>
+                <input id={`name-${k.name}`} maxLength={64} value={texts[k.name] ?? ""} placeholder={k.name} data-testid={`name-input-${k.name}`}
+                  onChange={(e) => { setTexts((t) => ({ ...t, [k.name]: e.target.value })); setResult(null); }} />
+              </td>
+            </tr>
+          ))}
+        </tbody>
+      </table>
+      <label htmlFor="name-reason">Reason for the name change (required, recorded in the audit log)</label>
+      <input id="name-reason" value={reason} onChange={(e) => setReason(e.target.value)} aria-invalid={tried && !!reasonError}
+        aria-describedby={tried && reasonError ? "name-reason-err" : undefined} data-testid="name-reason" />
+      {tried && reasonError && <span id="name-reason-err" className="field-error">{reasonError}</span>}
+      {result && <p className={result.ok ? "ok" : "error"} role={result.ok ? "status" : "alert"} data-testid="name-result">{result.message}</p>}
+      <div className="actions">
+        <button type="submit" disabled={saving || !changed.length} data-testid="name-save">{saving ? "Saving…" : "Save names"}</button>
+        {!changed.length && <span className="muted">No change yet.</span>}
+      </div>
+    </form>
+  );
+}
+
 /** GPU-seconds as a bare number of GPU-hours (the unit is in the column header). */
 function gpuHours(gpuSeconds: number): string {
   return formatGpuHours(gpuSeconds).replace(" GPU·h", "");
@@ -276,7 +352,7 @@ function WhatIfTables({ data }: { data: import("../lib/whatif").WhatIfPreview })
         <thead><tr><th scope="col">allocation</th><th scope="col">share</th><th scope="col">owed GPU·h</th><th scope="col">delivered / owed</th><th scope="col">change</th></tr></thead>
         <tbody>{rows.map((r) => (
           <tr key={r.name} className={r.changed ? "changed" : ""}>
-            <th scope="row" style={{ paddingLeft: `${0.25 + Math.max(0, r.depth - (rows[0]?.depth ?? 1)) * 0.75}rem` }}>{r.name}</th>
+            <th scope="row" style={{ paddingLeft: `${0.25 + Math.max(0, r.depth - (rows[0]?.depth ?? 1)) * 0.75}rem` }}><ProjectName id={r.name} /></th>
             <td className="num nowrap">{r.changed ? <>{formatShare(r.shareBefore)} → <strong>{formatShare(r.shareAfter)}</strong></> : formatShare(r.shareBefore)}</td>
             <td className="num nowrap">{gpuHours(r.owedBefore)} → {gpuHours(r.owedAfter)}</td>
             <td className="num nowrap">{formatPercent(r.ratioBefore, 0)} → {formatPercent(r.ratioAfter, 0)}</td>
