@@ -28,7 +28,7 @@ from steward.config import Settings
 from steward.executor.kubernetes import PREEMPTED_EXIT_CODE, KubernetesExecutor, KubernetesSettings
 from steward.executor.kubernetes_api import KubeClient, KubeError, load_kubeconfig
 from steward.executor.kubernetes_pods import ATTEMPT_LABEL, JOB_LABEL
-from steward.executor.kubernetes_steward import Standing, StewardUnreachable, Waiting
+from steward.executor.kubernetes_steward import Rejection, Standing, StewardUnreachable, Waiting
 from steward_workflows.payloads import ContractTimings, JobRunInput, NodeRef, SignalJob, WatchJob
 from tests.integration.conftest import KEEP, REPO, SLOT, TEST_RUN_DIR
 from tests.integration.test_slurm_executor import RecordingPublisher, wait_for
@@ -426,6 +426,55 @@ def test_a_waiting_pod_is_told_its_position_and_reason_when_they_change(tmp_path
         assert scheduled["status"] == "True", scheduled
     finally:
         kube.delete_pod("team", "wait", 0)
+
+
+def test_a_pod_whose_job_the_ledger_rejected_says_why_and_is_not_submitted_again(tmp_path: Path,
+                                                                                 kube: KubeClient) -> None:
+    """ADR 0056: the ledger refuses a job whose namespace is not mapped to its project; the executor reads the
+    rejection through the API with its queue, and the pod's PodScheduled condition and a Warning event say why
+    (not "queued"); nothing is submitted again for it, and its deletion cancels nothing."""
+    pub, said = RecordingPublisher(), SaidBySteward()
+    said.standing = Standing()
+    ex = executor(tmp_path, pub, kube, said)
+    apply(gpu_pod("refused", 1))
+    job_id = "k8s.team.refused"
+    try:
+        ex.round()
+        (submitted,) = [e for e in pub.of("SubmitJob") if e.payload["job_id"] == job_id]
+        assert (submitted.payload["from_executor"], submitted.payload["from_namespace"]) == ("k8s", "team")
+        why = "namespace team of cluster k8s is not mapped to a project, so its pods charge none"
+        said.standing = Standing(rejected={job_id: Rejection("namespace_not_mapped", why)})
+        ex.round()
+
+        def scheduled() -> dict[str, Any]:
+            found = pod(kube, "refused") or {}
+            (c,) = [c for c in found["status"]["conditions"] if c["type"] == "PodScheduled"]
+            return dict(c)
+
+        def events() -> list[dict[str, Any]]:
+            return [e for e in kube.call("GET", "/api/v1/namespaces/team/events")["items"]
+                    if e["involvedObject"]["name"] == "refused" and e["reason"] == "StewardRejected"]
+
+        told = scheduled()
+        assert (told["status"], told["reason"]) == ("False", "StewardRejected"), told
+        assert told["message"] == (f"Steward rejected job {job_id}: {why} (namespace_not_mapped); fix it and create "
+                                   "the pod again")
+        (event,) = events()
+        assert event["type"] == "Warning" and event["message"] == told["message"]
+        # a later read (the queue without it, the rejection not repeated) leaves it as told, writes nothing
+        said.standing = Standing({"team": "vision"})
+        ex.round()
+        assert scheduled()["reason"] == "StewardRejected" and len(events()) == 1
+        assert [e.payload["job_id"] for e in pub.of("SubmitJob")].count(job_id) == 1
+        # an executor restarted keeps it rejected (its manifest says so)
+        again = executor(tmp_path, pub, kube, said)
+        again.round()
+        assert again.rejected[job_id] == told["message"]
+        assert [e.payload["job_id"] for e in pub.of("SubmitJob")].count(job_id) == 1
+        kubectl("delete", "pod", "-n", "team", "refused", "--wait=true")
+        assert job_id not in again.cancel_deleted() and job_id not in [e.payload["job_id"] for e in pub.of("CancelJob")]
+    finally:
+        kube.delete_pod("team", "refused", 0)
 
 
 def test_pods_outside_the_governed_namespaces_are_left_alone(tmp_path: Path, kube: KubeClient) -> None:

@@ -4,7 +4,7 @@ fixture: etcd, kube-apiserver, kwok GPU nodes). A pod posted to the API server b
 the ledger, Steward's scheduler places it, the executor binds the pod where it was placed, kwok runs it to its
 end and the job completes; the pod's project is its namespace's, as an admin recorded it (`steward k8s map`); a
 pod that cannot fit is told its place in Steward's queue and the reason; a `kubectl cordon` reaches Steward as
-the node turning unhealthy.
+the node turning unhealthy; a pod of a namespace no admin mapped is rejected by the ledger, and says so.
 
 It replaces the stack's executor and needs a store with no other nodes: run it in a slot of its own (as the
 Slurm whole-stack test), after the rest of the suite."""
@@ -74,6 +74,25 @@ def test_through_steward_a_pod_is_bound_where_steward_placed_it_and_a_cordon_is_
     assert bound["spec"]["nodeName"] == node and len(gpus) == 2  # bound where Steward placed it
     assert bound["status"]["phase"] == "Succeeded"
     assert job["project"] == "ee9e8c"
+
+    # a namespace no admin mapped charges nothing, whatever its pods' label says: the ledger rejects the job
+    # (ADR 0056), the executor reads the rejection through the API, and the pod says so instead of "queued"
+    kube.call("POST", "/api/v1/namespaces", body={"apiVersion": "v1", "kind": "Namespace",
+                                                   "metadata": {"name": "stray"}})
+    kube.create_pod("stray", gpu_pod("stack-stray", 1) | {"metadata": {
+        "name": "stack-stray", "namespace": "stray", "labels": {"steward.io/project": "ee9e8c"}}})
+
+    def stray_condition() -> dict[str, Any]:
+        found = kube.pod("stray", "stack-stray") or {}
+        return next((c for c in found.get("status", {}).get("conditions") or [] if c.get("type") == "PodScheduled"),
+                    {})
+
+    wait_for(lambda: stray_condition().get("reason") == "StewardRejected", timeout=90)
+    assert stray_condition()["message"].startswith(
+        "Steward rejected job local.stray.stack-stray: namespace stray of cluster local is not mapped to a "
+        "project"), stray_condition()
+    assert not (kube.pod("stray", "stack-stray") or {}).get("spec", {}).get("nodeName")  # never bound
+    kube.delete_pod("stray", "stack-stray", 0)
 
     for node in GPU_NODES:  # `kubectl cordon`: every GPU node turns unhealthy in Steward
         kube.patch_node(node, {"spec": {"unschedulable": True}})

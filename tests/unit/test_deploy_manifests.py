@@ -491,12 +491,15 @@ def check_manifests(docs: list[dict[str, Any]], *, external_secrets: Iterable[st
                 problems.append(f"{cw}: root filesystem is writable")
             if sc.get("privileged"):
                 problems.append(f"{cw}: privileged")
-            # the Steward image runs `steward run <process>` or the migration
+            # the Steward image runs `steward run <process>`, the migration, or the enrolment of the token the
+            # chart minted for the Kubernetes executor
             if image.split(":")[0].endswith("steward") and role == "main":
                 args = list(c.get("command") or []) + list(c.get("args") or [])
                 text = " ".join(args)
-                if not ((args[:1] == ["run"] and args[1:2] and args[1] in PROCESSES) or "steward migrate" in text):
-                    problems.append(f"{cw}: runs {text!r}, not `run <process>` or `steward migrate`")
+                if not ((args[:1] == ["run"] and args[1:2] and args[1] in PROCESSES) or "steward migrate" in text
+                        or "steward token enroll" in text):
+                    problems.append(f"{cw}: runs {text!r}, not `run <process>`, `steward migrate` or "
+                                    "`steward token enroll`")
             port_names = {p["name"] for p in c.get("ports") or [] if "name" in p}
             port_numbers = {int(p["containerPort"]) for p in c.get("ports") or []}
             for pkind, probe in _probes(c):
@@ -672,7 +675,9 @@ SCENARIOS: dict[str, dict[str, Any]] = {
                                           "apiTokenSecret": "k8s-api-token"}},
     "kubernetes-bootstrap": {"executor": {"enabled": False}, "metrics": {"serving": False},
                              "kubernetesExecutor": {"enabled": True, "id": "gpu-cluster", "namespaces": ["ml"],
-                                                    "namespaceProjects": "ml=vision"}},
+                                                    "mintApiToken": False, "namespaceProjects": "ml=vision"}},
+    "kubernetes-minted-token": {"kubernetesExecutor": {"enabled": True, "namespaces": ["team-a"]},
+                                "networkPolicy": {"enabled": True}},
 }
 
 
@@ -828,6 +833,38 @@ def test_the_kubernetes_executor_has_only_the_rights_it_uses() -> None:
     (api_policy,) = [d for d in limited if d["kind"] == "NetworkPolicy" and d["metadata"]["name"] == "steward-api"]
     peers = api_policy["spec"]["ingress"][0]["from"]
     assert any(_matches(p.get("podSelector") or {"matchLabels": {"x": "y"}}, _pod_labels(executor)) for p in peers)
+
+
+def test_the_kubernetes_executors_api_token_is_minted_and_enrolled_by_the_chart() -> None:
+    """Nothing by hand (docs/operator-guide.md "Steward on Kubernetes"): the chart mints the executor's read-only
+    token into a Secret of its own, which only the executor and a post-install/post-upgrade hook Job mount; the
+    Job enrolls it as an auditor's with the application's store credential, and may reach PostgreSQL; a
+    Secret of the user's own replaces both, and the bootstrap has neither."""
+    docs = render(SCENARIOS["kubernetes-minted-token"])
+    secret_name = "steward-kubernetes-executor-api-token"
+    (secret,) = [d for d in docs if d["kind"] == "Secret" and d["metadata"]["name"] == secret_name]
+    assert re.fullmatch(r"stw_[a-z0-9]{16}_[A-Za-z0-9]{48}", secret["stringData"]["token"])
+    assert "helm.sh/hook" not in secret["metadata"].get("annotations", {})  # made before the executor's pod
+    mounting = sorted((d["kind"], d["metadata"]["name"]) for d in docs
+                      if secret_name in _referenced_secrets(_pod_spec(d) or {}))
+    assert mounting == [("Job", secret_name), ("StatefulSet", "steward-kubernetes-executor")]
+    (job,) = [d for d in docs if d["kind"] == "Job" and d["metadata"]["name"] == secret_name]
+    assert job["metadata"]["annotations"]["helm.sh/hook"] == "post-install,post-upgrade"
+    spec = job["spec"]["template"]["spec"]
+    assert not spec["automountServiceAccountToken"] and _referenced_secrets(spec) == {secret_name, "steward-secrets"}
+    script = spec["containers"][0]["args"][0]
+    assert "steward token enroll --role auditor --subject \"kubernetes-executor:k8s\"" in script
+    assert "--token-file /etc/steward/api/token" in script and "--replace" in script
+    assert {e["name"]: e.get("valueFrom") for e in spec["containers"][0]["env"]}["STEWARD_STORE_URL"] == {
+        "secretKeyRef": {"name": "steward-secrets", "key": "store-url"}}
+    (executor,) = [d for d in docs if d["kind"] == "StatefulSet" and "kubernetes-executor" in d["metadata"]["name"]]
+    env = {e["name"]: e.get("value") for e in executor["spec"]["template"]["spec"]["containers"][0]["env"]}
+    assert env["STEWARD_K8S_API_URL"] and env["STEWARD_K8S_API_TOKEN_FILE"] == "/etc/steward/api/token"
+    (db_policy,) = [d for d in docs if d["kind"] == "NetworkPolicy" and d["metadata"]["name"] == "steward-postgres"]
+    peers = db_policy["spec"]["ingress"][0]["from"]
+    assert any(_matches(p["podSelector"], _pod_labels(job)) for p in peers if "podSelector" in p)
+    for own in (render(SCENARIOS["kubernetes"]), render(SCENARIOS["kubernetes-bootstrap"])):
+        assert not [d for d in own if d["metadata"]["name"].endswith("-api-token")]
 
 
 def test_upgrade_runs_only_the_hooks() -> None:

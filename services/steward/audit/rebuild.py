@@ -98,6 +98,7 @@ def _same_state(view: SnapshotView, proj: Projector) -> bool:
         other = view.projector()
     return (other.jobs == proj.jobs and other.positions == proj.positions and other.allocations == proj.allocations
             and other.nodes == proj.nodes and other.used == proj.used and other.policy == proj.policy
+            and other.namespaces == proj.namespaces
             and other.head_hash == proj.head_hash)
 
 

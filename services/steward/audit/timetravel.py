@@ -34,14 +34,14 @@ class StateAt:
         if view is None:  # no snapshot: everything from a folded projector
             base = proj or Projector()
             self.allocations, self.nodes = base.allocations, base.nodes
-            self.used, self.policy = base.used, base.policy
+            self.used, self.policy, self.namespaces = base.used, base.policy, base.namespaces
             self.positions = {k: p for k, p in base.positions.items() if k[0] != "j"}
             self.position, self.recorded_at, self.head_hash = base.position, base.recorded_at, base.head_hash
             self.changed: dict[str, Job] = dict(base.jobs)
             self.changed_at: dict[str, int] = {k: p for (t, k), p in base.positions.items() if t == "j"}
         else:
             self.allocations, self.nodes = view.allocations, view.nodes
-            self.used, self.policy = view.used, view.policy
+            self.used, self.policy, self.namespaces = view.used, view.policy, view.namespaces
             self.positions = view.positions
             self.position, self.recorded_at, self.head_hash = view.position, view.recorded_at, view.head_hash
             self.changed, self.changed_at = {}, {}
@@ -125,7 +125,8 @@ class StateAt:
         return out
 
     def state(self) -> LedgerState:
-        return LedgerState(dict(self.allocations), dict(self.nodes), self.jobs(), dict(self.used), dict(self.policy))
+        return LedgerState(dict(self.allocations), dict(self.nodes), self.jobs(), dict(self.used), dict(self.policy),
+                           dict(self.namespaces))
 
     def rows(self) -> dict[str, list[dict[str, Any]]]:
         """The projection rows, as `Projector.rows` gives them."""

@@ -117,6 +117,45 @@ class TokenStore:
         info = TokenInfo(token_id, subject, r.value, tuple(scopes), now, created_by, expires_at, None)
         return f"{PREFIX}_{token_id}_{secret}", info
 
+    def enroll(self, token: str, *, role: str, subject: str, created_by: str, replace: bool = False,
+               now: float | None = None) -> tuple[TokenInfo, bool]:
+        """Record a token whose value was made elsewhere (the Helm chart mints the Kubernetes executor's and
+        keeps it in a Secret: docs/operator-guide.md "Steward on Kubernetes"), with `role` and no scope.
+        Idempotent: a token already recorded so is left as it is (False: nothing new). A token id recorded
+        with another secret, role or subject, or revoked, is refused (`InvalidTokenRequest`). `replace`: the
+        other live tokens of `subject` that `created_by` enrolled are revoked (the Secret was rotated)."""
+        r = check_request(role, [])
+        try:
+            token_id, secret = parse(token)
+        except TokenError:
+            raise InvalidTokenRequest("not an API token (stw_<id>_<secret>)") from None
+        if len(secret) < 32:
+            raise InvalidTokenRequest("the token's secret is too short (32 characters at least)")
+        now = time.time() if now is None else now
+        row = self.row(token_id)
+        new = row is None
+        if row is not None:
+            same = hmac.compare_digest(row.secret_sha256, digest(secret)) and row.role == r.value \
+                and row.subject == subject and not row.scopes
+            if not same:
+                raise InvalidTokenRequest(f"token id {token_id} is recorded for another token; mint a new one")
+            if row.revoked_at is not None:
+                raise InvalidTokenRequest(f"token {token_id} was revoked; mint a new one")
+        with self.store.engine.begin() as conn:
+            if new:
+                conn.execute(api_tokens.insert(), [{
+                    "token_id": token_id, "secret_sha256": digest(secret), "subject": subject, "role": r.value,
+                    "scopes": [], "created_at": now, "created_by": created_by, "expires_at": None,
+                    "revoked_at": None, "revoked_by": None}])
+            if replace:
+                conn.execute(update(api_tokens).where(
+                    api_tokens.c.subject == subject, api_tokens.c.created_by == created_by,
+                    api_tokens.c.token_id != token_id, api_tokens.c.revoked_at.is_(None),
+                ).values(revoked_at=now, revoked_by=f"{created_by} (replaced by {token_id})"))
+        info = self.get(token_id)
+        assert info is not None
+        return info, new
+
     def authenticate(self, token: str, now: float | None = None) -> Principal:
         token_id, secret = parse(token)
         return principal_of(self.row(token_id), token_id, secret, now)

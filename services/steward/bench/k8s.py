@@ -6,8 +6,9 @@ pods on the same API server in the same run (the reference anchor; issue 26).
     steward bench k8s --nodes 200 --pods 2000 --json
 
 Setup (not timed): `--nodes` kwok nodes `bench-k8s-<i>` of `--gpus` GPUs (Topograph labels: one block per 8
-nodes), the namespace `bench-k8s` mapped to nothing (its pods name the project `bench-k8s` by label, share 0
-under the root: unfunded, idle capacity); the bench waits until Steward has registered every node.
+nodes), the namespace `bench-k8s` mapped (an admin's `MapNamespace`, which the ledger checks every submission
+against: ADR 0056) to the project `bench-k8s`, share 0 under the root (unfunded, idle capacity); the bench waits
+until Steward has registered every node.
 Steward's round: `--pods` pods `st<run>-<i>` of `--gpus-per-pod` GPUs naming the scheduler `steward`, created by
 `--concurrency` clients, each running `--run-s` seconds (kwok's completion stage). The anchor's round: the same
 pods as `ks<run>-<i>` naming `default-scheduler`, bound by a kube-scheduler the bench starts on the same API server
@@ -33,7 +34,7 @@ import httpx
 
 from steward.bench.lease import _execute, _percentile
 from steward.config import Settings
-from steward.domain.commands import SetAllocations
+from steward.domain.commands import MapNamespace, SetAllocations
 from steward.executor.kubernetes import KubernetesSettings
 from steward.executor.kubernetes_api import KubeClient, KubeError, credentials
 from steward.executor.kubernetes_pods import JOB_LABEL
@@ -58,6 +59,7 @@ def ensure(kube: KubeClient, path: str, body: dict[str, Any]) -> None:
 
 def setup(settings: Settings, kube: KubeClient, nodes: int, gpus: int) -> list[str]:
     _execute(settings, SetAllocations("cluster", {PROJECT: 0.0}, "k8s benchmark (unfunded, idle capacity)"))
+    _execute(settings, MapNamespace(settings.executor_id, NAMESPACE, PROJECT, "k8s benchmark: its pods' project"))
     ensure(kube, "/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}})
     res = {"nvidia.com/gpu": str(gpus), "cpu": "256", "memory": "2Ti", "pods": "1000"}
     names = [f"bench-k8s-{i}" for i in range(nodes)]

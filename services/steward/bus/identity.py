@@ -113,6 +113,8 @@ def refusal(state: LedgerState, sender: Sender | None, command: Command, actor: 
     if sender.component == "api":
         if not isinstance(actor, str) or not actor or not isinstance(role, str) or not role:
             return "a user command names its actor and role"
+        if isinstance(command, SubmitJob) and (command.from_executor or command.from_namespace):
+            return "only a Kubernetes executor submits jobs from a namespace (from_executor, from_namespace)"
         return ""
     own = {"scheduler": SCHEDULER_ACTOR, "workflows": WORKFLOWS_ACTOR}.get(sender.component,
                                                                           f"executor:{sender.executor_id}")
@@ -148,6 +150,11 @@ def executor_refusal(state: LedgerState, executor_id: str, command: Command) -> 
         if not command.job_id.startswith(f"{executor_id}."):
             return (f"executor {executor_id} may submit or cancel only jobs named {executor_id}.*, "
                     f"not {command.job_id!r}")
+        if isinstance(command, SubmitJob) and (command.from_executor != executor_id or not command.from_namespace):
+            # the namespace is what the ledger checks the charged project against (ADR 0056)
+            return (f"executor {executor_id} submits a job from one of its own namespaces (from_executor "
+                    f"{executor_id!r} and from_namespace), not from {command.from_executor!r}/"
+                    f"{command.from_namespace!r}")
         return ""
     return f"executor {executor_id} may not issue {command.TYPE}"
 

@@ -3,6 +3,7 @@
 `create` goes through the API when an admin token is at hand (STEWARD_TOKEN or the run folder's token
 file), and straight to the store otherwise (or with --direct): that is how the first admin token is
 minted. `steward up` mints one into the run folder, which every CLI command then uses by default.
+`enroll` records a token minted elsewhere (the Helm chart's for the Kubernetes executor), straight in the store.
 """
 
 from __future__ import annotations
@@ -123,6 +124,35 @@ def register(app: typer.Typer) -> None:
                    "subject": tinfo.subject, "expires_at": tinfo.expires_at, "via": "store"}
         emit(out, output, [[out["id"], out["role"], ",".join(out["scopes"]), out["subject"], out["token"]]],
              ["id", "role", "scopes", "subject", "token"])
+
+    @token_app.command("enroll")
+    def enroll(
+        role: str = typer.Option(..., "--role", help="admin or auditor (a token that takes no scope)"),
+        subject: str = typer.Option(..., "--subject", help="who the token is for"),
+        token_file: Path = typer.Option(..., "--token-file", help="a file holding the token (stw_<id>_<secret>)"),
+        created_by: str = typer.Option("enrolled", "--by", help="who enrolls it (recorded)"),
+        replace: bool = typer.Option(False, "--replace",
+                                     help="revoke the other live tokens of this subject enrolled --by the same"),
+        output: OutputFormat = OutputOption,
+    ) -> None:
+        """Record a token made elsewhere (the Helm chart's, kept in a Secret), straight in the store: idempotent,
+        so a hook may run it at every install and upgrade."""
+        try:
+            token = token_file.read_text().strip()
+        except OSError as err:
+            fail(f"cannot read the token file {token_file}: {err.strerror}", 2)
+        settings = get_settings()
+        try:
+            info, new = _store(settings).enroll(token, role=role, subject=subject, created_by=created_by,
+                                                replace=replace)
+        except InvalidTokenRequest as err:
+            fail(f"token not enrolled: {err}", 2)
+        except Exception as err:
+            fail(f"cannot reach the store to enroll a token ({err.__class__.__name__}); has it been migrated "
+                 "(`steward migrate`)?")
+        out = {"id": info.token_id, "role": info.role, "subject": info.subject, "enrolled": new}
+        emit(out, output, [[out["id"], out["role"], out["subject"], "enrolled" if new else "already enrolled"]],
+             ["id", "role", "subject", "status"])
 
     @token_app.command("revoke")
     def revoke(token_id: str = typer.Argument(..., help="the token's id (not the token)"),

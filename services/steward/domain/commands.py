@@ -63,6 +63,11 @@ class RegisterNode(Command):
 
 @dataclass(frozen=True, slots=True)
 class SubmitJob(Command):
+    """A job asks for GPUs under a project's allocation. `from_executor` and `from_namespace`: where a
+    Kubernetes executor submits a cluster's pods, the cluster (its executor's id) and the pods' namespace,
+    whose recorded mapping decides the project they may charge (steward.domain.namespaces, ADR 0056); empty
+    for a job submitted through the API."""
+
     job_id: str
     project: str
     gpus: int
@@ -71,6 +76,8 @@ class SubmitJob(Command):
     resumable: bool = False
     job_class: str = "batch"
     priority: int = 0
+    from_executor: str = ""
+    from_namespace: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -683,3 +690,16 @@ def command_to_dict(command: Command) -> dict[str, Any]:
         return fn(command)
     except _NotPlain:
         return dataclasses.asdict(command)
+
+
+# SubmitJob's fields that `JobSubmitted` does not record (JobSubmitted v1): where a Kubernetes cluster's pods
+# were submitted from, kept with the decision's command in its metadata instead (ADR 0056)
+_NOT_RECORDED = ("from_executor", "from_namespace")
+
+
+def submitted_fields(command: SubmitJob) -> dict[str, Any]:
+    """The fields of a `SubmitJob` that its `JobSubmitted` event records (all but where it was submitted from)."""
+    out = command_to_dict(command)
+    for name in _NOT_RECORDED:
+        del out[name]
+    return out

@@ -47,6 +47,7 @@ from steward.domain.commands import (
     SubmitJob,
     WarnSession,
     command_to_dict,
+    submitted_fields,
 )
 from steward.domain.display_names import require_valid_display_names
 from steward.domain.errors import (
@@ -293,12 +294,13 @@ def decide(state: LedgerState, command: Command, now: float, rules: int = CURREN
         return [Event(command.aggregate, "NodeRegistered", command_to_dict(command))]
     if isinstance(command, SubmitJob):
         require_valid_job_shape(command)
+        namespaces.require_mapped_namespace(state, command)
         require_known_project(state, command.project)
         if patched("placeable", rules):
             require_placeable(state, command.gpus)
         if command.job_id in state.jobs:
             raise InvalidCommand(f"job '{command.job_id}' already exists")
-        return [Event(command.aggregate, "JobSubmitted", command_to_dict(command) | {"submitted_at": now})]
+        return [Event(command.aggregate, "JobSubmitted", submitted_fields(command) | {"submitted_at": now})]
     if isinstance(command, CancelJob):
         job = require_job(state, command.job_id)
         if job.state in TERMINAL_STATES:

@@ -21,6 +21,12 @@ class UnknownProject(DomainError):
     code = "unknown_project"
 
 
+class NamespaceNotMapped(DomainError):
+    """ADR 0056: a Kubernetes cluster's pods charge only the project an admin mapped their namespace to."""
+
+    code = "namespace_not_mapped"
+
+
 class UnknownJob(DomainError):
     code = "unknown_job"
 

@@ -22,6 +22,7 @@ from steward.domain.commands import (
     RevokeProtection,
     SubmitJob,
     WarnSession,
+    submitted_fields,
 )
 from steward.domain.errors import InvalidCommand, InvalidTransition, UnknownProject
 from steward.domain.events import Event
@@ -216,5 +217,5 @@ def decide_restore(state: LedgerState, cmd: RestoreSession, now: float) -> list[
             "job_id": old.job_id, "new_job_id": cmd.new_job_id, "checkpoint_path": old.checkpoint_path,
             "last_checkpoint_at": old.last_checkpoint_at, "preferred_node": node, "restored_at": now,
         }),
-        Event(submit.aggregate, "JobSubmitted", asdict(submit) | {"submitted_at": now} | link),
+        Event(submit.aggregate, "JobSubmitted", submitted_fields(submit) | {"submitted_at": now} | link),
     ]

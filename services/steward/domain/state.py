@@ -246,6 +246,9 @@ class LedgerState:
     used: dict[str, frozenset[int]] = field(default_factory=dict)
     # the policy settings in force (overrides of the steward preset), set by `PolicySet`
     policy: dict[str, Any] = field(default_factory=dict)
+    # Kubernetes namespace mappings in force, (executor id, namespace) -> project, set by `NamespaceMapped`
+    # (steward.domain.namespaces; an unmapped namespace is absent)
+    namespaces: dict[tuple[str, str], str] = field(default_factory=dict)
 
     def children(self, parent: str) -> dict[str, AllocationNode]:
         return {n: a for n, a in self.allocations.items() if a.parent == parent}
@@ -450,6 +453,17 @@ def apply_allocations_set(before: dict[str, AllocationNode], p: dict[str, Any]) 
     return allocations
 
 
+def apply_namespace_mapped(before: dict[tuple[str, str], str], p: dict[str, Any]) -> dict[tuple[str, str], str]:
+    """`NamespaceMapped`: the namespace of that cluster now charges `project` ("" unmaps it)."""
+    key = (str(p["executor_id"]), str(p["namespace"]))
+    after = dict(before)
+    if p["project"]:
+        after[key] = str(p["project"])
+    else:
+        after.pop(key, None)
+    return after
+
+
 def evolve(state: LedgerState, event: Event, at: float) -> LedgerState:
     """Apply one recorded event to the state. Unknown event types leave the state unchanged."""
     p: dict[str, Any] = event.payload
@@ -464,6 +478,8 @@ def evolve(state: LedgerState, event: Event, at: float) -> LedgerState:
         return replace(state, allocations=apply_allocations_set(state.allocations, p))
     if event.type == "PolicySet":
         return replace(state, policy=dict(p["settings"]))
+    if event.type == "NamespaceMapped":
+        return replace(state, namespaces=apply_namespace_mapped(state.namespaces, p))
     if event.type == "NodeRegistered":
         node = ClusterNode(p["node_id"], p["gpus"], p["gpu_model"], tuple(p["path"]), p["executor"])
         return replace(state, nodes={**state.nodes, node.node_id: node})

@@ -16,6 +16,8 @@ of a cluster's GPU pods, behind the same activities as the node agent and the Sl
 What Steward says back (steward.executor.kubernetes_steward, ADR 0054): the namespace mappings admins recorded
 (`steward k8s map`) decide a namespace's project, and each waiting pod's condition carries its job's position
 and the scheduler's reason, read from the API every `steward_read_s` seconds and written only when they change.
+A pod whose job the ledger rejected (ADR 0056: a namespace not mapped to its project, an unknown project, more
+GPUs than the cluster has) reads `StewardRejected` with the ledger's reason instead, and is not submitted again.
 
 Heartbeats name the attempts whose pods still run, as `down` the registered nodes that are NotReady or
 cordoned by someone else, and as `foreign` the GPUs that other schedulers' pods hold per node
@@ -67,9 +69,10 @@ from steward.executor.kubernetes_pods import (
     pod_job,
     queued_message,
     recreated,
+    rejected_message,
     waiting_pods,
 )
-from steward.executor.kubernetes_steward import Standing, StewardApi, StewardUnreachable
+from steward.executor.kubernetes_steward import Rejection, Standing, StewardApi, StewardUnreachable
 from steward.executor.settings import ExecutorSettings
 from steward.logs_temporal import CorrelationInterceptor
 from steward.paths import UnsafePath, under
@@ -93,6 +96,7 @@ PREEMPTED_EXIT_CODE = -15  # the pod ended at its delete: SIGTERM, then SIGKILL 
 KUBE_FAILED = "KubernetesFailed"
 STEWARD_DRAIN = "drained by Steward"
 QUEUED_REASON = "StewardQueued"
+REJECTED_REASON = "StewardRejected"
 
 
 class KubernetesSettings(BaseSettings):
@@ -179,6 +183,12 @@ class KubernetesExecutor:
         self._told: dict[str, str] = {}  # pod -> the Steward reason code its last event named
         self.namespace_projects = {} if steward else parse_namespace_projects(self.cluster.namespace_projects)
         self.governed = frozenset(n.strip() for n in self.cluster.namespaces.split(",") if n.strip())
+        # job id -> what its pods say: the submissions the ledger rejected (kept in their manifests, ADR 0056)
+        self.rejected: dict[str, str] = {}
+        for path in sorted(self.manifests.glob("*.json")):
+            data = read_json(path) or {}
+            if data.get("rejected") and data.get("job"):
+                self.rejected[str(data["job"])] = str(data["rejected"])
 
     # -- reporting --------------------------------------------------------------------------------
 
@@ -246,7 +256,7 @@ class KubernetesExecutor:
             except PodProblem as err:
                 if "of its" not in str(err):  # a gang still arriving is no problem
                     for pod in group:
-                        self._tell(pod, "StewardRejected", str(err), warning=True)
+                        self._tell(pod, REJECTED_REASON, str(err), warning=True)
                 continue
             job = self._unique(job, group)
             if self.manifest(job.command.job_id) is not None:  # submitted before a crash: label only
@@ -325,7 +335,35 @@ class KubernetesExecutor:
             log.info("namespace mappings in force: %s", ", ".join(f"{n}={p}" for n, p in
                                                                  sorted(standing.mappings.items())) or "none")
         self.standing, self.namespace_projects = standing, dict(standing.mappings)
+        self.reject(standing.rejected)
         return True
+
+    def reject(self, rejected: Mapping[str, Rejection]) -> list[str]:
+        """The submissions the ledger rejected (ADR 0056): each job's manifest records why and is closed (no
+        cancel when its pods go; nothing is submitted again for them), and its pods are told (`tell_rejected`).
+        Returns the jobs newly rejected."""
+        out = []
+        for job_id, why in sorted(rejected.items()):
+            data = self.manifest(job_id)
+            if data is None or data.get("rejected"):
+                continue  # not submitted by this executor's pods (or told already)
+            message = rejected_message(job_id, why.code, why.reason)
+            write_json(self._manifest_path(job_id), data | {"rejected": message, "closed": True})
+            self.rejected[job_id] = message
+            log.warning("the ledger rejected job %s (pods %s): %s", job_id,
+                        ", ".join(key(p) for p in data.get("pods") or []), message)
+            out.append(job_id)
+        return out
+
+    def tell_rejected(self, pods: Sequence[Mapping[str, Any]]) -> int:
+        """Each unbound pod of a rejected job says so: its PodScheduled condition reads `StewardRejected` with the
+        ledger's reason, and a Warning event says it once (not "queued" any more). Returns the pods told."""
+        told = 0
+        for pod, job_id in waiting_pods(pods):
+            message = self.rejected.get(job_id)
+            if message is not None and self._tell(pod, REJECTED_REASON, message, warning=True):
+                told += 1
+        return told
 
     def tell_waiting(self, pods: Sequence[Mapping[str, Any]]) -> int:
         """Each waiting pod's PodScheduled condition says its job's position and the scheduler's reason as last
@@ -607,6 +645,7 @@ class KubernetesExecutor:
         self.refresh()
         pods = self.steward_pods()
         self.submit_pods(pods)
+        self.tell_rejected(pods)
         self.tell_waiting(pods)
         self.cancel_deleted(pods)
         self.register_nodes()

@@ -1,13 +1,14 @@
-"""What a pod asks of Steward (issue 26; docs/adr/0051-kubernetes-division-of-labour.md), read from the pod alone:
-pure functions over the API server's JSON, so the executor's rules are tested without a cluster.
+"""What a pod asks of Steward (issue 26; docs/adr/0051-kubernetes-division-of-labour.md), read from the pod alone: pure
+functions over the API server's JSON, so the executor's rules are tested without a cluster.
 
 A pod is Steward's when its `spec.schedulerName` is Steward's (`steward` unless configured). Its project is its
-namespace's where an admin mapped the namespace (STEWARD_K8S_NAMESPACE_PROJECTS), else the label
-`steward.io/project`; its GPUs are its containers' `nvidia.com/gpu` limits (requests where no
-limit is given); the annotations `steward.io/min-runtime` ("90", "90s", "30m", "2h") and `steward.io/resumable`
-("true") carry the protection contract, `steward.io/checkpoint` the folder (a mounted volume's path) the job
-writes its checkpoints to. Pods labelled `steward.io/gang=<name>` with `steward.io/gang-size=<n>` are one job:
-Steward submits it when all n pods exist, and binds all of them or none."""
+namespace's where an admin mapped the namespace (`steward k8s map`), else the label `steward.io/project` (which the
+ledger then refuses unless the recorded mapping agrees: ADR 0056; the job names its namespace); its GPUs are its
+containers' `nvidia.com/gpu` limits (requests where no limit is given); the annotations `steward.io/min-runtime`
+("90", "90s", "30m", "2h") and `steward.io/resumable` ("true") carry the protection contract,
+`steward.io/checkpoint` the folder (a mounted volume's path) the job writes its checkpoints to. Pods labelled
+`steward.io/gang=<name>` with `steward.io/gang-size=<n>` are one job: Steward submits it when all n pods exist, and
+binds all of them or none."""
 
 from __future__ import annotations
 
@@ -146,7 +147,8 @@ def project_of(pod: Pod, namespace_projects: Mapping[str, str]) -> str:
                              f"{mapped!r}")
         return mapped
     if not label:
-        raise PodProblem(f"pod {key(pod)} names no project (label {PROJECT_LABEL})")
+        raise PodProblem(f"pod {key(pod)} names no project (label {PROJECT_LABEL}) and namespace {namespace} is not "
+                         "mapped to one (steward k8s map)")
     return label
 
 
@@ -182,7 +184,8 @@ def pod_job(executor_id: str, pods: Sequence[Pod], namespace_projects: Mapping[s
         str(containers[0].get("image", "pod"))]
     job = SubmitJob(job_id=job_id_of(executor_id, first), project=project, gpus=sum(gpus),
                     min_runtime_s=min_runtime, command=command, resumable=resumable,
-                    job_class=notes.get(CLASS, "batch"))
+                    job_class=notes.get(CLASS, "batch"), from_executor=executor_id,
+                    from_namespace=str(first.get("metadata", {}).get("namespace", "default")))
     return PodJob(job, tuple(key(p) for p in pods), gpus)
 
 
@@ -272,6 +275,16 @@ def queued_message(job_id: str, position: int | None = None, of: int = 0, reason
     if len(why) > room:
         why = why[:max(room - 3, 0)] + "..."
     return head + why + pointer
+
+
+def rejected_message(job_id: str, code: str, reason: str) -> str:
+    """What the pods of a job the ledger rejected say: why, by the rule's code, and what to do (the job is not
+    submitted again: a new pod is a new job)."""
+    head = f"Steward rejected job {job_id}"
+    tail = f" ({code or 'rejected'}); fix it and create the pod again"
+    room = MESSAGE_MAX - len(head) - len(tail) - 2
+    words = reason if len(reason) <= room else reason[:max(room - 3, 0)] + "..."
+    return f"{head}: {words}{tail}"
 
 
 def waiting_pods(pods: Iterable[Pod]) -> list[tuple[Pod, str]]:

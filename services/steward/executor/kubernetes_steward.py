@@ -5,6 +5,11 @@ reason), in one GraphQL request to the API with the executor's own read-only (au
 runs in the cluster it governs, beside the users' pods), and the API already answers both questions from its
 read model, for every client alike.
 
+The same request reads the submissions of this executor that the ledger rejected (ADR 0056): the
+`CommandRejected` events of its jobs' streams (`auditEvents`, after the cursor of the last read), so that a pod
+whose job was refused (an unmapped namespace, an unknown project, more GPUs than the cluster has) says so
+instead of "queued".
+
 `standing_of` is pure (the API's JSON in, a `Standing` out); `StewardApi` is the HTTP call."""
 
 from __future__ import annotations
@@ -16,10 +21,14 @@ from typing import Any
 
 import httpx
 
-QUERY = """query($e: String!, $n: Int!) {
+QUERY = """query($e: String!, $n: Int!, $r: Int!, $after: String, $jobs: String!) {
   namespaceMappings(executor: $e) { namespace project }
   queue(first: $n) { waiting entries { position job { id } reason text } }
+  rejected: auditEvents(first: $r, after: $after, filter: {streamPrefix: $jobs, types: ["CommandRejected"]}) {
+    edges { node { streamId payload metadata } } pageInfo { endCursor }
+  }
 }"""
+JOB_STREAM = "job-"  # the stream of a job's events: job-<job id> (steward.domain.commands)
 
 
 class StewardUnreachable(Exception):
@@ -37,15 +46,43 @@ class Waiting:
 
 
 @dataclass(frozen=True, slots=True)
+class Rejection:
+    """Why the ledger rejected a job this executor submitted: the rule's stable code and its words."""
+
+    code: str
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
 class Standing:
-    """One read: namespace -> project, and the waiting jobs (by id) among the queue's first entries."""
+    """One read: namespace -> project, the waiting jobs (by id) among the queue's first entries, and the
+    submissions of this executor rejected since the last read (by job id), with the cursor to read on from."""
 
     mappings: dict[str, str] = field(default_factory=dict)
     waiting: dict[str, Waiting] = field(default_factory=dict)
+    rejected: dict[str, Rejection] = field(default_factory=dict)
+    cursor: str | None = None
 
 
-def standing_of(data: Mapping[str, Any]) -> Standing:
-    """The `Standing` in the API's answer to `QUERY` (entries without a visible job are skipped)."""
+def rejections_of(data: Mapping[str, Any], actor: str) -> tuple[dict[str, Rejection], str | None]:
+    """The `SubmitJob`s that `actor` sent and the ledger rejected, by job id, in the answer's `rejected`
+    events, and the cursor after them (None: none given)."""
+    page = data.get("rejected") or {}
+    out = {}
+    for edge in page.get("edges") or []:
+        node = edge.get("node") or {}
+        payload, meta = node.get("payload") or {}, node.get("metadata") or {}
+        stream = str(node.get("streamId") or "")
+        if payload.get("command") != "SubmitJob" or meta.get("actor") != actor or not stream.startswith(JOB_STREAM):
+            continue
+        out[stream[len(JOB_STREAM):]] = Rejection(str(payload.get("code") or ""), str(payload.get("reason") or ""))
+    cursor = (page.get("pageInfo") or {}).get("endCursor")
+    return out, str(cursor) if cursor else None
+
+
+def standing_of(data: Mapping[str, Any], actor: str = "") -> Standing:
+    """The `Standing` in the API's answer to `QUERY` (entries without a visible job are skipped); `actor`: the
+    executor's, whose rejected submissions it reads."""
     mappings = {str(m["namespace"]): str(m["project"]) for m in data.get("namespaceMappings") or []
                 if m.get("project")}
     queue = data.get("queue") or {}
@@ -56,18 +93,22 @@ def standing_of(data: Mapping[str, Any]) -> Standing:
         if job.get("id"):
             waiting[str(job["id"])] = Waiting(int(entry["position"]), total, str(entry.get("reason") or ""),
                                               str(entry.get("text") or ""))
-    return Standing(mappings, waiting)
+    rejected, cursor = rejections_of(data, actor)
+    return Standing(mappings, waiting, rejected, cursor)
 
 
 class StewardApi:
     """The API at `url`, with the bearer token in `token_file` (read again at every call, so a rotated
     Secret takes effect without a restart)."""
 
-    def __init__(self, url: str, token_file: str, executor_id: str, first: int = 500, timeout: float = 10.0) -> None:
+    def __init__(self, url: str, token_file: str, executor_id: str, first: int = 500, timeout: float = 10.0,
+                 rejections: int = 200) -> None:
         self.url = url
         self.token_file = Path(token_file)
         self.executor_id = executor_id
         self.first = first
+        self.rejections = rejections
+        self.after: str | None = None  # the cursor of the rejections read so far (from the log's start at first)
         self.client = httpx.Client(timeout=timeout)
 
     def close(self) -> None:
@@ -76,8 +117,9 @@ class StewardApi:
     def read(self) -> Standing:
         try:
             token = self.token_file.read_text().strip()
-            resp = self.client.post(self.url, json={"query": QUERY, "variables": {"e": self.executor_id,
-                                                                                  "n": self.first}},
+            variables = {"e": self.executor_id, "n": self.first, "r": self.rejections, "after": self.after,
+                         "jobs": f"{JOB_STREAM}{self.executor_id}."}
+            resp = self.client.post(self.url, json={"query": QUERY, "variables": variables},
                                     headers={"Authorization": f"Bearer {token}"})
             body = resp.json()
         except (OSError, httpx.HTTPError, ValueError) as err:
@@ -85,4 +127,6 @@ class StewardApi:
         if resp.status_code != 200 or body.get("errors") or not isinstance(body.get("data"), dict):
             errors = "; ".join(str(e.get("message")) for e in body.get("errors") or [])
             raise StewardUnreachable(f"{self.url}: HTTP {resp.status_code} {errors}".strip())
-        return standing_of(body["data"])
+        standing = standing_of(body["data"], f"executor:{self.executor_id}")
+        self.after = standing.cursor or self.after
+        return standing

@@ -40,6 +40,7 @@ class Projector:
     jobs: dict[str, Job] = field(default_factory=dict)
     used: dict[str, frozenset[int]] = field(default_factory=dict)
     policy: dict[str, Any] = field(default_factory=dict)
+    namespaces: dict[tuple[str, str], str] = field(default_factory=dict)
     positions: dict[Key, int] = field(default_factory=dict)
     position: int = 0
     recorded_at: float = 0.0
@@ -49,12 +50,12 @@ class Projector:
 
     def view(self) -> LedgerState:
         """The whole state without copying (for the pure, read-only `decide`)."""
-        return LedgerState(self.allocations, self.nodes, self.jobs, self.used, self.policy)
+        return LedgerState(self.allocations, self.nodes, self.jobs, self.used, self.policy, self.namespaces)
 
     def begin(self) -> None:
         """Start recording what `apply` changes in a new undo frame, so that `rollback` can undo a failed
         batch. Frames stack: the ledger decides the next batch while the one before commits."""
-        self._frames.append(((self.allocations, self.nodes, self.used, self.policy, self.position,
+        self._frames.append(((self.allocations, self.nodes, self.used, self.policy, self.namespaces, self.position,
                               self.recorded_at, self.head_hash), {}, {}))
 
     def rollback(self) -> None:
@@ -66,8 +67,8 @@ class Projector:
         """Undo the newest open frame only (a batch that failed while being decided)."""
         if self._frames:
             undo, undo_jobs, undo_positions = self._frames.pop()
-            (self.allocations, self.nodes, self.used, self.policy, self.position, self.recorded_at,
-             self.head_hash) = undo
+            (self.allocations, self.nodes, self.used, self.policy, self.namespaces, self.position,
+             self.recorded_at, self.head_hash) = undo
             for job_id, job in undo_jobs.items():
                 if job is None:
                     self.jobs.pop(job_id, None)
@@ -141,11 +142,12 @@ class Projector:
                 else:
                     self.positions.pop((kind, key), None)
         self.allocations, self.nodes, self.used, self.policy = after.allocations, after.nodes, after.used, after.policy
+        self.namespaces = after.namespaces
         return changed
 
     def state(self) -> LedgerState:
         return LedgerState(dict(self.allocations), dict(self.nodes), dict(self.jobs), dict(self.used),
-                           dict(self.policy))
+                           dict(self.policy), dict(self.namespaces))
 
     def rows(self) -> dict[str, list[dict[str, Any]]]:
         pos = self.positions

@@ -38,8 +38,12 @@ FIRST_ROWS = 2048  # a base's first jobs by (submitted_at, job_id), for the API'
 JOB_FIELDS = tuple(f.name for f in fields(Job))
 STATE = JOB_FIELDS.index("state")
 SUBMITTED_AT = JOB_FIELDS.index("submitted_at")
+# the small tables of every header: a snapshot written without one of them (the namespace mappings came with
+# ADR 0056) has another format, so it is not read (the state is folded from the log instead)
+SMALL_TABLES = ("allocations", "nodes", "used", "positions", "policy", "namespaces")
 _FINGERPRINT = hashlib.sha256(
-    repr((JOB_FIELDS, [f.name for f in fields(ClusterNode)], [f.name for f in fields(AllocationNode)])).encode()
+    repr((JOB_FIELDS, [f.name for f in fields(ClusterNode)], [f.name for f in fields(AllocationNode)],
+          SMALL_TABLES)).encode()
 ).hexdigest()[:12]
 BASE_FORMAT = "parts-2b:" + _FINGERPRINT  # the `format` column tells bases from deltas without reading them
 DELTA_FORMAT = "parts-2d:" + _FINGERPRINT
@@ -75,6 +79,7 @@ def _small_tables(proj: Projector) -> dict[str, Any]:
         "used": {n: tuple(sorted(g)) for n, g in proj.used.items()},
         "positions": [(t, k, p) for (t, k), p in proj.positions.items() if t != "j"],
         "policy": dict(proj.policy),
+        "namespaces": [(e, n, p) for (e, n), p in proj.namespaces.items()],
     }
 
 
@@ -177,6 +182,7 @@ class SnapshotView:
         self.nodes = {x[0]: ClusterNode(*x) for x in latest["nodes"]}
         self.used: dict[str, frozenset[int]] = {n: frozenset(g) for n, g in latest["used"].items()}
         self.policy: dict[str, Any] = latest["policy"]
+        self.namespaces: dict[tuple[str, str], str] = {(e, n): p for e, n, p in latest["namespaces"]}
         self.positions: dict[tuple[str, str], int] = {(t, k): p for t, k, p in latest["positions"]}
         self.counts: dict[str, int] = dict(latest["counts"])
         self.first_ids: list[str] = self.base.header["first_ids"]
@@ -267,7 +273,8 @@ class SnapshotView:
     def projector(self) -> Projector:
         """The whole state as a `Projector` (builds every job)."""
         proj = Projector(allocations=dict(self.allocations), nodes=dict(self.nodes), used=dict(self.used),
-                         policy=dict(self.policy), positions=dict(self.positions), position=self.position,
+                         policy=dict(self.policy), namespaces=dict(self.namespaces), positions=dict(self.positions),
+                         position=self.position,
                          recorded_at=self.recorded_at, head_hash=self.head_hash)
         jobs, pos = proj.jobs, proj.positions
         for row in self.rows():

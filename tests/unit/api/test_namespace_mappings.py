@@ -16,7 +16,8 @@ from typing import Any
 import pytest
 
 from steward.api.settings import ApiSettings
-from steward.executor.kubernetes_steward import QUERY, standing_of
+from steward.domain.commands import SubmitJob
+from steward.executor.kubernetes_steward import QUERY, Standing, standing_of
 from tests.unit.api.harness import Server, serve
 
 MAP = """mutation($n: String!, $p: String!, $r: String!) {
@@ -80,13 +81,31 @@ def test_the_mapping_in_force_is_read_back_and_an_unmap_removes_it(server: Serve
     assert refused["errors"][0]["extensions"]["code"] == "FORBIDDEN"
 
 
-def test_the_executors_read_gives_the_mappings_and_the_queue(server: Server) -> None:
-    """The one request the Kubernetes executor makes (steward.executor.kubernetes_steward), as an auditor."""
-    body = server.gql(QUERY, {"e": "k8s", "n": 500}, server.tokens["auditor"])
+def read_as_executor(server: Server, after: str | None = None) -> Standing:
+    body = server.gql(QUERY, {"e": "k8s", "n": 500, "r": 200, "after": after, "jobs": "job-k8s."},
+                      server.tokens["auditor"])
     assert not body.get("errors"), body
-    standing = standing_of(body["data"])
-    assert standing.mappings.get("team-x") == "a1"
-    assert all(w.position >= 1 and w.of >= w.position for w in standing.waiting.values())
+    return standing_of(body["data"], "executor:k8s")
+
+
+def test_the_executors_read_gives_the_mappings_the_queue_and_its_rejected_submissions(server: Server) -> None:
+    """The one request the Kubernetes executor makes (steward.executor.kubernetes_steward), as an auditor: with
+    the mappings and the queue, the ledger's rejections of its submissions (ADR 0056), read on from a cursor."""
+    assert map_namespace(server, "admin", "team-x", "a1", "the a1 team")["__typename"] == "NamespaceMappingChanged"
+    first = read_as_executor(server)
+    assert first.mappings.get("team-x") == "a1"
+    assert all(w.position >= 1 and w.of >= w.position for w in first.waiting.values())
+    pods = [SubmitJob("k8s.team-x.ok", "a1", 1, 0.0, ["train"], from_executor="k8s", from_namespace="team-x"),
+            SubmitJob("k8s.team-z.no", "a1", 1, 0.0, ["train"], from_executor="k8s", from_namespace="team-z"),
+            SubmitJob("k8s.team-x.other", "a2", 1, 0.0, ["train"], from_executor="k8s", from_namespace="team-x")]
+    server.record(pods, actor="executor:k8s")
+    second = read_as_executor(server, first.cursor)
+    assert set(second.rejected) == {"k8s.team-z.no", "k8s.team-x.other"}
+    assert second.rejected["k8s.team-z.no"].code == "namespace_not_mapped"
+    assert "namespace team-z of cluster k8s is not mapped" in second.rejected["k8s.team-z.no"].reason
+    assert "charges project a1, not a2" in second.rejected["k8s.team-x.other"].reason
+    assert "k8s.team-x.ok" not in second.rejected  # accepted: queued
+    assert read_as_executor(server, second.cursor).rejected == {}  # each rejection is read once
 
 
 def steward(server: Server, role: str, *args: str) -> subprocess.CompletedProcess[str]:

@@ -10,13 +10,14 @@ import pytest
 from sqlalchemy import text
 
 from steward.audit.snapshots import Snapshotter, open_view, save_snapshot, state_at_position, take_snapshots
+from steward.domain.commands import MapNamespace
 from steward.ledger.ledger import Ledger
 from steward.store import snapshotparts
 from steward.store.eventstore import EventStore
 from steward.store.migrate import upgrade
 from steward.store.projections import Projector
 from steward.store.snapshotparts import encode_delta
-from tests.unit.store.builders import history_messages
+from tests.unit.store.builders import history_messages, msg, setup_commands
 from tests.unit.store.contract import fold_upto, run_history
 
 
@@ -100,3 +101,20 @@ def test_a_snapshot_not_tied_to_the_log_is_not_used(tmp_path: Path, monkeypatch:
     view = open_view(store, 55)
     assert view is not None and view.position == 40
     check_every_position(store)
+
+
+def test_snapshots_keep_the_namespace_mappings_the_ledger_decides_with(tmp_path: Path) -> None:
+    """ADR 0056: the ledger's state folds the namespace mappings (its rule for a cluster's submissions reads
+    them), so a base and a delta carry them, and a ledger started from a snapshot has them."""
+    store = fresh(tmp_path, "namespaces.db")
+    ledger = Ledger(store, clock=lambda: 1_000.0)
+    ledger.process([msg(c) for c in setup_commands()] + [
+        msg(MapNamespace("k8s", "team", "r1", "the team")), msg(MapNamespace("k8s", "gone", "r2", "for now"))], {})
+    take_snapshots(store, every=1, base_every=100)
+    ledger.process([msg(MapNamespace("k8s", "gone", "", "moved out")), msg(MapNamespace("sim", "x", "p1", "x"))], {})
+    take_snapshots(store, every=1, base_every=100)
+    want = {("k8s", "team"): "r1", ("sim", "x"): "p1"}
+    view = open_view(store)
+    assert view is not None and view.position == ledger.head and view.chain[-1].kind == "delta"
+    assert view.projector().namespaces == want == ledger.state.namespaces
+    assert Ledger(store).state.namespaces == want

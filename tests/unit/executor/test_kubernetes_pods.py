@@ -59,6 +59,8 @@ def test_a_pod_is_a_job_with_its_gpus_and_contract(notes: dict[str, str], min_ru
     assert (job.command.min_runtime_s, job.command.resumable) == (min_runtime, resumable)
     assert job.command.command == ["python", "train.py"]
     assert job.pods == ("team/train-1",)
+    # where it came from, which the ledger checks its project against (ADR 0056)
+    assert (job.command.from_executor, job.command.from_namespace) == ("k8s", "team")
 
 
 @pytest.mark.parametrize(("pods", "problem"), [

@@ -1,5 +1,6 @@
-"""What the Kubernetes executor reads back from Steward (ADR 0054): the recorded namespace mappings and each
-waiting job's position and reason, and how a waiting pod is told (only when it changed)."""
+"""What the Kubernetes executor reads back from Steward (ADR 0054, ADR 0056): the recorded namespace mappings,
+each waiting job's position and reason and the submissions the ledger rejected, and how a pod is told (only
+when it changed)."""
 
 from __future__ import annotations
 
@@ -7,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from steward.executor.kubernetes_pods import JOB_LABEL, MESSAGE_MAX, queued_message, waiting_pods
-from steward.executor.kubernetes_steward import Standing, Waiting, standing_of
+from steward.executor.kubernetes_pods import JOB_LABEL, MESSAGE_MAX, queued_message, rejected_message, waiting_pods
+from steward.executor.kubernetes_steward import Rejection, Standing, Waiting, standing_of
 
 
 @pytest.mark.parametrize(("args", "expected"), [
@@ -52,3 +53,35 @@ def test_only_submitted_unbound_live_pods_wait() -> None:
 ])
 def test_the_apis_answer_is_read(data: dict[str, Any], expected: Standing) -> None:
     assert standing_of(data) == expected
+
+
+def _rejected(stream: str, actor: str = "executor:k8s", command: str = "SubmitJob", code: str = "namespace_not_mapped",
+              reason: str = "namespace team of cluster k8s is not mapped to a project") -> dict[str, Any]:
+    return {"node": {"streamId": stream, "payload": {"command": command, "code": code, "reason": reason},
+                     "metadata": {"actor": actor}}}
+
+
+@pytest.mark.parametrize(("page", "expected", "cursor"), [
+    (None, {}, None),
+    ({"edges": [], "pageInfo": {"endCursor": "ZXY6MTI="}}, {}, "ZXY6MTI="),
+    ({"edges": [_rejected("job-k8s.team.a"),
+                _rejected("job-k8s.team.b", code="unknown_project", reason="unknown project 'ghost'"),
+                _rejected("job-k8s.team.c", actor="alice"),  # a user's job that happens to share the prefix
+                _rejected("job-k8s.team.d", command="CancelJob"),  # a cancel refused: no submission rejected
+                ], "pageInfo": {"endCursor": "c2"}},
+     {"k8s.team.a": Rejection("namespace_not_mapped", "namespace team of cluster k8s is not mapped to a project"),
+      "k8s.team.b": Rejection("unknown_project", "unknown project 'ghost'")}, "c2"),
+])
+def test_the_executors_rejected_submissions_are_read(page: dict[str, Any] | None, expected: dict[str, Rejection],
+                                                     cursor: str | None) -> None:
+    """ADR 0056: the `CommandRejected` events of the executor's own `SubmitJob`s, by job id, and where to read on."""
+    standing = standing_of({"rejected": page}, "executor:k8s")
+    assert (standing.rejected, standing.cursor) == (expected, cursor)
+
+
+def test_a_rejected_pod_is_told_why_and_what_to_do_within_an_events_length() -> None:
+    assert rejected_message("k8s.team.a", "namespace_not_mapped", "namespace team is not mapped") == (
+        "Steward rejected job k8s.team.a: namespace team is not mapped (namespace_not_mapped); fix it and create "
+        "the pod again")
+    long = rejected_message("j", "invalid_input", "x" * 5000)
+    assert len(long) <= MESSAGE_MAX and long.endswith("... (invalid_input); fix it and create the pod again")

@@ -15,6 +15,7 @@ from steward.bus.envelope import command_envelope
 from steward.bus.identity import ALLOWED_COMMANDS, Sender, command_topic, principal, sender_of_topic
 from steward.domain.commands import (
     COMMAND_TYPES,
+    MapNamespace,
     PlaceJob,
     RegisterNode,
     ReportCheckpointSaved,
@@ -82,8 +83,19 @@ CASES: list[tuple[str, str, Any, str, str, str]] = [
     ("not another executor's job", LOCAL, ReportJobStarted("on-sim", 1, 7), "executor:local", "system",
      "job on-sim runs on node n-sim, not one of executor local's"),
     ("an unknown job goes on to the domain", LOCAL, ReportJobStarted("ghost", 1, 7), "executor:local", "system", ""),
-    ("an executor submits its cluster's pods under its prefix", LOCAL, SubmitJob("local.team.p", "a", 1, 0.0, ["x"]),
+    ("an executor submits its cluster's pods under its prefix", LOCAL,
+     SubmitJob("local.team.p", "a", 1, 0.0, ["x"], from_executor="local", from_namespace="team"),
      "executor:local", "system", ""),
+    ("an executor's submission names its pods' namespace", LOCAL, SubmitJob("local.team.p", "a", 1, 0.0, ["x"]),
+     "executor:local", "system", "executor local submits a job from one of its own namespaces (from_executor "
+     "'local' and from_namespace), not from ''/''"),
+    ("not from another cluster's namespace", LOCAL,
+     SubmitJob("local.team.p", "a", 1, 0.0, ["x"], from_executor="sim", from_namespace="team"),
+     "executor:local", "system", "executor local submits a job from one of its own namespaces (from_executor "
+     "'local' and from_namespace), not from 'sim'/'team'"),
+    ("the API submits from no namespace", API,
+     SubmitJob("j5", "a", 1, 0.0, ["x"], from_executor="local", from_namespace="team"), "alice", "researcher",
+     "only a Kubernetes executor submits jobs from a namespace (from_executor, from_namespace)"),
     ("an executor submits nothing under another name", LOCAL, SubmitJob("p", "a", 1, 0.0, ["x"]), "executor:local",
      "system", "executor local may submit or cancel only jobs named local.*, not 'p'"),
     ("no SetAllocations from an executor", LOCAL, SetAllocations("cluster", {"a": 0.1}, "x"), "executor:local",
@@ -196,3 +208,33 @@ def test_every_refusal_is_counted_and_each_window_adds_at_most_burst_plus_one(
 def test_source_coordinates() -> None:
     assert source_coordinates("a.b/3@17") == ("a.b", 3, 17)
     assert source_coordinates("weird") == ("weird", -1, -1)
+
+
+def test_the_ledger_charges_a_clusters_pods_to_their_namespaces_recorded_project(ledger: Ledger) -> None:
+    """ADR 0056: an executor's submission is decided against the recorded mapping of its namespace: accepted
+    when the namespace is mapped to the project it charges, rejected (in the job's stream, with the reason and
+    the command kept for the replay) when it is unmapped or mapped to another project."""
+    def submit(job: str, namespace: str, project: str = "a") -> Any:
+        (rec,), dead = ledger.process([msg(LOCAL, SubmitJob(job, project, 1, 0.0, ["x"], from_executor="local",
+                                                            from_namespace=namespace), "executor:local")], {})
+        assert not dead
+        return rec
+
+    unmapped = submit("local.team.p1", "team")
+    assert (unmapped.type, unmapped.stream_id, unmapped.payload["code"]) == (
+        "CommandRejected", "job-local.team.p1", "namespace_not_mapped")
+    assert "namespace team of cluster local is not mapped to a project" in unmapped.payload["reason"]
+    assert unmapped.metadata["input"]["from_namespace"] == "team"
+    ledger.process([msg(API, SetAllocations("cluster", {"b": 0.0}, "another project"), "admin", "admin"),
+                    msg(API, MapNamespace("local", "team", "a", "the team's"), "admin", "admin"),
+                    msg(API, MapNamespace("sim", "other", "b", "another cluster's"), "admin", "admin")], {})
+    accepted = submit("local.team.p2", "team")
+    assert accepted.type == "JobSubmitted" and "from_namespace" not in accepted.payload
+    assert accepted.metadata["input"]["from_executor"] == "local"  # where it came from, for the replay
+    other = submit("local.team.p3", "team", project="b")
+    assert other.type == "CommandRejected" and "charges project a, not b" in other.payload["reason"]
+    elsewhere = submit("local.other.p4", "other", project="b")  # mapped in another cluster only
+    assert elsewhere.type == "CommandRejected" and elsewhere.payload["code"] == "namespace_not_mapped"
+    ledger.process([msg(API, MapNamespace("local", "team", "", "the team left"), "admin", "admin")], {})
+    assert submit("local.team.p5", "team").type == "CommandRejected"
+    assert ledger.state.namespaces == {("sim", "other"): "b"}

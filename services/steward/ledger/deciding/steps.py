@@ -89,7 +89,7 @@ def decide_messages(proj: Projector, decoded: list[Decoded], seen: set[str], now
             continue  # a redelivered message: recorded already
         if (view.used is not proj.used or view.allocations is not proj.allocations
                 or view.nodes is not proj.nodes or view.policy is not proj.policy
-                or view.jobs is not proj.jobs):
+                or view.jobs is not proj.jobs or view.namespaces is not proj.namespaces):
             view = proj.view()  # a new view only when the projector holds another object
         if prefix is not None:
             topic = source.rpartition("/")[0]
