@@ -127,3 +127,33 @@ def _get(url: str) -> str | None:
         return None
     return resp.text if resp.status_code == 200 else None
 
+
+
+def test_down_stops_the_supervisor_first_and_lists_the_jobs_it_leaves_running(tmp_path: Path) -> None:
+    """`steward down` (without the services) stops the supervisor and the processes, and names the node agent's
+    job processes that run on: executor, job, attempt, PID, GPUs."""
+    import subprocess
+
+    from steward.cli.stack import bring_down
+    from steward.config import Settings
+    from steward.executor.attempts import AttemptRecord, AttemptStore, process_start_time
+
+    paths = Paths(tmp_path)
+    long_lived("scheduler", paths)
+    start_own(SUPERVISOR, paths, dict(os.environ), ("timeit", "-n", "1", "import time; time.sleep(600)"))
+    job = subprocess.Popen(["sleep", "600"], start_new_session=True)
+    done = subprocess.Popen(["true"], start_new_session=True)
+    done.wait()
+    try:
+        store = AttemptStore(tmp_path / "executor" / "local")
+        store.save(AttemptRecord("j1", 2, ["sleep", "600"], {"n0": [3]}, "", pid=job.pid,
+                                 create_time=process_start_time(job.pid)))
+        store.save(AttemptRecord("j0", 1, ["true"], {"n0": [1]}, "", pid=done.pid, create_time=1.0))
+        result = bring_down(Settings(run_dir=tmp_path), services=False)
+        assert result["stopped"] == [SUPERVISOR, "scheduler"]
+        assert result["jobs_left_running"] == [{"executor": "local", "job_id": "j1", "attempt": 2, "pid": job.pid,
+                                                "gpus": {"n0": [3]}}]
+        assert "1 job process(es)" in result["note"] and job.poll() is None  # left running, as said
+    finally:
+        job.kill()
+        job.wait()
