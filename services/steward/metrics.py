@@ -23,6 +23,8 @@ log = logging.getLogger("steward.metrics")
 
 DEFAULT_PORT = 9464
 PORT_OFFSETS = {"ledger": 0, "scheduler": 1, "worker": 2, "executor": 3}
+# the supervisor (`steward up` without --no-supervise; steward.infra.supervisor) serves its restart counts here
+SUPERVISOR_OFFSET = 4
 SERVED_BY_API = "api"
 
 
@@ -48,6 +50,12 @@ def stack_ports(settings: Settings, env: dict[str, str] | None = None) -> dict[s
     if base is None:
         return {}
     return {name: base + offset for name, offset in PORT_OFFSETS.items()}
+
+
+def supervisor_port(settings: Settings, env: dict[str, str] | None = None) -> int | None:
+    """The supervisor's metrics port in a stack started by `steward up` (None: metrics off)."""
+    base = base_port(settings, env)
+    return None if base is None else base + SUPERVISOR_OFFSET
 
 
 def metrics_urls(settings: Settings, env: dict[str, str] | None = None) -> dict[str, str]:

@@ -84,9 +84,9 @@ def clean_run_dir() -> None:
     """Everything but the downloaded software goes, so each session starts from empty stores. Steward's
     own processes left by an earlier session (STEWARD_KEEP_SERVICES=1) are stopped first: deleting
     their PID files alone would leave them bound to the test ports."""
-    from steward.infra.processes import DEMO_PROCESSES, OWN_PROCESSES, Paths, stop_own
+    from steward.infra.processes import DEMO_PROCESSES, OWN_PROCESSES, SUPERVISOR, Paths, stop_own
 
-    for name in (*DEMO_PROCESSES, *reversed(OWN_PROCESSES)):
+    for name in (SUPERVISOR, *DEMO_PROCESSES, *reversed(OWN_PROCESSES)):
         stop_own(name, Paths(TEST_RUN_DIR))
     kill_leftover_jobs(TEST_RUN_DIR)
     services("down")
@@ -112,13 +112,15 @@ def real_services() -> Iterator[None]:
 
 @pytest.fixture(scope="session")
 def stack(real_services: None) -> Iterator[dict[str, object]]:
-    """The whole stack as `steward up` starts it (PostgreSQL store), and stopped after the session."""
+    """The whole stack as `steward up` starts it (PostgreSQL store), and stopped after the session. Without
+    the supervisor: modules kill processes on purpose and watch what the rest does while they are gone
+    (test_supervision.py starts one for its own tests)."""
     from steward.cli.stack import bring_up
     from steward.config import Settings
     from steward.infra.processes import OWN_PROCESSES, Paths, stop_own
 
     settings = Settings()
-    info = bring_up(settings, postgres=True)
+    info = bring_up(settings, postgres=True, supervise=False)
     yield info
     for name in reversed(OWN_PROCESSES):
         stop_own(name, Paths(settings.run_dir))

@@ -210,7 +210,7 @@ def test_orphans_of_finished_runs_are_stopped_at_startup(tmp_path: Path) -> None
     ex = executor(tmp_path, pub, orphan_grace_s=2.0)
     env = ActivityEnvironment()
     act(env.run(ex.start_job, sample_run("old")))
-    act(env.run(ex.start_job, sample_run("live", command=["sleep", "60"])))
+    act(env.run(ex.start_job, sample_run("live", command=["sleep", "60"], assignments={"n0": [0]})))
     wait_for(lambda: "step 1\n" in log_of(ex, "old"))
 
     class Handle:
@@ -411,3 +411,115 @@ def test_a_batch_job_is_given_no_address_file_and_a_link_is_never_followed(tmp_p
     link = tmp_path / "link"
     link.symlink_to(secret)
     assert read_address(link) is None and read_address(secret) is not None
+
+
+# -- one attempt per GPU (steward.executor.fencing, ADR 0058) ------------------------------------------------
+
+
+def test_a_placement_on_a_node_it_does_not_serve_or_for_another_executor_is_refused(tmp_path: Path) -> None:
+    """Issue 22: attempt 5 of a demo job, placed on the simulated executor's node-19, ran as a real process
+    on the stack's host. An executor starts only placements on its own nodes, made for it."""
+    from temporalio.exceptions import ApplicationError
+
+    from steward.executor.local import NOT_MY_NODE
+
+    pub = FakePublisher()
+    ex = executor(tmp_path, pub, nodes="n0, rack7-*")
+    env = ActivityEnvironment()
+    for run, words in [
+        (sample_run("p00015", 5, command=["sleep", "30"], assignments={"node-19": [7]}),
+         ["job p00015 attempt 5", "node-19", "executor 't' does not serve", "n0, rack7-*"]),
+        (sample_run("p00016", 1, command=["sleep", "30"], executor="sim"),
+         ["placed for executor 'sim'", "not for executor 't'"]),
+    ]:
+        with pytest.raises(ApplicationError) as refused:
+            act(env.run(ex.start_job, run))
+        assert refused.value.type == NOT_MY_NODE and refused.value.non_retryable
+        assert all(w in str(refused.value) for w in words), str(refused.value)
+        assert ex.attempts.load(run.job_id, run.attempt) is None
+    assert pub.sent == [] and ex.running() == []  # nothing started, nothing reported
+    started = act(env.run(ex.start_job, sample_run("ok", command=["sleep", "30"], assignments={"rack7-b": [0]})))
+    assert started.pid > 0 and [r.job_id for r in ex.running()] == ["ok"]
+
+
+def test_a_cancelled_attempt_in_its_grace_gives_its_gpu_to_the_next_placement(tmp_path: Path) -> None:
+    """The ledger frees a cancelled job's GPUs at once; its process may still be in its checkpoint grace (here
+    it ignores the signal). The next placement on those GPUs stops it and starts: never two attempts on one
+    GPU, and never a start refused because a cancelled attempt still "holds" the GPU."""
+    pub = FakePublisher()
+    ex = executor(tmp_path, pub, orphan_grace_s=1.0)
+    env = ActivityEnvironment()
+    act(env.run(ex.start_job, sample_run("cancelled", command=["sh", "-c", "trap '' TERM; echo ready; sleep 60"],
+                                         assignments={"n0": [2, 3]})))
+    act(env.run(ex.start_job, sample_run("beside", command=["sleep", "60"], assignments={"n0": [0]})))
+    wait_for(lambda: "ready" in log_of(ex, "cancelled"))
+    assert act(env.run(ex.signal_job, SignalJob("cancelled", 1))).delivered  # the cancel's checkpoint request
+    nxt = act(env.run(ex.start_job, sample_run("next", command=["sleep", "60"], assignments={"n0": [3]})))
+    old = ex.attempts.load("cancelled", 1)
+    assert old is not None and not alive(old) and old.killed and "fenced" in old.extra
+    assert sorted((r.job_id, r.attempt) for r in ex.running()) == [("beside", 1), ("next", 1)]  # its books
+    assert nxt.pid > 0
+    outcome = act(env.run(ex.watch_job, WatchJob("cancelled", 1, window_s=5.0)))
+    assert outcome.status == "exited" and outcome.killed  # its JobRun hears the end
+    for job in ("beside", "next"):
+        act(env.run(ex.signal_job, SignalJob(job, 1, kill=True)))
+
+
+def test_a_lost_jobs_new_attempt_never_runs_beside_its_old_one(tmp_path: Path) -> None:
+    """Attempt 1 was declared lost (the executor looked dead) but its process ran on; attempt 2 of the same
+    job, placed on other GPUs, starts only once attempt 1 is stopped; a late start of attempt 1 again (a
+    stale retry) is refused: attempt numbers decide."""
+    from temporalio.exceptions import ApplicationError
+
+    from steward.executor.local import SUPERSEDED
+
+    pub = FakePublisher()
+    ex = executor(tmp_path, pub, orphan_grace_s=2.0)
+    env = ActivityEnvironment()
+    act(env.run(ex.start_job, sample_run("lost", 1, assignments={"n0": [1]})))
+    wait_for(lambda: "step 1\n" in log_of(ex, "lost"))
+    act(env.run(ex.start_job, sample_run("lost", 3, assignments={"n0": [2]})))
+    first = ex.attempts.load("lost", 1)
+    assert first is not None and not alive(first)
+    assert "checkpointed at step" in log_of(ex, "lost")  # stopped with the checkpoint signal first
+    assert [(r.job_id, r.attempt) for r in ex.running()] == [("lost", 3)]
+    with pytest.raises(ApplicationError) as refused:  # attempt 2 (lost elsewhere) reaches this executor late
+        act(env.run(ex.start_job, sample_run("lost", 2, assignments={"n0": [0]})))
+    assert refused.value.type == SUPERSEDED and refused.value.non_retryable
+    assert "attempt 3 of the job already runs" in str(refused.value)
+    assert ex.attempts.load("lost", 2) is None and [r.attempt for r in ex.running()] == [3]
+    act(env.run(ex.signal_job, SignalJob("lost", 3, kill=True)))
+
+
+def test_a_restarted_executor_stops_the_older_of_two_live_attempts_before_serving(tmp_path: Path) -> None:
+    """An executor that comes back finding two attempts of one job alive (both runs still open, as a crash
+    between fencing and starting could leave them) stops the older one in `reconcile`, before its worker
+    takes any task."""
+    pub = FakePublisher()
+    ex = executor(tmp_path, pub, orphan_grace_s=2.0)
+    env = ActivityEnvironment()
+    act(env.run(ex.start_job, sample_run("j", 1, assignments={"n0": [1]})))
+    act(env.run(ex.start_job, sample_run("other", 1, command=["sleep", "60"], assignments={"n0": [2]})))
+    wait_for(lambda: "step 1\n" in log_of(ex, "j"))
+    # `other`'s live process becomes attempt 2 of `j` on disk: two live attempts of one job
+    rec = ex.attempts.load("other", 1)
+    assert rec is not None
+    ex.attempts.save(type(rec)(**{**rec.__dict__, "job_id": "j", "attempt": 2}))
+    ex.attempts.path("other", 1, ".json").unlink()
+
+    class Running:
+        async def describe(self) -> Any:
+            from temporalio.client import WorkflowExecutionStatus
+
+            return type("D", (), {"status": WorkflowExecutionStatus.RUNNING})()
+
+    class Client:
+        def get_workflow_handle(self, wid: str) -> Running:
+            return Running()
+
+    restarted = executor(tmp_path, pub, orphan_grace_s=2.0)
+    assert act(restarted.reconcile(Client())) == ["job-j-attempt-1"]  # type: ignore[arg-type]
+    assert [(r.job_id, r.attempt) for r in restarted.running()] == [("j", 2)]
+    old = restarted.attempts.load("j", 1)
+    assert old is not None and not alive(old) and "checkpointed at step" in log_of(ex, "j")
+    act(env.run(restarted.signal_job, SignalJob("j", 2, kill=True)))

@@ -16,12 +16,14 @@ import typer
 from steward.cli.output import OutputFormat, OutputOption, emit, fail
 from steward.cli.tokens import ensure_admin_token, ensure_token
 from steward.config import Settings, get_settings
+from steward.executor.attempts import jobs_left_running
 from steward.executor.settings import ExecutorSettings
 from steward.infra import doctor as doctor_checks
 from steward.infra.processes import (
     COMPONENT_OF,
     DEMO_PROCESSES,
     OWN_PROCESSES,
+    SUPERVISOR,
     InfraError,
     Paths,
     infra_script,
@@ -85,15 +87,17 @@ def kubernetes_token_file(settings: Settings) -> Path:
 
 
 def bring_up(settings: Settings, postgres: bool = True, restart: bool = False,
-             executor: str = "local", api_replicas: int = 1) -> dict[str, Any]:
+             executor: str = "local", api_replicas: int = 1, supervise: bool = True) -> dict[str, Any]:
     """Start the real services, migrate the store, then Steward's own processes (idempotent: processes
     already running are kept, unless `restart`, which stops them first so that they run the code and
     settings installed now; the services and their data are kept either way). `executor`: what runs the
-    jobs, this machine ("local"), a Slurm cluster ("slurm") or a Kubernetes cluster ("kubernetes")."""
+    jobs, this machine ("local"), a Slurm cluster ("slurm") or a Kubernetes cluster ("kubernetes").
+    `supervise`: start the supervisor last, which restarts any of them that dies (steward.infra.supervisor;
+    without it a supervisor left by an earlier `up` is stopped)."""
     if executor not in EXECUTOR_KINDS:
         fail(f"unknown executor {executor!r}: choose one of {', '.join(EXECUTOR_KINDS)}", 2)
     # lazy: start-up: `steward up` only (the other commands of the CLI load neither Prometheus nor Alembic)
-    from steward.metrics import MetricsSettingError, stack_ports
+    from steward.metrics import MetricsSettingError, stack_ports, supervisor_port
     from steward.store.migrate import upgrade
 
     paths = Paths(settings.run_dir)
@@ -106,6 +110,8 @@ def bring_up(settings: Settings, postgres: bool = True, restart: bool = False,
         topic_refresh_s()
     except (MetricsSettingError, LedgerSettingError) as err:
         fail(str(err), 2)
+    if restart or not supervise:  # first: it would start again what a restart stops
+        stop_own(SUPERVISOR, paths)
     restarted = [name for name in reversed(OWN_PROCESSES) if restart and stop_own(name, paths)]
     infra_script("kafka", "start", settings=settings)
     infra_script("kafka", "topics", settings=settings)
@@ -135,6 +141,11 @@ def bring_up(settings: Settings, postgres: bool = True, restart: bool = False,
     if dead:  # e.g. the API could not bind because another process holds its port
         logs = ", ".join(str(paths.log_file(name)) for name in dead)
         fail(f"{', '.join(dead)} exited right after starting; see {logs}")
+    if supervise:
+        port = supervisor_port(settings)
+        pids[SUPERVISOR] = start_own(SUPERVISOR, paths, env | {"STEWARD_METRICS_PORT": str(port) if port else "off"})
+        if port:
+            metrics_ports = metrics_ports | {SUPERVISOR: port}
     return {"run_dir": str(settings.run_dir), "store": "postgresql" if postgres else "sqlite",
             "api": settings.resolved_api_url, "processes": pids, "admin_token_file": str(token_file),
             "restarted": restarted[::-1],
@@ -209,15 +220,25 @@ def metrics_env(name: str, ports: dict[str, int]) -> dict[str, str]:
 
 
 def bring_down(settings: Settings, services: bool = True) -> dict[str, Any]:
+    """Stop the supervisor (first: it would restart the others), the demo's processes, Steward's own and,
+    unless told otherwise, the services; and say which job processes it leaves running: the node agent's
+    jobs outlive it by design (it re-attaches to them when it starts again, and fences those whose run
+    ended meanwhile; ADR 0058)."""
     paths = Paths(settings.run_dir)
-    stopped = [name for name in (*DEMO_PROCESSES, *api_replicas_running(paths), *reversed(OWN_PROCESSES))
+    stopped = [name for name in (SUPERVISOR, *DEMO_PROCESSES, *api_replicas_running(paths), *reversed(OWN_PROCESSES))
                if stop_own(name, paths)]
     if services:
         # slurm.sh and k8s.sh stop only the cluster they started
         for name in ("temporal", "kafka", "postgres", "slurm", "k8s"):
             infra_script(name, "stop", settings=settings, check=False)
     paths.stack_env.unlink(missing_ok=True)
-    return {"stopped": stopped, "services_stopped": services}
+    left = jobs_left_running(settings.run_dir)
+    result: dict[str, Any] = {"stopped": stopped, "services_stopped": services, "jobs_left_running": left}
+    if left:
+        result["note"] = (f"{len(left)} job process(es) of the node agent still run (listed in jobs_left_running): "
+                          "the agent re-attaches to them at its next start and stops those whose run ended; "
+                          "to end them now: kill -TERM -<pid> (each leads its own process group)")
+    return result
 
 
 def run_process(name: str, settings: Settings) -> None:
@@ -229,6 +250,14 @@ def run_process(name: str, settings: Settings) -> None:
     if not os.environ.get("STEWARD_COMPONENT"):
         settings = settings.model_copy(update={"component": COMPONENT_OF.get("api" if is_api(name) else name, "none")})
     stop = threading.Event()
+    if name == SUPERVISOR:
+        signal.signal(signal.SIGTERM, lambda *_: stop.set())
+        signal.signal(signal.SIGINT, lambda *_: stop.set())
+        # lazy: start-up: each process of the stack loads only its own service
+        from steward.infra.supervisor import run_supervisor
+
+        run_supervisor(settings, stop)
+        return
     if name in ("ledger", "scheduler"):
         signal.signal(signal.SIGTERM, lambda *_: stop.set())
         signal.signal(signal.SIGINT, lambda *_: stop.set())
@@ -294,12 +323,14 @@ def register(app: typer.Typer) -> None:
                                           "else the project's own, infra/k8s.sh)"),
         api_replicas: int = typer.Option(1, "--api-replicas", min=1, max=32,
                                          help="API processes sharing the API's address (SO_REUSEPORT)"),
+        supervise: bool = typer.Option(True, "--supervise/--no-supervise",
+                                       help="restart any of Steward's processes that dies, with backoff"),
         output: OutputFormat = OutputOption,
     ) -> None:
-        """Start Kafka, PostgreSQL, Temporal and Steward's processes (idempotent)."""
+        """Start Kafka, PostgreSQL, Temporal and Steward's processes (idempotent), supervised."""
         settings = get_settings()
         try:
-            result = bring_up(settings, postgres, restart, executor, api_replicas)
+            result = bring_up(settings, postgres, restart, executor, api_replicas, supervise)
         except InfraError as err:
             fail(str(err))
         emit(result, output)
@@ -333,8 +364,8 @@ def register(app: typer.Typer) -> None:
         typer.echo("store at the latest schema")
 
     @app.command("run", hidden=True)
-    def run(name: str = typer.Argument(..., help=", ".join(OWN_PROCESSES))) -> None:
+    def run(name: str = typer.Argument(..., help=", ".join((*OWN_PROCESSES, SUPERVISOR)))) -> None:
         """Run one of Steward's processes in the foreground."""
-        if name not in OWN_PROCESSES and not is_api(name):
-            fail(f"unknown process '{name}'; one of {', '.join(OWN_PROCESSES)}", 2)
+        if name not in (*OWN_PROCESSES, SUPERVISOR) and not is_api(name):
+            fail(f"unknown process '{name}'; one of {', '.join((*OWN_PROCESSES, SUPERVISOR))}", 2)
         run_process(name, get_settings())

@@ -139,3 +139,16 @@ def newest_mtime(folder: Path) -> float:
     except OSError:
         return 0.0
     return newest
+
+
+def jobs_left_running(run_dir: Path) -> list[dict[str, Any]]:
+    """The job processes the node agents of a run folder still run (their shims alive): what `steward down`
+    leaves behind, by executor, job and attempt."""
+    left = []
+    for root in sorted(p for p in (run_dir / "executor").glob("*") if p.is_dir()):
+        store = AttemptStore(root)
+        for rec in store.all():
+            if store.exit_of(rec) is None and alive(rec):
+                left.append({"executor": root.name, "job_id": rec.job_id, "attempt": rec.attempt, "pid": rec.pid,
+                             "gpus": rec.assignments})
+    return left

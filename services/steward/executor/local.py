@@ -19,8 +19,15 @@ It serves the Temporal task queue `executor-<id>` with four activities:
 - `signal_job`: the checkpoint request (SIGTERM, or STEWARD_EXECUTOR_CHECKPOINT_SIGNAL) or SIGKILL.
 - `drain_node`: remember a node as draining (reported in heartbeats; starts there are logged).
 
-On start it re-attaches to its records and stops orphans (attempts whose JobRun ended while it was down),
-and it sends `ReportHeartbeat` through Kafka when what it runs changes, and at a low rate otherwise. It
+One attempt per GPU (`steward.executor.fencing`, ADR 0058): it starts only placements made for it on nodes
+it serves (STEWARD_EXECUTOR_NODES), refusing any other with the reason (`NotMyNode`); before an attempt
+starts, it stops what still runs on that attempt's GPUs and any older attempt of the same job (their claim
+ended when the ledger placed the new one), and it refuses an attempt older than one of the same job that
+runs here (`Superseded`).
+
+On start, before it serves anything, it re-attaches to its records and stops orphans (attempts whose JobRun
+ended while it was down: lost, cancelled, preempted) and attempts that a newer one of the same job
+supersedes, and it sends `ReportHeartbeat` through Kafka when what it runs changes, and at a low rate otherwise. It
 keeps the attempts still running in memory (read from its records once, at start), so a heartbeat costs
 the same after a thousand finished jobs as after one.
 
@@ -72,6 +79,7 @@ from steward.executor.attempts import (
     process_start_time,
 )
 from steward.executor.checkpoints import checkpoint_folder, new_checkpoint, prepare_checkpoint
+from steward.executor.fencing import fence, refusal, served_nodes, superseded
 from steward.executor.isolation import (
     IsolationError,
     check_mode,
@@ -111,6 +119,8 @@ IO_THREADS = 32
 KILLED_EXIT_CODE = -9
 NO_SUCH_GPU = "NoSuchGpu"
 NOT_ISOLATED = "NotIsolated"
+NOT_MY_NODE = "NotMyNode"
+SUPERSEDED = "Superseded"
 T = TypeVar("T")
 
 
@@ -170,6 +180,7 @@ class LocalExecutor:
         self._children: dict[tuple[str, int], subprocess.Popen[bytes]] = {}
         self._changed = asyncio.Event()
         self.gpus, self.gpu_source = gpu_slots(settings.executor_gpus)
+        self.served = served_nodes(self.options.nodes)
         self._live: dict[tuple[str, int], AttemptRecord] | None = None  # None: not read from disk yet
         self._live_lock = threading.Lock()
         self._starting: dict[tuple[str, int], asyncio.Lock] = {}
@@ -224,6 +235,11 @@ class LocalExecutor:
                                    type=NOT_ISOLATED, non_retryable=True) from None
 
     def _start_isolated(self, run: JobRunInput, previous: AttemptRecord | None) -> AttemptRecord:
+        refused = refusal(self.settings.executor_id, run.job_id, run.attempt, run.executor, run.assignments,
+                          self.served)
+        if refused is not None:
+            log.warning("%s", refused)
+            raise ApplicationError(refused, type=NOT_MY_NODE, non_retryable=True)
         if previous is None and self.gpu_source == "nvidia-smi":
             missing = missing_gpus(run.assignments, self.gpus)
             if missing:
@@ -243,6 +259,8 @@ class LocalExecutor:
         checkpoint, resumed_from = prepare_checkpoint(self.checkpoint_root, run, user)
         # a start that crashed between launching the shim and writing its record: adopt that shim
         pid = self.attempts.shim_pid(run.job_id, run.attempt) if previous is not None else None
+        if pid is None:
+            self._make_room(run)
         gpus = sorted(g for indices in run.assignments.values() for g in indices)
         rec = previous or AttemptRecord(run.job_id, run.attempt, list(run.command), dict(run.assignments),
                                         str(checkpoint), run.job_class)
@@ -281,6 +299,31 @@ class LocalExecutor:
             if self._live is not None:
                 self._live[(rec.job_id, rec.attempt)] = rec
         return rec
+
+    def _make_room(self, run: JobRunInput) -> None:
+        """Stop what must not run beside this attempt (`fencing.fence`), or refuse it when a newer attempt of
+        its job runs here."""
+        rule = fence(run.job_id, run.attempt, run.assignments, self.running())
+        if rule.newer is not None:
+            msg = (f"job {run.job_id} attempt {run.attempt} not started: attempt {rule.newer.attempt} of the job "
+                   f"already runs on executor '{self.settings.executor_id}'")
+            log.warning("%s", msg)
+            raise ApplicationError(msg, type=SUPERSEDED, non_retryable=True)
+        for rec in rule.stop:
+            assert isinstance(rec, AttemptRecord)
+            self._fence(rec, f"job {run.job_id} attempt {run.attempt} starts" +
+                        (" (a newer attempt of the same job)" if rec.job_id == run.job_id else " on its GPUs"))
+
+    def _fence(self, rec: AttemptRecord, why: str) -> None:
+        """Stop a live attempt that lost its claim: the checkpoint signal, `orphan_grace_s`, then SIGKILL;
+        from then on it holds no GPU here (only live processes do)."""
+        log.warning("fencing job %s attempt %s (pid %s, GPUs %s): %s", rec.job_id, rec.attempt, rec.pid,
+                    rec.assignments, why)
+        rec = self.attempts.update(rec, extra=rec.extra | {"fenced": why})
+        self._stop_process(rec)
+        with self._live_lock:
+            if self._live is not None:
+                self._live.pop((rec.job_id, rec.attempt), None)
 
     @activity.defn(name="watch_job")
     async def watch_job(self, watch: WatchJob) -> ProcessOutcome:
@@ -399,7 +442,8 @@ class LocalExecutor:
             return list(self._live.values())
 
     async def reconcile(self, client: Client) -> list[str]:
-        """Stop attempts whose JobRun is over (they were lost while this executor was down)."""
+        """Stop attempts whose JobRun is over (they were lost, cancelled or preempted while this executor was
+        down), then those a newer attempt of the same job supersedes; before anything else is served."""
         stopped = []
         for rec in self.running():
             wid = job_run_workflow_id(rec.job_id, rec.attempt)
@@ -411,10 +455,17 @@ class LocalExecutor:
             if over:
                 await asyncio.to_thread(self._stop_orphan, rec)
                 stopped.append(wid)
+        for old in superseded(self.running()):
+            assert isinstance(old, AttemptRecord)
+            await asyncio.to_thread(self._fence, old, "a newer attempt of the same job runs here")
+            stopped.append(job_run_workflow_id(old.job_id, old.attempt))
         return stopped
 
     def _stop_orphan(self, rec: AttemptRecord) -> None:
         log.warning("stopping orphan attempt %s of job %s (its run is over)", rec.attempt, rec.job_id)
+        self._stop_process(rec)
+
+    def _stop_process(self, rec: AttemptRecord) -> None:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(rec.pid, self.options.signal_number())
         deadline = time.monotonic() + self.options.orphan_grace_s
@@ -424,6 +475,12 @@ class LocalExecutor:
             self.attempts.update(rec, killed=True)
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(rec.pid, signal.SIGKILL)
+            deadline = time.monotonic() + 5.0  # gone (or a zombie) before its GPUs are handed on
+            while time.monotonic() < deadline and alive(rec):
+                child = self._children.get((rec.job_id, rec.attempt))
+                if child is not None:
+                    child.poll()
+                time.sleep(0.05)
 
     async def heartbeats(self, stop: asyncio.Event) -> None:
         """`ReportHeartbeat` through Kafka: on every change of what runs here, and at a low rate."""

@@ -25,7 +25,10 @@ class ExecutorSettings(BaseSettings):
     idle_gpu_percent: float = 5.0
     idle_min_s: float = 60.0  # idle this long before it is reported idle
     heartbeat_report_s: float = 60.0  # a heartbeat through Kafka at least this often (and on every change)
-    orphan_grace_s: float = 10.0
+    orphan_grace_s: float = 10.0  # checkpoint signal to SIGKILL for an orphan or a fenced attempt
+    # the nodes this executor runs jobs on: names or shell patterns, comma-separated (`gpu-01,rack7-*`);
+    # empty: every node placed with it. A placement on any other node is refused (steward.executor.fencing)
+    nodes: str = ""
 
     def signal_number(self, name: str = "") -> int:
         value = name or self.checkpoint_signal
