@@ -262,7 +262,12 @@ def test_a_preemption_deletes_the_pod_with_the_grace_and_the_next_attempt_is_a_n
     assert (outcome.status, outcome.exit_code, outcome.killed) == ("exited", PREEMPTED_EXIT_CODE, False)
     assert pod(kube, "resume") is None  # gone when its grace ended (kwok's stage), not before the delete
 
-    act(env.run(ex.start_job, run_of(job.command.job_id, {"gpu-4": [0, 1]}, attempt=2, grace_s=3)))
+    # the next attempt's pod, created and not bound yet (a round may list it then): the same job, not a new one
+    second = run_of(job.command.job_id, {"gpu-4": [0, 1]}, attempt=2, grace_s=3)
+    (made,), _ = ex._pods_for(second)
+    assert made["metadata"]["labels"][JOB_LABEL] == job.command.job_id and not made["spec"].get("nodeName")
+    assert ex.submit_pods() == []
+    act(env.run(ex.start_job, second))
     again = pod(kube, "resume")
     assert again is not None and again["spec"]["nodeName"] == "gpu-4"
     assert again["metadata"]["labels"][ATTEMPT_LABEL] == "2"

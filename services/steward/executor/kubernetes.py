@@ -441,7 +441,7 @@ class KubernetesExecutor:
             for original in manifest.get("pods") or []:
                 if key(original) in kept:
                     continue
-                pod = recreated(original, run.attempt)
+                pod = recreated(original, run.attempt, run.job_id)
                 self._add_env(pod, run, resumed=True)
                 namespace = pod["metadata"].get("namespace", "default")
                 made.append(self._create(namespace, pod))

@@ -221,14 +221,15 @@ _SERVER_SET = ("uid", "resourceVersion", "creationTimestamp", "deletionTimestamp
                "generation", "managedFields", "ownerReferences", "selfLink")
 
 
-def recreated(manifest: Pod, attempt: int) -> dict[str, Any]:
-    """The pod to create for a later attempt of a resumable job: the submitted pod's spec, unbound, without
-    what the API server sets, labelled with the attempt."""
+def recreated(manifest: Pod, attempt: int, job_id: str) -> dict[str, Any]:
+    """The pod to create for a later attempt of a job: the submitted pod's spec, unbound, without what the API
+    server sets, labelled with its job and the attempt (the manifest is the pod as submitted, before Steward
+    labelled it: without the job's label, a new pod still unbound would be taken for a new job)."""
     pod = copy.deepcopy(dict(manifest))
     meta = dict(pod.get("metadata", {}))
     for name in _SERVER_SET:
         meta.pop(name, None)
-    meta["labels"] = {**(meta.get("labels") or {}), ATTEMPT_LABEL: str(attempt)}
+    meta["labels"] = {**(meta.get("labels") or {}), JOB_LABEL: job_id, ATTEMPT_LABEL: str(attempt)}
     spec = dict(pod.get("spec", {}))
     spec.pop("nodeName", None)
     pod["metadata"], pod["spec"] = meta, spec

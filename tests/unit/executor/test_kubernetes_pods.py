@@ -154,10 +154,12 @@ def test_a_gang_placed_node_by_node_binds_every_pod_within_each_nodes_gpus(gpus:
 def test_a_recreated_pod_is_unbound_and_names_its_attempt() -> None:
     original = pod("train", node="n1", phase="Running")
     original["metadata"] |= {"resourceVersion": "7", "creationTimestamp": "t"}
-    again = recreated(original, 2)
+    again = recreated(original, 2, "k8s.team.train")
     assert "nodeName" not in again["spec"] and "status" not in again
     assert "resourceVersion" not in again["metadata"] and "uid" not in again["metadata"]
     assert again["metadata"]["labels"][ATTEMPT_LABEL] == "2"
+    # its job's: unbound, it is still that job's pod, never a new job (found at 200 nodes, bench k8s)
+    assert again["metadata"]["labels"][JOB_LABEL] == "k8s.team.train" and group_new_pods([again]) == []
     assert original["spec"]["nodeName"] == "n1"  # the saved manifest is untouched
 
 
