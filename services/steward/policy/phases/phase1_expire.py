@@ -17,8 +17,9 @@ from steward.policy.sessions import session_cap_stop
 
 
 def expire_and_drain(cycle: CyclePlan) -> None:
-    """Grace ended → stop; session at cap → checkpoint and stop; on a draining or unhealthy node
-    and out of protection → checkpoint, stop, requeue."""
+    """Grace ended → stop; session at cap → checkpoint and stop; on a draining (or gone) node and
+    out of protection → checkpoint, stop, requeue (an unhealthy node's jobs keep running:
+    policy/draining.py)."""
     now, s = cycle.now, cycle.s
     ready = {nid for nid, node in cycle.nodes_by_id.items() if node.state == "ready"}
     # the order phase's tallies ride along (one pass over the running jobs): GPUs used per node,
