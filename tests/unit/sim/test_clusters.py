@@ -17,6 +17,7 @@ from steward.sim.errors import ScenarioError, SimulationFailed
 from steward.sim.generate import TWO_CLUSTER_WEIGHTS, GenerateError, generate
 from steward.sim.run import simulate
 from steward.sim.scenario import load_scenario
+from tests.unit.policy.builders import check_routing
 
 HEADER = "job_id,submit_s,duration_s,gpus,tenant,class,min_runtime_s,resumable,gpu_models,clusters\n"
 
@@ -72,19 +73,7 @@ def checking(seen: list[dict[str, Any]]) -> Any:
 
     def run(snapshot: Snapshot) -> CycleResult:
         result = schedule(snapshot)
-        nodes = {n.id: n for n in snapshot.nodes}
-        jobs = {j.id: j for j in snapshot.pending}
-        for p in result.placements:
-            job = jobs[p.job_id]
-            used = [nodes[n] for n, _ in p.assignments]
-            assert len({n.cluster for n in used}) == 1, f"{p.job_id} spans clusters"
-            assert not job.gpu_models or all(n.model in job.gpu_models for n in used), p.job_id
-            assert not job.clusters or all(n.cluster in job.clusters for n in used), p.job_id
-            routing = p.evidence["routing"]
-            assert routing["cluster"] == used[0].cluster
-            assert routing["reason"].startswith(f"placed on {used[0].cluster}")
-            assert {c["cluster"] for c in routing["candidates"]} >= {used[0].cluster}
-            seen.append(routing)
+        seen.extend(check_routing(snapshot, result))
         return result
 
     return run
