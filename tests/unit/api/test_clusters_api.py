@@ -101,3 +101,4 @@ def test_registering_a_node_in_a_badly_named_cluster_is_refused(tmp_path: Path) 
         res = s.gql(REGISTER, {"input": {"id": "x1", "gpus": 1, "gpuModel": "a", "path": ["x1"],
                                          "cluster": "../etc"}}, s.tokens["admin"])["data"]["registerNode"]
         assert res["__typename"] == "InvalidInput" and res["field"] == "cluster", res
+
