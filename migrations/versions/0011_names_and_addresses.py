@@ -5,20 +5,20 @@
 The projections are rebuilt from the log like every other (`steward audit rebuild`); existing rows take NULL,
 which is what the log says of them until a name or an address is recorded.
 
-The number is 0011 because 0009 and 0010 were taken by work merged at the same time (docs/adr/0055); when
-they land, `down_revision` names the newest of them so the chain stays one line.
+The number is 0011 because 0009 and 0010 were taken by work merged at the same time (docs/adr/0055): it
+follows 0009 (clusters), so the chain stays one line (0010 was not needed).
 
 The revision id is short: Alembic's `alembic_version.version_num` is 32 characters on PostgreSQL.
 
 Revision ID: 0011_names_and_addresses
-Revises: 0008_job_contract_times
+Revises: 0009_node_cluster
 """
 
 import sqlalchemy as sa
 from alembic import op
 
 revision = "0011_names_and_addresses"
-down_revision = "0008_job_contract_times"
+down_revision = "0009_node_cluster"
 branch_labels = None
 depends_on = None
 

@@ -199,6 +199,9 @@ class SubmitJobInput:
     job_class: str = "batch"
     priority: int = 0
     job_id: str | None = None
+    gpu_models: list[str] | None = strawberry.field(
+        default=None, description="The GPU models the job accepts (none: any), e.g. [\"H100\", \"A100\"].")
+    clusters: list[str] | None = strawberry.field(default=None, description="The clusters it accepts (none: any).")
 
 
 @strawberry.input
@@ -217,6 +220,8 @@ class RegisterNodeInput:
     gpu_model: str
     path: list[str]
     executor: str = "local"
+    cluster: str = strawberry.field(default="", description="The named cluster it joins (empty: the default "
+                                                            "cluster).")
 
 
 @strawberry.input

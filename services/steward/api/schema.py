@@ -32,6 +32,7 @@ from strawberry.types import Info
 
 from steward.api import audit, fields, history, identity, namespaces, whatif
 from steward.api import overview as reports
+from steward.api.clusters import GpuModel, GpuModelWeightInput, gpu_models_of
 from steward.api.commands import Outcome, OutcomeTimeout
 from steward.api.context import BadInput, Context, Forbidden, UserError
 from steward.api.explain import WAITING, queued, why_pending, why_preempted
@@ -113,6 +114,8 @@ from steward.api.types import (
 from steward.auth.access import ROOT, Access, Capability, subtree
 from steward.auth.principal import Role
 from steward.auth.tokens import InvalidTokenRequest, TokenInfo
+from steward.domain import clusters
+from steward.domain.clusters import DEFAULT_CLUSTER
 from steward.domain.commands import (
     DEFAULT_GRACE_S,
     JOB_CLASSES,
@@ -125,6 +128,7 @@ from steward.domain.commands import (
     RestoreSession,
     ResumeNode,
     SetAllocations,
+    SetGpuModelWeights,
     SetGroupMapping,
     SetPolicy,
     SubmitJob,
@@ -186,7 +190,8 @@ def _ledger_state(snap: ReadView) -> LedgerState:
                                     for a in snap.allocations},
                        nodes={n["node_id"]: ClusterNode(n["node_id"], int(n["gpus"]), n["gpu_model"],
                                                         tuple(n["path"]), n["executor"], n["state"],
-                                                        int(n.get("foreign_gpus", 0)))
+                                                        int(n.get("foreign_gpus", 0)),
+                                                        str(n.get("cluster") or DEFAULT_CLUSTER))
                               for n in snap.nodes})
 
 
@@ -247,7 +252,7 @@ class Query(NotificationQueries):  # notifications' queries: steward.api.notific
         command = SubmitJob(
             job_id=input.job_id or "", project=input.project, gpus=input.gpus, min_runtime_s=input.min_runtime_s,
             command=list(input.command) or ["(preview)"], resumable=input.resumable, job_class=input.job_class,
-            priority=input.priority,
+            priority=input.priority, gpu_models=list(input.gpu_models or []), clusters=list(input.clusters or []),
         )
         refused = await _submittable(ctx, replace(command, job_id=command.job_id or "preview"), "submitOutlook")
         if refused is not None:
@@ -383,10 +388,20 @@ class Query(NotificationQueries):  # notifications' queries: steward.api.notific
                     else:
                         others[node] = others.get(node, 0) + 1
         return [Node(id=n["node_id"], gpus=n["gpus"], gpu_model=n["gpu_model"], path=list(n["path"]),
+                     cluster=str(n.get("cluster") or DEFAULT_CLUSTER),
                      executor=n["executor"], state=n["state"], used_gpus=used.get(n["node_id"], 0),
                      free_gpus=max(0, n["gpus"] - used.get(n["node_id"], 0) - n.get("foreign_gpus", 0)),
                      jobs=sorted(on_node.get(n["node_id"], [])), other_jobs=others.get(n["node_id"], 0),
                      foreign_gpus=n.get("foreign_gpus", 0)) for n in snap.nodes]
+
+    @fields.field("The GPU models of the registered nodes with the weight each is charged at (budget units per "
+                  "GPU-hour; ADR 0057), their GPUs, nodes and clusters.")
+    async def gpu_models(self, info: Info[Context, None]) -> list[GpuModel]:
+        ctx = _ctx(info)
+        await ctx.access("gpuModels")
+        found: list[GpuModel] = await asyncio.to_thread(ctx.services.read.policy.read,
+                                                        lambda state, settings, now: gpu_models_of(state, settings))
+        return found
 
     @fields.field("Topology domains (every prefix of the nodes' paths) with occupancy.")
     async def topology(self, info: Info[Context, None]) -> list[Domain]:
@@ -611,7 +626,9 @@ async def _submittable(ctx: Context, command: SubmitJob, operation: str) -> Inva
         require_valid_job_shape(command)
         state = _ledger_state(await ctx.view())
         require_known_project(state, command.project)
-        require_placeable(state, command.gpus)
+        clusters.require_known_request(command, (n.gpu_model for n in state.nodes.values()),
+                                       (n.cluster for n in state.nodes.values()))
+        require_placeable(state, command.gpus, command.gpu_models, command.clusters)
     except DomainError as err:
         return InvalidInput(field=None, message=err.message)
     return None
@@ -643,7 +660,8 @@ class Mutation:
         command = SubmitJob(
             job_id=_new_id("j", input.job_id), project=input.project, gpus=input.gpus,
             min_runtime_s=input.min_runtime_s, command=list(input.command), resumable=input.resumable,
-            job_class=input.job_class, priority=input.priority,
+            job_class=input.job_class, priority=input.priority, gpu_models=list(input.gpu_models or []),
+            clusters=list(input.clusters or []),
         )
         return await _submit(_ctx(info), command, "submitJob")
 
@@ -826,8 +844,11 @@ class Mutation:
             return InvalidInput(field="gpus", message=f"a node needs at least 1 GPU, got {input.gpus}")
         if not input.id or len(input.id) > 200 or not input.path:
             return InvalidInput(field="id", message="a node needs an id (1 to 200 characters) and a topology path")
+        if input.cluster and (problem := id_problem(input.cluster)) is not None:
+            return InvalidInput(field="cluster", message=f"the cluster name {shown(input.cluster)} {problem}")
         outcome = await _execute(ctx, RegisterNode(node_id=input.id, gpus=input.gpus, gpu_model=input.gpu_model,
-                                                   path=list(input.path), executor=input.executor))
+                                                   path=list(input.path), executor=input.executor,
+                                                   cluster=input.cluster))
         if (rej := _rejected(outcome)) is not None:
             return rej
         return NodeRegistered(id=input.id, position=outcome.position)
@@ -869,6 +890,26 @@ class Mutation:
         if not input.reason.strip():
             return InvalidInput(field="reason", message="a policy change needs a reason")
         outcome = await _execute(ctx, SetPolicy(settings=dict(input.settings), reason=input.reason[:500]))
+        if (rej := _rejected(outcome)) is not None:
+            return rej
+        return PolicySet(position=outcome.position)
+
+    @fields.mutation("Set the weight of GPU models (admins): budget units per GPU-hour on each model named (e.g. "
+                     "H100 1.0, A100 0.55); the models not named keep theirs. Recorded through the ledger as a "
+                     "change of the policy setting gpu_model_weights, with the reason (ADR 0057).")
+    async def set_gpu_model_weights(self, info: Info[Context, None], weights: list[GpuModelWeightInput],
+                                    reason: str) -> SetPolicyResult:
+        ctx = _ctx(info)
+        access = await ctx.access("setGpuModelWeights")
+        if (refused := await _role_refused(ctx, access, Capability.operate, "setGpuModelWeights")) is not None:
+            return refused
+        if not reason.strip():
+            return InvalidInput(field="reason", message="a change of GPU model weights needs a reason")
+        named = [w.model for w in weights]
+        if len(set(named)) != len(named):
+            return InvalidInput(field="weights", message=f"a GPU model is named twice: {', '.join(named)}")
+        outcome = await _execute(ctx, SetGpuModelWeights(weights={w.model: float(w.weight) for w in weights},
+                                                         reason=reason[:500]))
         if (rej := _rejected(outcome)) is not None:
             return rej
         return PolicySet(position=outcome.position)

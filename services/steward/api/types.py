@@ -348,6 +348,7 @@ class Node:
         default=0, description="GPUs held by work another scheduler placed (e.g. jobs submitted to Slurm "
                                "outside Steward): busy for Steward, never preempted by it.")
     other_jobs: BigInt = strawberry.field(description="How many jobs on it you may not see.")
+    cluster: str = strawberry.field(default="default", description="The named cluster it belongs to (ADR 0057).")
 
 
 @strawberry.type(description="A topology domain (a prefix of node paths) with its capacity and occupancy.")

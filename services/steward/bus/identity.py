@@ -34,7 +34,7 @@ ALLOWED_COMMANDS: dict[str, frozenset[str]] = {
     # user commands, each checked against the user's role and scopes by the API before it is sent
     "api": frozenset({"SetAllocations", "RegisterNode", "SubmitJob", "CancelJob", "RequestPreemption",
                       "RestoreSession", "DrainNode", "ResumeNode", "SetPolicy", "RecordAccessDenial",
-                      "SetGroupMapping", "SetNotifications", "MapNamespace"}),
+                      "SetGroupMapping", "SetNotifications", "MapNamespace", "SetGpuModelWeights"}),
     # the scheduler's decisions
     "scheduler": frozenset({"PlaceJob", "RequestPreemption", "ExplainWaiting"}),
     # the workflows' outcomes: a run's exit or loss as the JobRun workflow saw it, sessions, drains, periods

@@ -109,6 +109,16 @@ def fetch_jobs(client: GraphQLClient, limit: int, flt: dict[str, Any]) -> list[d
     return out
 
 
+def names_of(values: list[str]) -> list[str]:
+    """`--gpu-model A --gpu-model B,C` as ["A", "B", "C"] (each once, in the order given)."""
+    out: list[str] = []
+    for value in values:
+        for name in value.split(","):
+            if name.strip() and name.strip() not in out:
+                out.append(name.strip())
+    return out
+
+
 def register(app: typer.Typer) -> None:
     job_app = typer.Typer(no_args_is_help=True, help="One job.")
     app.add_typer(job_app, name="job")
@@ -123,6 +133,10 @@ def register(app: typer.Typer) -> None:
                                        help="it checkpoints and resumes"),
         job_class: str = typer.Option("batch", "--class", help="batch, debug or interactive"),
         priority: int = typer.Option(0, help="orders jobs inside one project only"),
+        gpu_model: list[str] = typer.Option([], "--gpu-model",
+                                            help="a GPU model it accepts (repeatable or a comma list; none: any)"),
+        cluster: list[str] = typer.Option([], "--cluster",
+                                          help="a cluster it accepts (repeatable or a comma list; none: any)"),
         preview: bool = typer.Option(False, "--preview",
                                      help="only say what it would get now (funded or not, and why); record nothing"),
         output: OutputFormat = OutputOption,
@@ -134,9 +148,14 @@ def register(app: typer.Typer) -> None:
             fail(f"--gpus must be at least 1, got {gpus}", 2)
         if min_runtime < 0:
             fail(f"--min-runtime must be 0 or more seconds, got {min_runtime:g}", 2)
-        variables = {"input": {"project": project, "gpus": gpus, "minRuntimeS": min_runtime,
-                               "command": command, "resumable": resumable, "jobClass": job_class,
-                               "priority": priority}}
+        variables: dict[str, Any] = {"input": {
+            "project": project, "gpus": gpus, "minRuntimeS": min_runtime, "command": command, "resumable": resumable,
+            "jobClass": job_class, "priority": priority}}
+        models, clusters = names_of(gpu_model), names_of(cluster)
+        if models:
+            variables["input"]["gpuModels"] = models
+        if clusters:
+            variables["input"]["clusters"] = clusters
         client = GraphQLClient(get_settings())
         if preview:
             found = client.execute(PREVIEW, variables)["submitOutlook"]

@@ -19,6 +19,7 @@ from steward.cli.scenario_file import (
     cluster_commands,
     load_yaml,
     tree_commands,
+    weight_settings,
 )
 from steward.config import get_settings
 from steward.domain.display_names import display_name_problem
@@ -326,25 +327,36 @@ def whoami(output: OutputFormat = OutputOption) -> None:
 
 @cluster_app.command("apply")
 def cluster_apply(
-    file: Path = typer.Argument(..., help="a scenario YAML with a 'cluster:' section"),
+    file: Path = typer.Argument(..., help="a scenario YAML with a 'cluster:' (or 'clusters:') section"),
     executor: str = typer.Option("local", help="the executor that runs the nodes' jobs"),
     output: OutputFormat = OutputOption,
 ) -> None:
-    """Register the nodes (with their topology path) of a scenario's `cluster:` section."""
+    """Register the nodes (with their topology path) of a scenario's `cluster:` section, or of each named
+    cluster of its `clusters:` section, and set the weights of its `gpu_models:` section (ADR 0057)."""
     try:
-        commands = cluster_commands(load_yaml(file), executor)
+        data = load_yaml(file)
+        commands = cluster_commands(data, executor)
+        weights = weight_settings(data)
         check_locally(LedgerState(), commands)
     except ScenarioFileError as err:
         fail(str(err), 2)
     client = GraphQLClient(get_settings())
     done = []
     for cmd in commands:
-        res = client.execute(REGISTER_NODE, {"input": {
-            "id": cmd.node_id, "gpus": cmd.gpus, "gpuModel": cmd.gpu_model, "path": cmd.path,
-            "executor": cmd.executor}})["registerNode"]
+        node = {"id": cmd.node_id, "gpus": cmd.gpus, "gpuModel": cmd.gpu_model, "path": cmd.path,
+                "executor": cmd.executor}
+        if cmd.cluster:
+            node["cluster"] = cmd.cluster
+        res = client.execute(REGISTER_NODE, {"input": node})["registerNode"]
         if (why := _refusal(res)) is not None:
             fail(f"node '{cmd.node_id}' {why}")
         done.append({"id": cmd.node_id, "gpus": cmd.gpus, "path": cmd.path})
+    if weights:
+        asked = {"weights": [{"model": m, "weight": w} for m, w in weights.items()],
+                 "reason": f"steward cluster apply {file.name}"}
+        res = client.execute(operate.SET_WEIGHTS, asked)["setGpuModelWeights"]
+        if (why := _refusal(res)) is not None:
+            fail(f"GPU model weights {why}")
     emit({"registered": done}, output, [[c.node_id, c.gpus, "/".join(c.path)] for c in commands],
          ["node", "gpus", "path"])
 

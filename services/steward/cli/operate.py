@@ -1,4 +1,4 @@
-"""Operator commands on the API: `node register|drain|list`, `policy set`."""
+"""Operator commands on the API: `node register|drain|list`, `policy set`, `gpu-models list|set`."""
 
 from __future__ import annotations
 
@@ -28,7 +28,31 @@ RESUME = """mutation($id: String!, $reason: String!) { resumeNode(id: $id, reaso
   __typename ... on NodeResumed { id position } ... on Rejected { code reason }
   ... on InvalidInput { field message } ... on NotAuthorised { message } } }"""
 
-NODES = "{ nodes { id gpus gpuModel path executor state usedGpus foreignGpus freeGpus jobs otherJobs } }"
+NODES = "{ nodes { id gpus gpuModel cluster path executor state usedGpus foreignGpus freeGpus jobs otherJobs } }"
+
+SET_WEIGHTS = """mutation($weights: [GpuModelWeightInput!]!, $reason: String!) {
+  setGpuModelWeights(weights: $weights, reason: $reason) {
+  __typename ... on PolicySet { position } ... on Rejected { code reason }
+  ... on InvalidInput { field message } ... on NotAuthorised { message } } }"""
+
+GPU_MODELS = "{ gpuModels { model weight gpus nodes clusters } }"
+
+
+def parse_weights(pairs: list[str]) -> dict[str, float]:
+    """`MODEL=WEIGHT` arguments (e.g. `H100=1 A100=0.55`) as a mapping; a malformed one is named."""
+    out: dict[str, float] = {}
+    for pair in pairs:
+        model, sep, value = pair.partition("=")
+        if not sep or not model.strip():
+            raise ValueError(f"expected MODEL=WEIGHT (e.g. A100=0.55), got {pair!r}")
+        try:
+            weight = float(value)
+        except ValueError:
+            raise ValueError(f"the weight of {model.strip()!r} is not a number: {value!r}") from None
+        if model.strip() in out:
+            raise ValueError(f"the GPU model {model.strip()!r} is named twice")
+        out[model.strip()] = weight
+    return out
 
 
 def register(app: typer.Typer) -> None:
@@ -36,6 +60,33 @@ def register(app: typer.Typer) -> None:
     policy_app = typer.Typer(no_args_is_help=True, help="The scheduling policy (operators).")
     app.add_typer(node_app, name="node")
     app.add_typer(policy_app, name="policy")
+    gpu_app = typer.Typer(no_args_is_help=True, help="GPU models and their weights (operators; ADR 0057).")
+    app.add_typer(gpu_app, name="gpu-models")
+
+    @gpu_app.command("list")
+    def gpu_models_list(output: OutputFormat = OutputOption) -> None:
+        """The GPU models of the registered nodes, the weight each is charged at (budget units per GPU-hour),
+        their GPUs, nodes and clusters."""
+        found = GraphQLClient(get_settings()).execute(GPU_MODELS)["gpuModels"]
+        emit(found, output, [[m["model"], f"{m['weight']:g}", m["gpus"], m["nodes"], ",".join(m["clusters"])]
+                             for m in found], ["model", "weight", "gpus", "nodes", "clusters"])
+
+    @gpu_app.command("set")
+    def gpu_models_set(
+        weights: list[str] = typer.Argument(..., help="MODEL=WEIGHT, e.g. H100=1 A100=0.55 V100=0.25"),
+        reason: str = typer.Option(..., "--reason"),
+        output: OutputFormat = OutputOption,
+    ) -> None:
+        """Set the weight of GPU models: budget units per GPU-hour; the models not named keep theirs."""
+        try:
+            parsed = parse_weights(weights)
+        except ValueError as err:
+            fail(str(err), 2)
+        res = GraphQLClient(get_settings()).execute(SET_WEIGHTS, {
+            "weights": [{"model": m, "weight": w} for m, w in parsed.items()], "reason": reason})["setGpuModelWeights"]
+        if (why := refusal(res)) is not None:
+            fail(f"GPU model weights {why}", 2)
+        emit(res, output)
 
     @node_app.command("register")
     def node_register(
@@ -44,6 +95,7 @@ def register(app: typer.Typer) -> None:
         path: str = typer.Option(..., "--path", help="topology path, outermost first: zone/spine/block"),
         gpu_model: str = typer.Option("generic", "--gpu-model"),
         executor: str = typer.Option("local", "--executor"),
+        cluster: str = typer.Option("", "--cluster", help="the named cluster it joins (default: the default one)"),
         output: OutputFormat = OutputOption,
     ) -> None:
         """Register a node with its GPUs and topology path."""
@@ -53,7 +105,8 @@ def register(app: typer.Typer) -> None:
         if not parts:
             fail("--path needs at least one element, e.g. zone-a/block-1", 2)
         res = GraphQLClient(get_settings()).execute(REGISTER, {"input": {
-            "id": node_id, "gpus": gpus, "gpuModel": gpu_model, "path": parts, "executor": executor}})["registerNode"]
+            "id": node_id, "gpus": gpus, "gpuModel": gpu_model, "path": parts, "executor": executor,
+            "cluster": cluster}})["registerNode"]
         if (why := refusal(res)) is not None:
             fail(f"node '{node_id}' {why}", 2)
         emit(res, output, [[res["id"], gpus, "/".join(parts), res["position"]]], ["node", "gpus", "path", "position"])
@@ -80,9 +133,9 @@ def register(app: typer.Typer) -> None:
     def node_list(output: OutputFormat = OutputOption) -> None:
         """Nodes with topology and occupancy."""
         nodes = GraphQLClient(get_settings()).execute(NODES)["nodes"]
-        rows = [[n["id"], "/".join(n["path"]), n["state"], n["gpus"], n["usedGpus"], n["foreignGpus"], n["freeGpus"]]
-                for n in nodes]
-        emit(nodes, output, rows, ["node", "path", "state", "gpus", "used", "foreign", "free"])
+        rows = [[n["id"], n["cluster"], n["gpuModel"], "/".join(n["path"]), n["state"], n["gpus"], n["usedGpus"],
+                 n["foreignGpus"], n["freeGpus"]] for n in nodes]
+        emit(nodes, output, rows, ["node", "cluster", "model", "path", "state", "gpus", "used", "foreign", "free"])
 
     @policy_app.command("set")
     def policy_set(file: Path = typer.Argument(..., help="a JSON file of policy settings"),

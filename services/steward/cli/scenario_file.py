@@ -102,23 +102,60 @@ def tree_commands(data: dict[str, Any], reason: str) -> list[SetAllocations]:
 
 
 def cluster_commands(data: dict[str, Any], executor: str) -> list[RegisterNode]:
+    """The nodes of a scenario's `cluster:` section (the default cluster), or of each cluster of its `clusters:`
+    section (name -> the same fields; ADR 0057: node `NAME-node-K`, topology path under the cluster's name)."""
+    several = data.get("clusters")
+    if several is not None:
+        if "cluster" in data:
+            raise ScenarioFileError("give either 'cluster:' (one) or 'clusters:' (several), not both")
+        if not isinstance(several, dict) or not several:
+            raise ScenarioFileError("clusters: expected a mapping of cluster name to its nodes")
+        out: list[RegisterNode] = []
+        for name, spec in several.items():
+            if not isinstance(spec, dict) or isinstance(spec.get("nodes"), list):
+                raise ScenarioFileError(f"clusters.{name}: expected nodes, gpus_per_node, gpu_model, topology "
+                                        "(a count of nodes, not a list)")
+            out += [RegisterNode(node_id=f"{name}-{c.node_id}", gpus=c.gpus, gpu_model=c.gpu_model,
+                                 path=[str(name), *c.path[:-1], f"{name}-{c.node_id}"], executor=executor,
+                                 cluster=str(name))
+                    for c in _one_cluster(f"clusters.{name}", spec, executor)]
+        return out
     cluster = data.get("cluster")
     if not isinstance(cluster, dict):
         raise ScenarioFileError("the file has no 'cluster:' section")
+    return _one_cluster("cluster", cluster, executor)
+
+
+def weight_settings(data: dict[str, Any]) -> dict[str, float]:
+    """A scenario's `gpu_models:` section (model -> weight, budget units per GPU-hour; ADR 0057)."""
+    raw = data.get("gpu_models")
+    if raw is None:
+        return {}
+    if not isinstance(raw, dict):
+        raise ScenarioFileError("gpu_models: expected a mapping of GPU model to its weight")
+    out = {}
+    for model, w in raw.items():
+        if isinstance(w, bool) or not isinstance(w, int | float):
+            raise ScenarioFileError(f"gpu_models.{model}: the weight must be a number, got {w!r}")
+        out[str(model)] = float(w)
+    return out
+
+
+def _one_cluster(where: str, cluster: dict[str, Any], executor: str) -> list[RegisterNode]:
     try:
         count = int(cluster["nodes"])
         gpus = int(cluster["gpus_per_node"])
     except KeyError as err:
-        raise ScenarioFileError(f"cluster: missing '{err.args[0]}'") from None
+        raise ScenarioFileError(f"{where}: missing '{err.args[0]}'") from None
     except (TypeError, ValueError):
-        raise ScenarioFileError("cluster: 'nodes' and 'gpus_per_node' must be integers") from None
+        raise ScenarioFileError(f"{where}: 'nodes' and 'gpus_per_node' must be integers") from None
     if count < 1 or gpus < 1:
-        raise ScenarioFileError(f"cluster: needs at least one node and one GPU, got {count} x {gpus}")
+        raise ScenarioFileError(f"{where}: needs at least one node and one GPU, got {count} x {gpus}")
     model = str(cluster.get("gpu_model", "generic"))
     topo = cluster.get("topology") or {}
     per_block = int(topo.get("nodes_per_block", count))
     if per_block < 1:
-        raise ScenarioFileError("cluster.topology: 'nodes_per_block' must be at least 1")
+        raise ScenarioFileError(f"{where}.topology: 'nodes_per_block' must be at least 1")
     width = len(str(count - 1))
     return [
         RegisterNode(node_id=f"node-{i:0{width}d}", gpus=gpus, gpu_model=model,

@@ -54,11 +54,16 @@ class SetAllocations(Command):
 
 @dataclass(frozen=True, slots=True)
 class RegisterNode(Command):
+    """A node joins a cluster (DESIGN.md "Clusters and GPU models"): its GPUs, their model, its topology
+    path, the executor that runs its work and the named cluster it belongs to ("": the default cluster,
+    steward.domain.clusters.DEFAULT_CLUSTER; every node registered before clusters had names is in it)."""
+
     node_id: str
     gpus: int
     gpu_model: str
     path: list[str]
     executor: str = "local"
+    cluster: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,6 +83,9 @@ class SubmitJob(Command):
     priority: int = 0
     from_executor: str = ""
     from_namespace: str = ""
+    # DESIGN.md "Clusters and GPU models": the GPU models and clusters the job accepts (empty: any)
+    gpu_models: list[str] = field(default_factory=list)
+    clusters: list[str] = field(default_factory=list)
 
 
 @dataclass(frozen=True, slots=True)
@@ -324,6 +332,16 @@ class SetPolicy(Command):
 
 
 @dataclass(frozen=True, slots=True)
+class SetGpuModelWeights(Command):
+    """An admin sets the weight of GPU models (budget units per GPU-hour, DESIGN.md "Clusters and GPU
+    models"; e.g. H100 1.0, A100 0.55, V100 0.25), with a reason. Models not named keep their weight
+    (steward.domain.clusters; ADR 0057)."""
+
+    weights: dict[str, float]
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
 class SetGroupMapping(Command):
     """An admin sets which Steward role and scopes each group of the OpenID provider gives its members
     (steward.domain.identity): the whole mapping, as a list of `{group, role, scopes}`, with a reason."""
@@ -441,6 +459,7 @@ REGISTRY: tuple[CommandKind, ...] = (
     CommandKind("ClosePeriod", ClosePeriod, "period-{period_id}"),
     CommandKind("ExplainWaiting", ExplainWaiting, "queue"),
     CommandKind("SetPolicy", SetPolicy, "policy"),
+    CommandKind("SetGpuModelWeights", SetGpuModelWeights, "policy"),
     CommandKind("SetGroupMapping", SetGroupMapping, "identity-groups"),
     CommandKind("MapNamespace", MapNamespace, "k8s-namespaces-{executor_id:.150}"),
     CommandKind("RecordAccessDenial", RecordAccessDenial, "access-{subject:.150}"),  # a stream name's length

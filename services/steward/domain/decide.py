@@ -11,7 +11,7 @@ from collections.abc import Callable
 from dataclasses import fields
 from typing import Any
 
-from steward.domain import contract, denials, identity, namespaces, nodes, notifications, periods, sessions
+from steward.domain import clusters, contract, denials, identity, namespaces, nodes, notifications, periods, sessions
 from steward.domain.commands import (
     JOB_CLASSES,
     ROOT,
@@ -41,6 +41,7 @@ from steward.domain.commands import (
     ResumeNode,
     RevokeProtection,
     SetAllocations,
+    SetGpuModelWeights,
     SetGroupMapping,
     SetNotifications,
     SetPolicy,
@@ -150,21 +151,30 @@ def require_valid_job_shape(cmd: SubmitJob) -> None:
         raise InvalidCommand("job_id must not be empty")
 
 
-def largest_placement(state: LedgerState) -> tuple[int, int]:
-    """The most GPUs any placement could ever give a job on the registered cluster, and over how many
-    nodes: every registered node, whatever its state now (a drained or unhealthy node may come back)."""
-    return sum(node.gpus for node in state.nodes.values()), len(state.nodes)
+def largest_placement(state: LedgerState, gpu_models: list[str] | None = None,
+                      cluster_names: list[str] | None = None) -> tuple[int, int, str]:
+    """The most GPUs any placement could ever give a job (with this request of models and clusters) on the
+    registered nodes, over how many nodes, in which cluster: every registered node it admits, whatever its
+    state now (a drained or unhealthy node may come back), inside one cluster (gangs never span clusters)."""
+    return clusters.largest_gang(((n.gpus, n.gpu_model, n.cluster) for n in state.nodes.values()),
+                                 gpu_models or (), cluster_names or ())
 
 
-def require_placeable(state: LedgerState, gpus: int) -> None:
+def require_placeable(state: LedgerState, gpus: int, gpu_models: list[str] | None = None,
+                      cluster_names: list[str] | None = None) -> None:
     """DESIGN.md "Placement": gang jobs are all-or-nothing, so a job asking more GPUs than all registered
-    nodes hold together could never start; it is refused at submit, naming the largest placement. A
-    cluster with no node registered yet refuses nothing (it is being set up)."""
-    largest, nodes = largest_placement(state)
-    if nodes and gpus > largest:
+    nodes it admits hold together in one cluster could never start; it is refused at submit, naming the
+    largest placement. A cluster with no node registered yet refuses nothing (it is being set up)."""
+    if not state.nodes:
+        return
+    largest, nodes, name = largest_placement(state, gpu_models, cluster_names)
+    if gpus > largest:
+        several = len({n.cluster for n in state.nodes.values()}) > 1 or gpu_models or cluster_names
+        where = f"cluster {name!r}, " if several and name else ""
+        asked = " it accepts" if gpu_models or cluster_names else ""
         raise InvalidCommand(
             f"the job asks for {gpus} GPUs, but the largest placement this cluster could ever give is "
-            f"{largest} GPUs (all {nodes} registered node{'s' if nodes != 1 else ''})")
+            f"{largest} GPUs ({where}all {nodes} registered node{'s' if nodes != 1 else ''}{asked})")
 
 
 def require_known_project(state: LedgerState, project: str) -> None:
@@ -274,6 +284,11 @@ def decide(state: LedgerState, command: Command, now: float, rules: int = CURREN
         merged = require_valid_policy(state, command.settings, rules)
         return [Event(command.aggregate, "PolicySet", {"changed": command.settings, "settings": merged,
                                                        "reason": command.reason})]
+    if isinstance(command, SetGpuModelWeights):
+        weights = clusters.weights_after(command, state.policy, (n.gpu_model for n in state.nodes.values()))
+        merged = require_valid_policy(state, {clusters.WEIGHTS_SETTING: weights}, rules)
+        return [Event(command.aggregate, "PolicySet", {"changed": {clusters.WEIGHTS_SETTING: weights},
+                                                       "settings": merged, "reason": command.reason})]
     if isinstance(command, ExplainWaiting):
         return deferred_events(state, command)
     if isinstance(command, SetAllocations):
@@ -291,16 +306,18 @@ def decide(state: LedgerState, command: Command, now: float, rules: int = CURREN
             raise InvalidCommand(f"node '{command.node_id}' needs at least 1 GPU, got {command.gpus}")
         if not command.node_id or not command.path:
             raise InvalidCommand("a node needs an id and a topology path")
-        return [Event(command.aggregate, "NodeRegistered", command_to_dict(command))]
+        return [Event(command.aggregate, "NodeRegistered", clusters.registered_payload(command))]
     if isinstance(command, SubmitJob):
         require_valid_job_shape(command)
         namespaces.require_mapped_namespace(state, command)
         require_known_project(state, command.project)
+        clusters.require_known_request(command, (n.gpu_model for n in state.nodes.values()),
+                                       (n.cluster for n in state.nodes.values()))
         if patched("placeable", rules):
-            require_placeable(state, command.gpus)
+            require_placeable(state, command.gpus, command.gpu_models, command.clusters)
         if command.job_id in state.jobs:
             raise InvalidCommand(f"job '{command.job_id}' already exists")
-        return [Event(command.aggregate, "JobSubmitted", submitted_fields(command) | {"submitted_at": now})]
+        return [Event(command.aggregate, "JobSubmitted", clusters.submitted_payload(command, now))]
     if isinstance(command, CancelJob):
         job = require_job(state, command.job_id)
         if job.state in TERMINAL_STATES:

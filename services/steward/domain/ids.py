@@ -60,6 +60,8 @@ def require_new_ids(command: Command) -> None:
     elif isinstance(command, RegisterNode):
         require_id("node_id", command.node_id)
         require_id("executor", command.executor)
+        if command.cluster:
+            require_id("cluster", command.cluster)
     elif isinstance(command, SetAllocations):
         for child in command.shares:
             require_id("org tree node", child)

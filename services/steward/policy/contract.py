@@ -157,6 +157,8 @@ def requeue(job: RunningJob) -> PendingJob:
         priority=job.priority,
         topology_depth=job.topology_depth,
         previous_node=job.placement[0][0] if job.klass == "interactive" and job.placement else None,
+        gpu_models=job.gpu_models,
+        clusters=job.clusters,
     )
 
 
@@ -178,4 +180,6 @@ def start(job: PendingJob, placement: Placement, now: float) -> RunningJob:
         min_runtime_s=job.min_runtime_s,
         priority=job.priority,
         topology_depth=job.topology_depth,
+        gpu_models=job.gpu_models,
+        clusters=job.clusters,
     )

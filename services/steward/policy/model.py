@@ -57,13 +57,15 @@ JOB_CLASSES: frozenset[str] = frozenset(("batch", "debug", "interactive"))
 @dataclass(frozen=True, slots=True)
 class Node:
     """A host: its GPU count and model, and its topology path (enclosing domains, outermost first,
-    the node itself not included; e.g. `("zone-a", "spine-2", "block-7")`)."""
+    the node itself not included; e.g. `("zone-a", "spine-2", "block-7")`), and the named cluster it
+    belongs to (DESIGN.md "Clusters and GPU models": gangs never span clusters)."""
 
     id: str
     gpus: int
     model: str = "default"
     path: tuple[str, ...] = ()
     state: NodeState = "ready"
+    cluster: str = "default"
 
     def __post_init__(self) -> None:
         if self.gpus < 0:
@@ -95,6 +97,9 @@ class PendingJob:
     topology_depth: int | None = None
     previous_node: str | None = None
     room_freed_at: float | None = None
+    # DESIGN.md "Clusters and GPU models": the GPU models and clusters it accepts (empty: any)
+    gpu_models: tuple[str, ...] = ()
+    clusters: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if self.gpus < 1:
@@ -130,6 +135,8 @@ class RunningJob:
     priority: int = 0
     topology_depth: int | None = None
     claimed_for: str | None = None
+    gpu_models: tuple[str, ...] = ()  # what it accepts, kept for its requeue (PendingJob)
+    clusters: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if sum(c for _, c in self.placement) != self.gpus:

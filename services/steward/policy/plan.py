@@ -44,6 +44,7 @@ from steward.policy.reservation import (
     ReservationPlan,
     may_backfill,
 )
+from steward.policy.routing import Routes, estimated_wait_s, hidden_except, left_free, releases_on, routing_evidence
 from steward.policy.sessions import restore_node
 
 
@@ -53,6 +54,7 @@ class CyclePlan:
     Attributes set by a phase are typed here (a later phase reads them)."""
 
     index: CapacityIndex  # phase 2
+    routes: Routes  # phase 2 (ADR 0057)
     capacity: int  # phase 2
     stand: Standing  # phase 2
     order: Order  # phase 2
@@ -117,6 +119,10 @@ class CyclePlan:
         self.churn_refused: list[dict[str, Any]] = []  # preemptions `worth_preempting` refused
         self.load: FirmLoad | None = None  # ADR 0013: gang-aware packing of one-node work
         self.backfilling = False  # phase 8: placing unfunded work
+        # ADR 0057: per (cluster, request, shape) the smallest size that did not fit
+        self.route_fail: dict[tuple[Any, ...], float] = {}
+        self.route_notes: dict[str, dict[str, Any]] = {}  # ADR 0057: a routed job's `routing` evidence
+        self.route_releases: dict[int, list[tuple[float, int]]] | None = None
 
     def path(self, project: str) -> tuple[str, ...]:
         p = self.paths.get(project)
@@ -180,23 +186,18 @@ class CyclePlan:
     def try_place(self, job: PendingJob, pos: int, ends_at: float | None,
                   mask: int = -1) -> tuple[Fit | None, str]:
         """Where the job goes now (visible capacity first, then the reserved nodes it may use: see
-        `eligible_mask`; `mask` when the caller has it already)."""
+        `eligible_mask`; `mask` when the caller has it already). A routed job (several clusters, or a job
+        naming the models or clusters it accepts) is placed by `try_place_routed`."""
+        if self.routes.active and self.routes.routed(job):
+            return self.try_place_routed(job)
         index = self.index
         g = job.gpus
         fit: Fit | None = None
         rule: str = self.s.placement
         if g <= index.maxcap:
             if g < self.fail_single:
-                if job.previous_node is not None:
-                    i, rule = restore_node(job, index)
-                elif self.load is not None:
-                    i = pack_single(index, g, self.load, not self.backfilling)
-                else:
-                    i = index.find_single(g)
-                if i >= 0:
-                    n = index.nodes[i]
-                    fit = Fit(((i, g),), len(n.path) + 1, (*n.path, n.id))
-                else:
+                fit, rule = self.fit_single(job)
+                if fit is None:
                     self.fail_single = float(g)
         else:
             d = min(job.topology_depth or 0, index.depth)
@@ -213,6 +214,74 @@ class CyclePlan:
                 fit = self.fit_reserved(g, mask)
                 if fit is not None:
                     rule = "backfill_reserved"
+        return fit, rule
+
+    def fit_single(self, job: PendingJob) -> tuple[Fit | None, str]:
+        """A one-node job on the visible nodes: a session's restore node, gang-aware packing (ADR 0013) or
+        the placement mode's search, with the rule that chose it."""
+        index, g = self.index, job.gpus
+        rule: str = self.s.placement
+        if job.previous_node is not None:
+            i, rule = restore_node(job, index)
+        elif self.load is not None:
+            i = pack_single(index, g, self.load, not self.backfilling)
+        else:
+            i = index.find_single(g)
+        if i < 0:
+            return None, rule
+        n = index.nodes[i]
+        return Fit(((i, g),), len(n.path) + 1, (*n.path, n.id)), rule
+
+    def fit_here(self, job: PendingJob, cluster: str, nodes: list[int]) -> tuple[Fit | None, str]:
+        """Where the job fits now among `nodes` (the others hidden), as `try_place` looks: a one-node job
+        when one of them is large enough, else a gang of wholly free ones inside one domain."""
+        index, g = self.index, job.gpus
+        rule: str = self.s.placement
+        maxcap = max((index.cap[i] for i in nodes if index.layout_ready[i]), default=0)
+        single = g <= maxcap
+        depth = 0 if single else min(job.topology_depth or 0, index.depth)
+        key = (cluster, job.gpu_models, job.clusters, single, depth)  # the same nodes for the same request
+        if g >= self.route_fail.get(key, math.inf):
+            return None, rule
+        fit: Fit | None = None
+        with hidden_except(index, nodes):
+            if single:
+                fit, rule = self.fit_single(job)
+            else:
+                fit = index.find_gang(g, depth)
+                rule = f"{rule}_gang"
+        if fit is None:
+            self.route_fail[key] = g
+        return fit, rule
+
+    def try_place_routed(self, job: PendingJob) -> tuple[Fit | None, str]:
+        """ADR 0057: a routed job fits cluster by cluster (gangs never span clusters; only nodes of models
+        and clusters it accepts); among the clusters where it fits now, the tightest fit, then the name.
+        The choice and the other candidates (with an estimate of the wait there) are kept for the
+        placement's `routing` evidence. Reserved nodes are not backfilled by routed jobs (yet)."""
+        index = self.index
+        found: list[tuple[int, str, Fit, str]] = []
+        tried: list[tuple[str, list[int], bool]] = []
+        for cluster, nodes in self.routes.candidates(job):
+            fit, rule = self.fit_here(job, cluster, nodes)
+            tried.append((cluster, nodes, fit is not None))
+            if fit is not None:
+                found.append((left_free(index, fit), cluster, fit, rule))
+        if not found:
+            return None, self.s.placement
+        _, chosen, fit, rule = min(found, key=lambda x: (x[0], x[1]))
+        candidates: list[dict[str, Any]] = []
+        for cluster, nodes, fits in tried:
+            entry: dict[str, Any] = {"cluster": cluster, "models": sorted({index.nodes[i].model for i in nodes}),
+                                     "fits_now": fits}
+            if fits:
+                entry["estimated_wait_s"] = 0.0
+            else:
+                if self.route_releases is None:
+                    self.route_releases = releases_on(self.snap.running, index.pos, self.now)
+                entry["estimated_wait_s"] = estimated_wait_s(index, nodes, job.gpus, self.route_releases, self.now)
+            candidates.append(entry)
+        self.route_notes[job.id] = routing_evidence(job, chosen, fit, index, candidates)
         return fit, rule
 
     def fit_reserved(self, g: int, mask: int) -> Fit | None:
@@ -275,6 +344,9 @@ class CyclePlan:
             "protected_until": until,
             "rank": self.rank(job.project),
         }
+        routing = self.route_notes.pop(job.id, None) if self.route_notes else None
+        if routing is not None:
+            evidence["routing"] = routing  # ADR 0057: where it could run, where it goes, why
         q = self.qual.get(job.id) if self.qual else None
         if q is not None:
             evidence["qualified"] = q.qualified  # ADR 0029: inside its allocation's debug quota?

@@ -36,7 +36,7 @@ def policy_node(node: ClusterNode) -> Node:
     path = node.path[:-1] if node.path and node.path[-1] == node.node_id else node.path
     state = NODE_STATES.get(node.state, "unhealthy")
     gpus = max(0, node.gpus - node.foreign_gpus)
-    return Node(node.node_id, gpus, node.gpu_model, tuple(path), state)  # type: ignore[arg-type]
+    return Node(node.node_id, gpus, node.gpu_model, tuple(path), state, node.cluster)  # type: ignore[arg-type]
 
 
 def allocation_tree(state: LedgerState, max_depth: int = 8) -> AllocationTree:
@@ -58,6 +58,7 @@ def pending_job(job: Job, room_freed_at: float | None = None) -> PendingJob:
         id=job.job_id, project=job.project, gpus=job.gpus, submitted_at=job.submitted_at,
         min_runtime_s=job.min_runtime_s, resumable=job.resumable, klass=_klass(job), priority=job.priority,
         previous_node=job.preferred_node, room_freed_at=room_freed_at,
+        gpu_models=job.gpu_models, clusters=job.clusters,
     )
 
 
@@ -85,6 +86,7 @@ def running_job(job: Job, now: float) -> RunningJob:
         resumable=job.resumable, klass=_klass(job), submitted_at=job.submitted_at,
         preemption_requested_at=job.preemption_requested_at, min_runtime_s=job.min_runtime_s,
         priority=job.priority, claimed_for=job.preemption_for or None,
+        gpu_models=job.gpu_models, clusters=job.clusters,
     )
 
 

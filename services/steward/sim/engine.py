@@ -187,7 +187,7 @@ class Engine:
         self.ckpt_interval = settings.checkpoint_interval_s or sp.checkpoint_interval_s
         self.restart_overhead = settings.restart_overhead_s
         self.nodes = tuple(
-            Node(id=n.name, gpus=n.gpus, model=n.gpu_model, path=n.path[:-1]) for n in scenario.nodes
+            Node(id=n.name, gpus=n.gpus, model=n.gpu_model, path=n.path[:-1], cluster=n.cluster) for n in scenario.nodes
         )
         self.node_model = {n.id: n.model for n in self.nodes}
         self.free: dict[str, int] = {n.id: n.gpus for n in self.nodes}
@@ -328,6 +328,7 @@ class Engine:
             id=s.job_id, project=s.tenant, gpus=s.gpus, submitted_at=s.submit_s,
             min_runtime_s=s.min_runtime_s, resumable=s.resumable, klass=s.job_class,  # type: ignore[arg-type]
             priority=s.priority + self.class_bonus.get(s.job_class, 0),
+            gpu_models=s.gpu_models, clusters=s.clusters,
         )
         if s.job_class == "debug":
             job.debug_class = self._debug_class(job.pending)
@@ -437,6 +438,7 @@ class Engine:
             protected_until=protected_until, funded=funded, last_checkpoint_at=None,
             resumable=s.resumable, klass=pj.klass, submitted_at=s.submit_s, preemption_requested_at=None,
             min_runtime_s=s.min_runtime_s, priority=pj.priority, topology_depth=pj.topology_depth,
+            gpu_models=pj.gpu_models, clusters=pj.clusters,
         )
         self.running[s.job_id] = job.running
         if job.first_start is None:
@@ -755,13 +757,13 @@ def running_with(rj: RunningJob, last_checkpoint_at: float | None,
     return RunningJob(rj.id, rj.project, rj.gpus, rj.placement, rj.started_at, rj.protected_until, rj.funded,
                       last_checkpoint_at, rj.resumable, rj.klass, rj.submitted_at, preemption_requested_at,
                       rj.min_runtime_s, rj.priority, rj.topology_depth,
-                      rj.claimed_for if claimed_for is None else claimed_for)
+                      rj.claimed_for if claimed_for is None else claimed_for, rj.gpu_models, rj.clusters)
 
 
 def with_room_freed(pj: PendingJob, at: float) -> PendingJob:
     """`dataclasses.replace(pj, room_freed_at=at)`, field by field (see `running_with`)."""
     return PendingJob(pj.id, pj.project, pj.gpus, pj.submitted_at, pj.min_runtime_s, pj.resumable, pj.klass,
-                      pj.priority, pj.topology_depth, pj.previous_node, at)
+                      pj.priority, pj.topology_depth, pj.previous_node, at, pj.gpu_models, pj.clusters)
 
 
 def _acted_on(result: CycleResult) -> set[str]:

@@ -34,6 +34,7 @@ from typing import Any
 
 import yaml
 
+from steward.domain.clusters import largest_gang
 from steward.sim.errors import SimError
 from steward.sim.scenario import Scenario
 
@@ -127,6 +128,7 @@ class Mix:
     session_durations: Durations = LogNormal(5400.0, 0.7, lo=600.0, hi=SESSION_CAP_S)
     group_shares: Mapping[str, float] = field(default_factory=dict)  # fixed shares of groups (else drawn)
     tenant_shares: Mapping[str, float] = field(default_factory=dict)  # fixed shares of tenants in a group
+    max_gpus: int | None = None  # the largest job (None: the whole cluster; several clusters: one of them)
 
 
 # ------------------------------------------------------------------------------ family parameters
@@ -214,6 +216,20 @@ class UnfundedDebug(Size):
     sigma: float = 2.0
     debug: float = 0.30  # the funded tenants' debug fraction
     interactive: float = 0.05
+    unfunded: float = 0.15
+
+
+@dataclass(frozen=True)
+class TwoClusters(Size):
+    """Two clusters and three GPU models under one tree (issue 25, ADR 0057): `ceres` holds half the
+    nodes (H100), `jupiter` the other half (A100, then V100)."""
+
+    models_asked: float = 0.35  # fraction of batch jobs that name the GPU models they accept
+    cluster_asked: float = 0.10  # fraction of batch jobs pinned to one cluster
+    median_s: float = 2 * 3600.0
+    sigma: float = 1.5
+    debug: float = 0.20
+    interactive: float = 0.03
     unfunded: float = 0.15
 
 
@@ -366,6 +382,64 @@ def heavy_tail(p: HeavyTail, rng: random.Random) -> Mix:
     )
 
 
+# two-clusters: the clusters, their models and the weights (budget units per GPU-hour; ADR 0057)
+TWO_CLUSTER_WEIGHTS: dict[str, float] = {"H100": 1.0, "A100": 0.55, "V100": 0.25}
+MODEL_REQUESTS: tuple[tuple[tuple[str, ...], float], ...] = (
+    (("H100",), 0.3), (("H100", "A100"), 0.4), (("A100", "V100"), 0.3))
+
+
+def two_cluster_nodes(nodes: int) -> dict[str, dict[str, Any]]:
+    """The `clusters:` section: ceres gets half the nodes (H100, blocks of 8), jupiter the rest, its first
+    half A100 and the rest V100 (one block per model)."""
+    ceres = nodes // 2
+    jupiter = nodes - ceres
+    a100 = jupiter // 2
+    return {
+        "ceres": {"nodes": ceres, "gpus_per_node": GPUS_PER_NODE, "gpu_model": "H100",
+                  "topology": {"levels": ["block", "node"], "nodes_per_block": min(NODES_PER_BLOCK, ceres)}},
+        "jupiter": {"nodes": [
+            {"name": f"node{i:03d}", "gpus": GPUS_PER_NODE, "gpu_model": "A100" if i < a100 else "V100",
+             "path": ["a100" if i < a100 else "v100", f"node{i:03d}"]} for i in range(jupiter)]},
+    }
+
+
+def two_clusters(p: TwoClusters, rng: random.Random) -> Mix:
+    """Two clusters, three GPU models under one budget tree (issue 25): ceres (H100) and jupiter (A100 and
+    V100), weighted 1.0, 0.55 and 0.25 per GPU-hour; a third of the batch jobs name the models they accept
+    and a tenth are pinned to one cluster; no job is larger than the smallest model pool it may use."""
+    return Mix(
+        tenants=_zipf_tenants(p.tenants, 2, rng),
+        debug=p.debug, interactive=p.interactive,
+        batch_gpus=_gpu_table(0.6, ((2, 0.3), (4, 0.3), (8, 0.25), (16, 0.15))),
+        batch_durations=LogNormal(p.median_s, p.sigma),
+        unfunded=p.unfunded,
+        max_gpus=max(1, (p.nodes - p.nodes // 2) // 2) * GPUS_PER_NODE,  # jupiter's smaller pool (A100)
+    )
+
+
+def _requests(rows: list[Row], p: TwoClusters, rng: random.Random, nodes: dict[str, dict[str, Any]]) -> list[Row]:
+    """The two-clusters family's requests (a stream of its own, so the jobs are those of the mix): a batch
+    job names models (`models_asked`) or one cluster (`cluster_asked`) only where a placement could hold it."""
+    pools: list[tuple[int, str, str]] = []
+    ceres = nodes["ceres"]
+    pools += [(GPUS_PER_NODE, "H100", "ceres")] * int(ceres["nodes"])
+    pools += [(int(n["gpus"]), str(n["gpu_model"]), "jupiter") for n in nodes["jupiter"]["nodes"]]
+    out = []
+    for r in rows:
+        models: tuple[str, ...] = ()
+        clusters: tuple[str, ...] = ()
+        if r.job_class == "batch":
+            u = rng.random()
+            if u < p.models_asked:
+                models = _pick(rng, MODEL_REQUESTS)
+            elif u < p.models_asked + p.cluster_asked:
+                clusters = (rng.choice(("ceres", "jupiter")),)
+            if largest_gang(pools, models, clusters)[0] < r.gpus:
+                models, clusters = (), ()
+        out.append(dataclasses.replace(r, gpu_models="|".join(models), clusters="|".join(clusters)))
+    return out
+
+
 @dataclass(frozen=True)
 class Family:
     name: str
@@ -386,7 +460,10 @@ FAMILIES: dict[str, Family] = {f.name: f for f in (
     Family("unfunded-many", unfunded_many, UnfundedMany),
     Family("heavy-tail", heavy_tail, HeavyTail),
     Family("unfunded-debug", unfunded_debug, UnfundedDebug),
+    Family("two-clusters", two_clusters, TwoClusters),
 )}
+MULTI_CLUSTER_FAMILIES = frozenset({"two-clusters"})
+"""Families of several clusters: not yet in the default suite (its tiresias baseline does not route; ADR 0057)."""
 
 
 def family(name: str) -> Family:
@@ -458,6 +535,11 @@ def _validate(fam: str, p: Size) -> None:
         raise GenerateError(f"family {fam}: dominant_share must be <= {DOMINANT_GROUP_SHARE:g} (its group's share)")
     if isinstance(p, Bursty) and not 1 <= p.burst_min <= p.burst_max:
         raise GenerateError(f"family {fam}: need 1 <= burst_min <= burst_max, got {p.burst_min}..{p.burst_max}")
+    if isinstance(p, TwoClusters) and p.nodes < 4:
+        raise GenerateError(f"family {fam}: nodes must be >= 4 (H100 on ceres, A100 and V100 on jupiter), "
+                            f"got {p.nodes}")
+    if isinstance(p, TwoClusters) and (p.models_asked > 1 or p.models_asked + p.cluster_asked > 1):
+        raise GenerateError(f"family {fam}: models_asked + cluster_asked is a fraction of batch jobs, at most 1")
     if isinstance(p, HeavyTail) and (p.alpha <= 0 or p.xm_s <= 0 or p.max_days <= 0):
         raise GenerateError(f"family {fam}: alpha, xm_s and max_days must be > 0")
     if isinstance(p, UnfundedDebug) and p.guest_debug + p.interactive > 1:
@@ -486,6 +568,8 @@ class Row:
     job_class: str
     min_runtime_s: int
     resumable: int
+    gpu_models: str = ""  # "|"-separated (the two-clusters family only)
+    clusters: str = ""
 
 
 @dataclass(frozen=True)
@@ -584,7 +668,7 @@ def sample(mix: Mix, p: Size, rng: random.Random) -> tuple[list[Row], float]:
         if mix.burst > 0 and job_class != "interactive" and rng.random() < mix.burst:
             size = rng.randint(*mix.burst_size)
         size = min(size, hi - n)
-        gpus, base = _body(mix, job_class, rng, capacity)
+        gpus, base = _body(mix, job_class, rng, capacity if mix.max_gpus is None else min(capacity, mix.max_gpus))
         unit = []
         for k in range(size):
             dur = base if k == 0 else max(1, round(base * math.exp(rng.gauss(0.0, 0.3))))
@@ -694,6 +778,14 @@ def generate(name: str, seed: int, values: Mapping[str, Any] | None = None) -> G
         "tree": tree,
         "metrics": {"large_job_gpus": large_job_gpus(capacity), "owed_period_days": 30},
     }
+    header: tuple[str, ...] = HEADER
+    if isinstance(p, TwoClusters):
+        clusters = two_cluster_nodes(p.nodes)
+        doc = {"name": doc["name"], "trace": doc["trace"], "clusters": clusters,
+               "gpu_models": dict(TWO_CLUSTER_WEIGHTS), **{k: v for k, v in doc.items() if k not in (
+                   "name", "trace", "cluster")}}
+        rows = _requests(rows, p, random.Random(f"{fam.name}/{seed}/requests"), clusters)
+        header = (*HEADER, "gpu_models", "clusters")
     load = gpu_s / (capacity * span) if span > 0 else 0.0
     changed = {k: v for k, v in dataclasses.asdict(p).items() if v != getattr(fam.params(), k)}
     head = (
@@ -705,9 +797,9 @@ def generate(name: str, seed: int, values: Mapping[str, Any] | None = None) -> G
         "# (requested GPU-seconds / (capacity x last arrival)). Tenants absent from the tree run unfunded.\n"
     )
     yaml_text = head + yaml.safe_dump(doc, sort_keys=False, default_flow_style=None, width=200)
-    lines = [",".join(HEADER)]
+    lines = [",".join(header)]
     lines += [f"{r.job_id},{r.submit_s},{r.duration_s},{r.gpus},{r.tenant},{r.job_class},{r.min_runtime_s},"
-              f"{r.resumable}" for r in rows]
+              f"{r.resumable}" + (f",{r.gpu_models},{r.clusters}" if header is not HEADER else "") for r in rows]
     return Generated(name=scenario_name, family=fam.name, seed=seed, params=p, yaml_text=yaml_text,
                      csv_text="\n".join(lines) + "\n", jobs=len(rows), span_s=span, gpu_s=gpu_s)
 

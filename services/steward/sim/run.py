@@ -25,6 +25,11 @@ def default_scheduler() -> Scheduler:
     return run
 
 
+def routes(scenario: Scenario) -> bool:
+    """Does the scenario need routing (ADR 0057): several clusters, or a job naming models or clusters?"""
+    return len({n.cluster for n in scenario.nodes}) > 1 or any(j.gpu_models or j.clusters for j in scenario.jobs)
+
+
 def simulate(
     scenario: Scenario,
     policy: str,
@@ -37,6 +42,11 @@ def simulate(
     settings = settings_for(name, scenario, settings_overrides)
     tree = tree_for(scenario)
     listener: QueueListener | None = None
+    if name == "tiresias" and routes(scenario):
+        raise SimulationFailed(
+            f"policy tiresias: the scenario {scenario.name} has several clusters or jobs naming the GPU models or "
+            "clusters they accept, and the tiresias baseline does not route jobs yet (ADR 0057); run it under "
+            "steward, ai2, fair-tree or fifo-priority")
     if scheduler is None and name == "tiresias":
         from steward.sim.tiresias import Tiresias
 

@@ -21,17 +21,19 @@ from typing import Any
 import yaml
 
 from steward.domain import budget
+from steward.domain.clusters import largest_gang
+from steward.domain.ids import id_problem
 from steward.sim.errors import OverrideError, ScenarioError
 
 JOB_CLASSES = ("debug", "batch", "interactive")
 REQUIRED_COLUMNS = (
     "job_id", "submit_s", "duration_s", "gpus", "tenant", "class", "min_runtime_s", "resumable",
 )
-OPTIONAL_COLUMNS = ("priority",)
+OPTIONAL_COLUMNS = ("priority", "gpu_models", "clusters")  # the last two: "|"-separated names (empty: any)
 MAX_TREE_DEPTH = 8
 SHARE_SLACK = 1e-9
 
-TOP_LEVEL_KEYS = frozenset({"name", "trace", "cluster", "policy", "tree", "metrics", "sim"})
+TOP_LEVEL_KEYS = frozenset({"name", "trace", "cluster", "clusters", "gpu_models", "policy", "tree", "metrics", "sim"})
 CLUSTER_KEYS = frozenset({"nodes", "gpus_per_node", "gpu_model", "topology"})
 TOPOLOGY_KEYS = frozenset({"levels"})
 NODE_KEYS = frozenset({"name", "gpus", "gpu_model", "path"})
@@ -57,6 +59,8 @@ class TraceJob:
     resumable: bool
     priority: int = 0
     line: int = 0
+    gpu_models: tuple[str, ...] = ()  # the GPU models and clusters it accepts (ADR 0057; empty: any)
+    clusters: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,6 +69,7 @@ class NodeSpec:
     gpus: int
     gpu_model: str
     path: tuple[str, ...]
+    cluster: str = "default"
 
 
 @dataclass(frozen=True, slots=True)
@@ -216,8 +221,8 @@ def _mapping(where: str, value: Any) -> dict[str, Any]:
     return value
 
 
-def _parse_cluster(fname: str, raw: Any) -> tuple[NodeSpec, ...]:
-    where = f"{fname}: cluster"
+def _parse_cluster(fname: str, raw: Any, label: str = "cluster") -> tuple[NodeSpec, ...]:
+    where = f"{fname}: {label}"
     cluster = _mapping(where, raw)
     if not cluster:
         raise ScenarioError(f"{where}: missing (nodes, gpus_per_node)")
@@ -250,6 +255,45 @@ def _parse_cluster(fname: str, raw: Any) -> tuple[NodeSpec, ...]:
         name = f"{levels[-1]}{i:0{width}d}"
         nodes.append(NodeSpec(name=name, gpus=per_node, gpu_model=model, path=(*path, name)))
     return tuple(nodes)
+
+
+def _parse_clusters(fname: str, raw: Mapping[str, Any]) -> tuple[NodeSpec, ...]:
+    """`cluster:` (one cluster, "default") or `clusters:` (name -> the same fields as `cluster:`; ADR 0057).
+    Each cluster's nodes are named and placed under the cluster's name (`ceres-node000`, path `ceres/...`),
+    so no topology domain spans two clusters."""
+    if "clusters" not in raw:
+        return _parse_cluster(fname, raw.get("cluster"))
+    if "cluster" in raw:
+        raise ScenarioError(f"{fname}: give either cluster (one) or clusters (several), not both")
+    named = _mapping(f"{fname}: clusters", raw.get("clusters"))
+    if not named:
+        raise ScenarioError(f"{fname}: clusters: name at least one cluster")
+    out: list[NodeSpec] = []
+    for cname, spec in named.items():
+        problem = id_problem(cname)
+        if problem is not None:
+            raise ScenarioError(f"{fname}: clusters: the name {cname!r} {problem}")
+        for n in _parse_cluster(fname, spec, label=f"clusters.{cname}"):
+            name = f"{cname}-{n.name}"
+            out.append(NodeSpec(name=name, gpus=n.gpus, gpu_model=n.gpu_model, path=(cname, *n.path[:-1], name),
+                                cluster=cname))
+    return tuple(out)
+
+
+def _parse_weights(fname: str, raw: Any, nodes: tuple[NodeSpec, ...]) -> dict[str, float]:
+    """`gpu_models:` model -> weight (budget units per GPU-hour; ADR 0057), each a registered model, > 0."""
+    weights = _mapping(f"{fname}: gpu_models", raw)
+    known = {n.gpu_model for n in nodes}
+    out: dict[str, float] = {}
+    for model, w in weights.items():
+        if model not in known:
+            raise ScenarioError(f"{fname}: gpu_models: no node has the model {model!r} "
+                                f"(the scenario has {', '.join(sorted(known))})")
+        value = _number(f"{fname}: gpu_models.{model}", w)
+        if value <= 0:
+            raise ScenarioError(f"{fname}: gpu_models.{model}: a weight must be > 0, got {w!r}")
+        out[str(model)] = value
+    return out
 
 
 def _explicit_nodes(where: str, raw: list[Any], model: str) -> tuple[NodeSpec, ...]:
@@ -426,6 +470,9 @@ def read_trace(
         i_id, i_sub, i_dur, i_gpu = col["job_id"], col["submit_s"], col["duration_s"], col["gpus"]
         i_ten, i_cls, i_min, i_res = col["tenant"], col["class"], col["min_runtime_s"], col["resumable"]
         i_pri = col.get("priority")
+        i_models, i_clusters = col.get("gpu_models"), col.get("clusters")
+        known_models = {n.gpu_model for n in nodes}
+        known_clusters = {n.cluster for n in nodes}
         for row in reader:
             line = reader.line_num
             if not row or (len(row) == 1 and not row[0].strip()):
@@ -445,7 +492,14 @@ def read_trace(
             if gpus_f != int(gpus_f) or gpus_f < 1:
                 raise ScenarioError(f"{fname} line {line}: gpus must be a whole number >= 1, got {row[i_gpu]!r}")
             gpus = int(gpus_f)
-            if (gpus > per_node and math.ceil(gpus / per_node) > len(nodes)) or gpus > capacity:
+            models = _names_cell(fname, line, "gpu_models", row, i_models, known_models)
+            names = _names_cell(fname, line, "clusters", row, i_clusters, known_clusters)
+            if models or names or len(known_clusters) > 1:
+                largest = largest_gang(((n.gpus, n.gpu_model, n.cluster) for n in nodes), models, names)[0]
+                if gpus > largest:
+                    raise ScenarioError(f"{fname} line {line}: job {job_id} needs {gpus} GPUs, the largest "
+                                        f"placement it accepts (in one cluster) has {largest}")
+            elif (gpus > per_node and math.ceil(gpus / per_node) > len(nodes)) or gpus > capacity:
                 raise ScenarioError(
                     f"{fname} line {line}: job {job_id} needs {gpus} GPUs, the cluster has {capacity}")
             tenant = row[i_ten].strip()
@@ -472,6 +526,7 @@ def read_trace(
             jobs.append(TraceJob(
                 job_id=job_id, submit_s=submit, duration_s=duration, gpus=gpus, tenant=tenant,
                 job_class=cls, min_runtime_s=min_rt, resumable=resumable, priority=priority, line=line,
+                gpu_models=models, clusters=names,
             ))
     if not jobs:
         raise ScenarioError(f"{fname}: the trace has no jobs")
@@ -479,6 +534,19 @@ def read_trace(
     if max_jobs is not None:
         jobs = jobs[:max_jobs]
     return tuple(jobs)
+
+
+def _names_cell(fname: str, line: int, column: str, row: list[str], i: int | None,
+                known: set[str]) -> tuple[str, ...]:
+    """A "|"-separated list of GPU models or clusters a job accepts (ADR 0057); an unknown one is named."""
+    if i is None or not row[i].strip():
+        return ()
+    names = tuple(x.strip() for x in row[i].split("|") if x.strip())
+    unknown = [x for x in names if x not in known]
+    if unknown:
+        raise ScenarioError(f"{fname} line {line}: {column}: unknown {unknown[0]!r} "
+                            f"(the scenario has {', '.join(sorted(known))})")
+    return names
 
 
 def _float_cell(fname: str, line: int, column: str, value: str, allow_negative: bool = False) -> float:
@@ -594,7 +662,8 @@ def scenario_from_mapping(
     fname = source.name
     _unknown_keys(fname, raw, TOP_LEVEL_KEYS)
     name = str(raw.get("name") or source.stem)
-    nodes = _parse_cluster(fname, raw.get("cluster"))
+    nodes = _parse_clusters(fname, raw)
+    settings_overrides = _with_weights(fname, raw, nodes, settings_overrides)
     allocations = _parse_tree(fname, raw.get("tree"))
     policy = _parse_policy(fname, raw.get("policy"))
     metrics = _parse_metrics(fname, raw.get("metrics"))
@@ -611,6 +680,17 @@ def scenario_from_mapping(
     )
 
 
+def _with_weights(fname: str, raw: Mapping[str, Any], nodes: tuple[NodeSpec, ...],
+                  settings: Mapping[str, Any] | None) -> dict[str, Any]:
+    """The scenario's GPU model weights as the policy setting `gpu_model_weights` (an override of the
+    setting itself, `--set gpu_model_weights=...`, wins)."""
+    out = dict(settings or {})
+    weights = _parse_weights(fname, raw.get("gpu_models"), nodes)
+    if weights and "gpu_model_weights" not in out:
+        out["gpu_model_weights"] = weights
+    return out
+
+
 def scenario_from_jobs(
     raw: dict[str, Any], source: Path, jobs: Iterable[TraceJob], settings_overrides: Mapping[str, Any] | None = None,
 ) -> Scenario:
@@ -619,7 +699,8 @@ def scenario_from_jobs(
     fname = source.name
     _unknown_keys(fname, raw, TOP_LEVEL_KEYS - {"trace"})
     name = str(raw.get("name") or source.stem)
-    nodes = _parse_cluster(fname, raw.get("cluster"))
+    nodes = _parse_clusters(fname, raw)
+    settings_overrides = _with_weights(fname, raw, nodes, settings_overrides)
     allocations = _parse_tree(fname, raw.get("tree"))
     policy = _parse_policy(fname, raw.get("policy"))
     metrics = _parse_metrics(fname, raw.get("metrics"))

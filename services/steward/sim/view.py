@@ -71,7 +71,8 @@ def chain_key(job: PendingJob, settings: PolicySettings, exact_protection: bool 
     prot = protection_s(job.klass, job.min_runtime_s, settings) if exact_protection else None
     session = job.klass == "interactive"  # the cycle reads the class only to single out sessions
     lane = lane_pending(job, settings)  # and lane jobs (ADR 0007)
-    return (job.project, job.gpus, session, job.priority, prot, asks, job.topology_depth, job.previous_node, lane)
+    return (job.project, job.gpus, session, job.priority, prot, asks, job.topology_depth, job.previous_node,
+            job.gpu_models, job.clusters, lane)  # ADR 0057: what it accepts decides where it may go (lane: last)
 
 
 class _Chain:

@@ -208,6 +208,7 @@ def node_row(node: ClusterNode, position: int) -> dict[str, Any]:
         "state": node.state,
         "position": position,
         "foreign_gpus": node.foreign_gpus,
+        "cluster": node.cluster,
     }
 
 

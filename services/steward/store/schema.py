@@ -127,6 +127,8 @@ proj_nodes = Table(
     Column("position", BigInteger, nullable=False),
     # GPUs held by work another scheduler placed, as the executor's last heartbeat said (migration 0006)
     Column("foreign_gpus", Integer, nullable=False, server_default="0"),
+    # the named cluster it belongs to (migration 0009; ADR 0057)
+    Column("cluster", String(100), nullable=False, server_default="default"),
 )
 
 proj_jobs = Table(

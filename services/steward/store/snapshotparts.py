@@ -74,7 +74,8 @@ def _small_tables(proj: Projector) -> dict[str, Any]:
     return {
         "allocations": [(a.name, a.parent, a.share, a.debug_quota_gpus, a.display_name)
                         for a in proj.allocations.values()],
-        "nodes": [(x.node_id, x.gpus, x.gpu_model, x.path, x.executor, x.state, x.foreign_gpus)
+        "nodes": [(x.node_id, x.gpus, x.gpu_model, x.path, x.executor, x.state, x.foreign_gpus,
+                   x.cluster)
                   for x in proj.nodes.values()],
         "used": {n: tuple(sorted(g)) for n, g in proj.used.items()},
         "positions": [(t, k, p) for (t, k), p in proj.positions.items() if t != "j"],

@@ -104,3 +104,29 @@ def placed(result: Any) -> dict[str, tuple[tuple[str, int], ...]]:
 def preempted(result: Any) -> dict[str, str]:
     """victim id → the job it was preempted for."""
     return {p.victim_id: p.for_job_id for p in result.preemptions}
+
+
+def check_routing(snap: Snapshot, result: Any) -> list[dict[str, Any]]:
+    """ADR 0057's invariants of one cycle's placements: no job on a model or cluster it excluded, no gang
+    across clusters, the routing evidence on every routed placement (several clusters, or a job naming
+    models or clusters) and on no other. Returns the routing evidence seen."""
+    nodes = {n.id: n for n in snap.nodes}
+    jobs = {j.id: j for j in snap.pending}
+    several = len({n.cluster for n in snap.nodes}) > 1
+    seen = []
+    for p in result.placements:
+        job = jobs[p.job_id]
+        used = [nodes[n] for n, _ in p.assignments]
+        assert len({n.cluster for n in used}) == 1, f"{p.job_id} spans clusters"
+        assert not job.gpu_models or all(n.model in job.gpu_models for n in used), p
+        assert not job.clusters or all(n.cluster in job.clusters for n in used), p
+        if not (several or job.gpu_models or job.clusters):
+            assert "routing" not in p.evidence  # one cluster, no request: placed as before clusters
+            continue
+        routing = p.evidence["routing"]
+        assert routing["cluster"] == used[0].cluster and routing["models"] == sorted({n.model for n in used})
+        assert routing["reason"].startswith(f"placed on {used[0].cluster} ")
+        chosen = [c for c in routing["candidates"] if c["cluster"] == used[0].cluster]
+        assert chosen and chosen[0]["fits_now"] and chosen[0]["estimated_wait_s"] == 0.0
+        seen.append(routing)
+    return seen

@@ -18,6 +18,7 @@ from steward.sim.generate import (
     DEBUG_MAX_GPUS,
     DEBUG_MAX_S,
     FAMILIES,
+    MULTI_CLUSTER_FAMILIES,
     SESSION_CAP_S,
     GenerateError,
     generate,
@@ -53,7 +54,10 @@ def test_every_family_loads_and_follows_the_trace_rules(tmp_path: Path, family: 
     scenario, _ = load(tmp_path, family)
     assert len(scenario.jobs) == SMALL["jobs"]
     assert scenario.capacity == SMALL["nodes"] * 8
-    assert {n.path[0] for n in scenario.nodes} == {"block0"}  # 4 nodes: one block, as philly.yaml's blocks of 8
+    if family in MULTI_CLUSTER_FAMILIES:  # each cluster's nodes under its name (ADR 0057)
+        assert {n.path[0] for n in scenario.nodes} == {n.cluster for n in scenario.nodes} == {"ceres", "jupiter"}
+    else:
+        assert {n.path[0] for n in scenario.nodes} == {"block0"}  # 4 nodes: one block, as philly.yaml's blocks of 8
     assert len({j.job_id for j in scenario.jobs}) == len(scenario.jobs)
     for job in scenario.jobs:
         check_rules(job)
@@ -207,6 +211,8 @@ def test_the_large_class_is_about_a_tenth_of_the_cluster(capacity: int, large: i
 def test_any_seed_and_size_gives_a_valid_scenario(
     family: str, seed: int, nodes: int, load_factor: float, jobs: int,
 ) -> None:
+    if family in MULTI_CLUSTER_FAMILIES:
+        nodes = max(nodes, 4)  # two clusters, three models: at least one node of each
     g = generate(family, seed, {"nodes": nodes, "load": load_factor, "jobs": jobs})
     with tempfile.TemporaryDirectory() as tmp:
         scenario = load_scenario(g.write(tmp))

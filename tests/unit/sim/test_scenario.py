@@ -86,7 +86,7 @@ BAD_YAML: list[tuple[str, dict[str, Any], str]] = [
     ("share not a number", {"tree": {"a": "half"}}, "tree.a: share: expected a number"),
     ("duplicate node", {"tree": {"r": {"share": 0.5, "children": {"a": 1.0}}, "a": 0.5}},
      "node 'a' appears twice"),
-    ("unknown top-level", {"clusters": {}}, "unknown field 'clusters'"),
+    ("unknown top-level", {"clusterz": {}}, "unknown field 'clusterz'"),
     ("unknown policy key", {"policy": {"window_weeks": 1}}, "policy: unknown field 'window_weeks'"),
     ("negative policy value", {"policy": {"preemption_grace_s": -1}}, "policy.preemption_grace_s: must be >= 0"),
     ("no nodes", {"cluster": {"nodes": 0, "gpus_per_node": 4}}, "cluster.nodes: must be >= 1"),

@@ -41,7 +41,11 @@ export type ShareInput = {
 };
 
 export type SubmitJobInput = {
+  /** The clusters it accepts (none: any). */
+  clusters?: Array<string> | null | undefined;
   command: Array<string>;
+  /** The GPU models the job accepts (none: any), e.g. ["H100", "A100"]. */
+  gpuModels?: Array<string> | null | undefined;
   gpus: number;
   jobClass?: string;
   jobId?: string | null | undefined;

@@ -19,6 +19,7 @@ from steward.policy.packing import FirmLoad
 from steward.policy.placement import CapacityIndex
 from steward.policy.plan import CyclePlan
 from steward.policy.preemption import branches_of
+from steward.policy.routing import Routes
 
 
 def sizes_and_suffix_min(
@@ -56,6 +57,7 @@ def order_and_fund(cycle: CyclePlan) -> None:
     snap, s = cycle.snap, cycle.s
     funded_by_project = cycle.funded_by_project  # tallied in phase 1
     cycle.index = CapacityIndex(snap.nodes, cycle.used, s.placement)
+    cycle.routes = Routes(cycle.index, snap.pending)
     if s.gang_packing and s.placement == "best_fit":
         cycle.load = FirmLoad(cycle.index, snap.running, cycle.leaving)
     cycle.capacity = sum(compress(cycle.index.cap, cycle.index.layout_ready))

@@ -60,6 +60,7 @@ def may_reserve(cycle: CyclePlan, job: PendingJob) -> bool:
     (the first the walk meets) and fewer than `reservation_allocations` are held."""
     return (
         wants_reservation(job, cycle.s)
+        and not (cycle.routes.active and cycle.routes.routed(job))  # ADR 0057: not yet for a routed job
         and job.project not in cycle.res_projects
         and len(cycle.res_plans) < cycle.s.reservation_allocations
     )

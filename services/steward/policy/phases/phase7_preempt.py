@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterator
+from typing import Any
 
 from steward.policy.churn import (
     ChurnCheck,
@@ -29,6 +30,7 @@ from steward.policy.model import (
 from steward.policy.plan import CyclePlan
 from steward.policy.preemption import Trade, Victim, VictimPlan, VictimSearch
 from steward.policy.reasons import PREEMPTING, PREEMPTION_COSTS_MORE, RESERVED
+from steward.policy.routing import hidden_except
 
 
 def blocked_funded(cycle: CyclePlan) -> Iterator[tuple[int, PendingJob]]:
@@ -47,6 +49,23 @@ def blocked_funded(cycle: CyclePlan) -> Iterator[tuple[int, PendingJob]]:
         path = paths.get(job.project)
         if cycle.funding_gap(job, cycle.path(job.project) if path is None else path) is None:
             yield k, job
+
+
+def routed(cycle: CyclePlan, job: PendingJob) -> bool:
+    return cycle.routes.active and cycle.routes.routed(job)
+
+
+def search_for(cycle: CyclePlan, search: VictimSearch, job: PendingJob, *args: Any) -> VictimPlan | None:
+    """`search.search(job, *args)`; for a routed job (ADR 0057), cluster by cluster with every node it may
+    not use hidden, so its victims free GPUs it can use, all in one cluster: the first cluster with a plan."""
+    if not routed(cycle, job):
+        return search.search(job, *args)
+    for _, nodes in cycle.routes.candidates(job):
+        with hidden_except(cycle.index, nodes):
+            plan = search.search(job, *args)
+        if plan is not None:
+            return plan
+    return None
 
 
 def preempt(cycle: CyclePlan) -> None:
@@ -80,10 +99,11 @@ def preempt(cycle: CyclePlan) -> None:
         gang_searches += gang
         r = cycle.res_by_job.get(job.id)
         allowed = set(cycle.res_nodes[r]) if r is not None else None
-        plan = search.search(job, path, allowed)
+        plan = search_for(cycle, search, job, path, allowed)
         attempts += 1
         if plan is None:
-            cycle.fail_search = min(cycle.fail_search, job.gpus)
+            if not routed(cycle, job):  # a routed job's failure says nothing of other jobs (ADR 0057)
+                cycle.fail_search = min(cycle.fail_search, job.gpus)
             continue
         check = churn_check(cycle, job, plan, k)
         if not check.allowed:
@@ -119,17 +139,18 @@ def lane_preempt(cycle: CyclePlan) -> VictimSearch | None:
             if job.gpus < failed:
                 searches += 1
                 trade = trade_of(cycle, job, False)
-                plan = search.search(job, path, None, False, small, trade, True)
+                plan = search_for(cycle, search, job, path, None, False, small, trade, True)
                 if plan is None:
-                    failed = float(job.gpus)
+                    if not routed(cycle, job):
+                        failed = float(job.gpus)
                 else:
                     traded = any(v.job.project == job.project and not v.leaving for v in plan.victims)
         else:
             if job.gpus < failed:
                 searches += 1
-                plan = (search.search(job, path, None, True, small, None, True)
-                        or search.search(job, path, None, False, small, None, True))
-                if plan is None:
+                plan = (search_for(cycle, search, job, path, None, True, small, None, True)
+                        or search_for(cycle, search, job, path, None, False, small, None, True))
+                if plan is None and not routed(cycle, job):
                     failed = float(job.gpus)
             traded = plan is None
             if traded:
@@ -161,8 +182,8 @@ def trade_plan(
     if not s.lane_trade or job.gpus >= no_trade.get(job.project, math.inf):
         return None
     trade = trade_of(cycle, job, True)
-    plan = search.search(job, path, None, False, s.lane_victim_max_gpus, trade, True)
-    if plan is None:
+    plan = search_for(cycle, search, job, path, None, False, s.lane_victim_max_gpus, trade, True)
+    if plan is None and not routed(cycle, job):
         no_trade[job.project] = float(job.gpus)
     cycle.counters["lane_trades"] = cycle.counters.get("lane_trades", 0) + 1
     return plan

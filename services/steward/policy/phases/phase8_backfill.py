@@ -128,9 +128,11 @@ def consolidate(cycle: CyclePlan) -> None:
             movable = _Movable(cycle)
         budget -= 1
         cycle.counters["consolidation_searches"] = cycle.counters.get("consolidation_searches", 0) + 1
-        found = gather_room(cycle, movable, g)
+        routed = cycle.routes.active and cycle.routes.routed(job)
+        found = gather_room(cycle, movable, g, job if routed else None)
         if found is None:
-            failed = float(g)
+            if not routed:  # a routed job's failure says nothing of other jobs (ADR 0057)
+                failed = float(g)
             continue
         i, victims, counts = found
         plan = VictimPlan(((i, g),), [Victim(r, ((i, r.gpus),), lost, lost / r.gpus, (), False)
@@ -162,17 +164,20 @@ def funded_waits(cycle: CyclePlan) -> bool:
     return False
 
 
-def gather_room(cycle: CyclePlan, movable: _Movable, gpus: int
+def gather_room(cycle: CyclePlan, movable: _Movable, gpus: int, routed: PendingJob | None = None
                 ) -> tuple[int, list[tuple[float, str, RunningJob]], list[int]] | None:
     """The node whose free GPUs plus its cheapest movable work hold `gpus`, with the work moved
     (fewest lost GPU-seconds; ties: the node first in topology order), and the idle GPUs of the
-    other nodes after the move (`relocation_fits`). None when no node can be gathered."""
+    other nodes after the move (`relocation_fits`). None when no node can be gathered. `routed`: the
+    job it is gathered for when it is routed (ADR 0057), which takes only a node it accepts."""
     index = cycle.index
     free, ok = index.free, index.ok
     best: tuple[float, int] | None = None
     out: tuple[int, list[tuple[float, str, RunningJob]], list[int]] | None = None
     for i in sorted(movable.on):
         if not ok[i] or free[i] + movable.gpus[i] < gpus:
+            continue
+        if routed is not None and not cycle.routes.admissible(routed, i):
             continue
         need = gpus - free[i]
         chosen: list[tuple[float, str, RunningJob]] = []

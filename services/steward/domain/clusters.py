@@ -1,0 +1,120 @@
+"""Clusters and GPU models in the ledger (DESIGN.md "Clusters and GPU models"; ADR 0057).
+
+A cluster is a named set of nodes (`RegisterNode.cluster`; "" is the default cluster, where every node
+registered before clusters had names stays). An admin weighs GPU models (budget units per GPU-hour) with
+`SetGpuModelWeights`; the weights are the policy setting `gpu_model_weights`, so the command records a
+`PolicySet` changing that one setting, and every reader of the policy (the scheduler's usage window, the
+simulator, the what-if, the workflows) sees them as it sees any other setting. A job may name the GPU
+models and clusters it accepts (`SubmitJob.gpu_models`, `clusters`; empty: any); this module says which
+nodes a job may run on, and refuses a request no registered node could ever satisfy.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from steward.domain.commands import RegisterNode, SetGpuModelWeights, SubmitJob, command_to_dict, submitted_fields
+from steward.domain.errors import InvalidCommand
+
+DEFAULT_CLUSTER = "default"
+"""The cluster of a node registered without one (and of every node registered before clusters had names)."""
+
+WEIGHTS_SETTING = "gpu_model_weights"
+
+
+def cluster_name(cluster: str) -> str:
+    """A node's cluster: its own name, or the default cluster's."""
+    return cluster or DEFAULT_CLUSTER
+
+
+def admits(gpu_models: Iterable[str], clusters: Iterable[str], model: str, cluster: str) -> bool:
+    """DESIGN.md "a job asks for GPUs as count plus an optional set of acceptable models and/or clusters; no
+    request means any": may a job with this request run on a node of `model` in `cluster`?"""
+    models, names = tuple(gpu_models), tuple(clusters)
+    return (not models or model in models) and (not names or cluster_name(cluster) in names)
+
+
+def largest_gang(nodes: Iterable[tuple[int, str, str]], gpu_models: Sequence[str] = (),
+                 clusters: Sequence[str] = ()) -> tuple[int, int, str]:
+    """The most GPUs one placement could ever give a job with this request, over how many nodes, and in
+    which cluster: gangs never span clusters, so it is the largest sum over one cluster of the admissible
+    nodes (`nodes`: (gpus, model, cluster) of every registered node). (0, 0, "") when none is admissible."""
+    per: dict[str, tuple[int, int]] = {}
+    for gpus, model, cluster in nodes:
+        if admits(gpu_models, clusters, model, cluster):
+            name = cluster_name(cluster)
+            total, count = per.get(name, (0, 0))
+            per[name] = (total + gpus, count + 1)
+    if not per:
+        return 0, 0, ""
+    name = min(per, key=lambda c: (-per[c][0], c))
+    return per[name][0], per[name][1], name
+
+
+def require_known_request(cmd: SubmitJob, models: Iterable[str], clusters: Iterable[str]) -> None:
+    """A job's acceptable models and clusters name ones some registered node has; an unknown one is refused
+    by name, with the known ones (a typo would otherwise wait forever). Nothing is refused while no node is
+    registered (the cluster is being set up)."""
+    known_models, known_clusters = sorted(set(models)), sorted({cluster_name(c) for c in clusters})
+    for field, asked, known in (("gpu_models", cmd.gpu_models, known_models),
+                                ("clusters", cmd.clusters, known_clusters)):
+        if any(not isinstance(x, str) or not x.strip() for x in asked):
+            raise InvalidCommand(f"{field} must name each {field[:-1].replace('_', ' ')} (no empty names)")
+        if len(set(asked)) != len(asked):
+            raise InvalidCommand(f"{field} names one twice: {', '.join(asked)}")
+        if not known:
+            continue
+        unknown = [x for x in asked if x not in known]
+        if unknown:
+            what = "GPU model" if field == "gpu_models" else "cluster"
+            raise InvalidCommand(
+                f"unknown {what}{'s' if len(unknown) > 1 else ''} {', '.join(map(repr, unknown))}: the registered "
+                f"{what}s are {', '.join(known)}")
+
+
+def submitted_payload(cmd: SubmitJob, now: float) -> dict[str, Any]:
+    """The `JobSubmitted` payload: the command's fields, `gpu_models` and `clusters` only when the job names
+    any (a payload without them is the shape recorded before clusters, so old decisions replay to the same
+    event, and a job without them accepts any model and cluster)."""
+    payload = submitted_fields(cmd) | {"submitted_at": now}
+    for key in ("gpu_models", "clusters"):
+        if not payload[key]:
+            del payload[key]
+    return payload
+
+
+def registered_payload(cmd: RegisterNode) -> dict[str, Any]:
+    """The `NodeRegistered` payload: `cluster` only when the node names one (the default cluster otherwise,
+    the shape recorded before clusters)."""
+    payload = command_to_dict(cmd)
+    if not payload["cluster"]:
+        del payload["cluster"]
+    return payload
+
+
+def require_valid_weights(weights: Mapping[str, Any], models: Iterable[str]) -> None:
+    """A weight is budget units per GPU-hour of one registered GPU model: a finite number > 0 (a weight of 0
+    would make a model's hours free, so fair share could not see them)."""
+    if not weights:
+        raise InvalidCommand("name at least one GPU model and its weight")
+    known = sorted(set(models))
+    for model, weight in sorted(weights.items()):
+        if isinstance(weight, bool) or not isinstance(weight, int | float) or not math.isfinite(weight):
+            raise InvalidCommand(f"the weight of {model!r} must be a finite number, got {weight!r}")
+        if weight <= 0:
+            raise InvalidCommand(f"the weight of {model!r} must be > 0 (budget units per GPU-hour), got {weight}")
+        if known and model not in known:
+            raise InvalidCommand(f"unknown GPU model {model!r}: the registered GPU models are {', '.join(known)}")
+        if not known:
+            raise InvalidCommand(f"unknown GPU model {model!r}: no node is registered yet")
+
+
+def weights_after(cmd: SetGpuModelWeights, policy: Mapping[str, Any], models: Iterable[str]) -> dict[str, float]:
+    """The whole weights setting after `cmd`: the recorded weights, with the models it names set."""
+    if not cmd.reason.strip():
+        raise InvalidCommand("a change of GPU model weights needs a reason")
+    require_valid_weights(cmd.weights, models)
+    before: Mapping[str, Any] = policy.get(WEIGHTS_SETTING) or {}
+    return {**{str(k): float(v) for k, v in before.items()}, **{k: float(v) for k, v in cmd.weights.items()}}

@@ -1,0 +1,150 @@
+"""Routing (DESIGN.md "Clusters and GPU models"; ADR 0057): which nodes a job may use when the snapshot
+holds several clusters or the job accepts only some GPU models or clusters, and the evidence of the
+choice between the clusters where it could run.
+
+A job is *routed* when it names the models or clusters it accepts, or when the nodes form more than one
+cluster (gangs never span clusters). The cycle then looks for a fit cluster by cluster, each time with
+every other node hidden from the capacity index (`hidden_except`), so every search of the index (best
+fit, gang-aware packing, a session's restore, the victim search) sees only the nodes the job may use in
+that one cluster. With one cluster and no job naming models or clusters, nothing here runs and the cycle
+is the one it was before clusters (`Routes.active` is False).
+
+The choice: among the clusters where the job fits now (it would wait 0 s on each), the tightest fit
+(fewest free GPUs left on the nodes it takes: best fit across clusters, keeping room whole for gangs),
+then the cluster's name. The allocation's rank is one across the tree (fair share is not yet per cluster),
+so it does not tell clusters apart. For the clusters where it does not fit now, the evidence gives an
+estimate of its wait there: the soonest time enough of its admissible GPUs there could be free as the
+protections of the jobs on them end (a lower bound: a job may run past its protection).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any
+
+from steward.domain.clusters import admits
+from steward.policy.model import Node, PendingJob, RunningJob
+from steward.policy.placement import CapacityIndex, Fit
+
+
+class Routes:
+    """The clusters of one cycle's nodes (by index position) and what each job may use."""
+
+    __slots__ = ("active", "by_cluster", "clusters", "models", "multi")
+
+    def __init__(self, index: CapacityIndex, pending: Sequence[PendingJob]) -> None:
+        nodes: list[Node] = index.nodes
+        self.clusters: list[str] = [n.cluster for n in nodes]
+        self.models: list[str] = [n.model for n in nodes]
+        self.by_cluster: dict[str, list[int]] = {}
+        for i, c in enumerate(self.clusters):
+            self.by_cluster.setdefault(c, []).append(i)
+        self.multi = len(self.by_cluster) > 1
+        self.active = self.multi or any(j.gpu_models or j.clusters for j in pending)
+
+    def routed(self, job: PendingJob) -> bool:
+        return self.active and (self.multi or bool(job.gpu_models or job.clusters))
+
+    def candidates(self, job: PendingJob) -> list[tuple[str, list[int]]]:
+        """(cluster, the node positions it may use there) for every cluster with at least one, by name."""
+        out = []
+        for cluster in sorted(self.by_cluster):
+            mine = [i for i in self.by_cluster[cluster]
+                    if admits(job.gpu_models, job.clusters, self.models[i], cluster)]
+            if mine:
+                out.append((cluster, mine))
+        return out
+
+    def admissible(self, job: PendingJob, node_index: int) -> bool:
+        return admits(job.gpu_models, job.clusters, self.models[node_index], self.clusters[node_index])
+
+
+@contextmanager
+def hidden_except(index: CapacityIndex, keep: Sequence[int]) -> Iterator[None]:
+    """Hide every visible node of `index` but `keep` for the duration, then show exactly those again (a node
+    hidden for another reason, reserved or claimed, stays hidden)."""
+    keep_set = set(keep)
+    ok = index.ok
+    hidden = [i for i in range(len(ok)) if ok[i] and i not in keep_set]
+    for i in hidden:
+        index.mask(i)
+    try:
+        yield
+    finally:
+        for i in hidden:
+            index.unmask(i)
+
+
+def left_free(index: CapacityIndex, fit: Fit) -> int:
+    """Free GPUs the fit leaves on the nodes it takes (the tie-break between clusters: tightest first)."""
+    return sum(index.free[i] - g for i, g in fit.nodes)
+
+
+def releases_on(running: Sequence[RunningJob], pos: dict[str, int], now: float) -> dict[int, list[tuple[float, int]]]:
+    """Per node position, (time its protection ends, GPUs) of every running job on it, soonest first."""
+    out: dict[int, list[tuple[float, int]]] = {}
+    for r in running:
+        t = max(r.protected_until, now)
+        for nid, g in r.placement:
+            i = pos.get(nid)
+            if i is not None:
+                out.setdefault(i, []).append((t, g))
+    for lst in out.values():
+        lst.sort()
+    return out
+
+
+def estimated_wait_s(index: CapacityIndex, nodes: Sequence[int], gpus: int,
+                     releases: dict[int, list[tuple[float, int]]], now: float) -> float | None:
+    """The soonest time (s from now) `gpus` GPUs of `nodes` could be free as protections end there (a lower
+    bound; None when not even every GPU there would hold it)."""
+    ready = [i for i in nodes if index.layout_ready[i]]
+    free = sum(index.free[i] for i in ready)
+    if free >= gpus:
+        return 0.0
+    if sum(index.cap[i] for i in ready) < gpus:
+        return None
+    ends = sorted(x for i in ready for x in releases.get(i, ()))
+    for t, g in ends:
+        free += g
+        if free >= gpus:
+            return max(0.0, t - now)
+    return None
+
+
+def _duration(seconds: float) -> str:
+    if seconds < 90:
+        return f"{seconds:.0f} s"
+    if seconds < 90 * 60:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.1f} h"
+
+
+def routing_evidence(job: PendingJob, chosen: str, fit: Fit, index: CapacityIndex,
+                     candidates: list[dict[str, Any]]) -> dict[str, Any]:
+    """The placement's `routing` evidence: the clusters (and models) it could use, which it fits now, the
+    estimated wait elsewhere, the one chosen and why, in words."""
+    models = sorted({index.nodes[i].model for i, _ in fit.nodes})
+    others = [c for c in candidates if c["cluster"] != chosen]
+    parts = []
+    for c in others:
+        wait = c.get("estimated_wait_s")
+        if c["fits_now"]:
+            parts.append(f"it would also start now on {c['cluster']} (a looser fit)")
+        elif wait is None:
+            parts.append(f"no estimate of its wait on {c['cluster']}")
+        else:
+            parts.append(f"an estimated {_duration(wait)} on {c['cluster']}")
+    reason = f"placed on {chosen} ({', '.join(models)}): would wait 0 s there"
+    if parts:
+        reason += " against " + "; ".join(parts)
+    elif not others:
+        reason += "; the only cluster it may use" + (" with room" if len(candidates) > 1 else "")
+    return {
+        "cluster": chosen,
+        "models": models,
+        "accepts": {"gpu_models": list(job.gpu_models), "clusters": list(job.clusters)},
+        "candidates": candidates,
+        "reason": reason,
+    }

@@ -1,0 +1,111 @@
+"""Several clusters and GPU models in the simulator (issue 25, ADR 0057): scenarios with `clusters:` and
+`gpu_models:`, traces naming what a job accepts, the two-clusters family, and the routed placements of a
+whole run (never a model or cluster a job excluded, never a gang across clusters, always the evidence)."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from steward.policy.cycle import schedule
+from steward.policy.model import CycleResult, Snapshot
+from steward.sim.errors import ScenarioError, SimulationFailed
+from steward.sim.generate import TWO_CLUSTER_WEIGHTS, GenerateError, generate
+from steward.sim.run import simulate
+from steward.sim.scenario import load_scenario
+from tests.unit.policy.builders import check_routing
+
+HEADER = "job_id,submit_s,duration_s,gpus,tenant,class,min_runtime_s,resumable,gpu_models,clusters\n"
+
+
+def write(tmp_path: Path, doc: dict[str, Any], rows: str) -> Path:
+    (tmp_path / "t.csv").write_text(HEADER + rows)
+    path = tmp_path / "s.yaml"
+    path.write_text(yaml.safe_dump({"name": "two", "trace": "t.csv", **doc}))
+    return path
+
+
+TWO: dict[str, Any] = {
+    "clusters": {"ceres": {"nodes": 2, "gpus_per_node": 8, "gpu_model": "H100"},
+                 "jupiter": {"nodes": [{"name": "a", "gpus": 8, "gpu_model": "A100"},
+                                       {"name": "v", "gpus": 4, "gpu_model": "V100"}]}},
+    "gpu_models": {"H100": 1.0, "A100": 0.5},
+    "tree": {"p": 0.5, "q": 0.5},
+}
+
+
+def test_a_scenario_declares_clusters_models_and_weights(tmp_path: Path) -> None:
+    rows = "j1,0,60,16,p,batch,60,1,H100,\nj2,1,60,2,q,batch,60,1,A100|V100,jupiter\n"
+    sc = load_scenario(write(tmp_path, TWO, rows))
+    assert {(n.name, n.cluster, n.gpu_model, n.path[0]) for n in sc.nodes} == {
+        ("ceres-node000", "ceres", "H100", "ceres"), ("ceres-node001", "ceres", "H100", "ceres"),
+        ("jupiter-a", "jupiter", "A100", "jupiter"), ("jupiter-v", "jupiter", "V100", "jupiter")}
+    assert sc.settings_overrides["gpu_model_weights"] == {"H100": 1.0, "A100": 0.5}
+    assert [(j.gpu_models, j.clusters) for j in sc.jobs] == [(("H100",), ()), (("A100", "V100"), ("jupiter",))]
+    # 12 GPUs of A100 and V100 in jupiter: a gang of 12 on them fits (one cluster, its two models)
+    assert load_scenario(write(tmp_path, TWO, "j,0,60,12,p,batch,60,1,A100|V100,\n")).jobs[0].gpus == 12
+
+
+@pytest.mark.parametrize(("doc", "rows", "message"), [
+    ({**TWO, "cluster": {"nodes": 1, "gpus_per_node": 8}}, "j,0,60,1,p,batch,60,1,,\n", "not both"),
+    ({**TWO, "gpu_models": {"B200": 2.0}}, "j,0,60,1,p,batch,60,1,,\n", "no node has the model 'B200'"),
+    ({**TWO, "gpu_models": {"H100": 0}}, "j,0,60,1,p,batch,60,1,,\n", "a weight must be > 0"),
+    ({**TWO, "clusters": {"bad name": {"nodes": 1, "gpus_per_node": 8}}}, "j,0,60,1,p,batch,60,1,,\n",
+     "the name 'bad name'"),
+    (TWO, "j,0,60,1,p,batch,60,1,B200,\n", "gpu_models: unknown 'B200'"),
+    (TWO, "j,0,60,1,p,batch,60,1,,mars\n", "clusters: unknown 'mars'"),
+    # gangs never span clusters: 24 GPUs exist, 16 in the largest cluster
+    (TWO, "j,0,60,24,p,batch,60,1,,\n", "the largest placement it accepts (in one cluster) has 16"),
+], ids=["both", "unknown weight", "zero weight", "bad cluster name", "unknown model", "unknown cluster",
+        "gang across clusters"])
+def test_bad_clusters_and_requests_are_refused_by_name(tmp_path: Path, doc: dict[str, Any], rows: str,
+                                                        message: str) -> None:
+    with pytest.raises(ScenarioError, match=re.escape(message)):
+        load_scenario(write(tmp_path, doc, rows))
+
+
+def checking(seen: list[dict[str, Any]]) -> Any:
+    """A scheduler that runs the policy and checks every placement against the snapshot it was made on."""
+
+    def run(snapshot: Snapshot) -> CycleResult:
+        result = schedule(snapshot)
+        seen.extend(check_routing(snapshot, result))
+        return result
+
+    return run
+
+
+@pytest.mark.parametrize("policy", ["steward", "fifo-priority", "ai2", "fair-tree"])
+def test_every_placement_of_the_two_cluster_family_honours_what_the_job_accepts(tmp_path: Path, policy: str) -> None:
+    g = generate("two-clusters", 2, {"nodes": 8, "jobs": 250})
+    sc = load_scenario(g.write(tmp_path))
+    seen: list[dict[str, Any]] = []
+    result = simulate(sc, policy, scheduler=checking(seen))
+    assert result.figures["jobs"] == 250
+    assert len(seen) >= 250  # every job placed at least once, each with its routing evidence
+    assert {r["cluster"] for r in seen} == {"ceres", "jupiter"}
+    assert any(len(r["candidates"]) == 2 and not all(c["fits_now"] for c in r["candidates"]) for r in seen)
+
+
+def test_tiresias_refuses_a_scenario_it_cannot_route(tmp_path: Path) -> None:
+    sc = load_scenario(generate("two-clusters", 0, {"nodes": 4, "jobs": 50}).write(tmp_path))
+    with pytest.raises(SimulationFailed, match="does not route jobs yet"):
+        simulate(sc, "tiresias")
+
+
+def test_the_family_has_three_models_two_clusters_weights_and_requests_that_fit(tmp_path: Path) -> None:
+    g = generate("two-clusters", 5, {"nodes": 16, "jobs": 1500})
+    sc = load_scenario(g.write(tmp_path))
+    assert {(n.cluster, n.gpu_model) for n in sc.nodes} == {("ceres", "H100"), ("jupiter", "A100"), ("jupiter", "V100")}
+    assert sc.settings_overrides["gpu_model_weights"] == TWO_CLUSTER_WEIGHTS
+    batch = [j for j in sc.jobs if j.job_class == "batch"]
+    named = sum(bool(j.gpu_models) for j in batch) / len(batch)
+    pinned = sum(bool(j.clusters) for j in batch) / len(batch)
+    assert 0.25 <= named <= 0.4 and 0.05 <= pinned <= 0.15
+    assert all(not j.gpu_models and not j.clusters for j in sc.jobs if j.job_class != "batch")
+    with pytest.raises(GenerateError, match="nodes must be >= 4"):
+        generate("two-clusters", 0, {"nodes": 3})
