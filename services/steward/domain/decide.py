@@ -48,7 +48,6 @@ from steward.domain.commands import (
     SubmitJob,
     WarnSession,
     command_to_dict,
-    submitted_fields,
 )
 from steward.domain.display_names import require_valid_display_names
 from steward.domain.errors import (
