@@ -312,7 +312,7 @@ function NameEditor({ parent, rows, onSaved }: { parent: string; rows: Allocatio
             <tr key={k.name}>
               <th scope="row"><label htmlFor={`name-${k.name}`}>{k.name}<span className="sr-only"> display name</span></label></th>
               <td>
-                <input id={`name-${k.name}`} maxLength={64} value={texts[k.name] ?? ""} placeholder={k.name} data-testid={`name-input-${k.name}`}
+                <input id={`name-${k.name}`} maxLength={64} size={28} value={texts[k.name] ?? ""} placeholder={k.name} data-testid={`name-input-${k.name}`}
                   onChange={(e) => { setTexts((t) => ({ ...t, [k.name]: e.target.value })); setResult(null); }} />
               </td>
             </tr>
