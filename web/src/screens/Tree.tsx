@@ -47,7 +47,7 @@ export function TreeScreen() {
             </select>
             {editing && <ShareEditor key={editing} parent={editing} rows={data.allocations} onSaved={reload} />}
             {editing && <QuotaEditor key={`q-${editing}`} parent={editing} rows={data.allocations} onSaved={reload} />}
-            {editing && <NameEditor key={`n-${editing}-${data.allocations.map((a) => a.displayName).join("|")}`} parent={editing} rows={data.allocations} onSaved={() => { reload(); refresh(); }} />}
+            {editing && <NameEditor key={`n-${editing}`} parent={editing} rows={data.allocations} onSaved={() => { reload(); refresh(); }} />}
           </>
         )}
       </Panel>
