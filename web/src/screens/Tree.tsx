@@ -1,6 +1,6 @@
 import { useEffect, useMemo, useState } from "react";
 import { useApp, useData } from "../context";
-import { type Allocation, fetchAllocationHistory, fetchAllocations, setAllocations, setDebugQuota, setDisplayName, whatIf } from "../api/queries";
+import { type Allocation, fetchAllocationHistory, fetchAllocations, type MutationOutcome, setAllocations, setDebugQuota, setDisplayName, whatIf } from "../api/queries";
 import { parseQuota, quotaText } from "../lib/outlook";
 import { CAN } from "../api/auth";
 import { ErrorNote, Panel } from "../components/common";
@@ -47,7 +47,7 @@ export function TreeScreen() {
             </select>
             {editing && <ShareEditor key={editing} parent={editing} rows={data.allocations} onSaved={reload} />}
             {editing && <QuotaEditor key={`q-${editing}`} parent={editing} rows={data.allocations} onSaved={reload} />}
-            {editing && <NameEditor key={`n-${editing}-${data.allocations.map((a) => a.displayName).join("|")}`} parent={editing} rows={data.allocations} onSaved={() => { reload(); refresh(); }} />}
+            {editing && <NameEditor key={`n-${editing}`} parent={editing} rows={data.allocations} onSaved={() => { reload(); refresh(); }} />}
           </>
         )}
       </Panel>
@@ -183,6 +183,33 @@ function ShareEditor({ parent, rows, onSaved }: { parent: string; rows: Allocati
   );
 }
 
+/** Send one change per child in turn (a quota, a name), stopping at the first refusal, which is shown in the
+ * server's words; what was saved before it stays saved and the screen reloads. */
+async function saveEach(children: string[], send: (child: string) => Promise<MutationOutcome>, what: string, ui: {
+  setSaving: (v: boolean) => void; setResult: (r: { ok: boolean; message: string } | null) => void; onSaved: () => void; done: () => void;
+}): Promise<void> {
+  ui.setSaving(true);
+  ui.setResult(null);
+  const saved: string[] = [];
+  try {
+    for (const child of children) {
+      const out = await send(child);
+      if (!out.ok) {
+        ui.setResult({ ok: false, message: `Refused for ${child}: ${out.message}` });
+        return;
+      }
+      saved.push(child);
+    }
+    ui.setResult({ ok: true, message: `Saved the ${what} of ${saved.join(", ")}. The change is in the audit stream.` });
+    ui.done();
+  } catch (err) {
+    ui.setResult({ ok: false, message: err instanceof Error ? err.message : String(err) });
+  } finally {
+    ui.setSaving(false);
+    if (saved.length) ui.onSaved();
+  }
+}
+
 /** The debug quotas of a node's children (DESIGN.md "Debug quota"): GPUs that may run debug jobs and sessions
  * ahead of the fair-share order. Empty puts a child back on the default that follows its share. */
 function QuotaEditor({ parent, rows, onSaved }: { parent: string; rows: Allocation[]; onSaved: () => void }) {
@@ -202,28 +229,10 @@ function QuotaEditor({ parent, rows, onSaved }: { parent: string; rows: Allocati
     e.preventDefault();
     setTried(true);
     if (bad.length || reasonError || !changed.length) return;
-    setSaving(true);
-    setResult(null);
-    const done: string[] = [];
-    try {
-      for (const k of changed) {
-        const p = parsed[k.name];
-        const out = await setDebugQuota(k.name, p.ok ? p.gpus : null, reason.trim());
-        if (!out.ok) {
-          setResult({ ok: false, message: `Refused for ${k.name}: ${out.message}` });
-          return;
-        }
-        done.push(k.name);
-      }
-      setResult({ ok: true, message: `Saved the debug quota of ${done.join(", ")}. The change is in the audit stream.` });
-      setReason("");
-      setTried(false);
-    } catch (err) {
-      setResult({ ok: false, message: err instanceof Error ? err.message : String(err) });
-    } finally {
-      setSaving(false);
-      if (done.length) onSaved();
-    }
+    await saveEach(changed.map((k) => k.name), (name) => {
+      const p = parsed[name];
+      return setDebugQuota(name, p.ok ? p.gpus : null, reason.trim());
+    }, "debug quota", { setSaving, setResult, onSaved, done: () => { setReason(""); setTried(false); } });
   };
 
   return (
@@ -278,28 +287,8 @@ function NameEditor({ parent, rows, onSaved }: { parent: string; rows: Allocatio
     e.preventDefault();
     setTried(true);
     if (reasonError || !changed.length) return;
-    setSaving(true);
-    setResult(null);
-    const done: string[] = [];
-    try {
-      for (const k of changed) {
-        const text = (texts[k.name] ?? "").trim();
-        const out = await setDisplayName(k.name, text || null, reason.trim());
-        if (!out.ok) {
-          setResult({ ok: false, message: `Refused for ${k.name}: ${out.message}` });
-          return;
-        }
-        done.push(k.name);
-      }
-      setResult({ ok: true, message: `Saved the name of ${done.join(", ")}. The change is in the audit stream.` });
-      setReason("");
-      setTried(false);
-    } catch (err) {
-      setResult({ ok: false, message: err instanceof Error ? err.message : String(err) });
-    } finally {
-      setSaving(false);
-      if (done.length) onSaved();
-    }
+    await saveEach(changed.map((k) => k.name), (name) => setDisplayName(name, (texts[name] ?? "").trim() || null, reason.trim()),
+      "name", { setSaving, setResult, onSaved, done: () => { setReason(""); setTried(false); } });
   };
 
   return (
@@ -312,7 +301,7 @@ function NameEditor({ parent, rows, onSaved }: { parent: string; rows: Allocatio
             <tr key={k.name}>
               <th scope="row"><label htmlFor={`name-${k.name}`}>{k.name}<span className="sr-only"> display name</span></label></th>
               <td>
-                <input id={`name-${k.name}`} maxLength={64} value={texts[k.name] ?? ""} placeholder={k.name} data-testid={`name-input-${k.name}`}
+                <input id={`name-${k.name}`} maxLength={64} size={28} value={texts[k.name] ?? ""} placeholder={k.name} data-testid={`name-input-${k.name}`}
                   onChange={(e) => { setTexts((t) => ({ ...t, [k.name]: e.target.value })); setResult(null); }} />
               </td>
             </tr>
