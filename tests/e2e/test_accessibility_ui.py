@@ -80,6 +80,9 @@ def named(world: dict[str, Any]) -> Iterator[dict[str, Any]]:
         yield world | {"addressed": session}
     finally:
         cli("cancel", session, check=False)
+        # the stack is the package's: the e2e modules after this one read the project by its id
+        cli("tree", "name", WAITING_PROJECT, "--clear", "--reason", "the other modules read ids",
+            token=tokens["manager"], check=False)
 
 
 # over 30 screen states, each drawn and checked: minutes on a loaded machine (the suite's default is 300 s)
