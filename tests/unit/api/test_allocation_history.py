@@ -94,7 +94,7 @@ def test_cli_tree_history_is_the_query_in_local_time(server: Server) -> None:
     table = steward(server, "manager", "tree", "history")
     assert table.returncode == 0, table.stderr
     lines = table.stdout.splitlines()
-    assert lines[0].split()[:3] == ["WHEN", "ALLOCATION", "PARENT"]
+    assert lines[0].split()[:4] == ["WHEN", "ALLOCATION", "NAME", "PARENT"]  # the display name since ADR 0055
     assert "JST" in lines[1] and "default -> 4" in lines[1] and "debug for a2" in lines[1]
     assert any("0.600 -> 0.700" in line and "a1 has a deadline" in line for line in lines)
     assert not any(" o1 " in line or " ops " in line for line in lines)
