@@ -5,6 +5,9 @@ The soak (issue 9) killed node agents: jobs PLACED on their nodes (never started
 something being followed at once by the next, the scheduler spun: 1,936 refusals in 3 minutes. A placement
 that never started is the JobRun workflow's to report lost (`ReportJobLost`, once, when its executor never
 takes the start); the scheduler asks to stop running attempts only, once each.
+
+A node that is unhealthy (its agent lost an attempt and has not spoken since) takes no new work but keeps its
+jobs (ADR 0059): nothing is asked of them, running or not.
 """
 
 from __future__ import annotations
@@ -76,12 +79,13 @@ class Case:
     node: str  # unhealthy | draining
     job: str  # placed | running
     asked: int  # drain requests the scheduler publishes
+    stopped: bool = True  # the policy wants the job off the node
 
 
 CASES = [
-    Case("placed on a dead agent's node", "unhealthy", "placed", 0),
+    Case("placed on a dead agent's node", "unhealthy", "placed", 0, stopped=False),
     Case("placed on a draining node", "draining", "placed", 0),
-    Case("running on a dead agent's node, out of protection", "unhealthy", "running", 1),
+    Case("running on a dead agent's node, out of protection", "unhealthy", "running", 0, stopped=False),
     Case("running on a draining node, out of protection", "draining", "running", 1),
 ]
 
@@ -90,9 +94,9 @@ CASES = [
 def test_drain_stops_are_asked_only_for_running_attempts(case: Case) -> None:
     state = placed(two_nodes()) if case.job == "placed" else running(two_nodes())
     state = unhealthy(state, "n0") if case.node == "unhealthy" else draining(state, "n0")
-    # the policy does want the job off that node either way (a placed, unfunded job is not protected)
+    # a draining node's job goes (a placed, unfunded job is not protected); an unhealthy node's stays (ADR 0059)
     stops = schedule(snapshot_of(state, {}, SETTINGS, NOW)).stops
-    assert [(s.job_id, s.reason) for s in stops] == [("j", "drain")]
+    assert [(s.job_id, s.reason) for s in stops] == ([("j", "drain")] if case.stopped else [])
     requests = drain_requests(state)
     assert len(requests) == case.asked
     # and what is asked, the ledger accepts (nothing asked that its rules refuse by construction)
@@ -104,7 +108,7 @@ def test_drain_stops_are_asked_only_for_running_attempts(case: Case) -> None:
 
 
 def test_a_drain_stop_is_asked_once_per_attempt_not_every_cycle() -> None:
-    state = unhealthy(running(two_nodes()), "n0")
+    state = draining(running(two_nodes()), "n0")
     asked: set[tuple[str, int]] = set()
     per_cycle = [len(drain_requests(state, asked)) for _ in range(50)]
     assert per_cycle == [1] + [0] * 49
@@ -112,15 +116,16 @@ def test_a_drain_stop_is_asked_once_per_attempt_not_every_cycle() -> None:
 
 
 def test_the_next_attempt_is_asked_again() -> None:
-    state = unhealthy(running(two_nodes()), "n0")
+    state = draining(running(two_nodes()), "n0")
     asked: set[tuple[str, int]] = set()
     assert len(drain_requests(state, asked)) == 1
-    # the attempt was lost and requeued, placed again on the same (again unhealthy) node and started
+    # the attempt was lost and requeued, placed again on the same node (back in service) and started, and
+    # the node is drained again
     state = apply(state, ReportJobLost("j", 1, "heartbeat timeout"), now=NOW)
     state = replace(state, nodes={**state.nodes, "n0": replace(state.nodes["n0"], state="ready")})
     state = apply(state, PlaceJob("j", {"n0": [0, 1]}, funded=True), now=NOW)
     state = apply(state, ReportJobStarted("j", 2, 43, started_at=NOW - 100), now=NOW)
-    state = unhealthy(state, "n0")
+    state = draining(state, "n0")
     (request,) = drain_requests(state, asked)
     assert request.attempt == 2
 
