@@ -26,9 +26,12 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
         yield s
 
 
-def steward(server: Server, role: str, *args: str) -> subprocess.CompletedProcess[str]:
+def steward(server: Server, role: str, *args: str, columns: int | None = None) -> subprocess.CompletedProcess[str]:
+    """The CLI as `role`, against the API only (the store URL leads nowhere); `columns`: the terminal's width."""
     env = os.environ | {"STEWARD_TOKEN": server.tokens[role], "STEWARD_API_URL": server.url,
                         "STEWARD_STORE_URL": "sqlite:////nonexistent/not-used.db"}
+    if columns is not None:
+        env["COLUMNS"] = str(columns)
     proc = subprocess.run([sys.executable, "-m", "steward.cli.main", *args], capture_output=True, text=True,
                           timeout=120, env=env)
     assert "Traceback" not in proc.stderr, proc.stderr

@@ -6,9 +6,7 @@ while its attempt runs and is gone when the attempt ends."""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -28,6 +26,7 @@ from steward.domain.commands import (
 )
 from steward.store import schema
 from tests.unit.api.harness import Server, serve
+from tests.unit.api.test_cli_on_api import steward as cli_on_api
 
 SET_NAME = """mutation($a: String!, $n: String, $r: String!) { setDisplayName(allocation: $a, name: $n, reason: $r) {
   __typename ... on DisplayNameChanged { allocation displayName position } ... on Rejected { code reason }
@@ -136,12 +135,7 @@ def test_a_session_address_shows_while_its_attempt_runs_and_never_after(server: 
 
 
 def steward(server: Server, role: str, *args: str) -> subprocess.CompletedProcess[str]:
-    env = os.environ | {"STEWARD_TOKEN": server.tokens[role], "STEWARD_API_URL": server.url,
-                        "STEWARD_STORE_URL": "sqlite:////nonexistent/not-used.db", "COLUMNS": "250"}
-    proc = subprocess.run([sys.executable, "-m", "steward.cli.main", *args], capture_output=True, text=True,
-                          timeout=120, env=env)
-    assert "Traceback" not in proc.stderr, proc.stderr
-    return proc
+    return cli_on_api(server, role, *args, columns=250)  # wide: names and ids side by side on one line
 
 
 def test_the_cli_names_shows_and_refuses(server: Server) -> None:
