@@ -139,8 +139,8 @@ def test_owed_vs_delivered_current_period_computed_past_ones_from_period_closed(
 
 
 def test_the_fold_catches_up_and_the_overview_query_filters_allocations_by_role(tmp_path: Path) -> None:
-    q = """query O($since: Float, $p: Int! = 240, $period: Float! = 86400) {
-      overview(sinceS: $since, points: $p, periodS: $period) { position capacityGpus stepS
+    q = """query O($since: Float, $until: Float, $p: Int! = 240, $period: Float! = 86400) {
+      overview(sinceS: $since, untilS: $until, points: $p, periodS: $period) { position until capacityGpus stepS
         occupancy { t funded unfunded idle capacity } demandByHourOfWeek
         waits { jobClass jobs started waiting p90S } preemptionsPerDay { day count }
         owedDelivered { periodId current recorded allocations { name isProject owed delivered ratio } } } }"""
@@ -164,8 +164,10 @@ def test_the_fold_catches_up_and_the_overview_query_filters_allocations_by_role(
         assert {"a1", "b1", "research", "ops"} <= {a["name"] for a in current["allocations"]}
 
         # a researcher of a1 sees the cluster-wide series but only a1 (and the nodes above it) in owed vs delivered
-        mine = ask("researcher")["data"]["overview"]
-        assert mine["occupancy"] == o["occupancy"]
+        # (over the same window: without `untilS` each query ends at its own instant)
+        mine = ask("researcher", until=o["until"])["data"]["overview"]
+        same = ask("admin", until=o["until"])["data"]["overview"]
+        assert mine["occupancy"] == same["occupancy"] == o["occupancy"]
         assert {a["name"] for a in mine["owedDelivered"][0]["allocations"]} <= {"a1", "team-a", "research"}
 
         # new events are folded in on the next read
