@@ -116,3 +116,58 @@ def test_through_steward_a_pod_is_bound_where_steward_placed_it_and_a_cordon_is_
     for node in GPU_NODES:
         kube.patch_node(node, {"spec": {"unschedulable": False}})
     wait_for(lambda: all(node_states()[n] == "ready" for n in GPU_NODES), timeout=60)
+
+
+def active_gpus_by_node(kube: KubeClient) -> dict[str, int]:
+    """GPUs the API server's pods hold per node: bound and not ended (what a kubelet would have to run)."""
+    held: dict[str, int] = {}
+    for found in kube.call("GET", "/api/v1/namespaces/team/pods").get("items") or []:
+        node = found.get("spec", {}).get("nodeName")
+        if node and found.get("status", {}).get("phase") not in {"Succeeded", "Failed"}:
+            limits = found["spec"]["containers"][0].get("resources", {}).get("limits", {})
+            held[node] = held.get(node, 0) + int(limits.get("nvidia.com/gpu", 0))
+    return held
+
+
+@pytest.mark.integration
+@pytest.mark.timeout(900)
+def test_steward_s_scheduler_killed_mid_run_binds_nothing_twice(k8s_stack: dict[str, Any], kube: KubeClient) -> None:
+    """Issue 26: Steward's scheduler restarted mid-run (SIGKILL, the supervisor starts it again) and nothing
+    double-bound: every pod is bound once, where its job was placed, no node ever holds more GPUs than it has, and
+    the pods that waited for room behind the killed scheduler are placed by the new one."""
+    from steward.infra.processes import Paths, pid_alive, read_pid
+
+    wait_for(lambda: all(node_states().get(n) == "ready" for n in GPU_NODES), timeout=120)
+    if not any(m["namespace"] == "team" for m in json.loads(
+            steward("k8s", "mappings", "--executor", "local", "--output", "json").stdout)):
+        steward("k8s", "map", "team", "ee9e8c", "--executor", "local", "--reason", "the team's namespace")
+    names = [f"restart-{i}" for i in range(16)]  # 64 GPUs asked of 48: a third wait for the first to end
+    for name in names:
+        spec = gpu_pod(name, 4, notes={"pod-complete.stage.kwok.x-k8s.io/delay": "12s"})
+        del spec["metadata"]["labels"]["steward.io/project"]
+        kube.create_pod("team", spec)
+
+    paths = Paths(Settings().run_dir)
+    before = read_pid(paths, "scheduler")
+    assert before is not None
+    wait_for(lambda: any((pod(kube, n) or {}).get("spec", {}).get("nodeName") for n in names), timeout=120)
+    os.kill(before, 9)  # mid-run: some pods bound, the rest still waiting
+    overbooked: list[dict[str, int]] = []
+
+    def restarted_and_done() -> bool:
+        held = active_gpus_by_node(kube)
+        if any(gpus > 8 for gpus in held.values()):
+            overbooked.append(held)
+        states = {j["id"]: j["state"] for j in json.loads(
+            steward("jobs", "--project", "ee9e8c", "--limit", "200", "--output", "json").stdout)}
+        return read_pid(paths, "scheduler") not in {None, before} and all(
+            states.get(f"local.team.{n}") == "COMPLETED" for n in names)
+
+    wait_for(restarted_and_done, timeout=600)
+    assert not pid_alive(before) and not overbooked, overbooked
+    for name in names:
+        job = show(f"local.team.{name}")
+        kinds = [e["type"] for e in job["events"]]
+        assert kinds.count("JobPlaced") == kinds.count("JobStarted") == 1, (name, kinds)  # one placement, one bind
+        ((node, gpus),) = job["assignments"].items()
+        assert (pod(kube, name) or {})["spec"]["nodeName"] == node and len(gpus) == 4, (name, job)
