@@ -5,6 +5,7 @@ the ledger, Steward's scheduler places it, the executor binds the pod where it w
 end and the job completes; the pod's project is its namespace's, as an admin recorded it (`steward k8s map`); a
 pod that cannot fit is told its place in Steward's queue and the reason; a `kubectl cordon` reaches Steward as
 the node turning unhealthy; a pod of a namespace no admin mapped is rejected by the ledger, and says so.
+Steward's scheduler SIGKILLed mid-run (the supervisor starts it again) binds nothing twice.
 
 It replaces the stack's executor and needs a store with no other nodes: run it in a slot of its own (as the
 Slurm whole-stack test), after the rest of the suite."""
