@@ -30,8 +30,11 @@ from steward.ledger.ledger import DeadLetter, Ledger, LogMoved, Prepared
 from steward.ledger.memory import BatchCollector
 from steward.ledger.recording.writer import WriterDied, WriterStage
 from steward.logs import log_recorded
+from steward.metrics import serve
 from steward.store import schema
 from steward.store.eventstore import EventStore, RecordedEvent
+from steward.store.leases import Fenced, lead
+from steward.store.recorder import Fence
 
 log = logging.getLogger("steward.ledger")
 commands_log = logging.getLogger("steward.ledger.commands")  # one line per decided command
@@ -120,21 +123,40 @@ class Auditor:
                 stop.wait(5.0)
 
 
+def run_ledger_candidate(settings: Settings, stop: threading.Event) -> None:
+    """The ledger as one candidate of its role (ADR 0060): a standby until it holds the `ledger` lease, then the
+    ledger (`run_ledger`) writing with the lease's epoch as its fence, until `stop` or until a standby took over
+    (a standby again then). `steward up --standbys` starts two; one alone takes the lease at once (a killed
+    predecessor's connection is closed, a stopped one gave the lease up)."""
+    store = EventStore.from_url(settings.resolved_store_url)
+    serve("ledger", settings)  # a standby serves `steward_leader{role="ledger"} 0`
+
+    def active(active_stop: threading.Event, epoch: int) -> None:
+        run_ledger(settings, active_stop, fence=("ledger", epoch))
+
+    try:
+        lead(store.engine, "ledger", stop, active, head_lock=True)
+    finally:
+        store.engine.dispose()
+
+
 def run_ledger(settings: Settings, stop: threading.Event | None = None,
                on_batch: Callable[[list[RecordedEvent]], None] | None = None, background: bool = True,
-               stats: dict[str, float] | None = None) -> None:
+               stats: dict[str, float] | None = None, fence: Fence | None = None) -> None:
     """Consume commands until `stop`; `on_batch` sees each committed batch right after its commit, in the
     writer thread, in log order (benchmarks; an error there is logged, the batch stays committed); `background`
     runs the outbox relay and the checkpoint/snapshot thread; `stats` gets the fetch and writer processes' CPU
     seconds (`fetch_cpu_s`, `writer_cpu_s`) when the ledger stops. Raises `WriterDied` when the writer process
-    exits (a restart reads what the store committed)."""
+    exits (a restart reads what the store committed), and `Fenced` when the store refused a batch because a
+    standby holds the lease `fence` names (ADR 0060)."""
     stop = stop or threading.Event()
     store = EventStore.from_url(settings.resolved_store_url)
     # PostgreSQL's transactions run in a writer process of its own (ADR 0025) unless STEWARD_LEDGER_WRITER=thread
-    writer_stage = (WriterStage(settings.resolved_store_url)
+    writer_stage = (WriterStage(settings.resolved_store_url, fence)
                     if store.dialect == "postgresql" and ledger_writer_mode() == "process" else None)
     # the command topics vouch for their senders; refusals are recorded in the chain (ADR 0036)
-    ledger = Ledger(store, keep_connections=True, writer=writer_stage, topic_prefix=settings.topic_prefix)
+    ledger = Ledger(store, keep_connections=True, writer=writer_stage, topic_prefix=settings.topic_prefix,
+                    fence=fence)
     log.info("ledger started at position %d", ledger.head)
     gc_before = _quiet_collector()
     collector = BatchCollector(time.monotonic())
@@ -180,8 +202,8 @@ def run_ledger(settings: Settings, stop: threading.Event | None = None,
         in_flight = None
         try:
             future.result()
-        except WriterDied as err:  # whether its batch committed is known only to the store: a restart reads it
-            log.error("%s", err)
+        except (WriterDied, Fenced) as err:  # died: only the store knows whether its batch committed (a restart
+            log.error("%s", err)  # reads it); fenced: a standby took over, nothing committed, this ledger steps down
             ledger.abort()
             raise
         except Exception as err:  # the store or the dead-letter topic is away: nothing was committed
