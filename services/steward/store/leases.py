@@ -189,6 +189,68 @@ def leader_metrics(registry: CollectorRegistry = REGISTRY) -> LeaderMetrics:
     return _metrics[id(registry)]
 
 
+class Candidacy:
+    """One process's candidacy for `role` (ADR 0060), in turns: `wait` stands by until it takes the lease (then a
+    thread renews it, and `active_stop` is set when the lease was taken, could not be renewed for a whole TTL, or
+    `stop` came), and `end` closes the turn (a clean stop lets the lease expire at once). A process warms up
+    whatever it can before `wait` (connections, child processes), so that a takeover costs only what must follow
+    the lease: the state as of now."""
+
+    def __init__(self, engine: Engine, role: str, head_lock: bool = False, me: str | None = None,
+                 ttl_s: float = LEASE_TTL_S, registry: CollectorRegistry = REGISTRY) -> None:
+        self.role = role
+        self.me = me or candidate_name()
+        self.head_lock = head_lock
+        self.ttl_s = ttl_s
+        self.leases = LeaseStore(engine, role)
+        self.metrics = leader_metrics(registry)
+        self.metrics.leader.labels(role=role).set(0)
+        self.metrics.takeovers.labels(role=role)
+        self.epoch: int | None = None
+        self.active_stop = threading.Event()
+        self._stop = threading.Event()
+        self._renewer: threading.Thread | None = None
+
+    def wait(self, stop: threading.Event) -> int | None:
+        """Stand by until this process holds the lease: its epoch (None when `stop` came first)."""
+        taken = _wait_to_lead(self.leases, self.me, stop, self.ttl_s, self.head_lock)
+        if taken is None:
+            return None
+        epoch, seen = taken
+        if seen is not None and seen.holder != self.me:
+            self.metrics.takeovers.labels(role=self.role).inc()
+            log.warning("%s: took over from %s (epoch %d -> %d)", self.role, seen.holder, seen.epoch, epoch)
+        else:
+            log.info("%s: active with epoch %d", self.role, epoch)
+        self.metrics.leader.labels(role=self.role).set(1)
+        self.metrics.epoch.labels(role=self.role).set(epoch)
+        self.epoch, self._stop = epoch, stop
+        self.active_stop = threading.Event()
+        self._renewer = threading.Thread(target=_renew, args=(self.leases, self.me, epoch, self.ttl_s, stop,
+                                                              self.active_stop), name=f"{self.role}-lease",
+                                         daemon=True)
+        self._renewer.start()
+        return epoch
+
+    def end(self) -> None:
+        """The active turn is over (or never began): stop renewing; give the lease up if the process stops."""
+        self.active_stop.set()
+        if self._renewer is not None:
+            self._renewer.join()
+            self._renewer = None
+        self.metrics.leader.labels(role=self.role).set(0)
+        if self.epoch is not None:
+            if self._stop.is_set():
+                with contextlib.suppress(Exception):
+                    self.leases.give_up(self.me, self.epoch)
+            else:
+                log.warning("%s: stepped down (epoch %d); standing by", self.role, self.epoch)
+        self.epoch = None
+
+    def close(self) -> None:
+        self.leases.close()
+
+
 def lead(engine: Engine, role: str, stop: threading.Event, run_active: Callable[[threading.Event, int], None],
          head_lock: bool = False, me: str | None = None, ttl_s: float = LEASE_TTL_S,
          registry: CollectorRegistry = REGISTRY) -> None:
@@ -196,43 +258,20 @@ def lead(engine: Engine, role: str, stop: threading.Event, run_active: Callable[
     then `run_active(active_stop, epoch)` while it holds it. A renewal that finds the lease taken, or a write the
     store refuses (`Fenced`), stops the active run and the process is a standby again. A clean stop lets the
     lease expire at once. Anything else `run_active` raises ends this (the supervisor restarts the process)."""
-    me = me or candidate_name()
-    leases = LeaseStore(engine, role)
-    metrics = leader_metrics(registry)
-    metrics.leader.labels(role=role).set(0)
-    metrics.takeovers.labels(role=role)
+    candidacy = Candidacy(engine, role, head_lock, me, ttl_s, registry)
     try:
         while not stop.is_set():
-            taken = _wait_to_lead(leases, me, stop, ttl_s, head_lock)
-            if taken is None:
+            epoch = candidacy.wait(stop)
+            if epoch is None:
                 return
-            epoch, seen = taken
-            if seen is not None and seen.holder != me:
-                metrics.takeovers.labels(role=role).inc()
-                log.warning("%s: took over from %s (epoch %d -> %d)", role, seen.holder, seen.epoch, epoch)
-            else:
-                log.info("%s: active with epoch %d", role, epoch)
-            metrics.leader.labels(role=role).set(1)
-            metrics.epoch.labels(role=role).set(epoch)
-            active_stop = threading.Event()
-            renewer = threading.Thread(target=_renew, args=(leases, me, epoch, ttl_s, stop, active_stop),
-                                       name=f"{role}-lease", daemon=True)
-            renewer.start()
             try:
-                run_active(active_stop, epoch)
+                run_active(candidacy.active_stop, epoch)
             except Fenced as refused:
                 log.error("%s; stepping down to standby", refused)
             finally:
-                active_stop.set()
-                renewer.join()
-                metrics.leader.labels(role=role).set(0)
-            if stop.is_set():
-                with contextlib.suppress(Exception):
-                    leases.give_up(me, epoch)
-            else:
-                log.warning("%s: stepped down (epoch %d); standing by", role, epoch)
+                candidacy.end()
     finally:
-        leases.close()
+        candidacy.close()
 
 
 def _wait_to_lead(leases: LeaseStore, me: str, stop: threading.Event, ttl_s: float,

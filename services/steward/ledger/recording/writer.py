@@ -69,11 +69,18 @@ class WriterDied(RuntimeError):
 class WriterStage:
     """The ledger's side: starts the writer process, hands it batches, and returns how each ended."""
 
-    def __init__(self, store_url: str, fence: Fence | None = None) -> None:
+    def __init__(self, store_url: str, fence: Fence | None = None, defer: bool = False) -> None:
+        """`defer`: the process starts now (a standby's warm-up) and is told the store and fence by `open`."""
         self._conn, self._proc = start_child("steward.ledger.recording.writer")  # as the fetch process (ADR 0019, 4)
-        self._conn.send((store_url, fence))  # the fence: the lease epoch every head lock checks (ADR 0060)
+        self._store_url = store_url
+        if not defer:
+            self.open(fence)
         self.cpu_s = 0.0  # the process's CPU, known once it stopped
         self.pid = self._proc.pid
+
+    def open(self, fence: Fence | None) -> None:
+        """Tell the process the store and the fence (the lease epoch every head lock checks, ADR 0060)."""
+        self.send((self._store_url, fence))
 
     def transaction(self) -> WriterTransaction:
         """A batch's `BatchTransaction` whose statements run in the process."""
@@ -202,9 +209,13 @@ def writer_main(conn: Wire) -> None:
     from steward.store.eventstore import EventStore
 
     try:
-        store_url, fence = conn.recv()
+        first = conn.recv()
     except (EOFError, OSError):
         return
+    if first[0] == "stop":  # stopped before it was opened (a standby that never took over)
+        conn.send(("stopped", 0.0))
+        return
+    store_url, fence = first
     store = EventStore.from_url(store_url)
     recorder = EventRecorder(store, (str(fence[0]), int(fence[1])) if fence is not None else None)
     reader = _Reader(conn)
