@@ -747,7 +747,9 @@ def test_the_topology(defaults: list[dict[str, Any]]) -> None:
         assert expected in kinds, f"{expected} missing"
     objs = {(d["kind"], d["metadata"]["name"]): d for d in defaults}
     assert objs[("StatefulSet", "steward-kafka")]["spec"]["replicas"] == 3
-    assert objs[("StatefulSet", "steward-scheduler")]["spec"]["replicas"] == 1
+    # one active and one standby of each (ADR 0060)
+    assert objs[("StatefulSet", "steward-scheduler")]["spec"]["replicas"] == 2
+    assert objs[("StatefulSet", "steward-ledger")]["spec"]["replicas"] == 2
     partitions = topic_partitions(defaults)
     assert partitions["steward.commands"] >= 12
     # a command topic per component and per GPU node: the topic names the sender (ADR 0036)
@@ -889,8 +891,8 @@ def test_failover_fences_the_old_primary() -> None:
 
 
 REFUSED: list[tuple[dict[str, Any], str]] = [
-    ({"ledger": {"replicas": 2}}, "multiWriterSafe"),
-    ({"ledger": {"replicas": 13, "multiWriterSafe": True}}, "partitions"),
+    ({"ledger": {"replicas": 0}}, "at least 1"),
+    ({"scheduler": {"replicas": 0}}, "at least 1"),
     ({"kafka": {"replicas": 1}}, "at least 3"),
     ({"kafka": {"minInsyncReplicas": 4}}, "minInsyncReplicas"),
     ({"postgresql": {"mode": "sqlite"}}, "postgresql.mode"),
