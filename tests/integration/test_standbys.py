@@ -21,13 +21,14 @@ from pathlib import Path
 import httpx
 import pytest
 from sqlalchemy import text
+from sqlalchemy.exc import OperationalError
 
 from steward.domain.commands import SetAllocations, SubmitJob
 from steward.domain.leadership import LEASE_TTL_S
 from steward.ledger.ledger import Ledger
 from steward.ledger.recording.writer import WriterStage
-from steward.store.eventstore import EventStore
-from steward.store.leases import Fenced, LeaseStore
+from steward.store.eventstore import POSITION_LOCK_KEY, EventStore
+from steward.store.leases import HEAD_LOCK_WAIT_S, Fenced, LeaseStore
 from tests.integration.conftest import REPO, TEST_RUN_DIR
 from tests.integration.pg import pg_owner, pg_store, store_test_urls
 from tests.integration.test_ledger_reliability import (
@@ -171,6 +172,28 @@ def test_the_store_refuses_a_batch_of_an_old_epoch_even_when_the_head_has_not_mo
         ledger.close()
     assert pg_store.head() == 2 and pg_store.load_offsets("ledger") == {("t", 0): 1}
     stage.close()
+    leases.close()
+
+
+def test_a_takeover_ends_a_paused_active_s_batch_that_holds_the_head_lock(pg_store: EventStore) -> None:
+    """An active paused in the middle of a batch keeps its transaction open with the head lock held: the
+    takeover waits HEAD_LOCK_WAIT_S for it, then ends that backend and takes the lease; the open batch never
+    commits."""
+    leases = LeaseStore(pg_store.engine, "ledger")
+    assert leases.take("a", None, 3.0, head_lock=True) == 1
+    paused = pg_store.engine.connect()
+    paused.execute(text(f"SELECT pg_advisory_xact_lock({POSITION_LOCK_KEY})"))  # an open batch of epoch 1
+    seen, _ = leases.read()
+    started = time.monotonic()
+    assert leases.take("b", seen, 3.0, head_lock=True) == 2
+    took_s = time.monotonic() - started
+    print(f"\ntakeover past an open batch holding the head lock: {took_s:.2f} s")
+    assert HEAD_LOCK_WAIT_S <= took_s < HEAD_LOCK_WAIT_S + 5
+    with pytest.raises(OperationalError):  # its backend was ended: the batch can never commit
+        paused.execute(text("SELECT 1"))
+        paused.commit()
+    paused.invalidate()
+    paused.close()
     leases.close()
 
 

@@ -192,6 +192,8 @@ def run_ledger(settings: Settings, stop: threading.Event | None = None,
         if writer_stage is not None:
             writer_stage.close()
         dead_producer.close(timeout=5)
+        if relay is not None:
+            relay.producer.close(timeout=5)
         if isinstance(err, _StoppedWarm):
             return
         raise
@@ -306,6 +308,8 @@ def run_ledger(settings: Settings, stop: threading.Event | None = None,
         stop.set()
         if relay_thread is not None:
             relay_thread.join(timeout=5)
+        if relay is not None:  # a ledger that steps down warms up again with clients of its own
+            relay.producer.close(timeout=5)
 
 
 class LedgerSettingError(ValueError):
