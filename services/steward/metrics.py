@@ -25,6 +25,8 @@ DEFAULT_PORT = 9464
 PORT_OFFSETS = {"ledger": 0, "scheduler": 1, "worker": 2, "executor": 3}
 # the supervisor (`steward up` without --no-supervise; steward.infra.supervisor) serves its restart counts here
 SUPERVISOR_OFFSET = 4
+# the standbys of `steward up --standbys` (ADR 0060) serve `steward_leader` here
+STANDBY_OFFSETS = {"ledger-2": 5, "scheduler-2": 6}
 SERVED_BY_API = "api"
 
 
@@ -56,6 +58,12 @@ def supervisor_port(settings: Settings, env: dict[str, str] | None = None) -> in
     """The supervisor's metrics port in a stack started by `steward up` (None: metrics off)."""
     base = base_port(settings, env)
     return None if base is None else base + SUPERVISOR_OFFSET
+
+
+def standby_ports(settings: Settings, env: dict[str, str] | None = None) -> dict[str, int]:
+    """The metrics port of each standby of `steward up --standbys` (ADR 0060)."""
+    base = base_port(settings, env)
+    return {} if base is None else {name: base + offset for name, offset in STANDBY_OFFSETS.items()}
 
 
 def metrics_urls(settings: Settings, env: dict[str, str] | None = None) -> dict[str, str]:

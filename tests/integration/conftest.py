@@ -84,9 +84,9 @@ def clean_run_dir() -> None:
     """Everything but the downloaded software goes, so each session starts from empty stores. Steward's
     own processes left by an earlier session (STEWARD_KEEP_SERVICES=1) are stopped first: deleting
     their PID files alone would leave them bound to the test ports."""
-    from steward.infra.processes import DEMO_PROCESSES, OWN_PROCESSES, SUPERVISOR, Paths, stop_own
+    from steward.infra.processes import DEMO_PROCESSES, OWN_PROCESSES, STANDBYS, SUPERVISOR, Paths, stop_own
 
-    for name in (SUPERVISOR, *DEMO_PROCESSES, *reversed(OWN_PROCESSES)):
+    for name in (SUPERVISOR, *DEMO_PROCESSES, *STANDBYS, *reversed(OWN_PROCESSES)):
         stop_own(name, Paths(TEST_RUN_DIR))
     kill_leftover_jobs(TEST_RUN_DIR)
     services("down")

@@ -16,7 +16,7 @@ from tests.unit.store.contract import Tamper
 
 APPEND_ONLY = ("events", "checkpoints")
 RESET = ("events", "checkpoints", "snapshots", "snapshot_checks", "consumer_offsets", "processed_messages",
-         "relay_positions",
+         "relay_positions", "leader_leases",
          "proj_allocations", "proj_nodes", "proj_jobs")
 
 

@@ -49,6 +49,8 @@ RELEASE = "steward"
 
 # Steward's processes (services/steward/infra/processes.py OWN_PROCESSES), read without importing.
 PROCESSES = {"ledger", "scheduler", "worker", "executor", "api"}
+# the standbys (processes.py STANDBYS, ADR 0060): `steward run ledger-2` runs as the ledger
+STANDBY_PROCESSES = {"ledger-2", "scheduler-2"}
 # Kinds from CRDs: no schema in the Kubernetes OpenAPI document; check_manifests covers them.
 CRD_KINDS = {("monitoring.coreos.com/v1", "ServiceMonitor"), ("postgresql.cnpg.io/v1", "Cluster")}
 # Containers allowed a writable root filesystem, and why.
@@ -747,7 +749,9 @@ def test_the_topology(defaults: list[dict[str, Any]]) -> None:
         assert expected in kinds, f"{expected} missing"
     objs = {(d["kind"], d["metadata"]["name"]): d for d in defaults}
     assert objs[("StatefulSet", "steward-kafka")]["spec"]["replicas"] == 3
-    assert objs[("StatefulSet", "steward-scheduler")]["spec"]["replicas"] == 1
+    # one active and one standby of each (ADR 0060)
+    assert objs[("StatefulSet", "steward-scheduler")]["spec"]["replicas"] == 2
+    assert objs[("StatefulSet", "steward-ledger")]["spec"]["replicas"] == 2
     partitions = topic_partitions(defaults)
     assert partitions["steward.commands"] >= 12
     # a command topic per component and per GPU node: the topic names the sender (ADR 0036)
@@ -889,8 +893,8 @@ def test_failover_fences_the_old_primary() -> None:
 
 
 REFUSED: list[tuple[dict[str, Any], str]] = [
-    ({"ledger": {"replicas": 2}}, "multiWriterSafe"),
-    ({"ledger": {"replicas": 13, "multiWriterSafe": True}}, "partitions"),
+    ({"ledger": {"replicas": 0}}, "at least 1"),
+    ({"scheduler": {"replicas": 0}}, "at least 1"),
     ({"kafka": {"replicas": 1}}, "at least 3"),
     ({"kafka": {"minInsyncReplicas": 4}}, "minInsyncReplicas"),
     ({"postgresql": {"mode": "sqlite"}}, "postgresql.mode"),
@@ -1065,7 +1069,8 @@ def check_compose(doc: dict[str, Any], base: Path) -> list[str]:
                 problems.append(f"{where}: {key} is not a setting the code reads")
         command = svc.get("command") or []
         if str(svc.get("image", "")).startswith("${STEWARD_IMAGE") or svc.get("build"):
-            ok = (command[:1] == ["run"] and command[1:2] and command[1] in PROCESSES) or command == ["migrate"]
+            ok = ((command[:1] == ["run"] and command[1:2] and command[1] in PROCESSES | STANDBY_PROCESSES)
+                  or command == ["migrate"])
             if not ok:
                 problems.append(f"{where}: command {command} is not `run <process>` or `migrate`")
             if command[:2] == ["run", "api"] and env.get("STEWARD_API_HOST") != "0.0.0.0":
@@ -1151,7 +1156,7 @@ def test_compose_topology(compose: dict[str, Any]) -> None:
     services = compose["services"]
     commands = {n: s.get("command") for n, s in services.items()}
     running = {c[1] for c in commands.values() if isinstance(c, list) and c[:1] == ["run"]}
-    assert running == PROCESSES
+    assert running == PROCESSES | STANDBY_PROCESSES  # a standby ledger and scheduler (ADR 0060)
     assert sum(1 for c in commands.values() if c == ["run", "api"]) >= 2
     assert services["kafka"]["image"].startswith("apache/kafka:")
     assert services["kafka"]["environment"]["KAFKA_PROCESS_ROLES"] == "broker,controller"

@@ -23,6 +23,7 @@ from steward.infra.processes import (
     COMPONENT_OF,
     DEMO_PROCESSES,
     OWN_PROCESSES,
+    STANDBYS,
     SUPERVISOR,
     InfraError,
     Paths,
@@ -87,17 +88,19 @@ def kubernetes_token_file(settings: Settings) -> Path:
 
 
 def bring_up(settings: Settings, postgres: bool = True, restart: bool = False,
-             executor: str = "local", api_replicas: int = 1, supervise: bool = True) -> dict[str, Any]:
+             executor: str = "local", api_replicas: int = 1, supervise: bool = True,
+             standbys: bool = False) -> dict[str, Any]:
     """Start the real services, migrate the store, then Steward's own processes (idempotent: processes
     already running are kept, unless `restart`, which stops them first so that they run the code and
     settings installed now; the services and their data are kept either way). `executor`: what runs the
     jobs, this machine ("local"), a Slurm cluster ("slurm") or a Kubernetes cluster ("kubernetes").
     `supervise`: start the supervisor last, which restarts any of them that dies (steward.infra.supervisor;
-    without it a supervisor left by an earlier `up` is stopped)."""
+    without it a supervisor left by an earlier `up` is stopped). `standbys`: a second ledger and scheduler
+    (`ledger-2`, `scheduler-2`) standing by to take over (ADR 0060; without it those of an earlier `up` stop)."""
     if executor not in EXECUTOR_KINDS:
         fail(f"unknown executor {executor!r}: choose one of {', '.join(EXECUTOR_KINDS)}", 2)
     # lazy: start-up: `steward up` only (the other commands of the CLI load neither Prometheus nor Alembic)
-    from steward.metrics import MetricsSettingError, stack_ports, supervisor_port
+    from steward.metrics import MetricsSettingError, stack_ports, standby_ports, supervisor_port
     from steward.store.migrate import upgrade
 
     paths = Paths(settings.run_dir)
@@ -112,7 +115,10 @@ def bring_up(settings: Settings, postgres: bool = True, restart: bool = False,
         fail(str(err), 2)
     if restart or not supervise:  # first: it would start again what a restart stops
         stop_own(SUPERVISOR, paths)
-    restarted = [name for name in reversed(OWN_PROCESSES) if restart and stop_own(name, paths)]
+    restarted = [name for name in (*STANDBYS, *reversed(OWN_PROCESSES)) if restart and stop_own(name, paths)]
+    if not standbys:
+        for name in STANDBYS:
+            stop_own(name, paths)
     infra_script("kafka", "start", settings=settings)
     infra_script("kafka", "topics", settings=settings)
     infra_script("temporal", "start", settings=settings)
@@ -136,6 +142,10 @@ def bring_up(settings: Settings, postgres: bool = True, restart: bool = False,
     env = os.environ | values | {"STEWARD_RUN_DIR": str(settings.run_dir), "STEWARD_API_REPLICAS": str(api_replicas)}
     pids = {name: start_own(name, paths, env | metrics_env(name, metrics_ports)) for name in OWN_PROCESSES}
     pids |= start_api_replicas(paths, env, api_replicas, restart)
+    if standbys:
+        ports = standby_ports(settings)
+        pids |= {name: start_own(name, paths, env | metrics_env(name, ports)) for name in STANDBYS}
+        metrics_ports = metrics_ports | ports
     _wait_for_api(settings)
     dead = [name for name in pids if read_pid(paths, name) is None]
     if dead:  # e.g. the API could not bind because another process holds its port
@@ -225,7 +235,8 @@ def bring_down(settings: Settings, services: bool = True) -> dict[str, Any]:
     jobs outlive it by design (it re-attaches to them when it starts again, and fences those whose run
     ended meanwhile; ADR 0058)."""
     paths = Paths(settings.run_dir)
-    stopped = [name for name in (SUPERVISOR, *DEMO_PROCESSES, *api_replicas_running(paths), *reversed(OWN_PROCESSES))
+    stopped = [name for name in (SUPERVISOR, *DEMO_PROCESSES, *api_replicas_running(paths), *STANDBYS,
+                                 *reversed(OWN_PROCESSES))
                if stop_own(name, paths)]
     if services:
         # slurm.sh and k8s.sh stop only the cluster they started
@@ -258,24 +269,31 @@ def run_process(name: str, settings: Settings) -> None:
 
         run_supervisor(settings, stop)
         return
-    if name in ("ledger", "scheduler"):
+    role = STANDBYS.get(name, name)  # a standby runs as its role (ADR 0060)
+    if role in ("ledger", "scheduler"):
         signal.signal(signal.SIGTERM, lambda *_: stop.set())
         signal.signal(signal.SIGINT, lambda *_: stop.set())
-        if name == "ledger":
+        # each is a candidate for its role's lease: the active, or a standby while another holds it (ADR 0060)
+        if role == "ledger":
             # lazy: start-up: each process of the stack loads only its own service
-            from steward.ledger.service import LedgerSettingError, ledger_writer_mode, run_ledger, topic_refresh_s
+            from steward.ledger.service import (
+                LedgerSettingError,
+                ledger_writer_mode,
+                run_ledger_candidate,
+                topic_refresh_s,
+            )
 
             try:
                 ledger_writer_mode()
                 topic_refresh_s()
             except LedgerSettingError as err:
                 fail(str(err), 2)
-            run_ledger(settings, stop)
+            run_ledger_candidate(settings, stop)
         else:
             # lazy: start-up: each process of the stack loads only its own service
-            from steward.scheduler.service import run_scheduler
+            from steward.scheduler.service import run_scheduler_candidate
 
-            run_scheduler(settings, stop)
+            run_scheduler_candidate(settings, stop)
         return
     if is_api(name):
         serve_api(settings)
@@ -325,12 +343,15 @@ def register(app: typer.Typer) -> None:
                                          help="API processes sharing the API's address (SO_REUSEPORT)"),
         supervise: bool = typer.Option(True, "--supervise/--no-supervise",
                                        help="restart any of Steward's processes that dies, with backoff"),
+        standbys: bool = typer.Option(False, "--standbys/--no-standbys",
+                                      help="a standby ledger and scheduler (ledger-2, scheduler-2) that take over "
+                                           "within 5 s of the active one's death (off by default)"),
         output: OutputFormat = OutputOption,
     ) -> None:
         """Start Kafka, PostgreSQL, Temporal and Steward's processes (idempotent), supervised."""
         settings = get_settings()
         try:
-            result = bring_up(settings, postgres, restart, executor, api_replicas, supervise)
+            result = bring_up(settings, postgres, restart, executor, api_replicas, supervise, standbys)
         except InfraError as err:
             fail(str(err))
         emit(result, output)
@@ -364,8 +385,8 @@ def register(app: typer.Typer) -> None:
         typer.echo("store at the latest schema")
 
     @app.command("run", hidden=True)
-    def run(name: str = typer.Argument(..., help=", ".join((*OWN_PROCESSES, SUPERVISOR)))) -> None:
+    def run(name: str = typer.Argument(..., help=", ".join((*OWN_PROCESSES, *STANDBYS, SUPERVISOR)))) -> None:
         """Run one of Steward's processes in the foreground."""
-        if name not in (*OWN_PROCESSES, SUPERVISOR) and not is_api(name):
-            fail(f"unknown process '{name}'; one of {', '.join((*OWN_PROCESSES, SUPERVISOR))}", 2)
+        if name not in (*OWN_PROCESSES, *STANDBYS, SUPERVISOR) and not is_api(name):
+            fail(f"unknown process '{name}'; one of {', '.join((*OWN_PROCESSES, *STANDBYS, SUPERVISOR))}", 2)
         run_process(name, get_settings())

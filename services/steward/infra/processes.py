@@ -19,6 +19,9 @@ from steward.config import REPO_ROOT, Settings
 from steward.paths import private_folder
 
 OWN_PROCESSES = ("ledger", "scheduler", "worker", "executor", "api")
+# `steward up --standbys` starts a second candidate of each role that must have one writer (ADR 0060): whichever
+# holds the role's lease is the active (`steward_leader{role}` in /metrics), the other stands by and takes over
+STANDBYS = {"ledger-2": "ledger", "scheduler-2": "scheduler"}
 # `steward up` starts it after the others and `steward down` stops it first: it restarts any of the stack's
 # processes that dies (steward.infra.supervisor; ADR 0058)
 SUPERVISOR = "supervisor"
@@ -30,7 +33,7 @@ STOP_TIMEOUT_S = {"demo-driver": 60.0}
 # The Steward component each process is (steward.bus.identity): its Kafka principal and command topic. The
 # demo's driver talks to the API only and holds no Kafka principal.
 COMPONENT_OF = {"ledger": "ledger", "scheduler": "scheduler", "worker": "workflows", "executor": "executor",
-                "api": "api", "sim-executor": "executor", "demo-driver": "none", SUPERVISOR: "none"}
+                "api": "api", "sim-executor": "executor", "demo-driver": "none", SUPERVISOR: "none"} | STANDBYS
 
 
 class InfraError(RuntimeError):

@@ -26,6 +26,7 @@ from prometheus_client import REGISTRY, CollectorRegistry, Counter
 from steward.config import Settings
 from steward.infra.processes import (
     OWN_PROCESSES,
+    STANDBYS,
     Paths,
     pid_alive,
     pid_in_file,
@@ -49,7 +50,7 @@ def supervised(paths: Paths) -> list[str]:
     replicas = sorted((p.name.removesuffix(".pid") for p in paths.pids.glob("api-*.pid")
                        if p.name.removesuffix(".pid").removeprefix("api-").isdigit()),
                       key=lambda n: int(n.removeprefix("api-")))
-    names = [*OWN_PROCESSES, *replicas, *SUPERVISED_EXTRA]
+    names = [*OWN_PROCESSES, *STANDBYS, *replicas, *SUPERVISED_EXTRA]
     return [n for n in names if paths.pid_file(n).exists() and paths.spec_file(n).exists()]
 
 

@@ -43,7 +43,7 @@ from steward.store.encoding import PendingAppend
 from steward.store.eventstore import EventStore, RecordedEvent, encode_events
 from steward.store.projections import Projector
 from steward.store.projector import Key
-from steward.store.recorder import EventRecorder, RecordBatch, record_batch
+from steward.store.recorder import EventRecorder, Fence, RecordBatch, record_batch
 from steward.store.recorder import LogMoved as LogMoved  # re-exported: the service settles batches on it
 
 log = logging.getLogger(__name__)
@@ -92,9 +92,10 @@ class Ledger:
     def __init__(self, store: EventStore, consumer_name: str = "ledger",
                  clock: Callable[[], float] = time.time, max_message_bytes: int = MAX_MESSAGE_BYTES,
                  keep_connections: bool = False, writer: WriterStage | None = None,
-                 topic_prefix: str | None = None) -> None:
+                 topic_prefix: str | None = None, fence: Fence | None = None) -> None:
         self.store = store
-        self.recorder = EventRecorder(store)  # the write side of the store: only the ledger holds one
+        # the write side of the store: only the ledger holds one; `fence`: the lease epoch it writes with (ADR 0060)
+        self.recorder = EventRecorder(store, fence)
         # The ledger service reads the command topics of `topic_prefix`: each message is then trusted only as
         # far as its topic's component may vouch for it (steward.bus.identity, ADR 0036), and every message
         # refused (dead-lettered) is recorded in the chain (steward.ledger.deciding.refusals). Without one (embedded

@@ -30,8 +30,11 @@ from steward.ledger.ledger import DeadLetter, Ledger, LogMoved, Prepared
 from steward.ledger.memory import BatchCollector
 from steward.ledger.recording.writer import WriterDied, WriterStage
 from steward.logs import log_recorded
+from steward.metrics import serve
 from steward.store import schema
 from steward.store.eventstore import EventStore, RecordedEvent
+from steward.store.leases import Candidacy, Fenced
+from steward.store.recorder import Fence
 
 log = logging.getLogger("steward.ledger")
 commands_log = logging.getLogger("steward.ledger.commands")  # one line per decided command
@@ -120,43 +123,96 @@ class Auditor:
                 stop.wait(5.0)
 
 
+def run_ledger_candidate(settings: Settings, stop: threading.Event) -> None:
+    """The ledger as one candidate of its role (ADR 0060): warmed up and standing by until it holds the `ledger`
+    lease, then the ledger (`run_ledger`) writing with the lease's epoch as its fence, until `stop` or until a
+    standby took over (a standby again then). `steward up --standbys` starts two; one alone takes the lease at
+    once (a killed predecessor's connection is closed, a stopped one gave the lease up)."""
+    store = EventStore.from_url(settings.resolved_store_url)
+    serve("ledger", settings)  # a standby serves `steward_leader{role="ledger"} 0`
+    candidacy = Candidacy(store.engine, "ledger", head_lock=True)
+    try:
+        while not stop.is_set():
+            try:
+                run_ledger(settings, stop, candidacy=candidacy)
+            except Fenced as refused:
+                log.error("%s; stepping down to standby", refused)
+            finally:
+                candidacy.end()
+    finally:
+        candidacy.close()
+        store.engine.dispose()
+
+
+class _StoppedWarm(Exception):
+    """`stop` came before the ledger took the lease (or began)."""
+
+
+LEDGER_CONSUMER = "ledger"  # the ledger's name for its stored offsets
+
+
 def run_ledger(settings: Settings, stop: threading.Event | None = None,
                on_batch: Callable[[list[RecordedEvent]], None] | None = None, background: bool = True,
-               stats: dict[str, float] | None = None) -> None:
+               stats: dict[str, float] | None = None, candidacy: Candidacy | None = None) -> None:
     """Consume commands until `stop`; `on_batch` sees each committed batch right after its commit, in the
     writer thread, in log order (benchmarks; an error there is logged, the batch stays committed); `background`
     runs the outbox relay and the checkpoint/snapshot thread; `stats` gets the fetch and writer processes' CPU
     seconds (`fetch_cpu_s`, `writer_cpu_s`) when the ledger stops. Raises `WriterDied` when the writer process
-    exits (a restart reads what the store committed)."""
+    exits (a restart reads what the store committed). With `candidacy` (ADR 0060) it warms up (child processes,
+    Kafka connections), stands by until it holds its role's lease, then runs with the lease's epoch as the
+    fence of every batch until the lease is lost (it returns) or the store refuses a batch (`Fenced`)."""
     stop = stop or threading.Event()
     store = EventStore.from_url(settings.resolved_store_url)
-    # PostgreSQL's transactions run in a writer process of its own (ADR 0025) unless STEWARD_LEDGER_WRITER=thread
-    writer_stage = (WriterStage(settings.resolved_store_url)
+    batch = int(os.environ.get("STEWARD_LEDGER_BATCH", "2000"))
+    # First what depends on neither the state nor the lease: a standby has it ready when it takes over (ADR 0060).
+    # PostgreSQL's transactions run in a writer process of its own (ADR 0025) unless STEWARD_LEDGER_WRITER=thread;
+    # it is told the store and the fence once the lease is held
+    writer_stage = (WriterStage(settings.resolved_store_url, defer=True)
                     if store.dialect == "postgresql" and ledger_writer_mode() == "process" else None)
+    # Kafka is read in a process of its own (kafka-python parses records in Python: ADR 0019)
+    # it also takes the command topics created while it runs (a new executor's), every topic_refresh_s()
+    fetch = FetchStage(settings, settings.topic("commands"), f"{settings.topic_prefix}-ledger", batch,
+                       topic_refresh_s())
+    dead_producer = make_producer(settings)
+    metrics = relay = None
+    if background:
+        from steward.ledger import metrics as metrics_ledger
+
+        metrics = metrics_ledger.start(settings, store, LEDGER_CONSUMER)
+        relay = OutboxRelay(settings, store)
+    fence: Fence | None = None
+    try:
+        fetch.wait_ready(stop)
+        if candidacy is not None and (epoch := candidacy.wait(stop)) is not None:
+            fence, stop = (candidacy.role, epoch), candidacy.active_stop
+        if stop.is_set():  # stopped while standing by
+            raise _StoppedWarm
+    except BaseException as err:
+        fetch.close()
+        if writer_stage is not None:
+            writer_stage.close()
+        dead_producer.close(timeout=5)
+        if relay is not None:
+            relay.producer.close(timeout=5)
+        if isinstance(err, _StoppedWarm):
+            return
+        raise
+    if writer_stage is not None:
+        writer_stage.open(fence)
     # the command topics vouch for their senders; refusals are recorded in the chain (ADR 0036)
-    ledger = Ledger(store, keep_connections=True, writer=writer_stage, topic_prefix=settings.topic_prefix)
+    ledger = Ledger(store, LEDGER_CONSUMER, keep_connections=True, writer=writer_stage,
+                    topic_prefix=settings.topic_prefix, fence=fence)
     log.info("ledger started at position %d", ledger.head)
     gc_before = _quiet_collector()
     collector = BatchCollector(time.monotonic())
     switch_before = sys.getswitchinterval()
     sys.setswitchinterval(LEDGER_SWITCH_INTERVAL_S)
     relay_thread: threading.Thread | None = None
-    metrics = None
-    if background:
-        from steward.ledger import metrics as metrics_ledger
-
-        metrics = metrics_ledger.start(settings, store, ledger.consumer_name)
-        relay = OutboxRelay(settings, store)
+    if relay is not None:
         relay_thread = threading.Thread(target=relay.run, args=(stop,), name="outbox-relay", daemon=True)
         relay_thread.start()
         auditor = Auditor(settings, store)
         threading.Thread(target=auditor.run, args=(stop,), name="auditor", daemon=True).start()
-    batch = int(os.environ.get("STEWARD_LEDGER_BATCH", "2000"))
-    # Kafka is read in a process of its own (kafka-python parses records in Python: ADR 0019)
-    # it also takes the command topics created while it runs (a new executor's), every topic_refresh_s()
-    fetch = FetchStage(settings, settings.topic("commands"), f"{settings.topic_prefix}-ledger", batch,
-                       topic_refresh_s())
-    dead_producer = make_producer(settings)
     writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ledger-writer")
     in_flight: tuple[Future[None], Prepared, float] | None = None
 
@@ -180,8 +236,8 @@ def run_ledger(settings: Settings, stop: threading.Event | None = None,
         in_flight = None
         try:
             future.result()
-        except WriterDied as err:  # whether its batch committed is known only to the store: a restart reads it
-            log.error("%s", err)
+        except (WriterDied, Fenced) as err:  # died: only the store knows whether its batch committed (a restart
+            log.error("%s", err)  # reads it); fenced: a standby took over, nothing committed, this ledger steps down
             ledger.abort()
             raise
         except Exception as err:  # the store or the dead-letter topic is away: nothing was committed
@@ -201,7 +257,6 @@ def run_ledger(settings: Settings, stop: threading.Event | None = None,
         return True
 
     try:
-        fetch.wait_ready(stop)
         _rewind(ledger, fetch, stop)
         backlog = False
         while not stop.is_set():
@@ -253,6 +308,8 @@ def run_ledger(settings: Settings, stop: threading.Event | None = None,
         stop.set()
         if relay_thread is not None:
             relay_thread.join(timeout=5)
+        if relay is not None:  # a ledger that steps down warms up again with clients of its own
+            relay.producer.close(timeout=5)
 
 
 class LedgerSettingError(ValueError):

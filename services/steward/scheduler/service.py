@@ -15,7 +15,7 @@ import json
 import logging
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -44,6 +44,7 @@ from steward.scheduler.bridge import (
 )
 from steward.scheduler.wake import EventWake
 from steward.store.eventstore import EventStore
+from steward.store.leases import LeaseStore, lead
 
 log = logging.getLogger("steward.scheduler")
 
@@ -158,9 +159,11 @@ def wait_for_outcomes(store: EventStore, message_ids: list[str], timeout_s: floa
     return not remaining
 
 
-def run_cycle(view: SchedulerState, store: EventStore, publisher: CommandPublisher) -> bool:
+def run_cycle(view: SchedulerState, store: EventStore, publisher: CommandPublisher,
+              fence: Callable[[], None] | None = None) -> bool:
     """One cycle: catch up on the log, decide, publish, wait for the ledger's outcomes. True when it
-    decided something (the next cycle then runs at once, on the state those decisions made)."""
+    decided something (the next cycle then runs at once, on the state those decisions made). `fence` runs
+    right before publishing (ADR 0060: raises `Fenced` when a standby took the scheduler's lease)."""
     view.catch_up(store)
     view.follow_policy(store)
     if not view.state.nodes:
@@ -176,6 +179,8 @@ def run_cycle(view: SchedulerState, store: EventStore, publisher: CommandPublish
         view.explained_at = now
     if not commands:
         return False
+    if fence is not None:
+        fence()
     ids = []
     for command in commands:
         job_id = getattr(command, "job_id", None)
@@ -195,8 +200,28 @@ def run_cycle(view: SchedulerState, store: EventStore, publisher: CommandPublish
     return bool(decisions)
 
 
+def run_scheduler_candidate(settings: Settings, stop: threading.Event) -> None:
+    """The scheduler as one candidate of its role (ADR 0060): a standby until it holds the `scheduler` lease,
+    then the scheduler, which asks the store that the lease is still its own right before each publication,
+    until `stop` or a takeover (a standby again then)."""
+    from steward.scheduler import metrics as metrics_scheduler
+
+    store = EventStore.from_url(settings.resolved_store_url)
+    metrics_scheduler.start(settings)  # a standby serves `steward_leader{role="scheduler"} 0`
+    checks = LeaseStore(store.engine, "scheduler")  # the publishing thread's own connection
+
+    def active(active_stop: threading.Event, epoch: int) -> None:
+        run_scheduler(settings, active_stop, fence=lambda: checks.check(epoch))
+
+    try:
+        lead(store.engine, "scheduler", stop, active)
+    finally:
+        checks.close()
+        store.engine.dispose()
+
+
 def run_scheduler(settings: Settings, stop: threading.Event | None = None,
-                  policy: PolicySettings | None = None) -> None:
+                  policy: PolicySettings | None = None, fence: Callable[[], None] | None = None) -> None:
     stop = stop or threading.Event()
     store = EventStore.from_url(settings.resolved_store_url)
     publisher = CommandPublisher(settings)
@@ -211,7 +236,7 @@ def run_scheduler(settings: Settings, stop: threading.Event | None = None,
         while not stop.is_set():
             try:
                 started = time.perf_counter()
-                decided = run_cycle(view, store, publisher)
+                decided = run_cycle(view, store, publisher, fence)
                 metrics.observe(time.perf_counter() - started, view.last_result, view.state.nodes)
             except (DBAPIError, KafkaError, OSError) as err:
                 # the store or the broker restarts: keep the folded view, retry after a pause

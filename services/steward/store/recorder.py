@@ -35,6 +35,7 @@ from typing import Protocol
 from sqlalchemy import Connection, select, text
 from sqlalchemy.dialects import sqlite
 
+from steward.domain.leadership import fenced
 from steward.store import copytext, projections, schema
 from steward.store.encoding import PendingAppend, RecordedEvent, encode_events
 from steward.store.eventstore import (
@@ -54,6 +55,7 @@ from steward.store.eventstore import (
     sql_literal,
 )
 from steward.store.hashing import GENESIS, canonical_text
+from steward.store.leases import Fenced
 from steward.store.projector import ChangedRows
 
 Offsets = dict[tuple[str, int], int]
@@ -68,6 +70,22 @@ class LogMoved(RuntimeError):
                          "(is a second ledger running?)")
         self.head = head
         self.expected = expected
+
+
+# a writer's fence: the role whose lease it holds and the epoch it holds it with (ADR 0060)
+Fence = tuple[str, int]
+
+
+def fence_sql(fence: Fence) -> str:
+    """The lease's epoch of the fence's role, read under the head lock (its own snapshot, after the lock)."""
+    role = fence[0].replace("'", "''")
+    return f"SELECT epoch FROM leader_leases WHERE role = '{role}'"
+
+
+def check_fence(fence: Fence, lease_epoch: int | None) -> None:
+    """Raise `Fenced` when the store's lease epoch refuses a write with `fence`."""
+    if fenced(fence[1], lease_epoch):
+        raise Fenced(fence[0], fence[1], lease_epoch)
 
 
 @dataclass(slots=True)
@@ -137,9 +155,11 @@ class EventRecorder:
     """The store's write handle: appends events, dedup rows and offsets inside the caller's transaction, and
     opens a batch's transaction (`transaction`) for `record_batch`."""
 
-    def __init__(self, store: EventStore) -> None:
+    def __init__(self, store: EventStore, fence: Fence | None = None) -> None:
         self.store = store
         self.dialect = store.dialect
+        # with a fence (an active of a role with standbys, ADR 0060) every head lock also checks its epoch
+        self.fence = fence
 
     def transaction(self, conn: Connection) -> SQLiteTransaction | PostgresTransaction:
         """The adapter of this store's dialect, on `conn` (a connection outside any transaction)."""
@@ -157,12 +177,21 @@ class EventRecorder:
         if self.dialect == "postgresql":
             cursor = conn.connection.driver_connection.cursor()  # type: ignore[union-attr]
             lock = f"SELECT pg_advisory_xact_lock({int(POSITION_LOCK_KEY)})"
-            cursor.execute("; ".join(["BEGIN", lock, _HEAD_SQL, *then] if begin else [lock, _HEAD_SQL, *then]))
+            fence = [fence_sql(self.fence)] if self.fence is not None else []
+            statements = [lock, _HEAD_SQL, *fence, *then]
+            cursor.execute("; ".join(["BEGIN", *statements] if begin else statements))
             if begin:
                 cursor.nextset()
             cursor.nextset()  # (its own snapshot, taken once the lock is held: it sees every commit before)
             head = cursor.fetchone()
+            if self.fence is not None:  # refused before anything else of the batch is looked at
+                cursor.nextset()
+                epoch = cursor.fetchone()
+                check_fence(self.fence, int(epoch[0]) if epoch else None)
             return (int(head[0]), str(head[1])) if head else (0, GENESIS)
+        if self.fence is not None:  # SQLite: BEGIN IMMEDIATE already holds the store's one write lock
+            value = conn.execute(text(fence_sql(self.fence))).scalar()
+            check_fence(self.fence, None if value is None else int(value))
         row = conn.execute(
             select(schema.events.c.position, schema.events.c.hash)
             .order_by(schema.events.c.position.desc())

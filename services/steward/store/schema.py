@@ -102,6 +102,18 @@ relay_positions = Table(
     Column("position", BigInteger, nullable=False),
 )
 
+# who of an active process and its standbys may write (ADR 0060, steward.store.leases): one row per role
+leader_leases = Table(
+    "leader_leases",
+    metadata,
+    Column("role", String(50), primary_key=True),
+    Column("holder", String(200), nullable=False),
+    Column("epoch", BigInteger, nullable=False),
+    Column("expires_at", Float, nullable=False),
+    Column("backend_pid", Integer, nullable=True),
+    Column("taken_at", Float, nullable=False),
+)
+
 proj_allocations = Table(
     "proj_allocations",
     metadata,

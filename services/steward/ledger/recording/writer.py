@@ -47,8 +47,9 @@ from steward.ledger.processes import Wire, die_with_parent, start_child, stop_ch
 from steward.store import copytext, projections
 from steward.store.encoding import RecordedEvent
 from steward.store.eventstore import MessageRecordedTwice, events_pieces, processed_pieces
+from steward.store.leases import Fenced
 from steward.store.projector import ChangedRows
-from steward.store.recorder import EventRecorder, LogMoved, PostgresTransaction, RecordBatch
+from steward.store.recorder import EventRecorder, Fence, LogMoved, PostgresTransaction, RecordBatch
 
 log = logging.getLogger("steward.ledger.writer")
 
@@ -68,11 +69,18 @@ class WriterDied(RuntimeError):
 class WriterStage:
     """The ledger's side: starts the writer process, hands it batches, and returns how each ended."""
 
-    def __init__(self, store_url: str) -> None:
+    def __init__(self, store_url: str, fence: Fence | None = None, defer: bool = False) -> None:
+        """`defer`: the process starts now (a standby's warm-up) and is told the store and fence by `open`."""
         self._conn, self._proc = start_child("steward.ledger.recording.writer")  # as the fetch process (ADR 0019, 4)
-        self._conn.send((store_url,))
+        self._store_url = store_url
+        if not defer:
+            self.open(fence)
         self.cpu_s = 0.0  # the process's CPU, known once it stopped
         self.pid = self._proc.pid
+
+    def open(self, fence: Fence | None) -> None:
+        """Tell the process the store and the fence (the lease epoch every head lock checks, ADR 0060)."""
+        self.send((self._store_url, fence))
 
     def transaction(self) -> WriterTransaction:
         """A batch's `BatchTransaction` whose statements run in the process."""
@@ -133,6 +141,9 @@ class WriterTransaction:
             raise LogMoved((args[0], args[1]), args[2])
         if args[0] == MessageRecordedTwice.__name__:  # the same refusal as the in-process adapter's
             raise MessageRecordedTwice(args[1])
+        if args[0] == Fenced.__name__:  # a standby took over (ADR 0060): the ledger steps down
+            role, epoch, lease_epoch = args[2]
+            raise Fenced(role, epoch, lease_epoch)
         raise WriterFailed(f"{args[0]}: {args[1]}")
 
     def lock_head(self, batch: RecordBatch, consumer: str) -> None:
@@ -198,11 +209,15 @@ def writer_main(conn: Wire) -> None:
     from steward.store.eventstore import EventStore
 
     try:
-        (store_url,) = conn.recv()
+        first = conn.recv()
     except (EOFError, OSError):
         return
+    if first[0] == "stop":  # stopped before it was opened (a standby that never took over)
+        conn.send(("stopped", 0.0))
+        return
+    store_url, fence = first
     store = EventStore.from_url(store_url)
-    recorder = EventRecorder(store)
+    recorder = EventRecorder(store, (str(fence[0]), int(fence[1])) if fence is not None else None)
     reader = _Reader(conn)
     kept: Connection | None = None
     cpu_started = time.process_time()
@@ -237,6 +252,9 @@ def writer_main(conn: Wire) -> None:
                 answer = ("failed", "RolledBack", "the ledger rolled the batch back")
             except LogMoved as moved:
                 answer = ("moved", moved.head[0], moved.head[1], position)
+            except Fenced as refused:
+                answer = ("failed", Fenced.__name__, _first_line(refused),
+                          (refused.role, refused.epoch, refused.lease_epoch))
             except (EOFError, OSError):
                 raise  # the wire to the ledger (psycopg's errors are not OSErrors)
             except Exception as err:
