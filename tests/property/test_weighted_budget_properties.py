@@ -150,3 +150,32 @@ def test_a_running_job_s_demand_is_its_delivery_and_its_owed_split_is_where_it_r
     assert split["a"][("ceres", "H100")][1] == pytest.approx(3600.0)
     assert split["a"][("jupiter", "V100")][2] == pytest.approx(900.0)
     assert split["t"][("ceres", "H100")][0] == pytest.approx(3600.0)  # inner nodes: their projects' split
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(JOB, max_size=12), st.integers(0, 12000), st.integers(0, 10000), st.integers(600, 14000))
+def test_the_api_s_fold_prices_and_splits_as_the_domain_does(jobs: list[dict[str, Any]], change_at: int,
+                                                              start: int, length: int) -> None:
+    """The API's read model (`OverviewFold`, `period_figures_split`, `compute`) serves the domain's weighted
+    figures and split, and a tree row's split sums to its figures."""
+    from steward.api.figures import OverviewFold, compute
+
+    log = _log(jobs, WEIGHTS, float(change_at))
+    fold = OverviewFold()
+    for position, (kind, p, at) in enumerate(log, 1):
+        fold.apply(position, kind, p, at)
+    lo, hi = float(start), float(start + length)
+    split: budget.Split = {}
+    expected, _cap = budget.period_figures(log, lo, hi, split=split)
+    got, got_split = fold.period_figures_split(lo, hi, hi + 1.0)
+    assert set(got) == set(expected)
+    for name, row in expected.items():
+        assert got[name] == pytest.approx(row, rel=1e-9, abs=1e-6), name
+        assert set(got_split.get(name, {})) == set(split.get(name, {})), name
+        for place, r in split.get(name, {}).items():
+            assert got_split[name][place] == pytest.approx(r, rel=1e-9, abs=1e-6), (name, place)
+    allocations = [{"name": "t", "parent": "cluster", "share": 1.0}] + [
+        {"name": n, "parent": "t", "share": s} for n, s in (("a", 0.5), ("b", 0.3), ("c", 0.2))]
+    for f in compute(allocations, [], 20, hi, hi - lo, got, got_split):
+        assert sum(p.owed for p in f.split) == pytest.approx(f.owed, abs=1e-6)
+        assert sum(p.delivered for p in f.split) == pytest.approx(f.delivered, abs=1e-6)
