@@ -34,6 +34,7 @@ from typing import Any
 
 from steward.domain.clusters import DEFAULT_CLUSTER, WEIGHTS_SETTING, admits, cluster_name
 from steward.domain.commands import ROOT
+from steward.domain.policy_settings import model_weight
 
 HOUR_S = 3600.0
 DAY_S = 86400.0
@@ -240,17 +241,11 @@ class Prices:
             where[place] = where.get(place, 0) + len(idx)
         return tuple(sorted((c, m, g) for (c, m), g in where.items()))
 
-    def weighted_gpus(self, gpus: int, model: str, at: float) -> float:
-        """`gpus` GPUs of `model` in weighted GPUs at `at` (the capacity's figure)."""
-        for _lo, _hi, weights, _places in self.segments(at, at + 1.0):
-            return gpus * weight(weights, model)
-        return float(gpus)
-
 
 def weight(weights: Mapping[str, float], model: str) -> float:
-    """DESIGN.md "Clusters and GPU models": budget units per GPU-hour of `model` (1.0 when none is set; the
-    scheduler's `PolicySettings.model_weight` is the same rule over the same setting)."""
-    return float(weights.get(model, 1.0))
+    """DESIGN.md "Clusters and GPU models": budget units per GPU-hour of `model` at these weights
+    (`policy_settings.model_weight`, the rule the scheduler's usage reads too)."""
+    return model_weight(weights, model)
 
 
 def cheapest(weights: Mapping[str, float], places: Iterable[Place], gpu_models: Sequence[str],
