@@ -28,6 +28,7 @@ from sqlalchemy import select
 from steward.domain import budget
 from steward.domain.budget import add_owed, entitled_gpu_s, period_bounds, period_id
 from steward.domain.budget import entitlements as tree_entitlements
+from steward.domain.clusters import WEIGHTS_SETTING
 from steward.store import schema as tables
 
 if TYPE_CHECKING:
@@ -38,6 +39,24 @@ HOUR = budget.HOUR_S
 DEFAULT_WINDOW_S = budget.DEFAULT_WINDOW_S
 WAITING = ("QUEUED", "PREEMPTED")
 RUNNING = ("PLACED", "RUNNING")
+
+
+@dataclass(frozen=True, slots=True)
+class PlaceFigures:
+    """One allocation's figures in one (cluster, GPU model), weighted GPU-seconds (ADR 0062): owed is split as
+    its demand is (waiting demand where it is valued, the cheapest place it accepts; running where it runs)."""
+
+    cluster: str
+    gpu_model: str
+    owed: float
+    delivered: float
+    demand: float
+
+
+def place_figures(split: Mapping[budget.Place, Sequence[float]]) -> tuple[PlaceFigures, ...]:
+    """The split of one allocation (`budget.Split`'s row), by cluster then model, leaving out empty places."""
+    return tuple(PlaceFigures(c, m, float(r[0]), float(r[1]), float(r[2])) for (c, m), r in sorted(split.items())
+                 if any(abs(v) > 1e-9 for v in r))
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,6 +81,7 @@ class AllocationFigures:
     window_start: float = 0.0
     window_end: float = 0.0
     display_name: str = ""  # what people call it (ADR 0055); its id when none is recorded
+    split: tuple[PlaceFigures, ...] = ()  # owed, delivered and demand by (cluster, model) (ADR 0062)
 
     @property
     def over_delivered(self) -> bool:
@@ -99,10 +119,12 @@ def compute(
     now: float,
     window_s: float,
     books: Mapping[str, Mapping[str, float]],
+    split: budget.Split | None = None,
 ) -> list[AllocationFigures]:
     """Figures for every allocation, depth-first. `books` are the budget figures of the window per allocation
     (`budget.FIGURES`, from `OverviewFold.period_figures` over `budget.window_bounds(now, window_s)`); `jobs`
-    are the active jobs' projection rows (project, state, gpus) for what runs and waits now."""
+    are the active jobs' projection rows (project, state, gpus) for what runs and waits now; `split` the same
+    figures by (cluster, model) (`OverviewFold.period_figures_split`)."""
     parents = {r["name"]: r["parent"] for r in allocations}
     shares = {r["name"]: float(r["share"]) for r in allocations}
     names = {r["name"]: r.get("display_name") or r["name"] for r in allocations}
@@ -144,7 +166,7 @@ def compute(
             delivered_over_owed=budget.ratio(dlv, owed),
             burn=budget.burn(rg, entitled_gpus),
             running_gpus=rg, running_jobs=rj, waiting_jobs=wj, waiting_gpus=wg, window_start=w0, window_end=w1,
-            display_name=names[name],
+            display_name=names[name], split=place_figures((split or {}).get(name, {})),
         ))
     return out
 
@@ -161,8 +183,8 @@ DAY = 86400.0
 WEEK_HOURS = 7 * 24
 RUN_ENDS = budget.RUN_ENDS
 DEMAND_ENDS = budget.DEMAND_ENDS
-OVERVIEW_TYPES = ("AllocationsSet", "NodeRegistered", "JobSubmitted", "JobPlaced", "JobStarted", "JobRequeued",
-                  *RUN_ENDS, "SessionRestored", "PeriodClosed")
+OVERVIEW_TYPES = ("AllocationsSet", "NodeRegistered", "PolicySet", "JobSubmitted", "JobPlaced", "JobStarted",
+                  "JobRequeued", *RUN_ENDS, "SessionRestored", "PeriodClosed")
 JOB_CLASSES = ("debug", "batch", "interactive")
 
 
@@ -179,19 +201,27 @@ class JobLife:
     runs: list[tuple[float, float, bool]] = field(default_factory=list)  # (start, end, funded)
     demand: list[tuple[float, float]] = field(default_factory=list)
     last_at: float = 0.0
+    request: tuple[tuple[str, ...], tuple[str, ...]] = ((), ())  # the (gpu_models, clusters) it accepts
+    placement: budget.Placement = ()  # where its last placement's GPUs are
+    run_places: list[budget.Placement] = field(default_factory=list)  # where each of `runs` was
 
     def over_before(self, t: float) -> bool:
         """Neither waiting nor running since before `t`: it adds nothing to a period starting at `t`."""
         return self.wanting_since is None and self.running_since is None and self.last_at < t
 
 
-_KEEP = {"AllocationsSet": ("parent", "shares"), "NodeRegistered": ("node_id", "gpus"),
-         "JobSubmitted": ("job_id", "project", "gpus"), "JobPreempted": ("job_id", "requeue")}
+_KEEP = {"AllocationsSet": ("parent", "shares"), "NodeRegistered": ("node_id", "gpus", "gpu_model", "cluster"),
+         "JobSubmitted": ("job_id", "project", "gpus", "gpu_models", "clusters"),
+         "JobPreempted": ("job_id", "requeue")}
 
 
 def _slim(kind: str, p: Mapping[str, Any]) -> Mapping[str, Any]:
     """The fields of an event that the period arithmetic reads (the fold keeps every event it needs in
-    memory, so evidence and commands stay out)."""
+    memory, so evidence and commands stay out; of a `PolicySet`, only the GPU model weights)."""
+    if kind == "PolicySet":
+        changed = p.get("changed")
+        weights = changed.get(WEIGHTS_SETTING) if isinstance(changed, Mapping) else None
+        return {"changed": {WEIGHTS_SETTING: weights}} if isinstance(weights, Mapping) else {}
     keep = _KEEP.get(kind, ("job_id",))
     return {k: p[k] for k in keep if k in p}
 
@@ -209,7 +239,8 @@ class OverviewFold:
         self.periods: list[dict[str, Any]] = []  # PeriodClosed payloads, in log order
         self.history: list[tuple[str, Mapping[str, Any], float]] = []  # what steward.domain.periods reads
         self.tree_events: list[int] = []  # indices of the AllocationsSet and NodeRegistered events
-        self.past: dict[tuple[float, float], dict[str, dict[str, float]]] = {}  # computed past periods
+        self.past: dict[tuple[float, float], tuple[dict[str, dict[str, float]], budget.Split]] = {}
+        self.prices = budget.Prices()  # the weights in force over time and where each node is
 
     def apply(self, position: int, kind: str, p: Mapping[str, Any], at: float) -> None:
         self.position = max(self.position, position)
@@ -218,17 +249,21 @@ class OverviewFold:
         if kind == "PeriodClosed":
             self.periods.append(dict(p))
             return
-        if kind != "JobPlaced":  # the period arithmetic does not read placements (nor their evidence)
+        if kind != "JobPlaced":  # the period arithmetic reads only where a placement is (kept on its job)
             self.history.append((kind, _slim(kind, p), at))
-        if kind in ("AllocationsSet", "NodeRegistered"):
+        if kind in ("AllocationsSet", "NodeRegistered", "PolicySet"):
             self.tree_events.append(len(self.history) - 1)
+            self.prices.see(kind, p, at)
+        if kind == "PolicySet":
+            return
         if kind == "NodeRegistered":
             self._nodes[str(p["node_id"])] = int(p["gpus"])
             self.capacity.append((at, sum(self._nodes.values())))
             return
         if kind == "JobSubmitted":
             self.jobs[str(p["job_id"])] = JobLife(str(p["project"]), str(p.get("job_class", "batch")), int(p["gpus"]),
-                                                  float(p.get("submitted_at", at)), wanting_since=at, last_at=at)
+                                                  float(p.get("submitted_at", at)), wanting_since=at, last_at=at,
+                                                  request=budget.request_of(p))
             return
         life = self.jobs.get(str(p.get("job_id", "")))
         if life is None:
@@ -236,6 +271,7 @@ class OverviewFold:
         life.last_at = at
         if kind == "JobPlaced":
             life.funded = bool(p.get("funded", True))
+            life.placement = self.prices.placement(p.get("assignments") or {})
         elif kind == "JobStarted":
             life.running_since = budget.run_start(p, at)
             if life.first_start is None:
@@ -244,6 +280,7 @@ class OverviewFold:
             life.wanting_since = at
         if kind in RUN_ENDS and life.running_since is not None:
             life.runs.append((life.running_since, budget.run_end(kind, p, at, life.running_since), life.funded))
+            life.run_places.append(life.placement)
             life.running_since = None
         if kind == "JobPreempted":
             self.preemptions.append(at)
@@ -255,12 +292,18 @@ class OverviewFold:
     def period_figures(self, start: float, end: float, now: float) -> dict[str, dict[str, float]]:
         """Owed, delivered, demand, entitled per allocation over [start, end); a period that ended before
         `now` is computed once (the log only grows at its head)."""
+        return self.period_figures_split(start, end, now)[0]
+
+    def period_figures_split(self, start: float, end: float,
+                             now: float) -> tuple[dict[str, dict[str, float]], budget.Split]:
+        """`period_figures` and their split by (cluster, model) (`budget.Split`, ADR 0062)."""
         if end < now and (start, end) in self.past:
             return self.past[(start, end)]
-        figs = period_figures_folded(self, start, end)
+        split: budget.Split = {}
+        figs = period_figures_folded(self, start, end, split=split)
         if end < now:  # a window or period ending now is computed on each read (and not kept)
-            self.past[(start, end)] = figs
-        return figs
+            self.past[(start, end)] = (figs, split)
+        return figs, split
 
     def projects(self) -> frozenset[str]:
         """The leaves of the tree as the log set it (the allocations that own jobs)."""
@@ -281,42 +324,43 @@ class OverviewFold:
         return cap
 
 
-def period_figures_folded(fold: OverviewFold, start: float, end: float,
-                          hour_s: float = HOUR) -> dict[str, dict[str, float]]:
-    """`steward.domain.periods.period_figures` over [start, end) from the fold: the same hour-by-hour
-    arithmetic (owed = min(entitled, demand) per hour, share and node changes taking effect from their
-    event time, inner nodes summing their projects), with each project's hourly demand and delivery
-    integrated once instead of rescanning every job every hour (tests hold the two equal)."""
+def period_figures_folded(fold: OverviewFold, start: float, end: float, hour_s: float = HOUR,
+                          split: budget.Split | None = None) -> dict[str, dict[str, float]]:
+    """`steward.domain.budget.period_figures` over [start, end) from the fold: the same hour-by-hour
+    arithmetic (owed = min(entitled, demand) per hour, share, node and weight changes taking effect from their
+    event time, inner nodes summing their projects, `budget.job_levels` pricing each job), with each project's
+    hourly demand and delivery integrated once instead of rescanning every job every hour (tests hold the two
+    equal). With `split`, the figures by (cluster, model) are added to it."""
     n = max(1, math.ceil((end - start) / hour_s))
     demand_b: dict[str, Buckets] = {}
     delivered_b: dict[str, Buckets] = {}
+    demand_at_b: dict[str, dict[budget.Place, Buckets]] = {}
+    delivered_at_b: dict[str, dict[budget.Place, Buckets]] = {}
     for life in fold.jobs.values():
         if life.submitted_at >= end or life.over_before(start):
             continue
         wanted = demand_b.setdefault(life.project, Buckets(start, hour_s, n))
         ran = delivered_b.setdefault(life.project, Buckets(start, hour_s, n))
-        for a, b in life.demand:
-            wanted.add(a, min(b, end), life.gpus)
+        demand = [(a, min(b, end)) for a, b in life.demand]
         if life.wanting_since is not None:
-            wanted.add(life.wanting_since, end, life.gpus)
-        for a, b, _f in life.runs:
-            ran.add(a, min(b, end), life.gpus)
+            demand.append((life.wanting_since, end))
+        runs = [(a, min(b, end), where) for (a, b, _f), where in zip(life.runs, life.run_places, strict=True)]
         if life.running_since is not None:
-            ran.add(life.running_since, end, life.gpus)
+            runs.append((life.running_since, end, life.placement))
+        want_levels, ran_levels = budget.job_levels(life.gpus, life.request, demand, runs, fold.prices)
+        for buckets, levels, at_b in ((wanted, want_levels, demand_at_b), (ran, ran_levels, delivered_at_b)):
+            for a, b, v, place, moved in levels:
+                if not moved:
+                    buckets.add(a, b, v)
+                if split is not None:
+                    at_b.setdefault(life.project, {}).setdefault(place, Buckets(start, hour_s, n)).add(a, b, v)
     demand_h = {p: b.totals() for p, b in demand_b.items()}
     delivered_h = {p: b.totals() for p, b in delivered_b.items()}
-    changes: list[tuple[float, str, float, str]] = []
-    for i in fold.tree_events:
-        kind, p, at = fold.history[i]
-        if at >= end:
-            break
-        if kind == "AllocationsSet":
-            for child, share in p["shares"].items():
-                changes.append((at, "share", float(share), f"{p['parent']}\x00{child}"))
-        else:
-            changes.append((at, "node", int(p["gpus"]), str(p["node_id"])))
+    demand_at_h = {p: {w: b.totals() for w, b in by.items()} for p, by in demand_at_b.items()}
+    delivered_at_h = {p: {w: b.totals() for w, b in by.items()} for p, by in delivered_at_b.items()}
+    changes = budget.tree_changes((fold.history[i] for i in fold.tree_events), end)
     shares: dict[str, tuple[str, float]] = {}
-    nodes: dict[str, int] = {}
+    nodes: dict[str, float] = {}
     out: dict[str, dict[str, float]] = {}
     i = 0
     lo = start
@@ -324,9 +368,11 @@ def period_figures_folded(fold: OverviewFold, start: float, end: float,
     while lo < end:
         hi = min(lo + hour_s, end)
         entitled, _capacity, i = entitled_gpu_s(lo, hi, changes, i, shares, nodes)
-        demand: dict[str, float] = {p: v[h] for p, v in demand_h.items()}
-        delivered: dict[str, float] = {p: v[h] for p, v in delivered_h.items()}
-        add_owed(out, entitled, demand, delivered, shares)
+        demand_now: dict[str, float] = {p: v[h] for p, v in demand_h.items()}
+        delivered_now: dict[str, float] = {p: v[h] for p, v in delivered_h.items()}
+        add_owed(out, entitled, demand_now, delivered_now, shares, split,
+                 {p: {w: v[h] for w, v in by.items()} for p, by in demand_at_h.items()},
+                 {p: {w: v[h] for w, v in by.items()} for p, by in delivered_at_h.items()})
         lo = hi
         h += 1
     return out
@@ -624,13 +670,15 @@ class OverviewSource:
             self.pins[position] = (fold, float(at))
             return fold, float(at)
 
-    def window(self, store: EventStore, now: float, window_s: float) -> tuple[int, dict[str, dict[str, float]]]:
-        """The budget figures per allocation over the window ending `now` (`budget.window_bounds`), and the
-        log position they include."""
+    def window(self, store: EventStore, now: float,
+               window_s: float) -> tuple[int, dict[str, dict[str, float]], budget.Split]:
+        """The budget figures per allocation over the window ending `now` (`budget.window_bounds`), the log
+        position they include, and their split by (cluster, model)."""
         with self.lock:
             self.catch_up(store)
             w0, w1 = budget.window_bounds(now, window_s)
-            return self.fold.position, self.fold.period_figures(w0, w1, now)
+            figs, split = self.fold.period_figures_split(w0, w1, now)
+            return self.fold.position, figs, split
 
     def overview(self, store: EventStore, args: OverviewArgs, now: float) -> OverviewData:
         with self.lock:

@@ -270,8 +270,8 @@ class ReadModel:
             hit = self._figures.get(window_s)
             if hit is not None and hit[0] == snap.head and now - hit[1] < self.figures_ttl_s:
                 return hit[2]
-            _position, books = figures.source_for(self.store).window(self.store, now, window_s)
-            out = figures.compute(snap.allocations, snap.active_jobs, snap.capacity, now, window_s, books)
+            _position, books, split = figures.source_for(self.store).window(self.store, now, window_s)
+            out = figures.compute(snap.allocations, snap.active_jobs, snap.capacity, now, window_s, books, split)
             if len(self._figures) > 16:
                 self._figures.clear()
             self._figures[window_s] = (snap.head, now, out)

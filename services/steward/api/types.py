@@ -279,8 +279,21 @@ class SubmitOutlook:
                              message=o.message)
 
 
+@strawberry.type(description="An allocation's figures in one cluster and GPU model over the window, in weighted "
+                             "GPU-seconds (ADR 0062). Owed is split as its demand is: a waiting job's where it is "
+                             "valued (the cheapest model it accepts; cluster and model empty while no registered "
+                             "node could take it), a running job's where it runs; delivered where it ran.")
+class AllocationSplit:
+    cluster: str
+    gpu_model: str
+    owed: float
+    delivered: float
+    demand: float
+
+
 @strawberry.type(description="An allocation (a node of the org tree) with its figures over the window. "
-                             "Amounts are GPU-seconds.")
+                             "Amounts are weighted GPU-seconds: GPU-seconds × the weight of their GPU model at "
+                             "the time (SetGpuModelWeights; plain GPU-seconds while every weight is 1).")
 class Allocation:
     name: str
     display_name: str = strawberry.field(description=(
@@ -296,7 +309,8 @@ class Allocation:
     demand_in_window: float
     owed: float = strawberry.field(description="Σ over the window's hours of min(entitlement × capacity, demand) "
                                                "(steward.domain.budget).")
-    delivered: float = strawberry.field(description="GPU-seconds its jobs ran in the window (every run).")
+    delivered: float = strawberry.field(description="Weighted GPU-seconds its jobs ran in the window (every run, "
+                                                    "at the weight of the model it ran on).")
     delivered_over_owed: float | None = strawberry.field(
         description="delivered ÷ owed, as it is: above 1 is over-delivery (null: nothing owed).")
     over_delivered: bool = strawberry.field(description="More delivered than owed in the window.")
@@ -308,6 +322,9 @@ class Allocation:
     running_jobs: BigInt
     waiting_jobs: BigInt
     waiting_gpus: BigInt
+    split: list[AllocationSplit] = strawberry.field(
+        default_factory=list, description="Owed, delivered and demand by cluster and GPU model (they sum to the "
+                                          "allocation's figures); empty places are left out.")
 
     @fields.field("Its debug quota: in force, set value, and whether the default applies.")
     async def debug_quota_gpus(self, info: Info[Context, None]) -> DebugQuota | None:
@@ -330,7 +347,9 @@ class Allocation:
                           over_delivered=f.over_delivered, window_start=f.window_start, window_end=f.window_end,
                           window=describe_interval(f.window_start, f.window_end, f.window_end), burn=f.burn,
                           running_gpus=f.running_gpus, running_jobs=f.running_jobs, waiting_jobs=f.waiting_jobs,
-                          waiting_gpus=f.waiting_gpus)
+                          waiting_gpus=f.waiting_gpus,
+                          split=[AllocationSplit(cluster=p.cluster, gpu_model=p.gpu_model, owed=p.owed,
+                                                 delivered=p.delivered, demand=p.demand) for p in f.split])
 
 
 @strawberry.type

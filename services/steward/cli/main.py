@@ -22,6 +22,7 @@ from steward.cli.scenario_file import (
     weight_settings,
 )
 from steward.config import get_settings
+from steward.domain import budget
 from steward.domain.display_names import display_name_problem
 from steward.domain.ids import shown
 from steward.domain.state import AllocationNode, LedgerState
@@ -160,7 +161,7 @@ def tree_show(window: float = typer.Option(7 * 24, "--window-hours", help="the u
     allocs = GraphQLClient(get_settings()).execute(TREE, {"window": window * 3600})["allocations"]
     if output is not OutputFormat.json and allocs:
         sys.stdout.write(f"owed vs delivered over the {allocs[0]['window']} "
-                         "(GPU-hours; ratio above 1 = over-delivery)\n")
+                         "(weighted GPU-hours; ratio above 1 = over-delivery; by cluster and model: tree split)\n")
     emit(allocs, output, [["  " * (a["depth"] - 1) + a["name"],
                            a["displayName"] if a["displayName"] != a["name"] else "-",
                            f"{a['share']:.3f}", f"{a['entitlement']:.4f}",
@@ -170,6 +171,31 @@ def tree_show(window: float = typer.Option(7 * 24, "--window-hours", help="the u
                           for a in allocs],
          ["id", "display name", "share", "entitlement", "owed h", "delivered h", "ratio", "burn", "gpus", "waiting",
           "debug quota"])
+
+
+SPLIT = """query($window: Float!) { allocations(windowS: $window) { name depth window
+  split { cluster gpuModel owed delivered demand } } }"""
+
+
+@tree_app.command("split")
+def tree_split(allocation: str = typer.Argument(None, help="only this allocation (default: all you may see)"),
+               window: float = typer.Option(7 * 24, "--window-hours", help="the usage window in hours"),
+               output: OutputFormat = OutputOption) -> None:
+    """Owed and delivered of each allocation by cluster and GPU model (weighted GPU-hours, ADR 0062): one row
+    per allocation, cluster and model; the rows of an allocation sum to its figures in `tree show`."""
+    if not 1 <= window <= 90 * 24:
+        fail(f"--window-hours must be between 1 and 2160, got {window:g}", 2)
+    allocs = GraphQLClient(get_settings()).execute(SPLIT, {"window": window * 3600})["allocations"]
+    if allocation is not None and not any(a["name"] == allocation for a in allocs):
+        fail(f"unknown allocation '{allocation}' (or not one you may see)", 2)
+    rows = [{"allocation": a["name"], **p} for a in allocs if allocation in (None, a["name"]) for p in a["split"]]
+    if output is not OutputFormat.json and allocs:
+        sys.stdout.write(f"owed vs delivered by cluster and GPU model over the {allocs[0]['window']} "
+                         "(weighted GPU-hours; ratio above 1 = over-delivery)\n")
+    emit(rows, output, [[r["allocation"], r["cluster"] or "-", r["gpuModel"] or "-", f"{r['owed'] / 3600:.1f}",
+                         f"{r['delivered'] / 3600:.1f}", owed_ratio(budget.ratio(r["delivered"], r["owed"]))]
+                        for r in rows],
+         ["allocation", "cluster", "gpu model", "owed h", "delivered h", "ratio"])
 
 
 HISTORY = """query($under: String, $first: Int!) { allocationHistory(under: $under, first: $first) {

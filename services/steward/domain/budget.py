@@ -15,6 +15,11 @@ The figures of one allocation over an interval [start, end), summed hour by hour
 - delivered = GPU-seconds its jobs ran (every run, funded or not);
 - ratio     = delivered ÷ owed, as it is (above 1 is over-delivery, `over_delivered`; never capped);
 - an inner node's demand and delivery are the sums of its subtree's projects.
+All of them are in weighted GPU-seconds (ADR 0057, 0062; one home: `Prices` and `job_levels` below): capacity
+is Σ GPUs × the weight of their model, a run is charged at the weight of the model of the nodes it ran on, and
+a waiting job's demand at the lowest weight among the models it accepts that have registered capacity; each
+at the weights in force at that moment (a `PolicySet` of `gpu_model_weights` takes effect from its event
+time; past usage is never re-priced). With no weights set (every weight 1.0) they are plain GPU-seconds.
 The cluster-wide figure (`delivered_of_owed`) credits each project at most what it was owed, so one
 project's over-delivery never hides another's shortfall.
 """
@@ -27,7 +32,9 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+from steward.domain.clusters import DEFAULT_CLUSTER, WEIGHTS_SETTING, admits, cluster_name
 from steward.domain.commands import ROOT
+from steward.domain.policy_settings import model_weight
 
 HOUR_S = 3600.0
 DAY_S = 86400.0
@@ -170,12 +177,158 @@ def describe_interval(start: float, end: float, now: float | None = None) -> str
 # -- entitlement down the tree and the figures of an interval --------------------------------------------
 
 
+Place = tuple[str, str]
+"""Where GPU-seconds were delivered or are valued: (cluster, GPU model). `NOWHERE` is demand while no
+registered node could take the job (no node yet, or none of the models and clusters it accepts)."""
+NOWHERE: Place = ("", "")
+Placement = tuple[tuple[str, str, int], ...]
+"""The GPUs of one run by where they are: (cluster, model, GPUs) per distinct place, sorted."""
+Level = tuple[float, float, float, Place, bool]
+"""A job's weighted GPUs over [start, end) at a place; `moved` levels come in pairs that cancel in a total
+(demand moved from where it was valued to where it ran, at the same weight) and count only in the split."""
+
+
+@dataclass(slots=True)
+class Prices:
+    """The weights in force over time and where each node is (DESIGN.md "Clusters and GPU models"): fed
+    `NodeRegistered` and `PolicySet` in log order (`see`), it says what a GPU-second costs at any moment.
+    `epochs` are (from, weights, places with registered capacity), a new one at each weight change and each
+    first node of a (cluster, model); before the first, no weight is set and no place is registered."""
+
+    nodes: dict[str, Place] = field(default_factory=dict)
+    epochs: list[tuple[float, dict[str, float], frozenset[Place]]] = field(default_factory=list)
+
+    def see(self, kind: str, p: Mapping[str, Any], at: float) -> None:
+        """Take one event (others are ignored)."""
+        weights, places = self.epochs[-1][1:] if self.epochs else ({}, frozenset[Place]())
+        if kind == "NodeRegistered":
+            place = (cluster_name(str(p.get("cluster") or "")), str(p.get("gpu_model") or ""))
+            self.nodes[str(p["node_id"])] = place
+            if place not in places:
+                self._push(at, weights, places | {place})
+        elif kind == "PolicySet":
+            changed = p.get("changed")
+            if isinstance(changed, Mapping) and isinstance(changed.get(WEIGHTS_SETTING), Mapping):
+                self._push(at, {str(k): float(v) for k, v in changed[WEIGHTS_SETTING].items()}, places)
+
+    def _push(self, at: float, weights: dict[str, float], places: frozenset[Place]) -> None:
+        if self.epochs and self.epochs[-1][0] >= at:
+            self.epochs[-1] = (self.epochs[-1][0], weights, places)
+        else:
+            self.epochs.append((at, weights, places))
+
+    def segments(self, a: float, b: float) -> Iterable[tuple[float, float, dict[str, float], frozenset[Place]]]:
+        """[a, b) cut where the prices change: (lo, hi, weights, places) in time order."""
+        k = 0
+        while k < len(self.epochs) and self.epochs[k][0] <= a:
+            k += 1
+        weights, places = self.epochs[k - 1][1:] if k else ({}, frozenset[Place]())
+        lo = a
+        while lo < b:
+            hi = min(b, self.epochs[k][0]) if k < len(self.epochs) else b
+            if hi > lo:
+                yield lo, hi, weights, places
+            if k < len(self.epochs):
+                weights, places = self.epochs[k][1:]
+                k += 1
+            lo = hi
+
+    def placement(self, assignments: Mapping[str, Sequence[int]]) -> Placement:
+        """Where a placement's GPUs are (`JobPlaced.assignments`: node -> GPU indices)."""
+        where: dict[Place, int] = {}
+        for node, idx in assignments.items():
+            place = self.nodes.get(str(node), (DEFAULT_CLUSTER, ""))
+            where[place] = where.get(place, 0) + len(idx)
+        return tuple(sorted((c, m, g) for (c, m), g in where.items()))
+
+
+def weight(weights: Mapping[str, float], model: str) -> float:
+    """DESIGN.md "Clusters and GPU models": budget units per GPU-hour of `model` at these weights
+    (`policy_settings.model_weight`, the rule the scheduler's usage reads too)."""
+    return model_weight(weights, model)
+
+
+def cheapest(weights: Mapping[str, float], places: Iterable[Place], gpu_models: Sequence[str],
+             clusters: Sequence[str]) -> tuple[float, Place]:
+    """DESIGN.md "Owed when demand can run only on some models" (ADR 0057, 0062): waiting demand is valued at
+    the lowest weight among the places with registered capacity the job accepts (the cheapest service that
+    would satisfy it; ties: the first cluster, then model, by name); weight 1 and `NOWHERE` when none."""
+    best = min(((weight(weights, m), (c, m)) for c, m in places if admits(gpu_models, clusters, m, c)),
+               default=None)
+    return best if best is not None else (1.0, NOWHERE)
+
+
+def job_levels(gpus: int, request: tuple[Sequence[str], Sequence[str]], demand: Iterable[tuple[float, float]],
+               runs: Iterable[tuple[float, float, Placement]], prices: Prices) -> tuple[list[Level], list[Level]]:
+    """One job's weighted demand and delivery as levels (start, end, weighted GPUs, place, moved): the one home
+    of "usage charged at the model's weight" for the books. `request` is (gpu_models, clusters) it accepts;
+    `demand` its intervals waiting or running, `runs` its runs with where they ran (within its demand).
+    Demand is valued at `cheapest` over each demand interval; over a run it is moved to where the run is and
+    re-valued at the run's weight, so a running job's demand equals its delivery."""
+    models, clusters = request
+    wanted: list[Level] = []
+    ran: list[Level] = []
+    for a, b in demand:
+        for lo, hi, weights, places in prices.segments(a, b):
+            w, place = cheapest(weights, places, models, clusters)
+            last = wanted[-1] if wanted else None
+            if last is not None and last[1] == lo and last[2:] == (gpus * w, place, False):
+                wanted[-1] = (last[0], hi, *last[2:])  # the same price on both sides of an epoch: one level
+            else:
+                wanted.append((lo, hi, gpus * w, place, False))
+    for a, b, placement in runs:
+        for lo, hi, weights, places in prices.segments(a, b):
+            w_min, valued = cheapest(weights, places, models, clusters)
+            for c, m, g in placement or ((*NOWHERE, gpus),):  # a run with no placement seen: weight 1
+                w = weight(weights, m)
+                ran.append((lo, hi, g * w, (c, m), False))
+                if w != w_min:  # the run's demand at the run's weight instead of the cheapest one
+                    wanted.append((lo, hi, g * (w - w_min), (c, m), False))
+                    wanted.append((lo, hi, g * w_min, (c, m), True))
+                    wanted.append((lo, hi, -g * w_min, valued, True))
+                elif (c, m) != valued:
+                    wanted.append((lo, hi, g * w, (c, m), True))
+                    wanted.append((lo, hi, -g * w, valued, True))
+    return wanted, ran
+
+
+def tree_changes(events: Iterable[tuple[str, Mapping[str, Any], float]],
+                 end: float) -> list[tuple[float, str, float, str]]:
+    """The changes `entitled_gpu_s` applies, from the log's `AllocationsSet`, `NodeRegistered` and `PolicySet`
+    events before `end`: (at, "share", share, "parent\\x00child") or (at, "node", weighted GPUs, node id); a
+    weight change re-weighs every node of the models it changes, from its event time."""
+    changes: list[tuple[float, str, float, str]] = []
+    nodes: dict[str, tuple[int, str]] = {}
+    weights: dict[str, float] = {}
+    for kind, p, at in events:
+        if at >= end:
+            break
+        if kind == "AllocationsSet":
+            for child, share in p["shares"].items():
+                changes.append((at, "share", float(share), f"{p['parent']}\x00{child}"))
+        elif kind == "NodeRegistered":
+            node, gpus, model = str(p["node_id"]), int(p["gpus"]), str(p.get("gpu_model") or "")
+            nodes[node] = (gpus, model)
+            changes.append((at, "node", gpus * weight(weights, model), node))
+        elif kind == "PolicySet":
+            changed = p.get("changed")
+            if isinstance(changed, Mapping) and isinstance(changed.get(WEIGHTS_SETTING), Mapping):
+                before = weights
+                weights = {str(k): float(v) for k, v in changed[WEIGHTS_SETTING].items()}
+                for node, (gpus, model) in sorted(nodes.items()):
+                    if weight(before, model) != weight(weights, model):
+                        changes.append((at, "node", gpus * weight(weights, model), node))
+    return changes
+
+
 @dataclass(slots=True)
 class _JobLife:
     project: str
     gpus: int
+    request: tuple[tuple[str, ...], tuple[str, ...]] = ((), ())
+    placement: Placement = ()
     demand: list[tuple[float, float]] = field(default_factory=list)
-    runs: list[tuple[float, float]] = field(default_factory=list)
+    runs: list[tuple[float, float, Placement]] = field(default_factory=list)
     wanting_since: float | None = None
     running_since: float | None = None
 
@@ -201,12 +354,14 @@ def entitlements(shares: Mapping[str, tuple[str, float]], root: str = ROOT) -> d
     return {n: ent(n) for n in shares}
 
 
-def entitled_gpu_s(lo: float, hi: float, changes: Sequence[tuple[float, str, float | int, str]], i: int,
-                   shares: dict[str, tuple[str, float]], nodes: dict[str, int]) -> tuple[dict[str, float], float, int]:
+def entitled_gpu_s(lo: float, hi: float, changes: Sequence[tuple[float, str, float, str]], i: int,
+                   shares: dict[str, tuple[str, float]],
+                   nodes: dict[str, float]) -> tuple[dict[str, float], float, int]:
     """DESIGN.md "Owed vs delivered" (entitlement × capacity) over [lo, hi): the GPU-seconds each tree node
     is entitled to, summed over the stretches between changes. `changes` are (at, kind, value, name) in
-    time order, kind "share" (name "parent\\x00child") or a node's GPU count; those due from index `i`
-    are applied to `shares` and `nodes` in place. Returns (entitled per node, capacity GPU-s, next index)."""
+    time order (`tree_changes`), kind "share" (name "parent\\x00child") or a node's weighted GPUs;
+    those due from index `i` are applied to `shares` and `nodes` in place. Returns (entitled per node,
+    capacity GPU-s, next index)."""
     entitled: dict[str, float] = {}
     capacity = 0.0
     seg = lo
@@ -217,7 +372,7 @@ def entitled_gpu_s(lo: float, hi: float, changes: Sequence[tuple[float, str, flo
                 parent, child = name.split("\x00", 1)
                 shares[child] = (parent, float(value))
             else:
-                nodes[name] = int(value)
+                nodes[name] = value
             i += 1
         seg_end = min(hi, changes[i][0]) if i < len(changes) else hi
         gpu_s = sum(nodes.values()) * (seg_end - seg)
@@ -228,11 +383,19 @@ def entitled_gpu_s(lo: float, hi: float, changes: Sequence[tuple[float, str, flo
     return entitled, capacity, i
 
 
+Split = dict[str, dict[Place, list[float]]]
+"""Per tree node and place: [owed, delivered, demand] weighted GPU-seconds (the split of ADR 0062)."""
+
+
 def add_owed(out: dict[str, dict[str, float]], entitled: Mapping[str, float], demand: dict[str, float],
-             delivered: dict[str, float], shares: Mapping[str, tuple[str, float]]) -> None:
+             delivered: dict[str, float], shares: Mapping[str, tuple[str, float]],
+             split: Split | None = None, demand_at: Mapping[str, Mapping[Place, float]] | None = None,
+             delivered_at: Mapping[str, Mapping[Place, float]] | None = None) -> None:
     """DESIGN.md "Owed vs delivered" for one stretch: owed = min(entitled, demand) per tree node, where an
     inner node's demand and delivery are the sums of its subtree's projects (`demand`/`delivered` name the
-    projects and are extended in place); the stretch's figures are added to `out`'s rows (FIGURES)."""
+    projects and are extended in place); the stretch's figures are added to `out`'s rows (FIGURES).
+    With `split`, the same by place (cluster, model) from the projects' `demand_at` and `delivered_at`: a
+    node's owed is split as its demand is (ADR 0062), its delivery where it ran."""
     for project in list(demand):  # inner nodes: the sums of their subtree's projects
         node = project
         while node in shares:
@@ -243,36 +406,77 @@ def add_owed(out: dict[str, dict[str, float]], entitled: Mapping[str, float], de
     for name, ent_gpu_s in entitled.items():
         row = out.setdefault(name, dict.fromkeys(FIGURES, 0.0))
         d = demand.get(name, 0.0)
-        row["owed_gpu_s"] += owed_gpu_s(ent_gpu_s, d)
+        owed = owed_gpu_s(ent_gpu_s, d)
+        row["owed_gpu_s"] += owed
         row["delivered_gpu_s"] += delivered.get(name, 0.0)
         row["demand_gpu_s"] += d
         row["entitled_gpu_s"] += ent_gpu_s
+    if split is None or demand_at is None or delivered_at is None:
+        return
+    for project in set(demand_at) | set(delivered_at):
+        wanted, ran = demand_at.get(project, {}), delivered_at.get(project, {})
+        node = project
+        while True:
+            if node in entitled:
+                d = demand.get(node, 0.0)
+                owed = owed_gpu_s(entitled[node], d)
+                rows = split.setdefault(node, {})
+                for place, v in wanted.items():
+                    r = rows.setdefault(place, [0.0, 0.0, 0.0])
+                    r[0] += owed * v / d if d > 0 else 0.0
+                    r[2] += v
+                for place, v in ran.items():
+                    rows.setdefault(place, [0.0, 0.0, 0.0])[1] += v
+            if node not in shares:
+                break
+            node = shares[node][0]
+
+
+def level_sum(levels: Iterable[Level], lo: float, hi: float) -> float:
+    """The weighted GPU-seconds of levels inside [lo, hi) (moved levels cancel: left out). Levels of one
+    value are summed as value × their overlap, so with every weight 1.0 the figure is the plain one."""
+    by_value: dict[float, list[tuple[float, float]]] = {}
+    for a, b, v, _place, moved in levels:
+        if not moved:
+            by_value.setdefault(v, []).append((a, b))
+    return sum(v * _overlap(spans, lo, hi) for v, spans in by_value.items())
+
+
+def level_split(levels: Iterable[Level], lo: float, hi: float, into: dict[Place, float]) -> None:
+    """Add the weighted GPU-seconds of levels inside [lo, hi) to `into` by place (moved levels included)."""
+    for a, b, v, place, _moved in levels:
+        o = max(0.0, min(b, hi) - max(a, lo))
+        if o > 0:
+            into[place] = into.get(place, 0.0) + v * o
 
 
 def period_figures(
     history: Iterable[tuple[str, Mapping[str, Any], float]], start: float, end: float, hour_s: float = HOUR_S,
+    split: Split | None = None,
 ) -> tuple[dict[str, dict[str, float]], float]:
-    """Owed, delivered, demand and entitled GPU-seconds per allocation over [start, end), hour by hour,
-    from `history` ((event type, payload, recorded_at) in log order). Returns (figures, capacity GPU-s)."""
-    changes: list[tuple[float, str, float | int, str]] = []  # (at, kind, value, name/parent)
+    """Owed, delivered, demand and entitled weighted GPU-seconds per allocation over [start, end), hour by
+    hour, from `history` ((event type, payload, recorded_at) in log order). Returns (figures, capacity).
+    With `split`, each tree node's owed, delivered and demand by (cluster, model) are added to it."""
+    tree: list[tuple[str, Mapping[str, Any], float]] = []
+    prices = Prices()
     jobs: dict[str, _JobLife] = {}
     for kind, p, at in history:
         if at >= end:
             break
-        if kind == "AllocationsSet":
-            for child, share in p["shares"].items():
-                changes.append((at, "share", float(share), f"{p['parent']}\x00{child}"))
-        elif kind == "NodeRegistered":
-            changes.append((at, "node", int(p["gpus"]), p["node_id"]))
+        if kind in ("AllocationsSet", "NodeRegistered", "PolicySet"):
+            tree.append((kind, p, at))
+            prices.see(kind, p, at)
         elif kind == "JobSubmitted":
-            jobs[p["job_id"]] = _JobLife(p["project"], int(p["gpus"]), wanting_since=at)
+            jobs[p["job_id"]] = _JobLife(p["project"], int(p["gpus"]), request_of(p), wanting_since=at)
         elif (life := jobs.get(p.get("job_id", ""))) is not None:
+            if kind == "JobPlaced":
+                life.placement = prices.placement(p.get("assignments") or {})
             if kind == "JobStarted":
                 life.running_since = run_start(p, at)
             if kind == "JobRequeued" and life.wanting_since is None:
                 life.wanting_since = at
             if kind in RUN_ENDS and life.running_since is not None:
-                life.runs.append((life.running_since, run_end(kind, p, at, life.running_since)))
+                life.runs.append((life.running_since, run_end(kind, p, at, life.running_since), life.placement))
                 life.running_since = None
             if (kind in DEMAND_ENDS or (kind == "JobPreempted" and not p.get("requeue", True))) \
                     and life.wanting_since is not None:
@@ -280,15 +484,19 @@ def period_figures(
                 life.wanting_since = None
     for life in jobs.values():
         if life.running_since is not None:
-            life.runs.append((life.running_since, end))
+            life.runs.append((life.running_since, end, life.placement))
         if life.wanting_since is not None:
             life.demand.append((life.wanting_since, end))
+    changes = tree_changes(tree, end)
 
     shares: dict[str, tuple[str, float]] = {}
-    nodes: dict[str, int] = {}
-    by_project: dict[str, list[_JobLife]] = {}
+    nodes: dict[str, float] = {}
+    levels: dict[str, tuple[list[Level], list[Level]]] = {}
     for life in jobs.values():
-        by_project.setdefault(life.project, []).append(life)
+        wanted, ran = job_levels(life.gpus, life.request, life.demand, life.runs, prices)
+        mine = levels.setdefault(life.project, ([], []))
+        mine[0].extend(wanted)
+        mine[1].extend(ran)
     out: dict[str, dict[str, float]] = {}
     capacity_total = 0.0
     i = 0
@@ -299,11 +507,19 @@ def period_figures(
         # GPU-seconds are summed over the stretches between changes
         entitled, capacity, i = entitled_gpu_s(lo, hi, changes, i, shares, nodes)
         capacity_total += capacity
-        demand: dict[str, float] = {}
-        delivered: dict[str, float] = {}
-        for project, lives in by_project.items():
-            demand[project] = sum(lf.gpus * _overlap(lf.demand, lo, hi) for lf in lives)
-            delivered[project] = sum(lf.gpus * _overlap(lf.runs, lo, hi) for lf in lives)
-        add_owed(out, entitled, demand, delivered, shares)
+        demand = {project: level_sum(w, lo, hi) for project, (w, _r) in levels.items()}
+        delivered = {project: level_sum(r, lo, hi) for project, (_w, r) in levels.items()}
+        demand_at: dict[str, dict[Place, float]] = {}
+        delivered_at: dict[str, dict[Place, float]] = {}
+        if split is not None:
+            for project, (w, r) in levels.items():
+                level_split(w, lo, hi, demand_at.setdefault(project, {}))
+                level_split(r, lo, hi, delivered_at.setdefault(project, {}))
+        add_owed(out, entitled, demand, delivered, shares, split, demand_at, delivered_at)
         lo = hi
     return out, capacity_total
+
+
+def request_of(p: Mapping[str, Any]) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """The (gpu_models, clusters) a `JobSubmitted` accepts (empty: any)."""
+    return tuple(str(m) for m in p.get("gpu_models") or ()), tuple(str(c) for c in p.get("clusters") or ())

@@ -235,7 +235,7 @@ class PolicySettings:
 
     def model_weight(self, model: str) -> float:
         """Weight of one GPU-second on `model` (DESIGN.md "Usage window": optionally weighted)."""
-        return self.gpu_model_weights.get(model, 1.0)
+        return model_weight(self.gpu_model_weights, model)
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-serialisable form (for evidence and event payloads)."""
@@ -340,3 +340,10 @@ def _check_settings(s: PolicySettings) -> None:
         raise InvalidSettings("consolidation_searches_per_cycle", "must be >= 0 (0: no consolidation)")
     if not 1 <= s.max_tree_depth <= 8:
         raise InvalidSettings("max_tree_depth", "must be in [1, 8] (DESIGN.md: any depth up to 8)")
+
+
+def model_weight(weights: Mapping[str, float], model: str) -> float:
+    """DESIGN.md "Clusters and GPU models": budget units per GPU-hour of `model`, 1.0 when none is set. The one
+    home of the rule: the scheduler's usage (`PolicySettings.model_weight`) and the books
+    (`steward.domain.budget.weight`) both read it."""
+    return float(weights.get(model, 1.0))

@@ -71,3 +71,20 @@ def test_an_auditor_verifies_and_travels_in_time_through_the_api(server: Server)
 def test_preempt_without_a_reason_records_a_default_one(server: Server) -> None:
     refused = steward(server, "admin", "preempt", "a1-run", "--grace", "20")  # as the contract tests call it
     assert refused.returncode == 2 and "protected" in refused.stderr, refused.stderr
+
+
+def test_tree_split_prints_owed_and_delivered_by_cluster_and_model(server: Server) -> None:
+    """`steward tree split` (ADR 0062): the API's Allocation.split, one row per allocation and place, summing to
+    the allocation's figures; an unknown allocation is refused by name."""
+    done = steward(server, "admin", "tree", "split", "--output", "json")
+    assert done.returncode == 0, done.stderr
+    rows = json.loads(done.stdout)
+    assert any(r["allocation"] == "a2" and r["delivered"] > 0 and r["gpuModel"] for r in rows)  # a2-free on n1
+    query = "{ allocations { name owed delivered split { cluster gpuModel owed delivered } } }"
+    for a in server.gql(query, token=server.tokens["admin"])["data"]["allocations"]:  # one answer, one instant
+        assert sum(p["delivered"] for p in a["split"]) == pytest.approx(a["delivered"], rel=1e-9, abs=1e-6)
+        assert sum(p["owed"] for p in a["split"]) == pytest.approx(a["owed"], rel=1e-9, abs=1e-6)
+    one = steward(server, "admin", "tree", "split", "a2")
+    assert one.returncode == 0 and "weighted GPU-hours" in one.stdout and "a2" in one.stdout
+    unknown = steward(server, "admin", "tree", "split", "no-such")
+    assert unknown.returncode == 2 and "unknown allocation 'no-such'" in unknown.stderr

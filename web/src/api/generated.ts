@@ -267,7 +267,7 @@ export type EventRowFragment = { __typename: 'Event', position: number, streamId
 
 export type WhyFragment = { __typename: 'Explanation', jobId: string, reason: string, text: string, source: string, blockingGpus: number, blockingScope: string, blockingUntil: number | null, position: number | null, positionInProject: number | null, eventPosition: number | null, evidence: unknown };
 
-export type AllocationRowFragment = { __typename: 'Allocation', name: string, displayName: string, parent: string, depth: number, share: number, entitlement: number, isProject: boolean, usageInWindow: number, entitledInWindow: number, owed: number, delivered: number, deliveredOverOwed: number | null, window: string, windowEnd: number, burn: number | null, debugQuotaGpus: { __typename: 'DebugQuota', gpus: number, setGpus: number | null, isDefault: boolean, setOn: string | null } | null };
+export type AllocationRowFragment = { __typename: 'Allocation', name: string, displayName: string, parent: string, depth: number, share: number, entitlement: number, isProject: boolean, usageInWindow: number, entitledInWindow: number, owed: number, delivered: number, deliveredOverOwed: number | null, window: string, windowEnd: number, burn: number | null, debugQuotaGpus: { __typename: 'DebugQuota', gpus: number, setGpus: number | null, isDefault: boolean, setOn: string | null } | null, split: Array<{ __typename: 'AllocationSplit', cluster: string, gpuModel: string, owed: number, delivered: number, demand: number }> };
 
 export type MeQueryVariables = Exact<{ [key: string]: never; }>;
 
@@ -304,7 +304,7 @@ export type RecentJobEventsQuery = { __typename: 'Query', jobs: { __typename: 'J
 export type AllocationsQueryVariables = Exact<{ [key: string]: never; }>;
 
 
-export type AllocationsQuery = { __typename: 'Query', allocations: Array<{ __typename: 'Allocation', name: string, displayName: string, parent: string, depth: number, share: number, entitlement: number, isProject: boolean, usageInWindow: number, entitledInWindow: number, owed: number, delivered: number, deliveredOverOwed: number | null, window: string, windowEnd: number, burn: number | null, debugQuotaGpus: { __typename: 'DebugQuota', gpus: number, setGpus: number | null, isDefault: boolean, setOn: string | null } | null }> };
+export type AllocationsQuery = { __typename: 'Query', allocations: Array<{ __typename: 'Allocation', name: string, displayName: string, parent: string, depth: number, share: number, entitlement: number, isProject: boolean, usageInWindow: number, entitledInWindow: number, owed: number, delivered: number, deliveredOverOwed: number | null, window: string, windowEnd: number, burn: number | null, debugQuotaGpus: { __typename: 'DebugQuota', gpus: number, setGpus: number | null, isDefault: boolean, setOn: string | null } | null, split: Array<{ __typename: 'AllocationSplit', cluster: string, gpuModel: string, owed: number, delivered: number, demand: number }> }> };
 
 export type AllocationNamesQueryVariables = Exact<{ [key: string]: never; }>;
 
@@ -488,6 +488,13 @@ export const AllocationRowFragmentDoc = new TypedDocumentString(`
     setGpus
     isDefault
     setOn
+  }
+  split {
+    cluster
+    gpuModel
+    owed
+    delivered
+    demand
   }
 }
     `, {"fragmentName":"AllocationRow"}) as unknown as TypedDocumentString<AllocationRowFragment, unknown>;
@@ -1216,6 +1223,13 @@ export const AllocationsDocument = new TypedDocumentString(`
     setGpus
     isDefault
     setOn
+  }
+  split {
+    cluster
+    gpuModel
+    owed
+    delivered
+    demand
   }
 }`) as unknown as TypedDocumentString<AllocationsQuery, AllocationsQueryVariables>;
 export const AllocationNamesDocument = new TypedDocumentString(`

@@ -9,7 +9,8 @@ import { AllocationHistoryTable } from "../components/AllocationHistory";
 import type { AllocationChange } from "../lib/history";
 import { childrenOf, editableParents, ROOT } from "../lib/tree";
 import { type ShareRow, validateShares } from "../lib/shares";
-import { formatDuration, formatGpuHours, formatPercent, formatShare } from "../lib/format";
+import { formatDuration, formatGpuHours, formatPercent, formatRatio, formatShare } from "../lib/format";
+import { isSplit, splitBy, type PlaceRow } from "../lib/split";
 import { labelOf } from "../lib/names";
 import { ProjectName, useNames } from "../names";
 import { askUntilDone, previewRows, proposalKey, replayCaption, shouldPreview, waitRows, type WhatIfOutcome } from "../lib/whatif";
@@ -35,6 +36,9 @@ export function TreeScreen() {
           <TreeTable rows={data.allocations} selected={selected} onSelect={setSelected} label="Allocation tree" testid="tree-table" />
         ) : <p aria-busy="true">Loading…</p>}
       </Panel>
+      <Panel title="Owed and delivered by cluster and GPU model" id="split">
+        {data && <SplitPanel row={data.allocations.find((a) => a.name === (selected ?? ROOT)) ?? null} />}
+      </Panel>
       <Panel title="Edit shares, quotas and names" id="edit">
         {!canEdit ? (
           <p data-testid="read-only">Read-only: your role (<strong>{identity.role}</strong>) cannot change allocations. Managers re-share their node among its children.</p>
@@ -55,6 +59,43 @@ export function TreeScreen() {
         <HistoryPanel under={selected} version={data} />
       </Panel>
     </div>
+  );
+}
+
+/** The selected allocation's owed and delivered split by cluster, by GPU model, and per (cluster, model)
+ * (Allocation.split: weighted GPU-hours, ADR 0062). */
+export function SplitPanel({ row }: { row: { name: string; window?: string | null; split?: PlaceRow[] | null } | null }) {
+  const [by, setBy] = useState<"cluster" | "model" | "place">("cluster");
+  if (!row) return <p className="muted">Select an allocation in the tree to see where its budget went.</p>;
+  const rows = row.split ?? [];
+  if (!rows.length) return <p className="muted" data-testid="split-empty">Nothing owed or delivered to <strong>{row.name}</strong> in the {row.window ?? "window"}.</p>;
+  const shown = splitBy(rows, by);
+  return (
+    <>
+      <p className="muted">
+        <strong>{row.name}</strong>, {row.window ?? "window"}, in weighted GPU-hours (an hour on a GPU costs its model's weight).
+        {!isSplit(rows) && " All of it in one cluster and model."}
+      </p>
+      <div role="radiogroup" aria-label="Split by" className="nowrap">
+        {(["cluster", "model", "place"] as const).map((b) => (
+          <label key={b}><input type="radio" name="split-by" value={b} checked={by === b} onChange={() => setBy(b)} />
+            {b === "place" ? "cluster and model" : b === "model" ? "GPU model" : "cluster"}</label>
+        ))}
+      </div>
+      <table className="compact" data-testid="split-table">
+        <thead><tr><th scope="col">{by === "place" ? "cluster · model" : by === "model" ? "GPU model" : "cluster"}</th><th scope="col">owed</th><th scope="col">delivered</th><th scope="col">delivered / owed</th></tr></thead>
+        <tbody>
+          {shown.map((r) => (
+            <tr key={r.key} data-testid={`split-${r.key}`}>
+              <th scope="row">{r.key}</th>
+              <td className="num">{formatGpuHours(r.owed)}</td>
+              <td className="num">{formatGpuHours(r.delivered)}</td>
+              <td className="num nowrap">{formatRatio(r.ratio)}</td>
+            </tr>
+          ))}
+        </tbody>
+      </table>
+    </>
   );
 }
 
