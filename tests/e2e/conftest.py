@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import time
 from collections.abc import Iterator
@@ -201,6 +202,23 @@ def graphql(base: str, token: str, query: str) -> dict[str, Any]:
 def shot(page: Any, name: str) -> None:
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
     page.screenshot(path=str(SCREENSHOTS / f"{name}.png"), full_page=False)
+
+
+def sign_in_at_provider(page: Any, base: str, login: str, password: str, screenshot: str = "") -> None:
+    """Sign in as a person does with single sign-on: Steward's button, the OpenID provider's own login form
+    (infra/oidc.sh's people), and back to `base` (a redirect URI the provider knows for the web client)."""
+    from playwright.sync_api import expect
+
+    page.goto(base + "/")
+    button = page.get_by_role("button", name="Sign in with your lab account")
+    expect(button).to_be_visible()
+    if screenshot:
+        page.screenshot(path=str(SCREENSHOTS / f"{screenshot}.png"))
+    button.click()
+    page.wait_for_url(re.compile(r".*/interaction/.*"))
+    page.fill("#login", login)
+    page.fill("#password", password)
+    page.click("#submit")
 
 
 def sign_in(page: Any, base: str, token: str, role: str) -> None:

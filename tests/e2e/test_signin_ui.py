@@ -4,14 +4,13 @@ shows their name and the role their group maps to; a person whose groups map to 
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
 from steward.api.settings import ApiSettings
-from tests.e2e.conftest import SCREENSHOTS
+from tests.e2e.conftest import SCREENSHOTS, sign_in_at_provider
 from tests.integration.conftest import SLOT, oidc_provider  # noqa: F401  (the provider fixture, reused)
 from tests.integration.oidc_signin import sign_in
 from tests.unit.api.harness import Server, serve
@@ -39,18 +38,8 @@ def ui(oidc_provider: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator
 
 
 def _sign_in(page: Any, login: str, password: str) -> None:
-    from playwright.sync_api import expect
-
-    page.goto(f"http://127.0.0.1:{UI_PORT}/")
-    button = page.get_by_role("button", name="Sign in with your lab account")
-    expect(button).to_be_visible()
-    if login == "rui":
-        page.screenshot(path=str(SCREENSHOTS / "signin-provider.png"))
-    button.click()
-    page.wait_for_url(re.compile(r".*/interaction/.*"))
-    page.fill("#login", login)
-    page.fill("#password", password)
-    page.click("#submit")
+    sign_in_at_provider(page, f"http://127.0.0.1:{UI_PORT}", login, password,
+                        screenshot="signin-provider" if login == "rui" else "")
 
 
 def test_a_researcher_signs_in_through_the_provider_and_sees_their_name(ui: Server, page: Any) -> None:

@@ -39,6 +39,8 @@ TEST_ENV = {
     "STEWARD_OIDC_WEB_REDIRECTS": f"http://127.0.0.1:{18000 + _OFF}/ http://127.0.0.1:{18005 + _OFF}/",
     # the stack's API trusts it (it asks the provider only when a person's token arrives)
     "STEWARD_OIDC_ISSUER": f"http://127.0.0.1:{16400 + _OFF}",
+    # where the stack's notifier sends e-mail: the SMTP server (aiosmtpd) a test starts there, when one does
+    "STEWARD_NOTIFY_SMTP_PORT": str(16410 + _OFF),
     # the Kafka passwords infra/kafka.sh generates (ADR 0036), also for processes run in other run folders
     "STEWARD_KAFKA_SECRETS_DIR": str(TEST_RUN_DIR / "secrets" / "kafka"),
     # infra/slurm.sh's cluster (only the tests that ask for the `slurm_cluster` fixture start it)

@@ -18,6 +18,7 @@ import os
 import shutil
 import subprocess
 from collections.abc import Awaitable, Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -223,6 +224,28 @@ def test_a_pod_that_ends_reports_its_exit_code(tmp_path: Path, kube: KubeClient)
     outcome = act(env.run(ex.watch_job, WatchJob(job.command.job_id, 1, window_s=60.0)))
     assert (outcome.status, outcome.exit_code) == ("exited", 3)
     assert phase(kube, "short") == "Failed"
+
+
+def test_a_session_pod_publishes_its_ip_and_session_port_once(tmp_path: Path, kube: KubeClient) -> None:
+    """ADR 0063: the running pod's IP (kwok's, as a kubelet sets it) and the container port named `session`."""
+    pub = RecordingPublisher()
+    ex = executor(tmp_path, pub, kube)
+    manifest = gpu_pod("notebook", 1, notes={"steward.io/class": "interactive"})
+    manifest["spec"]["containers"][0]["ports"] = [{"name": "session", "containerPort": 8888}]
+    apply(manifest)
+    (job,) = ex.submit_pods()
+    assert job.command.job_class == "interactive"
+    env = ActivityEnvironment()
+    act(env.run(ex.start_job, replace(run_of(job.command.job_id, {"gpu-4": [0]}), job_class="interactive")))
+    wait_for(lambda: bool((pod(kube, "notebook") or {}).get("status", {}).get("podIP")))
+    for _ in range(2):  # a second watch of the same address reports nothing new
+        still = act(env.run(ex.watch_job, WatchJob(job.command.job_id, 1, window_s=1.0)))
+        assert still.status == "running"
+    ip = (pod(kube, "notebook") or {})["status"]["podIP"]
+    (published,) = pub.of("ReportSessionAddress")
+    assert published.payload.items() >= {"job_id": job.command.job_id, "attempt": 1,
+                                         "address": f"{ip}:8888"}.items()
+    kubectl("delete", "pod", "notebook", "-n", "team", "--wait=false")
 
 
 def test_a_gang_is_one_job_and_all_its_pods_are_bound(tmp_path: Path, kube: KubeClient) -> None:

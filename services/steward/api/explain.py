@@ -18,6 +18,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from steward.api.readmodel import QueueItem, ReadView
+from steward.domain.identity import person
 from steward.policy.churn import CONSOLIDATE_RULE
 from steward.policy.reasons import moved_words
 from steward.store.eventstore import RecordedEvent
@@ -195,11 +196,6 @@ def preemption_story(requested: dict[str, Any] | None, preempted: dict[str, Any]
         "stopped_at": stop_ev.get("stopped_at"),
         "requeued": stop.get("requeue", req.get("requeue")),
     }
-
-
-def person(subject: Any, name: Any) -> str:
-    """A person as the audit trail shows them: "Name (subject)", or the subject alone when no name was given."""
-    return f"{name} ({subject})" if name and name != subject else str(subject)
 
 
 def _gpu_h(gpu_s: Any) -> str:

@@ -6,11 +6,11 @@ from typing import Any
 
 import typer
 
-from steward.api.explain import person
 from steward.cli import readable
 from steward.cli.client import GraphQLClient
 from steward.cli.output import OutputFormat, OutputOption, emit, fail
 from steward.config import get_settings
+from steward.domain.identity import person
 
 JOB_FIELDS = """id project state gpus minRuntimeS resumable jobClass priority command submittedAt attempt
 assignments funded startedAt endedAt exitCode protectedUntil sessionCapAt sessionWarningsAt projectName

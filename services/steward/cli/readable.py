@@ -6,7 +6,7 @@ from __future__ import annotations
 from datetime import UTC, datetime, tzinfo
 from typing import Any
 
-from steward.api.explain import person
+from steward.domain.identity import person
 
 # evidence keys that hold a time (seconds since the epoch); everything else is shown as recorded
 TIME_KEYS = frozenset({"now", "start_by_preemption", "start_without", "blocking_until", "ready_at"})

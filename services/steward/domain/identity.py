@@ -39,6 +39,11 @@ class GroupRule:
         return {"group": self.group, "role": self.role, "scopes": list(self.scopes)}
 
 
+def person(subject: Any, name: Any) -> str:
+    """A person as the audit trail shows them: "Name (subject)", or the subject alone when no name was given."""
+    return f"{name} ({subject})" if name and name != subject else str(subject)
+
+
 def rules_of(raw: Sequence[Mapping[str, Any]]) -> tuple[GroupRule, ...]:
     """Rules from their recorded (or sent) form; a malformed rule is named."""
     out = []

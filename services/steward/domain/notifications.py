@@ -35,6 +35,7 @@ from steward.domain import budget
 from steward.domain.commands import ROOT, RecordDeliveryFailed, SetNotifications
 from steward.domain.errors import InvalidCommand, UnknownProject
 from steward.domain.events import Event
+from steward.domain.identity import person
 from steward.domain.state import ACTIVE_STATES, LedgerState
 
 # Each kind a subscriber can choose, with the words the CLI and the UI show for it.
@@ -197,8 +198,13 @@ def _session_cap(before: LedgerState, event: Event) -> list[Notice]:
 def _preemption(before: LedgerState, event: Event) -> list[Notice]:
     p = event.payload
     for_job = f" for job {p['for_job_id']}" if p.get("for_job_id") else ""
+    evidence = dict(p.get("evidence") or {})
+    why = str(p.get("reason"))
+    if evidence.get("requested_by"):  # a person asked (a manager's or an admin's requeue): their words and name
+        note = f": {evidence['note']}" if evidence.get("note") else ""
+        why += f"{note}; asked by {person(evidence['requested_by'], evidence.get('requested_by_name'))}"
     return _job_notice(before, event, "preemption",
-                       f"Job {{job}} ({{project}}) is being preempted ({p.get('reason')}){for_job}: "
+                       f"Job {{job}} ({{project}}) is being preempted ({why}){for_job}: "
                        f"checkpoint within {_seconds(p.get('grace_s'))}",
                        reason=p.get("reason"), grace_s=p.get("grace_s"), for_job_id=p.get("for_job_id", ""),
                        requeue=p.get("requeue"), evidence=dict(p.get("evidence") or {}))
@@ -225,7 +231,7 @@ def _lost(before: LedgerState, event: Event) -> list[Notice]:
                        "it is requeued", reason=p.get("reason"), nodes=list(p.get("nodes") or ()))
 
 
-def _share_changed(before: LedgerState, event: Event) -> list[Notice]:
+def _share_changed(before: LedgerState, event: Event, by: str = "") -> list[Notice]:
     p = event.payload
     parent = str(p.get("parent", ""))
     changes = {}
@@ -237,8 +243,10 @@ def _share_changed(before: LedgerState, event: Event) -> list[Notice]:
         return []
     words = ", ".join(f"{c} {'new' if v['from'] is None else format(v['from'], '.0%')} -> {v['to']:.0%}"
                       for c, v in sorted(changes.items()))
-    return [Notice("share_changed", (parent, *sorted(changes)), f"Shares under {parent} changed: {words}",
-                   facts={"parent": parent, "changes": changes, "reason": p.get("reason", "")})]
+    return [Notice("share_changed", (parent, *sorted(changes)),
+                   f"Shares under {parent} changed{f' by {by}' if by else ''}: {words}",
+                   facts={"parent": parent, "changes": changes, "reason": p.get("reason", "")}
+                   | ({"by": by} if by else {}))]
 
 
 _JOB_RULES: dict[str, Callable[[LedgerState, Event], list[Notice]]] = {
@@ -299,13 +307,15 @@ def _burn_notices(before: LedgerState, after: LedgerState) -> list[Notice]:
 
 
 def notices_for(before: LedgerState, event: Event, after: LedgerState,
-                kinds: Iterable[str] | None = None) -> list[Notice]:
-    """What `event` (applied to `before`, giving `after`) says, of the `kinds` asked (None: every kind)."""
+                kinds: Iterable[str] | None = None, by: str = "") -> list[Notice]:
+    """What `event` (applied to `before`, giving `after`) says, of the `kinds` asked (None: every kind).
+    `by`: who recorded it ("Name (subject)", from the event's metadata), named where a person decided (a share
+    change; a requeue names its asker from the request's own evidence)."""
     wanted = frozenset(KINDS) if kinds is None else frozenset(kinds)
     out: list[Notice] = []
     rule = _JOB_RULES.get(event.type)
     if rule is not None and RULE_KINDS[event.type] in wanted:
-        out.extend(rule(before, event))
+        out.extend(_share_changed(before, event, by) if event.type == "AllocationsSet" else rule(before, event))
     if "burn_forecast" in wanted and event.type in BURN_EVENTS:
         out.extend(_burn_notices(before, after))
     return out

@@ -43,7 +43,14 @@ from temporalio.exceptions import ApplicationError
 from steward.bus.envelope import command_envelope
 from steward.bus.kafka import CommandPublisher
 from steward.config import Settings
-from steward.domain.commands import CancelJob, Command, RegisterNode, ReportHeartbeat, ReportJobStarted
+from steward.domain.commands import (
+    CancelJob,
+    Command,
+    RegisterNode,
+    ReportHeartbeat,
+    ReportJobStarted,
+    ReportSessionAddress,
+)
 from steward.domain.ids import shown
 from steward.executor.attempts import AttemptRecord, AttemptStore, read_json, write_json
 from steward.executor.cluster import heartbeat_loop, runs_over, serve, watch_attempt
@@ -70,9 +77,11 @@ from steward.executor.kubernetes_pods import (
     queued_message,
     recreated,
     rejected_message,
+    session_address,
     waiting_pods,
 )
 from steward.executor.kubernetes_steward import Rejection, Standing, StewardApi, StewardUnreachable
+from steward.executor.session_address import message_id as address_message_id
 from steward.executor.settings import ExecutorSettings
 from steward.logs_temporal import CorrelationInterceptor
 from steward.paths import UnsafePath, under
@@ -151,6 +160,18 @@ def outcome_of(rec: AttemptRecord, pods: Sequence[Mapping[str, Any] | None], now
     if live:
         return None  # some pods of a gang gone, the rest running: wait for them (or their loss)
     return ProcessOutcome(rec.job_id, rec.attempt, -1, "vanished", now)
+
+
+def address_report(rec: AttemptRecord, pods: Sequence[Mapping[str, Any] | None],
+                   now: float) -> ReportSessionAddress | None:
+    """What to report of a session's address (ADR 0063): the address its pods show now, when it differs from
+    the last one reported for the attempt (`address_seen`); nothing for other jobs."""
+    if rec.job_class != "interactive":
+        return None
+    address = session_address(pods)
+    if not address or address == rec.extra.get("address_seen"):
+        return None
+    return ReportSessionAddress(rec.job_id, rec.attempt, address, now)
 
 
 def split(pod_key: str) -> tuple[str, str]:
@@ -553,10 +574,16 @@ class KubernetesExecutor:
 
     async def _outcome(self, rec: AttemptRecord) -> ProcessOutcome | None:
         pods = await asyncio.to_thread(self.pods_of, rec)
-        outcome = outcome_of(self.attempts.load(rec.job_id, rec.attempt) or rec, pods, time.time())
+        current = self.attempts.load(rec.job_id, rec.attempt) or rec
+        outcome = outcome_of(current, pods, time.time())
         if outcome is not None:
             self._changed.set()
-        return outcome
+            return outcome
+        found = address_report(current, pods, time.time())
+        if found is not None:  # a session says how to reach it, once per change (ADR 0063)
+            await self._report(found, address_message_id(found.job_id, found.attempt, found.address))
+            self.attempts.update(current, extra=current.extra | {"address_seen": found.address})
+        return None
 
     def delete_pods(self, rec: AttemptRecord, grace_s: int, reason: str) -> bool:
         deleted = False

@@ -32,6 +32,11 @@ RESUMABLE = "steward.io/resumable"
 CHECKPOINT = "steward.io/checkpoint"
 CLASS = "steward.io/class"
 DRAIN_REASON = "steward.io/drain-reason"
+# how a session's pod is reached (ADR 0063): an address stated on the pod, else its IP and its session port
+SESSION_ADDRESS = "steward.io/session-address"
+SESSION_PORT = "steward.io/session-port"
+SESSION_PORT_NAME = "session"
+POD_IP = "{pod_ip}"
 
 _DURATION = re.compile(r"(\d+(?:\.\d+)?)([smh]?)")
 _UNIT = {"": 1.0, "s": 1.0, "m": 60.0, "h": 3600.0}
@@ -249,6 +254,33 @@ def command_pod(job_id: str, namespace: str, command: Sequence[str], gpus: int, 
                                  "env": [{"name": k, "value": v} for k, v in sorted(env.items())],
                                  "resources": {"limits": {GPU_RESOURCE: str(gpus)}}}]},
     }
+
+
+def session_address(pods: Sequence[Pod | None]) -> str | None:
+    """How a running session's pod is reached (ADR 0063; its first pod for a gang), None while that is not
+    known: the annotation `steward.io/session-address` when set (a Service's or an Ingress's URL, or what the
+    session's process wrote on its own pod), `{pod_ip}` in it replaced by the pod's IP; else, once the pod runs
+    with an IP, `ip:port` for the port the pod declares (the annotation `steward.io/session-port`, else a
+    container port named `session`). The ledger checks what is reported (`session_address_problem`)."""
+    pod = next((p for p in pods if p is not None), None)
+    if pod is None or is_terminal(pod) or is_deleting(pod):
+        return None
+    status = pod.get("status") or {}
+    ip = str(status.get("podIP") or "") if status.get("phase") == "Running" else ""
+    host = f"[{ip}]" if ":" in ip else ip  # an IPv6 address in host:port and URLs
+    stated = pod_annotations(pod).get(SESSION_ADDRESS, "").strip()
+    if stated:
+        if POD_IP not in stated:
+            return stated
+        return stated.replace(POD_IP, host) if host else None
+    if not host:
+        return None
+    port = pod_annotations(pod).get(SESSION_PORT, "").strip()
+    if not port:
+        declared = [str(p.get("containerPort", "")) for c in pod.get("spec", {}).get("containers") or []
+                    for p in c.get("ports") or [] if p.get("name") == SESSION_PORT_NAME]
+        port = declared[0] if declared else ""
+    return f"{host}:{port}" if port else None
 
 
 def exit_code(pod: Pod) -> int:

@@ -10,6 +10,7 @@ from typing import Any
 
 from sqlalchemy import delete, insert, select
 
+from steward.domain.identity import person
 from steward.domain.notifications import (
     Delivery,
     Subscription,
@@ -57,7 +58,9 @@ class NotifierFold:
             return []
         if not tell or not self.subscriptions:
             return []
-        notices = notices_for(before, event, self.state, wanted_kinds(self.subscriptions))
+        meta = recorded.metadata or {}
+        by = person(meta["actor"], meta.get("actor_name")) if meta.get("actor") else ""
+        notices = notices_for(before, event, self.state, wanted_kinds(self.subscriptions), by)
         if not notices:
             return []
         parents = {n: a.parent for n, a in self.state.allocations.items()}

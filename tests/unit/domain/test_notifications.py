@@ -119,6 +119,36 @@ def test_a_preemption_notice_carries_the_reason_and_the_decisions_evidence() -> 
     assert "fair_share" in notice.title and "j9" in notice.title
 
 
+@pytest.mark.parametrize(("evidence", "words"), [
+    ({}, "(operator)"),
+    ({"requested_by": "user-maria", "requested_by_name": "Maria Manager", "note": "the review needs them"},
+     "(operator: the review needs them; asked by Maria Manager (user-maria))"),
+    ({"requested_by": "tok-7", "note": "make room"}, "(operator: make room; asked by tok-7)"),
+])
+def test_a_requeue_a_person_asked_for_says_their_words_and_name(evidence: dict[str, str], words: str) -> None:
+    state = running(at=0.0)
+    (ev,) = decide(state, RequestPreemption("j1", "operator", evidence=evidence), 10_000.0)
+    (notice,) = notices_for(state, ev, evolve(state, ev, 10_000.0))
+    assert notice.title.startswith(f"Job j1 (a1) is being preempted {words}: checkpoint within"), notice.title
+
+
+@pytest.mark.parametrize(("by", "title"), [
+    ("Maria Manager (user-maria)", "Shares under a changed by Maria Manager (user-maria): a1 100% -> 50%"),
+    ("", "Shares under a changed: a1 100% -> 50%"),
+])
+def test_a_share_change_names_who_changed_it(by: str, title: str) -> None:
+    state = small_cluster()
+    (ev,) = decide(state, SetAllocations("a", {"a1": 0.5}, "rebalance"), 1.0)
+    (notice,) = notices_for(state, ev, evolve(state, ev, 1.0), by=by)
+    assert notice.title == title
+    assert notice.facts.get("by", "") == by and notice.facts["reason"] == "rebalance"
+    # a job's notice names no recorder: its events are the executors' and the scheduler's
+    failed = running()
+    (exited,) = decide(failed, ReportJobExited("j1", 1, 3), 200.0)
+    (fail,) = notices_for(failed, exited, evolve(failed, exited, 200.0), by=by)
+    assert "by" not in fail.facts
+
+
 def sub(who: str, allocation: str, kinds: set[str], channel: str = "email", target: str = "") -> Subscription:
     return Subscription(who, allocation, channel, target or f"{who}@lab.example", frozenset(kinds))
 

@@ -9,8 +9,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from steward.domain.commands import ReportSessionAddress
+from steward.domain.sessions import session_address_problem
 from steward.executor.attempts import AttemptRecord
-from steward.executor.kubernetes import KILLED_EXIT_CODE, PREEMPTED_EXIT_CODE, outcome_of
+from steward.executor.kubernetes import KILLED_EXIT_CODE, PREEMPTED_EXIT_CODE, address_report, outcome_of
 from steward.executor.kubernetes_inventory import down_nodes, foreign_gpus, foreign_load, registrations, topology_path
 from steward.executor.kubernetes_pods import (
     ATTEMPT_LABEL,
@@ -23,6 +25,7 @@ from steward.executor.kubernetes_pods import (
     pod_gpus,
     pod_job,
     recreated,
+    session_address,
 )
 
 
@@ -202,6 +205,71 @@ def test_what_an_attempts_pods_say_of_its_end(rec: AttemptRecord, pods: list[dic
                                               expected: tuple[int, str, bool] | None) -> None:
     out = outcome_of(rec, pods, 10.0)
     assert (None if out is None else (out.exit_code, out.status, out.killed)) == expected
+
+
+def session_pod(*, phase: str = "Running", ip: str = "10.244.1.7", notes: dict[str, str] | None = None,
+                ports: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    p = pod("nb", node="n1", phase=phase, notes=notes)
+    if ip:
+        p["status"]["podIP"] = ip
+    if ports is not None:
+        p["spec"]["containers"][0]["ports"] = ports
+    return p
+
+
+SESSION_PORTS = [{"name": "metrics", "containerPort": 9090}, {"name": "session", "containerPort": 8888}]
+
+
+@pytest.mark.parametrize(("pods", "expected"), [
+    # the pod's IP and the port it declares: an annotation, else a container port named "session"
+    ([session_pod(notes={"steward.io/session-port": "8888"})], "10.244.1.7:8888"),
+    ([session_pod(ports=SESSION_PORTS)], "10.244.1.7:8888"),
+    ([session_pod(notes={"steward.io/session-port": "22"}, ports=SESSION_PORTS)], "10.244.1.7:22"),
+    ([session_pod(ip="fd00::7", ports=SESSION_PORTS)], "[fd00::7]:8888"),
+    # an address stated on the pod wins, with the pod's IP put in where it asks for it
+    ([session_pod(notes={"steward.io/session-address": "https://nb.lab.example/"}, ports=SESSION_PORTS)],
+     "https://nb.lab.example/"),
+    ([session_pod(notes={"steward.io/session-address": " http://{pod_ip}:8888/lab "})], "http://10.244.1.7:8888/lab"),
+    ([session_pod(phase="Pending", ip="", notes={"steward.io/session-address": "ssh://login.lab.example:2222"})],
+     "ssh://login.lab.example:2222"),
+    # not known yet, or no more
+    ([session_pod(phase="Pending", ip="", notes={"steward.io/session-address": "http://{pod_ip}:8888/"})], None),
+    ([session_pod(phase="Pending", ports=SESSION_PORTS)], None),
+    ([session_pod(ip="", ports=SESSION_PORTS)], None),
+    ([session_pod()], None),  # no port declared: nothing to say
+    ([session_pod(ports=[{"name": "metrics", "containerPort": 9090}])], None),
+    ([finished("Succeeded", 0)], None),
+    ([deleting()], None),
+    ([None], None),
+    ([], None),
+    # a gang: its first pod
+    ([None, session_pod(ports=SESSION_PORTS)], "10.244.1.7:8888"),
+])
+def test_a_session_pod_is_reached_at_its_stated_address_or_its_ip_and_port(pods: list[dict[str, Any] | None],
+                                                                            expected: str | None) -> None:
+    found = session_address(pods)
+    assert found == expected
+    if found is not None:
+        assert session_address_problem(found) is None  # what the ledger accepts
+
+
+SESSION_REC = AttemptRecord("k8s.team.nb", 2, ["x"], {"n1": [0]}, "", "interactive", extra={"pods": ["team/nb"]})
+REPORTED = AttemptRecord(**{**SESSION_REC.__dict__, "extra": {"pods": ["team/nb"], "address_seen": "10.244.1.7:8888"}})
+
+
+@pytest.mark.parametrize(("rec", "pods", "expected"), [
+    (SESSION_REC, [session_pod(ports=SESSION_PORTS)], ReportSessionAddress("k8s.team.nb", 2, "10.244.1.7:8888", 7.0)),
+    # once per change: the address already reported is no news; a new one is
+    (REPORTED, [session_pod(ports=SESSION_PORTS)], None),
+    (REPORTED, [session_pod(ip="10.244.2.9", ports=SESSION_PORTS)],
+     ReportSessionAddress("k8s.team.nb", 2, "10.244.2.9:8888", 7.0)),
+    (SESSION_REC, [session_pod(phase="Pending", ports=SESSION_PORTS)], None),
+    # a batch job publishes nothing, whatever its pod says
+    (AttemptRecord(**{**SESSION_REC.__dict__, "job_class": "batch"}), [session_pod(ports=SESSION_PORTS)], None),
+])
+def test_a_sessions_address_is_reported_once_per_change(rec: AttemptRecord, pods: list[dict[str, Any] | None],
+                                                         expected: ReportSessionAddress | None) -> None:
+    assert address_report(rec, pods, 7.0) == expected
 
 
 def test_exit_code_is_the_first_failure() -> None:
