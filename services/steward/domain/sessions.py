@@ -86,7 +86,7 @@ def session_address_problem(address: str) -> str | None:
         return f"has the scheme '{url.scheme[:20]}'; a session's URL is one of {', '.join(SESSION_ADDRESS_SCHEMES)}"
     if url.username is not None or url.password is not None:
         return "must not carry a user or password: everyone who may read the job reads it"
-    if url.query or url.fragment:
+    if url.query or url.fragment or "?" in address or "#" in address:  # an empty one too: `http://h:1/#`
         return "must not carry a query or fragment (tokens): everyone who may read the job reads it"
     if not url.hostname:
         return "names no host"

@@ -42,6 +42,8 @@ BAD = [
     ("another scheme", "file:///etc/passwd", "scheme 'file'"),
     ("a token in the query", "http://n0:8888/lab?token=abc", "query or fragment"),
     ("a fragment", "http://n0:8888/#secret", "query or fragment"),
+    ("an empty fragment (found by the property below)", "http://n0:8888/#", "query or fragment"),
+    ("an empty query", "http://n0:8888/lab?", "query or fragment"),
     ("user and password", "http://me:pw@n0:8888/", "user or password"),
     ("no port", "gpu-07", "URL .* or host:port"),
     ("port 0", "gpu-07:0", "port from 1 to 65535"),
