@@ -17,9 +17,9 @@ Faults, during the load:
 
 Probes, every `--probe-s`: the API's `/healthz` and each process's `/metrics` (is it serving?). A gap is
 the time from the last answer before a run of failures to the first answer after it. Two more gaps come
-from the load itself: `submit_to_record` (the longest time without an accepted submission, each answered
-only once the ledger recorded it: API, Kafka and ledger in one) and, from the store, `placements` (the
-longest time between two `JobPlaced` while this run's jobs waited: the scheduler).
+from the load itself, from its start to its end: `submit_to_record` (the longest time without an accepted
+submission, each answered only once the ledger recorded it: API, Kafka and ledger in one) and, from the
+store, `placements` (the longest time without a `JobPlaced` of this run's jobs: the scheduler).
 
 After the load, the soak's drain and checks (`steward.bench.soak.drain|check_store|check_kafka`), and per
 job of this run: submitted twice (`doubled`), ended, still placed or running on a node (`still_running`),
@@ -232,7 +232,8 @@ async def _chaos(settings: Any, tokens: list[str], seconds: float, args: dict[st
     stop.set()
     await probing
     load = await loading
-    accepted_at.extend(load.accepted_at)
+    # the load's start and end bound the gaps: an outage that lasts to the end of the load counts too
+    accepted_at.extend([t0, *load.accepted_at, until])
     return load
 
 
@@ -262,6 +263,7 @@ def run(minutes: float = 10.0, clients: int = 200, rate: float = 2.0, think_s: f
         store = soak.check_store(settings, run_id, load.accepted, head_before)
         kafka = soak.check_kafka(settings, since, run_id, store["outcomes"], head_before, store["head_after"])
         found = job_fates(settings, run_id, head_before)
+        found["placed_at"] += [since + 1.0, since + 1.0 + minutes * 60]
     finally:
         soak.teardown(settings, names)
         node_agents.stop_all()
