@@ -113,6 +113,7 @@ async def restarter(settings: Any, seconds: float, t0: float, faults: Faults) ->
         faults.restarts.append({"t": at, **await asyncio.to_thread(restart_service, settings, name)})
 
     await asyncio.gather(*(one(k, name) for k, name in enumerate(SERVICES, start=1)))
+    faults.restarts.sort(key=lambda r: float(r["t"]))
 
 
 # -- probes ------------------------------------------------------------------------------------------
