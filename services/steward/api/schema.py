@@ -718,9 +718,12 @@ class Mutation:
 
     @fields.mutation("Ask for a running job's preemption (admins; managers for jobs in their subtree), with a "
                      "reason: checkpoint request, grace, stop, requeue. The ledger refuses it while the job is "
-                     "protected (Rejected, code 'protected').")
+                     "protected (Rejected, code 'protected'). `attempt`, the attempt the caller saw, pins the "
+                     "request to it: refused (invalid_transition) once the job has moved on to another attempt; "
+                     "without it the request is for whatever attempt is current when the ledger decides.")
     async def request_preemption(self, info: Info[Context, None], job: strawberry.ID, reason: str,
-                                 grace_s: float = DEFAULT_GRACE_S, requeue: bool = True) -> RequestPreemptionResult:
+                                 grace_s: float = DEFAULT_GRACE_S, requeue: bool = True,
+                                 attempt: int | None = None) -> RequestPreemptionResult:
         ctx = _ctx(info)
         access = await ctx.access("requestPreemption")
         if (refused := await _role_refused(ctx, access, Capability.preempt, "requestPreemption")) is not None:
@@ -736,8 +739,11 @@ class Mutation:
             return InvalidInput(field="reason", message="a preemption request needs a reason")
         if not 0 <= grace_s <= MAX_GRACE_S:
             return InvalidInput(field="graceS", message=f"the grace period is 0 to {MAX_GRACE_S:.0f} seconds")
+        if attempt is not None and attempt < 1:
+            return InvalidInput(field="attempt", message="attempts are numbered from 1")
         p = access.principal
         command = RequestPreemption(job_id=str(job), reason="operator", grace_s=grace_s, requeue=requeue,
+                                    attempt=attempt or 0,
                                     evidence={"requested_by": p.subject, "role": p.role.value, "note": reason[:500]}
                                     | ({"requested_by_name": p.name} if p.name else {}))
         outcome = await _execute(ctx, command)
@@ -748,7 +754,8 @@ class Mutation:
         if row is None:
             raise UserError("the request was recorded but the job's projection is not there yet; retry the read",
                             "LAGGING")
-        return PreemptionRequested(job=Job.of(row), requested_at=requested.payload["requested_at"],
+        return PreemptionRequested(job=Job.of(row), attempt=requested.payload["attempt"],
+                                   requested_at=requested.payload["requested_at"],
                                    grace_s=requested.payload["grace_s"], requeue=requested.payload["requeue"],
                                    position=requested.position)
 

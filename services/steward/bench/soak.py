@@ -249,6 +249,7 @@ class Load:
     requests: int = 0
     submitted: list[str] = field(default_factory=list)
     accepted: list[str] = field(default_factory=list)
+    accepted_at: list[float] = field(default_factory=list)  # monotonic, when each acceptance came back
 
     def error(self, kind: str) -> None:
         self.errors[kind] = self.errors.get(kind, 0) + 1
@@ -313,6 +314,7 @@ async def submitter(client: httpx.AsyncClient, url: str, token: str, until: floa
         kind = data["submitJob"]["__typename"]
         if kind == "JobAccepted":
             load.accepted.append(job_id)
+            load.accepted_at.append(time.monotonic())
         else:
             load.error(f"submit:{kind}")
 
@@ -579,14 +581,29 @@ def run(minutes: float = 3.0, clients: int = 200, rate: float = 2.0, think_s: fl
     }
 
 
-def main(argv: list[str]) -> int:
-    ap = argparse.ArgumentParser(prog="steward bench soak", description=__doc__.splitlines()[0])
-    ap.add_argument("--minutes", type=float, default=3.0)
+def option_problems(args: argparse.Namespace, positive: tuple[str, ...], non_negative: tuple[str, ...]) -> list[str]:
+    """What is wrong with the numeric options (the soak's and the benchmarks on its load)."""
+    def flag(name: str) -> str:
+        return "--" + name.replace("_", "-")
+
+    return ([f"{flag(k)} must be positive, got {getattr(args, k)}" for k in positive if getattr(args, k) <= 0]
+            + [f"{flag(k)} must be 0 or more, got {getattr(args, k)}" for k in non_negative if getattr(args, k) < 0])
+
+
+def load_options(prog: str, minutes: float, agents_help: str) -> argparse.ArgumentParser:
+    """The options of the soak's load (and of the benchmarks that reuse it: `steward bench chaos`)."""
+    ap = argparse.ArgumentParser(prog=prog, description=__doc__.splitlines()[0])
+    ap.add_argument("--minutes", type=float, default=minutes)
     ap.add_argument("--clients", type=int, default=200, help="concurrent API clients (one token each)")
     ap.add_argument("--rate", type=float, default=2.0, help="submissions per second")
     ap.add_argument("--think-s", type=float, default=1.0, help="a client's pause between requests (± 50 %%)")
-    ap.add_argument("--agents", type=int, default=2, help="simulated node agents (churned with the local one)")
+    ap.add_argument("--agents", type=int, default=2, help=agents_help)
     ap.add_argument("--nodes", type=int, default=8, help="nodes of 8 GPUs per simulated agent")
+    return ap
+
+
+def main(argv: list[str]) -> int:
+    ap = load_options("steward bench soak", 3.0, "simulated node agents (churned with the local one)")
     ap.add_argument("--churn-s", type=float, default=30.0, help="kill a node agent this often (0: never)")
     ap.add_argument("--down-s", type=float, default=3.0, help="restart it this much later")
     ap.add_argument("--sample-s", type=float, default=5.0)
@@ -596,12 +613,8 @@ def main(argv: list[str]) -> int:
                     help="after the soak, wait at most this long for the lag to clear and the jobs to end")
     ap.add_argument("--json", action="store_true", help="print JSON (the only output format)")
     args = ap.parse_args(argv)
-    problems = [f"--{k.replace('_', '-')} must be positive, got {v}" for k, v in
-                (("minutes", args.minutes), ("clients", args.clients), ("think_s", args.think_s),
-                 ("agents", args.agents), ("nodes", args.nodes), ("sample_s", args.sample_s)) if v <= 0]
-    problems += [f"--{k.replace('_', '-')} must be 0 or more, got {v}" for k, v in
-                 (("rate", args.rate), ("churn_s", args.churn_s), ("down_s", args.down_s),
-                  ("baseline_s", args.baseline_s), ("warmup_s", args.warmup_s), ("drain_s", args.drain_s)) if v < 0]
+    problems = option_problems(args, ("minutes", "clients", "think_s", "agents", "nodes", "sample_s"),
+                               ("rate", "churn_s", "down_s", "baseline_s", "warmup_s", "drain_s"))
     if problems:
         sys.stderr.write("steward bench soak: " + "; ".join(problems) + "\n")
         return 2

@@ -26,13 +26,13 @@ JOB_EVENTS = """query($id: ID!) { job(id: $id) { id state attempt assignments
   events { position type payload recordedAt } } }"""
 
 
-PREEMPT = f"""mutation($id: ID!, $reason: String!, $grace: Float!, $requeue: Boolean!) {{
-  requestPreemption(job: $id, reason: $reason, graceS: $grace, requeue: $requeue) {{
+PREEMPT = f"""mutation($id: ID!, $reason: String!, $grace: Float!, $requeue: Boolean!, $attempt: Int) {{
+  requestPreemption(job: $id, reason: $reason, graceS: $grace, requeue: $requeue, attempt: $attempt) {{
     __typename
     ... on Rejected {{ code reason }}
     ... on InvalidInput {{ field message }}
     ... on NotAuthorised {{ message }}
-    ... on PreemptionRequested {{ requestedAt graceS requeue position job {{ {JOB_FIELDS} }} }} }} }}"""
+    ... on PreemptionRequested {{ attempt requestedAt graceS requeue position job {{ {JOB_FIELDS} }} }} }} }}"""
 
 
 def register(app: typer.Typer) -> None:
@@ -98,17 +98,23 @@ def register(app: typer.Typer) -> None:
                                    help="why (recorded with the request)"),
         grace: float = typer.Option(DEFAULT_GRACE_S, help="seconds between the checkpoint request and the stop"),
         requeue: bool = typer.Option(True, "--requeue/--no-requeue"),
+        attempt: int | None = typer.Option(None, "--attempt", min=1,
+                                           help="only this attempt (refused once the job is at another one); "
+                                                "without it, whichever attempt runs when the ledger decides"),
         output: OutputFormat = OutputOption,
     ) -> None:
         """Ask for a running job's preemption (admins; managers in their subtree): checkpoint, grace, stop,
-        requeue. Refused while the job is inside its protection."""
+        requeue. Refused while the job is inside its protection. Once per attempt: a retry with `--attempt`
+        cannot stop the attempt that follows."""
         res = GraphQLClient(get_settings()).execute(
-            PREEMPT, {"id": job_id, "reason": reason, "grace": grace, "requeue": requeue})["requestPreemption"]
+            PREEMPT, {"id": job_id, "reason": reason, "grace": grace, "requeue": requeue,
+                      "attempt": attempt})["requestPreemption"]
         if (why := refusal(res)) is not None:
             fail(f"preemption {why}", 2)
         job = res["job"]
-        emit(res, output, [[job["id"], job["state"], res["requestedAt"], res["graceS"], res["requeue"],
-                            res["position"]]], ["job", "state", "requested at", "grace s", "requeue", "position"])
+        emit(res, output, [[job["id"], res["attempt"], job["state"], res["requestedAt"], res["graceS"], res["requeue"],
+                            res["position"]]],
+             ["job", "attempt", "state", "requested at", "grace s", "requeue", "position"])
 
     @executor_app.command("sim")
     def executor_sim(

@@ -16,9 +16,9 @@ import pytest
 from steward.domain.commands import PlaceJob, ReportJobStarted, SubmitJob
 from tests.unit.api.harness import Server, serve
 
-MUTATION = """mutation($id: ID!, $reason: String!, $grace: Float! = 30) {
-  requestPreemption(job: $id, reason: $reason, graceS: $grace) { __typename
-    ... on PreemptionRequested { requestedAt graceS requeue position job { id state } }
+MUTATION = """mutation($id: ID!, $reason: String!, $grace: Float! = 30, $attempt: Int) {
+  requestPreemption(job: $id, reason: $reason, graceS: $grace, attempt: $attempt) { __typename
+    ... on PreemptionRequested { attempt requestedAt graceS requeue position job { id state attempt } }
     ... on Rejected { code reason } ... on NotAuthorised { message } ... on InvalidInput { field message } } }"""
 
 
@@ -82,7 +82,7 @@ def test_a_refusal_says_nothing_about_existence_and_is_audited(server: Server) -
 
 
 @pytest.mark.parametrize(("variables", "field"), [({"reason": " "}, "reason"), ({"grace": -1.0}, "graceS"),
-                                                  ({"grace": 1e9}, "graceS")])
+                                                  ({"grace": 1e9}, "graceS"), ({"attempt": 0}, "attempt")])
 def test_bad_input_is_named(server: Server, variables: dict[str, Any], field: str) -> None:
     res = ask(server, "admin", "a1-run", **variables)
     assert (res["__typename"], res["field"]) == ("InvalidInput", field)
@@ -104,3 +104,25 @@ def test_a_preemption_request_is_among_the_jobs_decisions_with_its_evidence(serv
                            server.tokens["auditor"])["data"]["job"]["decisions"]
     assert [d["type"] for d in decisions] == ["JobPlaced", "JobPreemptionRequested"]
     assert decisions[1]["actor"] == "maria" and decisions[1]["evidence"]["note"] == "make room for the demo"
+
+
+def test_a_request_pinned_to_an_attempt_is_refused_once_the_job_moved_on(server: Server) -> None:
+    """Issue 22: `attempt` names the attempt the caller saw; asking again for it after that attempt ended and
+    the next one started is refused, where an unpinned request would stop the next attempt."""
+    from steward.domain.commands import RegisterNode, ReportHeartbeat, ReportJobLost
+
+    job = "a2-moves-on"
+    server.record([RegisterNode("n9", 1, "h100", ["zone-a", "block-9", "n9"])])
+    server.record([SubmitJob(job, "a2", 1, 0, ["sleep", "9"]), PlaceJob(job, {"n9": [0]}, False, {"policy": "test"}),
+                   ReportJobStarted(job, 1, 1, started_at=time.time() - 5)])
+    first = ask(server, "admin", job, attempt=1)
+    assert first["__typename"] == "PreemptionRequested", first
+    assert (first["attempt"], first["job"]["attempt"]) == (1, 1)
+    server.record([ReportJobLost(job, 1, "executor stopped answering"), ReportHeartbeat("local", {}),
+                   PlaceJob(job, {"n9": [0]}, False, {"policy": "test"}),
+                   ReportJobStarted(job, 2, 2, started_at=time.time())])
+    pinned = ask(server, "admin", job, attempt=1)
+    assert (pinned["__typename"], pinned["code"]) == ("Rejected", "invalid_transition")
+    assert "attempt 2" in pinned["reason"]
+    unpinned = ask(server, "admin", job)
+    assert (unpinned["__typename"], unpinned["attempt"]) == ("PreemptionRequested", 2)

@@ -101,6 +101,41 @@ def test_a_second_request_is_refused_while_the_first_is_pending() -> None:
         decide(state, RequestPreemption("j1", "drain"), 2.0)
 
 
+# What may follow a first request for attempt 1 before someone asks again (issue 22: on a loaded machine the
+# integration test's attempt ended between its two `steward preempt` calls and the second, unpinned, stopped
+# attempt 2; the rule held: one request per attempt).
+STOPPED = ReportJobPreempted("j1", 1, "fair_share", 0)
+LOST = ReportJobLost("j1", 1, "executor stopped answering")
+BEAT = ReportHeartbeat("local", {})  # a lost executor's nodes take work again once it speaks (ADR 0059)
+REPLACED = PlaceJob("j1", {"n0": [1]}, funded=True)
+STARTED = ReportJobStarted("j1", 2, 4243)
+AFTER_THE_FIRST_REQUEST: list[tuple[str, list[Any]]] = [
+    ("still pending", []),
+    ("stopped and requeued", [STOPPED]),
+    ("stopped, requeued, placed", [STOPPED, REPLACED]),
+    ("stopped, then attempt 2 runs", [STOPPED, REPLACED, STARTED]),
+    ("lost, then attempt 2 runs", [LOST, BEAT, REPLACED, STARTED]),
+]
+
+
+@pytest.mark.parametrize(("name", "then"), AFTER_THE_FIRST_REQUEST, ids=[c[0] for c in AFTER_THE_FIRST_REQUEST])
+def test_an_attempt_is_asked_to_stop_once_whatever_follows(name: str, then: list[Any]) -> None:
+    state = apply(running(at=0.0, min_runtime_s=0), RequestPreemption("j1", "fair_share", grace_s=600), now=1.0)
+    state = apply(state, *then, now=2.0)
+    (again,) = decide_or_reject(state, RequestPreemption("j1", "operator", attempt=1), 3.0)
+    assert again.type == "CommandRejected" and again.payload["code"] == "invalid_transition"
+
+
+def test_an_unpinned_request_is_for_the_attempt_current_when_decided() -> None:
+    """Without an attempt the request names the one running when the ledger decides: attempt 2 here, once."""
+    state = apply(running(at=0.0, min_runtime_s=0), RequestPreemption("j1", "fair_share"), now=1.0)
+    state = apply(state, LOST, BEAT, REPLACED, STARTED, now=2.0)
+    (second,) = decide(state, RequestPreemption("j1", "operator"), 3.0)
+    assert second.type == "JobPreemptionRequested" and second.payload["attempt"] == 2
+    with pytest.raises(InvalidTransition, match="already being preempted"):
+        decide(apply(state, RequestPreemption("j1", "operator"), now=3.0), RequestPreemption("j1", "operator"), 4.0)
+
+
 def test_queued_or_placed_jobs_are_not_preempted() -> None:
     with pytest.raises(InvalidTransition, match="not running"):
         decide(_queued(), RequestPreemption("j1", "fair_share"), 1.0)
