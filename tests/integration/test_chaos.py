@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from collections.abc import Iterator
 
 import pytest
@@ -14,6 +15,7 @@ import pytest
 from steward.bench import chaos
 from steward.config import Settings
 from steward.infra.processes import SUPERVISOR, Paths, read_pid, start_own, stop_own
+from steward.infra.supervisor import supervised as supervised_names
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(1200)]
 
@@ -24,7 +26,12 @@ def supervised(stack: dict[str, object]) -> Iterator[Paths]:
     paths = Paths(Settings().run_dir)
     start_own(SUPERVISOR, paths, dict(os.environ) | {"STEWARD_METRICS_PORT": "off"})
     yield paths
+    # the later tests share this stack: every process the bench killed runs again before the supervisor stops
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and any(read_pid(paths, n) is None for n in supervised_names(paths)):
+        time.sleep(1)
     stop_own(SUPERVISOR, paths)
+    assert all(read_pid(paths, n) is not None for n in supervised_names(paths)), "a killed process was not restarted"
 
 
 def test_the_bench_refuses_a_stack_without_its_supervisor(stack: dict[str, object]) -> None:
