@@ -47,8 +47,9 @@ function refusalOf(v: Payload): Refusal {
 export type ActAnswer = { ok: true; jobId: string } | { ok: false; refusal: Refusal };
 
 /** Cancel a job or close a session (Mutation.cancelJob), restore a session (Mutation.restoreSession: the
- * answer names the new session) or requeue a running job (Mutation.requestPreemption with requeue). */
-export async function act(kind: ActionKind, jobId: string, reason: string): Promise<ActAnswer> {
+ * answer names the new session) or requeue a running job (Mutation.requestPreemption with requeue), pinned to
+ * the attempt the person saw when it is known (ADR 0061: a late click never stops the attempt that followed). */
+export async function act(kind: ActionKind, jobId: string, reason: string, attempt?: number | null): Promise<ActAnswer> {
   let v: Payload & { job?: { id: string } };
   if (kind === "cancel" || kind === "close") {
     v = (await request(CancelJobDocument, { id: jobId, reason: reason || (kind === "close" ? "closed from the UI" : "cancelled from the UI") })).cancelJob;
@@ -57,7 +58,7 @@ export async function act(kind: ActionKind, jobId: string, reason: string): Prom
     v = (await request(RestoreSessionDocument, { id: jobId })).restoreSession;
     if (v.__typename === "SessionRestored" && v.job) return { ok: true, jobId: v.job.id };
   } else {
-    v = (await request(RequeueJobDocument, { job: jobId, reason })).requestPreemption;
+    v = (await request(RequeueJobDocument, { job: jobId, reason, attempt: attempt ?? null })).requestPreemption;
     if (v.__typename === "PreemptionRequested") return { ok: true, jobId };
   }
   return { ok: false, refusal: refusalOf(v) };

@@ -104,6 +104,7 @@ export type OpenSessionMutation = { __typename: 'Mutation', openSession:
 export type RequeueJobMutationVariables = Exact<{
   job: string | number;
   reason: string;
+  attempt?: number | null | undefined;
 }>;
 
 
@@ -654,8 +655,8 @@ export const OpenSessionDocument = new TypedDocumentString(`
   }
 }`) as unknown as TypedDocumentString<OpenSessionMutation, OpenSessionMutationVariables>;
 export const RequeueJobDocument = new TypedDocumentString(`
-    mutation RequeueJob($job: ID!, $reason: String!) {
-  requestPreemption(job: $job, reason: $reason, requeue: true) {
+    mutation RequeueJob($job: ID!, $reason: String!, $attempt: Int) {
+  requestPreemption(job: $job, reason: $reason, requeue: true, attempt: $attempt) {
     __typename
     ... on PreemptionRequested {
       job {

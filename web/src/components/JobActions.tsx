@@ -8,7 +8,7 @@ type Outcome = { kind: ActionKind; ok: boolean; message: string; newId: string |
  * who may ask for a preemption), each asked again before it is sent, and the server's answer shown as given:
  * its refusal (role, scope, a protected job, a finished one) in its own words. */
 export function JobActions({ job, powers, onDone, onSubmitAgain }: {
-  job: { id: string; state: string; jobClass: string }; powers: Powers; onDone: () => void; onSubmitAgain?: () => void;
+  job: { id: string; state: string; jobClass: string; attempt?: number | null }; powers: Powers; onDone: () => void; onSubmitAgain?: () => void;
 }) {
   const kinds = jobActions(job, powers);
   const again = !!onSubmitAgain && canSubmitAgain(job, powers);
@@ -44,7 +44,7 @@ export function JobActions({ job, powers, onDone, onSubmitAgain }: {
     setBusy(true);
     const kind = asking;
     try {
-      const answer = await act(kind, job.id, r.reason);
+      const answer = await act(kind, job.id, r.reason, job.attempt);
       setOutcome(answer.ok
         ? { kind, ok: true, message: ACTIONS[kind].done, newId: kind === "restore" ? answer.jobId : null }
         : { kind, ok: false, message: `Refused: ${answer.refusal.message}${answer.refusal.code ? ` (${answer.refusal.code})` : ""}`, newId: null });
