@@ -61,6 +61,9 @@ __all__ = ["RecordedPolicy", "dispatch", "job_run_input", "job_run_workflow_id",
 # A refusal for these reasons is retried this long (the ledger and the workflow agree on protection up to
 # clock skew; an attempt the ledger saw start may not yet be known to its workflow).
 RETRY_REFUSED_FOR_S = 30.0
+COMMIT_TIMEOUT_MS = 10_000  # a commit that cannot reach the group coordinator (Kafka restarting) gives up
+STALL_CHECK_S = 15.0  # how often an idle dispatcher asks the broker whether events wait for it
+STALL_LIMIT_S = 60.0  # events waiting this long with nothing read: the consumer is wedged (see `stalled`)
 
 AttemptCheck = Callable[[str, int], bool]
 ProjectOf = Callable[[str], str]  # a job's project (its executor runs it as that project's OS user)
@@ -208,6 +211,34 @@ async def assign_all(consumer: Any, topic: str, stop: asyncio.Event) -> None:
         await asyncio.sleep(0.5)
 
 
+class DispatcherStalled(RuntimeError):
+    """The events consumer read nothing for STALL_LIMIT_S while the topic held events past its position."""
+
+
+def stalled(behind: bool, progress_at: float, now: float, limit_s: float = STALL_LIMIT_S) -> bool:
+    """A consumer is wedged when events wait past its position and it has read nothing for `limit_s`
+    (seen after a broker restart: the client lost its coordinator and never read again, stranding every
+    placement behind it). Idle with nothing waiting is not stalled."""
+    return behind and now - progress_at >= limit_s
+
+
+def _behind(consumer: Any) -> bool:
+    """Whether any assigned partition holds events past the consumer's position (a broker round trip)."""
+    parts = list(consumer.assignment())
+    ends = consumer.end_offsets(parts, COMMIT_TIMEOUT_MS)
+    return any(ends.get(tp, 0) > (consumer.position(tp, COMMIT_TIMEOUT_MS) or 0) for tp in parts)
+
+
+async def _commit(consumer: Any) -> None:
+    """Commit what was dispatched; when Kafka cannot take it now, go on: the offsets are committed with the
+    next batch, and a restart re-reads at most these events (every action is idempotent)."""
+    try:
+        await asyncio.to_thread(consumer.commit, None, COMMIT_TIMEOUT_MS)
+    except Exception as err:  # KafkaTimeoutError, CommitFailedError, a lost coordinator
+        log.warning("dispatcher: offsets not committed now (%s: %s); committed with the next batch",
+                    type(err).__name__, err)
+
+
 async def dispatch(settings: Settings, client: Client, stop: asyncio.Event,
                    contract: ContractSettings | None = None, attempt_current: AttemptCheck | None = None,
                    policy: RecordedPolicy | None = None, project_of: ProjectOf | None = None) -> None:
@@ -215,9 +246,27 @@ async def dispatch(settings: Settings, client: Client, stop: asyncio.Event,
     policy = policy or RecordedPolicy()
     consumer = make_consumer(settings, "steward-dispatcher")
     await assign_all(consumer, settings.topic("events"), stop)
+    progress_at = checked_at = time.monotonic()
     try:
         while not stop.is_set():
             polled = await asyncio.to_thread(consumer.poll, 200, 200)
+            now = time.monotonic()
+            if polled:
+                progress_at = now
+            elif now - checked_at >= STALL_CHECK_S:
+                checked_at = now
+                try:
+                    behind = await asyncio.to_thread(_behind, consumer)
+                except Exception as err:  # the broker unreachable: not a wedge of ours, ask again later
+                    log.warning("dispatcher: the events topic's end not read (%s)", type(err).__name__)
+                    behind = False
+                if not behind:
+                    progress_at = now
+                elif stalled(behind, progress_at, now):
+                    raise DispatcherStalled(
+                        f"the dispatcher read no event for {now - progress_at:.0f} s while events waited on "
+                        f"{settings.topic('events')}: its Kafka consumer is wedged; the worker exits so that its "
+                        "supervisor starts it again with a new one")
             streams: dict[str, list[dict[str, Any]]] = {}
             for records in polled.values():
                 for r in records:
@@ -233,6 +282,6 @@ async def dispatch(settings: Settings, client: Client, stop: asyncio.Event,
                 except Exception:  # Temporal unreachable, say: every action is idempotent, so try again
                     await asyncio.sleep(1.0)
             if polled:
-                await asyncio.to_thread(consumer.commit)
+                await _commit(consumer)
     finally:
         await asyncio.to_thread(consumer.close)

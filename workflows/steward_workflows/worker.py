@@ -113,6 +113,9 @@ async def run_worker(settings: Settings, stop: asyncio.Event | None = None) -> N
         policy = RecordedPolicy()
     dispatcher = asyncio.create_task(dispatch(settings, client, stop, contract, facts.attempt_current, policy,
                                               facts.project_of))
+    # a dispatcher that dies takes the worker with it (its exit status and error name why), so that the
+    # supervisor starts a new one: a worker that ran on without it stranded every placement (chaos, ADR 0061)
+    dispatcher.add_done_callback(lambda task: stop.set() if not task.cancelled() and task.exception() else None)
     # notifications (ADR 0050): the notifier reads the log from its own position; the ledger never waits on it
     notifier = asyncio.create_task(run_notifier(store, client, notify, stop)) if notify.enabled else None
     log.info("temporal worker started on %s", settings.temporal_address)
