@@ -80,7 +80,7 @@ class SessionRestored:
                              "then stopped after the grace period (and requeued when asked).")
 class PreemptionRequested:
     job: Job
-    attempt: int = strawberry.field(description="the attempt the request stops (the job may have moved on since)")
+    attempt: BigInt = strawberry.field(description="the attempt the request stops (the job may have moved on since)")
     requested_at: float
     grace_s: float
     requeue: bool

@@ -723,7 +723,7 @@ class Mutation:
                      "without it the request is for whatever attempt is current when the ledger decides.")
     async def request_preemption(self, info: Info[Context, None], job: strawberry.ID, reason: str,
                                  grace_s: float = DEFAULT_GRACE_S, requeue: bool = True,
-                                 attempt: int | None = None) -> RequestPreemptionResult:
+                                 attempt: BigInt | None = None) -> RequestPreemptionResult:
         ctx = _ctx(info)
         access = await ctx.access("requestPreemption")
         if (refused := await _role_refused(ctx, access, Capability.preempt, "requestPreemption")) is not None:

@@ -26,7 +26,7 @@ JOB_EVENTS = """query($id: ID!) { job(id: $id) { id state attempt assignments
   events { position type payload recordedAt } } }"""
 
 
-PREEMPT = f"""mutation($id: ID!, $reason: String!, $grace: Float!, $requeue: Boolean!, $attempt: Int) {{
+PREEMPT = f"""mutation($id: ID!, $reason: String!, $grace: Float!, $requeue: Boolean!, $attempt: BigInt) {{
   requestPreemption(job: $id, reason: $reason, graceS: $grace, requeue: $requeue, attempt: $attempt) {{
     __typename
     ... on Rejected {{ code reason }}

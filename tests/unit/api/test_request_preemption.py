@@ -16,7 +16,7 @@ import pytest
 from steward.domain.commands import PlaceJob, ReportJobStarted, SubmitJob
 from tests.unit.api.harness import Server, serve
 
-MUTATION = """mutation($id: ID!, $reason: String!, $grace: Float! = 30, $attempt: Int) {
+MUTATION = """mutation($id: ID!, $reason: String!, $grace: Float! = 30, $attempt: BigInt) {
   requestPreemption(job: $id, reason: $reason, graceS: $grace, attempt: $attempt) { __typename
     ... on PreemptionRequested { attempt requestedAt graceS requeue position job { id state attempt } }
     ... on Rejected { code reason } ... on NotAuthorised { message } ... on InvalidInput { field message } } }"""

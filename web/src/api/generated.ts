@@ -655,7 +655,7 @@ export const OpenSessionDocument = new TypedDocumentString(`
   }
 }`) as unknown as TypedDocumentString<OpenSessionMutation, OpenSessionMutationVariables>;
 export const RequeueJobDocument = new TypedDocumentString(`
-    mutation RequeueJob($job: ID!, $reason: String!, $attempt: Int) {
+    mutation RequeueJob($job: ID!, $reason: String!, $attempt: BigInt) {
   requestPreemption(job: $job, reason: $reason, requeue: true, attempt: $attempt) {
     __typename
     ... on PreemptionRequested {
