@@ -25,7 +25,7 @@ import pytest
 from aiosmtpd.controller import Controller
 from playwright.sync_api import expect
 
-from tests.e2e.conftest import VIEWPORT, WAITING_PROJECT, cli, shot, sign_in_at_provider
+from tests.e2e.conftest import SCENARIO, VIEWPORT, WAITING_PROJECT, cli, shot, sign_in_at_provider
 from tests.e2e.conftest import wait_for_state as job_reaches
 from tests.e2e.test_accessibility_ui import report, settled, violations
 from tests.integration.conftest import oidc_provider  # noqa: F401  (the provider fixture, reused)
@@ -63,6 +63,8 @@ def people(world: dict[str, Any], oidc_provider: str) -> Iterator[dict[str, Any]
     cli("identity", "map", *GROUPS, "--reason", "the lab's groups")
     yield world | {"issuer": oidc_provider}
     cli("identity", "map", "steward-admins=admin", "--reason", "the story is over", check=False)
+    # the e2e screens share one stack: Maria's share change is put back (test_ui's manager starts from 0.45)
+    cli("tree", "apply", str(SCENARIO), "--reason", "the story is over: the shares as the scenario sets them")
 
 
 @pytest.fixture()
