@@ -145,22 +145,40 @@ def changed_explanations(view: SchedulerState, result: CycleResult) -> list[Expl
             for i in range(0, len(ids), EXPLANATIONS_PER_COMMAND)]
 
 
-def wait_for_outcomes(store: EventStore, message_ids: list[str], timeout_s: float) -> bool:
-    """Until the ledger recorded an outcome for each message (it takes a few ms when idle, so the first
-    looks come soon; the next cycle waits on this)."""
-    deadline = time.monotonic() + timeout_s
+# How long the scheduler waits for the ledger to record its decisions before it plans again. It waits while
+# the ledger makes progress on them (an outcome at least every OUTCOME_STALL_S), up to OUTCOME_LIMIT_S in all:
+# a fixed 15 s let a cycle re-plan on a view the ledger had not yet reached under load, and decide again jobs
+# it had just placed (issue 26: 451 of 2,000 pods decided twice); a stalled ledger still lets it re-plan.
+OUTCOME_STALL_S = 15.0
+OUTCOME_LIMIT_S = 120.0
+
+
+def wait_for_outcomes(recorded: Callable[[str], bool], message_ids: list[str], *,
+                      stall_s: float = OUTCOME_STALL_S, limit_s: float = OUTCOME_LIMIT_S,
+                      stop: threading.Event | None = None, clock: Callable[[], float] = time.monotonic,
+                      sleep: Callable[[float], None] = time.sleep) -> bool:
+    """Until the ledger recorded an outcome for each message (`recorded(message_id)`): True when it did.
+    False when no new outcome arrived for `stall_s`, when `limit_s` passed, or on `stop`. The first looks
+    come soon (a few ms when idle); the next cycle waits on this."""
+    start = last_progress = clock()
     remaining = list(message_ids)
     delay = 0.005
-    while remaining and time.monotonic() < deadline:
-        remaining = [m for m in remaining if not store.by_message(m)]
+    while remaining:
+        now = clock()
+        if now - last_progress >= stall_s or now - start >= limit_s or (stop is not None and stop.is_set()):
+            return False
+        still = [m for m in remaining if not recorded(m)]
+        if len(still) < len(remaining):
+            last_progress, delay = clock(), 0.005
+        remaining = still
         if remaining:
-            time.sleep(delay)
+            sleep(delay)
             delay = min(delay * 1.5, 0.05)
-    return not remaining
+    return True
 
 
 def run_cycle(view: SchedulerState, store: EventStore, publisher: CommandPublisher,
-              fence: Callable[[], None] | None = None) -> bool:
+              fence: Callable[[], None] | None = None, stop: threading.Event | None = None) -> bool:
     """One cycle: catch up on the log, decide, publish, wait for the ledger's outcomes. True when it
     decided something (the next cycle then runs at once, on the state those decisions made). `fence` runs
     right before publishing (ADR 0060: raises `Fenced` when a standby took the scheduler's lease)."""
@@ -195,8 +213,9 @@ def run_cycle(view: SchedulerState, store: EventStore, publisher: CommandPublish
     if decisions:
         log.info("cycle decided %d placement(s), %d preemption(s)", len(result.placements),
                  len(decisions) - len(result.placements))
-    if not wait_for_outcomes(store, ids, timeout_s=15.0):
-        log.warning("the ledger has not recorded all decisions within 15 s; re-planning")
+    if not wait_for_outcomes(lambda m: bool(store.by_message(m)), ids, stop=stop):
+        log.warning("the ledger has not recorded all decisions (no outcome for %.0f s, or %.0f s in all); "
+                    "re-planning", OUTCOME_STALL_S, OUTCOME_LIMIT_S)
     return bool(decisions)
 
 
@@ -236,7 +255,7 @@ def run_scheduler(settings: Settings, stop: threading.Event | None = None,
         while not stop.is_set():
             try:
                 started = time.perf_counter()
-                decided = run_cycle(view, store, publisher, fence)
+                decided = run_cycle(view, store, publisher, fence, stop)
                 metrics.observe(time.perf_counter() - started, view.last_result, view.state.nodes)
             except (DBAPIError, KafkaError, OSError) as err:
                 # the store or the broker restarts: keep the folded view, retry after a pause
