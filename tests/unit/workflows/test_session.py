@@ -3,10 +3,12 @@ continue-as-new of a long session's history."""
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import pytest
 from temporalio.client import WorkflowUpdateFailedError
+from temporalio.service import RPCError
 
 from steward_workflows.job_run import JobRunWorkflow
 from steward_workflows.payloads import (
@@ -133,13 +135,29 @@ def test_a_long_session_continues_as_new_and_warns_once() -> None:
             session = h.client.get_workflow_handle(session_workflow_id("j1", 1))
             first = (await session.describe()).run_id
             for i in range(16):
-                await session.signal(SessionWorkflow.utilisation, UtilisationSignal(i % 2 == 0, await h.now()))
+                await _signal_latest_run(h, UtilisationSignal(i % 2 == 0, await h.now()))
             await h.eventually(lambda: _run_changed(session, first), what="continue-as-new")
             assert (await handle.result()).outcome == "session_cap"
             assert [p.type for p in h.acts.published].count("WarnSession") == 2
             assert [p.type for p in h.acts.published].count("OpenSession") == 1
 
     run(scenario)
+
+
+async def _signal_latest_run(h: Harness, signal: UtilisationSignal) -> None:
+    """Signal the session's latest run. The time-skipping test server closes a run that continues as new
+    before it opens the next, so a signal in between meets "Completed workflow" (CI failed on it once); the
+    real server swaps runs atomically. Retry briefly, then let the error through."""
+    session = h.client.get_workflow_handle(session_workflow_id("j1", 1))
+    for _ in range(50):
+        try:
+            await session.signal(SessionWorkflow.utilisation, signal)
+            return
+        except RPCError as err:
+            if "Completed workflow" not in str(err):
+                raise
+            await asyncio.sleep(0.1)
+    await session.signal(SessionWorkflow.utilisation, signal)
 
 
 async def _run_changed(handle: Any, first: str | None) -> bool:
