@@ -276,7 +276,8 @@ def _run_warm(warm: _Warm, settings: Settings, store: EventStore, stop: threadin
         fetch.commit(prepared.offsets)  # also to Kafka, for consumer-group tools; the store's copy is the truth
         recorded = prepared.records
         if metrics is not None:
-            metrics.observe_batch(recorded, ledger.proj.view(), len(prepared.dead), time.perf_counter() - started)
+            metrics.observe_batch(recorded, ledger.proj.view(), len(prepared.dead), time.perf_counter() - started,
+                                  (d.error for d in prepared.dead))
         if recorded:
             log.info("recorded %d events up to position %d", len(recorded), recorded[-1].position)
             log_recorded(commands_log, recorded)

@@ -18,12 +18,12 @@ import secrets
 import socket
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from contextlib import AbstractContextManager
 from typing import Any
 
 from prometheus_client import REGISTRY, CollectorRegistry, Counter, Gauge
-from sqlalchemy import Connection, Engine, text
+from sqlalchemy import Connection, Engine, bindparam, text
 from sqlalchemy.exc import OperationalError
 
 from steward.domain.leadership import LEASE_TTL_S, POLL_EVERY_S, RENEW_EVERY_S, Lease, Step, fenced, step
@@ -161,6 +161,19 @@ class LeaseStore:
         now = _NOW_PG if self.postgres else str(time.time())
         self._run(f"UPDATE leader_leases SET expires_at = {now} WHERE role = :role AND holder = :me "
                   "AND epoch = :epoch RETURNING epoch", {"role": self.role, "me": me, "epoch": epoch})
+
+
+def lease_epochs(conn: Connection, roles: Iterable[str]) -> dict[str, int | None]:
+    """The epochs the leases of `roles` have now (None: never taken), read on `conn` (the ledger's read
+    connection, for the commands of a batch that carry an epoch, ADR 0065); its transaction is ended."""
+    wanted = sorted(set(roles))
+    try:
+        rows = conn.execute(text("SELECT role, epoch FROM leader_leases WHERE role IN :roles")
+                            .bindparams(bindparam("roles", expanding=True)), {"roles": wanted}).all()
+    finally:
+        conn.rollback()
+    found = {str(row[0]): int(row[1]) for row in rows}
+    return {role: found.get(role) for role in wanted}
 
 
 def candidate_name() -> str:
