@@ -52,12 +52,14 @@ def test_ledger_counts_events_rejections_preemptions_and_admission_waits() -> No
         rec(3, "JobPreempted", {"job_id": "b", "reason": "fair_share"}),
         rec(4, "CommandRejected", {"code": "UNKNOWN_PROJECT", "reason": "no"}),
         rec(5, "JobStarted", {"job_id": "s", "attempt": 1, "started_at": 1000.5}),
-    ], state, dead=2, seconds=0.004)
+    ], state, dead=2, seconds=0.004,
+        reasons=["fenced: scheduler epoch 1, lease at 2", "steward-api may not issue PlaceJob"])
     got = samples(registry)
     assert got[("steward_ledger_events_total", (("type", "JobStarted"),))] == 3
     assert got[("steward_ledger_rejections_total", (("code", "UNKNOWN_PROJECT"),))] == 1
     assert got[("steward_preemptions_total", (("allocation", "p1"), ("reason", "fair_share")))] == 1
     assert got[("steward_deadletter_total", ())] == 2
+    assert got[("steward_ledger_fenced_commands_total", (("role", "scheduler"),))] == 1  # ADR 0065
     # a: 30 s from submit; b: 5 s from its requeue (not from its submit); s: 0.5 s
     assert got[("steward_admission_wait_seconds_count", (("class", "batch"),))] == 1
     assert got[("steward_admission_wait_seconds_sum", (("class", "batch"),))] == 30

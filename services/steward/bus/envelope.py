@@ -104,9 +104,12 @@ class Envelope:
 def command_envelope(
     command: Command, *, actor: str, role: str, correlation_id: str | None = None,
     causation_id: str | None = None, message_id: str | None = None, actor_name: str = "",
+    epoch: int | None = None,
 ) -> Envelope:
+    """A command's envelope; `epoch`: the lease epoch its sender (the scheduler) decided it under, which the
+    ledger compares with the lease's (ADR 0065: a paused active's late command is refused)."""
     mid = message_id or str(uuid.uuid4())
-    meta = {
+    meta: dict[str, Any] = {
         "actor": actor,
         "role": role,
         "correlation_id": correlation_id or mid,
@@ -114,4 +117,6 @@ def command_envelope(
     }
     if actor_name:  # a person signed in through the OpenID provider: their display name beside the subject
         meta["actor_name"] = actor_name
+    if epoch is not None:
+        meta["epoch"] = epoch
     return Envelope(mid, command.TYPE, command.aggregate, command_to_dict(command), meta)

@@ -64,3 +64,32 @@ def fenced(write_epoch: int, lease_epoch: int | None) -> bool:
     lease, as before standbys existed: a writer without an epoch is the only kind, and one with an epoch is
     refused, since its lease was removed)."""
     return lease_epoch != write_epoch
+
+
+# roles with a lease whose writes are commands the ledger decides (the ledger's own writes are fenced in the store)
+COMMAND_ROLES = frozenset({"scheduler"})
+FENCED = "fenced: "  # how every refusal of a stale active's command begins (counted by the ledger's metrics)
+
+
+def stale_command(role: str, sent_epoch: object, lease_epoch: int | None) -> str:
+    """Why the ledger refuses a command `role`'s active sent with `sent_epoch` (the epoch its lease had when it
+    decided, carried in the envelope) while the role's lease has `lease_epoch`: "" when it is decided as usual.
+
+    A paused active resumed after its standby took over may publish what it decided before the pause; a command
+    of an epoch older than the lease's is refused outright, whatever it says. A command without an epoch (a
+    sender older than epochs, a log recorded before them) is not checked, nor is one when the role has no lease
+    (nothing to be stale against); an epoch newer than the one read is the new active's, read a moment early."""
+    if sent_epoch is None:
+        return ""
+    if isinstance(sent_epoch, bool) or not isinstance(sent_epoch, int) or sent_epoch < 1:
+        return f"{FENCED}{role} epoch {sent_epoch!r} is not a lease epoch (a whole number from 1)"
+    if lease_epoch is not None and sent_epoch < lease_epoch:
+        return f"{FENCED}{role} epoch {sent_epoch}, lease at {lease_epoch}"
+    return ""
+
+
+def fenced_role(reason: str) -> str | None:
+    """The role whose stale command a refusal's `reason` (`stale_command`'s) names; None for any other reason."""
+    if not reason.startswith(FENCED):
+        return None
+    return reason[len(FENCED):].split(" ", 1)[0] or None

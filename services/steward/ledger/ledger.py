@@ -20,6 +20,8 @@ from dataclasses import dataclass, replace
 from sqlalchemy import Connection
 
 from steward.audit.snapshots import events_for_fold, load_snapshot
+from steward.bus.identity import sender_of_topic
+from steward.domain.leadership import COMMAND_ROLES
 from steward.domain.state import LedgerState, evolve
 from steward.ledger.deciding.refusals import RefusalLog, Window
 from steward.ledger.deciding.steps import DeadLetter as DeadLetter  # re-exported: the service publishes them
@@ -41,6 +43,7 @@ from steward.ledger.recording.writer import WriterStage
 from steward.store import projections
 from steward.store.encoding import PendingAppend
 from steward.store.eventstore import EventStore, RecordedEvent, encode_events
+from steward.store.leases import lease_epochs
 from steward.store.projections import Projector
 from steward.store.projector import Key
 from steward.store.recorder import EventRecorder, Fence, RecordBatch, record_batch
@@ -173,6 +176,7 @@ class Ledger:
         versions = self._versions
         ids, keys = ids_and_new_keys(opened, versions)
         skipped = in_flight_duplicates(ids, self._in_flight)
+        epochs = self._lease_epochs(opened)  # of the roles whose commands here carry an epoch (ADR 0065)
         answer = self._read_seen(ids, keys) if ids else None  # read from here on, beside the decision
         begun = False
         refusals_before = self.refusals.save() if self.refusals is not None else {}
@@ -184,7 +188,8 @@ class Ledger:
             proj.begin()
             begun = True
             seen = set(skipped) if known is None else skipped | known[0]
-            batch, changed, position, dead = self._decide(decoded, decode_dead, opened, seen, now, start_position)
+            batch, changed, position, dead = self._decide(decoded, decode_dead, opened, seen, now, start_position,
+                                                          epochs)
             rows = projections.capture(proj, changed)
             if answer is not None:
                 committed, found = answer() if known is None else known
@@ -194,7 +199,7 @@ class Ledger:
                     if self.refusals is not None:
                         self.refusals.restore(refusals_before)
                     batch, changed, position, dead = self._decide(decoded, decode_dead, opened, skipped | committed,
-                                                                  now, start_position)
+                                                                  now, start_position, epochs)
                     rows = projections.capture(proj, changed)
                 self._redelivering = bool(committed)
                 merge_versions(versions, found)
@@ -224,14 +229,16 @@ class Ledger:
         return Prepared(start_position, start_hash, records, texts, processed, rows, dict(offsets), dead, batch_ids)
 
     def _decide(self, decoded: list[Decoded], dead: list[DeadLetter], opened: list[Opened], seen: set[str],
-                now: float, position: int) -> tuple[list[PendingAppend], list[Key], int, list[DeadLetter]]:
+                now: float, position: int, epochs: dict[str, int | None] | None = None,
+                ) -> tuple[list[PendingAppend], list[Key], int, list[DeadLetter]]:
         """`decide_messages`, then (ledger service) the refused commands join the dead letters, whose
         `CommandRefused` events (and the summaries due) follow the batch's decisions in the chain."""
         proj = self.proj
         if self.refusals is None:
             return (*decide_messages(proj, decoded, seen, now, position), dead)
         refused: list[DeadLetter] = []
-        batch, changed, position = decide_messages(proj, decoded, seen, now, position, self.topic_prefix, refused)
+        batch, changed, position = decide_messages(proj, decoded, seen, now, position, self.topic_prefix, refused,
+                                                   epochs)
         if refused:
             raws = {source: raw for source, raw, _, _ in opened}
             dead = dead + [DeadLetter(raws.get(d.source), d.error, d.source) for d in refused]
@@ -241,6 +248,24 @@ class Ledger:
                 position += 1
                 changed += proj.apply(ev, now, position)
         return batch, changed, position, dead
+
+    def _lease_epochs(self, opened: list[Opened]) -> dict[str, int | None] | None:
+        """The lease epochs of the roles (`COMMAND_ROLES`) whose commands in `opened` carry an epoch, read from
+        the store now (None: no such command, nothing read). Only the ledger service (a `topic_prefix`) checks
+        them: a command of an epoch older than its role's lease is refused (ADR 0065)."""
+        prefix = self.topic_prefix
+        if prefix is None:
+            return None
+        roles: set[str] = set()
+        for source, _, env, _ in opened:
+            if env is not None and env.meta.get("epoch") is not None:
+                sender = sender_of_topic(prefix, source.rpartition("/")[0])
+                if sender is not None and sender.component in COMMAND_ROLES:
+                    roles.add(sender.component)
+        if not roles:
+            return None
+        with self._connection("read") as conn:
+            return lease_epochs(conn, roles)
 
     def refusals_due(self) -> bool:
         """Whether a refusal summary is due (the service then records an empty batch to write it)."""

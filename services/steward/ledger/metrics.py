@@ -18,6 +18,7 @@ from prometheus_client.registry import Collector
 from sqlalchemy import select
 
 from steward.bus.kafka import make_consumer
+from steward.domain.leadership import fenced_role
 from steward.domain.state import LedgerState
 from steward.metrics import serve
 from steward.store import schema
@@ -42,6 +43,9 @@ class LedgerMetrics:
                                 ["outcome"], registry=registry)
         self.deadletters = Counter("steward_deadletter", "Messages sent to the dead-letter topic.",
                                    registry=registry)
+        self.fenced = Counter("steward_ledger_fenced_commands",
+                              "Commands refused because their role's lease has a newer epoch (ADR 0065), by role.",
+                              ["role"], registry=registry)
         self.admission_wait = Histogram(
             "steward_admission_wait_seconds", "Submit (or requeue) to the start of the attempt.", ["class"],
             buckets=ADMISSION_BUCKETS, registry=registry)
@@ -49,12 +53,16 @@ class LedgerMetrics:
                                        buckets=BATCH_BUCKETS, registry=registry)
 
     def observe_batch(self, recorded: Sequence[RecordedEvent], state: LedgerState, dead: int = 0,
-                      seconds: float | None = None) -> None:
-        """Count one committed batch; `state` is the ledger's state after it (jobs' allocation and class)."""
+                      seconds: float | None = None, reasons: Iterable[str] = ()) -> None:
+        """Count one committed batch; `state` is the ledger's state after it (jobs' allocation and class);
+        `reasons`: why each of its dead letters was refused."""
         if seconds is not None:
             self.batch_seconds.observe(seconds)
         if dead:
             self.deadletters.inc(dead)
+        for reason in reasons:
+            if (role := fenced_role(reason)) is not None:
+                self.fenced.labels(role=role).inc()
         for rec in recorded:
             self.events.labels(type=rec.type).inc()
             p = rec.payload

@@ -15,8 +15,10 @@ import os
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import select
@@ -33,7 +35,7 @@ from steward.logs import log_recorded
 from steward.metrics import serve
 from steward.store import schema
 from steward.store.eventstore import EventStore, RecordedEvent
-from steward.store.leases import Candidacy, Fenced
+from steward.store.leases import Active, Fenced, lead
 from steward.store.recorder import Fence
 
 log = logging.getLogger("steward.ledger")
@@ -124,47 +126,51 @@ class Auditor:
 
 
 def run_ledger_candidate(settings: Settings, stop: threading.Event) -> None:
-    """The ledger as one candidate of its role (ADR 0060): warmed up and standing by until it holds the `ledger`
-    lease, then the ledger (`run_ledger`) writing with the lease's epoch as its fence, until `stop` or until a
-    standby took over (a standby again then). `steward up --standbys` starts two; one alone takes the lease at
-    once (a killed predecessor's connection is closed, a stopped one gave the lease up)."""
+    """The ledger as one candidate of its role (ADR 0060), through `steward.store.leases.lead`: warmed up
+    (`_warm_ledger`) and standing by until it holds the `ledger` lease, then the ledger writing with the lease's
+    epoch as its fence, until `stop` or until a standby took over (a standby again then, warmed up anew).
+    `steward up --standbys` starts two; one alone takes the lease at once (a killed predecessor's connection is
+    closed, a stopped one gave the lease up)."""
     store = EventStore.from_url(settings.resolved_store_url)
     serve("ledger", settings)  # a standby serves `steward_leader{role="ledger"} 0`
-    candidacy = Candidacy(store.engine, "ledger", head_lock=True)
+
+    @contextmanager
+    def warm_up(stop: threading.Event) -> Iterator[Active]:
+        with _warm_ledger(settings, store) as warm:
+            warm.fetch.wait_ready(stop)
+
+            def active(active_stop: threading.Event, epoch: int) -> None:
+                _run_warm(warm, settings, store, active_stop, fence=("ledger", epoch))
+
+            yield active
+
     try:
-        while not stop.is_set():
-            try:
-                run_ledger(settings, stop, candidacy=candidacy)
-            except Fenced as refused:
-                log.error("%s; stepping down to standby", refused)
-            finally:
-                candidacy.end()
+        lead(store.engine, "ledger", stop, warm_up=warm_up, head_lock=True)
     finally:
-        candidacy.close()
         store.engine.dispose()
-
-
-class _StoppedWarm(Exception):
-    """`stop` came before the ledger took the lease (or began)."""
 
 
 LEDGER_CONSUMER = "ledger"  # the ledger's name for its stored offsets
 
 
-def run_ledger(settings: Settings, stop: threading.Event | None = None,
-               on_batch: Callable[[list[RecordedEvent]], None] | None = None, background: bool = True,
-               stats: dict[str, float] | None = None, candidacy: Candidacy | None = None) -> None:
-    """Consume commands until `stop`; `on_batch` sees each committed batch right after its commit, in the
-    writer thread, in log order (benchmarks; an error there is logged, the batch stays committed); `background`
-    runs the outbox relay and the checkpoint/snapshot thread; `stats` gets the fetch and writer processes' CPU
-    seconds (`fetch_cpu_s`, `writer_cpu_s`) when the ledger stops. Raises `WriterDied` when the writer process
-    exits (a restart reads what the store committed). With `candidacy` (ADR 0060) it warms up (child processes,
-    Kafka connections), stands by until it holds its role's lease, then runs with the lease's epoch as the
-    fence of every batch until the lease is lost (it returns) or the store refuses a batch (`Fenced`)."""
-    stop = stop or threading.Event()
-    store = EventStore.from_url(settings.resolved_store_url)
+@dataclass
+class _Warm:
+    """What a ledger starts before it knows the state or holds the lease (ADR 0060: a standby has it ready when
+    it takes over): the fetch and writer processes, the dead-letter producer, the metrics and the outbox relay."""
+
+    fetch: FetchStage
+    writer_stage: WriterStage | None
+    dead_producer: Any
+    metrics: Any
+    relay: OutboxRelay | None
+
+
+@contextmanager
+def _warm_ledger(settings: Settings, store: EventStore, background: bool = True,
+                 stats: dict[str, float] | None = None) -> Iterator[_Warm]:
+    """Start what depends on neither the state nor the lease; stop it on the way out (`stats` gets the fetch and
+    writer processes' CPU seconds then)."""
     batch = int(os.environ.get("STEWARD_LEDGER_BATCH", "2000"))
-    # First what depends on neither the state nor the lease: a standby has it ready when it takes over (ADR 0060).
     # PostgreSQL's transactions run in a writer process of its own (ADR 0025) unless STEWARD_LEDGER_WRITER=thread;
     # it is told the store and the fence once the lease is held
     writer_stage = (WriterStage(settings.resolved_store_url, defer=True)
@@ -175,28 +181,48 @@ def run_ledger(settings: Settings, stop: threading.Event | None = None,
                        topic_refresh_s())
     dead_producer = make_producer(settings)
     metrics = relay = None
-    if background:
-        from steward.ledger import metrics as metrics_ledger
-
-        metrics = metrics_ledger.start(settings, store, LEDGER_CONSUMER)
-        relay = OutboxRelay(settings, store)
-    fence: Fence | None = None
     try:
-        fetch.wait_ready(stop)
-        if candidacy is not None and (epoch := candidacy.wait(stop)) is not None:
-            fence, stop = (candidacy.role, epoch), candidacy.active_stop
-        if stop.is_set():  # stopped while standing by
-            raise _StoppedWarm
-    except BaseException as err:
+        if background:
+            from steward.ledger import metrics as metrics_ledger
+
+            metrics = metrics_ledger.start(settings, store, LEDGER_CONSUMER)
+            relay = OutboxRelay(settings, store)
+        yield _Warm(fetch, writer_stage, dead_producer, metrics, relay)
+    finally:
         fetch.close()
         if writer_stage is not None:
             writer_stage.close()
+        if stats is not None:
+            stats["fetch_cpu_s"] = fetch.cpu_s
+            stats["writer_cpu_s"] = writer_stage.cpu_s if writer_stage is not None else 0.0
         dead_producer.close(timeout=5)
-        if relay is not None:
+        if relay is not None:  # a ledger that steps down warms up again with clients of its own
             relay.producer.close(timeout=5)
-        if isinstance(err, _StoppedWarm):
-            return
-        raise
+
+
+def run_ledger(settings: Settings, stop: threading.Event | None = None,
+               on_batch: Callable[[list[RecordedEvent]], None] | None = None, background: bool = True,
+               stats: dict[str, float] | None = None) -> None:
+    """Consume commands until `stop`, without a lease (benchmarks; `steward run ledger` is `run_ledger_candidate`);
+    `on_batch` sees each committed batch right after its commit, in the writer thread, in log order (an error
+    there is logged, the batch stays committed); `background` runs the outbox relay and the checkpoint/snapshot
+    thread; `stats` gets the fetch and writer processes' CPU seconds (`fetch_cpu_s`, `writer_cpu_s`) when the
+    ledger stops. Raises `WriterDied` when the writer process exits (a restart reads what the store committed)."""
+    stop = stop or threading.Event()
+    store = EventStore.from_url(settings.resolved_store_url)
+    with _warm_ledger(settings, store, background, stats) as warm:
+        warm.fetch.wait_ready(stop)
+        if not stop.is_set():
+            _run_warm(warm, settings, store, stop, None, on_batch)
+
+
+def _run_warm(warm: _Warm, settings: Settings, store: EventStore, stop: threading.Event, fence: Fence | None,
+              on_batch: Callable[[list[RecordedEvent]], None] | None = None) -> None:
+    """The ledger proper, on what `_warm_ledger` started: read the state, then decide and record batches until
+    `stop`; with a `fence` (role, epoch) every batch checks the lease under the head lock (`Fenced`)."""
+    fetch, writer_stage, dead_producer, metrics, relay = (warm.fetch, warm.writer_stage, warm.dead_producer,
+                                                          warm.metrics, warm.relay)
+    batch = int(os.environ.get("STEWARD_LEDGER_BATCH", "2000"))
     if writer_stage is not None:
         writer_stage.open(fence)
     # the command topics vouch for their senders; refusals are recorded in the chain (ADR 0036)
@@ -250,7 +276,8 @@ def run_ledger(settings: Settings, stop: threading.Event | None = None,
         fetch.commit(prepared.offsets)  # also to Kafka, for consumer-group tools; the store's copy is the truth
         recorded = prepared.records
         if metrics is not None:
-            metrics.observe_batch(recorded, ledger.proj.view(), len(prepared.dead), time.perf_counter() - started)
+            metrics.observe_batch(recorded, ledger.proj.view(), len(prepared.dead), time.perf_counter() - started,
+                                  (d.error for d in prepared.dead))
         if recorded:
             log.info("recorded %d events up to position %d", len(recorded), recorded[-1].position)
             log_recorded(commands_log, recorded)
@@ -298,18 +325,9 @@ def run_ledger(settings: Settings, stop: threading.Event | None = None,
         gc.unfreeze()
         writer.shutdown(wait=True)
         ledger.close()
-        fetch.close()
-        if writer_stage is not None:
-            writer_stage.close()
-        if stats is not None:
-            stats["fetch_cpu_s"] = fetch.cpu_s
-            stats["writer_cpu_s"] = writer_stage.cpu_s if writer_stage is not None else 0.0
-        dead_producer.close(timeout=5)
         stop.set()
         if relay_thread is not None:
             relay_thread.join(timeout=5)
-        if relay is not None:  # a ledger that steps down warms up again with clients of its own
-            relay.producer.close(timeout=5)
 
 
 class LedgerSettingError(ValueError):

@@ -178,10 +178,13 @@ def wait_for_outcomes(recorded: Callable[[str], bool], message_ids: list[str], *
 
 
 def run_cycle(view: SchedulerState, store: EventStore, publisher: CommandPublisher,
-              fence: Callable[[], None] | None = None, stop: threading.Event | None = None) -> bool:
+              fence: Callable[[], None] | None = None, epoch: int | None = None,
+              stop: threading.Event | None = None) -> bool:
     """One cycle: catch up on the log, decide, publish, wait for the ledger's outcomes. True when it
     decided something (the next cycle then runs at once, on the state those decisions made). `fence` runs
-    right before publishing (ADR 0060: raises `Fenced` when a standby took the scheduler's lease)."""
+    right before publishing (ADR 0060: raises `Fenced` when a standby took the scheduler's lease); every
+    command carries `epoch`, the lease's epoch it was decided under, and the ledger refuses it once the lease
+    has a newer one (ADR 0065: a cycle published after a pause past the fence's read)."""
     view.catch_up(store)
     view.follow_policy(store)
     if not view.state.nodes:
@@ -203,7 +206,7 @@ def run_cycle(view: SchedulerState, store: EventStore, publisher: CommandPublish
     for command in commands:
         job_id = getattr(command, "job_id", None)
         env = command_envelope(command, actor=SCHEDULER_ACTOR, role=SYSTEM_ROLE,
-                               correlation_id=view.correlations.of(job_id))
+                               correlation_id=view.correlations.of(job_id), epoch=epoch)
         if job_id is not None:
             log.info("decided %s for job %s", command.TYPE, job_id,
                      extra={"correlation_id": env.meta["correlation_id"]})
@@ -221,8 +224,9 @@ def run_cycle(view: SchedulerState, store: EventStore, publisher: CommandPublish
 
 def run_scheduler_candidate(settings: Settings, stop: threading.Event) -> None:
     """The scheduler as one candidate of its role (ADR 0060): a standby until it holds the `scheduler` lease,
-    then the scheduler, which asks the store that the lease is still its own right before each publication,
-    until `stop` or a takeover (a standby again then)."""
+    then the scheduler, which asks the store that the lease is still its own right before each publication
+    and sends the lease's epoch with every command (the ledger refuses an older one, ADR 0065), until `stop` or
+    a takeover (a standby again then)."""
     from steward.scheduler import metrics as metrics_scheduler
 
     store = EventStore.from_url(settings.resolved_store_url)
@@ -230,7 +234,7 @@ def run_scheduler_candidate(settings: Settings, stop: threading.Event) -> None:
     checks = LeaseStore(store.engine, "scheduler")  # the publishing thread's own connection
 
     def active(active_stop: threading.Event, epoch: int) -> None:
-        run_scheduler(settings, active_stop, fence=lambda: checks.check(epoch))
+        run_scheduler(settings, active_stop, fence=lambda: checks.check(epoch), epoch=epoch)
 
     try:
         lead(store.engine, "scheduler", stop, active)
@@ -240,7 +244,8 @@ def run_scheduler_candidate(settings: Settings, stop: threading.Event) -> None:
 
 
 def run_scheduler(settings: Settings, stop: threading.Event | None = None,
-                  policy: PolicySettings | None = None, fence: Callable[[], None] | None = None) -> None:
+                  policy: PolicySettings | None = None, fence: Callable[[], None] | None = None,
+                  epoch: int | None = None) -> None:
     stop = stop or threading.Event()
     store = EventStore.from_url(settings.resolved_store_url)
     publisher = CommandPublisher(settings)
@@ -255,7 +260,7 @@ def run_scheduler(settings: Settings, stop: threading.Event | None = None,
         while not stop.is_set():
             try:
                 started = time.perf_counter()
-                decided = run_cycle(view, store, publisher, fence, stop)
+                decided = run_cycle(view, store, publisher, fence, epoch, stop)
                 metrics.observe(time.perf_counter() - started, view.last_result, view.state.nodes)
             except (DBAPIError, KafkaError, OSError) as err:
                 # the store or the broker restarts: keep the folded view, retry after a pause

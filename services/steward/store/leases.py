@@ -18,11 +18,12 @@ import secrets
 import socket
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
+from contextlib import AbstractContextManager
 from typing import Any
 
 from prometheus_client import REGISTRY, CollectorRegistry, Counter, Gauge
-from sqlalchemy import Connection, Engine, text
+from sqlalchemy import Connection, Engine, bindparam, text
 from sqlalchemy.exc import OperationalError
 
 from steward.domain.leadership import LEASE_TTL_S, POLL_EVERY_S, RENEW_EVERY_S, Lease, Step, fenced, step
@@ -162,6 +163,19 @@ class LeaseStore:
                   "AND epoch = :epoch RETURNING epoch", {"role": self.role, "me": me, "epoch": epoch})
 
 
+def lease_epochs(conn: Connection, roles: Iterable[str]) -> dict[str, int | None]:
+    """The epochs the leases of `roles` have now (None: never taken), read on `conn` (the ledger's read
+    connection, for the commands of a batch that carry an epoch, ADR 0065); its transaction is ended."""
+    wanted = sorted(set(roles))
+    try:
+        rows = conn.execute(text("SELECT role, epoch FROM leader_leases WHERE role IN :roles")
+                            .bindparams(bindparam("roles", expanding=True)), {"roles": wanted}).all()
+    finally:
+        conn.rollback()
+    found = {str(row[0]): int(row[1]) for row in rows}
+    return {role: found.get(role) for role in wanted}
+
+
 def candidate_name() -> str:
     """This process's name as a candidate: unique per process start (host, pid, random)."""
     return f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(4)}"
@@ -251,25 +265,43 @@ class Candidacy:
         self.leases.close()
 
 
-def lead(engine: Engine, role: str, stop: threading.Event, run_active: Callable[[threading.Event, int], None],
+Active = Callable[[threading.Event, int], None]  # the active part of a turn: (active_stop, epoch)
+
+
+def lead(engine: Engine, role: str, stop: threading.Event, run_active: Active | None = None,
          head_lock: bool = False, me: str | None = None, ttl_s: float = LEASE_TTL_S,
-         registry: CollectorRegistry = REGISTRY) -> None:
+         registry: CollectorRegistry = REGISTRY,
+         warm_up: Callable[[threading.Event], AbstractContextManager[Active]] | None = None) -> None:
     """Run `role` as a candidate until `stop`: a standby until it takes the lease (`steward.domain.leadership`),
     then `run_active(active_stop, epoch)` while it holds it. A renewal that finds the lease taken, or a write the
     store refuses (`Fenced`), stops the active run and the process is a standby again. A clean stop lets the
-    lease expire at once. Anything else `run_active` raises ends this (the supervisor restarts the process)."""
+    lease expire at once. Anything else `run_active` raises ends this (the supervisor restarts the process).
+
+    A candidate that has something to start before it stands by (the ledger's fetch and writer processes and
+    Kafka clients: a warm standby) gives `warm_up` instead of `run_active`: at each turn `warm_up(stop)` is
+    entered before the wait for the lease and yields that turn's active part; it is exited when the turn ends
+    (stepped down, stopped while standing by, or failed), so a process that steps down warms up again."""
+    if warm_up is None:
+        if run_active is None:
+            raise TypeError("lead takes run_active or warm_up")
+        only: Active = run_active
+        warm_up = lambda _stop: contextlib.nullcontext(only)  # noqa: E731 - nothing to warm up
+    elif run_active is not None:
+        raise TypeError("lead takes run_active or warm_up, not both")
+    turn = warm_up
     candidacy = Candidacy(engine, role, head_lock, me, ttl_s, registry)
     try:
         while not stop.is_set():
-            epoch = candidacy.wait(stop)
-            if epoch is None:
-                return
-            try:
-                run_active(candidacy.active_stop, epoch)
-            except Fenced as refused:
-                log.error("%s; stepping down to standby", refused)
-            finally:
-                candidacy.end()
+            with turn(stop) as active:
+                epoch = candidacy.wait(stop)
+                if epoch is None:
+                    return
+                try:
+                    active(candidacy.active_stop, epoch)
+                except Fenced as refused:
+                    log.error("%s; stepping down to standby", refused)
+                finally:
+                    candidacy.end()
     finally:
         candidacy.close()
 

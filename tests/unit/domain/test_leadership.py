@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from steward.domain.leadership import Lease, Step, fenced, next_epoch, step
+from steward.domain.leadership import Lease, Step, fenced, fenced_role, next_epoch, stale_command, step
 
 LIVE = Lease("a", 3, expires_at=100.0, holder_connected=True)
 
@@ -101,3 +101,37 @@ def test_at_most_one_writer_per_epoch_and_epochs_only_grow(script: list[tuple[st
         for c, e in mine.items():  # a write of any live candidate is accepted only from the epoch's holder
             if e is not None and not fenced(e, lease.epoch if lease else None):
                 assert holders[e] == c
+
+
+@pytest.mark.parametrize(("sent", "lease_epoch", "reason"), [
+    (None, 3, ""),  # no epoch (a log or a sender older than epochs): not checked
+    (None, None, ""),
+    (3, 3, ""),  # the lease's own epoch: decided as usual
+    (4, 3, ""),  # newer than the lease read: the new active's, read a moment before its take committed
+    (3, None, ""),  # no lease for the role: nothing to be stale against
+    (2, 3, "fenced: scheduler epoch 2, lease at 3"),  # a paused active's late command
+    (1, 7, "fenced: scheduler epoch 1, lease at 7"),
+    (0, 3, "fenced: scheduler epoch 0 is not a lease epoch (a whole number from 1)"),
+    ("2", 3, "fenced: scheduler epoch '2' is not a lease epoch (a whole number from 1)"),
+    (2.0, 3, "fenced: scheduler epoch 2.0 is not a lease epoch (a whole number from 1)"),
+    (True, 3, "fenced: scheduler epoch True is not a lease epoch (a whole number from 1)"),
+])
+def test_stale_command(sent: object, lease_epoch: int | None, reason: str) -> None:
+    assert stale_command("scheduler", sent, lease_epoch) == reason
+
+
+@pytest.mark.parametrize(("reason", "role"), [
+    ("fenced: scheduler epoch 2, lease at 3", "scheduler"),
+    ("fenced: scheduler epoch 0 is not a lease epoch (a whole number from 1)", "scheduler"),
+    ("steward-scheduler may not issue SubmitJob", None),
+    ("fenced:", None),
+    ("", None),
+])
+def test_fenced_role(reason: str, role: str | None) -> None:
+    assert fenced_role(reason) == role
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.integers(1, 50), st.integers(1, 50))
+def test_a_command_is_refused_exactly_when_its_epoch_is_older_than_the_lease(sent: int, lease_epoch: int) -> None:
+    assert bool(stale_command("scheduler", sent, lease_epoch)) is (sent < lease_epoch)

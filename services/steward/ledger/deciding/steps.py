@@ -15,6 +15,7 @@ from steward.domain.commands import Command
 from steward.domain.decide import decide_or_reject
 from steward.domain.decoding import command_from_dict
 from steward.domain.errors import DomainError
+from steward.domain.leadership import COMMAND_ROLES, stale_command
 from steward.domain.recorded import carries_its_command
 from steward.domain.rules_version import CURRENT as RULES
 from steward.store.encoding import PendingAppend
@@ -71,14 +72,17 @@ def decode_commands(opened: list[Opened]) -> tuple[list[Decoded], list[DeadLette
 
 def decide_messages(proj: Projector, decoded: list[Decoded], seen: set[str], now: float,
                     position: int, prefix: str | None = None,
-                    refused: list[DeadLetter] | None = None) -> tuple[list[PendingAppend], list[Key], int]:
+                    refused: list[DeadLetter] | None = None,
+                    lease_epochs: dict[str, int | None] | None = None) -> tuple[list[PendingAppend], list[Key], int]:
     """Decide each command not `seen` yet (redelivered messages are skipped; `seen` gains the rest) on the
     projector's state, in order, folding its events into `proj` as positions after `position`. Returns the
     events per message with the message's metadata, the projection rows changed, and the last position.
 
     With a topic `prefix` (the ledger service), a command its topic's component may not issue, or whose
     actor that component may not vouch for, is not decided: it goes to `refused` with the reason
-    (steward.bus.identity, ADR 0036; its `raw` is left for the caller to fill)."""
+    (steward.bus.identity, ADR 0036; its `raw` is left for the caller to fill). So does a command of a role
+    with a lease (`COMMAND_ROLES`: the scheduler) sent with an epoch older than the lease's in `lease_epochs`
+    (read by the ledger for this batch): a paused active's late command (`steward.domain.leadership`, ADR 0065)."""
     batch: list[PendingAppend] = []
     changed: list[Key] = []
     view = proj.view()
@@ -98,6 +102,9 @@ def decide_messages(proj: Projector, decoded: list[Decoded], seen: set[str], now
             else:
                 sender = senders[topic] = sender_of_topic(prefix, topic)
             why = refusal(view, sender, command, env.meta.get("actor"), env.meta.get("role"))
+            if not why and sender is not None and sender.component in COMMAND_ROLES:
+                role = sender.component
+                why = stale_command(role, env.meta.get("epoch"), (lease_epochs or {}).get(role))
             if why:
                 if refused is not None:
                     refused.append(DeadLetter(None, why, source))
