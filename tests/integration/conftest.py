@@ -63,6 +63,15 @@ def services(*args: str) -> None:
         raise RuntimeError(f"infra/services.sh {' '.join(args)} failed:\n{proc.stderr[-3000:]}")
 
 
+def infra(script: str, *args: str, timeout: float = 300) -> str:
+    """`infra/<script>.sh ARGS` (kafka, postgres ...) as the chaos bench runs them; its standard output."""
+    proc = subprocess.run(["bash", str(REPO / "infra" / f"{script}.sh"), *args], capture_output=True, text=True,
+                          timeout=timeout)
+    if proc.returncode != 0:
+        raise RuntimeError(f"infra/{script}.sh {' '.join(args)} failed:\n{proc.stderr[-3000:]}")
+    return proc.stdout
+
+
 def kill_leftover_jobs(run_dir: Path) -> None:
     """Jobs the local executor started outlive it by design (it re-attaches after its own restart), so a
     test session ends the ones it started with its stack: each job runs under a shim that leads its own

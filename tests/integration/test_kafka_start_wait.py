@@ -7,7 +7,6 @@ as soon as the broker had been away longer than one bootstrap)."""
 from __future__ import annotations
 
 import json
-import subprocess
 import time
 from pathlib import Path
 
@@ -15,7 +14,7 @@ import httpx
 import pytest
 
 from steward.store.eventstore import EventStore
-from tests.integration.conftest import REPO, SLOT, TEST_ENV
+from tests.integration.conftest import SLOT, TEST_ENV, infra
 from tests.integration.pg import pg_owner, pg_store
 from tests.integration.test_ledger_reliability import LedgerProcess, create_topics, publish, workload
 
@@ -23,12 +22,6 @@ pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]  # the broker i
 __all__ = ["pg_owner", "pg_store"]
 
 METRICS_PORT = 18019 + SLOT * 20  # beside the slot's API port; no stack process of the slot uses it
-
-
-def kafka(action: str) -> None:
-    proc = subprocess.run(["bash", str(REPO / "infra" / "kafka.sh"), action], capture_output=True, text=True,
-                          timeout=300)
-    assert proc.returncode == 0, f"infra/kafka.sh {action}: {proc.stderr[-2000:]}"
 
 
 def ready(timeout: float = 5.0) -> tuple[int, dict[str, object]] | None:
@@ -45,7 +38,7 @@ def test_a_ledger_started_while_kafka_is_down_waits_then_records(pg_store: Event
     log = tmp_path / "ledger.log"
     ledger = LedgerProcess(prefix, log)
     ledger.env |= {"STEWARD_METRICS_PORT": str(METRICS_PORT), "STEWARD_LOG_FORMAT": "text"}
-    kafka("stop")
+    infra("kafka", "stop")
     try:
         ledger.start()
         assert ledger.proc is not None
@@ -59,7 +52,7 @@ def test_a_ledger_started_while_kafka_is_down_waits_then_records(pg_store: Event
         assert "waiting for Kafka" in json.dumps(answer[1])
         time.sleep(4)  # a few seconds more of the outage: still up, still waiting
         assert ledger.proc.poll() is None
-        kafka("start")
+        infra("kafka", "start")
         back = time.monotonic()
         publish(prefix, workload(2), store=pg_store)  # the allocation tree, recorded, then one submission
         deadline = time.monotonic() + 120
@@ -78,4 +71,4 @@ def test_a_ledger_started_while_kafka_is_down_waits_then_records(pg_store: Event
         assert ledger.proc.poll() is None
     finally:
         ledger.stop()
-        kafka("start")  # the session's other modules find the broker running (a no-op when it is)
+        infra("kafka", "start")  # the session's other modules find the broker running (a no-op when it is)
