@@ -106,7 +106,9 @@ def clean_run_dir() -> None:
     for name in ("kafka/data", "kafka/cluster.id", "postgres", "temporal", "steward.db", "executor",
                  "executor-slurm", "stack.env", "pids"):
         path = TEST_RUN_DIR / name
-        if path.is_dir():
+        if path.is_symlink():  # PostgreSQL's cluster kept outside a run folder its OS user cannot reach (ADR 0064)
+            subprocess.run(["bash", str(REPO / "infra" / "postgres.sh"), "purge"], check=True, timeout=120)
+        elif path.is_dir():
             shutil.rmtree(path)
         else:
             path.unlink(missing_ok=True)
@@ -169,7 +171,9 @@ def slurm_cluster() -> Iterator[Path]:
     slurm_script("stop")
     for name in ("slurm/state", "slurm/spool", "slurm/jobcomp.log"):
         path = TEST_RUN_DIR / name
-        if path.is_dir():
+        if path.is_symlink():  # PostgreSQL's cluster kept outside a run folder its OS user cannot reach (ADR 0064)
+            subprocess.run(["bash", str(REPO / "infra" / "postgres.sh"), "purge"], check=True, timeout=120)
+        elif path.is_dir():
             shutil.rmtree(path)
         else:
             path.unlink(missing_ok=True)
