@@ -12,7 +12,7 @@ import pytest
 from kafka.errors import KafkaConnectionError, KafkaTimeoutError, SaslAuthenticationFailedError
 
 from steward.bus.kafka import WAITING, KafkaUnavailable, connected, waiting_for_kafka
-from steward.bus.waiting import bootstrap_delay
+from steward.bus.waiting import bootstrap_delay, try_timeout_s
 from steward.config import Settings
 
 
@@ -37,6 +37,22 @@ def test_failures_count_from_one() -> None:
         bootstrap_delay(0, 0.0, 10.0)
 
 
+@pytest.mark.parametrize(("failures", "seconds"), [
+    (0, 5.0),  # a refused connection fails fast inside a try; this bounds a broker that answers slowly
+    (1, 10.0),
+    (4, 25.0),
+    (5, 30.0),  # never less than kafka-python's own 30 s once the broker has been slow that often
+    (500, 30.0),
+])
+def test_tries_grow_to_kafka_pythons_default(failures: int, seconds: float) -> None:
+    assert try_timeout_s(failures) == seconds
+
+
+def test_tries_count_from_zero() -> None:
+    with pytest.raises(ValueError, match="from 0"):
+        try_timeout_s(-1)
+
+
 class Clock:
     def __init__(self) -> None:
         self.now = 100.0
@@ -57,10 +73,12 @@ def settings(tmp_path: Path, wait_s: float = 600.0) -> Settings:
 def test_a_start_while_the_broker_is_away_waits_and_says_so(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     clock = Clock()
     tries: list[list[str]] = []
+    timeouts: list[int] = []
 
-    def start() -> str:
+    def start(timeout_ms: int) -> str:
         tries.append(waiting_for_kafka())
-        clock.now += 5.0  # one try lasts its bootstrap timeout
+        timeouts.append(timeout_ms)
+        clock.now += 5.0  # a try against a refused port lasts its bootstrap timeout
         if len(tries) <= 3:
             raise KafkaTimeoutError("Unable to bootstrap from [('127.0.0.1', 19312)]")
         return "client"
@@ -68,6 +86,7 @@ def test_a_start_while_the_broker_is_away_waits_and_says_so(tmp_path: Path, capl
     caplog.set_level(logging.INFO, "steward.bus.kafka")
     assert connected(start, settings(tmp_path), "producer steward", sleep=clock.sleep, clock=clock) == "client"
     assert clock.slept == [0.5, 1.0, 2.0]
+    assert timeouts == [5000, 10000, 15000, 20000]
     assert tries == [[], ["producer steward"], ["producer steward"], ["producer steward"]]  # not ready meanwhile
     assert waiting_for_kafka() == [] and WAITING._value.get() == 0  # ready again
     waits = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
@@ -79,7 +98,7 @@ def test_a_refused_connection_is_waited_for_too(tmp_path: Path) -> None:
     clock = Clock()
     outcomes: list[Exception | str] = [KafkaConnectionError("Connection refused"), "consumer"]
 
-    def start() -> str:
+    def start(_timeout_ms: int) -> str:
         out = outcomes.pop(0)
         if isinstance(out, Exception):
             raise out
@@ -91,7 +110,7 @@ def test_a_refused_connection_is_waited_for_too(tmp_path: Path) -> None:
 def test_gives_up_after_the_limit_with_an_error_naming_the_broker(tmp_path: Path) -> None:
     clock = Clock()
 
-    def start() -> str:
+    def start(_timeout_ms: int) -> str:
         clock.now += 5.0
         raise KafkaTimeoutError("Unable to bootstrap from [('127.0.0.1', 19312)]")
 
@@ -105,7 +124,7 @@ def test_gives_up_after_the_limit_with_an_error_naming_the_broker(tmp_path: Path
 def test_other_errors_are_not_waited_for(tmp_path: Path) -> None:
     clock = Clock()
 
-    def start() -> str:
+    def start(_timeout_ms: int) -> str:
         raise SaslAuthenticationFailedError("wrong password")
 
     with pytest.raises(SaslAuthenticationFailedError):

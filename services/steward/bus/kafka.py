@@ -18,16 +18,15 @@ from prometheus_client import Counter, Gauge
 
 from steward.bus.envelope import Envelope
 from steward.bus.identity import command_topic, principal
-from steward.bus.waiting import bootstrap_delay
+from steward.bus.waiting import bootstrap_delay, try_timeout_s
 from steward.config import Settings
 from steward.metrics import not_ready_when
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 
-# One try to reach the broker lasts at most this (kafka-python retries the connection inside it, at most
-# RECONNECT_BACKOFF_MAX_MS apart); between tries the client waits `bootstrap_delay` (ADR 0064)
-TRY_BOOTSTRAP_MS = 5000
+# One try to reach the broker lasts at most `try_timeout_s` (kafka-python retries the connection inside it, at
+# most RECONNECT_BACKOFF_MAX_MS apart); between tries the client waits `bootstrap_delay` (ADR 0064)
 # kafka-python's default (30 s) let a client that lost the broker for a while try again only 30 s later
 RECONNECT_BACKOFF_MAX_MS = 1000
 # what a client's start raises while the broker does not answer (a refused connection, no metadata yet)
@@ -132,9 +131,10 @@ for _name in ("kafka.net.manager", "kafka.net.connection", "kafka.conn", "kafka.
 not_ready_when(lambda: [f"waiting for Kafka at its start ({what})" for what in waiting_for_kafka()])
 
 
-def connected(build: Callable[[], T], settings: Settings, what: str, *,
+def connected(build: Callable[[int], T], settings: Settings, what: str, *,
               sleep: Callable[[float], None] = time.sleep, clock: Callable[[], float] = time.monotonic) -> T:
-    """`build()` (a kafka-python client's start, which reaches the broker), tried again while the broker does
+    """`build(timeout_ms)` (a kafka-python client's start, which reaches the broker within `timeout_ms`: 5 s,
+    then 5 s more each try up to 30 s, `steward.bus.waiting.try_timeout_s`), tried again while the broker does
     not answer: waits of 0.5 s doubling to 2 s (`steward.bus.waiting`), one warning line per wait naming the
     bootstrap address, counted in `steward_kafka_waiting` and `steward_kafka_start_waits_total`, until
     `settings.kafka_wait_s` (STEWARD_KAFKA_WAIT_S) have passed: then `KafkaUnavailable`. Any other error (a
@@ -145,7 +145,7 @@ def connected(build: Callable[[], T], settings: Settings, what: str, *,
     try:
         while True:
             try:
-                client = build()
+                client = build(int(try_timeout_s(failures) * 1000))
             except _AWAY as err:
                 failures += 1
                 waited = clock() - started
@@ -176,8 +176,7 @@ def connected(build: Callable[[], T], settings: Settings, what: str, *,
 
 
 def _start_options(settings: Settings) -> dict[str, Any]:
-    return {**client_options(settings), "bootstrap_timeout_ms": TRY_BOOTSTRAP_MS,
-            "reconnect_backoff_max_ms": RECONNECT_BACKOFF_MAX_MS}
+    return {**client_options(settings), "reconnect_backoff_max_ms": RECONNECT_BACKOFF_MAX_MS}
 
 
 def make_producer(settings: Settings, **overrides: Any) -> KafkaProducer:
@@ -192,7 +191,8 @@ def make_producer(settings: Settings, **overrides: Any) -> KafkaProducer:
         "client_id": "steward",
     }
     options.update(overrides)
-    return connected(lambda: KafkaProducer(**options), settings, f"producer {options['client_id']}")
+    return connected(lambda ms: KafkaProducer(**{"bootstrap_timeout_ms": ms, **options}), settings,
+                     f"producer {options['client_id']}")
 
 
 def make_consumer(settings: Settings, group: str | None, **overrides: Any) -> KafkaConsumer:
@@ -206,7 +206,8 @@ def make_consumer(settings: Settings, group: str | None, **overrides: Any) -> Ka
         "client_id": f"steward-{group or 'reader'}",
     }
     options.update(overrides)
-    return connected(lambda: KafkaConsumer(**options), settings, f"consumer {options['client_id']}")
+    return connected(lambda ms: KafkaConsumer(**{"bootstrap_timeout_ms": ms, **options}), settings,
+                     f"consumer {options['client_id']}")
 
 
 class CommandPublisher:
