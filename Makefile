@@ -117,4 +117,5 @@ e2e: setup web chromium
 	$(PY) -m pytest -q tests/e2e
 
 clean: down
+	bash infra/postgres.sh purge
 	rm -rf .run

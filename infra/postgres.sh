@@ -7,6 +7,12 @@
 #   infra/postgres.sh status    exit 0 and print the version and URLs when running (3 when not)
 #   infra/postgres.sh urls      print the SQLAlchemy URLs
 #   infra/postgres.sh psql [ARGS]   psql as the postgres superuser over the socket
+#   infra/postgres.sh purge     remove a data folder kept outside the run folder (see below; `make clean`)
+#
+# Where the data lives: $RUN/postgres. Run as root, the server runs as the `postgres` OS user, which must reach
+# that folder; when the checkout is in a folder only its owner can enter (/root), `start` keeps the cluster in
+# /var/tmp/steward-<uid>/<hash of the run folder> instead (0700, the postgres user's) and makes $RUN/postgres a
+# link to it, which every later command follows (ADR 0064).
 #
 # Env: STEWARD_RUN_DIR, STEWARD_PG_PORT (55432), STEWARD_PG_OWNER_PASSWORD (steward_owner),
 #      STEWARD_PG_APP_PASSWORD (steward_app), STEWARD_PG_BIN (a .../bin folder with pg_ctl),
@@ -20,19 +26,26 @@ source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 PG_PORT="${STEWARD_PG_PORT:-55432}"
 OWNER_PW="${STEWARD_PG_OWNER_PASSWORD:-steward_owner}"
 APP_PW="${STEWARD_PG_APP_PASSWORD:-steward_app}"
-PG_DIR="$RUN_DIR/postgres"
-DATA="$PG_DIR/data"
-SOCK="$PG_DIR/sock"
+PG_LINK="$RUN_DIR/postgres"
 PIDFILE="$PID_DIR/postgres.pid"
-# the server runs as the `postgres` OS user: its log is in a folder of that user's alone (mode 0700), as every
-# service's (infra/lib.sh), out of the jobs' reach
-PG_LOG_DIR="$PG_DIR/logs"
-LOGFILE="$PG_LOG_DIR/postgres.log"
+# the cluster's folder outside the run folder, when the postgres OS user cannot reach the run folder (ADR 0064)
+PG_AWAY_BASE="${STEWARD_PG_AWAY_BASE:-/var/tmp}/steward-$(id -u)"
+PG_AWAY="$PG_AWAY_BASE/$(printf '%s' "$RUN_DIR" | sha256sum | cut -c1-16)"
 
-# A Unix socket path is limited to 107 bytes: fall back to a short folder under /tmp.
-if ((${#SOCK} + 20 > 107)); then
-  SOCK="/tmp/steward-pg-$(printf '%s' "$RUN_DIR" | sha256sum | cut -c1-10)"
-fi
+set_pg_paths() { # PG_DIR and what is in it: $RUN/postgres, or where its link points
+  if [[ -L $PG_LINK ]]; then PG_DIR="$(readlink "$PG_LINK")"; else PG_DIR="$PG_LINK"; fi
+  DATA="$PG_DIR/data"
+  SOCK="$PG_DIR/sock"
+  # the server runs as the `postgres` OS user: its log is in a folder of that user's alone (mode 0700), as every
+  # service's (infra/lib.sh), out of the jobs' reach
+  PG_LOG_DIR="$PG_DIR/logs"
+  LOGFILE="$PG_LOG_DIR/postgres.log"
+  # A Unix socket path is limited to 107 bytes: fall back to a short folder under /tmp.
+  if ((${#SOCK} + 20 > 107)); then
+    SOCK="/tmp/steward-pg-$(printf '%s' "$RUN_DIR" | sha256sum | cut -c1-10)"
+  fi
+}
+set_pg_paths
 
 # ---------------------------------------------------------------- binaries
 find_pg_bin() {
@@ -82,7 +95,29 @@ cmd_install() {
 }
 
 # ---------------------------------------------------------------- cluster
+# keep_data_reachable: as root, when the postgres OS user cannot reach the run folder (a checkout under /root,
+# or any folder only its owner may enter), put the cluster in $PG_AWAY (created 0700 for the postgres user under
+# a base only root may change) and link $RUN/postgres to it. A cluster already in the run folder stays there.
+keep_data_reachable() {
+  [[ $(id -u) -eq 0 && ! -L $PG_LINK ]] || return 0
+  id postgres >/dev/null 2>&1 || die "no 'postgres' OS user (is the postgresql package installed?)"
+  as_pg test -x "$RUN_DIR" && return 0
+  if [[ -f $PG_LINK/data/PG_VERSION ]]; then
+    die "the postgres OS user cannot reach $PG_LINK, which holds a cluster: make every parent folder of" \
+      "STEWARD_RUN_DIR traversable (chmod o+x), or move $PG_LINK/data to $PG_AWAY/data and link $PG_LINK to $PG_AWAY"
+  fi
+  install -d -m 0711 -o root -g root "$PG_AWAY_BASE"
+  [[ -O $PG_AWAY_BASE && ! -L $PG_AWAY_BASE ]] || die "$PG_AWAY_BASE is not root's own folder; remove it"
+  install -d -m 0700 -o postgres -g postgres "$PG_AWAY"
+  rmdir "$PG_LINK" 2>/dev/null || true # an empty folder left by an earlier try
+  [[ ! -e $PG_LINK ]] || die "$PG_LINK is in the way (the postgres OS user cannot reach it); remove it"
+  ln -s "$PG_AWAY" "$PG_LINK"
+  log "the postgres OS user cannot reach $RUN_DIR: the cluster lives in $PG_AWAY ($PG_LINK links to it)"
+  set_pg_paths
+}
+
 prepare_dirs() {
+  keep_data_reachable
   mkdir -p "$PG_DIR" "$SOCK" "$PG_LOG_DIR"
   chmod 700 "$PG_LOG_DIR"
   if [[ $(id -u) -eq 0 ]]; then
@@ -232,6 +267,17 @@ cmd_stop() {
   stop_service postgres "$PIDFILE" "$(server_pid)" "${STEWARD_PG_STOP_TIMEOUT:-10}" pg_ctl_stop
 }
 
+cmd_purge() { # the cluster's folder outside the run folder (the link's target), after a stop
+  [[ -L $PG_LINK ]] || return 0
+  [[ -z $(server_pid) ]] || die "postgres is running; infra/postgres.sh stop first"
+  case "$PG_DIR" in
+    "$PG_AWAY_BASE"/*) rm -rf -- "$PG_DIR" ;;
+    *) die "$PG_LINK points to $PG_DIR, which this script did not make; remove it yourself" ;;
+  esac
+  rm -f -- "$PG_LINK"
+  log "removed $PG_DIR"
+}
+
 running_line() {
   echo "$("$PG_BIN/postgres" --version | sed 's/.*(PostgreSQL) \([^ ]*\).*/\1/') running (pid $1)" \
     "on $BIND_HOST:$PG_PORT, socket $SOCK"
@@ -256,6 +302,7 @@ case "${1:-}" in
   restart) cmd_stop && cmd_start ;;
   status) cmd_status ;;
   urls) cmd_urls ;;
+  purge) cmd_purge ;;
   psql) shift; find_pg_bin || die "postgres not installed"; psql_admin "$@" ;;
-  *) usage_die "install|start|stop|restart|status|urls|psql [ARGS]" ;;
+  *) usage_die "install|start|stop|restart|status|urls|purge|psql [ARGS]" ;;
 esac

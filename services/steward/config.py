@@ -42,6 +42,9 @@ class Settings(BaseSettings):
     # The folder of the Kafka passwords `infra/kafka.sh` generated (mode 0700, one 0600 file a principal);
     # empty means `<run_dir>/secrets/kafka`.
     kafka_secrets_dir: str = ""
+    # How long a Kafka client's start waits for the broker before the process gives up (ADR 0064): long, so
+    # that a process started while Kafka restarts waits for it instead of exiting into its supervisor's backoff
+    kafka_wait_s: float = 600.0
     temporal_address: str = "127.0.0.1:7233"
     temporal_namespace: str = "default"
     api_host: str = "127.0.0.1"

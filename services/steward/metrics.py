@@ -5,17 +5,25 @@ and executor each serve it from a small HTTP server on their metrics port: `STEW
 set (one process per pod in Kubernetes: 9464), else the API port + 1464 (9464 next to the default API
 port 8000); `steward up` starts its processes on that base port + `PORT_OFFSETS[name]`, so one machine
 runs them all. `STEWARD_METRICS_PORT=off` turns the server off. It binds `STEWARD_METRICS_HOST`
-(127.0.0.1 by default, like every server of the stack).
+(127.0.0.1 by default, like every server of the stack). The same server answers `/ready`: 200, or 503 with
+the reasons while the process is not ready (its Kafka clients still wait for the broker at their start:
+ADR 0064); every other path answers the metrics.
 """
 
 from __future__ import annotations
 
 import importlib.metadata
+import json
 import logging
 import os
-from collections.abc import Callable
+import socket
+import threading
+from collections.abc import Callable, Iterable
+from typing import Any
+from wsgiref.simple_server import WSGIRequestHandler, make_server
 
-from prometheus_client import REGISTRY, CollectorRegistry, Gauge, start_http_server
+from prometheus_client import REGISTRY, CollectorRegistry, Gauge, make_wsgi_app
+from prometheus_client.exposition import ThreadingWSGIServer
 
 from steward.config import Settings
 
@@ -87,6 +95,47 @@ def build_info(process: str, registry: CollectorRegistry = REGISTRY) -> Gauge:
     return gauge
 
 
+_not_ready: list[Callable[[], list[str]]] = []
+
+
+def not_ready_when(check: Callable[[], list[str]]) -> None:
+    """Register a readiness check: it returns why this process is not ready now (nothing: ready)."""
+    _not_ready.append(check)
+
+
+def readiness() -> list[str]:
+    """Why this process is not ready now (empty: ready), from every registered check."""
+    return [reason for check in _not_ready for reason in check()]
+
+
+def _app(registry: CollectorRegistry) -> Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]:
+    metrics_app = make_wsgi_app(registry)
+
+    def app(environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
+        if environ.get("PATH_INFO") != "/ready":
+            return metrics_app(environ, start_response)  # type: ignore[no-any-return]
+        reasons = readiness()
+        body = json.dumps({"ready": not reasons, "reasons": reasons}).encode()
+        start_response("503 Service Unavailable" if reasons else "200 OK",
+                       [("Content-Type", "application/json"), ("Content-Length", str(len(body)))])
+        return [body]
+
+    return app
+
+
+class _Quiet(WSGIRequestHandler):
+    def log_message(self, format: str, *args: Any) -> None:
+        """Scrapes and probes are not logged."""
+
+
+def _start_server(host: str, port: int, registry: CollectorRegistry) -> None:
+    """prometheus_client's `start_http_server`, with `/ready` beside the metrics."""
+    server_class = type("MetricsServer", (ThreadingWSGIServer,),
+                        {"address_family": socket.AF_INET6 if ":" in host else socket.AF_INET})
+    httpd: ThreadingWSGIServer = make_server(host, port, _app(registry), server_class, handler_class=_Quiet)
+    threading.Thread(target=httpd.serve_forever, name="metrics-server", daemon=True).start()
+
+
 def serve(process: str, settings: Settings, registry: CollectorRegistry = REGISTRY) -> int | None:
     """Export `steward_build_info` and serve the registry (with the client's `process_*` metrics) on
     this process's metrics port; returns the port, or None when off or the port is taken (logged: the
@@ -101,11 +150,11 @@ def serve(process: str, settings: Settings, registry: CollectorRegistry = REGIST
         return None
     host = os.environ.get("STEWARD_METRICS_HOST", "127.0.0.1")
     try:
-        start_http_server(port, addr=host, registry=registry)
+        _start_server(host, port, registry)
     except OSError as err:
         log.error("metrics not served: cannot listen on %s:%d (%s); set STEWARD_METRICS_PORT", host, port, err)
         return None
-    log.info("metrics on http://%s:%d/metrics", host, port)
+    log.info("metrics on http://%s:%d/metrics, readiness on /ready", host, port)
     _served[id(registry)] = port
     return port
 

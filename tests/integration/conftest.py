@@ -63,6 +63,15 @@ def services(*args: str) -> None:
         raise RuntimeError(f"infra/services.sh {' '.join(args)} failed:\n{proc.stderr[-3000:]}")
 
 
+def infra(script: str, *args: str, timeout: float = 300) -> str:
+    """`infra/<script>.sh ARGS` (kafka, postgres ...) as the chaos bench runs them; its standard output."""
+    proc = subprocess.run(["bash", str(REPO / "infra" / f"{script}.sh"), *args], capture_output=True, text=True,
+                          timeout=timeout)
+    if proc.returncode != 0:
+        raise RuntimeError(f"infra/{script}.sh {' '.join(args)} failed:\n{proc.stderr[-3000:]}")
+    return proc.stdout
+
+
 def kill_leftover_jobs(run_dir: Path) -> None:
     """Jobs the local executor started outlive it by design (it re-attaches after its own restart), so a
     test session ends the ones it started with its stack: each job runs under a shim that leads its own
@@ -97,7 +106,9 @@ def clean_run_dir() -> None:
     for name in ("kafka/data", "kafka/cluster.id", "postgres", "temporal", "steward.db", "executor",
                  "executor-slurm", "stack.env", "pids"):
         path = TEST_RUN_DIR / name
-        if path.is_dir():
+        if path.is_symlink():  # PostgreSQL's cluster kept outside a run folder its OS user cannot reach (ADR 0064)
+            subprocess.run(["bash", str(REPO / "infra" / "postgres.sh"), "purge"], check=True, timeout=120)
+        elif path.is_dir():
             shutil.rmtree(path)
         else:
             path.unlink(missing_ok=True)
@@ -160,7 +171,9 @@ def slurm_cluster() -> Iterator[Path]:
     slurm_script("stop")
     for name in ("slurm/state", "slurm/spool", "slurm/jobcomp.log"):
         path = TEST_RUN_DIR / name
-        if path.is_dir():
+        if path.is_symlink():  # PostgreSQL's cluster kept outside a run folder its OS user cannot reach (ADR 0064)
+            subprocess.run(["bash", str(REPO / "infra" / "postgres.sh"), "purge"], check=True, timeout=120)
+        elif path.is_dir():
             shutil.rmtree(path)
         else:
             path.unlink(missing_ok=True)

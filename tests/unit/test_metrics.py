@@ -3,12 +3,17 @@ prometheus_client's own parser, from hand-built events, projections and figures.
 
 from __future__ import annotations
 
+import json
+import socket
+import urllib.error
+import urllib.request
 from typing import Any
 
 import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
+from steward import metrics
 from steward.api.metrics import cluster_gpus, fairness_gauges, job_gauges, outcome_of
 from steward.config import Settings
 from steward.domain.state import Job, LedgerState
@@ -277,3 +282,25 @@ def test_metrics_ports_of_a_stack(env: dict[str, str], api_port: int, want: dict
 def test_a_bad_metrics_port_is_refused_with_its_value(raw: str) -> None:
     with pytest.raises(MetricsSettingError, match=f"STEWARD_METRICS_PORT must be .* got '{raw}'"):
         base_port(Settings(), {"STEWARD_METRICS_PORT": raw})
+
+
+def test_the_metrics_server_answers_ready_or_why_not() -> None:
+    """`/ready` on the metrics port (ADR 0064): 503 with the reasons while a check says the process is not
+    ready (its Kafka clients wait for the broker), 200 once none does; every other path is the metrics."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    reasons = ["waiting for Kafka at its start (producer steward)"]
+    metrics.not_ready_when(lambda: list(reasons))
+    registry = CollectorRegistry()
+    metrics.build_info("test", registry)
+    metrics._start_server("127.0.0.1", port, registry)
+    with pytest.raises(urllib.error.HTTPError) as refused:
+        urllib.request.urlopen(f"http://127.0.0.1:{port}/ready", timeout=10)
+    assert refused.value.code == 503
+    assert json.loads(refused.value.read()) == {"ready": False, "reasons": reasons}
+    reasons.clear()
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/ready", timeout=10) as ready:
+        assert ready.status == 200 and json.loads(ready.read()) == {"ready": True, "reasons": []}
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as scraped:
+        assert b"steward_build_info" in scraped.read()

@@ -63,6 +63,8 @@ from steward.domain.commands import RecordAccessDenial
 from steward.logs import CorrelationMiddleware
 from steward.store.eventstore import EventStore
 from steward.store.hashing import canonical_text
+from steward.store.unavailable import CODE as STORE_UNAVAILABLE
+from steward.store.unavailable import RETRY_AFTER_S, unavailable, unavailable_message
 
 log = logging.getLogger("steward.api")
 GRAPHQL_PATH = "/graphql"
@@ -138,6 +140,39 @@ class ResultCache:
         if len(self._entries) >= self.size:
             self._entries.pop(next(iter(self._entries)))
         self._entries[key] = value
+
+
+class StoreOutage:
+    """Any request that fails because the store cannot be reached (authentication, the guard's head read, a
+    route) is answered 503 with `Retry-After`, the code `store_unavailable` and a message naming the store,
+    not HTTP 500 with a traceback (ADR 0064). Other errors pass on untouched."""
+
+    def __init__(self, app: ASGIApp, store_url: str) -> None:
+        self.app = app
+        self.store_url = store_url
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        started = False
+
+        async def watch(message: Message) -> None:
+            nonlocal started
+            if message["type"] == "http.response.start":
+                started = True
+            await send(message)
+
+        try:
+            await self.app(scope, receive, watch)
+        except Exception as err:
+            reason = unavailable(err)
+            if reason is None or started:
+                raise
+            log.warning("request to %s failed: the store is unavailable (%s)", scope.get("path"), reason,
+                        extra={"status": 503, "code": STORE_UNAVAILABLE, "client": _client(scope)})
+            await _error(503, unavailable_message(self.store_url, reason), STORE_UNAVAILABLE,
+                         {"Retry-After": str(RETRY_AFTER_S)})(scope, receive, send)
 
 
 class Guard:
@@ -407,10 +442,21 @@ def build_app(settings: Settings, api: ApiSettings, *, store: EventStore | None 
         if api.api_rate_shared else RateLimiter(api.api_rate_per_s, api.api_rate_burst)
     graphql = StewardGraphQL(services, limiter, [*extra_extensions, metrics_api.RequestMetrics])
 
+    store_url = store.engine.url.render_as_string(hide_password=True)
+
     async def healthz(_: Request) -> JSONResponse:
         """Ready when the store answers and the read model has caught up with the log at least once since
-        the process started (a replica still folding its tail is not sent requests: 503)."""
-        head = await asyncio.to_thread(store.head)
+        the process started (a replica still folding its tail is not sent requests: 503). A store that cannot
+        be reached: 503 naming it (ADR 0064)."""
+        try:
+            head = await asyncio.to_thread(store.head)
+        except Exception as err:
+            reason = unavailable(err)
+            if reason is None:
+                raise
+            return JSONResponse({"ok": False, "store": "unavailable", "code": STORE_UNAVAILABLE,
+                                 "error": unavailable_message(store_url, reason), "pid": os.getpid()},
+                                status_code=503, headers={"Retry-After": str(RETRY_AFTER_S)})
         caught_up = read.caught_up()
         return JSONResponse({"ok": caught_up, "head": head, "read_model": read.live.position, "pid": os.getpid()},
                             status_code=200 if caught_up else 503)
@@ -450,6 +496,7 @@ def build_app(settings: Settings, api: ApiSettings, *, store: EventStore | None 
     if WEB_DIST.is_dir():  # the web UI (`make web`), mounted after /graphql and /healthz
         app.mount("/", StaticFiles(directory=WEB_DIST, html=True), name="web")
     app.add_middleware(Guard, services=services, limiter=limiter, ide=api.api_mode == "development")
+    app.add_middleware(StoreOutage, store_url=store_url)  # outside the guard: its authentication reads the store
     app.add_middleware(CorrelationMiddleware)  # outermost: the guard's own log lines carry the id too
     return Built(app, services)
 

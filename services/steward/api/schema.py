@@ -143,6 +143,8 @@ from steward.domain.display_names import display_name_problem
 from steward.domain.errors import DomainError
 from steward.domain.ids import id_problem, require_new_ids, shown
 from steward.domain.state import JOB_STATES, AllocationNode, ClusterNode, LedgerState
+from steward.store.unavailable import CODE as STORE_UNAVAILABLE
+from steward.store.unavailable import RETRY_AFTER_S, unavailable, unavailable_message
 
 NOT_FOUND_OR_NOT_YOURS = "no {kind} '{id}' that you may {verb}"
 SESSION_CAP_S = 8 * 3600.0
@@ -1105,11 +1107,51 @@ class StewardSchema(strawberry.Schema):
 
     def process_errors(self, errors: list[GraphQLError], execution_context: Any = None) -> None:
         for error in errors:
-            if _should_mask(error):
+            original = getattr(error, "original_error", None)
+            reason = unavailable(original) if original is not None else None
+            if reason is not None:  # an outage, not a fault: one line, no traceback (ADR 0064)
+                log.warning("graphql request failed: the store is unavailable (%s)", reason,
+                            extra={"code": STORE_UNAVAILABLE})
+            elif _should_mask(error):
                 log.error("graphql fault: %s", error.message, exc_info=error.original_error)
             else:
                 code = (error.extensions or {}).get("code", "GRAPHQL_ERROR")
                 log.info("graphql request refused (%s): %s", code, error.message, extra={"code": code})
+
+
+class StoreUnavailableErrors(SchemaExtension):
+    """An error raised because the store could not be reached (`steward.store.unavailable`) becomes a clean
+    error with the code `store_unavailable` and a message naming the store, and the HTTP answer 503 with
+    `Retry-After` (ADR 0064), instead of the mask's "internal error". Listed after MaskErrors, so it sees the
+    errors first (extensions leave in reverse order)."""
+
+    def on_operation(self) -> Iterator[None]:
+        yield
+        result: Any = self.execution_context.result
+        errors = getattr(result, "errors", None)
+        if not errors:
+            return
+        ctx = self.execution_context.context
+        url = ctx.services.store.engine.url.render_as_string(hide_password=True) if isinstance(ctx, Context) else ""
+        clean, outage = [], False
+        for error in errors:
+            original = getattr(error, "original_error", None)
+            reason = unavailable(original) if original is not None else None
+            if reason is None:
+                clean.append(error)
+                continue
+            outage = True
+            clean.append(GraphQLError(unavailable_message(url, reason), nodes=error.nodes, path=error.path,
+                                      extensions={"code": STORE_UNAVAILABLE, "retryAfter": RETRY_AFTER_S}))
+        if not outage:
+            return
+        result.errors = clean
+        response = getattr(ctx, "response", None)
+        if response is not None and hasattr(response, "status_code"):  # HTTP (a websocket has no status)
+            response.status_code = 503
+            response.headers["Retry-After"] = str(RETRY_AFTER_S)
+        if isinstance(ctx, Context):
+            ctx.no_cache()
 
 
 def build_schema(*, max_depth: int = 10, max_tokens: int = 2000, max_aliases: int = 30,
@@ -1125,6 +1167,7 @@ def build_schema(*, max_depth: int = 10, max_tokens: int = 2000, max_aliases: in
         ValidationCache(maxsize=256),
         OneOperationOrAName,
         MaskErrors(should_mask_error=_should_mask, error_message="internal error (it was logged)"),
+        StoreUnavailableErrors,
     ]
     if not introspection:
         extensions.append(AddValidationRules([NoSchemaIntrospectionCustomRule]))

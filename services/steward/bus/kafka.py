@@ -3,23 +3,52 @@ authenticated as this process's component (SASL SCRAM-SHA-512, ADR 0036)."""
 
 from __future__ import annotations
 
+import itertools
 import logging
 import os
+import threading
+import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from kafka import KafkaConsumer, KafkaProducer
+from kafka.errors import KafkaConnectionError, KafkaTimeoutError
+from prometheus_client import Counter, Gauge
 
 from steward.bus.envelope import Envelope
 from steward.bus.identity import command_topic, principal
+from steward.bus.waiting import bootstrap_delay, try_timeout_s
 from steward.config import Settings
+from steward.metrics import not_ready_when
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+# One try to reach the broker lasts at most `try_timeout_s` (kafka-python retries the connection inside it, at
+# most RECONNECT_BACKOFF_MAX_MS apart); between tries the client waits `bootstrap_delay` (ADR 0064)
+# kafka-python's default (30 s) let a client that lost the broker for a while try again only 30 s later
+RECONNECT_BACKOFF_MAX_MS = 1000
+# what a client's start raises while the broker does not answer (a refused connection, no metadata yet)
+_AWAY = (KafkaTimeoutError, KafkaConnectionError)
+
+WAITING = Gauge("steward_kafka_waiting", "Kafka clients of this process waiting for the broker at their start "
+                "(not ready while above 0).")
+WAITS = Counter("steward_kafka_start_waits_total", "Waits of this process's Kafka clients for the broker at "
+                "their start (one per failed try).")
+_waiting_lock = threading.Lock()
+_waiting: dict[int, str] = {}  # a wait's number -> what waits (a producer, a consumer ...)
+_wait_numbers = itertools.count()
+_starting = [0]  # clients of this process in their start now (their tries included)
 
 SASL_MECHANISM = "SCRAM-SHA-512"
 # kafka-python warns "Exchanging credentials in the clear" on every SCRAM handshake over SASL_PLAINTEXT; SCRAM
 # sends a salted proof, never the password, so the warning (one per connection) is noise in every log
 logging.getLogger("kafka.net.sasl.scram").setLevel(logging.ERROR)
+
+
+class KafkaUnavailable(RuntimeError):
+    """The broker did not answer a client's start within STEWARD_KAFKA_WAIT_S."""
 
 
 class MissingCredentials(RuntimeError):
@@ -78,9 +107,82 @@ def client_options(settings: Settings, user: str | None = None) -> dict[str, Any
     return options
 
 
+def waiting_for_kafka() -> list[str]:
+    """The clients of this process that wait for the broker at their start now (readiness: ready when none)."""
+    with _waiting_lock:
+        return sorted(_waiting.values())
+
+
+class _QuietWhileWaiting(logging.Filter):
+    """While a client of this process starts and waits for the broker (`connected` says so once per try),
+    kafka-python's own lines about that (four per refused connection: "Bootstrap ... not ready", "Connection
+    failed: ... ECONNREFUSED", ...) are dropped; they are kept at any other time."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if not _starting[0]:
+            return True
+        text = record.getMessage()
+        return not ("ootstrap" in text or "ECONNREFUSED" in text or "Connection refused" in text)
+
+
+for _name in ("kafka.net.manager", "kafka.net.connection", "kafka.conn", "kafka.client_async"):
+    logging.getLogger(_name).addFilter(_QuietWhileWaiting())
+
+not_ready_when(lambda: [f"waiting for Kafka at its start ({what})" for what in waiting_for_kafka()])
+
+
+def connected(build: Callable[[int], T], settings: Settings, what: str, *,
+              sleep: Callable[[float], None] = time.sleep, clock: Callable[[], float] = time.monotonic) -> T:
+    """`build(timeout_ms)` (a kafka-python client's start, which reaches the broker within `timeout_ms`: 5 s,
+    then 5 s more each try up to 30 s, `steward.bus.waiting.try_timeout_s`), tried again while the broker does
+    not answer: waits of 0.5 s doubling to 2 s (`steward.bus.waiting`), one warning line per wait naming the
+    bootstrap address, counted in `steward_kafka_waiting` and `steward_kafka_start_waits_total`, until
+    `settings.kafka_wait_s` (STEWARD_KAFKA_WAIT_S) have passed: then `KafkaUnavailable`. Any other error (a
+    refused password, a bad option) is raised at once."""
+    started, failures, key = clock(), 0, next(_wait_numbers)
+    with _waiting_lock:
+        _starting[0] += 1
+    try:
+        while True:
+            try:
+                client = build(int(try_timeout_s(failures) * 1000))
+            except _AWAY as err:
+                failures += 1
+                waited = clock() - started
+                delay = bootstrap_delay(failures, waited, settings.kafka_wait_s)
+                if delay is None:
+                    raise KafkaUnavailable(
+                        f"Kafka at {settings.kafka_bootstrap} did not answer the {what} for {waited:.0f} s "
+                        f"(STEWARD_KAFKA_WAIT_S={settings.kafka_wait_s:g}; last: {err}); "
+                        "is the broker running? infra/kafka.sh status") from None
+                if failures == 1:
+                    with _waiting_lock:
+                        _waiting[key] = what
+                    WAITING.inc()
+                WAITS.inc()
+                log.warning("waiting for Kafka at %s (the %s; %s): next try in %.1f s, %.0f s waited of %g s",
+                            settings.kafka_bootstrap, what, type(err).__name__, delay, waited, settings.kafka_wait_s)
+                sleep(delay)
+                continue
+            if failures:
+                log.info("Kafka at %s reached by the %s after %.1f s", settings.kafka_bootstrap, what,
+                         clock() - started)
+            return client
+    finally:
+        with _waiting_lock:
+            _starting[0] -= 1
+            if _waiting.pop(key, None) is not None:
+                WAITING.dec()
+
+
+def _start_options(settings: Settings) -> dict[str, Any]:
+    return {**client_options(settings), "reconnect_backoff_max_ms": RECONNECT_BACKOFF_MAX_MS}
+
+
 def make_producer(settings: Settings, **overrides: Any) -> KafkaProducer:
+    """An idempotent producer; its start waits for the broker (`connected`)."""
     options: dict[str, Any] = {
-        **client_options(settings),
+        **_start_options(settings),
         "acks": "all",
         "enable_idempotence": True,
         "linger_ms": 2,
@@ -89,12 +191,14 @@ def make_producer(settings: Settings, **overrides: Any) -> KafkaProducer:
         "client_id": "steward",
     }
     options.update(overrides)
-    return KafkaProducer(**options)
+    return connected(lambda ms: KafkaProducer(**{"bootstrap_timeout_ms": ms, **options}), settings,
+                     f"producer {options['client_id']}")
 
 
 def make_consumer(settings: Settings, group: str | None, **overrides: Any) -> KafkaConsumer:
+    """A consumer with auto-commit off; its start waits for the broker (`connected`)."""
     options: dict[str, Any] = {
-        **client_options(settings),
+        **_start_options(settings),
         "group_id": group,
         "enable_auto_commit": False,
         "auto_offset_reset": "earliest",
@@ -102,7 +206,8 @@ def make_consumer(settings: Settings, group: str | None, **overrides: Any) -> Ka
         "client_id": f"steward-{group or 'reader'}",
     }
     options.update(overrides)
-    return KafkaConsumer(**options)
+    return connected(lambda ms: KafkaConsumer(**{"bootstrap_timeout_ms": ms, **options}), settings,
+                     f"consumer {options['client_id']}")
 
 
 class CommandPublisher:

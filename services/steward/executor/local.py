@@ -513,10 +513,10 @@ async def run_executor(settings: Settings, stop: asyncio.Event | None = None) ->
         ThreadPoolExecutor(max_workers=IO_THREADS, thread_name_prefix="executor-io"))
     client = await Client.connect(settings.temporal_address, namespace=settings.temporal_namespace,
                                   interceptors=[CorrelationInterceptor()])  # correlation ids in headers
+    serve_metrics("executor", settings)  # first: its /ready says so while the publisher waits for Kafka (ADR 0064)
     publisher = CommandPublisher(settings)
     executor = LocalExecutor(settings, publisher)
     executor_jobs(settings.executor_id, lambda: len(executor.running()))
-    serve_metrics("executor", settings)
     stopped = await executor.reconcile(client)
     if stopped:
         log.info("stopped %d orphan attempt(s): %s", len(stopped), ", ".join(stopped))

@@ -31,7 +31,7 @@ The container of a Steward background process (ledger, scheduler, worker, execut
   {{- if $ctx.Values.metrics.serving }}
   readinessProbe:
     httpGet:
-      path: /metrics
+      path: /ready
       port: metrics
     periodSeconds: 10
     failureThreshold: 3
