@@ -225,8 +225,9 @@ def test_the_default_suite_has_philly_and_sixteen_generated_scenarios(tmp_path: 
     from steward.sim.suite import GENERATED
 
     assert len(GENERATED) >= 16
-    # every one-cluster family, unfunded-debug included; two-clusters waits for a routing tiresias (ADR 0057)
-    assert {s.family for s in GENERATED} == set(FAMILIES) - MULTI_CLUSTER_FAMILIES
+    # every family, unfunded-debug and two-clusters included (tiresias routes, ADR 0066)
+    assert {s.family for s in GENERATED} == set(FAMILIES)
+    assert {s.family for s in GENERATED} >= MULTI_CLUSTER_FAMILIES
     assert min(s.nodes for s in GENERATED) == 4 and max(s.nodes for s in GENERATED) == 64
     assert min(s.load for s in GENERATED) == 0.8 and max(s.load for s in GENERATED) == 3.0
 
