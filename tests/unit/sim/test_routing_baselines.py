@@ -121,3 +121,39 @@ def test_the_routing_baselines_are_steward_on_one_cluster(tmp_path: Path) -> Non
         figs = simulate(sc, name).figures
         assert {k: v for k, v in figs.items() if k not in ("policy", "wall_s")} == \
             {k: v for k, v in ref.items() if k not in ("policy", "wall_s")}
+
+
+TINY: dict[str, Any] = {
+    "clusters": {"ceres": {"nodes": 1, "gpus_per_node": 8, "gpu_model": "H100"},
+                 "jupiter": {"nodes": 1, "gpus_per_node": 8, "gpu_model": "A100"}},
+    "tree": {"p": 0.5, "q": 0.5},
+}
+ROWS = ("job_id,submit_s,duration_s,gpus,tenant,class,min_runtime_s,resumable,gpu_models,clusters\n"
+        "big,0,1000,8,p,batch,60,1,,ceres\n"  # fills ceres until 1000
+        "small,10,100,4,q,batch,60,1,,\n")  # could run on either
+
+
+def pinned(cluster: str) -> Router:
+    return lambda engine, job, admissible: (cluster,) if len(admissible) > 1 else admissible
+
+
+@pytest.mark.parametrize(("router", "earliest", "occupancy"), [
+    # steward's own routing: small goes to jupiter at 10, where there was room (ceres had none before 1000)
+    (None, 1.0, {"ceres": 1.0, "jupiter": 1.0}),
+    # pinned to ceres at submit: it waits until 1000 while jupiter had room from 10. Occupancy is hour by hour
+    # (as the cluster-wide figure): ceres busy 8 x 1000 + 4 x 100 against the GPU-s of work it could run in
+    # that hour, 8 x 1000 + 4 x 990 waiting + 4 x 100; jupiter idle while 4 x 990 it could run waited
+    (pinned("ceres"), 0.0, {"ceres": 8400 / 12360, "jupiter": 0.0}),
+    (pinned("jupiter"), 1.0, {"ceres": 1.0, "jupiter": 1.0}),
+])
+def test_the_share_routed_where_it_could_start_earliest_and_occupancy_per_cluster(
+        tmp_path: Path, router: Router | None, earliest: float, occupancy: dict[str, float]) -> None:
+    import yaml
+
+    (tmp_path / "t.csv").write_text(ROWS)
+    (tmp_path / "s.yaml").write_text(yaml.safe_dump({"name": "tiny", "trace": "t.csv", **TINY}))
+    sc = load_scenario(tmp_path / "s.yaml")
+    engine = Engine(sc, settings_for("steward", sc), tree_for(sc), schedule, router=router)
+    figs = engine.run().figures("steward", "tiny", 2, 0.0)
+    assert (figs["routed_jobs"], figs["routed_earliest_fraction"]) == (1, earliest)
+    assert {c: f["occupancy"] for c, f in figs["by_cluster"].items()} == pytest.approx(occupancy, abs=1e-6)
