@@ -4,6 +4,12 @@ Levels (GPUs demanded, busy, delivered) are piecewise constant between simulator
 integrates each one into hourly buckets as it changes, so the hour-by-hour definitions (owed =
 min(entitlement × capacity, demand) per hour; occupancy's min(capacity, demand) per hour) are exact.
 
+Owed and delivered are the books' (ADR 0066): each funded-asking job's demand interval and runs (with
+where they ran) are priced by `steward.domain.budget.job_levels` at the run's GPU model weights, and owed is
+summed hour by hour by `budget.add_owed`, in weighted GPU-seconds (plain ones when no weight is set). With
+several clusters the figures add occupancy and owed/delivered per cluster and the share of jobs routed where
+they could start earliest (`cluster_figures`, `routing_figures`; definitions in ADR 0066).
+
 Conventions this module fixes (the README leaves them open; the same for every policy):
 - An allocation's demand and delivery count its *funded-asking* jobs: tenant in the tree and
   `min_runtime_s > 0` (or class interactive). Jobs that ask for no protection opted out of the

@@ -7,8 +7,8 @@ placement time instead (policy/routing.py): a waiting job goes to whichever admi
 its turn comes.
 
 - `random-cluster`: a uniformly random admissible cluster, drawn from `random.Random(f"{seed}/{job_id}")`:
-  the same job, seed and scenario route the same way in every run, whatever else arrives (seed: the policy
-  setting is none, so `ROUTING_SEED` unless the scenario names the run's seed).
+  the same job and seed route the same way in every run, whatever else arrives (the suite's runs use
+  `ROUTING_SEED`, 0; the suite's seeds vary the workload).
 - `least-loaded`: the admissible cluster with the lowest load at the job's submit, load = (GPUs busy there +
   GPUs of jobs waiting pinned there) ÷ its GPUs; ties to the cluster's name.
 
