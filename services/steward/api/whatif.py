@@ -332,8 +332,8 @@ def simulate(history: History, shares: Mapping[str, tuple[str, float]]) -> RunFi
     hours = max(1, math.ceil((history.until - history.since) / HOUR_S))
     demand, delivered = rec.alloc_hourly()
     allocs: dict[str, AllocationRun] = {}
-    for alloc, ent in rec.entitlement.items():
-        cap_h = ent * rec.capacity * HOUR_S
+    for alloc in rec.entitlement:
+        cap_h = rec.entitled_hourly(alloc)  # weighted GPU-seconds, as the books (ADR 0066)
         d, r = demand.get(alloc, []), delivered.get(alloc, [])
         allocs[alloc] = AllocationRun(budget.owed_over_hours(cap_h, d[:hours]), sum(r[:hours]))
     figs = result.figures

@@ -47,7 +47,8 @@ def build_parser() -> argparse.ArgumentParser:
     src.add_argument("--from-events", metavar="FILE",
                      help="recorded history to replay (scenario YAML today; event-log NDJSON later)")
     what = p.add_mutually_exclusive_group(required=True)
-    what.add_argument("--policy", metavar="NAME", help="steward, ai2, fair-tree, fifo-priority or tiresias")
+    what.add_argument("--policy", metavar="NAME",
+                      help="steward, ai2, fair-tree, fifo-priority, tiresias, random-cluster or least-loaded")
     what.add_argument("--compare", metavar="A,B,...", help="several policies on the same scenario")
     p.add_argument("--set", metavar="KEY=VALUE", action="append", default=[], dest="sets",
                    help="what-if override: share.NODE=X, window_days=N, max_min_runtime_s=S, "

@@ -46,18 +46,22 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from steward.domain.clusters import cluster_name
 from steward.domain.policy_settings import PolicySettings
 from steward.policy.contract import requeue
 from steward.policy.debug_quota import debug_quota_gpus, qualify
 from steward.policy.lane import lane_pending
 from steward.policy.model import CycleResult, Node, PendingJob, RunningJob, Snapshot
 from steward.policy.tree import AllocationTree
-from steward.sim.metrics import Recorder
+from steward.sim.metrics import Recorder, admissible_clusters
 from steward.sim.scenario import Scenario, TraceJob
 from steward.sim.usage import SimUsage
 from steward.sim.view import PendingView
 
 Scheduler = Callable[[Snapshot], CycleResult]
+Router = Callable[["Engine", TraceJob, tuple[str, ...]], tuple[str, ...]]
+"""A routing baseline (sim/routing.py, ADR 0066): at a job's submit, given its admissible clusters, the
+clusters it may use (one: the job waits for that cluster only). None: the policy's own routing."""
 
 
 class QueueListener(Protocol):
@@ -98,6 +102,7 @@ class SimJob:
 
     __slots__ = (
         "attained",
+        "clusters",
         "contenders",
         "counts",
         "debug_class",
@@ -112,6 +117,7 @@ class SimJob:
         "placement",
         "preemptible",
         "protected_until",
+        "room",
         "run_start",
         "running",
         "saved",
@@ -140,6 +146,8 @@ class SimJob:
         self.running: RunningJob | None = None
         self.contenders = 0  # tenants with work present at its submit (metrics.py, finish-time fairness)
         self.attained = 0.0  # GPU-seconds held over all its runs (QueueListener)
+        self.clusters: tuple[str, ...] = ()  # clusters its request admits (several clusters only; metrics)
+        self.room: dict[str, float] | None = None  # before its first start: when each had room for it first
 
 
 @dataclass
@@ -177,6 +185,7 @@ class Engine:
         scheduler: Scheduler,
         record_decisions: bool = False,
         listener: QueueListener | None = None,
+        router: Router | None = None,
     ) -> None:
         self.scenario = scenario
         self.settings = settings
@@ -190,6 +199,8 @@ class Engine:
             Node(id=n.name, gpus=n.gpus, model=n.gpu_model, path=n.path[:-1], cluster=n.cluster) for n in scenario.nodes
         )
         self.node_model = {n.id: n.model for n in self.nodes}
+        self.node_cluster = {n.id: cluster_name(n.cluster) for n in self.nodes}
+        self.router = router
         self.free: dict[str, int] = {n.id: n.gpus for n in self.nodes}
         self.free_total = sum(self.free.values())
         self.capacity = self.free_total
@@ -236,7 +247,18 @@ class Engine:
             capacity=self.capacity, entitlement=entitlement, parents=parents, projects=tuple(sorted(projects)),
             large_job_gpus=scenario.metrics.large_job_gpus,
             owed_period_days=scenario.metrics.owed_period_days, start=0.0,
+            nodes=tuple((n.id, n.gpus, n.model, n.cluster) for n in self.nodes),
+            weights=dict(settings.gpu_model_weights),
         )
+        # several clusters (ADR 0066): per-cluster occupancy, where each waiting job had room first, and
+        # what a routing baseline reads (free GPUs and GPUs waiting per cluster)
+        self.multi = len(self.rec.cluster_capacity) > 1
+        self.cluster_free: dict[str, int] = dict(self.rec.cluster_capacity)
+        self.cluster_queued: Counter[str] = Counter()  # GPUs of waiting jobs pinned to one cluster
+        self.watching: dict[str, SimJob] = {}  # waiting jobs before their first start, several clusters each
+        self.room_dirty: set[str] = set()  # clusters where GPUs were freed since the last look
+        self.room_new: list[SimJob] = []  # jobs new to the watch since the last look
+        self.admissible_memo: dict[tuple[tuple[str, ...], tuple[str, ...], int], tuple[str, ...]] = {}
         self.rec.restart_overhead_s = self.restart_overhead  # what a flap is (metrics.py)
         # ADR 0016: the cycle ranks by each project's demand over the whole queue (the trimmed one
         # leaves jobs out); an arrival matters while its project's demand is below its entitlement
@@ -290,6 +312,8 @@ class Engine:
                 if self._handle(kind, jobs[idx], epoch):
                     dirty = True
                     trig |= 1 << kind
+            if self.room_new or (self.room_dirty and self.watching):
+                self._watch_room()
             if dirty:
                 if interval > 0 and now < self.next_cycle_at:
                     continue
@@ -303,6 +327,8 @@ class Engine:
                         self.stats.by_trigger[(_trigger_name(trig), self.productive)] += 1
                     if not again:
                         break
+                if self.room_dirty and self.watching:
+                    self._watch_room()
                 trig = 0
                 self.next_cycle_at = now + interval
                 if self.cycle_limit is not None and self.stats.cycles >= self.cycle_limit:
@@ -324,11 +350,24 @@ class Engine:
     def _arrive(self, job: SimJob) -> bool:
         s = job.spec
         job.state = PENDING
+        clusters = s.clusters
+        if self.multi:
+            key = (s.gpu_models, s.clusters, s.gpus)
+            where = self.admissible_memo.get(key)
+            if where is None:
+                where = self.admissible_memo[key] = admissible_clusters(self.rec.nodes, *key)
+            job.clusters = where
+            if self.router is not None and where:
+                clusters = self.router(self, s, where)
+            if len(where) > 1:
+                job.room = {}
+                self.watching[s.job_id] = job
+                self.room_new.append(job)
         job.pending = PendingJob(
             id=s.job_id, project=s.tenant, gpus=s.gpus, submitted_at=s.submit_s,
             min_runtime_s=s.min_runtime_s, resumable=s.resumable, klass=s.job_class,  # type: ignore[arg-type]
             priority=s.priority + self.class_bonus.get(s.job_class, 0),
-            gpu_models=s.gpu_models, clusters=s.clusters,
+            gpu_models=s.gpu_models, clusters=clusters,
         )
         if s.job_class == "debug":
             job.debug_class = self._debug_class(job.pending)
@@ -337,6 +376,7 @@ class Engine:
         job.contenders = rec.job_arrived(s.tenant, s.submit_s)
         rec.demand.add(self.now, job.gpus)
         if job.counts:
+            rec.book_submit(job.idx, s.tenant, s.gpus, (s.gpu_models, s.clusters), self.now)
             level = rec.alloc_demand[s.tenant]
             below = level.value < self.entitled_gpus[s.tenant]
             level.add(self.now, job.gpus)
@@ -364,6 +404,11 @@ class Engine:
         pos = self.pending.add(job.pending)
         self.pending_sizes[job.gpus] += 1
         self.frag_dirty = True
+        if self.multi:
+            for c in job.clusters:
+                self.rec.cluster_want[c].add(self.now, job.gpus)
+            if len(job.pending.clusters) == 1:
+                self.cluster_queued[job.pending.clusters[0]] += job.gpus
         if self.listener is not None:
             self.listener.queued(job.pending)
         return pos
@@ -371,6 +416,11 @@ class Engine:
     def _dequeue(self, job: SimJob) -> None:
         assert job.pending is not None
         self.pending.remove(job.pending)
+        if self.multi:
+            for cl in job.clusters:
+                self.rec.cluster_want[cl].add(self.now, -job.gpus)
+            if len(job.pending.clusters) == 1:
+                self.cluster_queued[job.pending.clusters[0]] -= job.gpus
         c = self.pending_sizes[job.gpus] - 1
         if c:
             self.pending_sizes[job.gpus] = c
@@ -421,6 +471,8 @@ class Engine:
             total += count
         if total != job.gpus:
             raise EngineError(f"policy placed job {job.spec.job_id} on {total} GPUs, it needs {job.gpus}")
+        if self.multi:
+            self._start_on_cluster(job, assignments)
         self.free_total -= total
         self._dequeue(job)
         job.state = RUNNING
@@ -465,7 +517,7 @@ class Engine:
         rec = self.rec
         (rec.busy_funded if funded else rec.busy_unfunded).add(now, job.gpus)
         if job.counts:
-            rec.alloc_delivered[s.tenant].add(now, job.gpus)
+            rec.book_start(job.idx, now, assignments)
 
     def _end_run(self, job: SimJob, completed: bool, checkpoint: bool = False, requeue_job: bool = True) -> None:
         """End the current run: completed, stopped by a preemption's grace end, or stopped by the
@@ -487,7 +539,13 @@ class Engine:
         rec = self.rec
         (rec.busy_funded if job.funded else rec.busy_unfunded).add(now, -job.gpus)
         if job.counts:
-            rec.alloc_delivered[s.tenant].add(now, -job.gpus)
+            rec.book_stop(job.idx, now, completed or not requeue_job)
+        if self.multi:
+            cluster = self.node_cluster[job.placement[0][0]]
+            self.cluster_free[cluster] += job.gpus
+            rec.cluster_busy[cluster].add(now, -job.gpus)
+            rec.cluster_want[cluster].add(now, -job.gpus)
+            self.room_dirty.add(cluster)
         elapsed = now - job.run_start
         paid = min(elapsed, job.overhead)
         work = elapsed - paid
@@ -569,6 +627,69 @@ class Engine:
                 self.n_unprotected_funded -= 1
             else:
                 self.n_unfunded_running -= 1
+
+    # --- several clusters (ADR 0066) ----------------------------------------------------------------
+
+    def _start_on_cluster(self, job: SimJob, assignments: tuple[tuple[str, int], ...]) -> None:
+        """A run starts: the cluster's books, and for a job that could run on several clusters, whether it
+        went to one where it could have started earliest (metrics.py: `routed_earliest_fraction`)."""
+        now = self.now
+        clusters = {self.node_cluster[n] for n, _ in assignments}
+        if len(clusters) != 1:
+            raise EngineError(f"policy placed job {job.spec.job_id} over several clusters: {sorted(clusters)}")
+        (cluster,) = clusters
+        if job.clusters and cluster not in job.clusters:
+            raise EngineError(f"policy placed job {job.spec.job_id} on cluster {cluster}, which its request "
+                              f"does not admit (it admits {', '.join(job.clusters)})")
+        self.cluster_free[cluster] -= job.gpus
+        rec = self.rec
+        rec.cluster_busy[cluster].add(now, job.gpus)
+        rec.cluster_want[cluster].add(now, job.gpus)  # _dequeue took it off every admissible cluster
+        room = job.room
+        if room is not None:
+            job.room = None
+            self.watching.pop(job.spec.job_id, None)
+            mine = room.get(cluster, now)
+            rec.routed_jobs += 1
+            if all(mine <= t for c, t in room.items() if c != cluster):
+                rec.routed_earliest += 1
+
+    def _watch_room(self) -> None:
+        """Each waiting job that could run on several clusters notes the first instant each of them had room
+        for it: enough free GPUs of the models it accepts on one node, or (a gang) enough wholly free ones
+        (topology aside). Checked where GPUs were freed, and for jobs new to the watch, on every cluster."""
+        now = self.now
+        dirty = self.room_dirty
+        new = {id(j) for j in self.room_new}
+        jobs = list(self.watching.values()) if dirty else self.room_new
+        self.room_dirty = set()
+        self.room_new = []
+        memo: dict[tuple[tuple[str, ...], int, str], bool] = {}
+        for job in jobs:
+            room = job.room
+            if room is None:  # started already
+                continue
+            fresh = id(job) in new
+            for c in job.clusters:
+                if c in room or not (fresh or c in dirty):
+                    continue
+                key = (job.spec.gpu_models, job.gpus, c)
+                ok = memo.get(key)
+                if ok is None:
+                    ok = memo[key] = self._room_on(c, job.spec.gpu_models, job.gpus)
+                if ok:
+                    room[c] = now
+
+    def _room_on(self, cluster: str, models: tuple[str, ...], gpus: int) -> bool:
+        if self.cluster_free[cluster] < gpus:
+            return False
+        cap = {n.id: n.gpus for n in self.nodes if self.node_cluster[n.id] == cluster
+               and (not models or n.model in models)}
+        if not cap:
+            return False
+        if gpus <= max(cap.values()):
+            return any(self.free[n] >= gpus for n in cap)
+        return sum(c for n, c in cap.items() if self.free[n] == c) >= gpus
 
     def _model(self, job: SimJob) -> str:
         return self.node_model[job.placement[0][0]] if job.placement else "default"

@@ -463,7 +463,7 @@ FAMILIES: dict[str, Family] = {f.name: f for f in (
     Family("two-clusters", two_clusters, TwoClusters),
 )}
 MULTI_CLUSTER_FAMILIES = frozenset({"two-clusters"})
-"""Families of several clusters: not yet in the default suite (its tiresias baseline does not route; ADR 0057)."""
+"""Families of several clusters: in the suite, the only ones the routing baselines run on (ADR 0066)."""
 
 
 def family(name: str) -> Family:

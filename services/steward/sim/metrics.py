@@ -4,6 +4,12 @@ Levels (GPUs demanded, busy, delivered) are piecewise constant between simulator
 integrates each one into hourly buckets as it changes, so the hour-by-hour definitions (owed =
 min(entitlement × capacity, demand) per hour; occupancy's min(capacity, demand) per hour) are exact.
 
+Owed and delivered are the books' (ADR 0066): each funded-asking job's demand interval and runs (with
+where they ran) are priced by `steward.domain.budget.job_levels` at the run's GPU model weights, and owed is
+summed hour by hour by `budget.add_owed`, in weighted GPU-seconds (plain ones when no weight is set). With
+several clusters the figures add occupancy and owed/delivered per cluster and the share of jobs routed where
+they could start earliest (`cluster_figures`, `routing_figures`; definitions in ADR 0066).
+
 Conventions this module fixes (the README leaves them open; the same for every policy):
 - An allocation's demand and delivery count its *funded-asking* jobs: tenant in the tree and
   `min_runtime_s > 0` (or class interactive). Jobs that ask for no protection opted out of the
@@ -42,6 +48,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from steward.domain import budget
+from steward.domain.clusters import WEIGHTS_SETTING, admits, cluster_name
+from steward.domain.commands import ROOT
 
 HOUR_S = budget.HOUR_S
 WAIT_CLASSES = ("debug", "batch", "large")
@@ -132,11 +140,29 @@ class Recorder:
     large_job_gpus: int
     owed_period_days: float
     start: float = 0.0
+    nodes: Sequence[tuple[str, int, str, str]] = ()
+    """(id, GPUs, model, cluster) of every node: where a run is and what it costs (`budget.Prices`)."""
+    weights: Mapping[str, float] = field(default_factory=dict)
+    """The GPU model weights in force for the whole run (the setting `gpu_model_weights`)."""
     demand: Level = field(init=False)
     busy_funded: Level = field(init=False)
     busy_unfunded: Level = field(init=False)
     alloc_demand: dict[str, Level] = field(init=False)
-    alloc_delivered: dict[str, Level] = field(init=False)
+    """Each project's funded-asking GPUs present now (plain GPUs): the scheduler's demand input (ADR 0016),
+    not the books (those are `books`, priced by `steward.domain.budget`)."""
+    books: dict[int, JobBook] = field(init=False)
+    prices: budget.Prices = field(init=False)
+    weighted_capacity: float = field(init=False)
+    """Σ GPUs × weight of their model (`capacity` when every weight is 1): what entitlement is a share of."""
+    cluster_capacity: dict[str, int] = field(init=False)
+    cluster_busy: dict[str, Level] = field(init=False)
+    cluster_want: dict[str, Level] = field(init=False)
+    """Per cluster (several clusters only): GPUs busy there, and GPUs of the jobs that run there or wait and
+    may run there (`cluster_occupancy`)."""
+    routed_jobs: int = 0
+    routed_earliest: int = 0
+    _hourly: HourlyBooks | None = field(init=False, default=None)
+    _rows: list[tuple[dict[str, Any], dict[str, list[float]]]] | None = field(init=False, default=None)
     gang_wait: Level = field(init=False)
     frag: Level = field(init=False)
     waits: dict[str, list[float]] = field(init=False)
@@ -164,7 +190,25 @@ class Recorder:
         self.busy_funded = Level(self.start)
         self.busy_unfunded = Level(self.start)
         self.alloc_demand = {p: Level(self.start) for p in self.projects}
-        self.alloc_delivered = {p: Level(self.start) for p in self.projects}
+        self.books = {}
+        self.prices = budget.Prices()
+        for node, gpus, model, cluster in self.nodes:
+            self.prices.see("NodeRegistered", {"node_id": node, "gpus": gpus, "gpu_model": model,
+                                               "cluster": cluster}, self.start)
+        if self.weights:
+            self.prices.see("PolicySet", {"changed": {WEIGHTS_SETTING: dict(self.weights)}}, self.start)
+        self.weighted_capacity = (
+            math.fsum(g * budget.weight(self.weights, m) for _, g, m, _ in self.nodes) if self.nodes
+            else float(self.capacity))
+        if all(budget.weight(self.weights, m) == 1.0 for _, _, m, _ in self.nodes):
+            self.weighted_capacity = float(self.capacity)  # the plain sum, to the bit
+        self.cluster_capacity = {}
+        for _, g, _, c in self.nodes:
+            name = cluster_name(c)
+            self.cluster_capacity[name] = self.cluster_capacity.get(name, 0) + g
+        multi = len(self.cluster_capacity) > 1
+        self.cluster_busy = {c: Level(self.start) for c in self.cluster_capacity} if multi else {}
+        self.cluster_want = {c: Level(self.start) for c in self.cluster_capacity} if multi else {}
         self.gang_wait = Level(self.start)
         self.frag = Level(self.start)
         self.waits = {c: [] for c in (*WAIT_CLASSES, *DEBUG_CLASSES)}
@@ -210,12 +254,44 @@ class Recorder:
         if ran_s <= self.restart_overhead_s:
             self.flaps += 1
 
+    # --- the books: owed and delivered, priced by steward.domain.budget ---------------------------------
+
+    def book_submit(self, key: int, project: str, gpus: int, request: tuple[tuple[str, ...], tuple[str, ...]],
+                    now: float) -> None:
+        """A funded-asking job (module docstring) is submitted: its demand starts."""
+        self.books[key] = JobBook(project, gpus, request, since=now)
+
+    def book_start(self, key: int, now: float, assignments: Sequence[tuple[str, int]]) -> None:
+        """A run of the job starts on `assignments` ((node, GPUs) each)."""
+        book = self.books[key]
+        book.placement = self.prices.placement({n: range(g) for n, g in assignments})
+        book.run_since = now
+
+    def book_stop(self, key: int, now: float, done: bool) -> None:
+        """Its run ends; `done`: the job leaves for good (its demand ends), else it waits again."""
+        book = self.books[key]
+        if book.run_since is not None:
+            book.runs.append((book.run_since, now, book.placement))
+            book.run_since = None
+        if done and book.since is not None:
+            book.demand.append((book.since, now))
+            book.since = None
+
     def close(self, now: float) -> None:
         self.end = now
         levels: list[Level] = [self.demand, self.busy_funded, self.busy_unfunded, self.gang_wait, self.frag]
-        levels += list(self.alloc_demand.values()) + list(self.alloc_delivered.values())
+        levels += list(self.alloc_demand.values())
+        levels += list(self.cluster_busy.values()) + list(self.cluster_want.values())
         for lvl in levels:
             lvl.close(now)
+        for book in self.books.values():
+            if book.run_since is not None:
+                book.runs.append((book.run_since, now, book.placement))
+                book.run_since = None
+            if book.since is not None:
+                book.demand.append((book.since, now))
+                book.since = None
+        self._hourly = self._rows = None
 
     # --- figures -------------------------------------------------------------------------------
 
@@ -233,14 +309,50 @@ class Recorder:
         busy = sum(busy_f) + sum(busy_u)
         return busy / denom if denom > 0 else 1.0
 
-    def alloc_hourly(self) -> tuple[dict[str, list[float]], dict[str, list[float]]]:
-        """Hourly demand and delivered GPU-seconds for every allocation (inner ones summed)."""
+    def project_hourly(self) -> HourlyBooks:
+        """Each project's hourly weighted demand and delivered GPU-seconds, and (several clusters) the same
+        by place (cluster, model): `budget.job_levels` of every funded-asking job (the books' one home of
+        "usage charged at the model's weight", ADR 0062), integrated hour by hour. With every weight 1 the
+        levels are the plain GPUs at the same instants, so the figures are the plain ones to the bit."""
+        if self._hourly is not None:
+            return self._hourly
+        end = self.end
+        changes: dict[str, tuple[list[tuple[float, float]], list[tuple[float, float]]]] = {
+            p: ([], []) for p in self.projects}
+        at: dict[tuple[str, budget.Place], tuple[list[tuple[float, float]], list[tuple[float, float]]]] = {}
+        split = len(self.cluster_capacity) > 1
+        for book in self.books.values():
+            wanted, ran = budget.job_levels(book.gpus, book.request, book.demand, book.runs, self.prices)
+            mine = changes.setdefault(book.project, ([], []))
+            for side, levels in ((0, wanted), (1, ran)):
+                for a, b, v, place, moved in levels:
+                    if b <= a or v == 0.0:
+                        continue
+                    if not moved:
+                        mine[side].append((a, v))
+                        mine[side].append((b, -v))
+                    if split:
+                        there = at.setdefault((book.project, place), ([], []))[side]
+                        there.append((a, v))
+                        there.append((b, -v))
         hours = self.hours
+        out = HourlyBooks({}, {}, {})
+        for project, (d, r) in changes.items():
+            out.demand[project] = _integrate(d, self.start, end, hours)
+            out.delivered[project] = _integrate(r, self.start, end, hours)
+        for key, (d, r) in at.items():
+            out.at[key] = (_integrate(d, self.start, end, hours), _integrate(r, self.start, end, hours))
+        self._hourly = out
+        return out
+
+    def alloc_hourly(self) -> tuple[dict[str, list[float]], dict[str, list[float]]]:
+        """Hourly weighted demand and delivered GPU-seconds for every allocation (inner ones summed)."""
+        hours = self.hours
+        books = self.project_hourly()
         demand: dict[str, list[float]] = {a: [0.0] * hours for a in self.entitlement}
         delivered: dict[str, list[float]] = {a: [0.0] * hours for a in self.entitlement}
         for p in self.projects:
-            d = self.alloc_demand[p].hourly.padded(hours)
-            r = self.alloc_delivered[p].hourly.padded(hours)
+            d, r = books.demand[p], books.delivered[p]
             node: str | None = p
             while node is not None:
                 dd, rr = demand[node], delivered[node]
@@ -250,30 +362,106 @@ class Recorder:
                 node = self.parents.get(node)
         return demand, delivered
 
+    def entitled_hourly(self, allocation: str) -> float:
+        """An allocation's entitled weighted GPU-seconds in one hour: entitlement × weighted capacity."""
+        return self.entitlement[allocation] * self.weighted_capacity * HOUR_S
+
     def owed_delivered_table(self) -> list[dict[str, Any]]:
-        """Rows (allocation, period, owed_gpu_h, delivered_gpu_h, ratio) for every allocation: the arithmetic of
-        `steward.domain.budget` (owed per hour, the ratio as it is, and `credited`, the ratio capped at 1 that
-        `owed_delivered_mean`/`_min` average)."""
-        demand, delivered = self.alloc_hourly()
+        """Rows (allocation, period, owed_gpu_h, delivered_gpu_h, ratio) for every allocation, in weighted
+        GPU-hours: hour by hour `steward.domain.budget.add_owed` (owed = min(entitled, demand), inner nodes the
+        sums of their projects), the ratio as it is, and `credited`, the ratio capped at 1 that
+        `owed_delivered_mean`/`_min` average. Several clusters: also each row's `by_cluster` (owed split as
+        demand is, delivered where it ran: the split of ADR 0062)."""
+        return [row for row, _split in self._period_rows()]
+
+    def _period_rows(self) -> list[tuple[dict[str, Any], dict[str, list[float]]]]:
+        if self._rows is not None:
+            return self._rows
+        books = self.project_hourly()
         hours = self.hours
         per = max(1, round(self.owed_period_days * 24))
         periods = math.ceil(hours / per)
-        rows: list[dict[str, Any]] = []
+        shares = {a: (p if p is not None else ROOT, 0.0) for a, p in self.parents.items()}
+        entitled = {a: self.entitled_hourly(a) for a in self.entitlement}
+        split_on = len(self.cluster_capacity) > 1
+        by_project_at: dict[str, list[tuple[budget.Place, list[float], list[float]]]] = {}
+        for (project, place), (d, r) in books.at.items():
+            by_project_at.setdefault(project, []).append((place, d, r))
+        rows: list[tuple[dict[str, Any], dict[str, list[float]]]] = []
+        figures: list[tuple[dict[str, dict[str, float]], budget.Split]] = []
+        for k in range(periods):
+            out: dict[str, dict[str, float]] = {}
+            split: budget.Split | None = {} if split_on else None
+            for h in range(k * per, min(hours, (k + 1) * per)):
+                demand = {p: books.demand[p][h] for p in self.projects}
+                delivered = {p: books.delivered[p][h] for p in self.projects}
+                demand_at: dict[str, dict[budget.Place, float]] = {}
+                delivered_at: dict[str, dict[budget.Place, float]] = {}
+                if split is not None:
+                    for project, places in by_project_at.items():
+                        demand_at[project] = {pl: d[h] for pl, d, _ in places if d[h]}
+                        delivered_at[project] = {pl: r[h] for pl, _, r in places if r[h]}
+                budget.add_owed(out, entitled, demand, delivered, shares, split, demand_at, delivered_at)
+            figures.append((out, split or {}))
         for alloc, ent in self.entitlement.items():
-            cap_h = ent * self.capacity * HOUR_S
-            d, r = demand[alloc], delivered[alloc]
-            for k in range(periods):
+            for k, (out, split) in enumerate(figures):
                 lo, hi = k * per, min(hours, (k + 1) * per)
-                owed = budget.owed_over_hours(cap_h, d[lo:hi])
-                got = sum(r[lo:hi])
-                rows.append({
+                f = out.get(alloc, dict.fromkeys(budget.FIGURES, 0.0))
+                owed, got = f["owed_gpu_s"], f["delivered_gpu_s"]
+                row: dict[str, Any] = {
                     "allocation": alloc, "project": alloc in self.projects, "period": k,
                     "start_day": lo / 24.0, "end_day": hi / 24.0,
                     "entitlement": ent, "owed_gpu_h": owed / HOUR_S, "delivered_gpu_h": got / HOUR_S,
-                    "demand_gpu_h": sum(d[lo:hi]) / HOUR_S, "ratio": budget.ratio(got, owed),
+                    "demand_gpu_h": f["demand_gpu_s"] / HOUR_S, "ratio": budget.ratio(got, owed),
                     "credited": budget.credited_fraction(got, owed),
-                })
+                }
+                per_cluster: dict[str, list[float]] = {}
+                for (cluster, _model), (o, dl, _dm) in split.get(alloc, {}).items():
+                    c = per_cluster.setdefault(cluster, [0.0, 0.0])
+                    c[0] += o
+                    c[1] += dl
+                rows.append((row, per_cluster))
+        self._rows = rows
         return rows
+
+    def cluster_figures(self) -> dict[str, dict[str, Any]]:
+        """Several clusters: per cluster, occupancy (busy ÷ Σ hours min(its capacity, the GPUs of jobs running
+        there or waiting that may run there)) and owed/delivered mean and min over projects × periods owed
+        something there (owed split as demand is, ADR 0062). Empty with one cluster."""
+        if len(self.cluster_capacity) < 2:
+            return {}
+        hours = self.hours
+        out: dict[str, dict[str, Any]] = {}
+        credited: dict[str, list[float]] = {c: [] for c in self.cluster_capacity}
+        for row, per_cluster in self._period_rows():
+            if not row["project"]:
+                continue
+            for cluster, (owed, got) in per_cluster.items():
+                c = budget.credited_fraction(got, owed)
+                if c is not None and cluster in credited:
+                    credited[cluster].append(c)
+        for cluster, cap in sorted(self.cluster_capacity.items()):
+            busy = sum(self.cluster_busy[cluster].hourly.buckets)
+            want = self.cluster_want[cluster].hourly.padded(hours)
+            denom = sum(min(cap * HOUR_S, w) for w in want)
+            ratios = credited[cluster]
+            out[cluster] = {
+                "gpus": cap,
+                "occupancy": _round(busy / denom if denom > 0 else 1.0),
+                "owed_delivered_mean": _round(sum(ratios) / len(ratios)) if ratios else None,
+                "owed_delivered_min": _round(min(ratios)) if ratios else None,
+            }
+        return out
+
+    def routing_figures(self) -> dict[str, Any]:
+        """Several clusters: `routed_jobs`, the started jobs that could run on more than one cluster, and
+        `routed_earliest_fraction`, the share of them that ran on a cluster where they could have started
+        earliest (module docstring)."""
+        if len(self.cluster_capacity) < 2:
+            return {}
+        return {"routed_jobs": self.routed_jobs,
+                "routed_earliest_fraction": _round(self.routed_earliest / self.routed_jobs)
+                if self.routed_jobs else None}
 
     def fragmentation_mean(self) -> float:
         hours = self.hours
@@ -304,6 +492,10 @@ class Recorder:
         }
         figs.update(self.churn_figures(delivered))
         figs.update(self.completion_figures())
+        clusters = self.cluster_figures()
+        if clusters:  # several clusters only (ADR 0066)
+            figs["by_cluster"] = clusters
+            figs.update(self.routing_figures())
         if self.cut_off_at_cycle is not None:  # only then: the figures stop at that instant
             figs["cut_off"] = {"at_cycle": self.cut_off_at_cycle, "at_s": _round(self.end),
                                "unfinished_jobs": self.unfinished}
@@ -334,6 +526,50 @@ class Recorder:
             "rho_max": _round(max(rho)) if rho else None,
             "rho_gt1_fraction": _round(sum(1 for r in rho if r > 1.0) / len(rho)) if rho else None,
         }
+
+
+@dataclass(slots=True)
+class JobBook:
+    """One funded-asking job as the books see it: what `budget.job_levels` takes."""
+
+    project: str
+    gpus: int
+    request: tuple[tuple[str, ...], tuple[str, ...]]
+    since: float | None = None  # waiting or running since (its demand), None once done
+    run_since: float | None = None
+    placement: budget.Placement = ()
+    demand: list[tuple[float, float]] = field(default_factory=list)
+    runs: list[tuple[float, float, budget.Placement]] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class HourlyBooks:
+    """Hourly weighted GPU-seconds per project (demand, delivered) and per (project, place) (several clusters)."""
+
+    demand: dict[str, list[float]]
+    delivered: dict[str, list[float]]
+    at: dict[tuple[str, budget.Place], tuple[list[float], list[float]]]
+
+
+def _integrate(changes: list[tuple[float, float]], start: float, end: float, hours: int) -> list[float]:
+    """Hourly integral of a level given as (instant, change) pairs (sorted here, stable at one instant)."""
+    lvl = Level(start)
+    for t, dv in sorted(changes, key=lambda c: c[0]):
+        lvl.add(t, dv)
+    lvl.close(end)
+    return lvl.hourly.padded(hours)
+
+
+def admissible_clusters(nodes: Sequence[tuple[str, int, str, str]], gpu_models: Sequence[str],
+                        clusters: Sequence[str], gpus: int) -> tuple[str, ...]:
+    """The clusters where a job with this request could ever run: its admissible nodes there hold `gpus`
+    together (`domain.clusters.admits`; gangs never span clusters)."""
+    per: dict[str, int] = {}
+    for _, g, model, cluster in nodes:
+        if admits(gpu_models, clusters, model, cluster):
+            name = cluster_name(cluster)
+            per[name] = per.get(name, 0) + g
+    return tuple(sorted(c for c, total in per.items() if total >= gpus))
 
 
 def independent_time(duration: float, gpus: int, capacity: int, contenders: int) -> float:

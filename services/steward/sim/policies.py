@@ -4,7 +4,9 @@ Every policy is the same cycle (`steward.policy.cycle.schedule`) with a preset o
 scenario's `policy:` section (window, protection cap, session cap, checkpoint interval, restart
 overhead, grace) applies to all of them, and `--set` knobs go on top. The research baselines
 (`RESEARCH`: `tiresias`, sim/tiresias.py) are schedulers of their own; their settings are a preset's
-(`RESEARCH_BASE`), which the engine reads for the work model (checkpoints, restart, grace) only.
+(`RESEARCH_BASE`), which the engine reads for the work model (checkpoints, restart, grace) only. The routing
+baselines (`ROUTING`: `random-cluster`, `least-loaded`, sim/routing.py, ADR 0066) are `steward` with each job
+pinned at submit to one admissible cluster; they differ from `steward` only where there are several clusters.
 """
 
 from __future__ import annotations
@@ -21,10 +23,14 @@ from steward.sim.scenario import Scenario
 
 DAY_S = 86400.0
 RESEARCH: tuple[str, ...] = ("tiresias",)
-POLICIES: tuple[str, ...] = PRESETS + RESEARCH
+ROUTING: tuple[str, ...] = ("random-cluster", "least-loaded")
+POLICIES: tuple[str, ...] = PRESETS + RESEARCH + ROUTING
 RESEARCH_BASE: dict[str, tuple[str, dict[str, Any]]] = {
     # no budgets, no lane, no reservations; best fit like steward (Tiresias consolidates when it can)
     "tiresias": ("fifo-priority", {"placement": "best_fit"}),
+    # steward's cycle; only the cluster is chosen at submit (sim/routing.py)
+    "random-cluster": ("steward", {}),
+    "least-loaded": ("steward", {}),
 }
 
 

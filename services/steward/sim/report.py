@@ -203,7 +203,7 @@ def _plot_owed(plt: Any, results: Sequence[SimResult], path: Path) -> None:
         rec = r.recorder
         demand, delivered = rec.alloc_hourly()
         for i, p in enumerate(projects):
-            cap_h = rec.entitlement[p] * rec.capacity * HOUR_S
+            cap_h = rec.entitled_hourly(p)  # weighted GPU-seconds (ADR 0062, 0066)
             owed = [budget.owed_gpu_s(cap_h, d) for d in demand[p]]
             xs, ys = _weekly_ratio(owed, delivered[p])
             ax = axes[i // ncols][i % ncols]

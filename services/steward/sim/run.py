@@ -9,12 +9,13 @@ from typing import Any
 
 from steward.policy.cycle import schedule
 from steward.policy.model import CycleResult, Snapshot
-from steward.sim.engine import Engine, EngineError, EngineStats, QueueListener, Scheduler
+from steward.sim.engine import Engine, EngineError, EngineStats, QueueListener, Router, Scheduler
 from steward.sim.errors import SimError, SimulationFailed
 from steward.sim.history import load_history
 from steward.sim.metrics import Recorder
-from steward.sim.policies import canonical, settings_for, tree_for
+from steward.sim.policies import ROUTING, canonical, settings_for, tree_for
 from steward.sim.result import SimResult
+from steward.sim.routing import router_for
 from steward.sim.scenario import Scenario, load_scenario
 
 
@@ -23,11 +24,6 @@ def default_scheduler() -> Scheduler:
         return schedule(snapshot)
 
     return run
-
-
-def routes(scenario: Scenario) -> bool:
-    """Does the scenario need routing (ADR 0057): several clusters, or a job naming models or clusters?"""
-    return len({n.cluster for n in scenario.nodes}) > 1 or any(j.gpu_models or j.clusters for j in scenario.jobs)
 
 
 def simulate(
@@ -42,16 +38,14 @@ def simulate(
     settings = settings_for(name, scenario, settings_overrides)
     tree = tree_for(scenario)
     listener: QueueListener | None = None
-    if name == "tiresias" and routes(scenario):
-        raise SimulationFailed(
-            f"policy tiresias: the scenario {scenario.name} has several clusters or jobs naming the GPU models or "
-            "clusters they accept, and the tiresias baseline does not route jobs yet (ADR 0057); run it under "
-            "steward, ai2, fair-tree or fifo-priority")
+    router: Router | None = None
     if scheduler is None and name == "tiresias":
         from steward.sim.tiresias import Tiresias
 
         scheduler = listener = Tiresias()
-    engine = Engine(scenario, settings, tree, scheduler or default_scheduler(), record_decisions, listener)
+    if name in ROUTING:
+        router = router_for(name)
+    engine = Engine(scenario, settings, tree, scheduler or default_scheduler(), record_decisions, listener, router)
     t0 = time.perf_counter()
     try:
         recorder = engine.run()
@@ -66,8 +60,8 @@ def run_scenario(
     path: str | Path | Scenario, policy_name: str, overrides: Mapping[str, Any] | None = None
 ) -> SimResult:
     """Load `path` (a scenario YAML), apply `overrides` (the `--set` keys, see scenario.py) and
-    simulate it under `policy_name` (steward, ai2, fair-tree, fifo-priority, or the research baseline
-    tiresias)."""
+    simulate it under `policy_name` (steward, ai2, fair-tree, fifo-priority, the research baseline
+    tiresias, or the routing baselines random-cluster and least-loaded)."""
     canonical(policy_name)
     scenario = path if isinstance(path, Scenario) else load_scenario(path, overrides or {})
     return simulate(scenario, policy_name)

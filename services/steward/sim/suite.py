@@ -31,7 +31,8 @@ from pathlib import Path
 from typing import Any
 
 from steward.sim.errors import SimError
-from steward.sim.generate import DAY_S, generate, offered_load
+from steward.sim.generate import DAY_S, MULTI_CLUSTER_FAMILIES, generate, offered_load
+from steward.sim.policies import ROUTING
 from steward.sim.scenario import Scenario, load_scenario
 
 PHILLY = Path(__file__).resolve().parents[3].parent / "shared" / "data" / "scenarios" / "philly.yaml"
@@ -93,6 +94,9 @@ GENERATED: tuple[SuiteScenario, ...] = (
     # its heavy variant (ADR 0034): more guests' work and a long drain, where large unfunded jobs wait
     # behind idle GPUs scattered over nodes (steward's occupancy 0.85 against fifo-priority's 0.93)
     SuiteScenario("unfunded-debug-n6-l2-heavy", "unfunded-debug", 6, 2.0, 2400, (("guest_weight", 0.3),)),
+    # two clusters, three weighted GPU models (issue 25, ADR 0057, 0066): the routing baselines run here only
+    _g("two-clusters", 8, 1.5),
+    _g("two-clusters", 16, 2.0),
 )
 PHILLY_ENTRY = SuiteScenario("philly", None)
 
@@ -202,6 +206,11 @@ def plan(
     tasks: list[Task] = []
     info: list[dict[str, Any]] = []
     notes: list[str] = []
+    routing = [p for p in policies if p in ROUTING]
+    one_cluster = [p for p in policies if p not in ROUTING]  # the routing baselines are steward on one cluster
+    if routing and any(e.family not in MULTI_CLUSTER_FAMILIES for e in entries):
+        notes.append(f"{', '.join(routing)}: on the scenarios of several clusters only (on one cluster each "
+                     "is steward exactly, ADR 0066)")
     if philly is not None and (scenarios is None or PHILLY_ENTRY in entries):
         entries = [e for e in entries if e.family is not None]
         if philly.is_file():
@@ -214,20 +223,21 @@ def plan(
                          "seed_varies": f"submit-time jitter in [0, {PHILLY_JITTER_S:g}) s (seed 0: none)"})
             for seed in range(seeds):
                 tasks += [Task(PHILLY_ENTRY.name, seed, p, str(philly), True, max_jobs, float(len(sc.jobs)) * 4)
-                          for p in policies]
+                          for p in one_cluster]
         else:
             notes.append(f"philly: {philly} not found; the suite runs without it")
     for entry in entries:
         if entry.family is None:
             continue
         summaries = []
+        mine = policies if entry.family in MULTI_CLUSTER_FAMILIES else one_cluster
         for seed in range(seeds):
             g = generate(entry.family, seed, entry.values(quick))
             # a folder per suite entry: two entries of one family, size and load (the heavy
             # variant) generate the same file names, and the later one overwrote the earlier
             path = g.write(work_dir / "scenarios" / entry.name)
             summaries.append(g.summary())
-            tasks += [Task(entry.name, seed, p, str(path), False, None, float(g.jobs)) for p in policies]
+            tasks += [Task(entry.name, seed, p, str(path), False, None, float(g.jobs)) for p in mine]
         info.append({
             "scenario": entry.name, "family": entry.family, "nodes": entry.nodes, "gpus": entry.nodes * 8,
             "jobs": round(statistics.fmean(s["jobs"] for s in summaries), 1),

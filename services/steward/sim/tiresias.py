@@ -31,6 +31,12 @@ Rules:
   GPUs go to it at the end of their grace, and jobs behind it in the walk may not take the free GPUs
   its gang will use. A running job is never preempted for a job of its own queue (Tiresias' simulator
   keeps running jobs ahead of waiting ones in a queue).
+- **Routing** (several clusters, or a job naming the GPU models or clusters it accepts; ADR 0057, 0066):
+  steward's rule, through its code (`steward.policy.routing`): the job looks for room cluster by cluster,
+  each time with every node it may not use there hidden from the plan, so it never lands on a model or
+  cluster it excluded and a gang never spans clusters; among the clusters where it fits now, the tightest
+  fit, then the name. When it fits nowhere, its victim search runs cluster by cluster (by name) in the same
+  way, and the first cluster where preempting lower queues makes room holds it.
 - **Work model**: the scenario's contract timings, as for every policy: a victim keeps its GPUs for
   `grace_s` (the scenario's `preemption_grace_s`), loses the work since its last checkpoint, pays the
   restart overhead on its next start. Sessions stop at their cap (`steward.policy.sessions`).
@@ -51,6 +57,7 @@ from types import MappingProxyType
 from steward.policy.contract import grace_s, lost_gpu_s
 from steward.policy.model import CycleResult, Node, PendingJob, Placement, Preemption, RunningJob, Snapshot, Stop
 from steward.policy.placement import CapacityIndex, Fit
+from steward.policy.routing import Routes, hidden_except, left_free
 from steward.policy.sessions import session_cap_stop
 
 THRESHOLDS: tuple[float, ...] = (3250.0,)
@@ -62,7 +69,8 @@ PROMOTE_KNOB: float | None = None
 STARVE_KNOB = 8.0
 """The knob the hand-computed tests use when they switch promotion on."""
 
-ChainKey = tuple[int, int, int | None]  # (queue, gpus, topology depth)
+Request = tuple[tuple[str, ...], tuple[str, ...]]  # (GPU models, clusters) a job accepts; empty: any
+ChainKey = tuple[int, int, int | None, Request]  # (queue, gpus, topology depth, request)
 NONE, PLACED, HELD = 0, 1, 2
 
 
@@ -88,6 +96,7 @@ class _Job:
     depth: int | None
     queue: int
     entry: float  # when it entered its queue
+    pending: PendingJob  # what it asks (its request: what routing reads)
     attained: float = 0.0  # the engine's attained service at its last stop
     base: float = 0.0  # attained service at its last promotion (service counts from here)
     promote_at: float | None = None
@@ -95,7 +104,7 @@ class _Job:
 
     @property
     def key(self) -> ChainKey:
-        return (self.queue, self.gpus, self.depth)
+        return (self.queue, self.gpus, self.depth, (self.pending.gpu_models, self.pending.clusters))
 
 
 class Tiresias:
@@ -121,7 +130,7 @@ class Tiresias:
     def queued(self, job: PendingJob) -> None:
         j = self.jobs.get(job.id)
         if j is None:
-            j = self.jobs[job.id] = _Job(job.project, job.gpus, job.topology_depth, 0, job.submitted_at)
+            j = self.jobs[job.id] = _Job(job.project, job.gpus, job.topology_depth, 0, job.submitted_at, job)
         j.waiting = True
         insort(self.chains.setdefault(j.key, []), (j.entry, job.id))
 
@@ -216,6 +225,7 @@ class _Cycle:
         self.wake_at = math.inf
         self.free_total = sched.capacity(snapshot.nodes) - sum(rj.gpus for rj in snapshot.running)
         self._plan: CapacityIndex | None = None
+        self._routes: Routes | None = None
 
     @property
     def plan(self) -> CapacityIndex:
@@ -227,6 +237,16 @@ class _Cycle:
                     used[node] = used.get(node, 0) + count
             self._plan = CapacityIndex(self.snap.nodes, used, self.settings.placement)
         return self._plan
+
+    @property
+    def routes(self) -> Routes:
+        """The clusters of the plan's nodes and what each job may use (steward's, policy/routing.py)."""
+        if self._routes is None:
+            routes = Routes(self.plan, ())
+            # active for any waiting job's request: this walk reads the whole queue, not the snapshot's
+            routes.active = routes.multi or any(key[3] != ((), ()) for key in self.sched.chains)
+            self._routes = routes
+        return self._routes
 
     def free_now(self) -> int:
         return self._plan.total_free if self._plan is not None else self.free_total
@@ -240,7 +260,7 @@ class _Cycle:
         now = self.now
         sched._promote(now)
         self._running()
-        failed: dict[int, int] = {}  # queue -> fewest GPUs that found no room (no topology constraint)
+        failed: dict[tuple[int, Request], int] = {}  # (queue, request) -> fewest GPUs that found no room
         for q in range(len(sched.thresholds) + 1):
             heads = [(chain[0][0], chain[0][1], key, 0) for key, chain in sched.chains.items() if key[0] == q]
             heapq.heapify(heads)
@@ -249,9 +269,10 @@ class _Cycle:
                 if self.free_now() == 0 and eligible == 0 and not self.claims:
                     break
                 _, job_id, key, i = heapq.heappop(heads)
-                _, gpus, depth = key
+                _, gpus, depth, request = key
                 claimed = bool(self.claims.get(job_id))
-                if depth is None and not claimed and any(gpus >= g for fq, g in failed.items() if fq <= q):
+                if depth is None and not claimed and any(
+                        gpus >= g for (fq, fr), g in failed.items() if fq <= q and fr == request):
                     continue  # a twin of no more priority found no room: neither will this one (chain dropped)
                 if gpus > self.free_now() and eligible == 0 and not claimed:
                     outcome = NONE  # more GPUs than free and nothing to preempt
@@ -259,7 +280,7 @@ class _Cycle:
                     outcome = self._admit(job_id, q, gpus, depth)
                 if outcome == NONE:
                     if depth is None and not claimed:
-                        failed[q] = min(failed.get(q, gpus), gpus)
+                        failed[(q, request)] = min(failed.get((q, request), gpus), gpus)
                     continue  # its twins behind it find no room either
                 chain = sched.chains[key]
                 if i + 1 < len(chain):
@@ -307,16 +328,42 @@ class _Cycle:
         victims.sort(reverse=True)
 
     def _admit(self, job_id: str, q: int, gpus: int, depth: int | None) -> int:
-        """Place the job, or hold room for it by preempting lower queues (all or nothing)."""
+        """Place the job, or hold room for it by preempting lower queues (all or nothing); a routed job
+        (module docstring) cluster by cluster, through steward's routing."""
+        routes = self.routes
+        pj = self.sched.jobs[job_id].pending
+        if not routes.routed(pj):
+            return self._admit_on(job_id, q, gpus, depth, self.plan.find(gpus, depth))
         plan = self.plan
-        fit = plan.find(gpus, depth)
+        candidates = routes.candidates(pj)
+        found: list[tuple[int, str, Fit]] = []
+        for cluster, nodes in candidates:
+            with hidden_except(plan, nodes):
+                fit = plan.find(gpus, depth)
+            if fit is not None:
+                found.append((left_free(plan, fit), cluster, fit))
+        if found:
+            _, cluster, fit = min(found, key=lambda x: (x[0], x[1]))
+            return self._admit_on(job_id, q, gpus, depth, fit, cluster)
+        for cluster, nodes in candidates:
+            with hidden_except(plan, nodes):
+                outcome = self._admit_on(job_id, q, gpus, depth, None, cluster)
+            if outcome != NONE:
+                return outcome
+        return NONE
+
+    def _admit_on(self, job_id: str, q: int, gpus: int, depth: int | None, fit: Fit | None,
+                  cluster: str | None = None) -> int:
+        """Place the job on `fit` (found on the visible nodes), or make room for it on the visible nodes."""
+        plan = self.plan
         if fit is not None:
             assignments = plan.commit(fit)
             j = self.sched.jobs[job_id]
             self.placements.append(Placement(
                 job_id=job_id, project=j.project, assignments=assignments, funded=False,
                 protected_until=self.now,
-                evidence={"queue": q, "attained_gpu_s": j.attained - j.base, "entered_queue_at": j.entry}))
+                evidence={"queue": q, "attained_gpu_s": j.attained - j.base, "entered_queue_at": j.entry,
+                          **({"cluster": cluster} if cluster is not None else {})}))
             return PLACED
         released: list[RunningJob] = []
         for rj in self.claims.get(job_id, ()):  # already leaving for it
@@ -329,6 +376,8 @@ class _Cycle:
                     break
                 if vid in self.taken:
                     continue
+                if cluster is not None and not any(plan.ok[plan.pos[n]] for n, _ in rj.placement):
+                    continue  # on a node hidden from this search: its GPUs cannot make room here
                 self._release(rj, released)
                 new.append((vq, rj))
                 fit = plan.find(gpus, depth)

@@ -47,20 +47,60 @@ def test_occupancy_uses_min_of_capacity_and_demand_per_hour() -> None:
 
 def test_owed_is_min_of_entitlement_and_demand_and_only_the_credit_caps_at_one() -> None:
     rec = recorder()
-    # a demands 4 GPUs (owed 2 = 50% of 4), gets 1; b demands 1 (owed 1), gets 3
-    rec.alloc_demand["a"].add(0, 4)
-    rec.alloc_delivered["a"].add(0, 1)
-    rec.alloc_demand["b"].add(0, 1)
-    rec.alloc_delivered["b"].add(0, 3)
+    # a demands 4 GPUs (owed 2 = 50% of 4), gets 1; b runs 3 (a running job's demand is its delivery:
+    # owed 2, the entitlement), gets 3
+    for key, (project, gpus, ran) in enumerate([("a", 3, False), ("a", 1, True), ("b", 3, True)]):
+        rec.book_submit(key, project, gpus, ((), ()), 0.0)
+        if ran:
+            rec.book_start(key, 0.0, ())
     rec.close(HOUR_S)
     rows = {r["allocation"]: r for r in rec.owed_delivered_table()}
     assert rows["a"]["owed_gpu_h"] == pytest.approx(2.0)
     assert rows["a"]["ratio"] == pytest.approx(0.5)
-    assert rows["b"]["ratio"] == pytest.approx(3.0)  # over-delivery, shown as it is
+    assert rows["b"]["ratio"] == pytest.approx(1.5)  # over-delivery, shown as it is
     assert (rows["b"]["credited"], rows["a"]["credited"]) == (1.0, pytest.approx(0.5))  # what the mean averages
     figs = rec.figures("steward", "t", 0, 0.0)
     assert figs["owed_delivered_mean"] == pytest.approx(0.75)
     assert figs["owed_delivered_min"] == pytest.approx(0.5)
+    assert "by_cluster" not in figs and "routed_jobs" not in figs  # one cluster: no per-cluster figures
+
+
+NODES = (("h", 8, "H100", "ceres"), ("a", 8, "A100", "jupiter"), ("v", 8, "V100", "jupiter"))
+WEIGHTS = {"H100": 1.0, "A100": 0.5, "V100": 0.25}
+
+
+@pytest.mark.parametrize(("jobs", "owed_h", "delivered_h", "by_cluster"), [
+    # jobs: (GPUs, request (models, clusters), run: (start, end, node) or None), each submitted at 0, done at
+    # 3600 s; capacity 8 × (1 + 0.5 + 0.25) = 14 weighted GPUs, "a"'s entitlement 0.5: 7 an hour
+    # a waiting 4-GPU job accepting anything: valued at the cheapest place (V100, 0.25) -> demand 1, owed 1
+    ([(4, ((), ()), None)], 1.0, 0.0, {"jupiter": (1.0, 0.0)}),
+    # it runs the whole hour on H100: its demand is what it is charged, 4 (ADR 0062)
+    ([(4, ((), ()), (0.0, HOUR_S, "h"))], 4.0, 4.0, {"ceres": (4.0, 4.0)}),
+    # half an hour waiting (cheapest 0.25), half on A100 (0.5): demand 0.5 + 1, delivered 1
+    ([(4, ((), ()), (1800.0, HOUR_S, "a"))], 1.5, 1.0, {"jupiter": (1.5, 1.0)}),
+    # asks H100 only: valued at 1.0 while it waits; 8 GPUs -> demand 8, owed capped at the entitlement 7
+    ([(8, (("H100",), ()), None)], 7.0, 0.0, {"ceres": (7.0, 0.0)}),
+    # pinned to jupiter, runs on V100: 4 × 0.25
+    ([(4, ((), ("jupiter",)), (0.0, HOUR_S, "v"))], 1.0, 1.0, {"jupiter": (1.0, 1.0)}),
+])
+def test_owed_and_delivered_are_the_books_weighted_gpu_hours(
+        jobs: list[tuple[int, tuple[tuple[str, ...], tuple[str, ...]], tuple[float, float, str] | None]],
+        owed_h: float, delivered_h: float, by_cluster: dict[str, tuple[float, float]]) -> None:
+    rec = Recorder(capacity=24, entitlement={"a": 0.5, "b": 0.5}, parents={"a": None, "b": None},
+                   projects=("a", "b"), large_job_gpus=4, owed_period_days=30, nodes=NODES, weights=WEIGHTS)
+    assert rec.weighted_capacity == 14.0
+    for key, (gpus, request, run) in enumerate(jobs):
+        rec.book_submit(key, "a", gpus, request, 0.0)
+        if run is not None:
+            start, end, node = run
+            rec.book_start(key, start, ((node, gpus),))
+            rec.book_stop(key, end, end == HOUR_S)
+        rec.book_stop(key, HOUR_S, True)
+    rec.close(HOUR_S)
+    row = next(r for r in rec.owed_delivered_table() if r["allocation"] == "a")
+    assert (row["owed_gpu_h"], row["delivered_gpu_h"]) == (pytest.approx(owed_h), pytest.approx(delivered_h))
+    clusters = rec._period_rows()[0][1]
+    assert {c: (pytest.approx(o / HOUR_S), pytest.approx(d / HOUR_S)) for c, (o, d) in clusters.items()} == by_cluster
 
 
 def test_waits_by_class_and_large() -> None:

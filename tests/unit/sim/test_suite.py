@@ -225,8 +225,9 @@ def test_the_default_suite_has_philly_and_sixteen_generated_scenarios(tmp_path: 
     from steward.sim.suite import GENERATED
 
     assert len(GENERATED) >= 16
-    # every one-cluster family, unfunded-debug included; two-clusters waits for a routing tiresias (ADR 0057)
-    assert {s.family for s in GENERATED} == set(FAMILIES) - MULTI_CLUSTER_FAMILIES
+    # every family, unfunded-debug and two-clusters included (tiresias routes, ADR 0066)
+    assert {s.family for s in GENERATED} == set(FAMILIES)
+    assert {s.family for s in GENERATED} >= MULTI_CLUSTER_FAMILIES
     assert min(s.nodes for s in GENERATED) == 4 and max(s.nodes for s in GENERATED) == 64
     assert min(s.load for s in GENERATED) == 0.8 and max(s.load for s in GENERATED) == 3.0
 
@@ -362,3 +363,15 @@ def test_the_heavy_unfunded_debug_variant_is_a_named_scenario() -> None:
     [entry] = [s for s in GENERATED if s.name == "unfunded-debug-n6-l2-heavy"]
     assert entry.values(False) == {"nodes": 6, "load": 2.0, "guest_weight": 0.3, "jobs": 2400}
     assert entry.values(True)["jobs"] == 2400
+
+
+def test_the_routing_baselines_run_on_scenarios_of_several_clusters_only(tmp_path: Path) -> None:
+    from steward.sim.suite import SuiteScenario, plan
+
+    entries = (SuiteScenario("short-1gpu-n4-l1.5", "short-1gpu", 4, 1.5, 40),
+               SuiteScenario("two-clusters-n4-l1.5", "two-clusters", 4, 1.5, 40))
+    tasks, _, notes = plan(tmp_path, ("steward", "random-cluster", "least-loaded"), 1, False, entries, None)
+    assert sorted((t.scenario, t.policy) for t in tasks) == [
+        ("short-1gpu-n4-l1.5", "steward"), ("two-clusters-n4-l1.5", "least-loaded"),
+        ("two-clusters-n4-l1.5", "random-cluster"), ("two-clusters-n4-l1.5", "steward")]
+    assert any("several clusters only" in n for n in notes)

@@ -63,7 +63,7 @@ def test_demotion_at_the_crossing_and_the_promotion_due(
     t.queued(pending("j", gpus, submitted_at=100.0))
     j = t.jobs["j"]
     assert (j.queue, j.entry, j.promote_at) == (queue, pytest.approx(entry), promote_at)
-    assert t.chains == {(queue, gpus, None): [(j.entry, "j")]}
+    assert t.chains == {(queue, gpus, None, ((), ())): [(j.entry, "j")]}  # the request: any
 
 
 def test_promotion_moves_a_waiting_job_to_queue_zero_and_restarts_its_service() -> None:
@@ -77,7 +77,7 @@ def test_promotion_moves_a_waiting_job_to_queue_zero_and_restarts_its_service() 
     t._promote(9000.0)
     j = t.jobs["j"]
     assert (j.queue, j.entry, j.base, j.promote_at) == (0, 9000.0, 4000.0, None)
-    assert t.chains == {(0, 4, None): [(9000.0, "j")]}
+    assert t.chains == {(0, 4, None, ((), ())): [(9000.0, "j")]}
 
 
 def test_a_placed_job_is_not_promoted() -> None:
