@@ -186,7 +186,7 @@ async def _execute(ctx: Context, command: Command) -> Outcome:
 def _ledger_state(snap: ReadView) -> LedgerState:
     """The part of the ledger's state a submit is checked against: the org tree and the nodes."""
     return LedgerState(allocations={a["name"]: AllocationNode(a["name"], a["parent"], a["share"],
-                                                              a.get("debug_quota_gpus"))
+                                                              a.get("debug_quota_gpus"), pin=a.get("pin"))
                                     for a in snap.allocations},
                        nodes={n["node_id"]: ClusterNode(n["node_id"], int(n["gpus"]), n["gpu_model"],
                                                         tuple(n["path"]), n["executor"], n["state"],
