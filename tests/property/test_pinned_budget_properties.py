@@ -11,9 +11,9 @@ from typing import Any
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from tests.property.test_weighted_budget_properties import END, JOB, NODES, WEIGHTS, Event, _log
 
 from steward.domain import budget
-from tests.property.test_weighted_budget_properties import END, JOB, NODES, WEIGHTS, Event, _log
 
 CLUSTERS = sorted({c for c, _m, _g in NODES.values()})
 
