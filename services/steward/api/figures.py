@@ -28,7 +28,7 @@ from sqlalchemy import select
 from steward.domain import budget
 from steward.domain.budget import add_owed, entitled_gpu_s, period_bounds, period_id
 from steward.domain.budget import entitlements as tree_entitlements
-from steward.domain.clusters import WEIGHTS_SETTING
+from steward.domain.clusters import WEIGHTS_SETTING, effective_pin
 from steward.store import schema as tables
 
 if TYPE_CHECKING:
@@ -82,6 +82,8 @@ class AllocationFigures:
     window_end: float = 0.0
     display_name: str = ""  # what people call it (ADR 0055); its id when none is recorded
     split: tuple[PlaceFigures, ...] = ()  # owed, delivered and demand by (cluster, model) (ADR 0062)
+    pin: str | None = None  # the cluster its parent's manager pinned it to (ADR 0067); None: not pinned itself
+    pinned_to: str | None = None  # the cluster its jobs run on: its pin or its nearest pinned ancestor's
 
     @property
     def over_delivered(self) -> bool:
@@ -128,6 +130,7 @@ def compute(
     parents = {r["name"]: r["parent"] for r in allocations}
     shares = {r["name"]: float(r["share"]) for r in allocations}
     names = {r["name"]: r.get("display_name") or r["name"] for r in allocations}
+    pins = {r["name"]: str(r["pin"]) for r in allocations if r.get("pin")}
     ents = entitlements(parents, shares)
     has_children = set(parents.values())
     w0, w1 = budget.window_bounds(now, window_s)
@@ -167,6 +170,7 @@ def compute(
             burn=budget.burn(rg, entitled_gpus),
             running_gpus=rg, running_jobs=rj, waiting_jobs=wj, waiting_gpus=wg, window_start=w0, window_end=w1,
             display_name=names[name], split=place_figures((split or {}).get(name, {})),
+            pin=pins.get(name), pinned_to=effective_pin(name, parents, pins) or None,
         ))
     return out
 
