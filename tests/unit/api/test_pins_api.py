@@ -8,6 +8,7 @@ cluster jupiter here. The manager manages team-a (children a1, a2)."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -98,3 +99,31 @@ def test_a_pin_set_with_the_shares_holds_for_the_subtree(server: Server) -> None
                                   "r": "back to any"}, server.tokens["admin"])["data"]["setAllocations"]
     assert res["__typename"] == "AllocationsChanged", res
     assert pins(server)["a1"] == (None, None)
+
+
+@pytest.mark.parametrize(("args", "code", "words"), [
+    (["tree", "pin", "a2", "mars", "--reason", "own"], 2, "pin of 'a2' "),
+    (["tree", "pin", "a2", "--reason", "own"], 2, "give a cluster, or --clear to unpin"),
+    (["tree", "pin", "a2", "bad name", "--reason", "own"], 2, "cluster name 'bad name' must be"),
+], ids=["unknown cluster", "neither cluster nor --clear", "bad name"])
+def test_the_cli_refuses_a_bad_pin_in_one_line(server: Server, args: list[str], code: int, words: str) -> None:
+    from tests.unit.api.test_cli_on_api import steward
+
+    proc = steward(server, "manager", *args)
+    assert proc.returncode == code and words in proc.stderr, proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1
+
+
+def test_the_cli_pins_and_tree_show_says_where_each_allocation_runs(server: Server) -> None:
+    from tests.unit.api.test_cli_on_api import steward
+
+    done = steward(server, "manager", "tree", "pin", "a2", "jupiter", "--reason", "own", "--output", "json")
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["pin"] == "jupiter"
+    shown = steward(server, "manager", "tree", "show", "--output", "json")
+    rows = {a["name"]: (a["pin"], a["pinnedTo"]) for a in json.loads(shown.stdout)}
+    assert rows["a2"] == ("jupiter", "jupiter")
+    table = steward(server, "manager", "tree", "show", columns=250).stdout
+    assert "pinned to" in table.lower() and "jupiter" in table
+    cleared = steward(server, "manager", "tree", "pin", "a2", "--clear", "--reason", "any", "--output", "json")
+    assert cleared.returncode == 0 and json.loads(cleared.stdout)["pin"] is None, cleared.stderr
