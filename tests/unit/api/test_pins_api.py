@@ -16,6 +16,7 @@ from sqlalchemy import select
 
 from steward.store import schema
 from tests.unit.api.harness import Server, serve
+from tests.unit.api.test_cli_on_api import steward
 
 SET_PIN = """mutation($a: String!, $c: String, $r: String!) { setPin(allocation: $a, cluster: $c, reason: $r) {
   __typename ... on PinChanged { allocation pin position } ... on Rejected { code reason }
@@ -107,16 +108,12 @@ def test_a_pin_set_with_the_shares_holds_for_the_subtree(server: Server) -> None
     (["tree", "pin", "a2", "bad name", "--reason", "own"], 2, "cluster name 'bad name' must be"),
 ], ids=["unknown cluster", "neither cluster nor --clear", "bad name"])
 def test_the_cli_refuses_a_bad_pin_in_one_line(server: Server, args: list[str], code: int, words: str) -> None:
-    from tests.unit.api.test_cli_on_api import steward
-
     proc = steward(server, "manager", *args)
     assert proc.returncode == code and words in proc.stderr, proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1
 
 
 def test_the_cli_pins_and_tree_show_says_where_each_allocation_runs(server: Server) -> None:
-    from tests.unit.api.test_cli_on_api import steward
-
     done = steward(server, "manager", "tree", "pin", "a2", "jupiter", "--reason", "own", "--output", "json")
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout)["pin"] == "jupiter"
