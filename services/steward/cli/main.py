@@ -208,7 +208,7 @@ def tree_split(allocation: str = typer.Argument(None, help="only this allocation
 
 HISTORY = """query($under: String, $first: Int!) { allocationHistory(under: $under, first: $first) {
   position recordedAt actor reason parent allocation shareBefore shareAfter debugQuotaBefore debugQuotaAfter
-  debugQuotaSet displayNameBefore displayNameAfter displayNameSet } }"""
+  debugQuotaSet displayNameBefore displayNameAfter displayNameSet pinBefore pinAfter pinSet } }"""
 
 
 @tree_app.command("history")
@@ -217,7 +217,7 @@ def tree_history(allocation: str = typer.Argument(None, help="only this allocati
                  limit: int = typer.Option(100, "--limit", help="at most this many changes, newest first"),
                  json_flag: bool = typer.Option(False, "--json", help="print JSON"),
                  output: OutputFormat = OutputOption) -> None:
-    """Who changed which share, debug quota and display name, when (your local time), why, before -> after:
+    """Who changed which share, debug quota, display name and pin, when (your local time), why, before -> after:
     newest first, your subtree only."""
     if not 1 <= limit <= 500:
         fail(f"--limit must be between 1 and 500, got {limit}", 2)

@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from steward.domain.allocation_history import AllocationsSetRecord, allocation_changes
 from steward.domain.clusters import NO_CLUSTER, admits, effective_pin, pinned_clusters
 from steward.domain.commands import RegisterNode, SetAllocations, SubmitJob
 from steward.domain.decide import decide, decide_or_reject
@@ -142,3 +143,15 @@ def test_no_cluster_admits_nothing_and_a_pin_holds_for_the_subtree() -> None:
     assert effective_pin("p", parents, {"lab": "ceres"}) == "ceres"
     assert effective_pin("p", parents, {"lab": "ceres", "p": "ceres"}) == "ceres"
     assert effective_pin("p", parents, {}) == ""
+
+
+def test_the_allocation_history_says_who_pinned_what() -> None:
+    records = [AllocationsSetRecord(1, 1.0, "root", {"parent": "cluster", "shares": {"lab": 1.0}, "reason": "setup"}),
+               AllocationsSetRecord(2, 2.0, "maria", {"parent": "cluster", "shares": {}, "reason": "own",
+                                                     "pins": {"lab": "ceres"}}),
+               AllocationsSetRecord(3, 3.0, "maria", {"parent": "cluster", "shares": {"lab": 0.5}, "reason": "less"}),
+               AllocationsSetRecord(4, 4.0, "maria", {"parent": "cluster", "shares": {}, "reason": "any",
+                                                     "pins": {"lab": None}})]
+    rows = [(c.position, c.pin_before, c.pin_after, c.pin_set) for c in allocation_changes(records)]
+    assert rows == [(1, None, None, False), (2, None, "ceres", True), (3, "ceres", "ceres", False),
+                    (4, "ceres", None, True)]
