@@ -79,7 +79,7 @@ def test_a_manager_pins_a_project_every_reader_sees_it_and_submits_follow_it(ser
         assert row.scalar_one() == "jupiter"
     refused = submit(server, clusters=["default"])
     assert refused["__typename"] in ("Rejected", "InvalidInput"), refused
-    assert "allocation 'a1' is pinned to cluster 'jupiter'" in (refused.get("reason") or refused.get("message"))
+    assert "allocation 'a1' is pinned to cluster 'jupiter'" in (refused.get("reason") or refused.get("message") or "")
     assert submit(server)["__typename"] == "JobAccepted"
     too_big = submit(server, gpus=8)  # 8 GPUs fit the default cluster, not jupiter's 4
     assert "largest placement this cluster could ever give is 4 GPUs" in (too_big.get("reason") or "")
