@@ -101,6 +101,7 @@ def tree_apply(
     for cmd in commands:
         shares = [{"child": c, "share": s} | ({"debugQuotaGpus": cmd.debug_quotas[c]} if c in cmd.debug_quotas else {})
                   | ({"displayName": cmd.display_names[c]} if c in cmd.display_names else {})
+                  | ({"pin": cmd.pins[c]} if c in cmd.pins else {})
                   for c, s in cmd.shares.items()]
         res = client.execute(SET_ALLOCATIONS, {"parent": cmd.parent, "shares": shares,
                                                "reason": cmd.reason})["setAllocations"]

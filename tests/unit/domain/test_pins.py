@@ -155,3 +155,4 @@ def test_the_allocation_history_says_who_pinned_what() -> None:
     rows = [(c.position, c.pin_before, c.pin_after, c.pin_set) for c in allocation_changes(records)]
     assert rows == [(1, None, None, False), (2, None, "ceres", True), (3, "ceres", "ceres", False),
                     (4, "ceres", None, True)]
+
