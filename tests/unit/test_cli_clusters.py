@@ -4,13 +4,14 @@ weights; a malformed argument or file is refused by name before anything is sent
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import pytest
 
 from steward.cli.jobs import names_of
 from steward.cli.operate import parse_weights
-from steward.cli.scenario_file import ScenarioFileError, check_locally, cluster_commands, weight_settings
+from steward.cli.scenario_file import ScenarioFileError, check_locally, cluster_commands, tree_commands, weight_settings
 from steward.domain.state import LedgerState
 
 
@@ -70,3 +71,18 @@ def test_a_bad_file_is_refused_by_name(data: dict[str, Any], message: str) -> No
             cluster_commands(data, "local")
         else:
             weight_settings(data)
+
+
+@pytest.mark.parametrize(("tree", "pins", "error"), [
+    ({"lab": {"share": 0.5, "pin": "ceres", "children": {"p": 1.0}}, "other": 0.5}, {"lab": "ceres"}, None),
+    ({"lab": {"share": 0.5}}, {}, None),
+    ({"lab": {"share": 0.5, "pin": "bad name"}}, {}, "tree node 'lab': pin (a cluster name) 'bad name' must be"),
+], ids=["pinned", "no pin", "bad name"])
+def test_tree_apply_reads_a_pin_from_the_scenario_file(tree: dict[str, Any], pins: dict[str, str],
+                                                       error: str | None) -> None:
+    if error is not None:
+        with pytest.raises(ScenarioFileError, match=re.escape(error)):
+            tree_commands({"tree": tree}, "r")
+        return
+    top = tree_commands({"tree": tree}, "r")[0]
+    assert top.pins == pins

@@ -28,7 +28,7 @@ from sqlalchemy import select
 from steward.domain import budget
 from steward.domain.budget import add_owed, entitled_gpu_s, period_bounds, period_id
 from steward.domain.budget import entitlements as tree_entitlements
-from steward.domain.clusters import WEIGHTS_SETTING
+from steward.domain.clusters import WEIGHTS_SETTING, effective_pin
 from steward.store import schema as tables
 
 if TYPE_CHECKING:
@@ -82,6 +82,8 @@ class AllocationFigures:
     window_end: float = 0.0
     display_name: str = ""  # what people call it (ADR 0055); its id when none is recorded
     split: tuple[PlaceFigures, ...] = ()  # owed, delivered and demand by (cluster, model) (ADR 0062)
+    pin: str | None = None  # the cluster its parent's manager pinned it to (ADR 0067); None: not pinned itself
+    pinned_to: str | None = None  # the cluster its jobs run on: its pin or its nearest pinned ancestor's
 
     @property
     def over_delivered(self) -> bool:
@@ -128,6 +130,7 @@ def compute(
     parents = {r["name"]: r["parent"] for r in allocations}
     shares = {r["name"]: float(r["share"]) for r in allocations}
     names = {r["name"]: r.get("display_name") or r["name"] for r in allocations}
+    pins = {r["name"]: str(r["pin"]) for r in allocations if r.get("pin")}
     ents = entitlements(parents, shares)
     has_children = set(parents.values())
     w0, w1 = budget.window_bounds(now, window_s)
@@ -167,6 +170,7 @@ def compute(
             burn=budget.burn(rg, entitled_gpus),
             running_gpus=rg, running_jobs=rj, waiting_jobs=wj, waiting_gpus=wg, window_start=w0, window_end=w1,
             display_name=names[name], split=place_figures((split or {}).get(name, {})),
+            pin=pins.get(name), pinned_to=effective_pin(name, parents, pins) or None,
         ))
     return out
 
@@ -210,7 +214,7 @@ class JobLife:
         return self.wanting_since is None and self.running_since is None and self.last_at < t
 
 
-_KEEP = {"AllocationsSet": ("parent", "shares"), "NodeRegistered": ("node_id", "gpus", "gpu_model", "cluster"),
+_KEEP = {"AllocationsSet": ("parent", "shares", "pins"), "NodeRegistered": ("node_id", "gpus", "gpu_model", "cluster"),
          "JobSubmitted": ("job_id", "project", "gpus", "gpu_models", "clusters"),
          "JobPreempted": ("job_id", "requeue")}
 
@@ -332,6 +336,7 @@ def period_figures_folded(fold: OverviewFold, start: float, end: float, hour_s: 
     hourly demand and delivery integrated once instead of rescanning every job every hour (tests hold the two
     equal). With `split`, the figures by (cluster, model) are added to it."""
     n = max(1, math.ceil((end - start) / hour_s))
+    pinned = budget.pin_history(fold.history[i] for i in fold.tree_events)  # ADR 0067
     demand_b: dict[str, Buckets] = {}
     delivered_b: dict[str, Buckets] = {}
     demand_at_b: dict[str, dict[budget.Place, Buckets]] = {}
@@ -347,7 +352,8 @@ def period_figures_folded(fold: OverviewFold, start: float, end: float, hour_s: 
         runs = [(a, min(b, end), where) for (a, b, _f), where in zip(life.runs, life.run_places, strict=True)]
         if life.running_since is not None:
             runs.append((life.running_since, end, life.placement))
-        want_levels, ran_levels = budget.job_levels(life.gpus, life.request, demand, runs, fold.prices)
+        want_levels, ran_levels = budget.job_levels(life.gpus, life.request, demand, runs, fold.prices,
+                                                    pinned.get(life.project, ()))
         for buckets, levels, at_b in ((wanted, want_levels, demand_at_b), (ran, ran_levels, delivered_at_b)):
             for a, b, v, place, moved in levels:
                 if not moved:
@@ -361,18 +367,20 @@ def period_figures_folded(fold: OverviewFold, start: float, end: float, hour_s: 
     changes = budget.tree_changes((fold.history[i] for i in fold.tree_events), end)
     shares: dict[str, tuple[str, float]] = {}
     nodes: dict[str, float] = {}
+    pins: dict[str, str] = {}
     out: dict[str, dict[str, float]] = {}
     i = 0
     lo = start
     h = 0
     while lo < end:
         hi = min(lo + hour_s, end)
-        entitled, _capacity, i = entitled_gpu_s(lo, hi, changes, i, shares, nodes)
+        caps: dict[str, float] = {}
+        entitled, _capacity, i = entitled_gpu_s(lo, hi, changes, i, shares, nodes, pins, caps)
         demand_now: dict[str, float] = {p: v[h] for p, v in demand_h.items()}
         delivered_now: dict[str, float] = {p: v[h] for p, v in delivered_h.items()}
         add_owed(out, entitled, demand_now, delivered_now, shares, split,
                  {p: {w: v[h] for w, v in by.items()} for p, by in demand_at_h.items()},
-                 {p: {w: v[h] for w, v in by.items()} for p, by in delivered_at_h.items()})
+                 {p: {w: v[h] for w, v in by.items()} for p, by in delivered_at_h.items()}, caps)
         lo = hi
         h += 1
     return out

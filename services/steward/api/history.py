@@ -55,6 +55,9 @@ class AllocationChangeEntry:
     display_name_before: str | None = strawberry.field(description="null: shown by its id.")
     display_name_after: str | None = strawberry.field(description="null: shown by its id.")
     display_name_set: bool = strawberry.field(description="The change named this allocation's display name.")
+    pin_before: str | None = strawberry.field(default=None, description="null: not pinned itself (ADR 0067).")
+    pin_after: str | None = strawberry.field(default=None, description="null: not pinned itself (ADR 0067).")
+    pin_set: bool = strawberry.field(default=False, description="The change named this allocation's pin.")
 
     @staticmethod
     def of(c: AllocationChange) -> AllocationChangeEntry:
@@ -63,4 +66,5 @@ class AllocationChangeEntry:
             allocation=c.allocation, share_before=c.share_before, share_after=c.share_after,
             debug_quota_before=c.debug_quota_before, debug_quota_after=c.debug_quota_after,
             debug_quota_set=c.debug_quota_set, display_name_before=c.display_name_before,
-            display_name_after=c.display_name_after, display_name_set=c.display_name_set)
+            display_name_after=c.display_name_after, display_name_set=c.display_name_set,
+            pin_before=c.pin_before, pin_after=c.pin_after, pin_set=c.pin_set)

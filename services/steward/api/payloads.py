@@ -108,6 +108,13 @@ class DisplayNameChanged:
 
 
 @strawberry.type
+class PinChanged:
+    allocation: str
+    pin: str | None = strawberry.field(description="The cluster its jobs run on now (null: unpinned).")
+    position: BigInt
+
+
+@strawberry.type
 class NodeRegistered:
     id: str
     position: BigInt
@@ -152,6 +159,7 @@ RestoreSessionResult = Annotated[
 SetDisplayNameResult = Annotated[
     DisplayNameChanged | Rejected | InvalidInput | NotAuthorised, strawberry.union("SetDisplayNameResult")
 ]
+SetPinResult = Annotated[PinChanged | Rejected | InvalidInput | NotAuthorised, strawberry.union("SetPinResult")]
 SetDebugQuotaResult = Annotated[
     DebugQuotaChanged | Rejected | InvalidInput | NotAuthorised, strawberry.union("SetDebugQuotaResult")
 ]
@@ -188,6 +196,9 @@ class ShareInput:
     display_name: str | None = strawberry.field(
         default=strawberry.UNSET, description="Optionally, what people call the child (null: its id again; "
                                               "absent: unchanged). 1 to 64 characters (docs/api.md).")
+    pin: str | None = strawberry.field(
+        default=strawberry.UNSET, description="Optionally, the cluster the child's jobs run on (ADR 0067; null: "
+                                              "unpinned; absent: unchanged). A registered cluster's name.")
 
 
 @strawberry.input

@@ -56,6 +56,7 @@ from steward.api.payloads import (
     NotAuthorised,
     OpenSessionInput,
     OpenSessionResult,
+    PinChanged,
     PolicyInput,
     PolicySet,
     PreemptionRequested,
@@ -71,6 +72,7 @@ from steward.api.payloads import (
     SetAllocationsResult,
     SetDebugQuotaResult,
     SetDisplayNameResult,
+    SetPinResult,
     SetPolicyResult,
     ShareInput,
     SubmitJobInput,
@@ -188,7 +190,7 @@ async def _execute(ctx: Context, command: Command) -> Outcome:
 def _ledger_state(snap: ReadView) -> LedgerState:
     """The part of the ledger's state a submit is checked against: the org tree and the nodes."""
     return LedgerState(allocations={a["name"]: AllocationNode(a["name"], a["parent"], a["share"],
-                                                              a.get("debug_quota_gpus"))
+                                                              a.get("debug_quota_gpus"), pin=a.get("pin"))
                                     for a in snap.allocations},
                        nodes={n["node_id"]: ClusterNode(n["node_id"], int(n["gpus"]), n["gpu_model"],
                                                         tuple(n["path"]), n["executor"], n["state"],
@@ -792,8 +794,10 @@ class Mutation:
         for child, name in names.items():
             if name is not None and (problem := display_name_problem(name)) is not None:
                 return InvalidInput(field="shares", message=f"the display name of {shown(child)} {problem}")
+        pins = {s.child: s.pin for s in shares if s.pin is not strawberry.UNSET}
         outcome = await _execute(ctx, SetAllocations(parent=parent, shares={s.child: s.share for s in shares},
-                                                     reason=reason, debug_quotas=quotas, display_names=names))
+                                                     reason=reason, debug_quotas=quotas, display_names=names,
+                                                     pins=pins))
         if (rej := _rejected(outcome)) is not None:
             return rej
         return AllocationsChanged(parent=parent, position=outcome.position)
@@ -842,6 +846,30 @@ class Mutation:
         if (rej := _rejected(outcome)) is not None:
             return rej
         return DisplayNameChanged(allocation=allocation, display_name=name or allocation, position=outcome.position)
+
+    @fields.mutation("Pin an allocation to a cluster (a lab's own hardware; ADR 0067), with a reason: its jobs run "
+                     "only there, a job asking for another cluster is refused, and it is owed at most what that "
+                     "cluster could deliver; null unpins it. Managers pin their own node's children.")
+    async def set_pin(self, info: Info[Context, None], allocation: str, cluster: str | None,
+                      reason: str) -> SetPinResult:
+        ctx = _ctx(info)
+        access = await ctx.access("setPin")
+        if (refused := await _role_refused(ctx, access, Capability.set_allocations, "setPin")) is not None:
+            return refused
+        # an unknown allocation goes to the ledger under the root (admins), which refuses it by name
+        parent = (await ctx.view()).parents.get(allocation, ROOT)
+        if not access.manages(parent):
+            await ctx.deny("setPin", f"allocation:{allocation}", "outside the principal's scopes")
+            return _not_authorised("allocation", allocation, "pin")
+        if not reason.strip():
+            return InvalidInput(field="reason", message="a pin change needs a reason")
+        if cluster is not None and (problem := id_problem(cluster)) is not None:
+            return InvalidInput(field="cluster", message=f"the cluster name {shown(cluster)} {problem}")
+        outcome = await _execute(ctx, SetAllocations(parent=parent, shares={}, reason=reason[:500],
+                                                     pins={allocation: cluster}))
+        if (rej := _rejected(outcome)) is not None:
+            return rej
+        return PinChanged(allocation=allocation, pin=cluster, position=outcome.position)
 
     @fields.mutation("Register a node with its GPUs and topology path (admins).")
     async def register_node(self, info: Info[Context, None], input: RegisterNodeInput) -> RegisterNodeResult:

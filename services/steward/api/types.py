@@ -325,6 +325,12 @@ class Allocation:
     split: list[AllocationSplit] = strawberry.field(
         default_factory=list, description="Owed, delivered and demand by cluster and GPU model (they sum to the "
                                           "allocation's figures); empty places are left out.")
+    pin: str | None = strawberry.field(default=None, description=(
+        "The cluster its parent's manager pinned it to (AllocationsSet pins, ADR 0067); null: not pinned itself "
+        "(see pinnedTo)."))
+    pinned_to: str | None = strawberry.field(default=None, description=(
+        "The cluster its jobs run on: its own pin or its nearest pinned ancestor's (null: any cluster). Its owed "
+        "is then at most what that cluster could deliver."))
 
     @fields.field("Its debug quota: in force, set value, and whether the default applies.")
     async def debug_quota_gpus(self, info: Info[Context, None]) -> DebugQuota | None:
@@ -349,7 +355,8 @@ class Allocation:
                           running_gpus=f.running_gpus, running_jobs=f.running_jobs, waiting_jobs=f.waiting_jobs,
                           waiting_gpus=f.waiting_gpus,
                           split=[AllocationSplit(cluster=p.cluster, gpu_model=p.gpu_model, owed=p.owed,
-                                                 delivered=p.delivered, demand=p.demand) for p in f.split])
+                                                 delivered=p.delivered, demand=p.demand) for p in f.split],
+                          pin=f.pin, pinned_to=f.pinned_to)
 
 
 @strawberry.type

@@ -24,7 +24,7 @@ from steward.cli.scenario_file import (
 from steward.config import get_settings
 from steward.domain import budget
 from steward.domain.display_names import display_name_problem
-from steward.domain.ids import shown
+from steward.domain.ids import id_problem, shown
 from steward.domain.state import AllocationNode, LedgerState
 
 app = typer.Typer(no_args_is_help=True, add_completion=False,
@@ -101,6 +101,7 @@ def tree_apply(
     for cmd in commands:
         shares = [{"child": c, "share": s} | ({"debugQuotaGpus": cmd.debug_quotas[c]} if c in cmd.debug_quotas else {})
                   | ({"displayName": cmd.display_names[c]} if c in cmd.display_names else {})
+                  | ({"pin": cmd.pins[c]} if c in cmd.pins else {})
                   for c, s in cmd.shares.items()]
         res = client.execute(SET_ALLOCATIONS, {"parent": cmd.parent, "shares": shares,
                                                "reason": cmd.reason})["setAllocations"]
@@ -117,7 +118,7 @@ def tree_apply(
 TREE = """query($window: Float!) { allocations(windowS: $window) { name displayName parent depth share entitlement
   isProject
   entitledInWindow usageInWindow demandInWindow owed delivered deliveredOverOwed overDelivered
-  windowStart windowEnd window burn runningGpus waitingJobs
+  windowStart windowEnd window burn runningGpus waitingJobs pin pinnedTo
   debugQuotaGpus { gpus setGpus isDefault setOn } } }"""
 
 SET_DEBUG_QUOTA = """mutation($allocation: String!, $gpus: Int, $reason: String!) {
@@ -140,6 +141,13 @@ def quota_text(q: dict[str, Any] | None) -> str:
     if q["setGpus"] is not None:
         return f"{q['gpus']} (set)"
     return f"{q['gpus']} (from {q['setOn']})"
+
+
+def pin_text(a: dict[str, Any]) -> str:
+    """The cluster an allocation's jobs run on (ADR 0067): its own pin, or its ancestor's marked as inherited."""
+    if a.get("pin"):
+        return str(a["pin"])
+    return f"{a['pinnedTo']} (inherited)" if a.get("pinnedTo") else "-"
 
 
 def _ratio(x: float | None) -> str:
@@ -167,10 +175,11 @@ def tree_show(window: float = typer.Option(7 * 24, "--window-hours", help="the u
                            f"{a['share']:.3f}", f"{a['entitlement']:.4f}",
                            f"{a['owed'] / 3600:.1f}", f"{a['delivered'] / 3600:.1f}",
                            owed_ratio(a["deliveredOverOwed"]),
-                           _ratio(a["burn"]), a["runningGpus"], a["waitingJobs"], quota_text(a.get("debugQuotaGpus"))]
+                           _ratio(a["burn"]), a["runningGpus"], a["waitingJobs"], quota_text(a.get("debugQuotaGpus")),
+                           pin_text(a)]
                           for a in allocs],
          ["id", "display name", "share", "entitlement", "owed h", "delivered h", "ratio", "burn", "gpus", "waiting",
-          "debug quota"])
+          "debug quota", "pinned to"])
 
 
 SPLIT = """query($window: Float!) { allocations(windowS: $window) { name depth window
@@ -200,7 +209,7 @@ def tree_split(allocation: str = typer.Argument(None, help="only this allocation
 
 HISTORY = """query($under: String, $first: Int!) { allocationHistory(under: $under, first: $first) {
   position recordedAt actor reason parent allocation shareBefore shareAfter debugQuotaBefore debugQuotaAfter
-  debugQuotaSet displayNameBefore displayNameAfter displayNameSet } }"""
+  debugQuotaSet displayNameBefore displayNameAfter displayNameSet pinBefore pinAfter pinSet } }"""
 
 
 @tree_app.command("history")
@@ -209,7 +218,7 @@ def tree_history(allocation: str = typer.Argument(None, help="only this allocati
                  limit: int = typer.Option(100, "--limit", help="at most this many changes, newest first"),
                  json_flag: bool = typer.Option(False, "--json", help="print JSON"),
                  output: OutputFormat = OutputOption) -> None:
-    """Who changed which share, debug quota and display name, when (your local time), why, before -> after:
+    """Who changed which share, debug quota, display name and pin, when (your local time), why, before -> after:
     newest first, your subtree only."""
     if not 1 <= limit <= 500:
         fail(f"--limit must be between 1 and 500, got {limit}", 2)
@@ -316,6 +325,40 @@ def tree_name(
     if (why := _refusal(res)) is not None:
         fail(f"display name of '{allocation}' {why}", 2)
     emit(res, output, [[allocation, res["displayName"], res["position"]]], ["allocation", "display name", "position"])
+
+
+SET_PIN = """mutation($allocation: String!, $cluster: String, $reason: String!) {
+  setPin(allocation: $allocation, cluster: $cluster, reason: $reason) {
+    __typename
+    ... on PinChanged { allocation pin position }
+    ... on Rejected { code reason }
+    ... on InvalidInput { field message }
+    ... on NotAuthorised { message }
+  }
+}"""
+
+
+@tree_app.command("pin")
+def tree_pin(
+    allocation: str = typer.Argument(..., help="the node (a child of a node you manage), by its id"),
+    cluster: str = typer.Argument(None, help="the cluster its jobs run on (a registered cluster's name)"),
+    clear: bool = typer.Option(False, "--clear", help="unpin it: its jobs may run on any cluster again"),
+    reason: str = typer.Option(..., "--reason", help="recorded with the change"),
+    output: OutputFormat = OutputOption,
+) -> None:
+    """Pin a node to a cluster (a lab's own hardware; ADR 0067): `steward tree pin vision ceres --reason "..."`
+    (`--clear`: unpin). Its subtree's jobs run only there, a job asking for another cluster is refused, and it is
+    owed at most what that cluster could deliver."""
+    if (cluster is None) == (not clear):
+        fail("give a cluster, or --clear to unpin (not both)", 2)
+    if cluster is not None and (problem := id_problem(cluster)) is not None:
+        fail(f"cluster name {shown(cluster)} {problem}", 2)
+    res = GraphQLClient(get_settings()).execute(SET_PIN, {"allocation": allocation, "cluster": cluster,
+                                                          "reason": reason})["setPin"]
+    if (why := _refusal(res)) is not None:
+        fail(f"pin of '{allocation}' {why}", 2)
+    emit(res, output, [[allocation, res["pin"] or "(any cluster)", res["position"]]],
+         ["allocation", "pinned to", "position"])
 
 
 @app.command("allocate")

@@ -74,17 +74,28 @@ def name_change(before: str | None, after: str | None, named: bool) -> str:
     return "-" if after is None else n(after)
 
 
+def pin_change(before: str | None, after: str | None, named: bool) -> str:
+    """A pin before -> after when the change named it (`any`: unpinned, ADR 0067), else the pin then."""
+    def p(x: str | None) -> str:
+        return "any" if x is None else x
+    if named:
+        return f"{p(before)} -> {p(after)}"
+    return "-" if after is None else after
+
+
 def history_rows(entries: list[dict[str, Any]], tz: tzinfo | None = None) -> list[list[str]]:
-    """`allocationHistory` entries as table rows: when, allocation, its display name, share and debug quota
-    before -> after, who, why."""
+    """`allocationHistory` entries as table rows: when, allocation, its display name, share, debug quota and
+    pin before -> after, who, why."""
     return [[local_time(e["recordedAt"], tz), e["allocation"],
              name_change(e.get("displayNameBefore"), e.get("displayNameAfter"), bool(e.get("displayNameSet"))),
              e["parent"], share_change(e["shareBefore"], e["shareAfter"]),
              quota_change(e["debugQuotaBefore"], e["debugQuotaAfter"], e["debugQuotaSet"]),
+             pin_change(e.get("pinBefore"), e.get("pinAfter"), bool(e.get("pinSet"))),
              e["actor"] or "-", e["reason"], str(e["position"])] for e in entries]
 
 
-HISTORY_HEADERS = ["when", "allocation", "name", "parent", "share", "debug quota", "by", "reason", "position"]
+HISTORY_HEADERS = ["when", "allocation", "name", "parent", "share", "debug quota", "pin", "by", "reason",
+                   "position"]
 
 
 def preemption_lines(story: dict[str, Any], tz: tzinfo | None = None) -> list[str]:

@@ -12,7 +12,7 @@ from steward.domain.commands import ROOT, RegisterNode, SetAllocations
 from steward.domain.decide import decide
 from steward.domain.display_names import display_name_problem
 from steward.domain.errors import DomainError
-from steward.domain.ids import shown
+from steward.domain.ids import id_problem, shown
 from steward.domain.state import LedgerState, evolve
 
 
@@ -58,10 +58,17 @@ def _display_name(value: Any, node: str) -> str:
     return value
 
 
+def _pin(value: Any, node: str) -> str:
+    problem = id_problem(value)
+    if problem is not None:
+        raise ScenarioFileError(f"tree node '{node}': pin (a cluster name) {shown(value)} {problem}")
+    return str(value)
+
+
 def tree_commands(data: dict[str, Any], reason: str) -> list[SetAllocations]:
     """One SetAllocations per parent, top-down. A child is `name: share` or `name: {share, children,
-    debug_quota, name}` (`debug_quota`: GPUs of debug work ahead of the fair-share order, DESIGN.md "Debug
-    quota"; `name`: what people call it, ADR 0055)."""
+    debug_quota, name, pin}` (`debug_quota`: GPUs of debug work ahead of the fair-share order, DESIGN.md "Debug
+    quota"; `name`: what people call it, ADR 0055; `pin`: the cluster its subtree's jobs run on, ADR 0067)."""
     tree = data.get("tree")
     if not isinstance(tree, dict) or not tree:
         raise ScenarioFileError("the file has no 'tree:' section (a mapping of node name to share)")
@@ -71,11 +78,12 @@ def tree_commands(data: dict[str, Any], reason: str) -> list[SetAllocations]:
         shares: dict[str, float] = {}
         quotas: dict[str, int | None] = {}
         names: dict[str, str | None] = {}
+        pins: dict[str, str | None] = {}
         nested: list[tuple[str, dict[str, Any]]] = []
         for name, spec in children.items():
             name = str(name)
             if isinstance(spec, dict):
-                unknown = set(spec) - {"share", "children", "debug_quota", "name"}
+                unknown = set(spec) - {"share", "children", "debug_quota", "name", "pin"}
                 if unknown:
                     raise ScenarioFileError(f"tree node '{name}': unknown key(s) {', '.join(sorted(unknown))}")
                 if "share" not in spec:
@@ -85,6 +93,8 @@ def tree_commands(data: dict[str, Any], reason: str) -> list[SetAllocations]:
                     quotas[name] = _debug_quota(spec["debug_quota"], name)
                 if spec.get("name") is not None:
                     names[name] = _display_name(spec["name"], name)
+                if spec.get("pin") is not None:
+                    pins[name] = _pin(spec["pin"], name)
                 kids = spec.get("children") or {}
                 if not isinstance(kids, dict):
                     raise ScenarioFileError(f"tree node '{name}': 'children' must be a mapping")
@@ -93,7 +103,7 @@ def tree_commands(data: dict[str, Any], reason: str) -> list[SetAllocations]:
             else:
                 shares[name] = _share(spec, name)
         out.append(SetAllocations(parent=parent, shares=shares, reason=reason, debug_quotas=quotas,
-                                  display_names=names))
+                                  display_names=names, pins=pins))
         for name, kids in nested:
             walk(name, kids)
 

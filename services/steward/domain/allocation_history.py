@@ -32,6 +32,9 @@ class AllocationChange:
     display_name_before: str | None = None  # None: shown by its id
     display_name_after: str | None = None
     display_name_set: bool = False  # the event named this allocation's display name
+    pin_before: str | None = None  # None: not pinned itself (ADR 0067)
+    pin_after: str | None = None
+    pin_set: bool = False  # the event named this allocation's pin
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,7 +55,8 @@ def allocation_changes(records: Iterable[AllocationsSetRecord]) -> list[Allocati
         after = apply_allocations_set(tree, rec.payload)
         quotas: dict[str, Any] = rec.payload.get("debug_quotas") or {}
         names: dict[str, Any] = rec.payload.get("display_names") or {}
-        named = list(dict.fromkeys([*rec.payload["shares"], *quotas, *names]))
+        pins: dict[str, Any] = rec.payload.get("pins") or {}
+        named = list(dict.fromkeys([*rec.payload["shares"], *quotas, *names, *pins]))
         for child in named:
             new = after.get(child)
             if new is None:  # a quota for an allocation that does not exist changes nothing
@@ -66,6 +70,7 @@ def allocation_changes(records: Iterable[AllocationsSetRecord]) -> list[Allocati
                 debug_quota_set=child in quotas,
                 display_name_before=old.display_name if old else None, display_name_after=new.display_name,
                 display_name_set=child in names,
+                pin_before=old.pin if old else None, pin_after=new.pin, pin_set=child in pins,
             ))
         tree = after
     return out

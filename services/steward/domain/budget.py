@@ -20,6 +20,9 @@ is Σ GPUs × the weight of their model, a run is charged at the weight of the m
 a waiting job's demand at the lowest weight among the models it accepts that have registered capacity; each
 at the weights in force at that moment (a `PolicySet` of `gpu_model_weights` takes effect from its event
 time; past usage is never re-priced). With no weights set (every weight 1.0) they are plain GPU-seconds.
+An allocation pinned to a cluster (ADR 0067) is owed at most what that cluster could deliver: its owed per hour
+is min(entitled, demand, the pin's cluster's weighted capacity), its jobs' waiting demand is valued at the
+cheapest place of the pin's cluster they accept, and its delivered is where its jobs ran (never dropped).
 The cluster-wide figure (`delivered_of_owed`) credits each project at most what it was owed, so one
 project's over-delivery never hides another's shortfall.
 """
@@ -32,7 +35,14 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from steward.domain.clusters import DEFAULT_CLUSTER, WEIGHTS_SETTING, admits, cluster_name
+from steward.domain.clusters import (
+    DEFAULT_CLUSTER,
+    WEIGHTS_SETTING,
+    admits,
+    cluster_name,
+    effective_pin,
+    pinned_clusters,
+)
 from steward.domain.commands import ROOT
 from steward.domain.policy_settings import model_weight
 
@@ -258,27 +268,90 @@ def cheapest(weights: Mapping[str, float], places: Iterable[Place], gpu_models: 
     return best if best is not None else (1.0, NOWHERE)
 
 
+Pins = Sequence[tuple[float, str]]
+"""A tree node's effective pin over time (ADR 0067): (from, cluster or "" for none) at each change, in time
+order (`pin_history`); before the first, none."""
+
+
+def pin_history(events: Iterable[tuple[str, Mapping[str, Any], float]]) -> dict[str, list[tuple[float, str]]]:
+    """ADR 0067: each tree node's effective pin (its own, or its nearest pinned ancestor's:
+    `clusters.effective_pin`) at each change, from the log's `AllocationsSet` events in log order. Only the
+    nodes ever pinned are in it (a log without pins gives {})."""
+    parents: dict[str, str] = {}
+    own: dict[str, str] = {}
+    out: dict[str, list[tuple[float, str]]] = {}
+    for kind, p, at in events:
+        if kind != "AllocationsSet":
+            continue
+        for child in p["shares"]:
+            parents[str(child)] = str(p["parent"])
+        pins: Mapping[str, Any] = p.get("pins") or {}
+        for child, pin in pins.items():
+            if pin:
+                own[str(child)] = str(pin)
+            else:
+                own.pop(str(child), None)
+        if not own and not out:
+            continue
+        for node in parents:
+            now = effective_pin(node, parents, own)
+            spans = out.get(node)
+            if (spans[-1][1] if spans else "") != now:
+                out.setdefault(node, []).append((at, now))
+    return out
+
+
+def pin_cuts(pins: Pins, a: float, b: float) -> Iterable[tuple[float, float, str]]:
+    """[a, b) cut where the pin changes: (lo, hi, pin) in time order."""
+    pin = ""
+    k = 0
+    while k < len(pins) and pins[k][0] <= a:
+        pin = pins[k][1]
+        k += 1
+    lo = a
+    while lo < b:
+        hi = min(b, pins[k][0]) if k < len(pins) else b
+        if hi > lo:
+            yield lo, hi, pin
+        if k < len(pins):
+            pin = pins[k][1]
+            k += 1
+        lo = hi
+
+
+def _priced(prices: Prices, a: float, b: float,
+            pins: Pins) -> Iterable[tuple[float, float, dict[str, float], frozenset[Place], str]]:
+    for lo, hi, weights, places in prices.segments(a, b):
+        if not pins:
+            yield lo, hi, weights, places, ""
+            continue
+        for plo, phi, pin in pin_cuts(pins, lo, hi):
+            yield plo, phi, weights, places, pin
+
+
 def job_levels(gpus: int, request: tuple[Sequence[str], Sequence[str]], demand: Iterable[tuple[float, float]],
-               runs: Iterable[tuple[float, float, Placement]], prices: Prices) -> tuple[list[Level], list[Level]]:
+               runs: Iterable[tuple[float, float, Placement]], prices: Prices,
+               pins: Pins = ()) -> tuple[list[Level], list[Level]]:
     """One job's weighted demand and delivery as levels (start, end, weighted GPUs, place, moved): the one home
     of "usage charged at the model's weight" for the books. `request` is (gpu_models, clusters) it accepts;
     `demand` its intervals waiting or running, `runs` its runs with where they ran (within its demand).
     Demand is valued at `cheapest` over each demand interval; over a run it is moved to where the run is and
-    re-valued at the run's weight, so a running job's demand equals its delivery."""
-    models, clusters = request
+    re-valued at the run's weight, so a running job's demand equals its delivery. `pins`: its allocation's pin
+    over time (ADR 0067): while pinned, the job accepts the pin's cluster only (`pinned_clusters`)."""
+    models, asked = request
     wanted: list[Level] = []
     ran: list[Level] = []
     for a, b in demand:
-        for lo, hi, weights, places in prices.segments(a, b):
-            w, place = cheapest(weights, places, models, clusters)
+        for lo, hi, weights, places, pin in _priced(prices, a, b, pins):
+            w, place = cheapest(weights, places, models, pinned_clusters(asked, pin))
             last = wanted[-1] if wanted else None
             if last is not None and last[1] == lo and last[2:] == (gpus * w, place, False):
                 wanted[-1] = (last[0], hi, *last[2:])  # the same price on both sides of an epoch: one level
             else:
                 wanted.append((lo, hi, gpus * w, place, False))
     for a, b, placement in runs:
-        for lo, hi, weights, places in prices.segments(a, b):
-            w_min, valued = cheapest(weights, places, models, clusters)
+        for lo, hi, weights, places, pin in _priced(prices, a, b, pins):
+            w_min, valued = cheapest(weights, places, models, pinned_clusters(asked, pin))
             for c, m, g in placement or ((*NOWHERE, gpus),):  # a run with no placement seen: weight 1
                 w = weight(weights, m)
                 ran.append((lo, hi, g * w, (c, m), False))
@@ -295,21 +368,43 @@ def job_levels(gpus: int, request: tuple[Sequence[str], Sequence[str]], demand: 
 def tree_changes(events: Iterable[tuple[str, Mapping[str, Any], float]],
                  end: float) -> list[tuple[float, str, float, str]]:
     """The changes `entitled_gpu_s` applies, from the log's `AllocationsSet`, `NodeRegistered` and `PolicySet`
-    events before `end`: (at, "share", share, "parent\\x00child") or (at, "node", weighted GPUs, node id); a
-    weight change re-weighs every node of the models it changes, from its event time."""
+    events before `end`: (at, "share", share, "parent\\x00child"), (at, "node", weighted GPUs,
+    "cluster\\x00node id") or, once any node is pinned (ADR 0067), (at, "pin", 0, "tree node\\x00cluster or ''") at
+    each change of a tree node's effective pin; a weight change re-weighs every node of the models it changes,
+    from its event time."""
     changes: list[tuple[float, str, float, str]] = []
     nodes: dict[str, tuple[int, str]] = {}
+    keys: dict[str, str] = {}
     weights: dict[str, float] = {}
+    parents: dict[str, str] = {}
+    own: dict[str, str] = {}
+    pinned: dict[str, str] = {}
     for kind, p, at in events:
         if at >= end:
             break
         if kind == "AllocationsSet":
             for child, share in p["shares"].items():
                 changes.append((at, "share", float(share), f"{p['parent']}\x00{child}"))
+                parents[str(child)] = str(p["parent"])
+            for child, pin in (p.get("pins") or {}).items():
+                if pin:
+                    own[str(child)] = str(pin)
+                else:
+                    own.pop(str(child), None)
+            if own or pinned:
+                for node in parents:
+                    now = effective_pin(node, parents, own)
+                    if pinned.get(node, "") != now:
+                        pinned[node] = now
+                        changes.append((at, "pin", 0.0, f"{node}\x00{now}"))
         elif kind == "NodeRegistered":
             node, gpus, model = str(p["node_id"]), int(p["gpus"]), str(p.get("gpu_model") or "")
+            key = f"{cluster_name(str(p.get('cluster') or ''))}\x00{node}"
+            if keys.get(node, key) != key:  # registered again in another cluster: its GPUs move there
+                changes.append((at, "node", 0.0, keys[node]))
             nodes[node] = (gpus, model)
-            changes.append((at, "node", gpus * weight(weights, model), node))
+            keys[node] = key
+            changes.append((at, "node", gpus * weight(weights, model), key))
         elif kind == "PolicySet":
             changed = p.get("changed")
             if isinstance(changed, Mapping) and isinstance(changed.get(WEIGHTS_SETTING), Mapping):
@@ -317,7 +412,7 @@ def tree_changes(events: Iterable[tuple[str, Mapping[str, Any], float]],
                 weights = {str(k): float(v) for k, v in changed[WEIGHTS_SETTING].items()}
                 for node, (gpus, model) in sorted(nodes.items()):
                     if weight(before, model) != weight(weights, model):
-                        changes.append((at, "node", gpus * weight(weights, model), node))
+                        changes.append((at, "node", gpus * weight(weights, model), keys[node]))
     return changes
 
 
@@ -355,31 +450,50 @@ def entitlements(shares: Mapping[str, tuple[str, float]], root: str = ROOT) -> d
 
 
 def entitled_gpu_s(lo: float, hi: float, changes: Sequence[tuple[float, str, float, str]], i: int,
-                   shares: dict[str, tuple[str, float]],
-                   nodes: dict[str, float]) -> tuple[dict[str, float], float, int]:
+                   shares: dict[str, tuple[str, float]], nodes: dict[str, float],
+                   pins: dict[str, str] | None = None,
+                   caps: dict[str, float] | None = None) -> tuple[dict[str, float], float, int]:
     """DESIGN.md "Owed vs delivered" (entitlement × capacity) over [lo, hi): the GPU-seconds each tree node
     is entitled to, summed over the stretches between changes. `changes` are (at, kind, value, name) in
     time order (`tree_changes`), kind "share" (name "parent\\x00child") or a node's weighted GPUs;
-    those due from index `i` are applied to `shares` and `nodes` in place. Returns (entitled per node,
-    capacity GPU-s, next index)."""
+    those due from index `i` are applied to `shares`, `nodes` and `pins` (tree node -> effective pin) in place.
+    With `caps`, ADR 0067: each tree node pinned at some moment of [lo, hi) gets what its pin's cluster could
+    deliver (its weighted capacity; the whole capacity while unpinned), the ceiling of its owed (`add_owed`).
+    Returns (entitled per node, capacity GPU-s, next index)."""
     entitled: dict[str, float] = {}
     capacity = 0.0
     seg = lo
+    pins = {} if pins is None else pins
+    spans: list[tuple[float, float, dict[str, float], dict[str, str]]] = []  # stretches with a pin
     while seg < hi:
         while i < len(changes) and changes[i][0] <= seg:
             _at, kind, value, name = changes[i]
             if kind == "share":
                 parent, child = name.split("\x00", 1)
                 shares[child] = (parent, float(value))
+            elif kind == "pin":
+                node, pin = name.split("\x00", 1)
+                pins[node] = pin
             else:
                 nodes[name] = value
             i += 1
         seg_end = min(hi, changes[i][0]) if i < len(changes) else hi
-        gpu_s = sum(nodes.values()) * (seg_end - seg)
+        total = sum(nodes.values())
+        gpu_s = total * (seg_end - seg)
         capacity += gpu_s
         for name, ent in entitlements(shares).items():
             entitled[name] = entitled.get(name, 0.0) + ent * gpu_s
+        if caps is not None and any(pins.values()):
+            per_cluster: dict[str, float] = {}
+            for key, value in nodes.items():
+                cluster = key.split("\x00", 1)[0]
+                per_cluster[cluster] = per_cluster.get(cluster, 0.0) + value
+            spans.append((seg_end - seg, total, per_cluster, dict(pins)))
         seg = seg_end
+    if caps is not None and spans:
+        for name in {n for _l, _t, _c, p in spans for n, pin in p.items() if pin}:
+            caps[name] = sum(length * (per.get(p[name], 0.0) if p.get(name) else total)
+                             for length, total, per, p in spans)
     return entitled, capacity, i
 
 
@@ -390,12 +504,15 @@ Split = dict[str, dict[Place, list[float]]]
 def add_owed(out: dict[str, dict[str, float]], entitled: Mapping[str, float], demand: dict[str, float],
              delivered: dict[str, float], shares: Mapping[str, tuple[str, float]],
              split: Split | None = None, demand_at: Mapping[str, Mapping[Place, float]] | None = None,
-             delivered_at: Mapping[str, Mapping[Place, float]] | None = None) -> None:
+             delivered_at: Mapping[str, Mapping[Place, float]] | None = None,
+             caps: Mapping[str, float] | None = None) -> None:
     """DESIGN.md "Owed vs delivered" for one stretch: owed = min(entitled, demand) per tree node, where an
     inner node's demand and delivery are the sums of its subtree's projects (`demand`/`delivered` name the
     projects and are extended in place); the stretch's figures are added to `out`'s rows (FIGURES).
     With `split`, the same by place (cluster, model) from the projects' `demand_at` and `delivered_at`: a
-    node's owed is split as its demand is (ADR 0062), its delivery where it ran."""
+    node's owed is split as its demand is (ADR 0062), its delivery where it ran. `caps`: the ceiling of a pinned
+    node's owed in the stretch (ADR 0067: what its pin's cluster could deliver, `entitled_gpu_s`)."""
+    caps = caps or {}
     for project in list(demand):  # inner nodes: the sums of their subtree's projects
         node = project
         while node in shares:
@@ -406,7 +523,7 @@ def add_owed(out: dict[str, dict[str, float]], entitled: Mapping[str, float], de
     for name, ent_gpu_s in entitled.items():
         row = out.setdefault(name, dict.fromkeys(FIGURES, 0.0))
         d = demand.get(name, 0.0)
-        owed = owed_gpu_s(ent_gpu_s, d)
+        owed = owed_gpu_s(ent_gpu_s, d) if name not in caps else min(owed_gpu_s(ent_gpu_s, d), caps[name])
         row["owed_gpu_s"] += owed
         row["delivered_gpu_s"] += delivered.get(name, 0.0)
         row["demand_gpu_s"] += d
@@ -420,6 +537,8 @@ def add_owed(out: dict[str, dict[str, float]], entitled: Mapping[str, float], de
             if node in entitled:
                 d = demand.get(node, 0.0)
                 owed = owed_gpu_s(entitled[node], d)
+                if node in caps:
+                    owed = min(owed, caps[node])
                 rows = split.setdefault(node, {})
                 for place, v in wanted.items():
                     r = rows.setdefault(place, [0.0, 0.0, 0.0])
@@ -488,12 +607,15 @@ def period_figures(
         if life.wanting_since is not None:
             life.demand.append((life.wanting_since, end))
     changes = tree_changes(tree, end)
+    pinned = pin_history(tree)
 
     shares: dict[str, tuple[str, float]] = {}
     nodes: dict[str, float] = {}
+    pins: dict[str, str] = {}
     levels: dict[str, tuple[list[Level], list[Level]]] = {}
     for life in jobs.values():
-        wanted, ran = job_levels(life.gpus, life.request, life.demand, life.runs, prices)
+        wanted, ran = job_levels(life.gpus, life.request, life.demand, life.runs, prices,
+                                 pinned.get(life.project, ()))
         mine = levels.setdefault(life.project, ([], []))
         mine[0].extend(wanted)
         mine[1].extend(ran)
@@ -505,7 +627,8 @@ def period_figures(
         hi = min(lo + hour_s, end)
         # DESIGN.md "Allocation changes ... take effect from their event time": within the hour, entitled
         # GPU-seconds are summed over the stretches between changes
-        entitled, capacity, i = entitled_gpu_s(lo, hi, changes, i, shares, nodes)
+        caps: dict[str, float] = {}
+        entitled, capacity, i = entitled_gpu_s(lo, hi, changes, i, shares, nodes, pins, caps)
         capacity_total += capacity
         demand = {project: level_sum(w, lo, hi) for project, (w, _r) in levels.items()}
         delivered = {project: level_sum(r, lo, hi) for project, (_w, r) in levels.items()}
@@ -515,7 +638,7 @@ def period_figures(
             for project, (w, r) in levels.items():
                 level_split(w, lo, hi, demand_at.setdefault(project, {}))
                 level_split(r, lo, hi, delivered_at.setdefault(project, {}))
-        add_owed(out, entitled, demand, delivered, shares, split, demand_at, delivered_at)
+        add_owed(out, entitled, demand, delivered, shares, split, demand_at, delivered_at, caps)
         lo = hi
     return out, capacity_total
 

@@ -118,3 +118,42 @@ def weights_after(cmd: SetGpuModelWeights, policy: Mapping[str, Any], models: It
     require_valid_weights(cmd.weights, models)
     before: Mapping[str, Any] = policy.get(WEIGHTS_SETTING) or {}
     return {**{str(k): float(v) for k, v in before.items()}, **{k: float(v) for k, v in cmd.weights.items()}}
+
+
+# -- allocations pinned to a cluster (ADR 0067) ------------------------------------------------------------
+
+NO_CLUSTER = ""
+"""A cluster name no node has (`cluster_name` never returns it): the clusters of a job that accepts none."""
+
+
+def effective_pin(name: str, parents: Mapping[str, str], pins: Mapping[str, str]) -> str:
+    """ADR 0067: the cluster an allocation is pinned to: its own pin, else its nearest pinned ancestor's
+    (`parents`: node -> parent; `pins`: node -> its own pin); "" when none is pinned. A pin holds for the
+    whole subtree: a lab's own hardware is its teams' too."""
+    seen = 0
+    node: str | None = name
+    while node is not None and seen <= 64:
+        pin = pins.get(node)
+        if pin:
+            return pin
+        node = parents.get(node)
+        seen += 1
+    return ""
+
+
+def pinned_clusters(clusters: Sequence[str], pin: str) -> tuple[str, ...]:
+    """ADR 0067: the clusters a job of an allocation pinned to `pin` may run on: the pin alone when the job
+    accepts it (or any cluster), none (`NO_CLUSTER`) when the job names only others; unchanged when unpinned.
+    The one rule the ledger, the policy's routing and the books read (with `admits`)."""
+    if not pin:
+        return tuple(clusters)
+    return (pin,) if not clusters or pin in clusters else (NO_CLUSTER,)
+
+
+def pin_conflict(project: str, pin: str, clusters: Sequence[str]) -> str | None:
+    """Why a job of `project`, pinned to `pin`, asking for `clusters`, can never be placed (None if it can)."""
+    if pin and clusters and pin not in clusters:
+        asked = ", ".join(clusters)
+        return (f"allocation {project!r} is pinned to cluster {pin!r} (its jobs run only there), but the job "
+                f"asks for cluster{'s' if len(clusters) > 1 else ''} {asked}: ask for {pin!r} or for no cluster")
+    return None

@@ -43,13 +43,15 @@ class SetAllocations(Command):
     optionally, their debug quotas (DESIGN: debug quota): GPUs per child that may run debug work ahead of
     the fair-share order; None puts a child back on the default that follows its share. A child named
     in `debug_quotas` keeps its share unless `shares` names it too. Likewise `display_names`: what people
-    call a child (steward.domain.display_names); None shows its id again."""
+    call a child (steward.domain.display_names); None shows its id again. And `pins`: the cluster a child's
+    jobs run on (steward.domain.pins, ADR 0067); None unpins it."""
 
     parent: str
     shares: dict[str, float]
     reason: str
     debug_quotas: dict[str, int | None] = field(default_factory=dict)
     display_names: dict[str, str | None] = field(default_factory=dict)
+    pins: dict[str, str | None] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)

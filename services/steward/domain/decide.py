@@ -61,6 +61,7 @@ from steward.domain.errors import (
 )
 from steward.domain.events import Event
 from steward.domain.guards import require_active, require_current_attempt, require_job, require_non_negative
+from steward.domain.pins import require_no_pin_conflict, require_valid_pins
 from steward.domain.policy_settings import RETIRED_SETTINGS, PolicySettings
 from steward.domain.protection import DEFAULT_SESSION_CAP_S, MAX_MIN_RUNTIME_S, protection_s, session_cap_s
 from steward.domain.rules_version import CURRENT, old_setting_problem, patched, setting_retired
@@ -123,14 +124,16 @@ def require_valid_debug_quotas(state: LedgerState, parent: str, shares: dict[str
 
 
 def allocations_set_payload(command: SetAllocations) -> dict[str, Any]:
-    """The `AllocationsSet` payload: the command's fields, `debug_quotas` (v2) and `display_names` (v3) only
-    when the command sets any (a payload without them is the v1 shape, so old decisions replay to the same
+    """The `AllocationsSet` payload: the command's fields, `debug_quotas` (v2), `display_names` (v3) and `pins`
+    (v4) only when the command sets any (a payload without them is the v1 shape, so old decisions replay to the same
     event)."""
     payload = command_to_dict(command)
     if not payload["debug_quotas"]:
         del payload["debug_quotas"]
     if not payload["display_names"]:
         del payload["display_names"]
+    if not payload["pins"]:
+        del payload["pins"]
     return payload
 
 
@@ -299,6 +302,7 @@ def decide(state: LedgerState, command: Command, now: float, rules: int = CURREN
         require_children_sum_at_most_one(state, command.parent, command.shares)
         require_valid_debug_quotas(state, command.parent, command.shares, command.debug_quotas)
         require_valid_display_names(state, command.parent, command.shares, command.display_names)
+        require_valid_pins(state, command.parent, command.shares, command.pins)
         return [Event(command.aggregate, "AllocationsSet", allocations_set_payload(command))]
     if isinstance(command, RegisterNode):
         if command.gpus < 1:
@@ -312,8 +316,9 @@ def decide(state: LedgerState, command: Command, now: float, rules: int = CURREN
         require_known_project(state, command.project)
         clusters.require_known_request(command, (n.gpu_model for n in state.nodes.values()),
                                        (n.cluster for n in state.nodes.values()))
+        pin = require_no_pin_conflict(state, command.project, command.clusters)
         if patched("placeable", rules):
-            require_placeable(state, command.gpus, command.gpu_models, command.clusters)
+            require_placeable(state, command.gpus, command.gpu_models, command.clusters or ([pin] if pin else []))
         if command.job_id in state.jobs:
             raise InvalidCommand(f"job '{command.job_id}' already exists")
         return [Event(command.aggregate, "JobSubmitted", clusters.submitted_payload(command, now))]

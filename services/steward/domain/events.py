@@ -10,8 +10,8 @@ SCHEMA_VERSION = 1
 # The event types the domain emits, with the schema version each is written at.
 EVENT_TYPES: dict[str, int] = {
     # v2: optional `debug_quotas` (per child: GPUs, or null for the default); v3: optional `display_names`
-    # (per child: a name, or null for its id)
-    "AllocationsSet": 3,
+    # (per child: a name, or null for its id); v4: optional `pins` (per child: a cluster, or null: unpinned)
+    "AllocationsSet": 4,
     "NodeRegistered": 1,
     "JobSubmitted": 1,
     "JobPlaced": 1,

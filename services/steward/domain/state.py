@@ -61,6 +61,8 @@ class AllocationNode:
     debug_quota_gpus: int | None = None
     # what people call it, set by the parent's manager (steward.domain.display_names); None: its id
     display_name: str | None = None
+    # the cluster its jobs run on, set by the parent's manager (steward.domain.pins, ADR 0067); None: any
+    pin: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -442,26 +444,29 @@ def evolve_job(job: Job | None, used: dict[str, frozenset[int]], event: Event,
 
 
 def apply_allocations_set(before: dict[str, AllocationNode], p: dict[str, Any]) -> dict[str, AllocationNode]:
-    """`AllocationsSet`: the shares named are set (a child keeps its debug quota and display name); the debug
-    quotas named are set and the display names named are set (a child keeps its share)."""
+    """`AllocationsSet`: the shares named are set (a child keeps its debug quota, display name and pin); the
+    debug quotas, display names and pins (v4, ADR 0067) named are set (a child keeps its share)."""
     allocations = dict(before)
     parent = p["parent"]
     for child, share in p["shares"].items():
         old = allocations.get(child)
-        allocations[child] = AllocationNode(child, parent, float(share), old.debug_quota_gpus if old else None,
-                                            old.display_name if old else None)
+        allocations[child] = (AllocationNode(child, parent, float(share)) if old is None
+                              else replace(old, parent=parent, share=float(share)))
     quotas: dict[str, Any] = p.get("debug_quotas") or {}
     for child, gpus in quotas.items():
         old = allocations.get(child)
         if old is not None:
-            allocations[child] = AllocationNode(child, old.parent, old.share, None if gpus is None else int(gpus),
-                                                old.display_name)
+            allocations[child] = replace(old, debug_quota_gpus=None if gpus is None else int(gpus))
     names: dict[str, Any] = p.get("display_names") or {}
     for child, name in names.items():
         old = allocations.get(child)
         if old is not None:
-            allocations[child] = AllocationNode(child, old.parent, old.share, old.debug_quota_gpus,
-                                                None if name is None else str(name))
+            allocations[child] = replace(old, display_name=None if name is None else str(name))
+    pins: dict[str, Any] = p.get("pins") or {}
+    for child, pin in pins.items():
+        old = allocations.get(child)
+        if old is not None:
+            allocations[child] = replace(old, pin=None if pin is None else str(pin))
     return allocations
 
 

@@ -159,6 +159,7 @@ def requeue(job: RunningJob) -> PendingJob:
         previous_node=job.placement[0][0] if job.klass == "interactive" and job.placement else None,
         gpu_models=job.gpu_models,
         clusters=job.clusters,
+        pin=job.pin,
     )
 
 
@@ -182,4 +183,5 @@ def start(job: PendingJob, placement: Placement, now: float) -> RunningJob:
         topology_depth=job.topology_depth,
         gpu_models=job.gpu_models,
         clusters=job.clusters,
+        pin=job.pin,
     )

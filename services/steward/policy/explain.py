@@ -17,6 +17,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from steward.domain.clusters import admits
 from steward.domain.policy_settings import PolicySettings
 from steward.policy.contract import (
     asks_for_funding,
@@ -101,6 +102,7 @@ class ExplainContext:
         "_gangs",
         "_leaving",
         "_node_paths",
+        "_nodes",
         "_pos",
         "_pos_in_project",
         "_pos_of_node",
@@ -177,6 +179,7 @@ class ExplainContext:
         self.blocked_by_res: Mapping[str, str] = blocked_by_reservation or {}
         """Job id → the reserved gang whose nodes it was kept off when the cycle tried it."""
         self._node_paths = [n.path for n in index.nodes]
+        self._nodes = list(index.nodes)
         # release profile inputs, copied so later mutation of the index cannot change answers
         self._pos_of_node = index.pos
         self._caps = list(index.cap)
@@ -329,6 +332,8 @@ class ExplainContext:
         q = self.qualifications.get(job.id) if job.klass != "batch" else None
         if q is not None:
             evidence["debug_quota"] = q.to_dict()
+        if job.pin:
+            evidence["pinned_to"] = self.pinned_to(job)
         reason, blocking, scope, until = self._reason(job, evidence)
         return Explanation(
             job.id,
@@ -340,6 +345,13 @@ class ExplainContext:
             self.position_in_project(job),
             evidence,
         )
+
+    def pinned_to(self, job: PendingJob) -> dict[str, Any]:
+        """ADR 0067: the cluster the job's allocation is pinned to and its room now (free GPUs of ready nodes
+        there that the job accepts, after this cycle's placements): the job waits for room there only."""
+        free = sum(self.free_after[i] for i, node in enumerate(self._nodes)
+                   if self.nodes_ok[i] and admits(job.gpu_models, job.clusters, node.model, node.cluster))
+        return {"cluster": job.pin, "free_gpus": free}
 
     def summary(self, job: PendingJob, position: int = 0) -> tuple[str, int, str]:
         """(reason, blocking GPUs, scope) of `explain(job)` without building its evidence, position

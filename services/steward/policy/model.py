@@ -100,6 +100,9 @@ class PendingJob:
     # DESIGN.md "Clusters and GPU models": the GPU models and clusters it accepts (empty: any)
     gpu_models: tuple[str, ...] = ()
     clusters: tuple[str, ...] = ()
+    # ADR 0067: the cluster its allocation is pinned to ("" when none); `clusters` is then the pin alone
+    # (`domain.clusters.pinned_clusters`), so routing only ever tries that cluster
+    pin: str = ""
 
     def __post_init__(self) -> None:
         if self.gpus < 1:
@@ -137,6 +140,7 @@ class RunningJob:
     claimed_for: str | None = None
     gpu_models: tuple[str, ...] = ()  # what it accepts, kept for its requeue (PendingJob)
     clusters: tuple[str, ...] = ()
+    pin: str = ""  # its allocation's pin, kept for its requeue (PendingJob, ADR 0067)
 
     def __post_init__(self) -> None:
         if sum(c for _, c in self.placement) != self.gpus:

@@ -109,6 +109,10 @@ def explanation_text(e: Explained) -> str:
     """Plain words for one explanation (DESIGN.md: "'Why pending' ... answered from those events"),
     with the debug lane's qualification after it for debug work (ADR 0029)."""
     text = _reason_text(e)
+    pinned = e.evidence.get("pinned_to")
+    if isinstance(pinned, Mapping):  # ADR 0067: it waits for room on its pin's cluster, not elsewhere
+        text += (f"; its allocation is pinned to cluster {pinned.get('cluster')} "
+                 f"({pinned.get('free_gpus', 0)} GPUs it accepts free there): it runs only there")
     q = e.evidence.get("debug_quota")
     return f"{text}; {debug_quota_words(q)}" if isinstance(q, Mapping) else text
 

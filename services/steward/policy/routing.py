@@ -9,6 +9,10 @@ fit, gang-aware packing, a session's restore, the victim search) sees only the n
 that one cluster. With one cluster and no job naming models or clusters, nothing here runs and the cycle
 is the one it was before clusters (`Routes.active` is False).
 
+A job of an allocation pinned to a cluster (ADR 0067) accepts that cluster only (`PendingJob.clusters` is the
+pin, `domain.clusters.pinned_clusters`): it is the one exception to "never a cluster where it would start
+later when another would take it now": it waits for room on its pin's cluster, and the evidence says so.
+
 The choice: among the clusters where the job fits now (it would wait 0 s on each), the tightest fit
 (fewest free GPUs left on the nodes it takes: best fit across clusters, keeping room whole for gangs),
 then the cluster's name. The allocation's rank is one across the tree (fair share is not yet per cluster),
@@ -137,14 +141,19 @@ def routing_evidence(job: PendingJob, chosen: str, fit: Fit, index: CapacityInde
         else:
             parts.append(f"an estimated {_duration(wait)} on {c['cluster']}")
     reason = f"placed on {chosen} ({', '.join(models)}): would wait 0 s there"
-    if parts:
+    if job.pin:  # ADR 0067: the only cluster tried; other clusters' room is not the pinned allocation's
+        reason += f"; its allocation is pinned to {job.pin}"
+    elif parts:
         reason += " against " + "; ".join(parts)
     elif not others:
         reason += "; the only cluster it may use" + (" with room" if len(candidates) > 1 else "")
-    return {
+    evidence: dict[str, Any] = {
         "cluster": chosen,
         "models": models,
         "accepts": {"gpu_models": list(job.gpu_models), "clusters": list(job.clusters)},
         "candidates": candidates,
         "reason": reason,
     }
+    if job.pin:
+        evidence["pinned_to"] = job.pin
+    return evidence

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from steward.domain.clusters import effective_pin, pinned_clusters
 from steward.domain.commands import ROOT, PlaceJob, RequestPreemption
 from steward.domain.policy_settings import PolicySettings
 from steward.domain.state import ClusterNode, Job, LedgerState
@@ -49,16 +50,29 @@ def allocation_tree(state: LedgerState, max_depth: int = 8) -> AllocationTree:
     )
 
 
+def allocation_pins(state: LedgerState) -> dict[str, str]:
+    """ADR 0067: the cluster each allocation is pinned to (its own pin or its nearest pinned ancestor's), for
+    the allocations with one."""
+    parents = {n: a.parent for n, a in state.allocations.items()}
+    own = {n: a.pin for n, a in state.allocations.items() if a.pin}
+    if not own:
+        return {}
+    pins = {n: effective_pin(n, parents, own) for n in state.allocations}
+    return {n: p for n, p in pins.items() if p}
+
+
 def _klass(job: Job) -> Any:
     return job.job_class if job.job_class in ("batch", "debug", "interactive") else "batch"
 
 
-def pending_job(job: Job, room_freed_at: float | None = None) -> PendingJob:
+def pending_job(job: Job, room_freed_at: float | None = None, pin: str = "") -> PendingJob:
+    """A waiting job as the policy reads it; `pin`: the cluster its allocation is pinned to (ADR 0067), which
+    narrows the clusters it accepts to that one (`pinned_clusters`)."""
     return PendingJob(
         id=job.job_id, project=job.project, gpus=job.gpus, submitted_at=job.submitted_at,
         min_runtime_s=job.min_runtime_s, resumable=job.resumable, klass=_klass(job), priority=job.priority,
         previous_node=job.preferred_node, room_freed_at=room_freed_at,
-        gpu_models=job.gpu_models, clusters=job.clusters,
+        gpu_models=job.gpu_models, clusters=pinned_clusters(job.clusters, pin), pin=pin,
     )
 
 
@@ -74,7 +88,7 @@ def rooms_freed(jobs: list[Job]) -> dict[str, float]:
     return out
 
 
-def running_job(job: Job, now: float) -> RunningJob:
+def running_job(job: Job, now: float, pin: str = "") -> RunningJob:
     started = job.started_at if job.started_at is not None else now
     protected = job.protected_until
     if protected is None:  # placed, not yet started: protection counts from the start, so it holds
@@ -86,7 +100,7 @@ def running_job(job: Job, now: float) -> RunningJob:
         resumable=job.resumable, klass=_klass(job), submitted_at=job.submitted_at,
         preemption_requested_at=job.preemption_requested_at, min_runtime_s=job.min_runtime_s,
         priority=job.priority, claimed_for=job.preemption_for or None,
-        gpu_models=job.gpu_models, clusters=job.clusters,
+        gpu_models=job.gpu_models, clusters=pinned_clusters(job.clusters, pin), pin=pin,
     )
 
 
@@ -94,13 +108,15 @@ def snapshot_of(state: LedgerState, usage: Mapping[str, float], settings: Policy
     nodes = tuple(policy_node(n) for _, n in sorted(state.nodes.items()))
     jobs = sorted(state.jobs.values(), key=lambda j: j.job_id)
     freed = rooms_freed(jobs)
+    pins = allocation_pins(state)
     return Snapshot(
         now=now,
         nodes=nodes,
         tree=allocation_tree(state, settings.max_tree_depth),
         usage=usage,
-        running=tuple(running_job(j, now) for j in jobs if j.state in HOLDING_STATES),
-        pending=tuple(pending_job(j, freed.get(j.job_id)) for j in jobs if j.state in WAITING_STATES),
+        running=tuple(running_job(j, now, pins.get(j.project, "")) for j in jobs if j.state in HOLDING_STATES),
+        pending=tuple(pending_job(j, freed.get(j.job_id), pins.get(j.project, ""))
+                      for j in jobs if j.state in WAITING_STATES),
         settings=settings,
     )
 

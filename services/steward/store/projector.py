@@ -214,7 +214,7 @@ def node_row(node: ClusterNode, position: int) -> dict[str, Any]:
 
 def allocation_row(a: AllocationNode, position: int) -> dict[str, Any]:
     return {"name": a.name, "parent": a.parent, "share": a.share, "position": position,
-            "debug_quota_gpus": a.debug_quota_gpus, "display_name": a.display_name}
+            "debug_quota_gpus": a.debug_quota_gpus, "display_name": a.display_name, "pin": a.pin}
 
 
 @dataclass(frozen=True, slots=True)

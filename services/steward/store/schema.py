@@ -125,6 +125,8 @@ proj_allocations = Table(
     Column("debug_quota_gpus", Integer, nullable=True),
     # what people call it, set by the parent's manager (AllocationsSet v3); NULL: its id (migration 0011)
     Column("display_name", String(200), nullable=True),
+    # the cluster its jobs run on (AllocationsSet v4 pins, ADR 0067); NULL: unpinned (migration 0014)
+    Column("pin", String(100), nullable=True),
 )
 
 proj_nodes = Table(

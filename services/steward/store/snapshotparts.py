@@ -72,7 +72,7 @@ def digest_of(blob: bytes) -> str:
 
 def _small_tables(proj: Projector) -> dict[str, Any]:
     return {
-        "allocations": [(a.name, a.parent, a.share, a.debug_quota_gpus, a.display_name)
+        "allocations": [(a.name, a.parent, a.share, a.debug_quota_gpus, a.display_name, a.pin)
                         for a in proj.allocations.values()],
         "nodes": [(x.node_id, x.gpus, x.gpu_model, x.path, x.executor, x.state, x.foreign_gpus,
                    x.cluster)

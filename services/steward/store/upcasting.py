@@ -50,6 +50,12 @@ def _allocations_set_v3(payload: dict[str, Any]) -> dict[str, Any]:
     return payload
 
 
+@upcaster("AllocationsSet", 3)
+def _allocations_set_v4(payload: dict[str, Any]) -> dict[str, Any]:
+    """v4 adds the optional `pins` (ADR 0067): a v3 payload pins no node, and is a v4 payload as is."""
+    return payload
+
+
 def current_version(event_type: str) -> int:
     return EVENT_TYPES.get(event_type, 1)
 

@@ -69,7 +69,7 @@ def entry(**kw: Any) -> dict[str, Any]:
                                                     "2", "maria", "deadline", "12"]),
 ])
 def test_history_rows(e: dict[str, Any], row: list[str]) -> None:
-    assert history_rows([e], PARIS) == [[*row[:2], "-", *row[2:]]]
+    assert history_rows([e], PARIS) == [[*row[:2], "-", *row[2:5], "-", *row[5:]]]
 
 
 @pytest.mark.parametrize(("e", "name"), [
@@ -80,6 +80,16 @@ def test_history_rows(e: dict[str, Any], row: list[str]) -> None:
 ])
 def test_history_rows_show_display_names(e: dict[str, Any], name: str) -> None:
     assert history_rows([e], PARIS)[0][2] == name
+
+
+@pytest.mark.parametrize(("e", "pin"), [
+    (entry(pinBefore=None, pinAfter="ceres", pinSet=True), "any -> ceres"),
+    (entry(pinBefore="ceres", pinAfter=None, pinSet=True), "ceres -> any"),
+    (entry(pinBefore="ceres", pinAfter="ceres", pinSet=False), "ceres"),
+    (entry(), "-"),
+])
+def test_history_rows_show_pins(e: dict[str, Any], pin: str) -> None:
+    assert history_rows([e], PARIS)[0][6] == pin
 
 
 STORY: dict[str, Any] = {"reason": "fair_share", "beneficiary_job_id": "y", "beneficiary_allocation": "a2",

@@ -55,7 +55,7 @@ def test_valid_debug_quotas_are_recorded_and_folded(name: str, command: SetAlloc
     state = small_cluster()
     (event,) = decide(state, command, 5.0)
     assert event.type == "AllocationsSet" and event.payload["debug_quotas"] == quotas
-    assert event.schema_version == EVENT_TYPES["AllocationsSet"] == 3
+    assert event.schema_version == EVENT_TYPES["AllocationsSet"] == 4
     validate("AllocationsSet", 2, event.payload)
     after = evolve(state, event, 5.0)
     for child, gpus in quotas.items():

@@ -88,7 +88,7 @@ def test_a_name_is_recorded_in_v3_folded_and_kept_by_share_and_quota_changes() -
     state = small_cluster()
     (event,) = decide(state, SetAllocations("a", {}, "people read names", display_names={"a1": "Vision"}), 5.0)
     assert event.type == "AllocationsSet" and event.payload["display_names"] == {"a1": "Vision"}
-    assert event.schema_version == EVENT_TYPES["AllocationsSet"] == 3
+    assert event.schema_version == EVENT_TYPES["AllocationsSet"] == 4  # v4 added pins (ADR 0067)
     validate("AllocationsSet", 3, event.payload)
     state = evolve(state, event, 5.0)
     assert state.allocations["a1"].display_name == "Vision"

@@ -37,6 +37,8 @@ export type ShareInput = {
   debugQuotaGpus?: number | null | undefined;
   /** Optionally, what people call the child (null: its id again; absent: unchanged). 1 to 64 characters (docs/api.md). */
   displayName?: string | null | undefined;
+  /** Optionally, the cluster the child's jobs run on (ADR 0067; null: unpinned; absent: unchanged). A registered cluster's name. */
+  pin?: string | null | undefined;
   share: number;
 };
 
@@ -242,6 +244,20 @@ export type RestoreSessionMutation = { __typename: 'Mutation', restoreSession:
     | { __typename: 'SessionRestored', job: { __typename: 'Job', id: string, state: string } }
    };
 
+export type SetPinMutationVariables = Exact<{
+  allocation: string;
+  cluster?: string | null | undefined;
+  reason: string;
+}>;
+
+
+export type SetPinMutation = { __typename: 'Mutation', setPin:
+    | { __typename: 'InvalidInput', field: string | null, message: string }
+    | { __typename: 'NotAuthorised', message: string }
+    | { __typename: 'PinChanged', allocation: string, pin: string | null, position: number }
+    | { __typename: 'Rejected', code: string, reason: string }
+   };
+
 export type NotificationSettingsQueryVariables = Exact<{ [key: string]: never; }>;
 
 
@@ -268,7 +284,7 @@ export type EventRowFragment = { __typename: 'Event', position: number, streamId
 
 export type WhyFragment = { __typename: 'Explanation', jobId: string, reason: string, text: string, source: string, blockingGpus: number, blockingScope: string, blockingUntil: number | null, position: number | null, positionInProject: number | null, eventPosition: number | null, evidence: unknown };
 
-export type AllocationRowFragment = { __typename: 'Allocation', name: string, displayName: string, parent: string, depth: number, share: number, entitlement: number, isProject: boolean, usageInWindow: number, entitledInWindow: number, owed: number, delivered: number, deliveredOverOwed: number | null, window: string, windowEnd: number, burn: number | null, debugQuotaGpus: { __typename: 'DebugQuota', gpus: number, setGpus: number | null, isDefault: boolean, setOn: string | null } | null, split: Array<{ __typename: 'AllocationSplit', cluster: string, gpuModel: string, owed: number, delivered: number, demand: number }> };
+export type AllocationRowFragment = { __typename: 'Allocation', name: string, displayName: string, parent: string, depth: number, share: number, entitlement: number, isProject: boolean, usageInWindow: number, entitledInWindow: number, owed: number, delivered: number, deliveredOverOwed: number | null, window: string, windowEnd: number, burn: number | null, pin: string | null, pinnedTo: string | null, debugQuotaGpus: { __typename: 'DebugQuota', gpus: number, setGpus: number | null, isDefault: boolean, setOn: string | null } | null, split: Array<{ __typename: 'AllocationSplit', cluster: string, gpuModel: string, owed: number, delivered: number, demand: number }> };
 
 export type MeQueryVariables = Exact<{ [key: string]: never; }>;
 
@@ -305,7 +321,7 @@ export type RecentJobEventsQuery = { __typename: 'Query', jobs: { __typename: 'J
 export type AllocationsQueryVariables = Exact<{ [key: string]: never; }>;
 
 
-export type AllocationsQuery = { __typename: 'Query', allocations: Array<{ __typename: 'Allocation', name: string, displayName: string, parent: string, depth: number, share: number, entitlement: number, isProject: boolean, usageInWindow: number, entitledInWindow: number, owed: number, delivered: number, deliveredOverOwed: number | null, window: string, windowEnd: number, burn: number | null, debugQuotaGpus: { __typename: 'DebugQuota', gpus: number, setGpus: number | null, isDefault: boolean, setOn: string | null } | null, split: Array<{ __typename: 'AllocationSplit', cluster: string, gpuModel: string, owed: number, delivered: number, demand: number }> }> };
+export type AllocationsQuery = { __typename: 'Query', allocations: Array<{ __typename: 'Allocation', name: string, displayName: string, parent: string, depth: number, share: number, entitlement: number, isProject: boolean, usageInWindow: number, entitledInWindow: number, owed: number, delivered: number, deliveredOverOwed: number | null, window: string, windowEnd: number, burn: number | null, pin: string | null, pinnedTo: string | null, debugQuotaGpus: { __typename: 'DebugQuota', gpus: number, setGpus: number | null, isDefault: boolean, setOn: string | null } | null, split: Array<{ __typename: 'AllocationSplit', cluster: string, gpuModel: string, owed: number, delivered: number, demand: number }> }> };
 
 export type AllocationNamesQueryVariables = Exact<{ [key: string]: never; }>;
 
@@ -497,6 +513,8 @@ export const AllocationRowFragmentDoc = new TypedDocumentString(`
     delivered
     demand
   }
+  pin
+  pinnedTo
 }
     `, {"fragmentName":"AllocationRow"}) as unknown as TypedDocumentString<AllocationRowFragment, unknown>;
 export const ActingJobsDocument = new TypedDocumentString(`
@@ -1022,6 +1040,29 @@ export const RestoreSessionDocument = new TypedDocumentString(`
   }
 }
     `) as unknown as TypedDocumentString<RestoreSessionMutation, RestoreSessionMutationVariables>;
+export const SetPinDocument = new TypedDocumentString(`
+    mutation SetPin($allocation: String!, $cluster: String, $reason: String!) {
+  setPin(allocation: $allocation, cluster: $cluster, reason: $reason) {
+    __typename
+    ... on PinChanged {
+      allocation
+      pin
+      position
+    }
+    ... on Rejected {
+      code
+      reason
+    }
+    ... on InvalidInput {
+      field
+      message
+    }
+    ... on NotAuthorised {
+      message
+    }
+  }
+}
+    `) as unknown as TypedDocumentString<SetPinMutation, SetPinMutationVariables>;
 export const NotificationSettingsDocument = new TypedDocumentString(`
     query NotificationSettings {
   notificationKinds {
@@ -1232,6 +1273,8 @@ export const AllocationsDocument = new TypedDocumentString(`
     delivered
     demand
   }
+  pin
+  pinnedTo
 }`) as unknown as TypedDocumentString<AllocationsQuery, AllocationsQueryVariables>;
 export const AllocationNamesDocument = new TypedDocumentString(`
     query AllocationNames {

@@ -6,7 +6,7 @@ import { request } from "./client";
 import {
   AllocationHistoryDocument, AllocationsDocument, AuditEventsDocument, BudgetDocument, HealthDocument, JobDetailDocument,
   JobsDocument, MeDocument, NodesDocument, OverviewDocument, QueueDocument, RecentJobEventsDocument,
-  AllocationNamesDocument, SetAllocationsDocument, SetDebugQuotaDocument, SetDisplayNameDocument, StateAtPinDocument, SubmitOutlookDocument, VerifyDocument,
+  AllocationNamesDocument, SetAllocationsDocument, SetDebugQuotaDocument, SetDisplayNameDocument, SetPinDocument, StateAtPinDocument, SubmitOutlookDocument, VerifyDocument,
   WhatIfDocument, WhyPendingDocument, WhyPreemptedDocument,
   type AllocationRowFragment, type EventRowFragment, type JobDetailQuery, type JobRowFragment, type MeQuery, type NodesQuery,
   type StateAtPinQuery, type WhyFragment,
@@ -181,6 +181,12 @@ export type SubmitAnswer = { ok: true; jobId: string; outlook: SubmitOutlook | n
 export async function setDisplayName(allocation: string, name: string | null, reason: string): Promise<MutationOutcome> {
   const data = await request(SetDisplayNameDocument, { allocation, name, reason });
   return outcome(data.setDisplayName, ["DisplayNameChanged"]);
+}
+
+/** Pin an allocation to a cluster (Mutation.setPin, ADR 0067); null: unpinned. */
+export async function setPin(allocation: string, cluster: string | null, reason: string): Promise<MutationOutcome> {
+  const data = await request(SetPinDocument, { allocation, cluster, reason });
+  return outcome(data.setPin, ["PinChanged"]);
 }
 
 /** Set an allocation's debug quota (Mutation.setDebugQuota); null: back to the default. */

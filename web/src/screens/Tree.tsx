@@ -1,6 +1,7 @@
 import { useEffect, useMemo, useState } from "react";
 import { useApp, useData } from "../context";
-import { type Allocation, fetchAllocationHistory, fetchAllocations, type MutationOutcome, setAllocations, setDebugQuota, setDisplayName, whatIf } from "../api/queries";
+import { type Allocation, fetchAllocationHistory, fetchAllocations, type MutationOutcome, setAllocations, setDebugQuota, setDisplayName, setPin, whatIf } from "../api/queries";
+import { pinChanges, pinProblem, pinText } from "../lib/pins";
 import { parseQuota, quotaText } from "../lib/outlook";
 import { CAN } from "../api/auth";
 import { ErrorNote, Panel } from "../components/common";
@@ -52,6 +53,7 @@ export function TreeScreen() {
             {editing && <ShareEditor key={editing} parent={editing} rows={data.allocations} onSaved={reload} />}
             {editing && <QuotaEditor key={`q-${editing}`} parent={editing} rows={data.allocations} onSaved={reload} />}
             {editing && <NameEditor key={`n-${editing}`} parent={editing} rows={data.allocations} onSaved={() => { reload(); refresh(); }} />}
+            {editing && <PinEditor key={`p-${editing}`} parent={editing} rows={data.allocations} onSaved={reload} />}
           </>
         )}
       </Panel>
@@ -357,6 +359,65 @@ function NameEditor({ parent, rows, onSaved }: { parent: string; rows: Allocatio
       <div className="actions">
         <button type="submit" disabled={saving || !changed.length} data-testid="name-save">{saving ? "Saving…" : "Save names"}</button>
         {!changed.length && <span className="muted">No change yet.</span>}
+      </div>
+    </form>
+  );
+}
+
+/** The pins of a node's children (ADR 0067): the cluster each child's jobs run on (a lab's own hardware); empty
+ * unpins. The server checks the cluster is registered and that a subtree stays on one cluster, and says why it
+ * refuses. A pinned child is owed at most what its cluster could deliver, and its jobs asking for another
+ * cluster are refused at submit. */
+export function PinEditor({ parent, rows, onSaved }: { parent: string; rows: Allocation[]; onSaved: () => void }) {
+  const kids = childrenOf(rows, parent) as Allocation[];
+  const [texts, setTexts] = useState<Record<string, string>>(Object.fromEntries(kids.map((k) => [k.name, k.pin ?? ""])));
+  const [reason, setReason] = useState("");
+  const [tried, setTried] = useState(false);
+  const [saving, setSaving] = useState(false);
+  const [result, setResult] = useState<{ ok: boolean; message: string } | null>(null);
+  const changes = pinChanges(kids, texts);
+  const bad = kids.filter((k) => pinProblem(texts[k.name] ?? "") !== null);
+  const reasonError = reason.trim() ? null : "say why (recorded in the audit log)";
+
+  const save = async (e: React.FormEvent) => {
+    e.preventDefault();
+    setTried(true);
+    if (reasonError || !changes.length || bad.length) return;
+    const to = Object.fromEntries(changes.map((c) => [c.child, c.cluster]));
+    await saveEach(changes.map((c) => c.child), (name) => setPin(name, to[name] ?? null, reason.trim()),
+      "pin", { setSaving, setResult, onSaved, done: () => { setReason(""); setTried(false); } });
+  };
+
+  return (
+    <form onSubmit={save} aria-label={`Clusters the children of ${parent} are pinned to`} noValidate data-testid="pin-editor">
+      <table className="compact shares">
+        <caption>Pins of <strong>{parent}</strong>'s children: the cluster each one's jobs run on (empty: any cluster)</caption>
+        <thead><tr><th scope="col">child</th><th scope="col">runs on now</th><th scope="col">pinned to</th></tr></thead>
+        <tbody>
+          {kids.map((k) => {
+            const problem = pinProblem(texts[k.name] ?? "");
+            return (
+              <tr key={k.name}>
+                <th scope="row"><label htmlFor={`pin-${k.name}`}><ProjectName id={k.name} /><span className="sr-only"> pinned to</span></label></th>
+                <td className="muted" data-testid={`pin-now-${k.name}`}>{pinText(k)}</td>
+                <td>
+                  <input id={`pin-${k.name}`} maxLength={100} size={16} value={texts[k.name] ?? ""} placeholder="any cluster"
+                    data-testid={`pin-input-${k.name}`} aria-invalid={!!problem}
+                    onChange={(e) => { setTexts((t) => ({ ...t, [k.name]: e.target.value })); setResult(null); }} />
+                  {problem && <span className="field-error">{problem}</span>}
+                </td>
+              </tr>
+            );
+          })}
+        </tbody>
+      </table>
+      <label htmlFor="pin-reason">Reason for the pin change (required, recorded in the audit log)</label>
+      <input id="pin-reason" value={reason} onChange={(e) => setReason(e.target.value)} aria-invalid={tried && !!reasonError} data-testid="pin-reason" />
+      {tried && reasonError && <span className="field-error">{reasonError}</span>}
+      {result && <p className={result.ok ? "ok" : "error"} role={result.ok ? "status" : "alert"} data-testid="pin-result">{result.message}</p>}
+      <div className="actions">
+        <button type="submit" disabled={saving || !changes.length || bad.length > 0} data-testid="pin-save">{saving ? "Saving…" : "Save pins"}</button>
+        {!changes.length && <span className="muted">No change yet.</span>}
       </div>
     </form>
   );
