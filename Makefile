@@ -84,16 +84,20 @@ K8S_STACK_TEST := tests/integration/test_kubernetes_stack.py
 # the chaos test kills the stack's processes, restarts its PostgreSQL, Kafka and Temporal and registers the soak's
 # nodes and allocation: a slot of its own too, so that no other test shares what it breaks (ADR 0061)
 CHAOS_TEST := tests/integration/test_chaos.py
+# two clusters behind two node agents (issue 25, ADR 0068) registers its own clusters and needs a store with no
+# other nodes (routing sees every registered cluster): a slot of its own too
+TWO_CLUSTERS_TEST := tests/integration/test_two_clusters_stack.py
 
 ## test: set everything up and run every tier (lint, types, unit, property, integration, e2e)
 ## (the suite runs the compiled build; the unit and property tests of the compiled policy, domain, store and ledger
 ## also run on the pure sources)
 test: setup tools web web-test chromium lint typecheck
 	STEWARD_EXPECT_NATIVE=1 $(PY) -m pytest -q -p no:cacheprovider tests --ignore=$(SLURM_STACK_TEST) --ignore=$(K8S_STACK_TEST) \
-		--ignore=$(CHAOS_TEST)
+		--ignore=$(CHAOS_TEST) --ignore=$(TWO_CLUSTERS_TEST)
 	STEWARD_TEST_SLOT=3 STEWARD_EXPECT_NATIVE=1 $(PY) -m pytest -q -p no:cacheprovider $(SLURM_STACK_TEST)
 	STEWARD_TEST_SLOT=4 STEWARD_EXPECT_NATIVE=1 $(PY) -m pytest -q -p no:cacheprovider $(K8S_STACK_TEST)
 	STEWARD_TEST_SLOT=5 STEWARD_EXPECT_NATIVE=1 $(PY) -m pytest -q -p no:cacheprovider $(CHAOS_TEST)
+	STEWARD_TEST_SLOT=6 STEWARD_EXPECT_NATIVE=1 $(PY) -m pytest -q -p no:cacheprovider $(TWO_CLUSTERS_TEST)
 	STEWARD_PURE=1 $(PY) -m pytest -q -p no:cacheprovider tests/unit/policy tests/property/test_policy_properties.py \
 		tests/unit/domain tests/unit/store tests/unit/ledger tests/unit/test_written_inits.py tests/property/test_fast_domain.py \
 		tests/property/test_fast_decode.py tests/property/test_fast_canonical.py tests/property/test_copytext.py

@@ -2,12 +2,15 @@
 the demo's set-up and replay driver run for a short slice of the Philly trace (2 trace hours at 120x, a
 warm start that fills the cluster, two sessions capped at 30 trace minutes), and the log shows
 
-- jobs placed on the simulated nodes and on the local node (real processes of the sample job);
+- jobs placed on the simulated nodes and on the local node (real processes of the sample job), two clusters
+  (the simulated one, V100, and `local`, A100) with each placement's routing reason, the local node agent
+  serving the local node only;
 - a preemption, with the evidence that justified it, answered by `whyPreempted`;
 - a session that reached its cap, was stopped with a checkpoint, restored by the driver and started again.
 
 Run with STEWARD_TEST_SLOT=<n>. The driver and the simulated executor are stopped afterwards, the demo's
-jobs cancelled, the policy put back (the worker follows it), so later tests see the stack as before.
+jobs cancelled, the policy put back (the worker follows it) and the node agent serving every node placed with
+it again, so later tests see the stack as before.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from typing import Any
 import httpx
 import pytest
 
+from steward.demo.__main__ import local_agent_serves
 from tests.integration.conftest import REPO, TEST_RUN_DIR
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(900)]
@@ -87,6 +91,7 @@ def demo(stack: dict[str, object]) -> Iterator[dict[str, Any]]:
         if edge["node"]["id"].startswith(config["tag"]):
             api("mutation($id: ID!) { cancelJob(id: $id, reason: \"demo test over\") { __typename } }",
                 id=edge["node"]["id"])
+    local_agent_serves(paths, "")  # later modules place on nodes of their own with this agent
     defaults = {k: v for k, v in PolicySettings().to_dict().items() if k in json.loads(
         (TEST_RUN_DIR / "demo" / "policy.json").read_text())}
     # the worker follows the recorded policy: putting it back puts its timings back (no restart)
@@ -128,6 +133,30 @@ def test_jobs_are_placed_on_the_simulated_nodes_and_on_the_local_node(demo: dict
     log = _wait_for(lambda: list((TEST_RUN_DIR / "executor" / "local" / "jobs" / local).glob("attempt-*.log")),
                     60, f"the log of {local} on the local node")
     assert log
+
+
+def test_two_clusters_each_placement_with_its_routing_reason(demo: dict[str, Any]) -> None:
+    """Issue 25: the simulated cluster (the default one, V100) and the local node's (`local`, A100); every
+    placement says where it could run and why it went where it did; the local agent serves its node only."""
+    from steward.demo.__main__ import LOCAL_CLUSTER, LOCAL_MODEL, LOCAL_NODE
+    from steward.infra.processes import Paths
+
+    api = Api()
+    nodes = {n["id"]: n for n in api("{ nodes { id cluster gpuModel executor } }")["nodes"]}
+    assert (nodes[LOCAL_NODE]["cluster"], nodes[LOCAL_NODE]["gpuModel"]) == (LOCAL_CLUSTER, LOCAL_MODEL)
+    assert {n["cluster"] for i, n in nodes.items() if i.startswith("node-")} == {"default"}
+    spec = json.loads(Paths(TEST_RUN_DIR).spec_file("executor").read_text())
+    assert spec["env"]["STEWARD_EXECUTOR_NODES"] == LOCAL_NODE
+    placed = Api().events(f"job-{demo['config']['tag']}-", ["JobPlaced"])
+    for e in placed:
+        routing = e["payload"]["evidence"]["routing"]
+        (node,) = e["payload"]["assignments"] if len(e["payload"]["assignments"]) == 1 else (None,)
+        assert {c["cluster"] for c in routing["candidates"]} == {"default", LOCAL_CLUSTER}, routing
+        if node is not None:
+            assert routing["cluster"] == nodes[node]["cluster"], (node, routing)
+        verb = f"moved from {routing['moved_from']} to" if "moved_from" in routing else "placed on"  # ADR 0068
+        assert routing["reason"].startswith(f"{verb} {routing['cluster']} ("), routing  # ... would wait 0 s there
+    assert {e["payload"]["evidence"]["routing"]["cluster"] for e in placed} == {"default", LOCAL_CLUSTER}
 
 
 def test_a_preemption_happens_with_its_evidence(demo: dict[str, Any]) -> None:

@@ -6,7 +6,8 @@ every decision recorded (the whole shared log: the demo's and any earlier test's
 answers ok, while the scheduler still writes.
 
 Run with STEWARD_TEST_SLOT=<n>. The driver and the simulated executor are stopped afterwards, the demo's
-jobs cancelled and the policy put back, so later tests see the stack as before.
+jobs cancelled, the policy put back and the node agent serving every node placed with it again, so later
+tests see the stack as before.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from typing import Any
 
 import pytest
 
+from steward.demo.__main__ import local_agent_serves
 from tests.integration.conftest import REPO, TEST_RUN_DIR, steward
 from tests.integration.test_demo import Api
 
@@ -58,6 +60,7 @@ def demo_log(stack: dict[str, object]) -> Iterator[dict[str, Any]]:
         if edge["node"]["id"].startswith(config["tag"]):
             api("mutation($id: ID!) { cancelJob(id: $id, reason: \"demo replay test over\") { __typename } }",
                 id=edge["node"]["id"])
+    local_agent_serves(paths, "")  # later modules place on nodes of their own with this agent
     defaults = {k: v for k, v in PolicySettings().to_dict().items() if k in json.loads(
         (TEST_RUN_DIR / "demo" / "policy.json").read_text())}
     api("mutation($i: PolicyInput!) { setPolicy(input: $i) { __typename } }",

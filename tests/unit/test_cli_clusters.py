@@ -58,8 +58,26 @@ def test_cluster_apply_registers_each_named_cluster_under_its_name() -> None:
     assert [(c.node_id, c.cluster) for c in one] == [("node-0", "")]  # the default cluster, as before
 
 
+@pytest.mark.parametrize(("own", "executors"), [
+    ({}, ["sim", "sim", "sim"]),  # none named: the --executor option's, as before
+    ({"ceres": "ceres"}, ["ceres", "ceres", "sim"]),
+    ({"ceres": "ceres", "jupiter": "local"}, ["ceres", "ceres", "local"]),
+])
+def test_each_cluster_may_name_its_own_executor(own: dict[str, str], executors: list[str]) -> None:
+    """ADR 0068: a cluster with its own executor, registered by one `cluster apply` of several clusters."""
+    data = {"clusters": {name: spec | ({"executor": own[name]} if name in own else {})
+                         for name, spec in TWO["clusters"].items()}}
+    commands = cluster_commands(data, "sim")
+    assert [c.executor for c in commands] == executors
+    check_locally(LedgerState(), commands)
+    one = cluster_commands({"cluster": {"nodes": 1, "gpus_per_node": 8, "executor": "slurm-a"}}, "local")
+    assert [c.executor for c in one] == ["slurm-a"]
+
+
 @pytest.mark.parametrize(("data", "message"), [
     ({**TWO, "cluster": {"nodes": 1, "gpus_per_node": 8}}, "not both"),
+    ({"clusters": {"c": {"nodes": 1, "gpus_per_node": 8, "executor": ""}}}, "clusters.c.executor: expected the id"),
+    ({"clusters": {"c": {"nodes": 1, "gpus_per_node": 8, "executor": 7}}}, "clusters.c.executor: expected the id"),
     ({"clusters": {}}, "expected a mapping of cluster name"),
     ({"clusters": {"c": {"nodes": [{"name": "x"}]}}}, "a count of nodes, not a list"),
     ({"clusters": {"c": {"nodes": 1}}}, "clusters.c: missing 'gpus_per_node'"),

@@ -397,7 +397,8 @@ def whoami(output: OutputFormat = OutputOption) -> None:
 @cluster_app.command("apply")
 def cluster_apply(
     file: Path = typer.Argument(..., help="a scenario YAML with a 'cluster:' (or 'clusters:') section"),
-    executor: str = typer.Option("local", help="the executor that runs the nodes' jobs"),
+    executor: str = typer.Option("local", help="the executor that runs the nodes' jobs (of a cluster whose "
+                                               "section names no 'executor:')"),
     output: OutputFormat = OutputOption,
 ) -> None:
     """Register the nodes (with their topology path) of a scenario's `cluster:` section, or of each named

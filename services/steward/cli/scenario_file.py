@@ -113,7 +113,9 @@ def tree_commands(data: dict[str, Any], reason: str) -> list[SetAllocations]:
 
 def cluster_commands(data: dict[str, Any], executor: str) -> list[RegisterNode]:
     """The nodes of a scenario's `cluster:` section (the default cluster), or of each cluster of its `clusters:`
-    section (name -> the same fields; ADR 0057: node `NAME-node-K`, topology path under the cluster's name)."""
+    section (name -> the same fields; ADR 0057: node `NAME-node-K`, topology path under the cluster's name).
+    A cluster's `executor:` names the executor that runs its nodes' jobs (ADR 0068: a cluster with its own
+    executor); `executor` is the one for a cluster that names none."""
     several = data.get("clusters")
     if several is not None:
         if "cluster" in data:
@@ -126,7 +128,7 @@ def cluster_commands(data: dict[str, Any], executor: str) -> list[RegisterNode]:
                 raise ScenarioFileError(f"clusters.{name}: expected nodes, gpus_per_node, gpu_model, topology "
                                         "(a count of nodes, not a list)")
             out += [RegisterNode(node_id=f"{name}-{c.node_id}", gpus=c.gpus, gpu_model=c.gpu_model,
-                                 path=[str(name), *c.path[:-1], f"{name}-{c.node_id}"], executor=executor,
+                                 path=[str(name), *c.path[:-1], f"{name}-{c.node_id}"], executor=c.executor,
                                  cluster=str(name))
                     for c in _one_cluster(f"clusters.{name}", spec, executor)]
         return out
@@ -162,6 +164,10 @@ def _one_cluster(where: str, cluster: dict[str, Any], executor: str) -> list[Reg
     if count < 1 or gpus < 1:
         raise ScenarioFileError(f"{where}: needs at least one node and one GPU, got {count} x {gpus}")
     model = str(cluster.get("gpu_model", "generic"))
+    own = cluster.get("executor", executor)
+    if not isinstance(own, str) or not own:
+        raise ScenarioFileError(f"{where}.executor: expected the id of the executor that runs its nodes' jobs, "
+                                f"got {own!r}")
     topo = cluster.get("topology") or {}
     per_block = int(topo.get("nodes_per_block", count))
     if per_block < 1:
@@ -169,7 +175,7 @@ def _one_cluster(where: str, cluster: dict[str, Any], executor: str) -> list[Reg
     width = len(str(count - 1))
     return [
         RegisterNode(node_id=f"node-{i:0{width}d}", gpus=gpus, gpu_model=model,
-                     path=[f"block-{i // per_block}", f"node-{i:0{width}d}"], executor=executor)
+                     path=[f"block-{i // per_block}", f"node-{i:0{width}d}"], executor=own)
         for i in range(count)
     ]
 

@@ -31,6 +31,11 @@ from steward.sim.errors import ScenarioError
 
 SIM_EXECUTOR = "sim"
 LOCAL_NODE = "local-0"
+# The demo's second cluster (issue 25, ADR 0068): the local node, on the stack's node agent, with another GPU
+# model than the simulated cluster's (the scenario's `cluster:`, the default cluster), so every placement is
+# routed between the two and the allocations' figures split by cluster and model.
+LOCAL_CLUSTER = "local"
+LOCAL_MODEL = "A100"
 ROLES = (("admin", ()), ("manager", ("research",)), ("researcher", ("ee9e8c",)), ("auditor", ()))
 
 
@@ -103,7 +108,9 @@ def set_up(settings: Settings, options: DemoOptions, scenario: Path, log: Callab
     steward("tree", "apply", str(scenario), "--reason", "demo setup")
     steward("cluster", "apply", str(scenario), "--executor", SIM_EXECUTOR)
     steward("node", "register", LOCAL_NODE, "--gpus", str(settings.executor_gpus), "--path",
-            f"block-local/{LOCAL_NODE}", "--executor", settings.executor_id)
+            f"{LOCAL_CLUSTER}/{LOCAL_NODE}", "--executor", settings.executor_id, "--cluster", LOCAL_CLUSTER,
+            "--gpu-model", LOCAL_MODEL)
+    local_agent_serves(paths, LOCAL_NODE)
     folder = demo_dir(settings)
     folder.mkdir(parents=True, exist_ok=True)
     policy_file = folder / "policy.json"
@@ -126,6 +133,22 @@ def set_up(settings: Settings, options: DemoOptions, scenario: Path, log: Callab
     if dead:
         raise DemoError(f"{', '.join(dead)} exited at once; see {', '.join(str(paths.log_file(n)) for n in dead)}")
     return config
+
+
+def local_agent_serves(paths: Any, nodes: str) -> bool:
+    """The stack's node agent serves `nodes` only (STEWARD_EXECUTOR_NODES; "": every node placed with it): in
+    the demo, the local node. Without it the agent would start, as real processes here, any placement that
+    reached it for a node of the simulated cluster (ADR 0058). The agent is restarted with the setting when
+    it runs without it (it re-attaches to its jobs); True when it was."""
+    # lazy: start-up: each demo process (driver, executor, the stack) loads only what it runs
+    from steward.infra.processes import start_own, stop_own
+
+    env: dict[str, str] = json.loads(paths.spec_file("executor").read_text())["env"]
+    if env.get("STEWARD_EXECUTOR_NODES", "") == nodes:
+        return False
+    stop_own("executor", paths)
+    start_own("executor", paths, env | {"STEWARD_EXECUTOR_NODES": nodes})
+    return True
 
 
 def tokens(settings: Settings) -> dict[str, str]:

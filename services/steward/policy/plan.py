@@ -44,7 +44,15 @@ from steward.policy.reservation import (
     ReservationPlan,
     may_backfill,
 )
-from steward.policy.routing import Routes, estimated_wait_s, hidden_except, left_free, releases_on, routing_evidence
+from steward.policy.routing import (
+    Routes,
+    estimated_wait_s,
+    hidden_except,
+    left_free,
+    releases_on,
+    routing_evidence,
+    stays_in_room,
+)
 from steward.policy.sessions import restore_node
 
 
@@ -184,12 +192,13 @@ class CyclePlan:
         return mask
 
     def try_place(self, job: PendingJob, pos: int, ends_at: float | None,
-                  mask: int = -1) -> tuple[Fit | None, str]:
+                  mask: int = -1, room: str | None = None) -> tuple[Fit | None, str]:
         """Where the job goes now (visible capacity first, then the reserved nodes it may use: see
         `eligible_mask`; `mask` when the caller has it already). A routed job (several clusters, or a job
-        naming the models or clusters it accepts) is placed by `try_place_routed`."""
+        naming the models or clusters it accepts) is placed by `try_place_routed` (`room`: the cluster a
+        room is being made on for it, phase 3)."""
         if self.routes.active and self.routes.routed(job):
-            return self.try_place_routed(job)
+            return self.try_place_routed(job, room)
         index = self.index
         g = job.gpus
         fit: Fit | None = None
@@ -254,9 +263,11 @@ class CyclePlan:
             self.route_fail[key] = g
         return fit, rule
 
-    def try_place_routed(self, job: PendingJob) -> tuple[Fit | None, str]:
+    def try_place_routed(self, job: PendingJob, room: str | None = None) -> tuple[Fit | None, str]:
         """ADR 0057: a routed job fits cluster by cluster (gangs never span clusters; only nodes of models
-        and clusters it accepts); among the clusters where it fits now, the tightest fit, then the name.
+        and clusters it accepts); among the clusters where it fits now, the tightest fit, then the name;
+        the cluster of the room being made for it first when it fits there (`room`, ADR 0068:
+        `stays_in_room`), and when it goes elsewhere the evidence says it moved from there.
         The choice and the other candidates (with an estimate of the wait there) are kept for the
         placement's `routing` evidence. Reserved nodes are not backfilled by routed jobs (yet)."""
         index = self.index
@@ -270,6 +281,9 @@ class CyclePlan:
         if not found:
             return None, self.s.placement
         _, chosen, fit, rule = min(found, key=lambda x: (x[0], x[1]))
+        if room is not None:
+            chosen = stays_in_room(room, [c for _, c, _, _ in found], chosen)
+            _, _, fit, rule = next(x for x in found if x[1] == chosen)
         candidates: list[dict[str, Any]] = []
         for cluster, nodes, fits in tried:
             entry: dict[str, Any] = {"cluster": cluster, "models": sorted({index.nodes[i].model for i in nodes}),
@@ -278,10 +292,11 @@ class CyclePlan:
                 entry["estimated_wait_s"] = 0.0
             else:
                 if self.route_releases is None:
-                    self.route_releases = releases_on(self.snap.running, index.pos, self.now)
+                    self.route_releases = releases_on(self.snap.running, index.pos, self.now, self.s)
                 entry["estimated_wait_s"] = estimated_wait_s(index, nodes, job.gpus, self.route_releases, self.now)
             candidates.append(entry)
-        self.route_notes[job.id] = routing_evidence(job, chosen, fit, index, candidates)
+        moved_from = room if room is not None and room != chosen else None
+        self.route_notes[job.id] = routing_evidence(job, chosen, fit, index, candidates, moved_from)
         return fit, rule
 
     def fit_reserved(self, g: int, mask: int) -> Fit | None:

@@ -18,7 +18,15 @@ The choice: among the clusters where the job fits now (it would wait 0 s on each
 then the cluster's name. The allocation's rank is one across the tree (fair share is not yet per cluster),
 so it does not tell clusters apart. For the clusters where it does not fit now, the evidence gives an
 estimate of its wait there: the soonest time enough of its admissible GPUs there could be free as the
-protections of the jobs on them end (a lower bound: a job may run past its protection).
+protections of the jobs on them end, or their grace for a job being preempted (a lower bound: a job may
+run past its protection).
+
+A waiting job is not pinned to a cluster: every cycle routes it afresh among the clusters where it fits then.
+The one commitment a waiting job has is a room being made for it (ADR 0028: victims in their grace, for it,
+on one cluster). ADR 0068's rule `stays_in_room`: it takes that room when it fits there now (never leaving the
+room made for it for an equal wait), and moves to another cluster only when it fits there now and not in its
+room yet (strictly better: now, against the end of its victims' grace); the placement's evidence then says
+"moved from X to Y". A placement is final, so a job moves at most once and cannot flap.
 """
 
 from __future__ import annotations
@@ -28,6 +36,8 @@ from contextlib import contextmanager
 from typing import Any
 
 from steward.domain.clusters import admits
+from steward.domain.policy_settings import PolicySettings
+from steward.policy.contract import grace_ends_at
 from steward.policy.model import Node, PendingJob, RunningJob
 from steward.policy.placement import CapacityIndex, Fit
 
@@ -85,11 +95,13 @@ def left_free(index: CapacityIndex, fit: Fit) -> int:
     return sum(index.free[i] - g for i, g in fit.nodes)
 
 
-def releases_on(running: Sequence[RunningJob], pos: dict[str, int], now: float) -> dict[int, list[tuple[float, int]]]:
-    """Per node position, (time its protection ends, GPUs) of every running job on it, soonest first."""
+def releases_on(running: Sequence[RunningJob], pos: dict[str, int], now: float,
+                settings: PolicySettings) -> dict[int, list[tuple[float, int]]]:
+    """Per node position, (soonest time its GPUs could be free, GPUs) of every running job on it, soonest
+    first: the end of its grace when it is being preempted, else the end of its protection."""
     out: dict[int, list[tuple[float, int]]] = {}
     for r in running:
-        t = max(r.protected_until, now)
+        t = max(grace_ends_at(r, settings) if r.preemption_requested_at is not None else r.protected_until, now)
         for nid, g in r.placement:
             i = pos.get(nid)
             if i is not None:
@@ -125,10 +137,26 @@ def _duration(seconds: float) -> str:
     return f"{seconds / 3600:.1f} h"
 
 
+def room_cluster(victims: Sequence[RunningJob], pos: dict[str, int], clusters: Sequence[str]) -> str | None:
+    """The cluster a waiting job's room is being made on (its victims' nodes: one cluster, since the victim
+    search of a routed job sees one cluster at a time); None when its victims are gone or span clusters."""
+    found = {clusters[pos[nid]] for v in victims for nid, _ in v.placement if nid in pos}
+    return next(iter(found)) if len(found) == 1 else None
+
+
+def stays_in_room(room: str | None, fits_now: Sequence[str], chosen: str) -> str:
+    """ADR 0068, where a job whose room is being made on cluster `room` goes among the clusters `fits_now`
+    where it fits now (`chosen`: the usual choice among them): its room's cluster when it fits there now
+    (the hysteresis: it never leaves the room made for it for an equal wait), else `chosen`, which is
+    strictly better than its room (0 s there, against the end of its victims' grace)."""
+    return room if room is not None and room in fits_now else chosen
+
+
 def routing_evidence(job: PendingJob, chosen: str, fit: Fit, index: CapacityIndex,
-                     candidates: list[dict[str, Any]]) -> dict[str, Any]:
+                     candidates: list[dict[str, Any]], moved_from: str | None = None) -> dict[str, Any]:
     """The placement's `routing` evidence: the clusters (and models) it could use, which it fits now, the
-    estimated wait elsewhere, the one chosen and why, in words."""
+    estimated wait elsewhere, the one chosen and why, in words; `moved_from`: the cluster whose room being
+    made for it the job leaves (ADR 0068)."""
     models = sorted({index.nodes[i].model for i, _ in fit.nodes})
     others = [c for c in candidates if c["cluster"] != chosen]
     parts = []
@@ -140,7 +168,8 @@ def routing_evidence(job: PendingJob, chosen: str, fit: Fit, index: CapacityInde
             parts.append(f"no estimate of its wait on {c['cluster']}")
         else:
             parts.append(f"an estimated {_duration(wait)} on {c['cluster']}")
-    reason = f"placed on {chosen} ({', '.join(models)}): would wait 0 s there"
+    verb = f"moved from {moved_from} to" if moved_from is not None else "placed on"
+    reason = f"{verb} {chosen} ({', '.join(models)}): would wait 0 s there"
     if job.pin:  # ADR 0067: the only cluster tried; other clusters' room is not the pinned allocation's
         reason += f"; its allocation is pinned to {job.pin}"
     elif parts:
@@ -156,4 +185,6 @@ def routing_evidence(job: PendingJob, chosen: str, fit: Fit, index: CapacityInde
     }
     if job.pin:
         evidence["pinned_to"] = job.pin
+    if moved_from is not None:
+        evidence["moved_from"] = moved_from
     return evidence

@@ -34,7 +34,9 @@ MAX_TREE_DEPTH = 8
 SHARE_SLACK = 1e-9
 
 TOP_LEVEL_KEYS = frozenset({"name", "trace", "cluster", "clusters", "gpu_models", "policy", "tree", "metrics", "sim"})
-CLUSTER_KEYS = frozenset({"nodes", "gpus_per_node", "gpu_model", "topology"})
+# `executor`: the live stack's executor of the cluster (`steward cluster apply`, ADR 0068); the simulator runs every
+# node itself and ignores it
+CLUSTER_KEYS = frozenset({"nodes", "gpus_per_node", "gpu_model", "topology", "executor"})
 TOPOLOGY_KEYS = frozenset({"levels"})
 NODE_KEYS = frozenset({"name", "gpus", "gpu_model", "path"})
 TREE_NODE_KEYS = frozenset({"share", "children", "debug_quota"})

@@ -125,7 +125,9 @@ def check_routing(snap: Snapshot, result: Any) -> list[dict[str, Any]]:
             continue
         routing = p.evidence["routing"]
         assert routing["cluster"] == used[0].cluster and routing["models"] == sorted({n.model for n in used})
-        assert routing["reason"].startswith(f"placed on {used[0].cluster} ")
+        moved = routing.get("moved_from")  # ADR 0068: it left the room being made for it on another cluster
+        verb = "placed on" if moved is None else f"moved from {moved} to"
+        assert moved != used[0].cluster and routing["reason"].startswith(f"{verb} {used[0].cluster} ")
         chosen = [c for c in routing["candidates"] if c["cluster"] == used[0].cluster]
         assert chosen and chosen[0]["fits_now"] and chosen[0]["estimated_wait_s"] == 0.0
         seen.append(routing)

@@ -50,6 +50,14 @@ def test_a_scenario_declares_clusters_models_and_weights(tmp_path: Path) -> None
     assert load_scenario(write(tmp_path, TWO, "j,0,60,12,p,batch,60,1,A100|V100,\n")).jobs[0].gpus == 12
 
 
+def test_a_clusters_executor_is_the_live_stacks_and_the_simulator_ignores_it(tmp_path: Path) -> None:
+    """ADR 0068: the file `steward cluster apply` registers two clusters with their own executors from
+    simulates as it is."""
+    doc = {**TWO, "clusters": {**TWO["clusters"], "ceres": {**TWO["clusters"]["ceres"], "executor": "ceres"}}}
+    sc = load_scenario(write(tmp_path, doc, "j,0,60,1,p,batch,60,1,,\n"))
+    assert sorted({n.cluster for n in sc.nodes}) == ["ceres", "jupiter"]
+
+
 @pytest.mark.parametrize(("doc", "rows", "message"), [
     ({**TWO, "cluster": {"nodes": 1, "gpus_per_node": 8}}, "j,0,60,1,p,batch,60,1,,\n", "not both"),
     ({**TWO, "gpu_models": {"B200": 2.0}}, "j,0,60,1,p,batch,60,1,,\n", "no node has the model 'B200'"),

@@ -12,6 +12,7 @@ import { JobActions } from "./JobActions";
 import { fetchOwner } from "../api/acting";
 import { ownerLabel, powersOf } from "../lib/acting";
 import { sessionAddress } from "../lib/address";
+import { routingOf } from "../lib/routing";
 import { ProjectName } from "../names";
 
 /** whyPreempted's `evidence.preemption` (steward.api.explain.preemption_story), when the API records one. */
@@ -78,6 +79,7 @@ export function JobDrawer({ jobId, onClose, onSubmitAgain }: { jobId: string; on
   const cap = job && isSession && job.state === "RUNNING" ? sessionCountdown(job, now) : null;
   const checkpoints = facts?.checkpoints ?? [];
   const preemptions = facts?.preemptions ?? [];
+  const routing = job ? routingOf(job.decisions) : null;  // issue 25: where its latest placement went, and why
   const placement = Object.entries(assignmentsOf(job?.assignments));
   const address = job && job.state === "RUNNING" ? sessionAddress(job.sessionAddress) : null;
 
@@ -144,6 +146,7 @@ export function JobDrawer({ jobId, onClose, onSubmitAgain }: { jobId: string; on
             {facts?.restoredTo ? <div><dt>restored as</dt><dd><code data-testid="restored-to">{facts.restoredTo}</code></dd></div> : null}
             {facts?.restoredFrom ? <div><dt>restored from</dt><dd><code>{facts.restoredFrom}</code></dd></div> : null}
             <div><dt>placement</dt><dd>{placement.length ? placement.map(([n, g]) => `${n}: GPUs ${g.join(",")}`).join("; ") : "—"}</dd></div>
+            {routing ? <div><dt>{routing.movedFrom ? "moved" : "routed"}</dt><dd data-testid="routing-reason">{routing.reason}</dd></div> : null}
           </dl>
           {isSession && (
             <section aria-labelledby="session-h" className="session-box">

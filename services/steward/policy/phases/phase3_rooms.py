@@ -19,6 +19,7 @@ from steward.policy.lane import lane_pending
 from steward.policy.placement import CapacityIndex
 from steward.policy.plan import CyclePlan
 from steward.policy.reasons import PREEMPTING
+from steward.policy.routing import room_cluster
 
 
 def claimed_rooms_held(cycle: CyclePlan) -> None:
@@ -47,17 +48,24 @@ def claimed_rooms_held(cycle: CyclePlan) -> None:
         lane = s.lane and lane_pending(job, s)
         funded = lane_funds(gap) if lane else gap is None
         ends_at = now + protection_s(job.klass, job.min_runtime_s, s) if funded else now
-        fit, rule = cycle.try_place(job, k, ends_at)
+        # ADR 0068: a routed job takes the room made for it when it fits there now, and moves to another
+        # cluster only when it fits there now and not in its room yet
+        room = (room_cluster(victims, index.pos, cycle.routes.clusters)
+                if victims and cycle.routes.active and cycle.routes.routed(job) else None)
+        fit, rule = cycle.try_place(job, k, ends_at, room=room)
         if fit is not None:
             cycle.lane_seen.add(job.id)
             if lane:
                 cycle.place_lane(job, fit, rule, path, k)
             else:
                 cycle.place(job, fit, rule, funded, path, k)
-            cycle.placements[-1].evidence["claimed_room"] = {
+            evidence = cycle.placements[-1].evidence
+            left = "moved_from" in evidence.get("routing", {})
+            # a job that moved did not take its room: the evidence says which room it left
+            evidence["room_left" if left else "claimed_room"] = {
                 "victims_leaving": sorted(v.id for v in victims or ()),
                 "room_freed_at": job.room_freed_at,
-            }
+            } | ({"cluster": room} if left else {})
             continue
         if not victims:
             continue  # its room is not all free (someone else's stop): the usual phases
