@@ -113,8 +113,10 @@ class ResultCache:
         self._entries: dict[tuple[Any, ...], tuple[int, list[tuple[bytes, bytes]], bytes]] = {}
         self._version: tuple[int, int] = (-1, -1)
         self._stale: dict[tuple[Any, ...], tuple[int, list[tuple[bytes, bytes]], bytes]] = {}
-        # answers being computed, by key: concurrent identical requests wait for the first (single flight);
-        # the future's result is None when that answer may not be shared (a denial, a non-query, an error)
+        # answers being computed, by (principal, body, head): concurrent identical requests wait for the first
+        # (single flight), also when the time bucket ticks meanwhile (its answer is then one bucket old, as a
+        # stale one would be; a flake of the single-flight test: 2 executions when 16 requests straddled a
+        # tick); the future's result is None when that answer may not be shared (a denial, a non-query, an error)
         self.inflight: dict[tuple[Any, ...], asyncio.Future[tuple[int, list[tuple[bytes, bytes]], bytes] | None]] = {}
 
     def version(self, head: int) -> tuple[int, int]:
@@ -263,8 +265,9 @@ class Guard:
         if head is None:
             head = await asyncio.to_thread(read.head)
         key = (principal, bytes(body), cache.version(head))
+        flight_key = (principal, bytes(body), head)  # in flight: shared across a tick of the bucket
         hit = cache.get(key)
-        if hit is None and (leader := cache.inflight.get(key)) is not None:
+        if hit is None and (leader := cache.inflight.get(flight_key)) is not None:
             # the same answer is being computed for the same principal and head: serve the previous time
             # bucket's answer at this head if there is one, else wait for it instead of computing it again
             # (under load, executions outlast the cache's time bucket and a stampede of identical misses
@@ -277,7 +280,7 @@ class Guard:
             return
         flight: asyncio.Future[tuple[int, list[tuple[bytes, bytes]], bytes] | None] = \
             asyncio.get_running_loop().create_future()
-        cache.inflight.setdefault(key, flight)
+        cache.inflight.setdefault(flight_key, flight)
         flag = state["cache"] = {"ok": True}
         start: dict[str, Any] = {}
         chunks: list[bytes] = []
@@ -300,8 +303,8 @@ class Guard:
         finally:
             if not flight.done():
                 flight.set_result(None)
-            if cache.inflight.get(key) is flight:
-                del cache.inflight[key]
+            if cache.inflight.get(flight_key) is flight:
+                del cache.inflight[flight_key]
 
     async def _authenticate(self, header: str | None, client: str) -> tuple[Principal | None, float, str]:
         """The principal, or None with the seconds this client address must wait (0: answer 401) and, for a

@@ -293,6 +293,27 @@ def test_concurrent_identical_queries_run_once_but_denials_each_run_and_are_reco
         assert sum(1 for e in s.store.read(head) if e.type == "AccessDenied") == 8, "every denial is audited"
 
 
+def test_a_query_in_flight_serves_identical_requests_that_arrive_after_the_time_bucket_ticked(tmp_path: Path) -> None:
+    """Single flight holds across a tick of the result cache's time bucket (the test above failed once with 2
+    executions: its 16 requests straddled a tick and the late ones started a second execution)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    api = ApiSettings(run_dir=tmp_path, api_rate_per_s=10_000, api_rate_burst=10_000)
+    with serve(tmp_path, api, extra_extensions=[SlowHealth]) as s:
+        layer: Any = s.built.app.middleware_stack  # built at start-up: the correlation, outage and guard layers
+        while not hasattr(layer, "cache"):
+            layer = layer.app
+        layer.cache.bucket_s = 0.2
+        SlowHealth.calls = 0
+        q = f"{{ health }} # {time.monotonic_ns()}"
+        with ThreadPoolExecutor(8) as pool:
+            first = pool.submit(s.gql, q, token=s.tokens["admin"])
+            time.sleep(0.7)  # several buckets later, the first execution still running (it takes 2 s)
+            late = list(pool.map(lambda _: s.gql(q, token=s.tokens["admin"]), range(7)))
+        assert [first.result(), *late] == [{"data": {"health": "ok"}}] * 8
+        assert SlowHealth.calls == 1
+
+
 class Counter(SchemaExtension):
     """`health` answers `ok-<n>`, n counting executions, after 2 s (without blocking the loop)."""
 
