@@ -878,13 +878,13 @@ def running_with(rj: RunningJob, last_checkpoint_at: float | None,
     return RunningJob(rj.id, rj.project, rj.gpus, rj.placement, rj.started_at, rj.protected_until, rj.funded,
                       last_checkpoint_at, rj.resumable, rj.klass, rj.submitted_at, preemption_requested_at,
                       rj.min_runtime_s, rj.priority, rj.topology_depth,
-                      rj.claimed_for if claimed_for is None else claimed_for, rj.gpu_models, rj.clusters)
+                      rj.claimed_for if claimed_for is None else claimed_for, rj.gpu_models, rj.clusters, rj.pin)
 
 
 def with_room_freed(pj: PendingJob, at: float) -> PendingJob:
     """`dataclasses.replace(pj, room_freed_at=at)`, field by field (see `running_with`)."""
     return PendingJob(pj.id, pj.project, pj.gpus, pj.submitted_at, pj.min_runtime_s, pj.resumable, pj.klass,
-                      pj.priority, pj.topology_depth, pj.previous_node, at, pj.gpu_models, pj.clusters)
+                      pj.priority, pj.topology_depth, pj.previous_node, at, pj.gpu_models, pj.clusters, pj.pin)
 
 
 def _acted_on(result: CycleResult) -> set[str]:

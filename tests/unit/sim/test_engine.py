@@ -131,7 +131,7 @@ EVERY_FIELD: dict[str, Any] = dict(
     id="j", project="p", gpus=3, placement=(("n1", 2), ("n2", 1)), started_at=10.0, protected_until=70.0,
     funded=True, last_checkpoint_at=40.0, resumable=False, klass="interactive", submitted_at=5.0,
     preemption_requested_at=65.0, min_runtime_s=60.0, priority=2, topology_depth=1, claimed_for="w",
-    gpu_models=("H100",), clusters=("ceres",),
+    gpu_models=("H100",), clusters=("ceres",), pin="ceres",
 )
 
 
@@ -150,7 +150,7 @@ def test_running_with_is_replace_field_by_field(checkpoint: float | None, reques
 EVERY_PENDING_FIELD: dict[str, Any] = dict(
     id="j", project="p", gpus=3, submitted_at=5.0, min_runtime_s=60.0, resumable=False, klass="debug",
     priority=2, topology_depth=1, previous_node="n1", room_freed_at=3.0, gpu_models=("H100", "A100"),
-    clusters=("ceres",),
+    clusters=("ceres",), pin="ceres",
 )
 
 
