@@ -2,7 +2,9 @@
 what-if preview from the simulator on recent history").
 
 The recent history (the jobs submitted in the last `window_s`, newest `max_jobs` at most) is turned into a
-simulator scenario with the cluster's nodes, the current allocation tree and the policy settings in force
+simulator scenario with every cluster's nodes (their clusters and GPU models), each job's request (the models
+and clusters it accepts, its allocation's pin applied), the current allocation tree and the policy settings in
+force
 (`PolicySet`), and replayed twice through the simulator (`steward.sim.simulate`, the live policy cycle):
 once with the current tree and once with the proposed shares. The answer is owed vs delivered per
 allocation and p50/p90 waits per class for both runs.
@@ -52,6 +54,7 @@ from steward.api.scalars import BigInt
 from steward.auth.access import ROOT, Capability, subtree
 from steward.domain import budget
 from steward.domain.budget import entitlements
+from steward.domain.clusters import cluster_name, effective_pin, largest_gang, pinned_clusters
 from steward.domain.decide import (
     require_children_sum_at_most_one,
     require_known_parent,
@@ -113,13 +116,16 @@ class HistoryJob:
     priority: int
     submitted_at: float
     duration_s: float
+    # the GPU models and clusters it accepts (empty: any), its allocation's pin applied (ADR 0057, 0067)
+    gpu_models: tuple[str, ...] = ()
+    clusters: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
 class History:
     since: float
     until: float
-    nodes: tuple[tuple[str, int, str, tuple[str, ...]], ...]  # (name, gpus, model, path)
+    nodes: tuple[tuple[str, int, str, tuple[str, ...], str], ...]  # (name, gpus, model, path, cluster)
     shares: Mapping[str, tuple[str, float]]  # child -> (parent, share)
     policy: Mapping[str, Any]  # the PolicySet overrides of the steward preset
     jobs: tuple[HistoryJob, ...]
@@ -134,12 +140,14 @@ class History:
 
 def _job_key(j: HistoryJob) -> tuple[Any, ...]:
     return (j.job_id, j.project, j.job_class, j.gpus, j.min_runtime_s, j.resumable, j.priority, j.submitted_at,
-            round(j.duration_s, 3))
+            round(j.duration_s, 3), j.gpu_models, j.clusters)
 
 
-def history_job(row: Mapping[str, Any], until: float, ran_s: float | None = None) -> HistoryJob | None:
+def history_job(row: Mapping[str, Any], until: float, ran_s: float | None = None,
+                request: tuple[tuple[str, ...], tuple[str, ...]] = ((), ())) -> HistoryJob | None:
     """One projection row as a replayable job (None: it asked for no work). `ran_s`: the job's run time
-    measured on the log (`run_times`); None: the projection's latest run alone."""
+    measured on the log (`run_times`); None: the projection's latest run alone. `request`: the GPU models and
+    clusters it accepts (`job_requests`, its allocation's pin applied)."""
     started, ended = row["started_at"], row["ended_at"]
     waiting = row["state"] in ("QUEUED", "PREEMPTED")
     if ran_s is not None and ran_s > 0:
@@ -154,38 +162,56 @@ def history_job(row: Mapping[str, Any], until: float, ran_s: float | None = None
     return HistoryJob(job_id=str(row["job_id"]), project=str(row["project"]),
                       job_class=cls if cls in SIM_CLASSES else "batch", gpus=int(row["gpus"]),
                       min_runtime_s=float(row["min_runtime_s"]), resumable=bool(row["resumable"]),
-                      priority=int(row["priority"]), submitted_at=float(row["submitted_at"]), duration_s=duration)
+                      priority=int(row["priority"]), submitted_at=float(row["submitted_at"]), duration_s=duration,
+                      gpu_models=request[0], clusters=request[1])
 
 
 RUN_EVENTS_CHUNK = 500  # job streams per query
+
+
+def _job_events(store: EventStore, job_ids: Sequence[str], kinds: Sequence[str]) -> list[Any]:
+    """The events of these kinds on these jobs' streams, in log order (a query per `RUN_EVENTS_CHUNK` jobs)."""
+    t = tables.events
+    rows: list[Any] = []
+    with store.engine.connect() as conn:
+        for i in range(0, len(job_ids), RUN_EVENTS_CHUNK):
+            streams = [f"job-{j}" for j in job_ids[i:i + RUN_EVENTS_CHUNK]]
+            q = (select(t.c.stream_id, t.c.type, t.c.payload, t.c.recorded_at)
+                 .where(t.c.stream_id.in_(streams), t.c.type.in_(kinds)).order_by(t.c.position))
+            rows.extend(conn.execute(q))
+        conn.rollback()
+    return rows
 
 
 def run_times(store: EventStore, job_ids: Sequence[str], until: float) -> dict[str, float]:
     """Each job's run time on the log: the sum of its runs, each from `JobStarted` (`started_at`, else
     when it was recorded) to the event that ended it (`RUN_ENDS`, when it was recorded); a run still open
     counts up to `until`. Jobs that never started are absent. Synchronous: call it in a thread."""
-    t = tables.events
-    kinds = ("JobStarted", *sorted(RUN_ENDS))
     ran: dict[str, float] = {}
     open_at: dict[str, float] = {}
-    with store.engine.connect() as conn:
-        for i in range(0, len(job_ids), RUN_EVENTS_CHUNK):
-            streams = [f"job-{j}" for j in job_ids[i:i + RUN_EVENTS_CHUNK]]
-            q = (select(t.c.stream_id, t.c.type, t.c.payload, t.c.recorded_at)
-                 .where(t.c.stream_id.in_(streams), t.c.type.in_(kinds)).order_by(t.c.position))
-            for row in conn.execute(q):
-                job, at = str(row.stream_id).removeprefix("job-"), float(row.recorded_at)
-                if row.type == "JobStarted":
-                    started = row.payload.get("started_at") if isinstance(row.payload, dict) else None
-                    real = isinstance(started, int | float) and not isinstance(started, bool) and started > 0
-                    open_at[job] = float(started) if real and started is not None else at
-                    ran.setdefault(job, 0.0)
-                elif job in open_at:
-                    ran[job] += max(0.0, at - open_at.pop(job))
-        conn.rollback()
+    for row in _job_events(store, job_ids, ("JobStarted", *sorted(RUN_ENDS))):
+        job, at = str(row.stream_id).removeprefix("job-"), float(row.recorded_at)
+        if row.type == "JobStarted":
+            started = row.payload.get("started_at") if isinstance(row.payload, dict) else None
+            real = isinstance(started, int | float) and not isinstance(started, bool) and started > 0
+            open_at[job] = float(started) if real and started is not None else at
+            ran.setdefault(job, 0.0)
+        elif job in open_at:
+            ran[job] += max(0.0, at - open_at.pop(job))
     for job, start in open_at.items():
         ran[job] += max(0.0, until - start)
     return ran
+
+
+def job_requests(store: EventStore, job_ids: Sequence[str]) -> dict[str, tuple[tuple[str, ...], tuple[str, ...]]]:
+    """The GPU models and clusters each job accepts, as its `JobSubmitted` recorded them (absent: any; the
+    projection keeps no request). Synchronous: call it in a thread."""
+    out: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {}
+    for row in _job_events(store, job_ids, ("JobSubmitted",)):
+        p = row.payload if isinstance(row.payload, dict) else {}
+        out[str(row.stream_id).removeprefix("job-")] = (tuple(str(m) for m in p.get("gpu_models") or ()),
+                                                        tuple(str(c) for c in p.get("clusters") or ()))
+    return out
 
 
 def load_history(store: EventStore, now: float, window_s: float, max_jobs: int) -> History:
@@ -206,13 +232,22 @@ def load_history(store: EventStore, now: float, window_s: float, max_jobs: int) 
         conn.rollback()
     capped = len(rows) > max_jobs
     kept = rows[:max_jobs]
-    ran = run_times(store, [str(r["job_id"]) for r in kept], until)
-    jobs = [h for r in reversed(kept) if (h := history_job(r, until, ran.get(str(r["job_id"])))) is not None]
+    ids = [str(r["job_id"]) for r in kept]
+    ran, requests = run_times(store, ids, until), job_requests(store, ids)
+    parents = {str(a["name"]): str(a["parent"]) for a in allocs}
+    pins = {str(a["name"]): str(a["pin"]) for a in allocs if a.get("pin")}
+
+    def request(row: Mapping[str, Any]) -> tuple[tuple[str, ...], tuple[str, ...]]:
+        models, clusters = requests.get(str(row["job_id"]), ((), ()))
+        return models, pinned_clusters(clusters, effective_pin(str(row["project"]), parents, pins))
+
+    jobs = [h for r in reversed(kept)
+            if (h := history_job(r, until, ran.get(str(r["job_id"])), request(r))) is not None]
     policy = dict(pol[0].get("settings", {})) if pol is not None and isinstance(pol[0], dict) else {}
     return History(
         since=since, until=until,
-        nodes=tuple((str(n["node_id"]), int(n["gpus"]), str(n["gpu_model"]), tuple(str(p) for p in n["path"]))
-                    for n in nodes if n["state"] != "unhealthy"),
+        nodes=tuple((str(n["node_id"]), int(n["gpus"]), str(n["gpu_model"]), tuple(str(p) for p in n["path"]),
+                     cluster_name(str(n["cluster"] or ""))) for n in nodes if n["state"] != "unhealthy"),
         shares={str(a["name"]): (str(a["parent"]), float(a["share"])) for a in allocs},
         policy=policy, jobs=tuple(jobs), capped=capped)
 
@@ -285,20 +320,20 @@ def scenario_of(history: History, shares: Mapping[str, tuple[str, float]]) -> An
             walk(name, depth + 1)
 
     walk(ROOT, 1)
-    nodes = tuple(NodeSpec(name=n, gpus=g, gpu_model=m, path=p if p and p[-1] == n else (*p, n))
-                  for n, g, m, p in history.nodes)
-    capacity = sum(n.gpus for n in nodes)
-    per_node = max((n.gpus for n in nodes), default=0)
+    nodes = tuple(NodeSpec(name=n, gpus=g, gpu_model=m, path=p if p and p[-1] == n else (*p, n), cluster=c)
+                  for n, g, m, p, c in history.nodes)
+    offered = [(n.gpus, n.gpu_model, n.cluster) for n in nodes]
     leaves = {n for n, s in specs.items() if s.is_project}
     jobs = []
     for i, j in enumerate(history.jobs):
-        if j.gpus > capacity or (j.gpus > per_node and math.ceil(j.gpus / max(1, per_node)) > len(nodes)):
-            continue  # it could never run on this cluster
+        if largest_gang(offered, j.gpu_models, j.clusters)[0] < j.gpus:
+            continue  # it could never run here: no cluster has enough of the GPUs it accepts
         if j.project in specs and j.project not in leaves:
             continue  # submitted to a node that has since gained children
         jobs.append(TraceJob(job_id=j.job_id, submit_s=j.submitted_at - history.since, duration_s=j.duration_s,
                              gpus=j.gpus, tenant=j.project, job_class=j.job_class, min_runtime_s=j.min_runtime_s,
-                             resumable=j.resumable, priority=j.priority, line=i + 2))
+                             resumable=j.resumable, priority=j.priority, line=i + 2, gpu_models=j.gpu_models,
+                             clusters=j.clusters))
     pol = history.policy
     policy = ScenarioPolicy(
         window_days=float(pol.get("window_s", 7 * DAY_S)) / DAY_S,

@@ -26,7 +26,9 @@ from steward.api.whatif import (
 from tests.unit.api.harness import serve
 
 TREE = {"team": ("cluster", 1.0), "a": ("team", 0.5), "b": ("team", 0.5)}
-NODES = (("n1", 8, "h100", ("blk", "n1")), ("n2", 8, "h100", ("blk", "n2")))
+NODES = (("n1", 8, "h100", ("blk", "n1"), "default"), ("n2", 8, "h100", ("blk", "n2"), "default"))
+# two clusters of one 8-GPU node each, with other models (issue 25: the what-if takes several clusters)
+TWO_CLUSTERS = (("c1", 8, "h100", ("c1",), "ceres"), ("j1", 8, "a100", ("j1",), "jupiter"))
 
 
 def hjob(job_id: str, project: str, submitted: float, gpus: int = 8, duration: float = 3600.0,
@@ -101,6 +103,36 @@ def test_a_bigger_share_raises_what_the_project_is_owed_and_gets_when_both_compe
     assert after.allocations["a"].delivered_gpu_s > before.allocations["a"].delivered_gpu_s
     assert after.allocations["b"].delivered_gpu_s < before.allocations["b"].delivered_gpu_s
     assert before.waits["batch"][2] == 120 and before.waits["batch"][1] is not None
+
+
+@pytest.mark.parametrize(("models", "clusters", "gpus", "kept"), [
+    ((), (), 8, True),  # no request: any cluster
+    ((), ("jupiter",), 8, True),
+    (("h100",), (), 8, True),
+    ((), (), 16, False),  # a gang never spans clusters: 16 GPUs fit no single one
+    (("v100",), (), 1, False),  # a model no node has
+    (("h100",), ("jupiter",), 1, False),  # jupiter has no H100
+    ((), ("",), 1, False),  # pinned elsewhere than it asks (`pinned_clusters`: none)
+])
+def test_the_scenario_keeps_each_nodes_cluster_and_each_jobs_request(
+        models: tuple[str, ...], clusters: tuple[str, ...], gpus: int, kept: bool) -> None:
+    job = HistoryJob("x", "a", "batch", gpus, 600.0, True, 0, 1500.0, 3600.0, models, clusters)
+    h = History(since=1000.0, until=2000.0, nodes=TWO_CLUSTERS, shares=TREE, policy={}, jobs=(job,), capped=False)
+    sc = scenario_of(h, TREE)
+    assert [(n.name, n.gpu_model, n.cluster) for n in sc.nodes] == [("c1", "h100", "ceres"), ("j1", "a100", "jupiter")]
+    assert [(j.gpu_models, j.clusters) for j in sc.jobs] == ([(models, clusters)] if kept else [])
+
+
+def test_a_job_that_accepts_one_cluster_is_replayed_on_that_cluster_only() -> None:
+    # two 8-GPU hour-long jobs of `a`: side by side on two clusters, one after the other when both ask ceres
+    def delivered_in_the_first_hour(clusters: tuple[str, ...]) -> float:
+        jobs = tuple(HistoryJob(f"x{i}", "a", "batch", 8, 600.0, True, 0, 0.0, 3600.0, (), clusters)
+                     for i in range(2))
+        h = History(since=0.0, until=3600.0, nodes=TWO_CLUSTERS, shares=TREE, policy={}, jobs=jobs, capped=False)
+        return simulate(h, TREE).allocations["a"].delivered_gpu_s
+
+    anywhere, on_ceres = delivered_in_the_first_hour(()), delivered_in_the_first_hour(("ceres",))
+    assert on_ceres == pytest.approx(anywhere / 2, rel=0.05)
 
 
 def test_the_runner_caches_by_inputs_and_retries_a_failed_run() -> None:
@@ -249,3 +281,33 @@ def test_a_requeued_job_is_replayed_with_both_of_its_runs(tmp_path: Path) -> Non
                                                                          "open": 1000.0}
     h = load_history(store, until, 86400.0, 100)
     assert {j.job_id: j.duration_s for j in h.jobs} == {"rq": 1500.0, "once": 1080.0, "open": 1000.0}
+
+
+def test_the_history_reads_each_nodes_cluster_and_each_jobs_request_with_its_pin(tmp_path: Path) -> None:
+    """The projection keeps no request: the what-if reads it from `JobSubmitted`, and narrows it to the
+    allocation's pin (ADR 0067) with the rule the ledger and routing use."""
+    from steward.bus.envelope import command_envelope
+    from steward.domain.commands import RegisterNode, SetAllocations, SubmitJob
+    from steward.ledger.ledger import Ledger
+    from steward.store.eventstore import EventStore
+    from steward.store.migrate import upgrade
+
+    url = f"sqlite:///{tmp_path / 'steward.db'}"
+    upgrade(url)
+    store = EventStore.from_url(url)
+    t0 = 999_960.0
+    ledger = Ledger(store, consumer_name="t", clock=lambda: t0)
+    cmds = [RegisterNode("c1", 8, "h100", ["c1"], cluster="ceres"), RegisterNode("j1", 8, "a100", ["j1"],
+                                                                               cluster="jupiter"),
+            SetAllocations("cluster", {"lab": 0.5, "b": 0.5}, "setup"),
+            SetAllocations("lab", {"a": 1.0}, "setup"),
+            SetAllocations("cluster", {}, "the lab's own hardware", pins={"lab": "ceres"}),
+            SubmitJob("any", "a", 1, 0, ["true"]), SubmitJob("h", "b", 1, 0, ["true"], gpu_models=["h100"]),
+            SubmitJob("j", "b", 1, 0, ["true"], clusters=["jupiter"])]
+    ledger.process([("t", command_envelope(c, actor="t", role="admin").encode()) for c in cmds], {})
+    assert [e.payload for e in store.read() if e.type == "CommandRejected"] == []
+    h = load_history(store, t0 + 60, 86400.0, 100)
+    assert sorted((n[0], n[2], n[4]) for n in h.nodes) == [("c1", "h100", "ceres"), ("j1", "a100", "jupiter")]
+    assert {j.job_id: (j.gpu_models, j.clusters) for j in h.jobs} == {
+        "any": ((), ("ceres",)),  # under the pinned `lab`: its pin
+        "h": (("h100",), ()), "j": ((), ("jupiter",))}
