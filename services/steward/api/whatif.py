@@ -42,7 +42,7 @@ import weakref
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Annotated, Any
 
 import strawberry
@@ -130,9 +130,11 @@ class History:
     policy: Mapping[str, Any]  # the PolicySet overrides of the steward preset
     jobs: tuple[HistoryJob, ...]
     capped: bool  # more jobs were submitted in the window than were kept
+    pins: Mapping[str, str] = field(default_factory=dict)  # tree node -> its own pin (ADR 0067)
 
     def digest(self, shares: Mapping[str, tuple[str, float]] | None = None) -> str:
         body = json.dumps([self.since, self.until, self.nodes, sorted((shares or self.shares).items()),
+                           sorted(self.pins.items()),
                            sorted(self.policy.items()), [list(_job_key(j)) for j in self.jobs]],
                           default=str, separators=(",", ":"))
         return hashlib.sha256(body.encode()).hexdigest()
@@ -249,7 +251,7 @@ def load_history(store: EventStore, now: float, window_s: float, max_jobs: int) 
         nodes=tuple((str(n["node_id"]), int(n["gpus"]), str(n["gpu_model"]), tuple(str(p) for p in n["path"]),
                      cluster_name(str(n["cluster"] or ""))) for n in nodes if n["state"] != "unhealthy"),
         shares={str(a["name"]): (str(a["parent"]), float(a["share"])) for a in allocs},
-        policy=policy, jobs=tuple(jobs), capped=capped)
+        policy=policy, jobs=tuple(jobs), capped=capped, pins=pins)
 
 
 # -- the proposal ---------------------------------------------------------------------------------------
@@ -316,7 +318,8 @@ def scenario_of(history: History, shares: Mapping[str, tuple[str, float]]) -> An
             share = shares[name][1]
             specs[name] = AllocationSpec(name=name, parent=None if parent == ROOT else parent, share=share,
                                          entitlement=ents[name], depth=depth,
-                                         children=tuple(sorted(children.get(name, []))))
+                                         children=tuple(sorted(children.get(name, []))),
+                                         pin=history.pins.get(name, ""))
             walk(name, depth + 1)
 
     walk(ROOT, 1)
@@ -370,7 +373,8 @@ def simulate(history: History, shares: Mapping[str, tuple[str, float]]) -> RunFi
     for alloc in rec.entitlement:
         cap_h = rec.entitled_hourly(alloc)  # weighted GPU-seconds, as the books (ADR 0066)
         d, r = demand.get(alloc, []), delivered.get(alloc, [])
-        allocs[alloc] = AllocationRun(budget.owed_over_hours(cap_h, d[:hours]), sum(r[:hours]))
+        owed = budget.owed_over_hours(cap_h, d[:hours], rec.owed_ceiling_hourly(alloc))  # pinned: ADR 0067
+        allocs[alloc] = AllocationRun(owed, sum(r[:hours]))
     figs = result.figures
     waits = {c: (figs["wait_p50_s"].get(c), figs["wait_p90_s"].get(c), len(rec.waits.get(c, ())))
              for c in WAIT_CLASSES}

@@ -89,11 +89,19 @@ def owed_gpu_s(entitled_gpu_s: float, demand_gpu_s: float) -> float:
     return min(entitled_gpu_s, demand_gpu_s)
 
 
-def owed_over_hours(entitled: Sequence[float] | float, demand: Sequence[float]) -> float:
-    """Owed summed over hours: `demand` per hour, `entitled` per hour (or one figure for every hour)."""
+def capped_owed(entitled_gpu_s: float, demand_gpu_s: float, ceiling: float | None) -> float:
+    """ADR 0067: a pinned allocation's owed, min(entitled, demand, `ceiling`: what its pin's cluster could
+    deliver in the same stretch, weighted); `ceiling` None (unpinned) is `owed_gpu_s`."""
+    owed = owed_gpu_s(entitled_gpu_s, demand_gpu_s)
+    return owed if ceiling is None else min(owed, ceiling)
+
+
+def owed_over_hours(entitled: Sequence[float] | float, demand: Sequence[float], ceiling: float | None = None) -> float:
+    """Owed summed over hours: `demand` per hour, `entitled` per hour (or one figure for every hour);
+    `ceiling`: a pinned allocation's most per hour (`capped_owed`)."""
     if isinstance(entitled, (int, float)):
-        return sum(owed_gpu_s(entitled, d) for d in demand)
-    return sum(owed_gpu_s(e, d) for e, d in zip(entitled, demand, strict=False))
+        return sum(capped_owed(entitled, d, ceiling) for d in demand)
+    return sum(capped_owed(e, d, ceiling) for e, d in zip(entitled, demand, strict=False))
 
 
 def ratio(delivered_gpu_s: float, owed_gpu_s_: float) -> float | None:
@@ -523,7 +531,7 @@ def add_owed(out: dict[str, dict[str, float]], entitled: Mapping[str, float], de
     for name, ent_gpu_s in entitled.items():
         row = out.setdefault(name, dict.fromkeys(FIGURES, 0.0))
         d = demand.get(name, 0.0)
-        owed = owed_gpu_s(ent_gpu_s, d) if name not in caps else min(owed_gpu_s(ent_gpu_s, d), caps[name])
+        owed = capped_owed(ent_gpu_s, d, caps.get(name))
         row["owed_gpu_s"] += owed
         row["delivered_gpu_s"] += delivered.get(name, 0.0)
         row["demand_gpu_s"] += d
@@ -536,9 +544,7 @@ def add_owed(out: dict[str, dict[str, float]], entitled: Mapping[str, float], de
         while True:
             if node in entitled:
                 d = demand.get(node, 0.0)
-                owed = owed_gpu_s(entitled[node], d)
-                if node in caps:
-                    owed = min(owed, caps[node])
+                owed = capped_owed(entitled[node], d, caps.get(node))
                 rows = split.setdefault(node, {})
                 for place, v in wanted.items():
                     r = rows.setdefault(place, [0.0, 0.0, 0.0])

@@ -46,7 +46,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from steward.domain.clusters import cluster_name
+from steward.domain.clusters import cluster_name, pinned_clusters
 from steward.domain.policy_settings import PolicySettings
 from steward.policy.contract import requeue
 from steward.policy.debug_quota import debug_quota_gpus, qualify
@@ -54,7 +54,7 @@ from steward.policy.lane import lane_pending
 from steward.policy.model import CycleResult, Node, PendingJob, RunningJob, Snapshot
 from steward.policy.tree import AllocationTree
 from steward.sim.metrics import Recorder, admissible_clusters
-from steward.sim.scenario import Scenario, TraceJob
+from steward.sim.scenario import Scenario, TraceJob, scenario_pins
 from steward.sim.usage import SimUsage
 from steward.sim.view import PendingView
 
@@ -243,12 +243,14 @@ class Engine:
         self.now = scenario.jobs[0].submit_s if scenario.jobs else 0.0
         entitlement = {a: tree.entitlement(a) for a in tree.allocations}
         parents = {a: tree.parent(a) for a in tree.allocations}
+        # ADR 0067: each pinned allocation's cluster (its own pin or an ancestor's); its jobs run only there
+        self.pins = scenario_pins(scenario.allocations)
         self.rec = Recorder(
             capacity=self.capacity, entitlement=entitlement, parents=parents, projects=tuple(sorted(projects)),
             large_job_gpus=scenario.metrics.large_job_gpus,
             owed_period_days=scenario.metrics.owed_period_days, start=0.0,
             nodes=tuple((n.id, n.gpus, n.model, n.cluster) for n in self.nodes),
-            weights=dict(settings.gpu_model_weights),
+            weights=dict(settings.gpu_model_weights), pins=self.pins,
         )
         # several clusters (ADR 0066): per-cluster occupancy, where each waiting job had room first, and
         # what a routing baseline reads (free GPUs and GPUs waiting per cluster)
@@ -350,9 +352,11 @@ class Engine:
     def _arrive(self, job: SimJob) -> bool:
         s = job.spec
         job.state = PENDING
-        clusters = s.clusters
+        pin = self.pins.get(s.tenant, "")
+        asked = pinned_clusters(s.clusters, pin) if pin else s.clusters  # the ledger's and routing's rule
+        clusters = asked
         if self.multi:
-            key = (s.gpu_models, s.clusters, s.gpus)
+            key = (s.gpu_models, asked, s.gpus)
             where = self.admissible_memo.get(key)
             if where is None:
                 where = self.admissible_memo[key] = admissible_clusters(self.rec.nodes, *key)
@@ -367,7 +371,7 @@ class Engine:
             id=s.job_id, project=s.tenant, gpus=s.gpus, submitted_at=s.submit_s,
             min_runtime_s=s.min_runtime_s, resumable=s.resumable, klass=s.job_class,  # type: ignore[arg-type]
             priority=s.priority + self.class_bonus.get(s.job_class, 0),
-            gpu_models=s.gpu_models, clusters=clusters,
+            gpu_models=s.gpu_models, clusters=clusters, pin=pin,
         )
         if s.job_class == "debug":
             job.debug_class = self._debug_class(job.pending)
@@ -376,7 +380,7 @@ class Engine:
         job.contenders = rec.job_arrived(s.tenant, s.submit_s)
         rec.demand.add(self.now, job.gpus)
         if job.counts:
-            rec.book_submit(job.idx, s.tenant, s.gpus, (s.gpu_models, s.clusters), self.now)
+            rec.book_submit(job.idx, s.tenant, s.gpus, (s.gpu_models, asked), self.now)
             level = rec.alloc_demand[s.tenant]
             below = level.value < self.entitled_gpus[s.tenant]
             level.add(self.now, job.gpus)
@@ -490,7 +494,7 @@ class Engine:
             protected_until=protected_until, funded=funded, last_checkpoint_at=None,
             resumable=s.resumable, klass=pj.klass, submitted_at=s.submit_s, preemption_requested_at=None,
             min_runtime_s=s.min_runtime_s, priority=pj.priority, topology_depth=pj.topology_depth,
-            gpu_models=pj.gpu_models, clusters=pj.clusters,
+            gpu_models=pj.gpu_models, clusters=pj.clusters, pin=pj.pin,
         )
         self.running[s.job_id] = job.running
         if job.first_start is None:

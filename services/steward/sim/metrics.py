@@ -144,6 +144,8 @@ class Recorder:
     """(id, GPUs, model, cluster) of every node: where a run is and what it costs (`budget.Prices`)."""
     weights: Mapping[str, float] = field(default_factory=dict)
     """The GPU model weights in force for the whole run (the setting `gpu_model_weights`)."""
+    pins: Mapping[str, str] = field(default_factory=dict)
+    """Each pinned allocation's cluster, its own pin or an ancestor's (ADR 0067; `scenario.scenario_pins`)."""
     demand: Level = field(init=False)
     busy_funded: Level = field(init=False)
     busy_unfunded: Level = field(init=False)
@@ -155,6 +157,8 @@ class Recorder:
     weighted_capacity: float = field(init=False)
     """Σ GPUs × weight of their model (`capacity` when every weight is 1): what entitlement is a share of."""
     cluster_capacity: dict[str, int] = field(init=False)
+    cluster_weighted: dict[str, float] = field(init=False)
+    """Per cluster, Σ GPUs × weight: what a pinned allocation could be delivered there (`owed_ceiling_hourly`)."""
     cluster_busy: dict[str, Level] = field(init=False)
     cluster_want: dict[str, Level] = field(init=False)
     """Per cluster (several clusters only): GPUs busy there, and GPUs of the jobs that run there or wait and
@@ -203,9 +207,11 @@ class Recorder:
         if all(budget.weight(self.weights, m) == 1.0 for _, _, m, _ in self.nodes):
             self.weighted_capacity = float(self.capacity)  # the plain sum, to the bit
         self.cluster_capacity = {}
-        for _, g, _, c in self.nodes:
+        self.cluster_weighted = {}
+        for _, g, m, c in self.nodes:
             name = cluster_name(c)
             self.cluster_capacity[name] = self.cluster_capacity.get(name, 0) + g
+            self.cluster_weighted[name] = self.cluster_weighted.get(name, 0.0) + g * budget.weight(self.weights, m)
         multi = len(self.cluster_capacity) > 1
         self.cluster_busy = {c: Level(self.start) for c in self.cluster_capacity} if multi else {}
         self.cluster_want = {c: Level(self.start) for c in self.cluster_capacity} if multi else {}
@@ -366,6 +372,12 @@ class Recorder:
         """An allocation's entitled weighted GPU-seconds in one hour: entitlement × weighted capacity."""
         return self.entitlement[allocation] * self.weighted_capacity * HOUR_S
 
+    def owed_ceiling_hourly(self, allocation: str) -> float | None:
+        """ADR 0067: the most a pinned allocation is owed in one hour, what its pin's cluster could deliver
+        (its weighted GPU-seconds; `budget.capped_owed`); None when it is not pinned."""
+        pin = self.pins.get(allocation)
+        return self.cluster_weighted.get(pin, 0.0) * HOUR_S if pin else None
+
     def owed_delivered_table(self) -> list[dict[str, Any]]:
         """Rows (allocation, period, owed_gpu_h, delivered_gpu_h, ratio) for every allocation, in weighted
         GPU-hours: hour by hour `steward.domain.budget.add_owed` (owed = min(entitled, demand), inner nodes the
@@ -383,6 +395,7 @@ class Recorder:
         periods = math.ceil(hours / per)
         shares = {a: (p if p is not None else ROOT, 0.0) for a, p in self.parents.items()}
         entitled = {a: self.entitled_hourly(a) for a in self.entitlement}
+        caps = {a: c for a in self.entitlement if (c := self.owed_ceiling_hourly(a)) is not None}
         split_on = len(self.cluster_capacity) > 1
         by_project_at: dict[str, list[tuple[budget.Place, list[float], list[float]]]] = {}
         for (project, place), (d, r) in books.at.items():
@@ -401,7 +414,7 @@ class Recorder:
                     for project, places in by_project_at.items():
                         demand_at[project] = {pl: d[h] for pl, d, _ in places if d[h]}
                         delivered_at[project] = {pl: r[h] for pl, _, r in places if r[h]}
-                budget.add_owed(out, entitled, demand, delivered, shares, split, demand_at, delivered_at)
+                budget.add_owed(out, entitled, demand, delivered, shares, split, demand_at, delivered_at, caps)
             figures.append((out, split or {}))
         for alloc, ent in self.entitlement.items():
             for k, (out, split) in enumerate(figures):

@@ -21,7 +21,7 @@ from typing import Any
 import yaml
 
 from steward.domain import budget
-from steward.domain.clusters import largest_gang
+from steward.domain.clusters import effective_pin, largest_gang, pin_conflict, pinned_clusters
 from steward.domain.ids import id_problem
 from steward.sim.errors import OverrideError, ScenarioError
 
@@ -39,7 +39,7 @@ TOP_LEVEL_KEYS = frozenset({"name", "trace", "cluster", "clusters", "gpu_models"
 CLUSTER_KEYS = frozenset({"nodes", "gpus_per_node", "gpu_model", "topology", "executor"})
 TOPOLOGY_KEYS = frozenset({"levels"})
 NODE_KEYS = frozenset({"name", "gpus", "gpu_model", "path"})
-TREE_NODE_KEYS = frozenset({"share", "children", "debug_quota"})
+TREE_NODE_KEYS = frozenset({"share", "children", "debug_quota", "pin"})
 METRICS_KEYS = frozenset({"large_job_gpus", "owed_period_days"})
 SIM_KEYS = frozenset({"max_jobs", "cycle_interval_s", "exact", "priority_by_class", "max_cycles_per_job"})
 DEFAULT_MAX_CYCLES_PER_JOB = 200.0
@@ -87,6 +87,8 @@ class AllocationSpec:
     debug_quota: object = None
     """The manager-set debug quota (GPUs), as written; None: the default (ADR 0029). tree.py
     validates it when the tree is built (policies.tree_for)."""
+    pin: str = ""
+    """The cluster this node's subtree runs on ("": none; ADR 0067), its own pin as written."""
 
     @property
     def is_project(self) -> bool:
@@ -333,7 +335,7 @@ def _parse_tree(fname: str, raw: Any) -> dict[str, AllocationSpec]:
         if depth > MAX_TREE_DEPTH:
             raise ScenarioError(f"{where}: the tree is deeper than {MAX_TREE_DEPTH} levels")
         total = 0.0
-        pending: list[tuple[str, float, Mapping[str, Any], str, Any]] = []
+        pending: list[tuple[str, float, Mapping[str, Any], str, Any, str]] = []
         for name, value in children.items():
             here = f"{where}.{name}" if where != f"{fname}: tree" else f"{fname}: tree.{name}"
             if not isinstance(name, str) or not name.strip():
@@ -347,20 +349,21 @@ def _parse_tree(fname: str, raw: Any) -> dict[str, AllocationSpec]:
                 share_raw: Any = value["share"]
                 grand = _mapping(f"{here}.children", value.get("children"))
                 quota: Any = value.get("debug_quota")
+                pin = _pin(here, value.get("pin"))
             else:
-                share_raw, grand, quota = value, {}, None
+                share_raw, grand, quota, pin = value, {}, None, ""
             share = _number(f"{here}: share", share_raw, minimum=None)
             if not 0.0 <= share <= 1.0:
                 raise ScenarioError(f"{here}: share {share:g} is not in [0, 1]")
             total += share
-            pending.append((name, share, grand, here, quota))
+            pending.append((name, share, grand, here, quota, pin))
         if total > 1.0 + SHARE_SLACK:
             owner = "the cluster" if parent is None else repr(parent)
             raise ScenarioError(f"{where}: the shares of {owner}'s children sum to {total:g} > 1")
-        for name, share, kids, here, quota in pending:
+        for name, share, kids, here, quota, pin in pending:
             out[name] = AllocationSpec(
                 name=name, parent=parent, share=share, entitlement=0.0, depth=depth,
-                children=tuple(str(k) for k in kids), debug_quota=quota,
+                children=tuple(str(k) for k in kids), debug_quota=quota, pin=pin,
             )
             if kids:
                 walk(name, kids, f"{here}.children", depth + 1)
@@ -373,6 +376,48 @@ def _parse_tree(fname: str, raw: Any) -> dict[str, AllocationSpec]:
     ents = budget.entitlements({n: (a.parent if a.parent is not None else root, a.share) for n, a in out.items()},
                                root=root)
     return {n: replace(a, entitlement=ents[n]) for n, a in out.items()}
+
+
+def _pin(where: str, raw: Any) -> str:
+    """A tree node's `pin:` (ADR 0067): a cluster's name, or absent / empty for none."""
+    if raw is None or raw == "":
+        return ""
+    if not isinstance(raw, str):
+        raise ScenarioError(f"{where}: pin must be a cluster's name, got {raw!r}")
+    problem = id_problem(raw)
+    if problem is not None:
+        raise ScenarioError(f"{where}: pin: the cluster name {raw!r} {problem}")
+    return raw
+
+
+def scenario_pins(allocations: Mapping[str, AllocationSpec]) -> dict[str, str]:
+    """Each tree node's effective pin (its own or its nearest pinned ancestor's, `clusters.effective_pin`);
+    only pinned nodes are in it."""
+    parents = {n: a.parent for n, a in allocations.items() if a.parent is not None}
+    own = {n: a.pin for n, a in allocations.items() if a.pin}
+    if not own:
+        return {}
+    return {n: pin for n in allocations if (pin := effective_pin(n, parents, own))}
+
+
+def _check_pins(fname: str, allocations: Mapping[str, AllocationSpec], nodes: tuple[NodeSpec, ...]) -> None:
+    """The ledger's rules for pins (`domain.pins.require_valid_pins`), on a scenario's tree: a pin names one
+    of the scenario's clusters, and a subtree runs on one cluster (a node under a pinned one is pinned to
+    the same cluster or not at all)."""
+    known = sorted({n.cluster for n in nodes})
+    for name, a in allocations.items():
+        if not a.pin:
+            continue
+        if a.pin not in known:
+            raise ScenarioError(f"{fname}: tree.{name}: pin: unknown cluster {a.pin!r}; the scenario's clusters "
+                                f"are {', '.join(known)}")
+        up = a.parent
+        while up is not None:
+            above = allocations[up]
+            if above.pin and above.pin != a.pin:
+                raise ScenarioError(f"{fname}: tree.{name}: pin: {up!r} is pinned to cluster {above.pin!r}, so "
+                                    f"its subtree runs only there; {name!r} cannot be pinned to {a.pin!r}")
+            up = above.parent
 
 
 def _parse_policy(fname: str, raw: Any) -> ScenarioPolicy:
@@ -475,6 +520,7 @@ def read_trace(
         i_models, i_clusters = col.get("gpu_models"), col.get("clusters")
         known_models = {n.gpu_model for n in nodes}
         known_clusters = {n.cluster for n in nodes}
+        pins = scenario_pins(allocations)
         for row in reader:
             line = reader.line_num
             if not row or (len(row) == 1 and not row[0].strip()):
@@ -496,11 +542,16 @@ def read_trace(
             gpus = int(gpus_f)
             models = _names_cell(fname, line, "gpu_models", row, i_models, known_models)
             names = _names_cell(fname, line, "clusters", row, i_clusters, known_clusters)
-            if models or names or len(known_clusters) > 1:
-                largest = largest_gang(((n.gpus, n.gpu_model, n.cluster) for n in nodes), models, names)[0]
+            pin = pins.get(row[i_ten].strip(), "")
+            if (conflict := pin_conflict(row[i_ten].strip(), pin, names)) is not None:
+                raise ScenarioError(f"{fname} line {line}: job {job_id}: {conflict}")
+            usable = pinned_clusters(names, pin)  # ADR 0067: a pinned allocation's jobs run on its pin only
+            if models or usable or len(known_clusters) > 1:
+                largest = largest_gang(((n.gpus, n.gpu_model, n.cluster) for n in nodes), models, usable)[0]
                 if gpus > largest:
+                    where = f" (its allocation is pinned to {pin!r})" if pin else ""
                     raise ScenarioError(f"{fname} line {line}: job {job_id} needs {gpus} GPUs, the largest "
-                                        f"placement it accepts (in one cluster) has {largest}")
+                                        f"placement it accepts (in one cluster{where}) has {largest}")
             elif (gpus > per_node and math.ceil(gpus / per_node) > len(nodes)) or gpus > capacity:
                 raise ScenarioError(
                     f"{fname} line {line}: job {job_id} needs {gpus} GPUs, the cluster has {capacity}")
@@ -667,6 +718,7 @@ def scenario_from_mapping(
     nodes = _parse_clusters(fname, raw)
     settings_overrides = _with_weights(fname, raw, nodes, settings_overrides)
     allocations = _parse_tree(fname, raw.get("tree"))
+    _check_pins(fname, allocations, nodes)
     policy = _parse_policy(fname, raw.get("policy"))
     metrics = _parse_metrics(fname, raw.get("metrics"))
     sim = _parse_sim(fname, raw.get("sim"))
@@ -704,6 +756,7 @@ def scenario_from_jobs(
     nodes = _parse_clusters(fname, raw)
     settings_overrides = _with_weights(fname, raw, nodes, settings_overrides)
     allocations = _parse_tree(fname, raw.get("tree"))
+    _check_pins(fname, allocations, nodes)
     policy = _parse_policy(fname, raw.get("policy"))
     metrics = _parse_metrics(fname, raw.get("metrics"))
     sim = _parse_sim(fname, raw.get("sim"))

@@ -135,6 +135,22 @@ def test_a_job_that_accepts_one_cluster_is_replayed_on_that_cluster_only() -> No
     assert on_ceres == pytest.approx(anywhere / 2, rel=0.05)
 
 
+def test_a_pinned_allocation_is_owed_at_most_what_its_pins_cluster_could_deliver() -> None:
+    """ADR 0067 in the preview as in the books: `team` (and so `a`) pinned to ceres, one 8-GPU node of 16; `a`
+    asks 16 GPUs for the hour: owed 8 GPU-hours (what ceres holds), not the 16 it is entitled to and asks."""
+    jobs = tuple(HistoryJob(f"x{i}", "a", "batch", 8, 600.0, True, 0, 0.0, 3600.0, (), ("ceres",))
+                 for i in range(2))
+    tree = {"team": ("cluster", 1.0), "a": ("team", 1.0)}
+    base = History(since=0.0, until=3600.0, nodes=TWO_CLUSTERS, shares=tree, policy={}, jobs=jobs, capped=False)
+    pinned = History(since=0.0, until=3600.0, nodes=TWO_CLUSTERS, shares=tree, policy={}, jobs=jobs,
+                     capped=False, pins={"team": "ceres"})
+    assert base.digest() != pinned.digest()  # a pin is an input of the cached run
+    unpinned_owed = simulate(base, tree).allocations["a"].owed_gpu_s
+    run = simulate(pinned, tree).allocations["a"]
+    assert unpinned_owed == pytest.approx(16 * 3600.0)  # entitled to all 16 GPUs, asking 16
+    assert run.owed_gpu_s == pytest.approx(8 * 3600.0) and run.delivered_gpu_s == pytest.approx(8 * 3600.0)
+
+
 def test_the_runner_caches_by_inputs_and_retries_a_failed_run() -> None:
     runner = Runner()
     h = history([hjob("j1", "a", 10.0, duration=60.0)])

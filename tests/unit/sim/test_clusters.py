@@ -111,3 +111,57 @@ def test_the_family_has_three_models_two_clusters_weights_and_requests_that_fit(
     assert all(not j.gpu_models and not j.clusters for j in sc.jobs if j.job_class != "batch")
     with pytest.raises(GenerateError, match="nodes must be >= 4"):
         generate("two-clusters", 0, {"nodes": 3})
+
+
+# -- allocations pinned to a cluster (ADR 0067) ----------------------------------------------------------
+
+PINNED: dict[str, Any] = {
+    "clusters": {"ceres": {"nodes": 1, "gpus_per_node": 8, "gpu_model": "H100"},
+                 "jupiter": {"nodes": 1, "gpus_per_node": 8, "gpu_model": "H100"}},
+    "tree": {"lab": {"share": 0.5, "pin": "ceres", "children": {"p": 1.0}}, "q": 0.5},
+}
+
+
+@pytest.mark.parametrize(("tree", "rows", "message"), [
+    ({"p": {"share": 1.0, "pin": "mars"}}, "j,0,60,1,p,batch,60,1,,\n",
+     "tree.p: pin: unknown cluster 'mars'; the scenario's clusters are ceres, jupiter"),
+    ({"p": {"share": 1.0, "pin": 3}}, "j,0,60,1,p,batch,60,1,,\n", "pin must be a cluster's name, got 3"),
+    ({"lab": {"share": 1.0, "pin": "ceres", "children": {"p": {"share": 1.0, "pin": "jupiter"}}}},
+     "j,0,60,1,p,batch,60,1,,\n", "tree.p: pin: 'lab' is pinned to cluster 'ceres'"),
+    (PINNED["tree"], "j,0,60,1,p,batch,60,1,,jupiter\n",
+     "line 2: job j: allocation 'p' is pinned to cluster 'ceres' (its jobs run only there), but the job asks "
+     "for cluster jupiter"),
+    (PINNED["tree"], "j,0,60,9,p,batch,60,1,,\n",
+     "job j needs 9 GPUs, the largest placement it accepts (in one cluster (its allocation is pinned to "
+     "'ceres')) has 8"),
+], ids=["unknown cluster", "not a name", "subtree on two clusters", "asks another cluster", "too big for its pin"])
+def test_bad_pins_are_refused_by_name(tmp_path: Path, tree: dict[str, Any], rows: str, message: str) -> None:
+    with pytest.raises(ScenarioError, match=re.escape(message)):
+        load_scenario(write(tmp_path, {**PINNED, "tree": tree}, rows))
+
+
+def test_a_pinned_allocations_jobs_wait_for_its_cluster_and_it_is_owed_what_that_cluster_could_deliver(
+        tmp_path: Path) -> None:
+    # p (under `lab`, pinned to ceres, entitled to all 16 GPUs) asks 16 GPUs for an hour: unpinned it runs on
+    # both clusters at once; pinned, one job waits for the other on ceres, and each hour it is owed at most
+    # ceres' 8 GPUs (the books' rule, ADR 0067): 8 + 8, not 16 + 8, so delivered/owed stays whole
+    rows = "a,0,3600,8,p,batch,60,1,,\nb,0,3600,8,p,batch,60,1,,\n"
+    tree: dict[str, Any] = {"lab": {"share": 1.0, "pin": "ceres", "children": {"p": 1.0}}}
+    seen: list[dict[str, Any]] = []
+    pinned = simulate(load_scenario(write(tmp_path, {**PINNED, "tree": tree}, rows)), "steward",
+                      scheduler=checking(seen))
+    assert {r["cluster"] for r in seen} == {"ceres"} and all(r["pinned_to"] == "ceres" for r in seen)
+    unpinned = {"lab": {"share": 1.0, "children": {"p": 1.0}}}
+    free = simulate(load_scenario(write(tmp_path, {**PINNED, "tree": unpinned}, rows)), "steward")
+    assert free.recorder.end == pytest.approx(3600.0) and pinned.recorder.end == pytest.approx(7200.0)
+
+    def row(result: Any, name: str) -> dict[str, Any]:
+        return next(r for r in result.recorder.owed_delivered_table() if r["allocation"] == name)
+
+    for name in ("p", "lab"):  # the pin holds for the subtree; the pinned node itself is capped too
+        assert row(free, name)["owed_gpu_h"] == pytest.approx(16.0)
+        assert row(pinned, name)["owed_gpu_h"] == pytest.approx(16.0)  # 8 an hour for two hours
+        assert row(pinned, name)["delivered_gpu_h"] == pytest.approx(16.0)
+        assert row(pinned, name)["ratio"] == pytest.approx(1.0)
+    assert pinned.recorder.owed_ceiling_hourly("p") == pytest.approx(8 * 3600.0)
+    assert free.recorder.owed_ceiling_hourly("p") is None
