@@ -395,7 +395,7 @@ class Recorder:
         periods = math.ceil(hours / per)
         shares = {a: (p if p is not None else ROOT, 0.0) for a, p in self.parents.items()}
         entitled = {a: self.entitled_hourly(a) for a in self.entitlement}
-        caps = {a: c for a in self.entitlement if (c := self.owed_ceiling_hourly(a)) is not None}
+        caps = {a: cap for a in self.entitlement if (cap := self.owed_ceiling_hourly(a)) is not None}
         split_on = len(self.cluster_capacity) > 1
         by_project_at: dict[str, list[tuple[budget.Place, list[float], list[float]]]] = {}
         for (project, place), (d, r) in books.at.items():
