@@ -39,7 +39,8 @@ TOP_LEVEL_KEYS = frozenset({"name", "trace", "cluster", "clusters", "gpu_models"
 CLUSTER_KEYS = frozenset({"nodes", "gpus_per_node", "gpu_model", "topology", "executor"})
 TOPOLOGY_KEYS = frozenset({"levels"})
 NODE_KEYS = frozenset({"name", "gpus", "gpu_model", "path"})
-TREE_NODE_KEYS = frozenset({"share", "children", "debug_quota", "pin"})
+# `name` (a display name, ADR 0055) is for `steward tree apply`, which reads the same file; the simulator ignores it
+TREE_NODE_KEYS = frozenset({"share", "children", "debug_quota", "pin", "name"})
 METRICS_KEYS = frozenset({"large_job_gpus", "owed_period_days"})
 SIM_KEYS = frozenset({"max_jobs", "cycle_interval_s", "exact", "priority_by_class", "max_cycles_per_job"})
 DEFAULT_MAX_CYCLES_PER_JOB = 200.0

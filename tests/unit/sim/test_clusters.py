@@ -165,3 +165,9 @@ def test_a_pinned_allocations_jobs_wait_for_its_cluster_and_it_is_owed_what_that
         assert row(pinned, name)["ratio"] == pytest.approx(1.0)
     assert pinned.recorder.owed_ceiling_hourly("p") == pytest.approx(8 * 3600.0)
     assert free.recorder.owed_ceiling_hourly("p") is None
+
+
+def test_the_file_tree_apply_reads_simulates_with_its_pins_and_display_names(tmp_path: Path) -> None:
+    tree = {"lab": {"share": 1.0, "pin": "ceres", "name": "Vision Lab", "children": {"p": 1.0}}}
+    sc = load_scenario(write(tmp_path, {**PINNED, "tree": tree}, "j,0,60,8,p,batch,60,1,,\n"))
+    assert sc.allocations["lab"].pin == "ceres" and sc.allocations["p"].pin == ""
