@@ -44,6 +44,10 @@ NAMESPACE = "bench-k8s"
 REPO = Path(__file__).resolve().parents[3]
 
 
+class BenchError(Exception):
+    """The bench cannot run as asked; the message says why (printed, exit 2)."""
+
+
 def kubeconfig(settings: Settings) -> str:
     named = KubernetesSettings().kubeconfig or os.environ.get("KUBECONFIG", "")
     return named or str(settings.run_dir / "k8s" / "kubeconfig")
@@ -74,12 +78,32 @@ def setup(settings: Settings, kube: KubeClient, nodes: int, gpus: int) -> list[s
     return names
 
 
-def registered(settings: Settings) -> set[str]:
+def node_states(settings: Settings) -> dict[str, str]:
+    """Each registered node's state in Steward (empty when the CLI cannot answer yet)."""
     out = subprocess.run([sys.executable, "-m", "steward.cli.main", "node", "list", "--output", "json"],
                          capture_output=True, text=True, timeout=120, cwd=REPO, env=os.environ.copy())
     if out.returncode != 0:
-        return set()
-    return {n["id"] for n in json.loads(out.stdout) if n.get("state") == "ready"}
+        return {}
+    return {str(n["id"]): str(n.get("state")) for n in json.loads(out.stdout)}
+
+
+def not_ready(names: list[str], states: dict[str, str]) -> str | None:
+    """Why the bench's nodes are not all ready in Steward, in words (None when they are): how many are not
+    registered yet and how many are in each other state (draining ones are usually a previous run's drain
+    left in the same run folder, which Steward keeps: the bench never places on them)."""
+    missing = [n for n in names if n not in states]
+    others: dict[str, int] = {}
+    for n in names:
+        if n in states and states[n] != "ready":
+            others[states[n]] = others.get(states[n], 0) + 1
+    if not missing and not others:
+        return None
+    parts = [f"{len(missing)} not registered yet"] if missing else []
+    parts += [f"{count} {state}" for state, count in sorted(others.items())]
+    hint = (" (a drain left by an earlier run in this run folder: `steward node resume NODE --reason ...`, or a "
+            "fresh STEWARD_RUN_DIR)" if "draining" in others else "")
+    return f"{len(names) - len(missing) - sum(others.values())} of the bench's {len(names)} nodes ready in Steward; " \
+           f"{', '.join(parts)}{hint}"
 
 
 def pod(name: str, scheduler: str, gpus: int, run_s: float) -> dict[str, Any]:
@@ -162,8 +186,13 @@ def run(nodes: int = 200, gpus: int = 8, pods: int = 2000, gpus_per_pod: int = 1
     config = kubeconfig(settings)
     kube = KubeClient(credentials(config))
     names = setup(settings, kube, nodes, gpus)
-    deadline = time.monotonic() + timeout
-    while not set(names) <= registered(settings) and time.monotonic() < deadline:
+    deadline, said = time.monotonic() + timeout, 0.0
+    while (why := not_ready(names, node_states(settings))) is not None:
+        if time.monotonic() >= deadline:
+            raise BenchError(f"steward bench k8s: gave up after {timeout:.0f} s: {why}")
+        if time.monotonic() - said >= 30.0:  # say why it waits, not nothing for the whole timeout
+            sys.stderr.write(f"steward bench k8s: waiting: {why}\n")
+            said = time.monotonic()
         time.sleep(1.0)
     tag = uuid.uuid4().hex[:6]  # pod names, hence job ids, of this run only
     steward_round = one_round(kube, f"st{tag}", "steward", pods, gpus_per_pod, run_s, concurrency, timeout)
@@ -196,7 +225,11 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--timeout", type=float, default=600.0)
     ap.add_argument("--json", action="store_true", help="print JSON (the only output format)")
     args = ap.parse_args(argv)
-    result = run(args.nodes, args.gpus, args.pods, args.gpus_per_pod, args.run_s, args.concurrency, args.timeout)
+    try:
+        result = run(args.nodes, args.gpus, args.pods, args.gpus_per_pod, args.run_s, args.concurrency, args.timeout)
+    except BenchError as err:
+        sys.stderr.write(f"{err}\n")
+        return 2
     sys.stdout.write(json.dumps(result) + "\n")
     return 0 if result["steward"]["bound"] == args.pods == result["kube_scheduler"]["bound"] else 1
 
