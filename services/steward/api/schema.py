@@ -630,8 +630,8 @@ async def _submittable(ctx: Context, command: SubmitJob, operation: str) -> Inva
         require_valid_job_shape(command)
         state = _ledger_state(await ctx.view())
         require_known_project(state, command.project)
-        clusters.require_known_request(command, (n.gpu_model for n in state.nodes.values()),
-                                       (n.cluster for n in state.nodes.values()))
+        registered = clusters.registered_catalogue(state.nodes)
+        clusters.require_known_request(command, registered.models, registered.clusters)
         require_placeable(state, command.gpus, command.gpu_models, command.clusters)
     except DomainError as err:
         return InvalidInput(field=None, message=err.message)

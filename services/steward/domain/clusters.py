@@ -12,8 +12,8 @@ nodes a job may run on, and refuses a request no registered node could ever sati
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any, Protocol
 
 from steward.domain.commands import RegisterNode, SetGpuModelWeights, SubmitJob, command_to_dict, submitted_fields
 from steward.domain.errors import InvalidCommand
@@ -36,17 +36,73 @@ def admits(gpu_models: Iterable[str], clusters: Iterable[str], model: str, clust
     return (not models or model in models) and (not names or cluster_name(cluster) in names)
 
 
+class NodeCatalogue:
+    """What the registered nodes offer, summed by cluster and GPU model: the rules of a submission ask only
+    this (which models and clusters exist; the largest gang a request admits), so each submission reads a
+    few pools instead of every node. `pools`: (GPUs, nodes, model, cluster name), one per (cluster, model).
+    (A plain class, immutable by convention.)"""
+
+    __slots__ = ("clusters", "models", "pools")
+
+    def __init__(self, pools: tuple[tuple[int, int, str, str], ...]) -> None:
+        self.pools = pools
+        self.models = tuple(sorted({m for _, _, m, _ in pools}))
+        self.clusters = tuple(sorted({c for _, _, _, c in pools}))
+
+
+def catalogue(nodes: Iterable[tuple[int, str, str]]) -> NodeCatalogue:
+    """The catalogue of nodes given as (gpus, model, cluster) of every registered node."""
+    per: dict[tuple[str, str], tuple[int, int]] = {}
+    for gpus, model, cluster in nodes:
+        key = (cluster_name(cluster), model)
+        total, count = per.get(key, (0, 0))
+        per[key] = (total + gpus, count + 1)
+    return NodeCatalogue(tuple((g, n, m, c) for (c, m), (g, n) in sorted(per.items())))
+
+
+class _NodeLike(Protocol):
+    @property
+    def gpus(self) -> int: ...
+    @property
+    def gpu_model(self) -> str: ...
+    @property
+    def cluster(self) -> str: ...
+
+
+# (the node table last read, its catalogue): one tuple, swapped whole, so a reader in another thread sees a
+# table with its own catalogue or a miss, never a table with another table's catalogue
+_LAST: list[tuple[object, NodeCatalogue | None]] = [(None, None)]
+
+
+def registered_catalogue(nodes: Mapping[str, _NodeLike]) -> NodeCatalogue:
+    """The catalogue of a ledger state's node table, read once per table: a state's tables are never changed
+    in place (a fold replaces the whole table, which the projector's undo of a failed batch relies on too),
+    so the same table object has the same catalogue. A heartbeat or a registration makes a new table, read
+    again at the next submission; every submission in between asks the catalogue, not the nodes."""
+    held, known = _LAST[0]
+    if held is nodes and known is not None:
+        return known
+    cat = catalogue((n.gpus, n.gpu_model, n.cluster) for n in nodes.values())
+    _LAST[0] = (nodes, cat)
+    return cat
+
+
 def largest_gang(nodes: Iterable[tuple[int, str, str]], gpu_models: Sequence[str] = (),
                  clusters: Sequence[str] = ()) -> tuple[int, int, str]:
     """The most GPUs one placement could ever give a job with this request, over how many nodes, and in
     which cluster: gangs never span clusters, so it is the largest sum over one cluster of the admissible
     nodes (`nodes`: (gpus, model, cluster) of every registered node). (0, 0, "") when none is admissible."""
+    return largest_in(catalogue(nodes), gpu_models, clusters)
+
+
+def largest_in(cat: NodeCatalogue, gpu_models: Sequence[str] = (),
+               clusters: Sequence[str] = ()) -> tuple[int, int, str]:
+    """`largest_gang` over a catalogue: the largest sum over one cluster of the pools the request admits."""
     per: dict[str, tuple[int, int]] = {}
-    for gpus, model, cluster in nodes:
+    for gpus, count, model, cluster in cat.pools:
         if admits(gpu_models, clusters, model, cluster):
-            name = cluster_name(cluster)
-            total, count = per.get(name, (0, 0))
-            per[name] = (total + gpus, count + 1)
+            total, nodes = per.get(cluster, (0, 0))
+            per[cluster] = (total + gpus, nodes + count)
     if not per:
         return 0, 0, ""
     name = min(per, key=lambda c: (-per[c][0], c))
@@ -130,13 +186,19 @@ def effective_pin(name: str, parents: Mapping[str, str], pins: Mapping[str, str]
     """ADR 0067: the cluster an allocation is pinned to: its own pin, else its nearest pinned ancestor's
     (`parents`: node -> parent; `pins`: node -> its own pin); "" when none is pinned. A pin holds for the
     whole subtree: a lab's own hardware is its teams' too."""
+    return nearest_pin(name, lambda node: (pins.get(node, ""), parents.get(node)))
+
+
+def nearest_pin(name: str, step: Callable[[str], tuple[str | None, str | None]]) -> str:
+    """`effective_pin` over any tree: `step(node)` gives the node's own pin and its parent (None above the
+    root or for an unknown node); walks up at most 64 levels."""
     seen = 0
     node: str | None = name
     while node is not None and seen <= 64:
-        pin = pins.get(node)
+        pin, parent = step(node)
         if pin:
             return pin
-        node = parents.get(node)
+        node = parent
         seen += 1
     return ""
 

@@ -158,8 +158,7 @@ def largest_placement(state: LedgerState, gpu_models: list[str] | None = None,
     """The most GPUs any placement could ever give a job (with this request of models and clusters) on the
     registered nodes, over how many nodes, in which cluster: every registered node it admits, whatever its
     state now (a drained or unhealthy node may come back), inside one cluster (gangs never span clusters)."""
-    return clusters.largest_gang(((n.gpus, n.gpu_model, n.cluster) for n in state.nodes.values()),
-                                 gpu_models or (), cluster_names or ())
+    return clusters.largest_in(clusters.registered_catalogue(state.nodes), gpu_models or (), cluster_names or ())
 
 
 def require_placeable(state: LedgerState, gpus: int, gpu_models: list[str] | None = None,
@@ -171,7 +170,7 @@ def require_placeable(state: LedgerState, gpus: int, gpu_models: list[str] | Non
         return
     largest, nodes, name = largest_placement(state, gpu_models, cluster_names)
     if gpus > largest:
-        several = len({n.cluster for n in state.nodes.values()}) > 1 or gpu_models or cluster_names
+        several = len(clusters.registered_catalogue(state.nodes).clusters) > 1 or gpu_models or cluster_names
         where = f"cluster {name!r}, " if several and name else ""
         asked = " it accepts" if gpu_models or cluster_names else ""
         raise InvalidCommand(
@@ -314,8 +313,8 @@ def decide(state: LedgerState, command: Command, now: float, rules: int = CURREN
         require_valid_job_shape(command)
         namespaces.require_mapped_namespace(state, command)
         require_known_project(state, command.project)
-        clusters.require_known_request(command, (n.gpu_model for n in state.nodes.values()),
-                                       (n.cluster for n in state.nodes.values()))
+        registered = clusters.registered_catalogue(state.nodes)
+        clusters.require_known_request(command, registered.models, registered.clusters)
         pin = require_no_pin_conflict(state, command.project, command.clusters)
         if patched("placeable", rules):
             require_placeable(state, command.gpus, command.gpu_models, command.clusters or ([pin] if pin else []))

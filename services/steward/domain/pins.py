@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from steward.domain.clusters import cluster_name, effective_pin, pin_conflict
+from steward.domain.clusters import cluster_name, nearest_pin, pin_conflict
 from steward.domain.errors import InvalidAllocation, InvalidCommand
 from steward.domain.ids import id_problem, shown
 from steward.domain.state import LedgerState
@@ -27,9 +27,13 @@ def registered_clusters(state: LedgerState) -> list[str]:
 
 def pin_of(state: LedgerState, allocation: str) -> str:
     """The cluster `allocation` is pinned to, its own pin or its nearest pinned ancestor's ("" when none)."""
-    parents = {n: a.parent for n, a in state.allocations.items()}
-    pins = {n: a.pin for n, a in state.allocations.items() if a.pin}
-    return effective_pin(allocation, parents, pins)
+    allocations = state.allocations
+
+    def step(name: str) -> tuple[str | None, str | None]:
+        node = allocations.get(name)
+        return (node.pin, node.parent) if node is not None else (None, None)
+
+    return nearest_pin(allocation, step)
 
 
 def require_valid_pins(state: LedgerState, parent: str, shares: Mapping[str, float], pins: Mapping[str, Any]) -> None:

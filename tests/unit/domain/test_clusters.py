@@ -7,8 +7,10 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from steward.domain.clusters import DEFAULT_CLUSTER, admits, largest_gang
+from steward.domain.clusters import DEFAULT_CLUSTER, admits, catalogue, largest_gang, largest_in, registered_catalogue
 from steward.domain.commands import RegisterNode, SetAllocations, SetGpuModelWeights, SetPolicy, SubmitJob
 from steward.domain.decide import decide, decide_or_reject
 from steward.domain.errors import DomainError
@@ -135,3 +137,48 @@ def test_the_largest_gang_is_one_clusters() -> None:
     assert largest_gang(nodes, ["A100", "V100"]) == (12, 2, "jupiter")
     assert largest_gang(nodes, ["B200"]) == (0, 0, "")
     assert largest_gang([(8, "H100", ""), (8, "H100", "")]) == (16, 2, "default")
+
+
+def _largest_node_by_node(nodes: list[tuple[int, str, str]], models: list[str],
+                          clusters: list[str]) -> tuple[int, int, str]:
+    """The rule as first written (per node, before the catalogue): the reference the catalogue must equal."""
+    per: dict[str, tuple[int, int]] = {}
+    for gpus, model, cluster in nodes:
+        if admits(models, clusters, model, cluster):
+            name = cluster or DEFAULT_CLUSTER
+            total, count = per.get(name, (0, 0))
+            per[name] = (total + gpus, count + 1)
+    if not per:
+        return 0, 0, ""
+    name = min(per, key=lambda c: (-per[c][0], c))
+    return per[name][0], per[name][1], name
+
+
+_MODELS = st.sampled_from(["H100", "A100", "V100"])
+_CLUSTERS = st.sampled_from(["", "ceres", "jupiter", DEFAULT_CLUSTER])
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(st.integers(1, 16), _MODELS, _CLUSTERS), max_size=30),
+       st.lists(_MODELS, max_size=2, unique=True), st.lists(_CLUSTERS.filter(bool), max_size=2, unique=True))
+def test_the_catalogue_gives_the_largest_gang_of_the_nodes(nodes: list[tuple[int, str, str]], models: list[str],
+                                                         clusters: list[str]) -> None:
+    assert largest_in(catalogue(nodes), models, clusters) == _largest_node_by_node(nodes, models, clusters)
+    assert catalogue(nodes).models == tuple(sorted({m for _, m, _ in nodes}))
+
+
+def test_a_submission_reads_the_nodes_registered_just_before_it() -> None:
+    """The catalogue is read once per node table (the ledger asks it for every submission): a node registered,
+    or a heartbeat, makes a new table, so a submission right after sees it (a stale catalogue would refuse
+    the 24-GPU gang, or accept the unknown model)."""
+    assert registered_catalogue(BASE.nodes) is registered_catalogue(BASE.nodes)
+    with pytest.raises(DomainError, match="largest placement"):
+        decide(BASE, job(24, clusters=["ceres"]), 10.0)
+    with pytest.raises(DomainError, match="unknown GPU model 'B200'"):
+        decide(BASE, job(1, models=["B200"]), 10.0)
+    grown = fold([RegisterNode("h3", 8, "H100", ["h3"], cluster="ceres"),
+                  RegisterNode("b1", 8, "B200", ["b1"], cluster="ceres")], BASE)
+    assert [e.type for e in decide(grown, job(24, clusters=["ceres"]), 10.0)] == ["JobSubmitted"]
+    assert [e.type for e in decide(grown, job(1, models=["B200"]), 10.0)] == ["JobSubmitted"]
+    with pytest.raises(DomainError, match="largest placement"):  # the older table still reads its own nodes
+        decide(BASE, job(24, clusters=["ceres"]), 10.0)
