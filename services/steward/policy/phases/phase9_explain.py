@@ -115,7 +115,9 @@ def explain(cycle: CyclePlan) -> tuple[Explanations, float, dict[str, Any]]:
         "rooms_held": sorted(cycle.held_rooms),
         "preemptions_refused": cycle.churn_refused,
         "reservations": [
-            {"job_id": r.job_id, "nodes": list(r.nodes), "ready_at": r.ready_at} for r in cycle.reservations
+            {"job_id": r.job_id, "nodes": list(r.nodes), "ready_at": r.ready_at}
+            | ({} if r.cluster is None else {"cluster": r.cluster})  # ADR 0071: a routed gang's one cluster
+            for r in cycle.reservations
         ],
         "settings": settings_dict(cycle.s),
         **cycle.counters,
