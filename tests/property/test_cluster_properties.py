@@ -61,6 +61,17 @@ def test_placements_honour_what_the_job_accepts_and_stay_in_one_cluster(snap: Sn
 @settings(max_examples=150, deadline=None)
 @given(snapshots())
 def test_a_preemption_for_a_job_frees_gpus_it_may_use_in_one_cluster(snap: Snapshot) -> None:
+    preemptions_stay_in_one_cluster(snap)
+
+
+@settings(max_examples=100, deadline=None)
+@given(snapshots(max_running=24))
+def test_a_preemption_for_a_reserved_gang_frees_gpus_in_one_cluster(snap: Snapshot) -> None:
+    # crowded: routed gangs hold reservations, and their victim search may add their reserved nodes (ADR 0071)
+    preemptions_stay_in_one_cluster(snap)
+
+
+def preemptions_stay_in_one_cluster(snap: Snapshot) -> None:
     result = schedule(snap)
     nodes = {n.id: n for n in snap.nodes}
     jobs = {j.id: j for j in snap.pending}
