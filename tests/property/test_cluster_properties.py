@@ -22,7 +22,7 @@ MODES: tuple[UsageMode, ...] = ("window", "decay")
 
 
 @st.composite
-def snapshots(draw: st.DrawFn) -> Snapshot:
+def snapshots(draw: st.DrawFn, max_running: int = 6) -> Snapshot:
     nodes = []
     for i in range(draw(st.integers(1, 10))):
         cluster = draw(st.sampled_from(CLUSTERS))
@@ -30,7 +30,7 @@ def snapshots(draw: st.DrawFn) -> Snapshot:
                           (cluster, f"b{i // 3}"), "ready", cluster))
     free = {n.id: n.gpus for n in nodes}
     running = []
-    for k in range(draw(st.integers(0, 6))):
+    for k in range(draw(st.integers(0, max_running))):
         n = draw(st.sampled_from(nodes))
         if free[n.id] == 0:
             continue
@@ -61,6 +61,17 @@ def test_placements_honour_what_the_job_accepts_and_stay_in_one_cluster(snap: Sn
 @settings(max_examples=150, deadline=None)
 @given(snapshots())
 def test_a_preemption_for_a_job_frees_gpus_it_may_use_in_one_cluster(snap: Snapshot) -> None:
+    preemptions_stay_in_one_cluster(snap)
+
+
+@settings(max_examples=100, deadline=None)
+@given(snapshots(max_running=24))
+def test_a_preemption_for_a_reserved_gang_frees_gpus_in_one_cluster(snap: Snapshot) -> None:
+    # crowded: routed gangs hold reservations, and their victim search may add their reserved nodes (ADR 0071)
+    preemptions_stay_in_one_cluster(snap)
+
+
+def preemptions_stay_in_one_cluster(snap: Snapshot) -> None:
     result = schedule(snap)
     nodes = {n.id: n for n in snap.nodes}
     jobs = {j.id: j for j in snap.pending}
@@ -94,3 +105,23 @@ def test_weights_of_one_charge_the_unweighted_usage(rows: list[tuple[str, float,
     got = window_usage(intervals, 60_000.0, halves)
     for project, value in window_usage(intervals, 60_000.0, plain).items():
         assert abs(got[project] - value / 2) <= 1e-9 * max(1.0, value)
+
+
+@settings(max_examples=150, deadline=None)
+@given(snapshots(max_running=24))  # crowded, so that gangs wait and reserve
+def test_a_reservation_stays_in_one_cluster_on_nodes_the_gang_accepts(snap: Snapshot) -> None:
+    # ADR 0071: a routed gang's reservation is on one cluster, only on nodes of models and clusters it accepts,
+    # and says which cluster; work placed on reserved nodes stays routed as every placement is
+    result = schedule(snap)
+    nodes = {n.id: n for n in snap.nodes}
+    jobs = {j.id: j for j in snap.pending}
+    first = result.reservation
+    assert first is None or first.evidence["routing"]["cluster"] == first.cluster
+    for r in result.evidence["reservations"]:
+        job = jobs[r["job_id"]]
+        held = [nodes[n] for n in r["nodes"]]
+        assert {n.cluster for n in held} == {r["cluster"]}, r
+        assert all(not job.gpu_models or n.model in job.gpu_models for n in held), r
+        assert all(not job.clusters or n.cluster in job.clusters for n in held), r
+        assert sum(n.gpus for n in held) >= job.gpus
+    check_routing(snap, result)

@@ -230,6 +230,8 @@ class Reservation:
     nodes: tuple[str, ...]
     ready_at: float
     evidence: Evidence
+    cluster: str | None = None
+    """The one cluster its nodes are in when the gang is routed (ADR 0071); None otherwise."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -131,6 +131,7 @@ class CyclePlan:
         self.route_fail: dict[tuple[Any, ...], float] = {}
         self.route_notes: dict[str, dict[str, Any]] = {}  # ADR 0057: a routed job's `routing` evidence
         self.route_releases: dict[int, list[tuple[float, int]]] | None = None
+        self.route_victims: dict[str, dict[str, Any]] = {}  # ADR 0071: the clusters a victim search compared
 
     def path(self, project: str) -> tuple[str, ...]:
         p = self.paths.get(project)
@@ -198,7 +199,7 @@ class CyclePlan:
         naming the models or clusters it accepts) is placed by `try_place_routed` (`room`: the cluster a
         room is being made on for it, phase 3)."""
         if self.routes.active and self.routes.routed(job):
-            return self.try_place_routed(job, room)
+            return self.try_place_routed(job, room, pos, ends_at, mask)
         index = self.index
         g = job.gpus
         fit: Fit | None = None
@@ -263,13 +264,16 @@ class CyclePlan:
             self.route_fail[key] = g
         return fit, rule
 
-    def try_place_routed(self, job: PendingJob, room: str | None = None) -> tuple[Fit | None, str]:
+    def try_place_routed(self, job: PendingJob, room: str | None = None, pos: int = -1,
+                         ends_at: float | None = None, mask: int = -1) -> tuple[Fit | None, str]:
         """ADR 0057: a routed job fits cluster by cluster (gangs never span clusters; only nodes of models
         and clusters it accepts); among the clusters where it fits now, the tightest fit, then the name;
         the cluster of the room being made for it first when it fits there (`room`, ADR 0068:
         `stays_in_room`), and when it goes elsewhere the evidence says it moved from there.
         The choice and the other candidates (with an estimate of the wait there) are kept for the
-        placement's `routing` evidence. Reserved nodes are not backfilled by routed jobs (yet)."""
+        placement's `routing` evidence. When it fits nowhere on visible nodes, it may backfill reserved nodes
+        it accepts under the rule every job follows (`eligible_mask`: it leaves before the reservation is due,
+        or it is ahead of the reserved gang; ADR 0071), on one reservation, so in one cluster."""
         index = self.index
         found: list[tuple[int, str, Fit, str]] = []
         tried: list[tuple[str, list[int], bool]] = []
@@ -278,6 +282,17 @@ class CyclePlan:
             tried.append((cluster, nodes, fit is not None))
             if fit is not None:
                 found.append((left_free(index, fit), cluster, fit, rule))
+        if not found and self.reserved:
+            if mask < 0:
+                mask = self.eligible_mask(pos, ends_at)
+            if mask:
+                allowed = {i for _, nodes, _ in tried for i in nodes}
+                fit = self.fit_reserved(job.gpus, mask, allowed,
+                                        max((index.cap[i] for i in allowed if index.layout_ready[i]), default=0))
+                if fit is not None:
+                    on = self.routes.clusters[fit.nodes[0][0]]
+                    tried = [(c, nodes, c == on) for c, nodes, _ in tried]
+                    found.append((0, on, fit, "backfill_reserved"))
         if not found:
             return None, self.s.placement
         _, chosen, fit, rule = min(found, key=lambda x: (x[0], x[1]))
@@ -299,14 +314,24 @@ class CyclePlan:
         self.route_notes[job.id] = routing_evidence(job, chosen, fit, index, candidates, moved_from)
         return fit, rule
 
-    def fit_reserved(self, g: int, mask: int) -> Fit | None:
+    def fit_reserved(self, g: int, mask: int, allowed: set[int] | None = None, maxcap: int = 0) -> Fit | None:
         """Best fit among the reserved nodes of the reservations in `mask` (a gang: the wholly free
         nodes of one reservation). Their room only shrinks during a cycle, so a size that did not
-        fit is not tried again with the same (or a smaller) set of reservations."""
+        fit is not tried again with the same (or a smaller) set of reservations. `allowed`: only those
+        nodes (a routed job's admissible ones, the largest holding `maxcap` GPUs; ADR 0071), not memoised."""
         index = self.index
-        single = g <= index.maxcap
+        single = g <= (index.maxcap if allowed is None else maxcap)
+        if allowed is not None:
+            return self._fit_reserved(g, mask, single, allowed)
         if g >= self.fail_reserved.get((single, mask), math.inf):
             return None
+        fit = self._fit_reserved(g, mask, single, None)
+        if fit is None:
+            self.fail_reserved[(single, mask)] = g
+        return fit
+
+    def _fit_reserved(self, g: int, mask: int, single: bool, allowed: set[int] | None) -> Fit | None:
+        index = self.index
         claimed = self.claimed
         if single:
             cands = [
@@ -314,10 +339,9 @@ class CyclePlan:
                 for r, nodes in enumerate(self.res_nodes)
                 if mask >> r & 1
                 for i in nodes
-                if i not in claimed and index.free[i] >= g
+                if i not in claimed and index.free[i] >= g and (allowed is None or i in allowed)
             ]
             if not cands:
-                self.fail_reserved[(single, mask)] = g
                 return None
             _, i = min(cands)
             n = index.nodes[i]
@@ -325,7 +349,8 @@ class CyclePlan:
         for r, nodes in enumerate(self.res_nodes):
             if not mask >> r & 1:
                 continue
-            whole = [i for i in sorted(nodes) if i not in claimed and index.free[i] == index.cap[i] > 0]
+            whole = [i for i in sorted(nodes) if i not in claimed and index.free[i] == index.cap[i] > 0
+                     and (allowed is None or i in allowed)]
             if sum(index.cap[i] for i in whole) < g:
                 continue
             out, left = [], g
@@ -337,7 +362,6 @@ class CyclePlan:
                     break
             plan = self.res_plans[r]
             return Fit(tuple(out), plan.domain_depth, plan.domain)
-        self.fail_reserved[(single, mask)] = g
         return None
 
     def place(self, job: PendingJob, fit: Fit, rule: str, funded: bool, path: tuple[str, ...], pos: int) -> None:

@@ -65,16 +65,18 @@ def plan_reservation(
     index: CapacityIndex,
     on_node: Sequence[list[tuple[float, int]]],
     now: float,
+    maxcap: int | None = None,
 ) -> ReservationPlan | None:
     """The nodes that assemble room for `job` soonest, given `on_node[i]` = [(release time, GPUs)]
     of the jobs on node i. A one-node job: the node where enough GPUs free up first. A multi-node
     gang: a node is whole when its last job releases; in each domain (deepest level first) the time
     its fastest nodes add up to the gang; the soonest domain wins, then the smallest, then topology
-    order. None when nothing ever frees enough."""
+    order. None when nothing ever frees enough. `maxcap`: the largest node the job may use (a routed job
+    sees one cluster's admissible nodes, ADR 0071), the index's by default."""
     g = job.gpus
     now_free = index.free
     best: tuple[float, int, int] | None = None
-    if g <= index.maxcap:
+    if g <= (index.maxcap if maxcap is None else maxcap):
         for i in range(len(index.ids)):
             if not index.ok[i] or index.cap[i] < g:
                 continue

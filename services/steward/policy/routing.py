@@ -152,6 +152,29 @@ def stays_in_room(room: str | None, fits_now: Sequence[str], chosen: str) -> str
     return room if room is not None and room in fits_now else chosen
 
 
+def soonest_reservation(options: Sequence[tuple[float, int, str]]) -> str:
+    """ADR 0071, the cluster a routed large gang's reservation is made on, among `options` = (due time, GPUs the
+    reserved nodes hold beyond the gang, cluster) of each cluster where one could be assembled: the soonest due,
+    then the tightest (fewest spare GPUs: ADR 0057's tightest-fit rule), then the name."""
+    return min(options)[2]
+
+
+def reservation_evidence(chosen: str, ready_at: float, considered: Sequence[dict[str, Any]],
+                         now: float) -> dict[str, Any]:
+    """A routed reservation's `routing` evidence (ADR 0071): the cluster chosen, when it is due on every cluster
+    considered (None: nothing there would ever free enough), and why, in words."""
+    parts = []
+    for c in considered:
+        if c["cluster"] == chosen:
+            continue
+        due = c["ready_at"]
+        parts.append(f"never on {c['cluster']} (nothing there frees enough)" if due is None
+                     else f"{_duration(max(0.0, due - now))} on {c['cluster']}")
+    reason = f"reserved on {chosen}: due in {_duration(max(0.0, ready_at - now))} there"
+    reason += " against " + "; ".join(parts) if parts else "; the only cluster it may use"
+    return {"cluster": chosen, "candidates": list(considered), "reason": reason}
+
+
 def routing_evidence(job: PendingJob, chosen: str, fit: Fit, index: CapacityIndex,
                      candidates: list[dict[str, Any]], moved_from: str | None = None) -> dict[str, Any]:
     """The placement's `routing` evidence: the clusters (and models) it could use, which it fits now, the

@@ -7,7 +7,8 @@ reservation is due (DESIGN.md "Placement"; ADR 0007 "Reservations before the lan
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from typing import Any
 
 from steward.policy.contract import (
     UNFUNDED_BY_REQUEST,
@@ -19,15 +20,17 @@ from steward.policy.model import (
     Reservation,
     RunningJob,
 )
-from steward.policy.placement import level_name
+from steward.policy.placement import CapacityIndex, level_name
 from steward.policy.plan import CyclePlan
 from steward.policy.preemption import Branches, strictly_improves
 from steward.policy.reasons import RESERVED
 from steward.policy.reservation import (
+    ReservationPlan,
     plan_reservation,
     release_time,
     wants_reservation,
 )
+from steward.policy.routing import hidden_except, reservation_evidence, soonest_reservation
 
 
 class _GangMayPreempt:
@@ -57,10 +60,10 @@ class _GangMayPreempt:
 
 def may_reserve(cycle: CyclePlan, job: PendingJob) -> bool:
     """Issue 3, ADR 0007: a large gang gets a reservation when it is its allocation's head gang
-    (the first the walk meets) and fewer than `reservation_allocations` are held."""
+    (the first the walk meets) and fewer than `reservation_allocations` are held; a routed gang too, on one
+    cluster (ADR 0071, `plan_routed`)."""
     return (
         wants_reservation(job, cycle.s)
-        and not (cycle.routes.active and cycle.routes.routed(job))  # ADR 0057: not yet for a routed job
         and job.project not in cycle.res_projects
         and len(cycle.res_plans) < cycle.s.reservation_allocations
     )
@@ -120,7 +123,12 @@ def make_reservation(cycle: CyclePlan, job: PendingJob, path: tuple[str, ...], o
             t = math.inf
         for nid, g in p.assignments:
             on_node[pos[nid]].append((t, g))
-    plan = plan_reservation(job, index, on_node, now)
+    routing: dict[str, Any] | None = None
+    cluster: str | None = None
+    if cycle.routes.active and cycle.routes.routed(job):
+        plan, cluster, routing = plan_routed(cycle, job, on_node)
+    else:
+        plan = plan_reservation(job, index, on_node, now)
     cycle.res_projects.add(job.project)
     if plan is None:
         return
@@ -138,7 +146,9 @@ def make_reservation(cycle: CyclePlan, job: PendingJob, path: tuple[str, ...], o
         "gpus": job.gpus,
         "rank": cycle.rank(job.project),
     }
-    reservation = Reservation(job.id, plan.domain, nodes, plan.ready_at, evidence)
+    if routing is not None:
+        evidence["routing"] = routing
+    reservation = Reservation(job.id, plan.domain, nodes, plan.ready_at, evidence, cluster)
     if cycle.reservation is None:
         cycle.reservation = reservation
     cycle.res_by_job[job.id] = len(cycle.res_plans)
@@ -147,3 +157,33 @@ def make_reservation(cycle: CyclePlan, job: PendingJob, path: tuple[str, ...], o
     cycle.res_pos.append(order_pos)
     cycle.res_nodes.append(plan.nodes)
     cycle.specials[job.id] = Special(RESERVED, job.gpus, "/".join(plan.domain), plan.ready_at, evidence)
+
+
+def plan_routed(cycle: CyclePlan, job: PendingJob, on_node: Sequence[list[tuple[float, int]]]
+                ) -> tuple[ReservationPlan | None, str | None, dict[str, Any] | None]:
+    """ADR 0071: a routed gang's reservation, on one cluster (gangs never span clusters): planned cluster by
+    cluster with every node it may not use hidden (`hidden_except`, as for its placement, ADR 0057), then the
+    cluster where it is due soonest (`routing.soonest_reservation`). Returns the plan, its cluster and the
+    `routing` evidence (the due time on every cluster considered), or (None, None, None)."""
+    index, now = cycle.index, cycle.now
+    options: list[tuple[float, int, str]] = []
+    plans: dict[str, ReservationPlan] = {}
+    considered: list[dict[str, Any]] = []
+    for cluster, nodes in cycle.routes.candidates(job):
+        plan = _plan_on(index, job, nodes, on_node, now)
+        considered.append({"cluster": cluster, "ready_at": None if plan is None else plan.ready_at})
+        if plan is not None:
+            plans[cluster] = plan
+            options.append((plan.ready_at, sum(index.cap[i] for i in plan.nodes) - job.gpus, cluster))
+    if not options:
+        return None, None, None
+    chosen = soonest_reservation(options)
+    plan = plans[chosen]
+    return plan, chosen, reservation_evidence(chosen, plan.ready_at, considered, now)
+
+
+def _plan_on(index: CapacityIndex, job: PendingJob, nodes: list[int],
+             on_node: Sequence[list[tuple[float, int]]], now: float) -> ReservationPlan | None:
+    maxcap = max((index.cap[i] for i in nodes if index.layout_ready[i]), default=0)
+    with hidden_except(index, nodes):
+        return plan_reservation(job, index, on_node, now, maxcap)

@@ -55,17 +55,39 @@ def routed(cycle: CyclePlan, job: PendingJob) -> bool:
     return cycle.routes.active and cycle.routes.routed(job)
 
 
-def search_for(cycle: CyclePlan, search: VictimSearch, job: PendingJob, *args: Any) -> VictimPlan | None:
-    """`search.search(job, *args)`; for a routed job (ADR 0057), cluster by cluster with every node it may
-    not use hidden, so its victims free GPUs it can use, all in one cluster: the first cluster with a plan."""
+def search_for(cycle: CyclePlan, search: VictimSearch, job: PendingJob, path: tuple[str, ...],
+               allowed: set[int] | None, *args: Any) -> VictimPlan | None:
+    """`search.search(job, path, allowed, *args)`; for a routed job (ADR 0057), cluster by cluster with every
+    node it may not use hidden, so its victims free GPUs it can use, all in one cluster; of the clusters with a
+    plan, the cheapest (`cheapest_cluster`, ADR 0071), the clusters compared kept for the evidence."""
     if not routed(cycle, job):
-        return search.search(job, *args)
-    for _, nodes in cycle.routes.candidates(job):
+        return search.search(job, path, allowed, *args)
+    plans: list[tuple[str, VictimPlan | None]] = []
+    for cluster, nodes in cycle.routes.candidates(job):
+        mine = None if allowed is None else allowed.intersection(nodes)  # a reservation is on one cluster
         with hidden_except(cycle.index, nodes):
-            plan = search.search(job, *args)
-        if plan is not None:
-            return plan
-    return None
+            plans.append((cluster, search.search(job, path, mine, *args)))
+    chosen = cheapest_cluster(plans)
+    if chosen is None:
+        return None
+    cluster, plan = chosen
+    if len(plans) > 1:
+        cycle.route_victims[job.id] = {
+            "cluster": cluster,
+            "compared": [{"cluster": c, "lost_gpu_s": None if p is None else p.cost,
+                          "victims": None if p is None else len(p.victims)} for c, p in plans],
+        }
+    return plan
+
+
+def cheapest_cluster(plans: list[tuple[str, VictimPlan | None]]) -> tuple[str, VictimPlan] | None:
+    """ADR 0071: where a routed job's room is made, among the clusters with a plan (`plans` by name): the least
+    lost work (the cost the search minimises inside one cluster), then the fewest victims, then the name."""
+    best: tuple[str, VictimPlan] | None = None
+    for cluster, plan in plans:
+        if plan is not None and (best is None or (plan.cost, len(plan.victims)) < (best[1].cost, len(best[1].victims))):
+            best = (cluster, plan)
+    return best
 
 
 def preempt(cycle: CyclePlan) -> None:
@@ -249,6 +271,15 @@ def commit_preemption(
     cycle.charge(path, job.gpus)
     until = now
     nodes = [cycle.index.ids[i] for i, _ in plan.nodes]
+    plan_evidence: dict[str, Any] = {
+        "nodes": nodes,
+        "victims": len(plan.victims),
+        "lost_gpu_s": plan.cost,
+        "nodes_considered": plan.considered,
+    }
+    routing = cycle.route_victims.pop(job.id, None) if cycle.route_victims else None
+    if routing is not None:
+        plan_evidence["routing"] = routing  # ADR 0071: the clusters compared and their lost work
     fresh = 0
     for v in plan.victims:
         if v.leaving:
@@ -275,12 +306,7 @@ def commit_preemption(
                     "churn": churn,
                     "lane": lane,
                     "trade": trade,
-                    "plan": {
-                        "nodes": nodes,
-                        "victims": len(plan.victims),
-                        "lost_gpu_s": plan.cost,
-                        "nodes_considered": plan.considered,
-                    },
+                    "plan": plan_evidence,
                     "now": now,
                 },
             )

@@ -13,6 +13,7 @@ from steward.policy.explain import (
     ExplainContext,
     Explanations,
 )
+from steward.policy.model import Reservation
 from steward.policy.placement import fragmentation
 from steward.policy.plan import CyclePlan
 
@@ -114,10 +115,16 @@ def explain(cycle: CyclePlan) -> tuple[Explanations, float, dict[str, Any]]:
         "making_room_for": cycle.room_for,
         "rooms_held": sorted(cycle.held_rooms),
         "preemptions_refused": cycle.churn_refused,
-        "reservations": [
-            {"job_id": r.job_id, "nodes": list(r.nodes), "ready_at": r.ready_at} for r in cycle.reservations
-        ],
+        "reservations": [reservation_summary(r) for r in cycle.reservations],
         "settings": settings_dict(cycle.s),
         **cycle.counters,
     }
     return Explanations(ctx), frag, evidence
+
+
+def reservation_summary(r: Reservation) -> dict[str, Any]:
+    """A reservation as the cycle's evidence lists it; with its cluster when the gang is routed (ADR 0071)."""
+    out: dict[str, Any] = {"job_id": r.job_id, "nodes": list(r.nodes), "ready_at": r.ready_at}
+    if r.cluster is not None:
+        out["cluster"] = r.cluster
+    return out
