@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -51,7 +52,7 @@ class StoreFacts:
                                   .where(schema.proj_jobs.c.state == "PLACED")).all()
             conn.rollback()
         queued = sum(1 for row in placed if row.job_id != job_id and not nodes.isdisjoint(row.assignments or {}))
-        return ExecutorLiveness(executor, float(heard) if heard is not None else None, queued)
+        return ExecutorLiveness(executor, float(heard) if heard is not None else None, queued, time.time())
 
     def recorded_policy(self) -> dict[str, Any]:
         """The policy overrides in force: the settings of the last `PolicySet` (none: {})."""

@@ -216,12 +216,14 @@ class JobRunWorkflow:
                 start_to_close_timeout=LIVENESS_TIMEOUT, schedule_to_close_timeout=seconds(t.lost_after_s),
                 retry_policy=LIVENESS_RETRY, result_type=ExecutorLiveness,
             )
-            heard_at, queued = seen.heard_at, seen.queued
+            heard_at, queued, seen_at = seen.heard_at, seen.queued, seen.read_at
         except ActivityError as err:
             workflow.logger.warning("no liveness of executor %s: %s", job.executor, _cause(err))
-            heard_at, queued = None, 0
+            heard_at, queued, seen_at = None, 0, 0.0
         now = workflow.now().timestamp()
-        return start_wait(job.executor, heard_at, now - since, now, t.lost_after_s, queued)
+        # judged when the log was read: a worker minutes behind on its workflow tasks (the 2,000-pod bench)
+        # must not make a heartbeat it read fresh look stale
+        return start_wait(job.executor, heard_at, now - since, seen_at or now, t.lost_after_s, queued)
 
     async def _started(self, start: workflow.ActivityHandle[ProcessStarted]) -> ProcessStarted | str:
         job = self._job

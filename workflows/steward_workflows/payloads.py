@@ -282,12 +282,15 @@ class ExecutorRef:
 
 @dataclass(frozen=True)
 class ExecutorLiveness:
-    """When the ledger recorded the executor's last heartbeat (None: never), and its placements not yet
-    started (besides the asking job's)."""
+    """When the ledger recorded the executor's last heartbeat (None: never), its placements not yet started
+    (besides the asking job's), and when that was read."""
 
     executor: str
     heard_at: float | None
     queued: int = 0
+    # when the log was read: silence is judged at the time of the observation, not when a busy worker gets
+    # round to the run's next task (0: unknown, the run's own time)
+    read_at: float = 0.0
 
 
 @dataclass(frozen=True)

@@ -157,7 +157,7 @@ class FakeWorkerActivities:
     async def executor_liveness(self, ref: ExecutorRef) -> ExecutorLiveness:
         now = activity.info().current_attempt_scheduled_time.timestamp()
         self.looks.append(now)
-        return ExecutorLiveness(ref.executor, now if self.alive else self.heard_at, self.queued)
+        return ExecutorLiveness(ref.executor, now if self.alive else self.heard_at, self.queued, now)
 
     @activity.defn(name="compute_period")
     async def compute_period(self, window: PeriodWindow) -> PeriodFigures:
