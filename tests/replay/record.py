@@ -1,4 +1,5 @@
-"""Record the histories that tests/replay/test_replay.py replays: `python -m tests.replay.record`.
+"""Record the histories that tests/replay/test_replay.py replays: `python -m tests.replay.record [NAME ...]`
+(only the named scenarios when names are given: the others keep the history their older code recorded).
 
 Run it after a deliberate, compatible change to a workflow (and say so in the change); never to make a
 failing replay pass — a failing replay means running workflows would break (use `workflow.patched`).
@@ -7,6 +8,7 @@ failing replay pass — a failing replay means running workflows would break (us
 from __future__ import annotations
 
 import asyncio
+import sys
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
@@ -80,6 +82,34 @@ async def lost() -> None:
         await save(h, "job-j1-attempt-1", "job_run_lost")
 
 
+async def start_waited() -> None:
+    """ADR 0069: the start waits behind a live executor past lost_after_s (two looks), then runs and exits."""
+    async with harness(with_executor=False) as h:
+        h.acts.alive, h.acts.queued = True, 3
+        handle = await h.client.start_workflow(
+            JobRunWorkflow.run, job(timings=timings_for_tests(heartbeat_timeout_s=2.0, lost_after_s=2.0)),
+            id="job-j1-attempt-1", task_queue=WORKFLOW_TASK_QUEUE)
+        await h.eventually(lambda: len(h.acts.looks) >= 2, timeout=30)
+        await h.start_executor()
+        await h.running(handle)
+        h.executor.procs[("j1", 1)].exit(0)
+        await handle.result()
+        await save(h, "job-j1-attempt-1", "job_run_start_waited")
+
+
+async def start_lost_silent() -> None:
+    """ADR 0069: the start waits; the executor's last heartbeat turns stale: lost, the start cancelled."""
+    async with harness(with_executor=False) as h:
+        h.acts.alive = True
+        handle = await h.client.start_workflow(
+            JobRunWorkflow.run, job(timings=timings_for_tests(heartbeat_timeout_s=2.0, lost_after_s=2.0)),
+            id="job-j1-attempt-1", task_queue=WORKFLOW_TASK_QUEUE)
+        await h.eventually(lambda: len(h.acts.looks) >= 1, timeout=30)
+        h.acts.heard_at, h.acts.alive = h.acts.looks[-1], False
+        await handle.result()
+        await save(h, "job-j1-attempt-1", "job_run_start_lost_silent")
+
+
 async def continued_as_new() -> None:
     async with harness() as h:
         handle = await start(h, protection_s=600.0, timings=timings_for_tests(max_history=40))
@@ -134,15 +164,23 @@ async def period() -> None:
 
 SCENARIOS: list[Callable[[], Awaitable[None]]] = [
     preempted_after_protection, grace_expired, exited, lost, continued_as_new, session_cap, drain, period,
+    start_waited, start_lost_silent,
 ]
 
 
-async def main() -> None:
+async def main(names: list[str]) -> None:
+    """Record every scenario, or only those named (`python -m tests.replay.record start_waited`): a history
+    recorded by an older workflow (before a `workflow.patched` change) is kept as the old code's proof."""
     HISTORIES.mkdir(parents=True, exist_ok=True)
+    unknown = set(names) - {s.__name__ for s in SCENARIOS}
+    if unknown:
+        raise SystemExit(f"no such scenario: {', '.join(sorted(unknown))}")
     for scenario in SCENARIOS:
+        if names and scenario.__name__ not in names:
+            continue
         await asyncio.wait_for(scenario(), 120)
         print(f"recorded {scenario.__name__}")
 
 
 if __name__ == "__main__":
-    asyncio.run(main())
+    asyncio.run(main(sys.argv[1:]))

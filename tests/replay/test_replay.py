@@ -37,6 +37,30 @@ def test_history_replays_with_todays_code(path: Path) -> None:
     assert result.replay_failure is None
 
 
+def test_the_histories_of_both_start_paths_are_kept() -> None:
+    """ADR 0069 changed how a start waits under `workflow.patched`: the histories recorded before it (a start
+    with a schedule-to-start loss) and after it (the patch marker, then looks at the executor) both replay."""
+    from temporalio.api.enums.v1 import EventType
+
+    from steward_workflows.job_run import START_WAITS_FOR_A_SILENT_EXECUTOR
+
+    def patches(stem: str) -> list[str]:
+        history = load(next(p for p in HISTORIES if p.stem == stem))
+        return [p.data.decode() for e in history.events if e.event_type == EventType.EVENT_TYPE_MARKER_RECORDED
+                for p in e.marker_recorded_event_attributes.details["patch-data"].payloads]
+
+    def activities(stem: str) -> list[str]:
+        history = load(next(p for p in HISTORIES if p.stem == stem))
+        return [e.activity_task_scheduled_event_attributes.activity_type.name for e in history.events
+                if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED]
+
+    assert patches("job_run_lost") == [] and patches("job_run_exited") == []
+    for stem in ("job_run_start_waited", "job_run_start_lost_silent"):
+        (patch,) = patches(stem)
+        assert START_WAITS_FOR_A_SILENT_EXECUTOR in patch
+        assert activities(stem)[:2] == ["start_job", "executor_liveness"]
+
+
 @workflow.defn(name="JobRun")
 class ReorderedJobRun:
     """A "harmless" refactor: sleep through the protection before watching the process."""

@@ -16,6 +16,8 @@ from steward.domain.errors import DomainError
 from steward_workflows.facts import StoreFacts
 from steward_workflows.payloads import (
     CommandMessage,
+    ExecutorLiveness,
+    ExecutorRef,
     LostReport,
     NodeOccupancy,
     NodeRef,
@@ -58,6 +60,13 @@ class WorkerActivities:
         if self.facts is None:
             raise ApplicationError("this worker reads no store", type="NoStore", non_retryable=True)
         return await asyncio.to_thread(self.facts.node_occupancy, node.node_id)
+
+    @activity.defn(name="executor_liveness")
+    async def executor_liveness(self, ref: ExecutorRef) -> ExecutorLiveness:
+        """The executor's last recorded heartbeat, for a start that waits (ADR 0069)."""
+        if self.facts is None:
+            raise ApplicationError("this worker reads no store", type="NoStore", non_retryable=True)
+        return await asyncio.to_thread(self.facts.executor_liveness, ref.executor, ref.job_id)
 
     @activity.defn(name="compute_period")
     async def compute_period(self, window: PeriodWindow) -> PeriodFigures:

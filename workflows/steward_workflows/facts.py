@@ -2,16 +2,18 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from typing import Any
 
 from sqlalchemy import select
 
 from steward.domain.budget import period_figures
+from steward.domain.commands import ReportHeartbeat
 from steward.domain.state import ACTIVE_STATES, LedgerState, evolve
 from steward.store import schema
 from steward.store.eventstore import EventStore
-from steward_workflows.payloads import JobOnNode, NodeOccupancy, PeriodFigures
+from steward_workflows.payloads import ExecutorLiveness, JobOnNode, NodeOccupancy, PeriodFigures
 
 
 class StoreFacts:
@@ -35,6 +37,22 @@ class StoreFacts:
                 select(schema.proj_jobs.c.project).where(schema.proj_jobs.c.job_id == job_id)).scalar()
             conn.rollback()
         return str(project) if project is not None else ""
+
+    def executor_liveness(self, executor: str, job_id: str = "") -> ExecutorLiveness:
+        """When the ledger recorded the executor's last heartbeat (its stream's newest event: one indexed row),
+        and how many placements on its nodes are not yet started besides `job_id`'s (ADR 0069)."""
+        stream = ReportHeartbeat(executor, {}).aggregate
+        events = schema.events
+        with self.store.engine.connect() as conn:
+            heard = conn.execute(select(events.c.recorded_at).where(events.c.stream_id == stream)
+                                 .order_by(events.c.version.desc()).limit(1)).scalar()
+            nodes: set[str] = set(conn.execute(select(schema.proj_nodes.c.node_id)
+                                     .where(schema.proj_nodes.c.executor == executor)).scalars())
+            placed = conn.execute(select(schema.proj_jobs.c.job_id, schema.proj_jobs.c.assignments)
+                                  .where(schema.proj_jobs.c.state == "PLACED")).all()
+            conn.rollback()
+        queued = sum(1 for row in placed if row.job_id != job_id and not nodes.isdisjoint(row.assignments or {}))
+        return ExecutorLiveness(executor, float(heard) if heard is not None else None, queued, time.time())
 
     def recorded_policy(self) -> dict[str, Any]:
         """The policy overrides in force: the settings of the last `PolicySet` (none: {})."""

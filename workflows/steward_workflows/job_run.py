@@ -1,12 +1,15 @@
 """JobRunWorkflow ("JobRun"): one workflow per placed attempt of a job, keeping the time-slicing contract
 (DESIGN.md "The time-slicing contract") through crashes of the worker, the executor or the server.
 
-1. start the process on its executor (`start_job`, idempotent: an executor never starts an attempt twice);
+1. start the process on its executor (`start_job`, idempotent: an executor never starts an attempt twice),
+   waiting while the executor is alive however long its queue is (ADR 0069: lost only once its heartbeats are
+   `lost_after_s` old, `steward.domain.liveness`);
 2. protect it: a durable timer until `started_at + protection_s` (0 when unfunded); for a session, a child
    `Session` workflow times the cap, its warnings and idleness;
 3. watch it: `watch_job` long-polls (answers at the exit or after `watch_window_s`, heartbeating), again
    and again; an exit is recorded as completed or failed; a silent executor (heartbeat timeout, then no
-   executor taking the retry within `lost_after_s`) as lost, exactly once. Polls rather than one endless
+   executor taking the retry within `lost_after_s` while its own heartbeats are that old too) as lost,
+   exactly once. Polls rather than one endless
    activity keep the history small, make continue-as-new clean, and let the test server skip time;
 4. a preemption is the update `request_preemption`, whose validator refuses it while the attempt is
    protected (a refused update writes nothing to the history); once accepted: checkpoint request (the
@@ -28,14 +31,19 @@ from datetime import timedelta
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy
-from temporalio.exceptions import ActivityError, ApplicationError
+from temporalio.exceptions import ActivityError, ApplicationError, TimeoutType
+from temporalio.exceptions import TimeoutError as ActivityTimeout
 from temporalio.workflow import ParentClosePolicy
 
 with workflow.unsafe.imports_passed_through():
     from steward.domain.commands import ReachSessionCap, ReportJobExited, ReportJobLost, ReportJobPreempted
+    from steward.domain.liveness import StartWait, start_wait
     from steward_workflows.payloads import (
+        WORKFLOW_TASK_QUEUE,
         CancelRun,
         CapReached,
+        ExecutorLiveness,
+        ExecutorRef,
         JobRunInput,
         JobRunResult,
         PreemptionAccepted,
@@ -65,6 +73,11 @@ SIGNAL_TIMEOUT = timedelta(seconds=30)
 EXECUTOR_RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), maximum_interval=timedelta(seconds=5),
                              non_retryable_error_types=["UnknownAttempt"])
 SESSION_CAP_REASON = "session_cap"
+# ADR 0069: a start waits while its executor is alive (runs begun before it keep the schedule-to-start loss)
+START_WAITS_FOR_A_SILENT_EXECUTOR = "start-waits-for-a-silent-executor"
+LIVENESS_TIMEOUT = timedelta(seconds=10)
+LIVENESS_RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), maximum_interval=timedelta(seconds=5),
+                             non_retryable_error_types=["NoStore"])
 
 # Validator refusals: their `type` tells the dispatcher whether to try again shortly.
 NOT_STARTED = "NotStarted"
@@ -100,6 +113,7 @@ class JobRunWorkflow:
         self._polls = 0
         self._poll_now = False
         self._can_ready = False
+        self._waiting = ""
 
     # -- the run ----------------------------------------------------------------------------------
 
@@ -110,15 +124,22 @@ class JobRunWorkflow:
         if job.carry is not None:
             self._resume_from_carry(job.carry)
         else:
-            try:
-                started: ProcessStarted = await workflow.execute_activity(
-                    "start_job", job, task_queue=executor_task_queue(job.executor),
-                    start_to_close_timeout=START_TIMEOUT, schedule_to_start_timeout=seconds(t.lost_after_s),
-                    heartbeat_timeout=seconds(min(START_HEARTBEAT_S, t.heartbeat_timeout_s)),
-                    retry_policy=EXECUTOR_RETRY, result_type=ProcessStarted,
-                )
-            except ActivityError as err:
-                return await self._lost(f"executor '{job.executor}' did not start the attempt: {_cause(err)}")
+            if workflow.patched(START_WAITS_FOR_A_SILENT_EXECUTOR):
+                started_or_lost = await self._start_while_alive()
+                if isinstance(started_or_lost, str):
+                    return await self._lost(started_or_lost)
+                started = started_or_lost
+            else:  # runs begun before ADR 0069: a start not taken within lost_after_s was lost
+                try:
+                    started = await workflow.execute_activity(
+                        "start_job", job, task_queue=executor_task_queue(job.executor),
+                        start_to_close_timeout=START_TIMEOUT, schedule_to_start_timeout=seconds(t.lost_after_s),
+                        heartbeat_timeout=seconds(min(START_HEARTBEAT_S, t.heartbeat_timeout_s)),
+                        retry_policy=EXECUTOR_RETRY, result_type=ProcessStarted,
+                    )
+                except ActivityError as err:
+                    return await self._lost(f"executor '{job.executor}' did not start the attempt: {_cause(err)}")
+            self._waiting = ""
             self._started_at, self._pid = started.started_at, started.pid
         self._phase = "running"
         timer = asyncio.create_task(self._protection_timer())
@@ -146,12 +167,80 @@ class JobRunWorkflow:
         assert self._outcome is not None
         return await self._exited(self._outcome)
 
+    async def _start_while_alive(self) -> ProcessStarted | str:
+        """ADR 0069: start the attempt, waiting as long as its executor is alive. The start waits in the
+        executor's queue with no schedule-to-start timeout; every `lost_after_s` (then whenever the last
+        heartbeat seen would turn stale) the run reads the executor's last recorded heartbeat, and the rule
+        (`steward.domain.liveness.start_wait`) says whether the executor is silent (the attempt is lost: the
+        start is cancelled, the reason returned) or busy (wait on; the placement keeps its GPUs)."""
+        job = self._job
+        assert job is not None
+        t = job.timings
+        start = workflow.start_activity(
+            "start_job", job, task_queue=executor_task_queue(job.executor), start_to_close_timeout=START_TIMEOUT,
+            heartbeat_timeout=seconds(min(START_HEARTBEAT_S, t.heartbeat_timeout_s)), retry_policy=EXECUTOR_RETRY,
+            result_type=ProcessStarted,
+        )
+        if t.lost_after_s <= 0:  # no loss window (time-skipping tests): wait for the executor
+            return await self._started(start)
+        since = workflow.now().timestamp()
+        recheck = t.lost_after_s
+        while True:
+            with contextlib.suppress(TimeoutError):
+                await workflow.wait_condition(start.done, timeout=recheck)
+            if start.done():
+                return await self._started(start)
+            verdict = await self._executor_verdict(since)
+            if start.done():  # taken while we looked
+                return await self._started(start)
+            if verdict.lost:
+                start.cancel()
+                with contextlib.suppress(ActivityError, asyncio.CancelledError):
+                    await start
+                return f"executor '{job.executor}' did not start the attempt: {verdict.reason}"
+            waiting = f"starting: {verdict.reason}"
+            if waiting.split(" (")[0] != self._waiting.split(" (")[0]:
+                workflow.logger.info("job %s attempt %s %s", job.job_id, job.attempt, waiting)
+            self._waiting = waiting
+            recheck = verdict.recheck_s
+
+    async def _executor_verdict(self, since: float) -> StartWait:
+        """Whether the executor is silent or only busy (ADR 0069): its last recorded heartbeat, read by the
+        worker (`executor_liveness`), through the rule. A log unreadable for a whole window says nothing alive."""
+        job = self._job
+        assert job is not None
+        t = job.timings
+        try:
+            seen: ExecutorLiveness = await workflow.execute_activity(
+                "executor_liveness", ExecutorRef(job.executor, job.job_id), task_queue=WORKFLOW_TASK_QUEUE,
+                start_to_close_timeout=LIVENESS_TIMEOUT, schedule_to_close_timeout=seconds(t.lost_after_s),
+                retry_policy=LIVENESS_RETRY, result_type=ExecutorLiveness,
+            )
+            heard_at, queued, seen_at = seen.heard_at, seen.queued, seen.read_at
+        except ActivityError as err:
+            workflow.logger.warning("no liveness of executor %s: %s", job.executor, _cause(err))
+            heard_at, queued, seen_at = None, 0, 0.0
+        now = workflow.now().timestamp()
+        # judged when the log was read: a worker minutes behind on its workflow tasks (the 2,000-pod bench)
+        # must not make a heartbeat it read fresh look stale
+        return start_wait(job.executor, heard_at, now - since, seen_at or now, t.lost_after_s, queued)
+
+    async def _started(self, start: workflow.ActivityHandle[ProcessStarted]) -> ProcessStarted | str:
+        job = self._job
+        assert job is not None
+        try:
+            return await start
+        except ActivityError as err:
+            return f"executor '{job.executor}' did not start the attempt: {_cause(err)}"
+
     async def _watch(self, allow_continue_as_new: bool) -> None:
         """Poll the executor until the attempt ends; a poll that fails (heartbeat timeout, then nobody
         taking the retry within `lost_after_s`) means the executor is lost."""
         job = self._job
         assert job is not None
         t = job.timings
+        queued_since: float | None = None
+        wait_s = t.lost_after_s  # how long a poll may wait to be taken before the executor is looked at
         while True:
             try:
                 outcome: ProcessOutcome = await workflow.execute_activity(
@@ -159,12 +248,24 @@ class JobRunWorkflow:
                     task_queue=executor_task_queue(job.executor),
                     start_to_close_timeout=timedelta(seconds=t.watch_window_s) + POLL_MARGIN,
                     heartbeat_timeout=seconds(t.heartbeat_timeout_s),
-                    schedule_to_start_timeout=seconds(t.lost_after_s), retry_policy=EXECUTOR_RETRY,
+                    schedule_to_start_timeout=seconds(wait_s), retry_policy=EXECUTOR_RETRY,
                     result_type=ProcessOutcome,
                 )
             except ActivityError as err:
+                if _not_taken(err) and workflow.patched(START_WAITS_FOR_A_SILENT_EXECUTOR):
+                    # ADR 0069: a poll not taken within lost_after_s waits behind a busy executor unless it is silent
+                    if queued_since is None:
+                        queued_since = workflow.now().timestamp() - t.lost_after_s
+                    verdict = await self._executor_verdict(queued_since)
+                    if not verdict.lost:
+                        workflow.logger.info("job %s attempt %s: watch %s", job.job_id, job.attempt, verdict.reason)
+                        wait_s = verdict.recheck_s
+                        continue
+                    self._lost_reason = f"executor '{job.executor}' stopped answering: {verdict.reason}"
+                    return
                 self._lost_reason = f"executor '{job.executor}' stopped answering: {_cause(err)}"
                 return
+            queued_since, wait_s = None, t.lost_after_s
             self._polls += 1
             if outcome.status != "running":
                 self._outcome = outcome
@@ -384,7 +485,13 @@ class JobRunWorkflow:
         job = self._job
         assert job is not None
         return RunStatus(job.job_id, job.attempt, self._phase, self._started_at, self._protected_until(),
-                         self._protected(), self._stop.reason if self._stop else "", self._polls)
+                         self._protected(), self._stop.reason if self._stop else "", self._polls, self._waiting)
+
+
+def _not_taken(err: ActivityError) -> bool:
+    """The activity waited in its executor's queue for its whole schedule-to-start timeout."""
+    cause = err.cause
+    return isinstance(cause, ActivityTimeout) and cause.type == TimeoutType.SCHEDULE_TO_START
 
 
 def _cause(err: ActivityError) -> str:

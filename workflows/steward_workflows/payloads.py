@@ -178,6 +178,9 @@ class RunStatus:
     protected: bool
     stop_reason: str = ""
     polls: int = 0
+    # while starting: why the start still waits ("starting: queued behind 12 start(s) at executor 'k8s' ...",
+    # ADR 0069); "" before the first look and once started
+    waiting: str = ""
 
 
 @dataclass(frozen=True)
@@ -267,6 +270,27 @@ class DrainInput:
 @dataclass(frozen=True)
 class NodeRef:
     node_id: str
+
+
+@dataclass(frozen=True)
+class ExecutorRef:
+    """Whose liveness a waiting start asks about (ADR 0069); `job_id` is left out of the queue it counts."""
+
+    executor: str
+    job_id: str = ""
+
+
+@dataclass(frozen=True)
+class ExecutorLiveness:
+    """When the ledger recorded the executor's last heartbeat (None: never), its placements not yet started
+    (besides the asking job's), and when that was read."""
+
+    executor: str
+    heard_at: float | None
+    queued: int = 0
+    # when the log was read: silence is judged at the time of the observation, not when a busy worker gets
+    # round to the run's next task (0: unknown, the run's own time)
+    read_at: float = 0.0
 
 
 @dataclass(frozen=True)

@@ -60,7 +60,7 @@ def workflow_runner(sandbox: bool) -> WorkflowRunner:
 
 
 def activities_of(acts: WorkerActivities) -> list[Callable[..., Any]]:
-    return [acts.publish_command, acts.report_lost, acts.node_occupancy, acts.compute_period]
+    return [acts.publish_command, acts.report_lost, acts.node_occupancy, acts.executor_liveness, acts.compute_period]
 
 
 async def ensure_period_schedule(client: Client, contract: ContractSettings) -> bool:

@@ -7,6 +7,8 @@ import signal
 
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from steward.domain.liveness import HEARTBEAT_REPORT_S
+
 
 class ExecutorSettings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="STEWARD_EXECUTOR_", extra="ignore")
@@ -24,7 +26,10 @@ class ExecutorSettings(BaseSettings):
     idle_cpu_percent: float = 5.0
     idle_gpu_percent: float = 5.0
     idle_min_s: float = 60.0  # idle this long before it is reported idle
-    heartbeat_report_s: float = 60.0  # a heartbeat through Kafka at least this often (and on every change)
+    # a heartbeat through Kafka at least this often (and on every change): the liveness a JobRun reads before
+    # declaring a start or a poll that waits in this executor's queue lost (ADR 0069); keep it well under
+    # the contract's lost_after_s
+    heartbeat_report_s: float = HEARTBEAT_REPORT_S
     orphan_grace_s: float = 10.0  # checkpoint signal to SIGKILL for an orphan or a fenced attempt
     # the nodes this executor runs jobs on: names or shell patterns, comma-separated (`gpu-01,rack7-*`);
     # empty: every node placed with it. A placement on any other node is refused (steward.executor.fencing)

@@ -36,6 +36,7 @@ from steward.domain.commands import (
     ReportHeartbeat,
     ReportJobStarted,
 )
+from steward.domain.liveness import HEARTBEAT_REPORT_S
 from steward_workflows.payloads import (
     JobRunInput,
     NodeRef,
@@ -196,7 +197,8 @@ class SimExecutor:
     def activities(self) -> list[Callable[..., Any]]:
         return [self.start_job, self.watch_job, self.signal_job, self.drain_node, self.resume_node]
 
-    async def heartbeats(self, stop: asyncio.Event, check_s: float = 5.0, report_s: float = 60.0) -> None:
+    async def heartbeats(self, stop: asyncio.Event, check_s: float = 5.0,
+                         report_s: float = HEARTBEAT_REPORT_S) -> None:
         """`ReportHeartbeat` through Kafka as the local executor sends it (on a change of what runs here,
         at least every `report_s`): without it, nodes marked unhealthy after a lost attempt never recover."""
         last: dict[str, int] | None = None

@@ -23,6 +23,8 @@ from steward_workflows.payloads import (
     WORKFLOW_TASK_QUEUE,
     CommandMessage,
     ContractTimings,
+    ExecutorLiveness,
+    ExecutorRef,
     JobRunInput,
     NodeOccupancy,
     NodeRef,
@@ -136,6 +138,12 @@ class FakeWorkerActivities:
         self.published: list[Published] = []
         self.occupancy: list[NodeOccupancy] = []
         self.figures: PeriodFigures | None = None
+        # the executor's last recorded heartbeat as the log says (None: never heard; a silent executor),
+        # and its placements not yet started; `alive` answers with the server's time at each look
+        self.heard_at: float | None = None
+        self.alive = False
+        self.queued = 0
+        self.looks: list[float] = []
 
     @activity.defn(name="publish_command")
     async def publish_command(self, message: CommandMessage) -> None:
@@ -145,13 +153,19 @@ class FakeWorkerActivities:
     async def node_occupancy(self, node: NodeRef) -> NodeOccupancy:
         return self.occupancy.pop(0) if len(self.occupancy) > 1 else self.occupancy[0]
 
+    @activity.defn(name="executor_liveness")
+    async def executor_liveness(self, ref: ExecutorRef) -> ExecutorLiveness:
+        now = activity.info().current_attempt_scheduled_time.timestamp()
+        self.looks.append(now)
+        return ExecutorLiveness(ref.executor, now if self.alive else self.heard_at, self.queued, now)
+
     @activity.defn(name="compute_period")
     async def compute_period(self, window: PeriodWindow) -> PeriodFigures:
         assert self.figures is not None
         return PeriodFigures(window.start, window.end, self.figures.capacity_gpu_s, self.figures.allocations, 3)
 
     def activities(self) -> list[Callable[..., Any]]:
-        return [self.publish_command, self.node_occupancy, self.compute_period]
+        return [self.publish_command, self.node_occupancy, self.executor_liveness, self.compute_period]
 
     def of_type(self, kind: str) -> list[Published]:
         return [p for p in self.published if p.type == kind]
@@ -166,6 +180,14 @@ class Harness:
     executor: FakeExecutor
     acts: FakeWorkerActivities
     executor_worker: Worker | None = None
+
+    async def start_executor(self) -> None:
+        """The executor (back or finally free) takes tasks from its queue."""
+        if self.executor_worker is None:
+            self.executor_worker = Worker(self.env.client, task_queue=executor_task_queue(EXECUTOR),
+                                          activities=self.executor.activities(),
+                                          graceful_shutdown_timeout=timedelta(0))
+            await self.executor_worker.__aenter__()
 
     async def stop_executor(self) -> None:
         """The executor dies: its worker stops polling (its activities are cancelled at once)."""
@@ -227,9 +249,7 @@ async def harness(executor: FakeExecutor | None = None, with_executor: bool = Tr
         await worker.__aenter__()
         h = Harness(env, executor, acts)
         if with_executor:
-            h.executor_worker = Worker(env.client, task_queue=executor_task_queue(EXECUTOR),
-                                       activities=executor.activities(), graceful_shutdown_timeout=timedelta(0))
-            await h.executor_worker.__aenter__()
+            await h.start_executor()
         try:
             yield h
         finally:

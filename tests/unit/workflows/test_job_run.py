@@ -212,3 +212,76 @@ def test_continue_as_new_keeps_the_promises_and_reattaches() -> None:
 
 async def _run_changed(handle: Any, first_run: str | None) -> bool:
     return (await handle.describe()).run_id != first_run
+
+
+# -- ADR 0069: a start that waits behind a live executor is not lost; a silent executor's still is --------
+
+
+def test_a_start_queued_behind_a_live_executor_waits_past_lost_after_and_is_not_lost() -> None:
+    """The executor's queue holds the start for several loss windows while its heartbeats say it is alive
+    (the 2,000-pod bench's backlog): the run waits, says why, and starts once the executor takes it."""
+
+    async def scenario() -> None:
+        timings = timings_for_tests(heartbeat_timeout_s=2.0, lost_after_s=2.0)
+        async with harness(with_executor=False) as h:
+            h.acts.alive, h.acts.queued = True, 5
+            inp = job(timings=timings)
+            handle = await h.client.start_workflow(JobRunWorkflow.run, inp, id="job-j1-attempt-1",
+                                                   task_queue=WORKFLOW_TASK_QUEUE)
+            await h.eventually(lambda: len(h.acts.looks) >= 3, timeout=30, what="three looks at the executor")
+            status = await handle.query(JobRunWorkflow.status)
+            assert status.phase == "starting" and h.acts.types() == []
+            assert status.waiting.startswith("starting: queued behind 5 other placement(s) not yet started "
+                                             "at executor 'fake' (alive"), status.waiting
+            await h.start_executor()  # the backlog drains: the start is taken
+            await h.running(handle)
+            assert (await handle.query(JobRunWorkflow.status)).waiting == ""
+            assert h.executor.procs[("j1", 1)].starts == 1 and "ReportJobLost" not in h.acts.types()
+            h.executor.procs[("j1", 1)].exit(0)
+            assert (await handle.result()).outcome == "exited"
+
+    run(scenario)
+
+
+def test_an_executor_that_goes_silent_while_a_start_waits_is_lost_within_lost_after_of_its_last_heartbeat() -> None:
+    async def scenario() -> None:
+        timings = timings_for_tests(heartbeat_timeout_s=2.0, lost_after_s=2.0)
+        async with harness(with_executor=False) as h:
+            h.acts.alive = True
+            handle = await h.client.start_workflow(JobRunWorkflow.run, job(timings=timings), id="job-j1-attempt-1",
+                                                   task_queue=WORKFLOW_TASK_QUEUE)
+            await h.eventually(lambda: len(h.acts.looks) >= 1, timeout=30, what="a first look")
+            h.acts.heard_at, h.acts.alive = h.acts.looks[-1], False  # its last heartbeat: then nothing
+            assert (await handle.result()).outcome == "lost"
+            (lost,) = h.acts.of_type("ReportJobLost")
+            assert "did not start the attempt" in lost.payload["reason"] and "silent for" in lost.payload["reason"]
+            assert lost.at - h.acts.looks[0] <= 2.0 + 1.5  # the window, plus a look and a publish
+
+    run(scenario)
+
+
+def test_a_watch_poll_queued_behind_a_live_executor_is_not_lost() -> None:
+    """A running attempt's poll that waits in a busy executor's queue past its schedule-to-start window:
+    looked at, found alive, polled again (no loss); once the executor is silent, lost as "stopped answering"."""
+
+    async def scenario() -> None:
+        timings = timings_for_tests(heartbeat_timeout_s=2.0, lost_after_s=2.0)
+        async with harness() as h:
+            h.acts.alive = True
+            handle = await start(h, timings=timings)
+            await h.eventually(lambda: h.executor.procs[("j1", 1)].watches >= 1, what="a first poll")
+            await h.stop_executor()  # nobody takes the next polls, but its heartbeats say it is alive
+            await h.env.sleep(skip(61))  # past the gap between two polls
+            await h.eventually(lambda: len(h.acts.looks) >= 2, timeout=30, what="two looks at the executor")
+            assert "ReportJobLost" not in h.acts.types()
+            await h.start_executor()
+            await h.eventually(lambda: h.executor.procs[("j1", 1)].watches >= 2, timeout=30, what="a poll taken")
+            assert "ReportJobLost" not in h.acts.types()
+            await h.stop_executor()
+            await h.env.sleep(skip(61))
+            h.acts.heard_at, h.acts.alive = h.acts.looks[-1], False
+            assert (await handle.result()).outcome == "lost"
+            (lost,) = h.acts.of_type("ReportJobLost")
+            assert "stopped answering" in lost.payload["reason"] and "silent for" in lost.payload["reason"]
+
+    run(scenario, timeout=90)
