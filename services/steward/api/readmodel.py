@@ -12,10 +12,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import and_, or_, select
 
 from steward.api import figures
-from steward.api.live import LiveModel
+from steward.api.live import Key, LiveModel
 from steward.api.queue import PolicyOrder, PolicyQueue
 from steward.audit.snapshots import events_for_fold, load_snapshot
 from steward.store import schema
@@ -133,6 +133,49 @@ def stored_deferrals(store: EventStore, job_ids: list[str], upto: int) -> dict[s
     return out
 
 
+def stored_job(store: EventStore, job_id: str) -> dict[str, Any] | None:
+    """One job's row in the store's projections (a job the read model no longer holds: ADR 0070)."""
+    t = schema.proj_jobs
+    with store.engine.connect() as conn:
+        row = conn.execute(select(t).where(t.c.job_id == job_id)).first()
+        conn.rollback()
+    return None if row is None else dict(row._mapping)
+
+
+def stored_jobs_page(store: EventStore, *, projects: frozenset[str] | None, states: list[str] | None,
+                     project: str | None, job_class: str | None, submitted_after: float | None,
+                     submitted_before: float | None, after: Key | None, upto: Key | None, limit: int,
+                     job_ids: frozenset[str] | None) -> list[dict[str, Any]]:
+    """The jobs page from the store's projections, newest first, keyset-paginated on (submitted_at, job_id):
+    keys below `after`, at most `upto` (the read model's horizon: the jobs it no longer holds are below)."""
+    if limit <= 0 or (job_ids is not None and not job_ids) or (projects is not None and not projects):
+        return []
+    t = schema.proj_jobs
+    q = select(t).order_by(t.c.submitted_at.desc(), t.c.job_id.desc()).limit(limit)
+    if projects is not None:
+        q = q.where(t.c.project.in_(sorted(projects)))
+    if job_ids is not None:
+        q = q.where(t.c.job_id.in_(sorted(job_ids)))
+    if states:
+        q = q.where(t.c.state.in_(states))
+    if project:
+        q = q.where(t.c.project == project)
+    if job_class:
+        q = q.where(t.c.job_class == job_class)
+    if submitted_after is not None:
+        q = q.where(t.c.submitted_at >= submitted_after)
+    if submitted_before is not None:
+        q = q.where(t.c.submitted_at < submitted_before)
+    if after is not None:
+        q = q.where(or_(t.c.submitted_at < after[0], and_(t.c.submitted_at == after[0], t.c.job_id < after[1])))
+    if upto is not None:
+        q = q.where(or_(t.c.submitted_at < upto[0], and_(t.c.submitted_at == upto[0], t.c.job_id <= upto[1])))
+    with store.engine.connect() as conn:
+        rows = [dict(r._mapping) for r in conn.execute(q)]
+        conn.rollback()
+    return rows
+
+
 class ReadModel:
     """The API's reads, from the read model in memory (`steward.api.live.LiveModel`, fed from the log's
     tail): no store round trip per request. The feed is caught up by the API's feeder task every
@@ -140,7 +183,10 @@ class ReadModel:
     what is published meanwhile, never older than `floor`)."""
 
     def __init__(self, store: EventStore, clock: Callable[[], float] = time.time, head_ttl_s: float = 0.3,
-                 figures_ttl_s: float = 5.0, reach_timeout_s: float = 2.0, live: LiveModel | None = None) -> None:
+                 figures_ttl_s: float = 5.0, reach_timeout_s: float = 2.0, live: LiveModel | None = None,
+                 keep_ended: int | None = None) -> None:
+        """`keep_ended`: how many ended jobs the read model keeps in memory (`STEWARD_API_ENDED_JOBS_KEPT`,
+        ADR 0070; None: all); the older ones are read from the store's projections on demand."""
         self.store = store
         self.clock = clock
         self.head_ttl_s = head_ttl_s
@@ -151,10 +197,15 @@ class ReadModel:
         # the highest position a mutation through this process saw: nothing older is ever served
         self.floor = 0
         self._checked = -math.inf  # monotonic time of the last catch-up that reached the store's head
-        self.live = live or LiveModel(lambda after: events_for_fold(store, after), start=load_snapshot(store),
-                                      deferred=lambda job_ids, upto: stored_deferrals(store, job_ids, upto))
+        self.live = live or LiveModel(
+            lambda after: events_for_fold(store, after), start=load_snapshot(store),
+            deferred=lambda job_ids, upto: stored_deferrals(store, job_ids, upto), keep_ended=keep_ended,
+            stored_job=lambda job_id: stored_job(store, job_id),
+            stored_page=lambda **page: stored_jobs_page(store, **page))
         self._view: ReadView | None = None
         self._figures: dict[float, tuple[int, float, list[figures.AllocationFigures]]] = {}
+        self._asked: dict[float, float] = {}  # window -> monotonic time the figures of that window were last asked
+        self._queue_asked = -math.inf  # monotonic time the policy order was last asked
         self.policy = PolicyQueue(store, clock=clock)
 
     # -- the feed ---------------------------------------------------------------------------------
@@ -256,6 +307,8 @@ class ReadModel:
     def figures(self, window_s: float) -> list[figures.AllocationFigures]:
         """The budget figures (`steward.api.figures.compute`, the domain's rules) at the view's position,
         computed once per position and `figures_ttl_s`."""
+        if len(self._asked) < 16 or window_s in self._asked:
+            self._asked[window_s] = time.monotonic()
         snap = self.view()
         now = self.clock()
         hit = self._figures.get(window_s)
@@ -278,6 +331,22 @@ class ReadModel:
             return out
         finally:
             self._figures_lock.release()
+
+    def asked_queue(self) -> None:
+        """A request read the policy order: `warm` keeps it computed per batch for a while."""
+        self._queue_asked = time.monotonic()
+
+    def warm(self, within_s: float = 30.0) -> None:
+        """Per batch, not per request: after the feed moved, compute the figures of each window and the
+        policy order asked for within `within_s`, so that the requests after a batch find them ready
+        instead of one of them computing them while it waits (the soak's p99; docs/benchmarks.md). Blocking:
+        the feeder calls it in a thread."""
+        now = time.monotonic()
+        for window_s, at in list(self._asked.items()):
+            if now - at < within_s:
+                self.figures(window_s)
+        if now - self._queue_asked < within_s:
+            self._published_view().queue()
 
     def figures_head(self, window_s: float) -> int:
         """The head the last figures for `window_s` were computed at (-1: none)."""

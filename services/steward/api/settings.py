@@ -7,6 +7,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Literal
 
+from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from steward.auth.jwt import JwtConfig
@@ -47,6 +48,11 @@ class ApiSettings(BaseSettings):
     # The read model's feeder catches up with the log this often (steward.api.tail); a request finding it
     # more than 3 polls old catches up itself. Subscriptions wake with it.
     api_feed_poll_s: float = 0.1
+    # How many ended jobs (COMPLETED, FAILED, CANCELLED, RESTORED) the read model keeps in memory, the newest
+    # ended first; older ones are read from the store's projections on demand (ADR 0070). Every job that has
+    # not ended stays. 2,000 covers the jobs list's first pages (`api_max_page` 500) and a day of a busy lab
+    # at a few MB (docs/benchmarks.md "Read model retention").
+    api_ended_jobs_kept: int = Field(default=2000, ge=0)
     # Threads for the blocking work of requests (store reads, Kafka publishes) and the store connections
     # they may hold (PostgreSQL; pool plus overflow). Threads waiting on the store cost no CPU; too few of
     # them queue every request behind a handful of round trips (bench soak).

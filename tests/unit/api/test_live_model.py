@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from sqlalchemy import func, select
 
 from steward.api.live import LiveModel
-from steward.api.readmodel import ReadModel, stored_deferrals
+from steward.api.readmodel import ReadModel, stored_deferrals, stored_job, stored_jobs_page
 from steward.audit.snapshots import events_for_fold
 from steward.bus.envelope import command_envelope
 from steward.domain.commands import (
@@ -93,6 +93,13 @@ def _store_answer(store: EventStore) -> dict[str, Any]:
             "deferred": {j: d for j, d in deferred.items() if j in active}}
 
 
+def _live(store: EventStore, keep: int | None, start: Any = None,
+          deferred: Callable[[list[str], int], dict[str, tuple[int, dict[str, Any]]]] | None = None) -> LiveModel:
+    return LiveModel(lambda after: events_for_fold(store, after), start=start, deferred=deferred, keep_ended=keep,
+                     stored_job=lambda job_id: stored_job(store, job_id),
+                     stored_page=lambda **page: stored_jobs_page(store, **page))
+
+
 def _fold_answer(live: LiveModel) -> dict[str, Any]:
     p = live.published
     every = live.jobs_page(projects=None, states=None, project=None, job_class=None, submitted_after=None,
@@ -103,18 +110,21 @@ def _fold_answer(live: LiveModel) -> dict[str, Any]:
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(batches=st.lists(st.lists(step, min_size=1, max_size=8), min_size=1, max_size=6),
-       fold_after=st.lists(st.booleans(), min_size=6, max_size=6), restart_at=st.integers(0, 6))
+       fold_after=st.lists(st.booleans(), min_size=6, max_size=6), restart_at=st.integers(0, 6),
+       keep=st.sampled_from([None, 0, 2]))
 def test_folding_the_log_in_order_is_the_store_s_answer(tmp_path_factory: pytest.TempPathFactory,
                                                          batches: list[list[tuple[str, int, str, int]]],
-                                                         fold_after: list[bool], restart_at: int) -> None:
+                                                         fold_after: list[bool], restart_at: int,
+                                                         keep: int | None) -> None:
+    """Also with a retention (ADR 0070): the ended jobs that left memory answer from the store's projections."""
     store = _store(tmp_path_factory.mktemp("live"))
     _record(store, TREE)
-    live = LiveModel(lambda after: events_for_fold(store, after))
+    live = _live(store, keep)
     for i, batch in enumerate(batches):
         if i == restart_at:  # a process starting from a stored state (as from a snapshot) then following the log
             stored = fold_events((p, e, at) for p, e, at, _ in events_for_fold(store, 0))
-            live = LiveModel(live.read_after, start=stored,
-                             deferred=lambda job_ids, upto: stored_deferrals(store, job_ids, upto))
+            live = _live(store, keep, start=stored,
+                         deferred=lambda job_ids, upto: stored_deferrals(store, job_ids, upto))
         _record(store, [_command(*s) for s in batch])
         if fold_after[i]:  # caught up at some batches only: catch-ups of any size give the same answer
             live.catch_up()
@@ -170,3 +180,24 @@ def test_a_mutation_s_position_is_read_at_once(tmp_path: Path) -> None:
     assert read.reach(store.head())
     assert "mine" in {j["job_id"] for j in read.view().active_jobs}
     assert read.job("mine") is not None and read.job_counts() == {"QUEUED": 1}
+
+
+def test_the_feed_warms_what_requests_asked_for_once_per_batch(tmp_path: Path) -> None:
+    """Per batch, not per request: after the log moves, `warm` computes the figures of the windows and the
+    policy order that requests asked for lately, so the next request finds them at the new position."""
+    store = _store(tmp_path)
+    _record(store, TREE)
+    read = ReadModel(store, head_ttl_s=3600)
+    read.warm()
+    assert read.figures_head(86400.0) == -1  # nothing asked: nothing computed
+    read.figures(86400.0)
+    read.asked_queue()
+    _record(store, [SubmitJob("new", "a1", 1, 60, ["true"])])
+    read.refresh(force=True)
+    assert read.cached_figures(86400.0) is None and read.cached_view() is not None
+    read.warm()
+    figures = read.cached_figures(86400.0)
+    assert figures is not None and read.figures_head(86400.0) == store.head()
+    view = read.cached_view()
+    queue = view.queue_cached() if view is not None else None
+    assert queue is not None and [q.job["job_id"] for q in queue] == ["new"]
