@@ -16,12 +16,12 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from steward.api.outlook import QuotaFigures, quota_figures
 from steward.domain.policy_settings import PolicySettings
-from steward.domain.state import TERMINAL_STATES, LedgerState
+from steward.domain.state import LedgerState
 from steward.policy.ordering import demand_of, order_pending, standing
 from steward.scheduler.bridge import HOLDING_STATES, policy_node, running_job, snapshot_of
 from steward.scheduler.service import SchedulerState
@@ -65,19 +65,6 @@ def order_now(view: SchedulerState, now: float) -> PolicyOrder:
         standing={p: stand.evidence(snap.tree, p) for p in order.by_project})
 
 
-def without_ended(view: SchedulerState, last_size: int) -> int:
-    """Drop the ended jobs from the API's copy of the scheduler's view once it has doubled since the last
-    time (amortised O(1) per job): nothing the API asks of it reads an ended job (the order, the debug
-    quotas, the submit preview read waiting and running jobs; an ended job never changes again), and the
-    domain's fold copies the job table per job event, so it would cost and hold the whole history
-    (ADR 0070). Returns the table's size after."""
-    jobs = view.state.jobs
-    if len(jobs) <= 2 * last_size + 64:
-        return last_size
-    view.state = replace(view.state, jobs={k: j for k, j in jobs.items() if j.state not in TERMINAL_STATES})
-    return len(view.state.jobs)
-
-
 class PolicyQueue:
     """The scheduler's view of the log, kept current, and its order (thread-safe; call in a thread)."""
 
@@ -90,12 +77,10 @@ class PolicyQueue:
         self._lock = threading.Lock()
         self._last: PolicyOrder | None = None
         self._quotas: tuple[int, dict[str, QuotaFigures]] | None = None
-        self._kept = 0  # the job table's size after the last drop of ended jobs
 
     def _catch_up(self) -> None:
         self._view.catch_up(self.store)
         self._view.follow_policy(self.store)
-        self._kept = without_ended(self._view, self._kept)
 
     def cached(self, head: int) -> PolicyOrder | None:
         """The last order if `order(head)` would return it without recomputing (no IO), else None."""

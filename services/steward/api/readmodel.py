@@ -204,8 +204,6 @@ class ReadModel:
             stored_page=lambda **page: stored_jobs_page(store, **page))
         self._view: ReadView | None = None
         self._figures: dict[float, tuple[int, float, list[figures.AllocationFigures]]] = {}
-        self._asked: dict[float, float] = {}  # window -> monotonic time the figures of that window were last asked
-        self._queue_asked = -math.inf  # monotonic time the policy order was last asked
         self.policy = PolicyQueue(store, clock=clock)
 
     # -- the feed ---------------------------------------------------------------------------------
@@ -307,8 +305,6 @@ class ReadModel:
     def figures(self, window_s: float) -> list[figures.AllocationFigures]:
         """The budget figures (`steward.api.figures.compute`, the domain's rules) at the view's position,
         computed once per position and `figures_ttl_s`."""
-        if len(self._asked) < 16 or window_s in self._asked:
-            self._asked[window_s] = time.monotonic()
         snap = self.view()
         now = self.clock()
         hit = self._figures.get(window_s)
@@ -331,22 +327,6 @@ class ReadModel:
             return out
         finally:
             self._figures_lock.release()
-
-    def asked_queue(self) -> None:
-        """A request read the policy order: `warm` keeps it computed per batch for a while."""
-        self._queue_asked = time.monotonic()
-
-    def warm(self, within_s: float = 30.0) -> None:
-        """Per batch, not per request: after the feed moved, compute the figures of each window and the
-        policy order asked for within `within_s`, so that the requests after a batch find them ready
-        instead of one of them computing them while it waits (the soak's p99; docs/benchmarks.md). Blocking:
-        the feeder calls it in a thread."""
-        now = time.monotonic()
-        for window_s, at in list(self._asked.items()):
-            if now - at < within_s:
-                self.figures(window_s)
-        if now - self._queue_asked < within_s:
-            self._published_view().queue()
 
     def figures_head(self, window_s: float) -> int:
         """The head the last figures for `window_s` were computed at (-1: none)."""

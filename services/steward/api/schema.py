@@ -332,7 +332,6 @@ class Query(NotificationQueries):  # notifications' queries: steward.api.notific
         if project is not None and not access.sees(project):
             await ctx.deny("queue", f"project:{project}", "outside the principal's scopes")
             return Queue(waiting=0, waiting_gpus=0, entries=[])
-        ctx.services.read.asked_queue()
         items = snap.queue_cached()
         if items is None:
             items = await asyncio.to_thread(snap.queue)

@@ -13,12 +13,6 @@ from steward.api.readmodel import ReadModel
 log = logging.getLogger("steward.api")
 
 
-def _quiet(done: asyncio.Future[None]) -> None:
-    """A warm-up that failed (a store hiccup): the next request computes what it needs itself."""
-    if not done.cancelled() and (err := done.exception()) is not None:
-        log.debug("warming the read model's figures failed: %s", err)
-
-
 class HeadWatch:
     def __init__(self, read: ReadModel, poll_s: float = 0.1) -> None:
         self.read = read
@@ -26,7 +20,6 @@ class HeadWatch:
         self.head = -1
         self._changed: asyncio.Condition | None = None
         self._task: asyncio.Task[None] | None = None
-        self._warming: asyncio.Future[None] | None = None
 
     def _cond(self) -> asyncio.Condition:
         if self._changed is None:
@@ -54,17 +47,7 @@ class HeadWatch:
                 self.head = head
                 async with cond:
                     cond.notify_all()
-                self._warm()
             await asyncio.sleep(self.poll_s)
-
-    def _warm(self) -> None:
-        """The figures and the policy order of the new position, computed once per batch in a thread beside
-        the feed (`ReadModel.warm`), one computation at a time."""
-        if self._warming is not None and not self._warming.done():
-            return
-        future = asyncio.ensure_future(asyncio.to_thread(self.read.warm))
-        future.add_done_callback(_quiet)
-        self._warming = future
 
     async def wait_beyond(self, position: int, timeout: float | None = None) -> int:
         """Wait until the read model is past `position` (or `timeout` passes); returns its position."""
@@ -78,9 +61,6 @@ class HeadWatch:
         return self.head
 
     async def close(self) -> None:
-        if self._warming is not None:
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await self._warming
         if self._task is not None:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):

@@ -75,9 +75,10 @@ _LAST: list[tuple[object, NodeCatalogue | None]] = [(None, None)]
 
 
 def registered_catalogue(nodes: Mapping[str, _NodeLike]) -> NodeCatalogue:
-    """The catalogue of a ledger state's node table, read once per table: a state's tables are never changed
-    in place (a fold replaces the whole table, which the projector's undo of a failed batch relies on too),
-    so the same table object has the same catalogue. A heartbeat or a registration makes a new table, read
+    """The catalogue of a ledger state's node table, read once per table: a node table is never changed in
+    place (every fold that changes a node makes a new table, which the projector's undo of a failed batch
+    relies on too; only job tables are changed in place, by the projector and the scheduler's view), so the
+    same table object has the same catalogue. A heartbeat or a registration makes a new table, read
     again at the next submission; every submission in between asks the catalogue, not the nodes."""
     held, known = _LAST[0]
     if held is nodes and known is not None:

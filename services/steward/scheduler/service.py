@@ -16,7 +16,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from kafka.errors import KafkaError
@@ -27,8 +27,9 @@ from steward.bus.identity import SCHEDULER_ACTOR, SYSTEM_ROLE
 from steward.bus.kafka import CommandPublisher
 from steward.config import Settings
 from steward.domain.commands import Command, ExplainWaiting
+from steward.domain.events import Event
 from steward.domain.policy_settings import PolicySettings, in_force
-from steward.domain.state import LedgerState, evolve
+from steward.domain.state import JOB_LOCAL_EVENTS, TERMINAL_STATES, LedgerState, evolve, evolve_job
 from steward.logs import JobCorrelations
 from steward.policy.cycle import schedule
 from steward.policy.explain import Explanations
@@ -66,6 +67,8 @@ class SchedulerState:
     correlations: JobCorrelations = field(default_factory=JobCorrelations)
     # drain stops already asked, per (job, attempt): asked once, not every cycle (`commands_of`)
     drain_asked: set[tuple[str, int]] = field(default_factory=set)
+    # the job table's size after the last drop of ended jobs (`drop_ended`)
+    kept: int = 0
 
     def __post_init__(self) -> None:
         self.usage = UsageWindow(self.settings)
@@ -78,12 +81,15 @@ class SchedulerState:
         self.policy = dict(self.state.policy)
         self.settings = PolicySettings.steward(**in_force(self.policy))
         self.usage = UsageWindow(self.settings)
-        self.state, self.head = LedgerState(), 0
+        self.state, self.head, self.kept = LedgerState(), 0, 0
         self.catch_up(store)
         log.info("policy settings now %s", self.policy)
         return True
 
     def catch_up(self, store: EventStore) -> int:
+        """Fold the log's new events into the view (and the usage window), then drop the ended jobs once the
+        table has doubled (`drop_ended`). The cost of an event does not grow with the history: a job-local
+        event changes its job in the view's own table (`fold`), and the table holds the jobs not ended."""
         n = 0
         for rec in store.iterate(self.head):
             if rec.type in ENDING_EVENTS:
@@ -94,11 +100,40 @@ class SchedulerState:
                         # an attempt that ended before the window's clock (recorded just before a
                         # cycle, read after it) still charged its usage: the window clips it itself
                         self.usage.add(interval)
-            self.state = evolve(self.state, rec.as_event(), rec.recorded_at)
+            self.fold(rec.as_event(), rec.recorded_at)
             self.correlations.observe(rec.type, rec.payload, rec.metadata)
             self.head = rec.position
             n += 1
+        self.drop_ended()
         return n
+
+    def fold(self, event: Event, at: float) -> None:
+        """`evolve`, with a job-local event (`JOB_LOCAL_EVENTS`) applied to the view's own job table in place
+        (`evolve` copies the whole table per job event, so folding a log of N jobs cost O(N²)); the table
+        belongs to this view, and nothing keeps an older state of it."""
+        if event.type not in JOB_LOCAL_EVENTS:
+            self.state = evolve(self.state, event, at)
+            return
+        job_id = event.payload.get("job_id")
+        jobs = self.state.jobs
+        step = evolve_job(jobs.get(job_id) if isinstance(job_id, str) else None, self.state.used, event, at)
+        if step is None:
+            return
+        job, used = step
+        jobs[job.job_id] = job
+        if used is not self.state.used:
+            self.state = replace(self.state, used=used)
+
+    def drop_ended(self) -> int:
+        """Drop the ended jobs (`TERMINAL_STATES`) once the table has doubled since the last drop (amortised
+        O(1) per job): no rule of the cycle, nor of the API's order and previews, reads an ended job (the
+        snapshot takes the waiting and the holding ones; an ended attempt's usage is already in the usage
+        window), and an ended job never changes again. Returns the table's size after."""
+        jobs = self.state.jobs
+        if len(jobs) > 2 * self.kept + 64:
+            self.state = replace(self.state, jobs={k: j for k, j in jobs.items() if j.state not in TERMINAL_STATES})
+            self.kept = len(self.state.jobs)
+        return self.kept
 
     def cycle(self, now: float) -> CycleResult:
         running = [running_job(j, now) for j in self.state.jobs.values() if j.state in HOLDING_STATES]

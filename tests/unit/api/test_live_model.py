@@ -180,24 +180,3 @@ def test_a_mutation_s_position_is_read_at_once(tmp_path: Path) -> None:
     assert read.reach(store.head())
     assert "mine" in {j["job_id"] for j in read.view().active_jobs}
     assert read.job("mine") is not None and read.job_counts() == {"QUEUED": 1}
-
-
-def test_the_feed_warms_what_requests_asked_for_once_per_batch(tmp_path: Path) -> None:
-    """Per batch, not per request: after the log moves, `warm` computes the figures of the windows and the
-    policy order that requests asked for lately, so the next request finds them at the new position."""
-    store = _store(tmp_path)
-    _record(store, TREE)
-    read = ReadModel(store, head_ttl_s=3600)
-    read.warm()
-    assert read.figures_head(86400.0) == -1  # nothing asked: nothing computed
-    read.figures(86400.0)
-    read.asked_queue()
-    _record(store, [SubmitJob("new", "a1", 1, 60, ["true"])])
-    read.refresh(force=True)
-    assert read.cached_figures(86400.0) is None and read.cached_view() is not None
-    read.warm()
-    figures = read.cached_figures(86400.0)
-    assert figures is not None and read.figures_head(86400.0) == store.head()
-    view = read.cached_view()
-    queue = view.queue_cached() if view is not None else None
-    assert queue is not None and [q.job["job_id"] for q in queue] == ["new"]

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from steward.api.live import LiveModel
-from steward.api.queue import PolicyQueue, order_now, without_ended
+from steward.api.queue import PolicyQueue, order_now
 from steward.api.readmodel import ReadModel, stored_job, stored_jobs_page
 from steward.audit.snapshots import events_for_fold
 from steward.bench.readmodel import Log, job_batch
@@ -173,7 +173,8 @@ def test_the_policy_view_drops_its_ended_jobs_once_it_doubled(name: str) -> None
     for _, event, at, _ in log.events:
         view.state = evolve(view.state, event, at)
     before = order_now(view, log.now)
-    size = without_ended(view, last)
+    view.kept = last
+    size = view.drop_ended()
     assert (len(view.state.jobs) == 1) is dropped
     assert size == (1 if dropped else last)
     after = order_now(view, log.now)

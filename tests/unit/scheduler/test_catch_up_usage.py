@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from steward.domain.commands import (
+    CancelJob,
     Command,
     PlaceJob,
     RegisterNode,
@@ -24,7 +25,7 @@ from steward.domain.commands import (
 )
 from steward.domain.decide import decide
 from steward.domain.policy_settings import PolicySettings
-from steward.domain.state import LedgerState, evolve
+from steward.domain.state import TERMINAL_STATES, LedgerState, evolve
 from steward.policy.usage import Interval, window_usage
 from steward.scheduler.service import SchedulerState
 from steward.store.eventstore import EventStore, PendingAppend
@@ -115,3 +116,34 @@ def test_fair_share_order_counts_the_attempt_that_ended_before_the_clock(record:
     view.catch_up(record.store)
     result = view.cycle(T0 + 401.0)
     assert list(result.order)[:2] == ["wb", "wa"]
+
+
+def test_the_view_folds_as_evolve_does_and_keeps_no_ended_jobs(record: Recorder) -> None:
+    """`catch_up` folds job-local events into its own table in place and drops ended jobs once the table
+    doubled: after each of several catch-ups the view holds exactly the jobs not ended of the reference fold
+    (`evolve`, event by event), with the same GPU use and nodes, and a table that does not grow with the
+    history (evolve copied the whole table per job event, and the view kept every job)."""
+    view = SchedulerState(SETTINGS)
+    at = T0 + 10
+    for round_ in range(4):
+        for k in range(60):
+            at += 1
+            job = f"r{round_}-{k}"
+            record(at, submit(job, "a1", gpus=1, min_runtime_s=60))
+            if k % 3 == 0:
+                record(at, CancelJob(job, "not needed"))
+                continue
+            keeps_running = k == 1 and round_ < 3  # one job a round holds GPU `round_` to the end
+            gpu = round_ if keeps_running else 3
+            record(at, PlaceJob(job, {"n0": [gpu]}, funded=True), ReportJobStarted(job, 1, 42, started_at=at))
+            if not keeps_running:
+                record(at + 0.5, ReportJobExited(job, 1, 0))
+        record(at + 1, submit(f"w{round_}", "b1", gpus=4, min_runtime_s=60))
+        view.catch_up(record.store)
+        expected = {j: job for j, job in record.state.jobs.items() if job.state not in TERMINAL_STATES}
+        assert {j for j in view.state.jobs if j not in expected} <= {
+            j for j, job in record.state.jobs.items() if job.state in TERMINAL_STATES}
+        assert {j: view.state.jobs[j] for j in expected} == expected
+        assert view.state.used == record.state.used and view.state.nodes == record.state.nodes
+        assert len(view.state.jobs) <= 2 * len(expected) + 64
+    assert len(record.state.jobs) == 244 and len(view.state.jobs) < 150
