@@ -106,13 +106,13 @@ def test_researcher_flow(clients: dict[str, Client]) -> None:
     assert huge["__typename"] == "InvalidInput"
     assert "the largest placement this cluster could ever give is 320 GPUs (all 40 registered nodes)" in huge["message"]
     # one the registered nodes could hold, but not those taking work now (one drains), waits and says why
-    steward("node", "drain", "node-39", "--reason", "api flows: a job too large for the nodes taking work")
+    steward("node", "drain", "node039", "--reason", "api flows: a job too large for the nodes taking work")
     try:
         big = me(f"""mutation {{ submitJob(input: {{project: "ee9e8c", gpus: 320, minRuntimeS: 0,
             command: ["true"]}}) {{ {PAYLOAD} ... on JobAccepted {{ job {{ id }} }} }} }}""")["submitJob"]["job"]["id"]
         researcher_waits_for(me, big, clients)
     finally:
-        steward("node", "resume", "node-39", "--reason", "api flows: done")
+        steward("node", "resume", "node039", "--reason", "api flows: done")
     mine_only = me("{ jobs(first: 500) { edges { node { project } } } }")["jobs"]["edges"]
     assert mine_only and {e["node"]["project"] for e in mine_only} == {"ee9e8c"}
 

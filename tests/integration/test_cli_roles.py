@@ -55,11 +55,11 @@ def test_researcher_commands(roles: dict[str, str]) -> None:
     assert json.loads(as_(r, "whoami", "--output", "json").stdout)["role"] == "researcher"
     huge = as_(r, "submit", "-p", "7f04ca", "-g", "1000", "--", "true", check=False)
     assert huge.returncode == 2 and "could ever give is 320 GPUs" in huge.stderr  # refused at submit
-    steward("node", "drain", "node-39", "--reason", "cli roles: a job too large for the nodes taking work")
+    steward("node", "drain", "node039", "--reason", "cli roles: a job too large for the nodes taking work")
     try:
         researcher_waits(r)
     finally:
-        steward("node", "resume", "node-39", "--reason", "cli roles: done")
+        steward("node", "resume", "node039", "--reason", "cli roles: done")
     session = json.loads(as_(r, "session", "open", "-p", "7f04ca", "-g", "1", "--cap", "600", "--output", "json",
                              "--", "sleep", "1").stdout)
     assert session["jobClass"] == "interactive"

@@ -58,7 +58,7 @@ gpu_models:
   H100: 1.0
   A100: 0.55
 """
-NODE = {"jupiter": "jupiter-node-0", SECOND: f"{SECOND}-node-0"}
+NODE = {"jupiter": "jupiter-node000", SECOND: f"{SECOND}-node000"}
 AGENT = {"jupiter": "local", SECOND: SECOND}
 AGENT_ENV = {"STEWARD_EXECUTOR_TICK_S": "0.5"}
 ENDS = {"JobPreempted", "JobCompleted", "JobFailed", "JobCancelled", "JobLost", "JobRequeued"}

@@ -5,14 +5,28 @@ weights; a malformed argument or file is refused by name before anything is sent
 from __future__ import annotations
 
 import re
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from steward.cli.jobs import names_of
 from steward.cli.operate import parse_weights
-from steward.cli.scenario_file import ScenarioFileError, check_locally, cluster_commands, tree_commands, weight_settings
+from steward.cli.scenario_file import (
+    ScenarioFileError,
+    check_locally,
+    cluster_commands,
+    load_yaml,
+    tree_commands,
+    weight_settings,
+)
+from steward.domain.commands import ROOT
 from steward.domain.state import LedgerState
+from steward.sim.scenario import load_scenario
+from tests.unit.sim.test_clusters import TWO as SIM_TWO
+from tests.unit.sim.test_clusters import write
+
+PHILLY = Path(__file__).resolve().parents[3] / "shared" / "data" / "scenarios" / "philly.yaml"
 
 
 @pytest.mark.parametrize(("given", "names"), [
@@ -48,14 +62,14 @@ TWO = {"clusters": {"ceres": {"nodes": 2, "gpus_per_node": 8, "gpu_model": "H100
 def test_cluster_apply_registers_each_named_cluster_under_its_name() -> None:
     commands = cluster_commands(TWO, "sim")
     assert [(c.node_id, c.cluster, c.gpu_model, c.path) for c in commands] == [
-        ("ceres-node-0", "ceres", "H100", ["ceres", "block-0", "ceres-node-0"]),
-        ("ceres-node-1", "ceres", "H100", ["ceres", "block-0", "ceres-node-1"]),
-        ("jupiter-node-0", "jupiter", "A100", ["jupiter", "block-0", "jupiter-node-0"]),
+        ("ceres-node000", "ceres", "H100", ["ceres", "ceres-node000"]),
+        ("ceres-node001", "ceres", "H100", ["ceres", "ceres-node001"]),
+        ("jupiter-node000", "jupiter", "A100", ["jupiter", "jupiter-node000"]),
     ]
     check_locally(LedgerState(), commands)  # the ledger's own guards accept them
     assert weight_settings(TWO) == {"H100": 1.0, "A100": 0.55}
     one = cluster_commands({"cluster": {"nodes": 1, "gpus_per_node": 8}}, "local")
-    assert [(c.node_id, c.cluster) for c in one] == [("node-0", "")]  # the default cluster, as before
+    assert [(c.node_id, c.cluster) for c in one] == [("node000", "")]  # the default cluster, as before
 
 
 @pytest.mark.parametrize(("own", "executors"), [
@@ -78,14 +92,17 @@ def test_each_cluster_may_name_its_own_executor(own: dict[str, str], executors: 
     ({**TWO, "cluster": {"nodes": 1, "gpus_per_node": 8}}, "not both"),
     ({"clusters": {"c": {"nodes": 1, "gpus_per_node": 8, "executor": ""}}}, "clusters.c.executor: expected the id"),
     ({"clusters": {"c": {"nodes": 1, "gpus_per_node": 8, "executor": 7}}}, "clusters.c.executor: expected the id"),
-    ({"clusters": {}}, "expected a mapping of cluster name"),
-    ({"clusters": {"c": {"nodes": [{"name": "x"}]}}}, "a count of nodes, not a list"),
-    ({"clusters": {"c": {"nodes": 1}}}, "clusters.c: missing 'gpus_per_node'"),
-    ({"gpu_models": {"H100": "one"}}, "gpu_models.H100: the weight must be a number"),
+    ({"clusters": {}}, "clusters: name at least one cluster"),
+    ({"clusters": {"c": {"nodes": [{"name": "x"}]}}}, r"clusters.c.nodes\[0\].gpus: expected a number"),
+    ({"clusters": {"c": {"nodes": 1}}}, "clusters.c.gpus_per_node: expected a number"),
+    ({"clusters": {"c": {"nodes": 1, "gpus_per_node": 8, "racks": 2}}}, "clusters.c: unknown field 'racks'"),
+    ({**TWO, "gpu_models": {"H100": "one"}}, "gpu_models.H100: expected a number"),
+    ({**TWO, "gpu_models": {"V100": 0.25}}, "gpu_models: no node has the model 'V100'"),
+    ({"gpu_models": {"H100": 1}}, "no 'cluster:' section"),
 ])
 def test_a_bad_file_is_refused_by_name(data: dict[str, Any], message: str) -> None:
     with pytest.raises(ScenarioFileError, match=message):
-        if "clusters" in data:
+        if "clusters" in data and "gpu_models" not in data:
             cluster_commands(data, "local")
         else:
             weight_settings(data)
@@ -94,7 +111,7 @@ def test_a_bad_file_is_refused_by_name(data: dict[str, Any], message: str) -> No
 @pytest.mark.parametrize(("tree", "pins", "error"), [
     ({"lab": {"share": 0.5, "pin": "ceres", "children": {"p": 1.0}}, "other": 0.5}, {"lab": "ceres"}, None),
     ({"lab": {"share": 0.5}}, {}, None),
-    ({"lab": {"share": 0.5, "pin": "bad name"}}, {}, "tree node 'lab': pin (a cluster name) 'bad name' must be"),
+    ({"lab": {"share": 0.5, "pin": "bad name"}}, {}, "tree.lab: pin: the cluster name 'bad name' must be"),
 ], ids=["pinned", "no pin", "bad name"])
 def test_tree_apply_reads_a_pin_from_the_scenario_file(tree: dict[str, Any], pins: dict[str, str],
                                                        error: str | None) -> None:
@@ -104,3 +121,20 @@ def test_tree_apply_reads_a_pin_from_the_scenario_file(tree: dict[str, Any], pin
         return
     top = tree_commands({"tree": tree}, "r")[0]
     assert top.pins == pins
+
+
+def test_the_live_stack_and_the_simulator_read_a_scenario_file_alike(tmp_path: Path) -> None:
+    """One parser of the file (`sim.scenario`): `steward tree apply` and `cluster apply` record the allocations,
+    shares, pins, display names and nodes (names, paths, models) the simulator and the what-if run on."""
+    two = {**SIM_TWO, "tree": {"lab": {"share": 0.6, "name": "The lab", "pin": "ceres", "children": {"p": 1.0}},
+                               "q": 0.4}}
+    for path in (PHILLY, write(tmp_path, two, "j,0,60,1,p,batch,60,1,,\n")):
+        sc, data = load_scenario(path), load_yaml(path)
+        nodes = cluster_commands(data, "x")
+        assert [(c.node_id, c.gpus, c.gpu_model, tuple(c.path), c.cluster or "default") for c in nodes] == [
+            (n.name, n.gpus, n.gpu_model, n.path, n.cluster) for n in sc.nodes]
+        commands = tree_commands(data, "r")
+        assert {name: (cmd.parent, share, cmd.pins.get(name, ""), cmd.display_names.get(name))
+                for cmd in commands for name, share in cmd.shares.items()} == {
+            a.name: (a.parent or ROOT, a.share, a.pin, a.display_name) for a in sc.allocations.values()}
+        check_locally(LedgerState(), [*nodes])

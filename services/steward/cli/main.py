@@ -89,7 +89,7 @@ def tree_apply(
 ) -> None:
     """Record the allocations of a scenario's `tree:` section (validated before anything is sent)."""
     try:
-        commands = tree_commands(load_yaml(file), f"{reason} ({file.name})")
+        commands = tree_commands(load_yaml(file), f"{reason} ({file.name})", file.name)
     except ScenarioFileError as err:
         fail(str(err), 2)
     client = GraphQLClient(get_settings())
@@ -405,8 +405,8 @@ def cluster_apply(
     cluster of its `clusters:` section, and set the weights of its `gpu_models:` section (ADR 0057)."""
     try:
         data = load_yaml(file)
-        commands = cluster_commands(data, executor)
-        weights = weight_settings(data)
+        commands = cluster_commands(data, executor, file.name)
+        weights = weight_settings(data, file.name)
         check_locally(LedgerState(), commands)
     except ScenarioFileError as err:
         fail(str(err), 2)

@@ -31,11 +31,13 @@ REQUIRED_COLUMNS = (
 )
 OPTIONAL_COLUMNS = ("priority", "gpu_models", "clusters")  # the last two: "|"-separated names (empty: any)
 MAX_TREE_DEPTH = 8
+DEFAULT_GPU_MODEL = "generic"  # a cluster that names no model (as `steward node register` without --gpu-model)
 SHARE_SLACK = 1e-9
 
 TOP_LEVEL_KEYS = frozenset({"name", "trace", "cluster", "clusters", "gpu_models", "policy", "tree", "metrics", "sim"})
 # `executor`: the live stack's executor of the cluster (`steward cluster apply`, ADR 0068); the simulator runs every
-# node itself and ignores it
+# node itself and ignores it. One parser for the simulator, the what-if and `steward tree/cluster apply`: the same
+# file names the same nodes and allocations everywhere.
 CLUSTER_KEYS = frozenset({"nodes", "gpus_per_node", "gpu_model", "topology", "executor"})
 TOPOLOGY_KEYS = frozenset({"levels"})
 NODE_KEYS = frozenset({"name", "gpus", "gpu_model", "path"})
@@ -73,6 +75,9 @@ class NodeSpec:
     gpu_model: str
     path: tuple[str, ...]
     cluster: str = "default"
+    executor: str = ""
+    """The executor that runs its jobs on the live stack (its cluster's `executor:`, ADR 0068; "": the one
+    `steward cluster apply` is given). The simulator runs every node itself."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,6 +95,8 @@ class AllocationSpec:
     validates it when the tree is built (policies.tree_for)."""
     pin: str = ""
     """The cluster this node's subtree runs on ("": none; ADR 0067), its own pin as written."""
+    display_name: str | None = None
+    """What people call it (`name:`, ADR 0055; `steward tree apply` records it, the simulator ignores it)."""
 
     @property
     def is_project(self) -> bool:
@@ -181,7 +188,7 @@ def _construct_mapping(loader: yaml.SafeLoader, node: yaml.MappingNode) -> dict[
 _StringKeyLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
 
 
-def _read_yaml(path: Path) -> dict[str, Any]:
+def read_yaml(path: Path) -> dict[str, Any]:
     try:
         text = path.read_text(encoding="utf-8")
     except OSError as exc:
@@ -232,14 +239,19 @@ def _parse_cluster(fname: str, raw: Any, label: str = "cluster") -> tuple[NodeSp
     if not cluster:
         raise ScenarioError(f"{where}: missing (nodes, gpus_per_node)")
     _unknown_keys(where, cluster, CLUSTER_KEYS)
-    model = str(cluster.get("gpu_model", "gpu"))
+    model = str(cluster.get("gpu_model", DEFAULT_GPU_MODEL))
+    executor = cluster.get("executor", "")
+    if not isinstance(executor, str) or (not executor and "executor" in cluster):
+        raise ScenarioError(f"{where}.executor: expected the id of the executor that runs its nodes' jobs, "
+                            f"got {executor!r}")
     nodes_raw = cluster.get("nodes")
     if isinstance(nodes_raw, list):
-        return _explicit_nodes(where, nodes_raw, model)
+        return tuple(replace(n, executor=executor) for n in _explicit_nodes(where, nodes_raw, model))
     count = int(_number(f"{where}.nodes", nodes_raw, minimum=1, integer=True))
     per_node = int(_number(f"{where}.gpus_per_node", cluster.get("gpus_per_node"), minimum=1, integer=True))
     topo = _mapping(f"{where}.topology", cluster.get("topology"))
-    levels_raw = topo.get("levels", ["node"])
+    # `nodes_per_block` alone: blocks of nodes (the short form `steward cluster apply` has always read)
+    levels_raw = topo.get("levels", ["block", "node"] if "nodes_per_block" in topo else ["node"])
     if not isinstance(levels_raw, list) or not levels_raw or not all(isinstance(x, str) for x in levels_raw):
         raise ScenarioError(f"{where}.topology.levels: expected a list of level names ending with the node")
     levels: list[str] = levels_raw
@@ -258,11 +270,11 @@ def _parse_cluster(fname: str, raw: Any, label: str = "cluster") -> tuple[NodeSp
     for i in range(count):
         path = tuple(f"{lvl}{i // size}" for lvl, size in zip(levels[:-1], sizes, strict=True))
         name = f"{levels[-1]}{i:0{width}d}"
-        nodes.append(NodeSpec(name=name, gpus=per_node, gpu_model=model, path=(*path, name)))
+        nodes.append(NodeSpec(name=name, gpus=per_node, gpu_model=model, path=(*path, name), executor=executor))
     return tuple(nodes)
 
 
-def _parse_clusters(fname: str, raw: Mapping[str, Any]) -> tuple[NodeSpec, ...]:
+def parse_clusters(fname: str, raw: Mapping[str, Any]) -> tuple[NodeSpec, ...]:
     """`cluster:` (one cluster, "default") or `clusters:` (name -> the same fields as `cluster:`; ADR 0057).
     Each cluster's nodes are named and placed under the cluster's name (`ceres-node000`, path `ceres/...`),
     so no topology domain spans two clusters."""
@@ -281,11 +293,11 @@ def _parse_clusters(fname: str, raw: Mapping[str, Any]) -> tuple[NodeSpec, ...]:
         for n in _parse_cluster(fname, spec, label=f"clusters.{cname}"):
             name = f"{cname}-{n.name}"
             out.append(NodeSpec(name=name, gpus=n.gpus, gpu_model=n.gpu_model, path=(cname, *n.path[:-1], name),
-                                cluster=cname))
+                                cluster=cname, executor=n.executor))
     return tuple(out)
 
 
-def _parse_weights(fname: str, raw: Any, nodes: tuple[NodeSpec, ...]) -> dict[str, float]:
+def parse_weights(fname: str, raw: Any, nodes: tuple[NodeSpec, ...]) -> dict[str, float]:
     """`gpu_models:` model -> weight (budget units per GPU-hour; ADR 0057), each a registered model, > 0."""
     weights = _mapping(f"{fname}: gpu_models", raw)
     known = {n.gpu_model for n in nodes}
@@ -327,7 +339,7 @@ def _explicit_nodes(where: str, raw: list[Any], model: str) -> tuple[NodeSpec, .
     return tuple(nodes)
 
 
-def _parse_tree(fname: str, raw: Any) -> dict[str, AllocationSpec]:
+def parse_tree(fname: str, raw: Any) -> dict[str, AllocationSpec]:
     """Validate the allocation tree and compute entitlements (product of shares along the path)."""
     top = _mapping(f"{fname}: tree", raw)
     out: dict[str, AllocationSpec] = {}
@@ -336,7 +348,7 @@ def _parse_tree(fname: str, raw: Any) -> dict[str, AllocationSpec]:
         if depth > MAX_TREE_DEPTH:
             raise ScenarioError(f"{where}: the tree is deeper than {MAX_TREE_DEPTH} levels")
         total = 0.0
-        pending: list[tuple[str, float, Mapping[str, Any], str, Any, str]] = []
+        pending: list[tuple[str, float, Mapping[str, Any], str, Any, str, str | None]] = []
         for name, value in children.items():
             here = f"{where}.{name}" if where != f"{fname}: tree" else f"{fname}: tree.{name}"
             if not isinstance(name, str) or not name.strip():
@@ -351,20 +363,23 @@ def _parse_tree(fname: str, raw: Any) -> dict[str, AllocationSpec]:
                 grand = _mapping(f"{here}.children", value.get("children"))
                 quota: Any = value.get("debug_quota")
                 pin = _pin(here, value.get("pin"))
+                shown_as = value.get("name")
+                if shown_as is not None and not isinstance(shown_as, str):
+                    raise ScenarioError(f"{here}: name (what people call it) must be text, got {shown_as!r}")
             else:
-                share_raw, grand, quota, pin = value, {}, None, ""
+                share_raw, grand, quota, pin, shown_as = value, {}, None, "", None
             share = _number(f"{here}: share", share_raw, minimum=None)
             if not 0.0 <= share <= 1.0:
                 raise ScenarioError(f"{here}: share {share:g} is not in [0, 1]")
             total += share
-            pending.append((name, share, grand, here, quota, pin))
+            pending.append((name, share, grand, here, quota, pin, shown_as))
         if total > 1.0 + SHARE_SLACK:
             owner = "the cluster" if parent is None else repr(parent)
             raise ScenarioError(f"{where}: the shares of {owner}'s children sum to {total:g} > 1")
-        for name, share, kids, here, quota, pin in pending:
+        for name, share, kids, here, quota, pin, shown_as in pending:
             out[name] = AllocationSpec(
                 name=name, parent=parent, share=share, entitlement=0.0, depth=depth,
-                children=tuple(str(k) for k in kids), debug_quota=quota, pin=pin,
+                children=tuple(str(k) for k in kids), debug_quota=quota, pin=pin, display_name=shown_as,
             )
             if kids:
                 walk(name, kids, f"{here}.children", depth + 1)
@@ -704,7 +719,7 @@ def apply_overrides(raw: dict[str, Any], overrides: Mapping[str, Any]) -> dict[s
 def load_scenario(path: str | Path, overrides: Mapping[str, Any] | None = None) -> Scenario:
     """Parse, override and validate a scenario YAML and its trace. Raises `ScenarioError`."""
     p = Path(path)
-    raw = _read_yaml(p)
+    raw = read_yaml(p)
     settings = apply_overrides(raw, overrides or {})
     return scenario_from_mapping(raw, p, settings)
 
@@ -716,9 +731,9 @@ def scenario_from_mapping(
     fname = source.name
     _unknown_keys(fname, raw, TOP_LEVEL_KEYS)
     name = str(raw.get("name") or source.stem)
-    nodes = _parse_clusters(fname, raw)
+    nodes = parse_clusters(fname, raw)
     settings_overrides = _with_weights(fname, raw, nodes, settings_overrides)
-    allocations = _parse_tree(fname, raw.get("tree"))
+    allocations = parse_tree(fname, raw.get("tree"))
     _check_pins(fname, allocations, nodes)
     policy = _parse_policy(fname, raw.get("policy"))
     metrics = _parse_metrics(fname, raw.get("metrics"))
@@ -740,7 +755,7 @@ def _with_weights(fname: str, raw: Mapping[str, Any], nodes: tuple[NodeSpec, ...
     """The scenario's GPU model weights as the policy setting `gpu_model_weights` (an override of the
     setting itself, `--set gpu_model_weights=...`, wins)."""
     out = dict(settings or {})
-    weights = _parse_weights(fname, raw.get("gpu_models"), nodes)
+    weights = parse_weights(fname, raw.get("gpu_models"), nodes)
     if weights and "gpu_model_weights" not in out:
         out["gpu_model_weights"] = weights
     return out
@@ -754,9 +769,9 @@ def scenario_from_jobs(
     fname = source.name
     _unknown_keys(fname, raw, TOP_LEVEL_KEYS - {"trace"})
     name = str(raw.get("name") or source.stem)
-    nodes = _parse_clusters(fname, raw)
+    nodes = parse_clusters(fname, raw)
     settings_overrides = _with_weights(fname, raw, nodes, settings_overrides)
-    allocations = _parse_tree(fname, raw.get("tree"))
+    allocations = parse_tree(fname, raw.get("tree"))
     _check_pins(fname, allocations, nodes)
     policy = _parse_policy(fname, raw.get("policy"))
     metrics = _parse_metrics(fname, raw.get("metrics"))
