@@ -126,7 +126,7 @@ def test_the_demo_prints_addresses_a_token_per_role_and_the_summary(demo: dict[s
 def test_jobs_are_placed_on_the_simulated_nodes_and_on_the_local_node(demo: dict[str, Any]) -> None:
     placed = Api().events(f"job-{demo['config']['tag']}-", ["JobPlaced"])
     nodes = {n for e in placed for n in e["payload"]["assignments"]}
-    assert any(n.startswith("node-") for n in nodes), nodes
+    assert any(n.startswith("node0") for n in nodes), nodes
     assert "local-0" in nodes, nodes
     # the local node ran the sample job as a real process, with a log
     local = next(e["payload"]["job_id"] for e in placed if "local-0" in e["payload"]["assignments"])
@@ -138,13 +138,15 @@ def test_jobs_are_placed_on_the_simulated_nodes_and_on_the_local_node(demo: dict
 def test_two_clusters_each_placement_with_its_routing_reason(demo: dict[str, Any]) -> None:
     """Issue 25: the simulated cluster (the default one, V100) and the local node's (`local`, A100); every
     placement says where it could run and why it went where it did; the local agent serves its node only."""
-    from steward.demo.__main__ import LOCAL_CLUSTER, LOCAL_MODEL, LOCAL_NODE
+    from steward.demo.__main__ import DEMO_WEIGHTS, LOCAL_CLUSTER, LOCAL_MODEL, LOCAL_NODE
     from steward.infra.processes import Paths
 
     api = Api()
     nodes = {n["id"]: n for n in api("{ nodes { id cluster gpuModel executor } }")["nodes"]}
     assert (nodes[LOCAL_NODE]["cluster"], nodes[LOCAL_NODE]["gpuModel"]) == (LOCAL_CLUSTER, LOCAL_MODEL)
-    assert {n["cluster"] for i, n in nodes.items() if i.startswith("node-")} == {"default"}
+    weights = {m["model"]: m["weight"] for m in api("{ gpuModels { model weight } }")["gpuModels"]}
+    assert weights == DEMO_WEIGHTS  # the two models' hours cost what the demo set (ADR 0057)
+    assert {n["cluster"] for i, n in nodes.items() if i.startswith("node0")} == {"default"}
     spec = json.loads(Paths(TEST_RUN_DIR).spec_file("executor").read_text())
     assert spec["env"]["STEWARD_EXECUTOR_NODES"] == LOCAL_NODE
     placed = Api().events(f"job-{demo['config']['tag']}-", ["JobPlaced"])

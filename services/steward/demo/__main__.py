@@ -36,6 +36,10 @@ LOCAL_NODE = "local-0"
 # routed between the two and the allocations' figures split by cluster and model.
 LOCAL_CLUSTER = "local"
 LOCAL_MODEL = "A100"
+# What an hour of each model costs in budget units (ADR 0057; DESIGN.md's example), so the tree's figures are
+# weighted GPU-hours and the split by model shows what each cluster's hours cost: the scenario's V100s and the
+# local A100.
+DEMO_WEIGHTS = {"V100": 0.25, LOCAL_MODEL: 0.55}
 ROLES = (("admin", ()), ("manager", ("research",)), ("researcher", ("ee9e8c",)), ("auditor", ()))
 
 
@@ -110,6 +114,8 @@ def set_up(settings: Settings, options: DemoOptions, scenario: Path, log: Callab
     steward("node", "register", LOCAL_NODE, "--gpus", str(settings.executor_gpus), "--path",
             f"{LOCAL_CLUSTER}/{LOCAL_NODE}", "--executor", settings.executor_id, "--cluster", LOCAL_CLUSTER,
             "--gpu-model", LOCAL_MODEL)
+    steward("gpu-models", "set", *(f"{m}={w:g}" for m, w in DEMO_WEIGHTS.items()), "--reason",
+            "demo: an A100 hour costs 2.2 V100 hours")
     local_agent_serves(paths, LOCAL_NODE)
     folder = demo_dir(settings)
     folder.mkdir(parents=True, exist_ok=True)
