@@ -75,6 +75,7 @@ from steward.executor.kubernetes_pods import (
     parse_namespace_projects,
     pod_annotations,
     pod_job,
+    pod_labels,
     queued_message,
     recreated,
     rejected_message,
@@ -318,14 +319,15 @@ class KubernetesExecutor:
         # every submission of the round on the bus (acknowledged) before any pod says "queued"
         self.publisher.publish_many([self._envelope(c, f"submit-{c.job_id}") for _, c in told])
         # ADR 0074: one round's labels and conditions at once, not one pod's two or three calls after another's
+        # the labels first (a placement may come back before the last), then what each pod says
         with ThreadPoolExecutor(max_workers=min(SUBMIT_THREADS, len(told)), thread_name_prefix="k8s-tell") as pool:
-            list(pool.map(lambda done: self._label_and_tell(done[0], done[1].job_id), told))
+            list(pool.map(lambda done: self._label(done[0], done[1].job_id), told))
+            list(pool.map(lambda done: self._tell_queued(done[0], done[1].job_id), told))
         for job in submitted:
             log.info("pods %s submitted as job %s", ", ".join(job.pods), job.command.job_id)
         return submitted
 
-    def _label_and_tell(self, group: Sequence[Mapping[str, Any]], job_id: str) -> None:
-        self._label(group, job_id)
+    def _tell_queued(self, group: Sequence[Mapping[str, Any]], job_id: str) -> None:
         for pod in group:
             self._tell(pod, QUEUED_REASON, queued_message(job_id))
 
@@ -477,6 +479,8 @@ class KubernetesExecutor:
         """The pods of this attempt: the user's for the first, recreated ones for a later attempt."""
         manifest = self.manifest(run.job_id)
         pods = self.job_pods(run.job_id)
+        if manifest is not None and run.attempt == 1:
+            pods = pods + self._not_yet_labelled(manifest, run.job_id, {key(p) for p in pods})
         if manifest is not None:
             gpus = [int(g) for g in manifest.get("gpus") or []]
 
@@ -509,6 +513,24 @@ class KubernetesExecutor:
                           self.cluster.scheduler_name, run.env)
         self._add_env(pod, run, resumed=bool(run.resume_from))
         return [self._create(self.cluster.namespace, pod)], [sum(len(g) for g in run.assignments.values())]
+
+    def _not_yet_labelled(self, manifest: Mapping[str, Any], job_id: str, found: set[str]) -> list[dict[str, Any]]:
+        """The submitted pods of a first attempt that its label does not find yet: the round labels a batch's pods
+        after the whole batch is on the bus (ADR 0074), and a placement may come back first. Found by name, the same
+        pod (its uid) still waiting; labelled now."""
+        out = []
+        for original in manifest.get("pods") or []:
+            if key(original) in found:
+                continue
+            namespace, name = split(key(original))
+            pod = self.kube.pod(namespace, name)
+            uid = original.get("metadata", {}).get("uid")
+            if (pod is None or pod.get("metadata", {}).get("uid") != uid or is_deleting(pod) or is_terminal(pod)
+                    or pod_labels(pod).get(JOB_LABEL, job_id) != job_id):
+                continue
+            self._label([pod], job_id)
+            out.append(pod)
+        return out
 
     def _create(self, namespace: str, pod: dict[str, Any]) -> dict[str, Any]:
         try:
