@@ -64,7 +64,8 @@ cmd_start() {
   rotate_log "$LOGFILE"
   start_daemon "$PIDFILE" "$LOGFILE" "$TEMPORAL" server start-dev --headless \
     --ip "$BIND_HOST" --port "$T_PORT" --http-port "$T_HTTP_PORT" --metrics-port "$T_METRICS_PORT" \
-    --db-filename "$DB" --log-level warn "${ns_args[@]}"
+    --db-filename "$DB" --sqlite-pragma journal_mode=wal --sqlite-pragma synchronous=normal \
+    --log-level warn "${ns_args[@]}"
   pid="$(pid_from_file "$PIDFILE")"
   log "started temporal (pid $pid); waiting for $T_ADDR"
   wait_for_port temporal "$BIND_HOST" "$T_PORT" "$WAIT_TIMEOUT" "$pid" "$LOGFILE"

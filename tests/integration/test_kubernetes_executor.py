@@ -517,3 +517,49 @@ def test_pods_outside_the_governed_namespaces_are_left_alone(tmp_path: Path, kub
         assert JOB_LABEL not in ((pod(kube, "ungoverned") or {})["metadata"].get("labels") or {})
     finally:
         kube.delete_pod("team", "ungoverned", 0)
+
+
+def test_a_placement_back_before_its_pods_are_labelled_binds_the_submitted_pod(tmp_path: Path,
+                                                                              kube: KubeClient) -> None:
+    """ADR 0074: a round labels its pods once its whole batch of submissions is on the bus, so a placement can come
+    back first. The start found no pod with the job's label and created it again from the manifest: 409, retried
+    until the label landed (the first 2,000-pod run stalled at 227 bound)."""
+    pub = RecordingPublisher()
+    ex = executor(tmp_path, pub, kube)
+    apply(gpu_pod("early", 1))
+    (job,) = ex.submit_pods()
+    submitted = pod(kube, "early") or {}
+    kube.patch_pod("team", "early", {"metadata": {"labels": {JOB_LABEL: None, ATTEMPT_LABEL: None}}})
+    assert JOB_LABEL not in ((pod(kube, "early") or {})["metadata"].get("labels") or {})
+    act(ActivityEnvironment().run(ex.start_job, run_of(job.command.job_id, {"gpu-4": [0]})))
+    bound = pod(kube, "early") or {}
+    assert bound["metadata"]["uid"] == submitted["metadata"]["uid"]  # the same pod, not a new one
+    assert bound["spec"]["nodeName"] == "gpu-4" and bound["metadata"]["labels"][JOB_LABEL] == job.command.job_id
+
+
+def test_with_its_rounds_running_a_watch_reads_the_rounds_list_not_a_get_a_pod(tmp_path: Path, kube: KubeClient,
+                                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    """ADR 0074: thousands of running pods are watched from one list a round, not a GET each a second."""
+    pub = RecordingPublisher()
+    ex = executor(tmp_path, pub, kube)
+    apply(gpu_pod("viewed", 1, notes={"pod-complete.stage.kwok.x-k8s.io/delay": "2s"}))
+    (job,) = ex.submit_pods()
+    env = ActivityEnvironment()
+    act(env.run(ex.start_job, run_of(job.command.job_id, {"gpu-5": [1]})))
+
+    def no_get(rec: object) -> list[dict[str, Any] | None]:
+        raise AssertionError("a watch asked the API server for its pods while the rounds ran")
+
+    monkeypatch.setattr(ex, "pods_of", no_get)
+
+    async def watched() -> str:
+        stop = asyncio.Event()
+        rounds = asyncio.create_task(ex.heartbeats(stop))
+        try:
+            outcome = await env.run(ex.watch_job, WatchJob(job.command.job_id, 1, window_s=30.0))
+        finally:
+            stop.set()
+            await rounds
+        return outcome.status
+
+    assert act(watched()) == "exited"

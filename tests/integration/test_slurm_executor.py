@@ -16,7 +16,7 @@ import shutil
 import subprocess
 import tempfile
 import time
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -46,6 +46,9 @@ class RecordingPublisher:
 
     def publish(self, envelope: Envelope, *, wait: bool = True, timeout: float = 10.0) -> None:
         self.sent.append(envelope)
+
+    def publish_many(self, envelopes: Sequence[Envelope], *, timeout: float = 10.0) -> None:
+        self.sent.extend(envelopes)
 
     def of(self, kind: str) -> list[Envelope]:
         return [e for e in self.sent if e.type == kind]

@@ -48,13 +48,13 @@ async def start(h: Harness, **over: object) -> WorkflowHandle[JobRunWorkflow, ob
     return handle  # type: ignore[return-value]
 
 
-async def preempted_after_protection() -> None:
+async def preempted_after_protection(suffix: str = "") -> None:
     async with harness() as h:
         handle = await start(h, protection_s=600.0)
         await h.env.sleep(skip(601))
         await handle.execute_update(JobRunWorkflow.request_preemption, PreemptionRequest("fair_share", "p1", 30.0))
         await handle.result()
-        await save(h, "job-j1-attempt-1", "job_run_preempted")
+        await save(h, "job-j1-attempt-1", f"job_run_preempted{suffix}")
 
 
 async def grace_expired() -> None:
@@ -65,12 +65,12 @@ async def grace_expired() -> None:
         await save(h, "job-j1-attempt-1", "job_run_grace_expired")
 
 
-async def exited() -> None:
+async def exited(suffix: str = "") -> None:
     async with harness() as h:
         handle = await start(h)
         h.executor.procs[("j1", 1)].exit(0)
         await handle.result()
-        await save(h, "job-j1-attempt-1", "job_run_exited")
+        await save(h, "job-j1-attempt-1", f"job_run_exited{suffix}")
 
 
 async def lost() -> None:
@@ -128,7 +128,7 @@ async def _changed(handle: WorkflowHandle[object, object], first: str | None) ->
     return (await handle.describe()).run_id != first
 
 
-async def session_cap() -> None:
+async def session_cap(suffix: str = "") -> None:
     async with harness() as h:
         timings = timings_for_tests(watch_gap_s=600.0, idle_limit_s=1800.0, idle_grace_s=600.0)
         handle = await start(h, job_class="interactive", session_cap_s=8 * 3600.0, protection_s=8 * 3600.0,
@@ -139,11 +139,11 @@ async def session_cap() -> None:
         await h.env.sleep(skip(1805))
         await session.signal(SessionWorkflow.utilisation, UtilisationSignal(False, await h.now()))
         await handle.result()
-        await save(h, "job-j1-attempt-1", "job_run_session_cap")
-        await save(h, session_workflow_id("j1", 1), "session_cap_with_idle")
+        await save(h, "job-j1-attempt-1", f"job_run_session_cap{suffix}")
+        await save(h, session_workflow_id("j1", 1), f"session_cap_with_idle{suffix}")
 
 
-async def drain() -> None:
+async def drain(suffix: str = "") -> None:
     async with harness() as h:
         now = await h.now()
         busy = NodeOccupancy("n0", "draining", [JobOnNode("j1", 1, "RUNNING", now + 600, False, True)])
@@ -151,20 +151,29 @@ async def drain() -> None:
         drain_input = DrainInput("n0", EXECUTOR, "disk", 300.0, stop_jobs=True)
         await (await h.client.start_workflow(NodeDrainWorkflow.run, drain_input, id="drain-n0-1",
                                              task_queue=WORKFLOW_TASK_QUEUE)).result()
-        await save(h, "drain-n0-1", "node_drain")
+        await save(h, "drain-n0-1", f"node_drain{suffix}")
 
 
-async def period() -> None:
+async def period(suffix: str = "") -> None:
     async with harness() as h:
         h.acts.figures = PeriodFigures(0, 0, 100.0, {"a1": {"owed_gpu_s": 10.0, "delivered_gpu_s": 8.0}})
         await (await h.client.start_workflow(PeriodCloseWorkflow.run, PeriodCloseInput(86_400.0, 2 * 86_400.0 + 1),
                                              id="period-close", task_queue=WORKFLOW_TASK_QUEUE)).result()
-        await save(h, "period-close", "period_close")
+        await save(h, "period-close", f"period_close{suffix}")
 
+
+async def published_locally() -> None:
+    """ADR 0074: the commands leave through a local activity (the patch marker, then markers, no activity tasks):
+    the histories of every workflow that publishes, recorded again under new names (the old ones are kept)."""
+    for scenario in (preempted_after_protection, exited, session_cap, drain, period):
+        await scenario(PUBLISHED_LOCALLY)
+
+
+PUBLISHED_LOCALLY = "_publish_local"
 
 SCENARIOS: list[Callable[[], Awaitable[None]]] = [
     preempted_after_protection, grace_expired, exited, lost, continued_as_new, session_cap, drain, period,
-    start_waited, start_lost_silent,
+    start_waited, start_lost_silent, published_locally,
 ]
 
 

@@ -89,3 +89,33 @@ def test_dropping_the_protection_timer_from_the_real_workflow_fails_replay(monke
     replayer = Replayer(workflows=[JobRunWorkflow], workflow_runner=UnsandboxedWorkflowRunner())
     with pytest.raises(NondeterminismError):
         asyncio.run(replayer.replay_workflow(history))
+
+
+def test_the_histories_of_both_ways_of_publishing_are_kept() -> None:
+    """ADR 0074 publishes a workflow's commands through a local activity under `workflow.patched`: the histories
+    recorded before it (an activity task `publish_command` on the worker's queue) and after it (the patch marker,
+    the commands as local-activity markers, no activity task) both replay (`test_history_replays_with_todays_code`)."""
+    from temporalio.api.enums.v1 import EventType
+
+    from steward_workflows.publishing import PUBLISH_LOCALLY
+
+    def history(stem: str) -> WorkflowHistory:
+        return load(next(p for p in HISTORIES if p.stem == stem))
+
+    def scheduled(stem: str) -> list[str]:
+        return [e.activity_task_scheduled_event_attributes.activity_type.name for e in history(stem).events
+                if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED]
+
+    def markers(stem: str) -> list[str]:
+        return [e.marker_recorded_event_attributes.marker_name for e in history(stem).events
+                if e.event_type == EventType.EVENT_TYPE_MARKER_RECORDED]
+
+    for old in ("job_run_exited", "job_run_preempted", "job_run_session_cap", "node_drain", "period_close"):
+        assert "publish_command" in scheduled(old), old
+        new = f"{old}_publish_local"
+        assert "publish_command" not in scheduled(new), new
+        assert "core_local_activity" in markers(new), new
+        patches = [p.data.decode() for e in history(new).events if e.event_type == EventType.EVENT_TYPE_MARKER_RECORDED
+                   and "patch-data" in e.marker_recorded_event_attributes.details
+                   for p in e.marker_recorded_event_attributes.details["patch-data"].payloads]
+        assert any(PUBLISH_LOCALLY in p for p in patches), new

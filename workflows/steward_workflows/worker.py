@@ -21,7 +21,7 @@ from temporalio.client import (
     SchedulePolicy,
     ScheduleSpec,
 )
-from temporalio.worker import UnsandboxedWorkflowRunner, Worker, WorkflowRunner
+from temporalio.worker import PollerBehaviorSimpleMaximum, UnsandboxedWorkflowRunner, Worker, WorkflowRunner
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
 
 from steward.bus.kafka import CommandPublisher
@@ -85,6 +85,22 @@ async def ensure_period_schedule(client: Client, contract: ContractSettings) -> 
 IO_THREADS = 32
 
 
+# ADR 0074: the worker's capacity for thousands of runs at once (the 2,000-pod bench). The SDK's defaults (1,000
+# runs cached, 5 workflow-task pollers of which a fifth poll the normal queue, 10 s on the sticky queue) made every
+# run past the thousandth, and every task not taken within 10 s, fall back to the normal queue and replay its
+# whole history there, behind one poller: tasks waited 50-100 s (Temporal's task_schedule_to_start_latency)
+WORKER_CAPACITY: dict[str, Any] = {
+    "max_cached_workflows": 20_000,  # more than the runs in flight: a run's next task finds it in memory
+    # slots for tasks in progress: a run is started eagerly (its first task in the start's answer, not queued) only
+    # while one is free, and each is held until the server took the completion (seconds on a busy dev server)
+    "max_concurrent_workflow_tasks": 1_000,
+    "workflow_task_poller_behavior": PollerBehaviorSimpleMaximum(16),
+    "nonsticky_to_sticky_poll_ratio": 0.5,  # new runs' first tasks (when not started eagerly) come this way
+    "sticky_queue_schedule_to_start_timeout": timedelta(seconds=30),
+    "activity_task_poller_behavior": PollerBehaviorSimpleMaximum(8),
+}
+
+
 async def run_worker(settings: Settings, stop: asyncio.Event | None = None) -> None:
     stop = stop or asyncio.Event()
     asyncio.get_running_loop().set_default_executor(
@@ -101,7 +117,7 @@ async def run_worker(settings: Settings, stop: asyncio.Event | None = None) -> N
     notifying = NotificationActivities(notify, publisher.publish)
     worker = Worker(client, task_queue=WORKFLOW_TASK_QUEUE, workflows=WORKFLOWS,
                     activities=[*activities_of(acts), *notifying.all()],
-                    workflow_runner=workflow_runner(contract.sandbox))
+                    workflow_runner=workflow_runner(contract.sandbox), **WORKER_CAPACITY)
     try:
         await ensure_period_schedule(client, contract)
     except Exception:  # the worker runs without it; the next start tries again

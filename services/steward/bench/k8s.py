@@ -26,6 +26,7 @@ import sys
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -42,6 +43,19 @@ from steward.executor.kubernetes_pods import JOB_LABEL
 PROJECT = "bench-k8s"
 NAMESPACE = "bench-k8s"
 REPO = Path(__file__).resolve().parents[3]
+
+
+PROGRESS_S = 30.0  # a progress line on stderr at least this often while the bench waits or a round runs
+
+
+def say(line: str) -> None:
+    sys.stderr.write(f"steward bench k8s: {line}\n")
+    sys.stderr.flush()
+
+
+def round_progress(scheduler: str, bound: int, pods: int, elapsed_s: float) -> str:
+    """One progress line of a round: how many of its pods are bound after how long."""
+    return f"{scheduler}: {bound} of {pods} pods bound after {elapsed_s:.0f} s"
 
 
 class BenchError(Exception):
@@ -106,6 +120,23 @@ def not_ready(names: list[str], states: dict[str, str]) -> str | None:
            f"{', '.join(parts)}{hint}"
 
 
+def wait_ready(names: list[str], states: Callable[[], dict[str, str]], timeout: float,
+               tell: Callable[[str], None] = say, every_s: float = PROGRESS_S, poll_s: float = 1.0) -> None:
+    """Until every node of `names` is ready in Steward: says why it waits every `every_s`, and that the wait is over
+    once it said it waited (the last line must not read "waiting" through the rounds that follow); gives up after
+    `timeout` with the reason."""
+    deadline, said = time.monotonic() + timeout, None
+    while (why := not_ready(names, states())) is not None:
+        if time.monotonic() >= deadline:
+            raise BenchError(f"steward bench k8s: gave up after {timeout:.0f} s: {why}")
+        if said is None or time.monotonic() - said >= every_s:  # say why it waits, not nothing for the whole timeout
+            tell(f"waiting: {why}")
+            said = time.monotonic()
+        time.sleep(poll_s)
+    if said is not None:
+        tell(f"all {len(names)} of the bench's nodes ready in Steward")
+
+
 def pod(name: str, scheduler: str, gpus: int, run_s: float) -> dict[str, Any]:
     return {"apiVersion": "v1", "kind": "Pod",
             "metadata": {"name": name, "namespace": NAMESPACE, "labels": {"steward.io/project": PROJECT},
@@ -156,11 +187,17 @@ def one_round(kube: KubeClient, prefix: str, scheduler: str, pods: int, gpus: in
         created[name] = time.time()
         kube.create_pod(NAMESPACE, pod(name, scheduler, gpus, run_s))
 
+    began = time.monotonic()
+    said = began
     with ThreadPoolExecutor(max_workers=concurrency) as pool:
         list(pool.map(create, range(pods)))
     deadline = time.monotonic() + timeout
-    while len([n for n in created if n in watch.bound]) < pods and time.monotonic() < deadline:
+    while (done := len([n for n in created if n in watch.bound])) < pods and time.monotonic() < deadline:
+        if time.monotonic() - said >= PROGRESS_S:  # a line per interval while the round runs (it takes minutes)
+            say(round_progress(scheduler, done, pods, time.monotonic() - began))
+            said = time.monotonic()
         time.sleep(0.2)
+    say(round_progress(scheduler, len([n for n in created if n in watch.bound]), pods, time.monotonic() - began))
     watch.stop.set()
     latencies = [watch.bound[n] - t for n, t in created.items() if n in watch.bound]
     bound = [watch.bound[n] for n in created if n in watch.bound]
@@ -186,14 +223,7 @@ def run(nodes: int = 200, gpus: int = 8, pods: int = 2000, gpus_per_pod: int = 1
     config = kubeconfig(settings)
     kube = KubeClient(credentials(config))
     names = setup(settings, kube, nodes, gpus)
-    deadline, said = time.monotonic() + timeout, 0.0
-    while (why := not_ready(names, node_states(settings))) is not None:
-        if time.monotonic() >= deadline:
-            raise BenchError(f"steward bench k8s: gave up after {timeout:.0f} s: {why}")
-        if time.monotonic() - said >= 30.0:  # say why it waits, not nothing for the whole timeout
-            sys.stderr.write(f"steward bench k8s: waiting: {why}\n")
-            said = time.monotonic()
-        time.sleep(1.0)
+    wait_ready(names, lambda: node_states(settings), timeout)
     tag = uuid.uuid4().hex[:6]  # pod names, hence job ids, of this run only
     steward_round = one_round(kube, f"st{tag}", "steward", pods, gpus_per_pod, run_s, concurrency, timeout)
     ended, until = {"Succeeded", "Failed"}, time.monotonic() + timeout

@@ -8,7 +8,7 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -222,6 +222,13 @@ class CommandPublisher:
     def publish(self, envelope: Envelope, *, wait: bool = True, timeout: float = 10.0) -> None:
         future = self.producer.send(self.topic, key=envelope.key.encode(), value=envelope.encode())
         if wait:
+            future.get(timeout=timeout)
+
+    def publish_many(self, envelopes: Sequence[Envelope], *, timeout: float = 10.0) -> None:
+        """Send all, then wait for every acknowledgement (one round trip's wait for a batch, not one each); the
+        first failure is raised, as `publish` raises it."""
+        futures = [self.producer.send(self.topic, key=e.key.encode(), value=e.encode()) for e in envelopes]
+        for future in futures:
             future.get(timeout=timeout)
 
     def flush(self, timeout: float | None = 10.0) -> None:

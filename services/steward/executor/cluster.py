@@ -25,6 +25,7 @@ from steward_workflows.payloads import ProcessOutcome, WatchJob, executor_task_q
 log = logging.getLogger("steward.executor.cluster")
 
 ACTIVITY_POLLERS = 16
+MAX_ACTIVITIES = 1024
 
 
 async def watch_attempt(watch: WatchJob, rec: AttemptRecord, poll_s: float,
@@ -35,14 +36,16 @@ async def watch_attempt(watch: WatchJob, rec: AttemptRecord, poll_s: float,
     info = activity.info()
     if info.heartbeat_timeout:
         tick = min(tick, max(info.heartbeat_timeout.total_seconds() / 3, 0.1))
-    deadline = time.monotonic() + max(watch.window_s, 0.0)
+    began = time.monotonic()
+    deadline = began + max(watch.window_s, 0.0)
     while True:
         ended = await outcome(rec)
         if ended is not None:
             return ended
         if time.monotonic() >= deadline:
             return ProcessOutcome(rec.job_id, rec.attempt, 0, "running")
-        activity.heartbeat(rec.pid)
+        if time.monotonic() - began >= tick:  # ADR 0074: not at once (the SDK sends a first heartbeat at once, a
+            activity.heartbeat(rec.pid)      # write on the server): a watch answered within a tick sends none
         await asyncio.sleep(min(tick, max(deadline - time.monotonic(), 0.01)))
 
 
@@ -81,10 +84,11 @@ async def runs_over(client: Client, recs: Sequence[AttemptRecord]) -> list[Attem
 
 
 async def serve(client: Client, settings: Settings, activities: Sequence[Callable[..., Any]],
-                beats: Awaitable[None], stop: asyncio.Event) -> None:
-    """Serve the activities on `executor-<id>` with the heartbeat loop beside them, until `stop`."""
+                beats: Awaitable[None], stop: asyncio.Event, max_activities: int = MAX_ACTIVITIES) -> None:
+    """Serve the activities on `executor-<id>` with the heartbeat loop beside them, until `stop`: at most
+    `max_activities` at once (every running attempt holds one `watch_job`)."""
     worker = Worker(client, task_queue=executor_task_queue(settings.executor_id), activities=list(activities),
-                    max_concurrent_activities=1024,
+                    max_concurrent_activities=max_activities,
                     activity_task_poller_behavior=PollerBehaviorSimpleMaximum(ACTIVITY_POLLERS))
     task = asyncio.ensure_future(beats)
     async with worker:

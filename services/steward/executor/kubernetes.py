@@ -40,7 +40,7 @@ from temporalio import activity
 from temporalio.client import Client
 from temporalio.exceptions import ApplicationError
 
-from steward.bus.envelope import command_envelope
+from steward.bus.envelope import Envelope, command_envelope
 from steward.bus.kafka import CommandPublisher
 from steward.config import Settings
 from steward.domain.commands import (
@@ -50,6 +50,7 @@ from steward.domain.commands import (
     ReportHeartbeat,
     ReportJobStarted,
     ReportSessionAddress,
+    SubmitJob,
 )
 from steward.domain.ids import shown
 from steward.executor.attempts import AttemptRecord, AttemptStore, read_json, write_json
@@ -74,6 +75,7 @@ from steward.executor.kubernetes_pods import (
     parse_namespace_projects,
     pod_annotations,
     pod_job,
+    pod_labels,
     queued_message,
     recreated,
     rejected_message,
@@ -100,6 +102,14 @@ from steward_workflows.payloads import (
 log = logging.getLogger("steward.executor.kubernetes")
 
 IO_THREADS = 16
+# ADR 0074: a round's submissions are labelled and told (two or three API calls a pod) by this many threads at once
+SUBMIT_THREADS = 8
+# ADR 0074: how long a watch or a start waits for a round's list of Steward's pods newer than it needs, before it
+# asks the API server for its own pods (a round stuck on a slow API server must not stop a watch)
+VIEW_WAIT_S = 5.0
+# ADR 0074: activities served at once. Every running attempt holds a `watch_job`; read from the round's view they
+# cost a dict lookup a second, so the bound is memory, not the API server (1,024 left ~1,600 running pods unwatched)
+MAX_ACTIVITIES = 8192
 KILLED_EXIT_CODE = -9
 PREEMPTED_EXIT_CODE = -15  # the pod ended at its delete: SIGTERM, then SIGKILL when its grace ended
 KUBE_FAILED = "KubernetesFailed"
@@ -206,6 +216,13 @@ class KubernetesExecutor:
         self.governed = frozenset(n.strip() for n in self.cluster.namespaces.split(",") if n.strip())
         # job id -> what its pods say: the submissions the ledger rejected (kept in their manifests, ADR 0056)
         self.rejected: dict[str, str] = {}
+        # ADR 0074: the pods of the last round's list (every pod naming Steward's scheduler, by `key`) and when that
+        # list was asked for (monotonic): a watch or a start reads its pods there, not with a GET a pod a second
+        self._view: dict[str, dict[str, Any]] = {}
+        self._view_at = float("-inf")
+        self._rounds = False  # whether `heartbeats` lists the pods every `poll_s` (the view is kept fresh)
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._new_view = asyncio.Event()  # set (and replaced) when a round's list becomes the view
         for path in sorted(self.manifests.glob("*.json")):
             data = read_json(path) or {}
             if data.get("rejected") and data.get("job"):
@@ -213,10 +230,12 @@ class KubernetesExecutor:
 
     # -- reporting --------------------------------------------------------------------------------
 
+    def _envelope(self, command: Command, mid: str, correlation_id: str = "") -> Envelope:
+        return command_envelope(command, actor=f"executor:{self.settings.executor_id}", role="system",
+                                correlation_id=correlation_id or None, message_id=mid)
+
     def _report_now(self, command: Command, mid: str, correlation_id: str = "") -> None:
-        env = command_envelope(command, actor=f"executor:{self.settings.executor_id}", role="system",
-                               correlation_id=correlation_id or None, message_id=mid)
-        self.publisher.publish(env)
+        self.publisher.publish(self._envelope(command, mid, correlation_id))
 
     async def _report(self, command: Command, mid: str, correlation_id: str = "") -> None:
         await asyncio.to_thread(self._report_now, command, mid, correlation_id)
@@ -256,8 +275,14 @@ class KubernetesExecutor:
         return [p for p in pods if p.get("metadata", {}).get("namespace", "default") in self.governed]
 
     def steward_pods(self) -> list[dict[str, Any]]:
-        """Every pod that names Steward's scheduler in the governed namespaces (one list call)."""
+        """Every pod that names Steward's scheduler in the governed namespaces (one list call); every one of them,
+        governed or not, becomes the view the watches read (ADR 0074)."""
+        asked_at = time.monotonic()
         pods = self.kube.pods(field_selector=f"spec.schedulerName={self.cluster.scheduler_name}")
+        self._view = {key(p): p for p in pods}
+        self._view_at = asked_at  # after the view: a reader that sees the time sees that view or a newer one
+        if self._loop is not None:  # wake the readers waiting for it (this runs in a thread of the loop's)
+            self._loop.call_soon_threadsafe(self._viewed)
         if not self.governed:
             return pods
         return [p for p in pods if p.get("metadata", {}).get("namespace", "default") in self.governed]
@@ -270,7 +295,9 @@ class KubernetesExecutor:
         if pods is None:
             pods = self.kube.pods(field_selector=f"spec.schedulerName={self.cluster.scheduler_name},spec.nodeName=")
         pods = self._in_governed(pods)
-        submitted = []
+        submitted: list[PodJob] = []
+        # labelled and told once the round's submissions are out
+        told: list[tuple[list[Mapping[str, Any]], SubmitJob]] = []
         for group in group_new_pods(pods):
             try:
                 job = pod_job(self.settings.executor_id, group, self.namespace_projects)
@@ -280,19 +307,29 @@ class KubernetesExecutor:
                         self._tell(pod, REJECTED_REASON, str(err), warning=True)
                 continue
             job = self._unique(job, group)
-            if self.manifest(job.command.job_id) is not None:  # submitted before a crash: label only
-                self._label(group, job.command.job_id)
-                continue
-            write_json(self._manifest_path(job.command.job_id), {
-                "pods": [dict(p) for p in sorted(group, key=key)], "gpus": list(job.gpus_per_pod),
-                "job": job.command.job_id})
-            self._report_now(job.command, f"submit-{job.command.job_id}")
-            self._label(group, job.command.job_id)
-            for pod in group:
-                self._tell(pod, QUEUED_REASON, queued_message(job.command.job_id))
+            if self.manifest(job.command.job_id) is None:
+                write_json(self._manifest_path(job.command.job_id), {
+                    "pods": [dict(p) for p in sorted(group, key=key)], "gpus": list(job.gpus_per_pod),
+                    "job": job.command.job_id})
+                submitted.append(job)
+            # else written before a crash, maybe never sent: sent again (the ledger keeps the first of a message id)
+            told.append((list(group), job.command))
+        if not told:
+            return submitted
+        # every submission of the round on the bus (acknowledged) before any pod says "queued"
+        self.publisher.publish_many([self._envelope(c, f"submit-{c.job_id}") for _, c in told])
+        # ADR 0074: one round's labels and conditions at once, not one pod's two or three calls after another's
+        # the labels first (a placement may come back before the last), then what each pod says
+        with ThreadPoolExecutor(max_workers=min(SUBMIT_THREADS, len(told)), thread_name_prefix="k8s-tell") as pool:
+            list(pool.map(lambda done: self._label(done[0], done[1].job_id), told))
+            list(pool.map(lambda done: self._tell_queued(done[0], done[1].job_id), told))
+        for job in submitted:
             log.info("pods %s submitted as job %s", ", ".join(job.pods), job.command.job_id)
-            submitted.append(job)
         return submitted
+
+    def _tell_queued(self, group: Sequence[Mapping[str, Any]], job_id: str) -> None:
+        for pod in group:
+            self._tell(pod, QUEUED_REASON, queued_message(job_id))
 
     def _unique(self, job: PodJob, pods: Sequence[Mapping[str, Any]]) -> PodJob:
         """A pod deleted and created again under the same name is a new job: its id gains the pod's uid."""
@@ -442,6 +479,8 @@ class KubernetesExecutor:
         """The pods of this attempt: the user's for the first, recreated ones for a later attempt."""
         manifest = self.manifest(run.job_id)
         pods = self.job_pods(run.job_id)
+        if manifest is not None and run.attempt == 1:
+            pods = pods + self._not_yet_labelled(manifest, run.job_id, {key(p) for p in pods})
         if manifest is not None:
             gpus = [int(g) for g in manifest.get("gpus") or []]
 
@@ -474,6 +513,24 @@ class KubernetesExecutor:
                           self.cluster.scheduler_name, run.env)
         self._add_env(pod, run, resumed=bool(run.resume_from))
         return [self._create(self.cluster.namespace, pod)], [sum(len(g) for g in run.assignments.values())]
+
+    def _not_yet_labelled(self, manifest: Mapping[str, Any], job_id: str, found: set[str]) -> list[dict[str, Any]]:
+        """The submitted pods of a first attempt that its label does not find yet: the round labels a batch's pods
+        after the whole batch is on the bus (ADR 0074), and a placement may come back first. Found by name, the same
+        pod (its uid) still waiting; labelled now."""
+        out = []
+        for original in manifest.get("pods") or []:
+            if key(original) in found:
+                continue
+            namespace, name = split(key(original))
+            pod = self.kube.pod(namespace, name)
+            uid = original.get("metadata", {}).get("uid")
+            if (pod is None or pod.get("metadata", {}).get("uid") != uid or is_deleting(pod) or is_terminal(pod)
+                    or pod_labels(pod).get(JOB_LABEL, job_id) != job_id):
+                continue
+            self._label([pod], job_id)
+            out.append(pod)
+        return out
 
     def _create(self, namespace: str, pod: dict[str, Any]) -> dict[str, Any]:
         try:
@@ -550,15 +607,40 @@ class KubernetesExecutor:
     def pods_of(self, rec: AttemptRecord) -> list[dict[str, Any] | None]:
         return [self.kube.pod(*split(k)) for k in rec.extra.get("pods") or []]
 
+    def _viewed(self) -> None:
+        self._new_view.set()
+        self._new_view = asyncio.Event()
+
+    async def pods_seen(self, rec: AttemptRecord, after: float) -> list[dict[str, Any] | None]:
+        """The attempt's pods as the first round's list asked for after `after` (monotonic) shows them (None: not
+        there), waiting for that round; from the API server itself (a GET a pod) when no such list came within
+        `VIEW_WAIT_S` or three polls (ADR 0074: thousands of watches read one list a round, not a GET each a second)."""
+        if not self._rounds:  # no rounds (an executor driven by hand, as in its tests): ask the API server
+            return await asyncio.to_thread(self.pods_of, rec)
+        deadline = time.monotonic() + max(VIEW_WAIT_S, 3 * self.cluster.poll_s)
+        while self._view_at <= after:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return await asyncio.to_thread(self.pods_of, rec)
+            with contextlib.suppress(TimeoutError):  # woken by the next round's list (not a timer a watch)
+                await asyncio.wait_for(self._new_view.wait(), timeout=left)
+        view = self._view
+        return [view.get(k) for k in rec.extra.get("pods") or []]
+
     async def _until_running(self, rec: AttemptRecord) -> AttemptRecord:
-        """Wait (heartbeating) until the kubelets run the pods (or end them), `start_wait_s` at most."""
-        deadline = time.monotonic() + self.cluster.start_wait_s
+        """Wait (heartbeating) until the kubelets run the pods (or end them), `start_wait_s` at most: each look is a
+        round's list asked for after the last look (the first after the bind)."""
+        began = after = time.monotonic()
+        deadline = began + self.cluster.start_wait_s
+        timeout = activity.info().heartbeat_timeout
+        quiet_s = timeout.total_seconds() / 3 if timeout else 0.0
         while time.monotonic() < deadline:
-            pods = await asyncio.to_thread(self.pods_of, rec)
+            pods = await self.pods_seen(rec, after)
+            after = time.monotonic()
             if all(p is None or p.get("status", {}).get("phase") not in (None, "Pending") for p in pods):
                 break
-            activity.heartbeat("pods pending")
-            await asyncio.sleep(min(self.cluster.poll_s, 0.5))
+            if after - began >= quiet_s:  # ADR 0074: a start that runs within a third of its heartbeat window sends
+                activity.heartbeat("pods pending")  # no heartbeat (each is a write on the server)
         else:
             log.warning("job %s attempt %s: pods not running after %.0f s; reported started", rec.job_id,
                         rec.attempt, self.cluster.start_wait_s)
@@ -573,7 +655,8 @@ class KubernetesExecutor:
         return await watch_attempt(watch, rec, self.cluster.poll_s, self._outcome)
 
     async def _outcome(self, rec: AttemptRecord) -> ProcessOutcome | None:
-        pods = await asyncio.to_thread(self.pods_of, rec)
+        # a list at most one poll old: the watch was taken after its start saw the pods bound in a newer list
+        pods = await self.pods_seen(rec, time.monotonic() - self.cluster.poll_s)
         current = self.attempts.load(rec.job_id, rec.attempt) or rec
         outcome = outcome_of(current, pods, time.time())
         if outcome is not None:
@@ -681,6 +764,7 @@ class KubernetesExecutor:
     async def heartbeats(self, stop: asyncio.Event) -> None:
         """Every `poll_s`: new pods become jobs, and `ReportHeartbeat` goes out on every change (and at a low
         rate otherwise)."""
+        self._rounds, self._loop = True, asyncio.get_running_loop()
         await heartbeat_loop(stop, self._changed, self.round, self._report, self.settings.executor_id,
                              self.cluster.poll_s, self.options.heartbeat_report_s)
 
@@ -723,7 +807,7 @@ async def run_kubernetes_executor(settings: Settings, stop: asyncio.Event | None
     log.info("Kubernetes executor %s serving %s as scheduler %r: %d node(s), %d GPU(s)", settings.executor_id,
              executor_task_queue(settings.executor_id), cluster.scheduler_name, len(nodes),
              sum(n.gpus for n in nodes))
-    await serve(client, settings, executor.activities(), executor.heartbeats(stop), stop)
+    await serve(client, settings, executor.activities(), executor.heartbeats(stop), stop, MAX_ACTIVITIES)
     publisher.close()
     kube.close()
     if api is not None:

@@ -8,7 +8,7 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
-from datetime import timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -136,6 +136,7 @@ class Published:
 class FakeWorkerActivities:
     def __init__(self) -> None:
         self.published: list[Published] = []
+        self.clock: Callable[[], Awaitable[datetime]] | None = None  # the test server's time (`harness` sets it)
         self.occupancy: list[NodeOccupancy] = []
         self.figures: PeriodFigures | None = None
         # the executor's last recorded heartbeat as the log says (None: never heard; a silent executor),
@@ -147,7 +148,11 @@ class FakeWorkerActivities:
 
     @activity.defn(name="publish_command")
     async def publish_command(self, message: CommandMessage) -> None:
-        self.published.append(Published(message, activity.info().current_attempt_scheduled_time.timestamp()))
+        info = activity.info()
+        # a local activity (ADR 0074) is scheduled on the worker's wall clock: the test server's (skipped) time it is
+        at = (await self.clock()).timestamp() if info.is_local and self.clock is not None \
+            else info.current_attempt_scheduled_time.timestamp()
+        self.published.append(Published(message, at))
 
     @activity.defn(name="node_occupancy")
     async def node_occupancy(self, node: NodeRef) -> NodeOccupancy:
@@ -243,6 +248,7 @@ async def harness(executor: FakeExecutor | None = None, with_executor: bool = Tr
     env = await WorkflowEnvironment.start_time_skipping(test_server_existing_path=str(TEST_SERVER))
     executor = executor or FakeExecutor()
     acts = FakeWorkerActivities()
+    acts.clock = env.get_current_time
     async with env:
         worker = Worker(env.client, task_queue=WORKFLOW_TASK_QUEUE, workflows=WORKFLOWS,
                         activities=acts.activities(), graceful_shutdown_timeout=timedelta(0))
