@@ -100,6 +100,10 @@ class CyclePlan:
         self.res_nodes: list[tuple[int, ...]] = []
         self.res_by_job: dict[str, int] = {}
         self.res_projects: set[str] = set()
+        # ADR 0073, several clusters: reservations held per cluster, and the (allocation, cluster) pairs whose
+        # head gang has been reserved or tried there (`res_projects` per cluster)
+        self.res_on: dict[str, int] = {}
+        self.res_tried_on: set[tuple[str, str]] = set()
         self.reserved: set[int] = set()
         self.claimed: set[int] = set()
         self.reserved_room: int | None = None

@@ -1,0 +1,80 @@
+"""Reservations counted per cluster (issue 25, ADR 0073), hand-computed: with several clusters the
+`reservation_allocations` cap holds on each cluster's queue (the order restricted to the jobs accepting it), so a
+gang heading its cluster's queue gets its reservation there even when allocations on another cluster rank higher;
+a gang accepting several clusters is its allocation's head gang on each and counts where it is reserved."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from steward.domain.policy_settings import PolicySettings
+from steward.policy.cycle import schedule
+from steward.policy.model import Node
+from steward.policy.reasons import RESERVED
+from tests.unit.policy.builders import HOUR, NOW, node, pending, running, snapshot, tree
+
+
+def two() -> tuple[Node, ...]:
+    """ceres: c0, c1 (H100); jupiter: j0, j1 (A100); 8 GPUs each."""
+    return (Node("c0", 8, "H100", ("ceres",), "ready", "ceres"), Node("c1", 8, "H100", ("ceres",), "ready", "ceres"),
+            Node("j0", 8, "A100", ("jupiter",), "ready", "jupiter"),
+            Node("j1", 8, "A100", ("jupiter",), "ready", "jupiter"))
+
+
+def busy() -> list[Any]:
+    """Project d's work (the most served: every gang may preempt it once its protection ends) on every node:
+    3 h more protection on ceres, 1 h on jupiter."""
+    return [running(f"d-{n}", "d", 8, on=n, started_at=NOW, protected_for=(3 if n[0] == "c" else 1) * HOUR)
+            for n in ("c0", "c1", "j0", "j1")]
+
+
+def run(jobs: list[Any], cap: int = 1, nodes: tuple[Node, ...] | None = None) -> Any:
+    # a is the most under-served, then b, then c; d is served far beyond its share
+    return schedule(snapshot(nodes or two(), tree=tree(a=0.3, b=0.3, c=0.2, d=0.2),
+                             usage={"a": 0, "b": 1e4, "c": 2e4, "d": 1e9}, running=busy(), pending=jobs,
+                             settings=PolicySettings(reservation_allocations=cap), levels=("cluster",)))
+
+
+def reserved(result: Any) -> dict[str, str | None]:
+    return {r["job_id"]: r.get("cluster") for r in result.evidence["reservations"]}
+
+
+J, C = {"clusters": ("jupiter",)}, {"clusters": ("ceres",)}
+
+
+@pytest.mark.parametrize(("jobs", "cap", "want"), [
+    # the measured symptom: b's gang heads ceres' queue; a, better ranked, holds the one reservation of jupiter
+    ([("ga", "a", J), ("gb", "b", C)], 1, {"ga": "jupiter", "gb": "ceres"}),
+    # both on jupiter with a cap of 1: only the better ranked
+    ([("ga", "a", J), ("gb", "b", J)], 1, {"ga": "jupiter"}),
+    # a gang accepting both is reserved where it is due soonest (jupiter, ADR 0071) and counts there only:
+    # the next allocation's gang gets ceres
+    ([("ga", "a", {}), ("gb", "b", {})], 1, {"ga": "jupiter", "gb": "ceres"}),
+    ([("ga", "a", {}), ("gb", "b", {}), ("gc", "c", {})], 1, {"ga": "jupiter", "gb": "ceres"}),
+    # a's first gang accepts both clusters: it is a's head gang on ceres too, so a's second gets none
+    ([("ga", "a", {}), ("ga2", "a", C)], 1, {"ga": "jupiter"}),
+    # a's first gang is on jupiter only: a's head gang on ceres is its second
+    ([("ga", "a", J), ("ga2", "a", C)], 1, {"ga": "jupiter", "ga2": "ceres"}),
+])
+def test_the_reservation_cap_holds_per_cluster(jobs: list[tuple[str, str, dict[str, Any]]], cap: int,
+                                               want: dict[str, str]) -> None:
+    result = run([pending(j, p, 16, submitted_at=k, **accepts) for k, (j, p, accepts) in enumerate(jobs)], cap)
+    assert reserved(result) == want
+    for job_id in want:
+        assert result.explanations[job_id].reason == RESERVED
+    per_cluster: dict[str | None, int] = {}
+    for cluster in reserved(result).values():
+        per_cluster[cluster] = per_cluster.get(cluster, 0) + 1
+    assert max(per_cluster.values()) <= cap
+
+
+def test_one_cluster_keeps_the_cap_over_the_tree() -> None:
+    # one cluster (no cluster named): the cap of 1 is the tree's, as before ADR 0073
+    nodes = (node("n0"), node("n1"), node("n2"), node("n3"))
+    work = [running(f"d-{n.id}", "d", 8, on=n.id, started_at=NOW, protected_for=HOUR) for n in nodes]
+    result = schedule(snapshot(nodes, tree=tree(a=0.3, b=0.3, c=0.2, d=0.2), usage={"a": 0, "b": 1e4, "d": 1e9},
+                               running=work, pending=[pending("ga", "a", 16), pending("gb", "b", 16, submitted_at=1)],
+                               settings=PolicySettings(reservation_allocations=1)))
+    assert reserved(result) == {"ga": None}
