@@ -12,7 +12,7 @@ import pytest
 from steward.domain.policy_settings import PolicySettings
 from steward.policy.cycle import schedule
 from steward.policy.model import Node
-from steward.policy.reasons import RESERVED
+from steward.policy.reasons import BLOCKED_BY_RESERVATION, RESERVED
 from tests.unit.policy.builders import HOUR, NOW, node, pending, running, snapshot, tree
 
 
@@ -78,3 +78,28 @@ def test_one_cluster_keeps_the_cap_over_the_tree() -> None:
                                running=work, pending=[pending("ga", "a", 16), pending("gb", "b", 16, submitted_at=1)],
                                settings=PolicySettings(reservation_allocations=1)))
     assert reserved(result) == {"ga": None}
+
+
+@pytest.mark.parametrize(("accepts", "blocked"), [
+    ({"clusters": ("jupiter",)}, False),  # the reservation is on ceres, which it does not accept
+    ({"gpu_models": ("A100",)}, False),
+    ({"clusters": ("ceres",)}, True),  # it would fit the reserved room there but would outlast the reservation
+    ({}, True),
+])
+def test_a_job_is_explained_as_blocked_only_by_a_reservation_on_a_cluster_it_accepts(
+        accepts: dict[str, Any], blocked: bool) -> None:
+    # gb (16 GPUs, ceres) is reserved on c0 + c1, due in 3 h; c0 has 4 GPUs free meanwhile; jupiter is full.
+    # x (c's, behind gb) asks 8 h of protection on 2 GPUs: it may not use gb's room
+    work = [running("d-c0", "d", 4, on="c0", started_at=NOW, protected_for=3 * HOUR),
+            running("d-c1", "d", 8, on="c1", started_at=NOW, protected_for=3 * HOUR),
+            running("d-j0", "d", 8, on="j0", started_at=NOW, protected_for=3 * HOUR),
+            running("d-j1", "d", 8, on="j1", started_at=NOW, protected_for=3 * HOUR)]
+    jobs = [pending("gb", "b", 16, clusters=("ceres",)),
+            pending("x", "c", 2, submitted_at=1, min_runtime_s=8 * HOUR, **accepts)]
+    result = schedule(snapshot(two(), tree=tree(a=0.3, b=0.3, c=0.2, d=0.2), usage={"b": 1e4, "c": 2e4, "d": 1e9},
+                               running=work, pending=jobs, levels=("cluster",)))
+    assert reserved(result) == {"gb": "ceres"}
+    e = result.explanations["x"]
+    assert (e.reason == BLOCKED_BY_RESERVATION) is blocked
+    if blocked:
+        assert e.evidence["reserved_for"] == "gb"
