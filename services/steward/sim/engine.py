@@ -226,17 +226,16 @@ class Engine:
         self.cycle_limit = None if per_job is None else max(MIN_CYCLE_LIMIT, math.ceil(per_job * len(self.jobs)))
         # ADR 0029: each project's debug quota (the tree and the capacity are fixed in a run)
         self.debug_quotas = {p: debug_quota_gpus(tree, p, self.capacity, settings) for p in projects}
-        # ADR 0073: with several clusters, each quota's parts per cluster; the queue's window bounds the lane by
-        # their sum (a floor per cluster can make it more than the quota)
+        # ADR 0073: with several clusters, each quota's parts per cluster (each at most the quota, so the queue's
+        # window, which bounds a lane chain's head by the quota, holds for every part: sim/view.py)
         by_cluster: dict[str, float] = {}
         for n in self.nodes:
             by_cluster[self.node_cluster[n.id]] = by_cluster.get(self.node_cluster[n.id], 0.0) + n.gpus
         pins = scenario_pins(scenario.allocations)
         self.debug_parts = ({p: cluster_quotas(q, by_cluster, settings, pins.get(p, ""))
                              for p, q in self.debug_quotas.items()} if len(by_cluster) > 1 else {})
-        window = {p: sum(parts.values()) for p, parts in self.debug_parts.items()} or self.debug_quotas
         self.pending = PendingView(settings, settings.preemption_attempts_per_cycle if may_preempt else 0,
-                                   debug_quotas=window if settings.lane else None)
+                                   debug_quotas=self.debug_quotas if settings.lane else None)
         self.session_gpus = 0
         self.running: dict[str, RunningJob] = {}
         self.pending_sizes: Counter[int] = Counter()
