@@ -13,6 +13,7 @@ from steward.domain.policy_settings import PolicySettings
 from steward.policy.cycle import schedule
 from steward.policy.debug_quota import cluster_quotas, qualify_clusters
 from steward.policy.model import Node, PendingJob, RunningJob
+from steward.policy.outlook import outlook
 from tests.unit.policy.builders import NOW, pending, placed, running, snapshot, tree
 
 S = PolicySettings.steward()  # floor 4 GPUs
@@ -103,3 +104,22 @@ def test_one_cluster_qualifies_as_before() -> None:
                     settings=PolicySettings.steward(), now=NOW)
     lane = next(p for p in schedule(snap).placements if p.job_id == "me").evidence["lane"]
     assert "clusters" not in lane and "by_cluster" not in lane
+
+
+@pytest.mark.parametrize(("accepts", "clusters"), [
+    ({}, ["jupiter"]),  # ceres' part (4) is used: qualified where there is room in its part
+    ({"clusters": ("ceres",)}, None),  # only ceres, whose part is used: over the quota
+])
+def test_the_submit_preview_qualifies_per_cluster_as_the_cycle_does(accepts: dict[str, Any],
+                                                                   clusters: list[str] | None) -> None:
+    work = [rdbg("r1", "c0", 2), rdbg("r2", "c0", 2)]
+    job = dbg("me", 2, at=10.0, **accepts)
+    seen = outlook(job, tree(a=0.5, b=0.5), 16, work, [], S, nodes=two())
+    q = seen.qualification
+    assert q is not None
+    assert q.qualified is (clusters is not None)
+    assert q.to_dict().get("clusters") == (clusters or [])
+    cycle = schedule(snapshot(two(), tree=tree(a=0.5, b=0.5), usage={}, running=work, pending=[job], settings=S))
+    p = next(p for p in cycle.placements if p.job_id == "me")  # over the quota, it still starts as funded work
+    assert p.evidence["qualified"] is (clusters is not None)
+    assert ("lane" in p.evidence) is (clusters is not None)
