@@ -13,6 +13,7 @@ from steward.domain.policy_settings import PolicySettings
 from steward.policy.cycle import schedule
 from steward.policy.model import Node
 from steward.policy.reasons import BLOCKED_BY_RESERVATION, RESERVED
+from steward.policy.routing import positions_in_clusters
 from tests.unit.policy.builders import HOUR, NOW, node, pending, running, snapshot, tree
 
 
@@ -103,3 +104,21 @@ def test_a_job_is_explained_as_blocked_only_by_a_reservation_on_a_cluster_it_acc
     assert (e.reason == BLOCKED_BY_RESERVATION) is blocked
     if blocked:
         assert e.evidence["reserved_for"] == "gb"
+
+
+@pytest.mark.parametrize(("jobs", "want"), [
+    # a jupiter job behind two ceres-only jobs is first in its cluster's queue
+    ([("c1", C), ("c2", C), ("j1", J)], {"c1": 1, "c2": 2, "j1": 1}),
+    # a job accepting both counts ahead of, and behind, everyone
+    ([("any", {}), ("c1", C), ("j1", J), ("any2", {})], {"any": 1, "c1": 2, "j1": 2, "any2": 4}),
+    # by model: A100 is jupiter's
+    ([("c1", C), ("a100", {"gpu_models": ("A100",)}), ("j1", J)], {"c1": 1, "a100": 1, "j1": 2}),
+])
+def test_the_position_in_the_queue_of_the_clusters_a_job_accepts(jobs: list[tuple[str, dict[str, Any]]],
+                                                                 want: dict[str, int]) -> None:
+    order = [pending(j, "a", 1, submitted_at=k, **accepts) for k, (j, accepts) in enumerate(jobs)]
+    assert positions_in_clusters(order, two()) == want
+    # one cluster: the position overall
+    one = (node("n0"),)
+    assert positions_in_clusters([pending(j, "a", 1) for j, _ in jobs], one) == {
+        j: k for k, (j, _) in enumerate(jobs, 1)}
