@@ -186,6 +186,7 @@ def test_the_trimmed_queue_decides_as_the_full_one_with_the_debug_quota_per_clus
         engine.trim, engine.skip = trim, False
         engine.run()
         assert engine.debug_parts  # the quota is per cluster here
-        return engine.stats.trace
+        out: list[dict[str, Any]] = engine.stats.trace
+        return out
 
     assert trace(True) == trace(False)
