@@ -48,6 +48,8 @@ class Why:
     position_in_project: int | None = None
     event_position: int | None = None
     evidence: dict[str, Any] = field(default_factory=dict)
+    position_in_clusters: int | None = None
+    """ADR 0073: the order's position now among the waiting jobs that accept a cluster it accepts."""
 
 
 def _recorded(events: Sequence[RecordedEvent], types: tuple[str, ...], key: str) -> RecordedEvent | None:
@@ -83,7 +85,8 @@ def why_pending(job: dict[str, Any], events: Sequence[RecordedEvent], snap: Read
         why = _from_recorded(job_id, rec, "explanation")
         item = next((q for q in snap.queue() if q.job["job_id"] == job_id), None)
         # the reason is the scheduler's as recorded; the positions are the order's now
-        return replace(why, position=item.position, position_in_project=item.position_in_project) if item else why
+        return replace(why, position=item.position, position_in_project=item.position_in_project,
+                       position_in_clusters=item.position_in_clusters) if item else why
     return derive_pending(job, snap)
 
 
@@ -92,10 +95,13 @@ def derive_pending(job: dict[str, Any], snap: ReadView, item: QueueItem | None =
         item = next((q for q in snap.queue() if q.job["job_id"] == job["job_id"]), None)
     position = item.position if item else None
     in_project = item.position_in_project if item else None
+    in_clusters = item.position_in_clusters if item else None
     max_node, max_free, total, total_free = snap.capacity_figures()
     gpus = int(job["gpus"])
     ahead = (position - 1) if position else 0
     place = f"position {position} of {len(snap.queue())} in the queue, {in_project} in project {job['project']}"
+    if in_clusters is not None and in_clusters != position:  # ADR 0073: several clusters
+        place += f", {in_clusters} among the jobs waiting for the clusters it accepts"
     evidence: dict[str, Any] = {
         "gpus": gpus, "largest_node_gpus": max_node, "largest_free_on_one_node": max_free,
         "cluster_gpus": total, "cluster_free_gpus": total_free, "jobs_ahead": ahead,
@@ -104,7 +110,7 @@ def derive_pending(job: dict[str, Any], snap: ReadView, item: QueueItem | None =
     if gpus > total:
         blocking, scope = gpus - total, "the cluster"
         return Why(job["job_id"], TOO_LARGE, f"can never fit: needs {blocking} more GPUs than the cluster has",
-                   "derived", blocking, scope, None, position, in_project, None, evidence)
+                   "derived", blocking, scope, None, position, in_project, None, evidence, in_clusters)
     if gpus <= max_node:
         scope, usable = "one node", max_free
     else:
@@ -112,10 +118,10 @@ def derive_pending(job: dict[str, Any], snap: ReadView, item: QueueItem | None =
     if usable < gpus:
         blocking = gpus - usable
         return Why(job["job_id"], INSUFFICIENT_CAPACITY, f"needs {blocking} more GPUs in {scope}; {place}",
-                   "derived", blocking, scope, None, position, in_project, None, evidence)
+                   "derived", blocking, scope, None, position, in_project, None, evidence, in_clusters)
     return Why(job["job_id"], WAITING_FOR_CYCLE,
                f"room exists in {scope}; the scheduler places it at its next cycle unless jobs ahead take it; {place}",
-               "derived", 0, scope, None, position, in_project, None, evidence)
+               "derived", 0, scope, None, position, in_project, None, evidence, in_clusters)
 
 
 def order_evidence(job: dict[str, Any], snap: ReadView) -> dict[str, Any]:
@@ -142,7 +148,7 @@ def queued(job: dict[str, Any], snap: ReadView, item: QueueItem,
                str(data.get("text") or f"{data.get('reason')} (recorded at position {position})"), "recorded",
                int(data.get("blocking_gpus") or 0), str(data.get("blocking_scope") or ""),
                float(until) if isinstance(until, int | float) else None, item.position, item.position_in_project,
-               position, dict(raw) if isinstance(raw, dict) else {})
+               position, dict(raw) if isinstance(raw, dict) else {}, item.position_in_clusters)
 
 
 def why_preempted(job: dict[str, Any], events: Sequence[RecordedEvent]) -> Why:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from steward.domain.clusters import pinned_clusters
 from steward.domain.commands import SubmitJob
 from steward.domain.policy_settings import PolicySettings
 from steward.domain.state import LedgerState
@@ -20,6 +21,7 @@ from steward.policy.outlook import Outlook, outlook
 from steward.scheduler.bridge import (
     HOLDING_STATES,
     WAITING_STATES,
+    allocation_pins,
     allocation_tree,
     pending_job,
     policy_node,
@@ -76,10 +78,14 @@ def submit_outlook(state: LedgerState, settings: PolicySettings, command: Submit
     at its recorded submit time): the job itself is not counted among the running or waiting."""
     job_id = command.job_id or NEW_JOB_ID
     recorded = state.jobs.get(job_id)  # asked after submitting: its place in the quota's order is its own
+    pins = allocation_pins(state)  # ADR 0067/0073: the clusters it and its project's work accept
+    pin = pins.get(command.project, "")
     job = PendingJob(id=job_id, project=command.project, gpus=command.gpus,
                      submitted_at=recorded.submitted_at if recorded is not None else now,
                      min_runtime_s=command.min_runtime_s, resumable=command.resumable,
-                     klass=_klass(command.job_class), priority=command.priority)
+                     klass=_klass(command.job_class), priority=command.priority,
+                     gpu_models=tuple(command.gpu_models), clusters=pinned_clusters(tuple(command.clusters), pin),
+                     pin=pin)
     project = command.project
     funded: dict[str, float] = {}  # funded GPUs running per project: all the funding rule reads of others
     running = []  # the project's own: what its debug quota counts
@@ -91,8 +97,9 @@ def submit_outlook(state: LedgerState, settings: PolicySettings, command: Submit
             if j.funded:
                 funded[j.project] = funded.get(j.project, 0.0) + j.gpus
             if j.project == project:
-                running.append(running_job(j, now))
+                running.append(running_job(j, now, pin))
         elif j.state in WAITING_STATES and j.project == project:
-            waiting.append(pending_job(j))
+            waiting.append(pending_job(j, pin=pin))
+    nodes = [policy_node(n) for n in state.nodes.values()]
     return outlook(job, allocation_tree(state, settings.max_tree_depth), ready_capacity(state), running, waiting,
-                   settings, funded)
+                   settings, funded, nodes)

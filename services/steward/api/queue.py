@@ -23,6 +23,7 @@ from steward.api.outlook import QuotaFigures, quota_figures
 from steward.domain.policy_settings import PolicySettings
 from steward.domain.state import LedgerState
 from steward.policy.ordering import demand_of, order_pending, standing
+from steward.policy.routing import positions_in_clusters
 from steward.scheduler.bridge import HOLDING_STATES, policy_node, running_job, snapshot_of
 from steward.scheduler.service import SchedulerState
 from steward.store.eventstore import EventStore
@@ -42,6 +43,9 @@ class PolicyOrder:
     position: Mapping[str, int]
     position_in_project: Mapping[str, int]
     standing: Mapping[str, dict[str, Any]]
+    position_in_clusters: Mapping[str, int]
+    """ADR 0073: the position among the waiting jobs that accept a cluster the job accepts (`position` with one
+    cluster; `policy.routing.positions_in_clusters`)."""
 
 
 def order_now(view: SchedulerState, now: float) -> PolicyOrder:
@@ -62,7 +66,8 @@ def order_now(view: SchedulerState, now: float) -> PolicyOrder:
     return PolicyOrder(
         head=view.head, now=now, ordering=snap.settings.ordering, jobs=ids,
         position={j: i for i, j in enumerate(ids, 1)}, position_in_project=in_project,
-        standing={p: stand.evidence(snap.tree, p) for p in order.by_project})
+        standing={p: stand.evidence(snap.tree, p) for p in order.by_project},
+        position_in_clusters=positions_in_clusters(order.jobs, snap.nodes))
 
 
 class PolicyQueue:

@@ -27,6 +27,8 @@ class QueueItem:
     job: dict[str, Any]
     position: int
     position_in_project: int
+    position_in_clusters: int | None = None
+    """ADR 0073: its position among the waiting jobs that accept a cluster it accepts (None without a policy)."""
 
 
 @dataclass(slots=True)
@@ -71,7 +73,8 @@ class ReadView:
                     per_project[j["project"]] = per_project.get(j["project"], 0) + 1
                     items.append(QueueItem(j, i, per_project[j["project"]]))
             else:
-                items = [QueueItem(waiting[i], order.position[i], order.position_in_project[i])
+                items = [QueueItem(waiting[i], order.position[i], order.position_in_project[i],
+                                   order.position_in_clusters.get(i))
                          for i in order.jobs if i in waiting]
             self._queue, self._queue_order = items, order
         return self._queue

@@ -350,7 +350,7 @@ class Query(NotificationQueries):  # notifications' queries: steward.api.notific
                                           position_in_project=item.position_in_project, job=Job.of(job),
                                           reason=why.reason, text=why.text, blocking_gpus=why.blocking_gpus,
                                           blocking_scope=why.blocking_scope, blocking_until=why.blocking_until,
-                                          source=why.source))
+                                          source=why.source, position_in_clusters=item.position_in_clusters))
             else:
                 entries.append(QueueEntry(position=item.position, mine=False, position_in_project=None, job=None,
                                           reason=None, text=None, blocking_gpus=None))

@@ -117,6 +117,9 @@ class Explanation:
     position_in_project: BigInt | None
     event_position: BigInt | None
     evidence: JSON
+    position_in_clusters: BigInt | None = strawberry.field(
+        default=None, description="Its position among the waiting jobs that accept a cluster it accepts (the "
+                                  "queue of the clusters it may run on; `position` with one cluster).")
 
     @staticmethod
     def of(w: Why) -> Explanation:
@@ -124,7 +127,7 @@ class Explanation:
                            blocking_gpus=w.blocking_gpus, blocking_scope=w.blocking_scope,
                            blocking_until=w.blocking_until, position=w.position,
                            position_in_project=w.position_in_project, event_position=w.event_position,
-                           evidence=cast(JSON, w.evidence))
+                           evidence=cast(JSON, w.evidence), position_in_clusters=w.position_in_clusters)
 
 
 def _floats(values: Any) -> list[float] | None:
@@ -401,6 +404,8 @@ class QueueEntry:
     blocking_scope: str | None = None
     blocking_until: float | None = None
     source: str | None = strawberry.field(default=None, description="'recorded' or 'derived'.")
+    position_in_clusters: BigInt | None = strawberry.field(
+        default=None, description="Its position among the waiting jobs that accept a cluster it accepts.")
 
 
 @strawberry.type

@@ -53,12 +53,13 @@ JOBS = f"""query($first: Int!, $after: String, $filter: JobFilter) {{
   jobs(first: $first, after: $after, filter: $filter) {{
     edges {{ node {{ {JOB_FIELDS} }} }} pageInfo {{ hasNextPage endCursor }} }} }}"""
 
-WHY_FIELDS = "jobId reason text source blockingGpus blockingScope blockingUntil position positionInProject evidence"
+WHY_FIELDS = ("jobId reason text source blockingGpus blockingScope blockingUntil position positionInProject "
+              "positionInClusters evidence")
 WHY = f"""query($id: ID!) {{ job(id: $id) {{ id state owner {{ subject name }} }}
   whyPending(job: $id) {{ {WHY_FIELDS} }} whyPreempted(job: $id) {{ {WHY_FIELDS} }} }}"""
 
 QUEUE = f"""query($first: Int!, $project: String) {{ queue(first: $first, project: $project) {{
-  waiting waitingGpus entries {{ position mine positionInProject reason text blockingGpus
+  waiting waitingGpus entries {{ position mine positionInProject positionInClusters reason text blockingGpus
     job {{ {JOB_FIELDS} }} }} }} }}"""
 
 
@@ -248,8 +249,10 @@ def register(app: typer.Typer) -> None:
         if not 1 <= limit <= 500:
             fail(f"--limit must be between 1 and 500, got {limit}", 2)
         q = GraphQLClient(get_settings()).execute(QUEUE, {"first": limit, "project": project})["queue"]
-        rows = [[e["position"], e["positionInProject"] or "", e["job"]["id"] if e["job"] else "(another tenant)",
+        rows = [[e["position"], e["positionInProject"] or "", e.get("positionInClusters") or "",
+                 e["job"]["id"] if e["job"] else "(another tenant)",
                  e["job"]["project"] if e["job"] else "", e["job"]["gpus"] if e["job"] else "", e["reason"] or ""]
                 for e in q["entries"]]
-        emit(q, output, rows, ["position", "in project", "job", "project", "gpus", "reason"])
+        # "in clusters": the position among the jobs waiting for a cluster it accepts (ADR 0073)
+        emit(q, output, rows, ["position", "in project", "in clusters", "job", "project", "gpus", "reason"])
 

@@ -43,6 +43,9 @@ from steward.policy.tree import AllocationTree
 if TYPE_CHECKING:
     from steward.policy.placement import CapacityIndex
 
+# what the bulk rule reads of a job (`ExplainContext._class_of`)
+_ClassKey = tuple[str, int, int, str, float, int, tuple[tuple[str, ...], tuple[str, ...]] | None]
+
 @dataclass(frozen=True, slots=True)
 class Special:
     """An explanation decided during the cycle (for jobs the cycle actually tried)."""
@@ -66,6 +69,8 @@ class ReservedRoom:
     """Most free GPUs on one of its nodes (what a one-node job could use)."""
     whole: int
     """GPUs on its wholly free nodes (what a multi-node gang could use)."""
+    cluster: str | None = None
+    """The cluster it is on (several clusters, ADR 0071); None with one cluster."""
 
     def would_hold(self, gpus: int, maxcap: int) -> bool:
         """Issue 3: would this reservation's free room hold a job of `gpus` GPUs now?"""
@@ -96,11 +101,13 @@ class ExplainContext:
     """What the bulk explanations read. Built by the cycle; read-only afterwards."""
 
     __slots__ = (
+        "_accepts_memo",
         "_caps",
         "_earliest",
         "_gang_memo",
         "_gangs",
         "_leaving",
+        "_multi",
         "_node_paths",
         "_nodes",
         "_pos",
@@ -171,7 +178,7 @@ class ExplainContext:
         self._earliest: list[float] | None = None
         self._releases: list[list[tuple[float, int]]] | None = None
         self._gang_memo: dict[tuple[int, int], float | None] = {}
-        self._summaries: dict[tuple[str, int, int, str, float, int], tuple[str, int, str]] = {}
+        self._summaries: dict[_ClassKey, tuple[str, int, str]] = {}
         self._gangs: list[int] | None = None
         self.placements = placements
         self.qualifications: Mapping[str, Qualification] = qualifications or {}
@@ -184,6 +191,8 @@ class ExplainContext:
         self._pos_of_node = index.pos
         self._caps = list(index.cap)
         self._leaving = leaving
+        self._multi = len({n.cluster for n in index.nodes}) > 1
+        self._accepts_memo: dict[tuple[tuple[str, ...], tuple[str, ...]], frozenset[str]] = {}
 
     @property
     def waiting(self) -> Sequence[PendingJob]:
@@ -371,7 +380,7 @@ class ExplainContext:
             self._summaries[key] = got
         return got
 
-    def _class_of(self, job: PendingJob, position: int = 0) -> tuple[str, int, int, str, float, int]:
+    def _class_of(self, job: PendingJob, position: int = 0) -> _ClassKey:
         """Everything of a job (without a decision of this cycle) that `_reason` reads: its project,
         size, topology depth, class and min_runtime (funding and protection), and how many reserved
         gangs are ahead of it in the order (`_blocking_reservation`: behind a gang or not)."""
@@ -381,7 +390,9 @@ class ExplainContext:
             for g in self._gang_positions():
                 if g < mine:
                     behind += 1
-        return job.project, job.gpus, job.topology_depth or 0, job.klass, job.min_runtime_s, behind
+        # ADR 0073: with several clusters, which reservations concern it depends on the clusters it accepts
+        request = (job.gpu_models, job.clusters) if behind and self._multi else None
+        return job.project, job.gpus, job.topology_depth or 0, job.klass, job.min_runtime_s, behind, request
 
     def _gang_positions(self) -> list[int]:
         """Positions of the reserved gangs still waiting, ascending (0 for one that is not waiting:
@@ -451,13 +462,25 @@ class ExplainContext:
         waiting = self._waiting_positions()
         mine = waiting[job.id]
         ends = self.now + protection_s(job.klass, job.min_runtime_s, self.settings)
+        accepts = self._accepts(job) if self._multi else None
         for room in rooms:
             gang = waiting.get(room.job_id)
             if gang is None or mine <= gang:  # the gang itself, or ahead of it: may use its nodes
                 continue
+            if accepts is not None and room.cluster not in accepts:
+                continue  # ADR 0073: a reservation on a cluster it does not accept never keeps it waiting
             if room.would_hold(job.gpus, self.capacity.maxcap) and ends > room.ready_at:
                 return room
         return None
+
+    def _accepts(self, job: PendingJob) -> frozenset[str]:
+        """The clusters with a node `job` accepts (its models and clusters; memoised per request)."""
+        key = (job.gpu_models, job.clusters)
+        got = self._accepts_memo.get(key)
+        if got is None:
+            got = frozenset(n.cluster for n in self._nodes if admits(job.gpu_models, job.clusters, n.model, n.cluster))
+            self._accepts_memo[key] = got
+        return got
 
     def _largest_possible(self, job: PendingJob) -> int:
         cap = self.capacity

@@ -13,10 +13,11 @@ words the answer.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from steward.domain.clusters import admits
 from steward.domain.policy_settings import PolicySettings
 from steward.policy.contract import (
     ENTITLEMENT_USED,
@@ -28,8 +29,14 @@ from steward.policy.contract import (
     lane_funds,
     protection_s,
 )
-from steward.policy.debug_quota import Qualification, qualify_in
-from steward.policy.model import PendingJob, RunningJob
+from steward.policy.debug_quota import (
+    Qualification,
+    cluster_quotas,
+    debug_quota_gpus,
+    qualify_clusters,
+    qualify_in,
+)
+from steward.policy.model import Node, PendingJob, RunningJob
 from steward.policy.ordering import tree_layout
 from steward.policy.tree import AllocationTree
 
@@ -104,11 +111,14 @@ def outlook(
     waiting: Iterable[PendingJob],
     settings: PolicySettings,
     funded_gpus: Mapping[str, float] | None = None,
+    nodes: Sequence[Node] = (),
 ) -> Outlook:
     """The preview of `job` (not yet among `waiting`, or ignored there) at submit: funded now or will
     run unfunded and why, the protection it will get, and for debug work whether it is qualified.
     `funded_gpus`: the funded GPUs running per project, when the caller tallied them (then `running`
-    need only hold the job's own project's work, which the debug quota counts); else from `running`."""
+    need only hold the job's own project's work, which the debug quota counts); else from `running`.
+    `nodes`: the registered nodes; when they form several clusters the debug quota is qualified per cluster,
+    as the cycle does (ADR 0073, `qualify_per_cluster`)."""
     running = tuple(running)
     waiting = tuple(w for w in waiting if w.id != job.id)
     path = tree.path(job.project) if tree.is_leaf(job.project) else ()
@@ -123,7 +133,10 @@ def outlook(
     figures_of = short or (path[-1] if path else None)
     qualification = None
     if job.klass in ("debug", "interactive"):
-        qualification = qualify_in(job, tree, capacity_gpus, running, waiting, settings)
+        if len({n.cluster for n in nodes}) > 1:
+            qualification = qualify_per_cluster(job, tree, capacity_gpus, nodes, running, waiting, settings)
+        else:
+            qualification = qualify_in(job, tree, capacity_gpus, running, waiting, settings)
     by_lane = gap is not None and qualification is not None and qualification.qualified and lane_funds(gap)
     funded = gap is None or by_lane
     out = Outlook(
@@ -202,3 +215,27 @@ def _with_message(o: Outlook, settings: PolicySettings) -> Outlook:
         lines.append(qualification_message(o.qualification, o.project, settings))
     return Outlook(o.funded, o.reason, o.funded_by_lane, o.protection_s, o.asked_protection_s, o.project, o.allocation,
                    o.in_use_gpus, o.entitled_gpus, o.qualification, "\n".join(lines))
+
+
+def qualify_per_cluster(job: PendingJob, tree: AllocationTree, capacity_gpus: float, nodes: Sequence[Node],
+                        running: Iterable[RunningJob], waiting: Iterable[PendingJob],
+                        settings: PolicySettings) -> Qualification:
+    """ADR 0073, the preview's qualification with several clusters, gathered as the cycle's phase 2 does: the
+    allocation's quota over the ready capacity, its parts per cluster of ready GPUs (its pin's alone when pinned),
+    running work's cluster from its first node, and the clusters with a node each job accepts."""
+    capacity: dict[str, float] = {}
+    cluster_of_node: dict[str, str] = {}
+    for n in nodes:
+        cluster_of_node[n.id] = n.cluster
+        if n.state == "ready":
+            capacity[n.cluster] = capacity.get(n.cluster, 0.0) + n.gpus
+    parts = cluster_quotas(debug_quota_gpus(tree, job.project, capacity_gpus, settings), capacity, settings, job.pin)
+
+    def cluster_of(r: RunningJob) -> str | None:
+        return cluster_of_node.get(r.placement[0][0]) if r.placement else None
+
+    def accepts_of(w: PendingJob) -> list[str]:
+        return sorted({n.cluster for n in nodes if admits(w.gpu_models, w.clusters, n.model, n.cluster)})
+
+    return qualify_clusters(job, parts, accepts_of(job), running, waiting, settings, cluster_of, accepts_of,
+                            allocated=tree.is_leaf(job.project))

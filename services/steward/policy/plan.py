@@ -100,6 +100,10 @@ class CyclePlan:
         self.res_nodes: list[tuple[int, ...]] = []
         self.res_by_job: dict[str, int] = {}
         self.res_projects: set[str] = set()
+        # ADR 0073, several clusters: reservations held per cluster, and the (allocation, cluster) pairs whose
+        # head gang has been reserved or tried there (`res_projects` per cluster)
+        self.res_on: dict[str, int] = {}
+        self.res_tried_on: set[tuple[str, str]] = set()
         self.reserved: set[int] = set()
         self.claimed: set[int] = set()
         self.reserved_room: int | None = None
@@ -434,22 +438,27 @@ class CyclePlan:
             self.reserved_rooms = None
         return self.reserved_shape
 
-    def blocking_reservation(self, gpus: int, mask: int) -> int | None:
+    def blocking_reservation(self, gpus: int, mask: int, job: PendingJob | None = None) -> int | None:
         """ADR 0013: the first reservation a job of `gpus` may not use (not in `mask`) whose
-        unclaimed nodes would hold it now — the one its explanation names."""
+        unclaimed nodes would hold it now — the one its explanation names. With several clusters, only a
+        reservation on a cluster `job` accepts (ADR 0073: another cluster's gang does not keep it waiting)."""
         self.reserved_now()
         rooms = self.reserved_rooms
         if rooms is None:
             rooms = [self.room_of(nodes) for nodes in self.res_nodes]
             self.reserved_rooms = rooms
         maxcap = self.index.maxcap
+        accepts = ({c for c, _ in self.routes.candidates(job)}
+                   if job is not None and self.routes.multi else None)
         for r, room in enumerate(rooms):
+            if accepts is not None and self.reservations[r].cluster not in accepts:
+                continue
             if not mask >> r & 1 and room.would_hold(gpus, maxcap):
                 return r
         return None
 
     def room_of(self, nodes: tuple[int, ...], job_id: str = "", ready_at: float = 0.0,
-                domain: tuple[str, ...] = ()) -> ReservedRoom:
+                domain: tuple[str, ...] = (), cluster: str | None = None) -> ReservedRoom:
         """The free room on one reservation's unclaimed nodes."""
         free, cap = self.index.free, self.index.cap
         mine = [i for i in nodes if i not in self.claimed]
@@ -457,6 +466,7 @@ class CyclePlan:
             job_id, ready_at, domain,
             max((free[i] for i in mine), default=0),
             sum(cap[i] for i in mine if free[i] == cap[i]),
+            cluster,
         )
 
     def reserved_has_room(self) -> bool:

@@ -49,7 +49,7 @@ from typing import Any, Protocol
 from steward.domain.clusters import cluster_name, pinned_clusters
 from steward.domain.policy_settings import PolicySettings
 from steward.policy.contract import requeue
-from steward.policy.debug_quota import debug_quota_gpus, qualify
+from steward.policy.debug_quota import cluster_quotas, debug_quota_gpus, qualify, qualify_clusters
 from steward.policy.lane import lane_pending
 from steward.policy.model import CycleResult, Node, PendingJob, RunningJob, Snapshot
 from steward.policy.tree import AllocationTree
@@ -226,6 +226,14 @@ class Engine:
         self.cycle_limit = None if per_job is None else max(MIN_CYCLE_LIMIT, math.ceil(per_job * len(self.jobs)))
         # ADR 0029: each project's debug quota (the tree and the capacity are fixed in a run)
         self.debug_quotas = {p: debug_quota_gpus(tree, p, self.capacity, settings) for p in projects}
+        # ADR 0073: with several clusters, each quota's parts per cluster (each at most the quota, so the queue's
+        # window, which bounds a lane chain's head by the quota, holds for every part: sim/view.py)
+        by_cluster: dict[str, float] = {}
+        for n in self.nodes:
+            by_cluster[self.node_cluster[n.id]] = by_cluster.get(self.node_cluster[n.id], 0.0) + n.gpus
+        pins = scenario_pins(scenario.allocations)
+        self.debug_parts = ({p: cluster_quotas(q, by_cluster, settings, pins.get(p, ""))
+                             for p, q in self.debug_quotas.items()} if len(by_cluster) > 1 else {})
         self.pending = PendingView(settings, settings.preemption_attempts_per_cycle if may_preempt else 0,
                                    debug_quotas=self.debug_quotas if settings.lane else None)
         self.session_gpus = 0
@@ -398,10 +406,27 @@ class Engine:
             qualified, reason = True, "within_quota"
         else:
             project = pj.project
-            q = qualify(pj, self.debug_quotas.get(project, 0), self.running.values(),
-                        self.pending.lane_jobs(project), self.settings, allocated=project in self.debug_quotas)
+            if self.debug_parts:  # ADR 0073: per cluster
+                q = qualify_clusters(pj, self.debug_parts.get(project, {}), self._accepts(pj), self.running.values(),
+                                     self.pending.lane_jobs(project), self.settings, self._cluster_of, self._accepts,
+                                     allocated=project in self.debug_quotas)
+            else:
+                q = qualify(pj, self.debug_quotas.get(project, 0), self.running.values(),
+                            self.pending.lane_jobs(project), self.settings, allocated=project in self.debug_quotas)
             qualified, reason = q.qualified, q.reason
         return self.rec.record_debug_class(qualified, reason)
+
+    def _cluster_of(self, r: RunningJob) -> str | None:
+        return self.node_cluster[r.placement[0][0]] if r.placement else None
+
+    def _accepts(self, pj: PendingJob) -> tuple[str, ...]:
+        """The clusters a waiting job may run on (ADR 0073's debug quota per cluster): those its admissible nodes
+        hold it on (`metrics.admissible_clusters`, as at its arrival)."""
+        key = (pj.gpu_models, pj.clusters, pj.gpus)
+        where = self.admissible_memo.get(key)
+        if where is None:
+            where = self.admissible_memo[key] = admissible_clusters(self.rec.nodes, *key)
+        return where
 
     def _enqueue(self, job: SimJob) -> int:
         assert job.pending is not None

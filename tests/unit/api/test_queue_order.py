@@ -131,3 +131,20 @@ def test_other_tenants_jobs_are_positions_only(tmp_path: Path) -> None:
         entries = server.gql(QUEUE, token=token)["data"]["queue"]["entries"]
         assert [(e["position"], e["mine"], e["job"] and e["job"]["id"]) for e in entries] == \
             [(1, False, None), (2, True, "o-hi")]
+
+
+def test_the_position_in_the_queue_of_the_clusters_a_job_accepts(tmp_path: Path) -> None:
+    # ADR 0073: two clusters; a jupiter job behind two ceres-only jobs is first in its clusters' queue
+    with serve(tmp_path, seeded=False) as server:
+        record(server.store, [SetAllocations("cluster", {"a": 1.0}, "setup"),
+                              RegisterNode("c1", 8, "h100", ["zone", "c1"], cluster="ceres"),
+                              RegisterNode("j1", 8, "a100", ["zone", "j1"], cluster="jupiter")])
+        for job, clusters in (("c-1", ["ceres"]), ("c-2", ["ceres"]), ("j-1", ["jupiter"]), ("any", [])):
+            record(server.store, [SubmitJob(job, "a", 1, 600, ["true"], clusters=clusters)])
+        q = server.gql("{ queue(first: 50) { entries { position positionInClusters job { id } } } }",
+                       token=server.tokens["admin"])["data"]["queue"]
+        got = {e["job"]["id"]: (e["position"], e["positionInClusters"]) for e in q["entries"]}
+        assert got == {"c-1": (1, 1), "c-2": (2, 2), "j-1": (3, 1), "any": (4, 4)}
+        why = server.gql('{ whyPending(job: "j-1") { position positionInClusters text } }',
+                         token=server.tokens["admin"])["data"]["whyPending"]
+        assert (why["position"], why["positionInClusters"]) == (3, 1)

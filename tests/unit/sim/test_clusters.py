@@ -171,3 +171,22 @@ def test_the_file_tree_apply_reads_simulates_with_its_pins_and_display_names(tmp
     tree = {"lab": {"share": 1.0, "pin": "ceres", "name": "Vision Lab", "children": {"p": 1.0}}}
     sc = load_scenario(write(tmp_path, {**PINNED, "tree": tree}, "j,0,60,8,p,batch,60,1,,\n"))
     assert sc.allocations["lab"].pin == "ceres" and sc.allocations["p"].pin == ""
+
+
+def test_the_trimmed_queue_decides_as_the_full_one_with_the_debug_quota_per_cluster(tmp_path: Path) -> None:
+    # ADR 0073: a lane chain's head keeps the allocation's quota of jobs (sim/view.py); every part per cluster is
+    # at most the quota, so the trimmed queue still qualifies and places as the full one does
+    from steward.sim.engine import Engine
+    from steward.sim.policies import settings_for, tree_for
+
+    sc = load_scenario(generate("two-clusters", 1, {"nodes": 8, "jobs": 400}).write(tmp_path))
+
+    def trace(trim: bool) -> list[dict[str, Any]]:
+        engine = Engine(sc, settings_for("steward", sc), tree_for(sc), schedule, record_decisions=True)
+        engine.trim, engine.skip = trim, False
+        engine.run()
+        assert engine.debug_parts  # the quota is per cluster here
+        out: list[dict[str, Any]] = engine.stats.trace
+        return out
+
+    assert trace(True) == trace(False)

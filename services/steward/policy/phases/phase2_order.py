@@ -10,9 +10,16 @@ from collections.abc import Mapping, Sequence
 from itertools import compress
 
 from steward.policy.churn import claimed_rooms
-from steward.policy.debug_quota import Qualification, debug_quota_gpus, qualify_all
+from steward.policy.debug_quota import (
+    Qualification,
+    cluster_quotas,
+    debug_quota_gpus,
+    qualify_all,
+    qualify_all_clusters,
+)
 from steward.policy.model import (
     PendingJob,
+    RunningJob,
 )
 from steward.policy.ordering import demand_of, order_pending, standing, tree_layout
 from steward.policy.packing import FirmLoad
@@ -95,4 +102,33 @@ def qualifications(cycle: CyclePlan) -> dict[str, Qualification]:
         return {}
     leaving = cycle.leaving
     running = [r for r in snap.running if r.id not in leaving] if leaving else snap.running
+    if cycle.routes.multi:
+        return qualifications_per_cluster(cycle, quotas, running)
     return qualify_all(quotas, running, snap.pending, s)
+
+
+def qualifications_per_cluster(cycle: CyclePlan, quotas: Mapping[str, int],
+                               running: Sequence[RunningJob]) -> dict[str, Qualification]:
+    """ADR 0073, several clusters: each allocation's quota shared out over the clusters it may use in proportion
+    to their GPUs (`debug_quota.cluster_quotas`), and each piece of waiting debug work qualified on the clusters
+    it accepts where it fits in its allocation's part (`debug_quota.qualify_all_clusters`)."""
+    index, routes, snap = cycle.index, cycle.routes, cycle.snap
+    capacity: dict[str, float] = {}
+    for i, c in enumerate(routes.clusters):
+        if index.layout_ready[i]:
+            capacity[c] = capacity.get(c, 0.0) + index.cap[i]
+    pins = {j.project: j.pin for j in snap.pending if j.pin}
+    parts = {p: cluster_quotas(q, capacity, cycle.s, pins.get(p, "")) for p, q in quotas.items()}
+    pos, clusters = index.pos, routes.clusters
+
+    def cluster_of(r: RunningJob) -> str | None:
+        for nid, _ in r.placement:
+            i = pos.get(nid)
+            if i is not None:
+                return clusters[i]
+        return None
+
+    def accepts_of(w: PendingJob) -> list[str]:
+        return [c for c, _ in routes.candidates(w)]
+
+    return qualify_all_clusters(parts, running, snap.pending, cycle.s, cluster_of, accepts_of)

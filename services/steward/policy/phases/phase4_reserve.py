@@ -2,6 +2,13 @@
 under-served allocations (earliest in the order) holds nodes assembled from protection expiries; work
 behind it in the order (lane jobs included) may use them only if its protection ends before the
 reservation is due (DESIGN.md "Placement"; ADR 0007 "Reservations before the lane").
+
+With several clusters the count is per cluster (ADR 0073): each cluster's queue is the order restricted to the
+jobs that accept it, and the `reservation_allocations` most under-served allocations of that queue may each hold
+a reservation there for their head gang, so a gang heading its cluster's queue is not left without one because
+allocations on other clusters rank higher. A gang accepting several clusters is its allocation's head gang on
+each of them and counts on the one its reservation is made on (ADR 0071). With one cluster the per-cluster
+count is the count over the tree, and the phase runs exactly as before.
 """
 
 from __future__ import annotations
@@ -61,12 +68,27 @@ class _GangMayPreempt:
 def may_reserve(cycle: CyclePlan, job: PendingJob) -> bool:
     """Issue 3, ADR 0007: a large gang gets a reservation when it is its allocation's head gang
     (the first the walk meets) and fewer than `reservation_allocations` are held; a routed gang too, on one
-    cluster (ADR 0071, `plan_routed`)."""
-    return (
-        wants_reservation(job, cycle.s)
-        and job.project not in cycle.res_projects
-        and len(cycle.res_plans) < cycle.s.reservation_allocations
-    )
+    cluster (ADR 0071, `plan_routed`). With several clusters, per cluster (ADR 0073, `open_clusters`)."""
+    if not wants_reservation(job, cycle.s):
+        return False
+    if cycle.routes.multi:
+        return bool(open_clusters(cycle, job))
+    return job.project not in cycle.res_projects and len(cycle.res_plans) < cycle.s.reservation_allocations
+
+
+def open_clusters(cycle: CyclePlan, job: PendingJob, among: Sequence[str] | None = None) -> list[str]:
+    """ADR 0073, several clusters: the clusters `job` accepts (of `among`, when given) where its allocation's head
+    gang has not been reserved or tried yet and fewer than `reservation_allocations` reservations are held."""
+    cap = cycle.s.reservation_allocations
+    held, tried, project = cycle.res_on, cycle.res_tried_on, job.project
+    return [c for c, _ in cycle.routes.candidates(job)
+            if (among is None or c in among) and (project, c) not in tried and held.get(c, 0) < cap]
+
+
+def all_clusters_full(cycle: CyclePlan) -> bool:
+    """ADR 0073: every cluster holds `reservation_allocations` reservations (the phase's walk can stop)."""
+    cap = cycle.s.reservation_allocations
+    return all(cycle.res_on.get(c, 0) >= cap for c in cycle.routes.by_cluster)
 
 
 def reserve(cycle: CyclePlan) -> None:
@@ -76,6 +98,9 @@ def reserve(cycle: CyclePlan) -> None:
     cannot take the nodes it is waiting for unless they leave before it is due."""
     s = cycle.s
     if not s.reservations:
+        return
+    if cycle.routes.multi:
+        reserve_per_cluster(cycle)
         return
     seen: set[str] = set()
     jobs = cycle.order.jobs
@@ -98,8 +123,43 @@ def reserve(cycle: CyclePlan) -> None:
             make_reservation(cycle, job, path, k)
 
 
-def make_reservation(cycle: CyclePlan, job: PendingJob, path: tuple[str, ...], order_pos: int) -> None:
-    """Issue 3: a reservation for a blocked large gang, assembled from protection expiries."""
+def reserve_per_cluster(cycle: CyclePlan) -> None:
+    """ADR 0073: `reserve` with several clusters. The same walk of the order, but an allocation's head gang is
+    the first the walk meets *on each cluster* (among the gangs accepting it), and the cap of
+    `reservation_allocations` holds per cluster: a gang is reserved on a cluster where it heads its allocation's
+    work and fewer than the cap are held (ADR 0071's soonest-due choice among those)."""
+    s = cycle.s
+    seen: set[tuple[str, str]] = set()
+    jobs = cycle.order.jobs
+    least = s.reservation_min_gpus
+    for k in (k for k, g in enumerate(cycle.gpus) if g >= least):
+        if all_clusters_full(cycle):
+            break
+        job = jobs[k]
+        if not wants_reservation(job, s):
+            continue
+        heads = [c for c, _ in cycle.routes.candidates(job) if (job.project, c) not in seen]
+        if not heads:
+            continue
+        path = cycle.path(job.project)
+        gap = cycle.funding_gap(job, path)
+        if gap == UNFUNDED_BY_REQUEST:
+            continue  # ADR 0013: not the allocation's head gang; a funded one behind it may be
+        seen.update((job.project, c) for c in heads)
+        if gap is not None:
+            continue
+        fit, _ = cycle.try_place(job, k, None)
+        if fit is None:
+            among = open_clusters(cycle, job, heads)
+            if among:
+                make_reservation(cycle, job, path, k, among)
+
+
+def make_reservation(cycle: CyclePlan, job: PendingJob, path: tuple[str, ...], order_pos: int,
+                     among: Sequence[str] | None = None) -> None:
+    """Issue 3: a reservation for a blocked large gang, assembled from protection expiries. `among`: with
+    several clusters, the clusters it may be reserved on (ADR 0073: where it heads its allocation's work and the
+    cap is not reached; `open_clusters` by default)."""
     index, s, now = cycle.index, cycle.s, cycle.now
     gang_may_preempt = _GangMayPreempt(path, job.gpus, protection_s(job.klass, job.min_runtime_s, s),
                                        cycle.branches, cycle.path)
@@ -125,13 +185,20 @@ def make_reservation(cycle: CyclePlan, job: PendingJob, path: tuple[str, ...], o
             on_node[pos[nid]].append((t, g))
     routing: dict[str, Any] | None = None
     cluster: str | None = None
-    if cycle.routes.active and cycle.routes.routed(job):
+    if cycle.routes.multi:
+        if among is None:
+            among = open_clusters(cycle, job)
+        plan, cluster, routing = plan_routed(cycle, job, on_node, among)
+        cycle.res_tried_on.update((job.project, c) for c, _ in cycle.routes.candidates(job))
+    elif cycle.routes.active and cycle.routes.routed(job):
         plan, cluster, routing = plan_routed(cycle, job, on_node)
     else:
         plan = plan_reservation(job, index, on_node, now)
     cycle.res_projects.add(job.project)
     if plan is None:
         return
+    if cluster is not None:
+        cycle.res_on[cluster] = cycle.res_on.get(cluster, 0) + 1
     for i in plan.nodes:
         index.mask(i)
         cycle.reserved.add(i)
@@ -159,17 +226,21 @@ def make_reservation(cycle: CyclePlan, job: PendingJob, path: tuple[str, ...], o
     cycle.specials[job.id] = Special(RESERVED, job.gpus, "/".join(plan.domain), plan.ready_at, evidence)
 
 
-def plan_routed(cycle: CyclePlan, job: PendingJob, on_node: Sequence[list[tuple[float, int]]]
+def plan_routed(cycle: CyclePlan, job: PendingJob, on_node: Sequence[list[tuple[float, int]]],
+                among: Sequence[str] | None = None,
                 ) -> tuple[ReservationPlan | None, str | None, dict[str, Any] | None]:
     """ADR 0071: a routed gang's reservation, on one cluster (gangs never span clusters): planned cluster by
     cluster with every node it may not use hidden (`hidden_except`, as for its placement, ADR 0057), then the
     cluster where it is due soonest (`routing.soonest_reservation`). Returns the plan, its cluster and the
-    `routing` evidence (the due time on every cluster considered), or (None, None, None)."""
+    `routing` evidence (the due time on every cluster considered), or (None, None, None). `among`: only those
+    clusters (ADR 0073: where the per-cluster cap leaves room)."""
     index, now = cycle.index, cycle.now
     options: list[tuple[float, int, str]] = []
     plans: dict[str, ReservationPlan] = {}
     considered: list[dict[str, Any]] = []
     for cluster, nodes in cycle.routes.candidates(job):
+        if among is not None and cluster not in among:
+            continue
         plan = _plan_on(index, job, nodes, on_node, now)
         considered.append({"cluster": cluster, "ready_at": None if plan is None else plan.ready_at})
         if plan is not None:

@@ -1,9 +1,12 @@
 """Phase 5, the debug lane: debug jobs and sessions inside their allocation's debug quota, in global
 order, ahead of the fair-share walk (ADR 0007, 0029; DESIGN.md "Debug quota and the
-time-to-first-GPU SLO"). Debug work over the quota is ordinary funded work.
+time-to-first-GPU SLO"). Debug work over the quota is ordinary funded work. With several clusters a
+qualified job is placed only on the clusters where it is within its allocation's quota (ADR 0073).
 """
 
 from __future__ import annotations
+
+from dataclasses import replace
 
 from steward.policy.churn import (
     defers_to_backfill,
@@ -35,6 +38,9 @@ def lane(cycle: CyclePlan) -> None:
         if defers_to_backfill(lane_funds(cycle.funding_gap(job, path)), s):
             continue  # ADR 0028: unfunded, it waits for the backfill of idle capacity (phase 8)
         cycle.lane_seen.add(job.id)
+        if q.clusters and len(q.clusters) < len(cycle.routes.candidates(job)):
+            # ADR 0073: the lane places it (and searches victims for it) only where it is within its quota
+            job = replace(job, clusters=q.clusters)
         fit, rule = cycle.try_place(job, k, cycle.now + protection_s(job.klass, job.min_runtime_s, s))
         if fit is None:
             cycle.lane_blocked.append((k, job))

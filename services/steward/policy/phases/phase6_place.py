@@ -54,7 +54,7 @@ def place_funded(cycle: CyclePlan) -> None:
             and mask != (1 << len(cycle.res_plans)) - 1
             and cycle.reserved_would_hold(job.gpus)
         ):
-            r = cycle.blocking_reservation(job.gpus, mask)
+            r = cycle.blocking_reservation(job.gpus, mask, job)
             if r is not None:
                 cycle.blocked_by_reservation[job.id] = cycle.reservations[r].job_id
         if may_reserve(cycle, job):

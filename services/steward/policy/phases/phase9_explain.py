@@ -71,7 +71,7 @@ def explain(cycle: CyclePlan) -> tuple[Explanations, float, dict[str, Any]]:
         reserved_max_free=max(room, default=0),
         reserved_whole=whole_room,
         reserved=tuple(
-            cycle.room_of(nodes, res.job_id, res.ready_at, tuple(res.domain))
+            cycle.room_of(nodes, res.job_id, res.ready_at, tuple(res.domain), res.cluster)
             for nodes, res in zip(cycle.res_nodes, cycle.reservations, strict=True)
         ),
         maxcap=index.maxcap,
