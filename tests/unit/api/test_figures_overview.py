@@ -3,6 +3,7 @@ waits by class, preemptions per day, owed vs delivered per period; and the `over
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +20,7 @@ from steward.api.figures import (
     preemptions_per_day,
     waits_by_class,
 )
-from steward.domain.commands import ClosePeriod
+from steward.domain.commands import CancelJob, ClosePeriod
 from tests.unit.api.harness import record, serve
 
 MONDAY = 1795996800.0  # 2026-11-30T00:00:00Z, a Monday
@@ -149,8 +150,12 @@ def test_the_fold_catches_up_and_the_overview_query_filters_allocations_by_role(
             body: dict[str, Any] = srv.gql(q, kw, srv.tokens[role])
             return body
 
+        # the overview runs to the time the log's head was recorded (ADR 0075): the log moves on a little first
+        time.sleep(0.05)
+        record(srv.store, [CancelJob("no-such-job", "the log moves on")])
         o = ask("admin")["data"]["overview"]
         assert o["capacityGpus"] == 16 and o["position"] == srv.store.head()
+        assert o["until"] == srv.store.read(after=srv.store.head() - 1)[0].recorded_at
         # 12 of 16 GPUs run since a moment ago (the last step's mean); every step adds up to the capacity
         last = o["occupancy"][-1]
         assert 0 < last["funded"] + last["unfunded"] <= 12 and last["unfunded"] == 0
