@@ -432,7 +432,8 @@ def build_app(settings: Settings, api: ApiSettings, *, store: EventStore | None 
         gateway = CommandGateway(CommandPublisher(settings), store, settings.mutation_timeout_s)
     jwt_config, oidc_config = api.jwt_config(), api.oidc_config()
     tokens = MirroredTokens(store, api.api_auth_cache_s)
-    read = ReadModel(store, head_ttl_s=3 * api.api_feed_poll_s, keep_ended=api.api_ended_jobs_kept)
+    read = ReadModel(store, head_ttl_s=3 * api.api_feed_poll_s, keep_ended=api.api_ended_jobs_kept,
+                     figures_every_s=api.api_figures_every_s)
     mappings = GroupMappings(store, api.api_auth_cache_s)
     services = Services(
         settings=api, store=store, gateway=gateway, read=read, tokens=tokens,

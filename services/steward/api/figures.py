@@ -19,6 +19,7 @@ import math
 import threading
 import time
 import weakref
+from collections import deque
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -235,6 +236,10 @@ class OverviewFold:
 
     def __init__(self) -> None:
         self.position = 0
+        # the time the fold is complete to (ADR 0075): it holds every event the budget counts before `as_of`
+        # (None: nothing read yet); events read but recorded at or after it wait in `_held`, in log order
+        self.as_of: float | None = None
+        self._held: deque[tuple[int, str, Mapping[str, Any], float]] = deque()
         self.first_at: float | None = None
         self.jobs: dict[str, JobLife] = {}
         self.capacity: list[tuple[float, int]] = []  # (at, registered GPUs from then on)
@@ -246,7 +251,28 @@ class OverviewFold:
         self.past: dict[tuple[float, float], tuple[dict[str, dict[str, float]], budget.Split]] = {}
         self.prices = budget.Prices()  # the weights in force over time and where each node is
 
+    def see(self, position: int, kind: str, p: Mapping[str, Any], at: float) -> None:
+        """One event read from the log, in log order: folded by the next `advance` whose time is past it (a
+        `PeriodClosed` at once: it is what a closer recorded, read as it is, never part of the arithmetic)."""
+        if kind == "PeriodClosed":
+            self.apply(position, kind, p, at)
+            return
+        self._held.append((position, kind, p, at))
+
+    def advance(self, position: int, until: float) -> None:
+        """The log has been read up to `position`, and every event recorded before `until` is at or before it
+        (`until`: the time `position` was recorded, or a pinned time after it). Folds the events seen that
+        `budget.period_figures(history, start, until)` counts: those before the first one recorded at or after
+        `until` (recorded times do not go back along the log, ADR 0075; the budget module stops at that event).
+        The rest are held until a later `advance`. The figures of the fold are then exact as of `until`."""
+        held = self._held
+        while held and held[0][3] < until:
+            self.apply(*held.popleft())
+        self.position = max(self.position, position)
+        self.as_of = until
+
     def apply(self, position: int, kind: str, p: Mapping[str, Any], at: float) -> None:
+        """Fold one event now (`see` and `advance` are the reading of a log that may be mid-batch)."""
         self.position = max(self.position, position)
         if self.first_at is None:
             self.first_at = at
@@ -611,10 +637,36 @@ RESULT_CACHE = 16
 PINNED_FOLDS = 4
 
 
+def recorded_at(store: EventStore, position: int | None = None) -> tuple[int, float] | None:
+    """(position, the time it was recorded) of `position`, or of the log's head when None; None when there is
+    no such event (an empty log)."""
+    t = tables.events
+    q = select(t.c.position, t.c.recorded_at)
+    q = q.where(t.c.position == position) if position is not None else q.order_by(t.c.position.desc()).limit(1)
+    with store.engine.connect() as conn:
+        row = conn.execute(q).first()
+        conn.rollback()
+    return None if row is None else (int(row.position), float(row.recorded_at))
+
+
+@dataclass(frozen=True, slots=True)
+class WindowFigures:
+    """The budget figures of one window as of one log position (ADR 0075): over [as_of - window, as_of), where
+    `as_of` is the time `position` was recorded, from the events recorded before it (all of them are at or
+    before `position`), so the same whenever and wherever they are computed."""
+
+    position: int
+    as_of: float
+    books: dict[str, dict[str, float]]
+    split: budget.Split
+
+
 class OverviewSource:
-    """One fold per store, caught up from the log on each read (only the new events of the types above), and
-    the answers cached per arguments and clock (rounded to `clock_s`): an answer is computed again when the
-    log has moved and it is at least `min_age_s` old, so a busy log costs one computation per `min_age_s`."""
+    """One fold per store, caught up from the log on each read (only the new events of the types above) to a
+    position and the time it was recorded (ADR 0075: the figures are as of that position, never of a clock that
+    may be past an event not read yet), and the overview's answers cached per arguments and that time (rounded
+    to `clock_s`): an answer is computed again when the log has moved and it is at least `min_age_s` old, so a
+    busy log costs one computation per `min_age_s`."""
 
     def __init__(self, clock_s: float = 5.0, min_age_s: float = 2.0) -> None:
         self.fold = OverviewFold()
@@ -623,41 +675,59 @@ class OverviewSource:
         self.min_age_s = min_age_s
         self.cache: dict[tuple[Any, ...], tuple[int, float, OverviewData]] = {}
         self.computed = 0
-        self.pins: dict[int, tuple[OverviewFold, float]] = {}  # folds up to a pinned position (time travel)
+        self.pins: dict[tuple[int, float], OverviewFold] = {}  # folds up to a pinned position (time travel)
         self.pin_lock = threading.Lock()
 
-    def catch_up(self, store: EventStore, batch: int = 20_000) -> int:
-        """Fold the events recorded since the last read; returns how many were read."""
+    def catch_up(self, store: EventStore, upto: tuple[int, float] | None = None, batch: int = 20_000) -> int:
+        """Fold the events recorded since the last read, up to `upto` (a position and the time it was recorded:
+        the API's read model's; default the store's head, read first: positions are taken under the head lock
+        and committed in order, so every position up to a committed head is committed). A fold already past
+        `upto` stays where it is (as exact, and newer). Returns how many events were read."""
+        if upto is None:
+            upto = recorded_at(store)
+            if upto is None:
+                return 0
+        target, until = upto
+        fold = self.fold
+        if target <= fold.position:
+            return 0
         t = tables.events
         read = 0
+        after = fold.position
         while True:
             q = (select(t.c.position, t.c.type, t.c.payload, t.c.recorded_at)
-                 .where(t.c.position > self.fold.position, t.c.type.in_(OVERVIEW_TYPES))
+                 .where(t.c.position > after, t.c.position <= target, t.c.type.in_(OVERVIEW_TYPES))
                  .order_by(t.c.position).limit(batch))
             with store.engine.connect() as conn:
                 rows = conn.execute(q).all()
                 conn.rollback()
             for row in rows:
-                self.fold.apply(int(row.position), str(row.type), row.payload, float(row.recorded_at))
+                fold.see(int(row.position), str(row.type), row.payload, float(row.recorded_at))
             read += len(rows)
             if len(rows) < batch:
-                head = store.head()
-                self.fold.position = max(self.fold.position, head)
+                fold.advance(target, until)
                 return read
+            after = int(rows[-1].position)
 
-    def pinned(self, store: EventStore, position: int, batch: int = 20_000) -> tuple[OverviewFold, float]:
-        """A fold of the events up to `position` (time travel) and the time that position was recorded: the
-        figures as of a position are a function of the log alone (the fold stops there, `now` is when that
-        position was recorded), so two surfaces asked for the same position give the same answer at any
-        time. The last `PINNED_FOLDS` positions asked are kept."""
+    def pinned(self, store: EventStore, position: int, until: float | None = None,
+               batch: int = 20_000) -> tuple[OverviewFold, float]:
+        """A fold of the events up to `position` (time travel), exact as of `until` (default: the time that
+        position was recorded; a pinned time after it, for a report pinned to a time), and the time `position`
+        was recorded: the figures as of a position are a function of the log alone (the fold stops there, and
+        counts what the budget module counts before `until`), so two surfaces asked for the same position give
+        the same answer at any time. The last `PINNED_FOLDS` asked are kept."""
+        found = recorded_at(store, position)
+        if found is None:
+            raise LookupError(f"no event at position {position}")
+        at = found[1]
+        cutoff = at if until is None else until
         with self.pin_lock:
-            hit = self.pins.get(position)
+            hit = self.pins.get((position, cutoff))
             if hit is not None:
-                return hit
+                return hit, at
             t = tables.events
             fold = OverviewFold()
             with store.engine.connect() as conn:
-                at = conn.execute(select(t.c.recorded_at).where(t.c.position == position)).scalar()
                 after = 0
                 while True:
                     rows = conn.execute(
@@ -665,43 +735,52 @@ class OverviewSource:
                         .where(t.c.position > after, t.c.position <= position, t.c.type.in_(OVERVIEW_TYPES))
                         .order_by(t.c.position).limit(batch)).all()
                     for row in rows:
-                        fold.apply(int(row.position), str(row.type), row.payload, float(row.recorded_at))
+                        fold.see(int(row.position), str(row.type), row.payload, float(row.recorded_at))
                     if len(rows) < batch:
                         break
                     after = int(rows[-1].position)
                 conn.rollback()
-            if at is None:
-                raise LookupError(f"no event at position {position}")
-            fold.position = position
+            fold.advance(position, cutoff)
             if len(self.pins) >= PINNED_FOLDS:
                 self.pins.pop(next(iter(self.pins)))
-            self.pins[position] = (fold, float(at))
-            return fold, float(at)
+            self.pins[(position, cutoff)] = fold
+            return fold, at
 
-    def window(self, store: EventStore, now: float,
-               window_s: float) -> tuple[int, dict[str, dict[str, float]], budget.Split]:
-        """The budget figures per allocation over the window ending `now` (`budget.window_bounds`), the log
-        position they include, and their split by (cluster, model)."""
+    def window(self, store: EventStore, window_s: float, upto: tuple[int, float] | None = None,
+               empty_at: float | None = None) -> WindowFigures:
+        """The budget figures per allocation over the window ending when the fold's position was recorded
+        (`budget.window_bounds`), with their split by (cluster, model), caught up to `upto` first (default: the
+        store's head). An empty log has no time of its own: its (zero) figures end at `empty_at` (the clock)."""
         with self.lock:
-            self.catch_up(store)
-            w0, w1 = budget.window_bounds(now, window_s)
-            figs, split = self.fold.period_figures_split(w0, w1, now)
-            return self.fold.position, figs, split
+            self.catch_up(store, upto)
+            as_of = self.fold.as_of
+            if as_of is None:
+                as_of = time.time() if empty_at is None else empty_at
+            w0, w1 = budget.window_bounds(as_of, window_s)
+            books, split = self.fold.period_figures_split(w0, w1, as_of)
+            return WindowFigures(self.fold.position, as_of, books, split)
 
-    def overview(self, store: EventStore, args: OverviewArgs, now: float) -> OverviewData:
+    def live(self, store: EventStore, upto: tuple[int, float] | None = None) -> tuple[OverviewFold, float]:
+        """The fold caught up (to `upto`, default the store's head) and the time it is exact to (the clock for
+        an empty log). Call with `lock` held: the fold is read in place."""
+        self.catch_up(store, upto)
+        return self.fold, (self.fold.as_of if self.fold.as_of is not None else time.time())
+
+    def overview(self, store: EventStore, args: OverviewArgs) -> OverviewData:
+        """The overview up to the time the log's head was recorded (or `args.until` when earlier)."""
         with self.lock:
-            self.catch_up(store)
-            until = now if args.until is None else min(args.until, now)
+            fold, as_of = self.live(store)
+            until = as_of if args.until is None else min(args.until, as_of)
             key = (args, round(until / self.clock_s))
             hit = self.cache.get(key)
             tick = time.monotonic()
-            if hit is not None and (hit[0] == self.fold.position or tick - hit[1] < self.min_age_s):
+            if hit is not None and (hit[0] == fold.position or tick - hit[1] < self.min_age_s):
                 return hit[2]
-            data = compute_overview(self.fold, args, until, self.fold.position)
+            data = compute_overview(fold, args, until, fold.position)
             self.computed += 1
             if len(self.cache) >= RESULT_CACHE:
                 self.cache.clear()
-            self.cache[key] = (self.fold.position, tick, data)
+            self.cache[key] = (fold.position, tick, data)
             return data
 
 

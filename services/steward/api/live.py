@@ -59,6 +59,7 @@ class Published:
     counts: dict[str, int]
     # job id -> (position, explanation) of its latest `JobDeferred`, for the jobs still waiting
     deferrals: dict[str, tuple[int, dict[str, Any]]]
+    recorded_at: float = 0.0  # when `position` was recorded (0.0: an empty log): what the figures run to (ADR 0075)
 
 
 def _changed_jobs(keys: Iterable[tuple[str, str]]) -> Iterator[str]:
@@ -236,6 +237,7 @@ class LiveModel:
             active_jobs=list(self._rows.values()),
             counts=dict(self._counts),
             deferrals=dict(self._deferrals),
+            recorded_at=proj.recorded_at,
         )
 
     # -- the jobs list ----------------------------------------------------------------------------

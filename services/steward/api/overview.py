@@ -97,9 +97,9 @@ class Overview:
 
 
 async def overview(ctx: Context, since_s: float | None, until_s: float | None, points: int, utc_offset_s: int,
-                   period_s: float, past_periods: int, now: float | None = None) -> Overview:
+                   period_s: float, past_periods: int) -> Overview:
     """The `overview` query: every role sees the cluster-wide series; owed vs delivered lists the
-    allocations the principal may see."""
+    allocations the principal may see. Up to the time the log's head was recorded (ADR 0075)."""
     access = await ctx.access("overview")
     if not 10 <= points <= MAX_POINTS:
         raise BadInput(f"'points' must be between 10 and {MAX_POINTS}, got {points}")
@@ -115,8 +115,7 @@ async def overview(ctx: Context, since_s: float | None, until_s: float | None, p
     if since_s is not None and until_s is not None and since_s >= until_s:
         raise BadInput("'sinceS' must be before 'untilS'")
     args = OverviewArgs(since_s, until_s, points, utc_offset_s, period_s, past_periods)
-    clock = time.time() if now is None else now
-    d = await asyncio.to_thread(source_for(ctx.services.store).overview, ctx.services.store, args, clock)
+    d = await asyncio.to_thread(source_for(ctx.services.store).overview, ctx.services.store, args)
     return Overview(
         position=d.position, since=d.since, until=d.until, step_s=d.step, capacity_gpus=d.capacity,
         occupancy=[OccupancyPoint(t=o.t, funded=o.funded, unfunded=o.unfunded, idle=o.idle, capacity=o.capacity)
@@ -173,9 +172,8 @@ def budget_csv(periods: Sequence[OwedPeriod]) -> str:
 class BudgetReport:
     position: BigInt = strawberry.field(description="The log position the figures include.")
     as_of: float = strawberry.field(description="The time the figures run to (epoch seconds; the current period "
-                                                "ends here): the clock when the report was computed, or, as of a "
-                                                "pinned position or time, when that position was recorded / that "
-                                                "time.")
+                                                "ends here): when `position` was recorded (ADR 0075: every event "
+                                                "recorded before it is counted), or, pinned to a time, that time.")
     pinned: bool = strawberry.field(description="As of a pinned position or time (time travel): the same answer "
                                                 "whenever it is asked.")
     head: BigInt = strawberry.field(description="The log's head when the report was read (past `position` when "
@@ -185,12 +183,12 @@ class BudgetReport:
     csv: str = strawberry.field(description="The same rows as CSV (GPU-hours), oldest period first.")
 
 
-async def budget_report(ctx: Context, period_s: float, periods: int, now: float | None = None,
+async def budget_report(ctx: Context, period_s: float, periods: int,
                         position: int | None = None, at: float | None = None) -> BudgetReport:
     """The `budgetReport` query: `periods` periods of `period_s` (the current one included), the allocations
-    the principal may see; as of the head and the clock, or pinned (time travel) to a log `position` (the
-    figures of the events up to it, to the time it was recorded) or a time `at` (the events recorded by then,
-    to that time)."""
+    the principal may see; as of the head and the time it was recorded (ADR 0075), or pinned (time travel) to a
+    log `position` (the figures of the events up to it, to the time it was recorded) or a time `at` (the events
+    recorded by then, to that time)."""
     access = await ctx.access("budgetReport")
     if not HOUR <= period_s <= 90 * DAY:
         raise BadInput(f"'periodS' must be between 3600 and {90 * DAY:.0f} seconds, got {period_s:g}")
@@ -202,7 +200,7 @@ async def budget_report(ctx: Context, period_s: float, periods: int, now: float 
         target, _at = await asyncio.to_thread(pin, store, position, at)
 
         def read_pinned() -> tuple[int, int, list[PeriodOwed], frozenset[str], float]:
-            fold, recorded = src.pinned(store, target)
+            fold, recorded = src.pinned(store, target, at)
             until = recorded if at is None else at
             projects = fold.projects()
             return target, store.head(), owed_delivered_periods(fold, until, period_s, periods - 1,
@@ -212,18 +210,17 @@ async def budget_report(ctx: Context, period_s: float, periods: int, now: float 
         out = [owed_period(p, projects, access.sees) for p in rows]
         return BudgetReport(position=pos, as_of=as_of, pinned=True, head=head, period_s=period_s, periods=out,
                             csv=budget_csv(out))
-    clock = time.time() if now is None else now
 
-    def read() -> tuple[int, list[PeriodOwed], frozenset[str]]:
+    def read() -> tuple[int, float, list[PeriodOwed], frozenset[str]]:
         with src.lock:
-            src.catch_up(store)
-            projects = src.fold.projects()
-            return src.fold.position, owed_delivered_periods(src.fold, clock, period_s, periods - 1,
-                                                             set(projects)), projects
+            fold, as_of = src.live(store)
+            projects = fold.projects()
+            return fold.position, as_of, owed_delivered_periods(fold, as_of, period_s, periods - 1,
+                                                                set(projects)), projects
 
-    position_, rows, projects = await asyncio.to_thread(read)
+    position_, as_of, rows, projects = await asyncio.to_thread(read)
     out = [owed_period(p, projects, access.sees) for p in rows]
-    return BudgetReport(position=position_, as_of=clock, pinned=False, head=position_, period_s=period_s,
+    return BudgetReport(position=position_, as_of=as_of, pinned=False, head=position_, period_s=period_s,
                         periods=out, csv=budget_csv(out))
 
 

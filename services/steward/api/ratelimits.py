@@ -10,6 +10,12 @@ spent on one replica (the client moved to another) is lost, which only makes the
 most `lease` tokens per replica. A refusal is remembered locally until the bucket could allow the
 request, so a client over its limit costs no round trip per refused request.
 
+One lease per key at a time in a replica (ADR 0075): requests of one key that arrive while its lease is being
+taken (a client with several requests in flight, e.g. the submissions of a busy script, when the store or the
+request threads are slow) wait for it and spend what it brought, instead of each taking a lease of its own.
+Before, each took one and kept only the last one's remainder: `lease` tokens lost per request in flight, so
+a client far below its rate drained the shared bucket and was refused (HTTP 429 in the soak).
+
 When the store cannot be reached, each replica falls back to its own bucket of the same size (the
 limit then holds per replica; logged once)."""
 
@@ -65,6 +71,7 @@ class SharedRateLimiter:
         self._local: dict[str, float] = {}  # leased tokens not yet spent
         self._refused: dict[str, float] = {}  # key -> time before which the shared bucket cannot allow it
         self._lock = threading.Lock()
+        self._leasing: dict[str, threading.Lock] = {}  # key -> held while a lease for it is being taken
         self._fallback = RateLimiter(rate_per_s, burst)
         self._failing = False
         self.round_trips = 0
@@ -90,7 +97,16 @@ class SharedRateLimiter:
         if local is not None:
             return local
         with self._lock:
-            left = self._local.pop(key, 0.0)
+            leasing = self._leasing.setdefault(key, threading.Lock())
+        with leasing:  # one lease per key at a time: a request arriving meanwhile spends what it brings
+            local = self.take_local(key, cost)
+            if local is not None:
+                return local
+            return self._take_leased(key, cost)
+
+    def _take_leased(self, key: str, cost: float) -> float:
+        with self._lock:
+            left = self._local.get(key, 0.0)
         want = max(self.lease, cost) - left
         now = self.clock()
         try:
@@ -102,7 +118,9 @@ class SharedRateLimiter:
             return self._fallback.take(key, cost)
         self._failing = False
         with self._lock:
-            tokens = left + granted
+            if len(self._leasing) > self.max_keys:
+                self._leasing = {k: v for k, v in self._leasing.items() if v.locked()}
+            tokens = self._local.get(key, 0.0) + granted  # what is left here, with what the lease brought
             if tokens >= cost:
                 self._local[key] = tokens - cost
                 self._refused.pop(key, None)

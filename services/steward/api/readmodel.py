@@ -31,6 +31,15 @@ class QueueItem:
     """ADR 0073: its position among the waiting jobs that accept a cluster it accepts (None without a policy)."""
 
 
+@dataclass(frozen=True, slots=True)
+class AsOf:
+    """The figures of one window as of a log position (ADR 0075), and when (monotonic) they were computed."""
+
+    position: int
+    computed: float
+    figures: list[figures.AllocationFigures]
+
+
 @dataclass(slots=True)
 class ReadView:
     """The projections at one head as the API reads them (a read view: not a stored snapshot of the audit,
@@ -42,6 +51,7 @@ class ReadView:
     active_jobs: list[dict[str, Any]]
     parents: dict[str, str] = field(default_factory=dict)
     policy: PolicyQueue | None = None
+    recorded_at: float = 0.0  # when `head` was recorded (0.0: an empty log)
     _queue: list[QueueItem] | None = None
     _queue_order: PolicyOrder | None = None
     _used: dict[str, int] | None = None
@@ -187,13 +197,16 @@ class ReadModel:
 
     def __init__(self, store: EventStore, clock: Callable[[], float] = time.time, head_ttl_s: float = 0.3,
                  figures_ttl_s: float = 5.0, reach_timeout_s: float = 2.0, live: LiveModel | None = None,
-                 keep_ended: int | None = None) -> None:
+                 keep_ended: int | None = None, figures_every_s: float = 1.0) -> None:
         """`keep_ended`: how many ended jobs the read model keeps in memory (`STEWARD_API_ENDED_JOBS_KEPT`,
-        ADR 0070; None: all); the older ones are read from the store's projections on demand."""
+        ADR 0070; None: all); the older ones are read from the store's projections on demand.
+        `figures_every_s`: how often, at most, the figures are computed again while the log moves (ADR 0075).
+        `figures_ttl_s` is the result cache's bucket."""
         self.store = store
         self.clock = clock
         self.head_ttl_s = head_ttl_s
         self.figures_ttl_s = figures_ttl_s
+        self.figures_every_s = figures_every_s
         self.reach_timeout_s = reach_timeout_s
         self._figures_lock = threading.Lock()
         self._catch_up_lock = threading.Lock()
@@ -206,7 +219,7 @@ class ReadModel:
             stored_job=lambda job_id: stored_job(store, job_id),
             stored_page=lambda **page: stored_jobs_page(store, **page))
         self._view: ReadView | None = None
-        self._figures: dict[float, tuple[int, float, list[figures.AllocationFigures]]] = {}
+        self._figures: dict[float, AsOf] = {}
         self.policy = PolicyQueue(store, clock=clock)
 
     # -- the feed ---------------------------------------------------------------------------------
@@ -276,7 +289,8 @@ class ReadModel:
         snap = self._view
         if snap is None or snap.head != published.position:
             snap = ReadView(published.position, published.allocations, published.nodes, published.active_jobs,
-                            {a["name"]: a["parent"] for a in published.allocations}, self.policy)
+                            {a["name"]: a["parent"] for a in published.allocations}, self.policy,
+                            published.recorded_at)
             self._view = snap
         return snap
 
@@ -294,47 +308,61 @@ class ReadModel:
         return self._published_view()
 
     def cached_figures(self, window_s: float) -> list[figures.AllocationFigures] | None:
-        """`figures(window_s)` when it is cached and current (no IO), else None."""
+        """`figures(window_s)` when they need no computation (no IO), else None."""
         snap = self.cached_view()
         hit = self._figures.get(window_s)
-        if snap is not None and hit is not None and hit[0] == snap.head and self.clock() - hit[1] < self.figures_ttl_s:
-            return hit[2]
-        return None
+        return hit.figures if hit is not None and snap is not None and self._current(hit, snap.head) else None
 
     def cached_job_counts(self) -> dict[str, int] | None:
         """`job_counts()` when it is current (no IO), else None."""
         return self.live.published.counts if self.fresh_head() is not None else None
 
+    def _current(self, hit: AsOf, head: int) -> bool:
+        """Whether figures computed as of `hit.position` may answer a read at `head`: they are at `head` or
+        newer, or, while the log moves, at most `figures_every_s` old (monotonic) and not older than `floor`
+        (read-your-writes: never from before a mutation this process answered)."""
+        if hit.position < self.floor:
+            return False
+        return hit.position >= head or time.monotonic() - hit.computed < self.figures_every_s
+
     def figures(self, window_s: float) -> list[figures.AllocationFigures]:
-        """The budget figures (`steward.api.figures.compute`, the domain's rules) at the view's position,
-        computed once per position and `figures_ttl_s`."""
+        """The budget figures (`steward.api.figures.compute`, the domain's rules) as of a log position (ADR
+        0075): over the window ending when that position was recorded, from every event recorded before it,
+        with what runs and waits at that position. Computed once per position and shared by every request
+        and principal; while the log moves, at most once per `figures_every_s` (the figures answered are then
+        as of an older position, exact for the window they state, never older than `floor`)."""
         snap = self.view()
-        now = self.clock()
         hit = self._figures.get(window_s)
-        if hit is not None and hit[0] == snap.head and now - hit[1] < self.figures_ttl_s:
-            return hit[2]
+        if hit is not None and self._current(hit, snap.head):
+            return hit.figures
         if not self._figures_lock.acquire(blocking=False):
             # another thread is computing them: the previous figures meanwhile (see figures_head)
-            if hit is not None and hit[0] >= self.floor:
-                return hit[2]
+            if hit is not None and hit.position >= self.floor:
+                return hit.figures
             self._figures_lock.acquire()
         try:
             hit = self._figures.get(window_s)
-            if hit is not None and hit[0] == snap.head and now - hit[1] < self.figures_ttl_s:
-                return hit[2]
-            _position, books, split = figures.source_for(self.store).window(self.store, now, window_s)
-            out = figures.compute(snap.allocations, snap.active_jobs, snap.capacity, now, window_s, books, split)
+            if hit is not None and self._current(hit, snap.head):
+                return hit.figures
+            snap = self._published_view()  # the newest published: what it holds is all committed
+            upto = (snap.head, snap.recorded_at) if snap.head > 0 else None
+            books = figures.source_for(self.store).window(self.store, window_s, upto, empty_at=self.clock())
+            if books.position != snap.head:  # the store's fold is past this model: its jobs, not older ones
+                self.reach(books.position)
+                snap = self._published_view()
+            out = figures.compute(snap.allocations, snap.active_jobs, snap.capacity, books.as_of, window_s,
+                                  books.books, books.split)
             if len(self._figures) > 16:
                 self._figures.clear()
-            self._figures[window_s] = (snap.head, now, out)
+            self._figures[window_s] = AsOf(books.position, time.monotonic(), out)
             return out
         finally:
             self._figures_lock.release()
 
     def figures_head(self, window_s: float) -> int:
-        """The head the last figures for `window_s` were computed at (-1: none)."""
+        """The position the last figures for `window_s` are as of (-1: none)."""
         hit = self._figures.get(window_s)
-        return hit[0] if hit is not None else -1
+        return hit.position if hit is not None else -1
 
     def job(self, job_id: str) -> dict[str, Any] | None:
         self.view()

@@ -48,6 +48,10 @@ class ApiSettings(BaseSettings):
     # The read model's feeder catches up with the log this often (steward.api.tail); a request finding it
     # more than 3 polls old catches up itself. Subscriptions wake with it.
     api_feed_poll_s: float = 0.1
+    # The budget figures are as of a log position (ADR 0075), computed once per position for every request; while
+    # the log moves they are computed at most this often (an answer is then as of a position up to this old, and
+    # never older than a mutation this process answered).
+    api_figures_every_s: float = Field(default=1.0, ge=0)
     # How many ended jobs (COMPLETED, FAILED, CANCELLED, RESTORED) the read model keeps in memory, the newest
     # ended first; older ones are read from the store's projections on demand (ADR 0070). Every job that has
     # not ended stays. 2,000 covers the jobs list's first pages (`api_max_page` 500) and a day of a busy lab

@@ -169,9 +169,12 @@ class Ledger:
         committed" and, in the rare case the answer names a message decided anyway, undone and decided
         again without it (after such a batch, the next one waits for its answer first). Messages held
         by batches still being recorded are skipped from memory."""
-        now = self.clock()
-        opened = open_envelopes(messages, self.max_message_bytes)
         proj = self.proj
+        # recorded times never go back along the log (ADR 0075): a batch is stamped no earlier than the event it
+        # follows, whatever this host's clock says (stepped back, or a standby's behind the writer it replaced:
+        # `proj` is at the log's head, which the head check makes the batch follow)
+        now = max(self.clock(), proj.recorded_at)
+        opened = open_envelopes(messages, self.max_message_bytes)
         start_position, start_hash = proj.position, proj.head_hash
         versions = self._versions
         ids, keys = ids_and_new_keys(opened, versions)

@@ -3,6 +3,7 @@ waits by class, preemptions per day, owed vs delivered per period; and the `over
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +20,7 @@ from steward.api.figures import (
     preemptions_per_day,
     waits_by_class,
 )
-from steward.domain.commands import ClosePeriod
+from steward.domain.commands import CancelJob, ClosePeriod
 from tests.unit.api.harness import record, serve
 
 MONDAY = 1795996800.0  # 2026-11-30T00:00:00Z, a Monday
@@ -32,10 +33,12 @@ class Log:
     def __init__(self) -> None:
         self.fold = OverviewFold()
         self.pos = 0
+        self.events: list[tuple[int, str, dict[str, Any], float]] = []
 
     def ev(self, at: float, kind: str, **payload: Any) -> Log:
         self.pos += 1
         self.fold.apply(self.pos, kind, payload, at)
+        self.events.append((self.pos, kind, payload, at))
         return self
 
     def tree(self, at: float, parent: str, **shares: float) -> Log:
@@ -149,8 +152,12 @@ def test_the_fold_catches_up_and_the_overview_query_filters_allocations_by_role(
             body: dict[str, Any] = srv.gql(q, kw, srv.tokens[role])
             return body
 
+        # the overview runs to the time the log's head was recorded (ADR 0075): the log moves on a little first
+        time.sleep(0.05)
+        record(srv.store, [CancelJob("no-such-job", "the log moves on")])
         o = ask("admin")["data"]["overview"]
         assert o["capacityGpus"] == 16 and o["position"] == srv.store.head()
+        assert o["until"] == srv.store.read(after=srv.store.head() - 1)[0].recorded_at
         # 12 of 16 GPUs run since a moment ago (the last step's mean); every step adds up to the capacity
         last = o["occupancy"][-1]
         assert 0 < last["funded"] + last["unfunded"] <= 12 and last["unfunded"] == 0
@@ -202,8 +209,9 @@ def _history(actions: list[tuple[str, int, str, int, float]]) -> Log:
         if kind == "submit" and s is None:
             log.submit(at, job, project, gpus)
             state[job] = "wait"
-        elif kind == "start" and s == "wait":
-            log.run(at, job, funded=gpus % 2 == 0)
+        elif kind == "start" and s == "wait":  # started a little earlier by the executor's clock, or not said
+            log.ev(at, "JobPlaced", job_id=job, funded=gpus % 2 == 0)
+            log.ev(at, "JobStarted", job_id=job, **({"started_at": at - 7.0 * j} if j % 2 else {}))
             state[job] = "run"
         elif kind == "preempt" and s == "run":
             log.ev(at, "JobPreempted", job_id=job).ev(at, "JobRequeued", job_id=job)
@@ -212,7 +220,7 @@ def _history(actions: list[tuple[str, int, str, int, float]]) -> Log:
             log.ev(at, "JobPreempted", job_id=job, requeue=False)
             state[job] = "done"
         elif kind == "complete" and s == "run":
-            log.ev(at, "JobCompleted", job_id=job)
+            log.ev(at, "JobCompleted", job_id=job, **({"ended_at": at - 3.0 * gpus} if gpus % 2 else {}))
             state[job] = "done"
         elif kind == "cancel" and s in ("wait", "run"):
             log.ev(at, "JobCancelled", job_id=job)
@@ -236,3 +244,32 @@ def test_the_folded_period_figures_equal_the_domain_ones(actions: list[tuple[str
     assert set(got) == set(expected)
     for name, row in expected.items():
         assert got[name] == pytest.approx(row, rel=1e-9, abs=1e-6), name
+
+
+@given(ACTIONS, st.data(), st.floats(600, 30000))
+def test_figures_as_of_a_position_are_the_domains_over_the_whole_log(
+        actions: list[tuple[str, int, str, int, float]], data: st.DataObject, length: float) -> None:
+    """ADR 0075: a fold read up to a position P in any split of catch-ups, each advanced to the time its last
+    position was recorded, has the budget module's figures over the whole log (events after P included) for the
+    window ending when P was recorded: nothing recorded before that time is after P, and what P's own time
+    recorded is held back as the module leaves it out."""
+    from steward.api.figures import period_figures_folded
+    from steward.domain.budget import period_figures
+
+    events = _history(actions).events
+    cut = data.draw(st.integers(1, len(events)), label="position read up to")
+    marks = sorted(set(data.draw(st.lists(st.integers(1, cut), max_size=4), label="catch-ups")) | {cut})
+    fold = OverviewFold()
+    read = 0
+    for mark in marks:
+        for position, kind, payload, at in events[read:mark]:
+            fold.see(position, kind, payload, at)
+        fold.advance(mark, events[mark - 1][3])
+        read = mark
+    as_of = events[cut - 1][3]
+    assert fold.as_of == as_of and fold.position == cut
+    expected, _cap = period_figures([(k, p, at) for _pos, k, p, at in events], as_of - length, as_of)
+    got = period_figures_folded(fold, as_of - length, as_of)
+    assert set(got) <= set(expected)
+    for name, row in expected.items():
+        assert got.get(name, dict.fromkeys(row, 0.0)) == pytest.approx(row, rel=1e-9, abs=1e-6), name

@@ -204,3 +204,24 @@ def test_dead_letters_keep_the_messages_order_whichever_half_of_decoding_refused
     assert dead[2].error.startswith("oversized: ") and dead[2].raw == big[:4096]
     assert dead[3].error == "empty message" and dead[0].raw == bad_command
     assert [r.type for r in recorded] == ["AllocationsSet"]
+
+
+@pytest.mark.parametrize(("first_clock", "second_clock", "takeover"), [
+    (100.0, 90.0, False),  # the host's clock stepped back between two batches
+    (100.0, 90.0, True),  # a standby whose clock is behind the writer it replaced
+    (100.0, 100.0, True),  # the same instant: equal times are in order
+    (100.0, 130.0, True),  # a clock ahead: its own time
+])
+def test_recorded_times_never_go_back_along_the_log(store: EventStore, first_clock: float, second_clock: float,
+                                                    takeover: bool) -> None:
+    """ADR 0075: the figures as of a position end at its recorded time and `position_at` finds a time's last
+    position, both reading the log as if its recorded times never decrease; the ledger makes it so."""
+    clock = [first_clock]
+    ledger = Ledger(store, clock=lambda: clock[0])
+    ledger.process([msg(TREE[0])], {})
+    clock[0] = second_clock
+    second = Ledger(store, clock=lambda: clock[0]) if takeover else ledger
+    (rec,), _ = second.process([msg(TREE[1])], {})
+    times = [r.recorded_at for r in store.iterate()]
+    assert times == sorted(times) and rec.recorded_at == max(first_clock, second_clock)
+    assert store.position_at(first_clock) == (2 if second_clock <= first_clock else 1)
