@@ -213,12 +213,18 @@ def test_a_killed_active_ledger_is_replaced_by_its_standby_within_5_s_and_nothin
     new = wait_for(lambda: (lambda seen: seen if seen and seen[1] == 2 else None)(lease(pg_store, "ledger")), 10,
                    "the standby to take the lease", every=0.005)
     leased_s = time.monotonic() - killed_at
-    wait_for(lambda: pg_store.head() > head_at_kill, 20, "the standby's first batch", every=0.005)
+    # the active may have committed a batch between reading head_at_kill and its death; once the standby holds
+    # the lease (taken under the head lock) nothing of the active's can commit, so the head read now is the
+    # last the active wrote
+    head_at_lease = pg_store.head()
+    wait_for(lambda: pg_store.head() > head_at_lease, 20, "the standby's first batch", every=0.005)
     writing_s = time.monotonic() - killed_at
+    wait_for(lambda: "ledger started at position" in standby.text(), 10, "the standby's start line")
     ready_s = logged_at(standby.text(), "ledger started at position") - killed_wall
     print(f"\nledger takeover after SIGKILL (load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores): "
           f"lease taken in {leased_s:.2f} s, ready to decide (state loaded) in {ready_s:.2f} s, first batch "
-          f"committed {writing_s:.2f} s after the kill (head {head_at_kill} at the kill)")
+          f"committed {writing_s:.2f} s after the kill (head {head_at_kill} at the kill, "
+          f"{head_at_lease} at the takeover)")
     assert new[0].split(":")[1] == str(standby.pid)
     assert ready_s <= 5.0, f"the standby was ready {ready_s:.2f} s after the active's death"
     # the first batch holds the backlog of the seconds without a ledger (deciding it takes longer on a loaded
