@@ -15,10 +15,9 @@ from steward.cli.operate import parse_weights
 from steward.cli.scenario_file import (
     ScenarioFileError,
     check_locally,
-    cluster_commands,
+    cluster_file,
     load_yaml,
     tree_commands,
-    weight_settings,
 )
 from steward.domain.commands import ROOT
 from steward.domain.state import LedgerState
@@ -60,15 +59,16 @@ TWO = {"clusters": {"ceres": {"nodes": 2, "gpus_per_node": 8, "gpu_model": "H100
 
 
 def test_cluster_apply_registers_each_named_cluster_under_its_name() -> None:
-    commands = cluster_commands(TWO, "sim")
+    commands, weights = cluster_file(TWO, "sim")
     assert [(c.node_id, c.cluster, c.gpu_model, c.path) for c in commands] == [
         ("ceres-node000", "ceres", "H100", ["ceres", "ceres-node000"]),
         ("ceres-node001", "ceres", "H100", ["ceres", "ceres-node001"]),
         ("jupiter-node000", "jupiter", "A100", ["jupiter", "jupiter-node000"]),
     ]
     check_locally(LedgerState(), commands)  # the ledger's own guards accept them
-    assert weight_settings(TWO) == {"H100": 1.0, "A100": 0.55}
-    one = cluster_commands({"cluster": {"nodes": 1, "gpus_per_node": 8}}, "local")
+    assert weights == {"H100": 1.0, "A100": 0.55}
+    one, no_weights = cluster_file({"cluster": {"nodes": 1, "gpus_per_node": 8}}, "local")
+    assert no_weights == {}
     assert [(c.node_id, c.cluster) for c in one] == [("node000", "")]  # the default cluster, as before
 
 
@@ -81,10 +81,10 @@ def test_each_cluster_may_name_its_own_executor(own: dict[str, str], executors: 
     """ADR 0068: a cluster with its own executor, registered by one `cluster apply` of several clusters."""
     data = {"clusters": {name: spec | ({"executor": own[name]} if name in own else {})
                          for name, spec in TWO["clusters"].items()}}
-    commands = cluster_commands(data, "sim")
+    commands, _ = cluster_file(data, "sim")
     assert [c.executor for c in commands] == executors
     check_locally(LedgerState(), commands)
-    one = cluster_commands({"cluster": {"nodes": 1, "gpus_per_node": 8, "executor": "slurm-a"}}, "local")
+    one, _ = cluster_file({"cluster": {"nodes": 1, "gpus_per_node": 8, "executor": "slurm-a"}}, "local")
     assert [c.executor for c in one] == ["slurm-a"]
 
 
@@ -102,10 +102,7 @@ def test_each_cluster_may_name_its_own_executor(own: dict[str, str], executors: 
 ])
 def test_a_bad_file_is_refused_by_name(data: dict[str, Any], message: str) -> None:
     with pytest.raises(ScenarioFileError, match=message):
-        if "clusters" in data and "gpu_models" not in data:
-            cluster_commands(data, "local")
-        else:
-            weight_settings(data)
+        cluster_file(data, "local")
 
 
 @pytest.mark.parametrize(("tree", "pins", "error"), [
@@ -130,7 +127,7 @@ def test_the_live_stack_and_the_simulator_read_a_scenario_file_alike(tmp_path: P
                                "q": 0.4}}
     for path in (PHILLY, write(tmp_path, two, "j,0,60,1,p,batch,60,1,,\n")):
         sc, data = load_scenario(path), load_yaml(path)
-        nodes = cluster_commands(data, "x")
+        nodes, _ = cluster_file(data, "x")
         assert [(c.node_id, c.gpus, c.gpu_model, tuple(c.path), c.cluster or "default") for c in nodes] == [
             (n.name, n.gpus, n.gpu_model, n.path, n.cluster) for n in sc.nodes]
         commands = tree_commands(data, "r")

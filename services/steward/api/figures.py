@@ -266,7 +266,7 @@ class OverviewFold:
         `until` (recorded times do not go back along the log, ADR 0075; the budget module stops at that event).
         The rest are held until a later `advance`. The figures of the fold are then exact as of `until`."""
         held = self._held
-        while held and held[0][3] < until:
+        while held and budget.counted_before(held[0][3], until):
             self.apply(*held.popleft())
         self.position = max(self.position, position)
         self.as_of = until

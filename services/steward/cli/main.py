@@ -16,10 +16,9 @@ from steward.cli.output import CliError, OutputFormat, OutputOption, emit, fail
 from steward.cli.scenario_file import (
     ScenarioFileError,
     check_locally,
-    cluster_commands,
+    cluster_file,
     load_yaml,
     tree_commands,
-    weight_settings,
 )
 from steward.config import get_settings
 from steward.domain import budget
@@ -405,8 +404,7 @@ def cluster_apply(
     cluster of its `clusters:` section, and set the weights of its `gpu_models:` section (ADR 0057)."""
     try:
         data = load_yaml(file)
-        commands = cluster_commands(data, executor, file.name)
-        weights = weight_settings(data, file.name)
+        commands, weights = cluster_file(data, executor, file.name)
         check_locally(LedgerState(), commands)
     except ScenarioFileError as err:
         fail(str(err), 2)

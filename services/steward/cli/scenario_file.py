@@ -28,15 +28,6 @@ def load_yaml(path: Path) -> dict[str, Any]:
         raise ScenarioFileError(err.message) from None
 
 
-def _debug_quota(value: Any, where: str) -> int | None:
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise ScenarioFileError(
-            f"tree node '{where}': debug_quota must be a whole number of GPUs >= 0, got {value!r}")
-    return int(value)
-
-
 def _display_name(value: str | None, node: str) -> str | None:
     if value is None:
         return None
@@ -63,7 +54,7 @@ def tree_commands(data: dict[str, Any], reason: str, source: str = "the file") -
         kids = [specs[c] for c in children]
         out.append(SetAllocations(
             parent=parent, shares={a.name: a.share for a in kids}, reason=reason,
-            debug_quotas={a.name: _debug_quota(a.debug_quota, a.name) for a in kids if a.debug_quota is not None},
+            debug_quotas={a.name: a.debug_quota for a in kids if a.debug_quota is not None},
             display_names={a.name: _display_name(a.display_name, a.name) for a in kids if a.display_name is not None},
             pins={a.name: a.pin for a in kids if a.pin}))
         for a in kids:
@@ -83,25 +74,24 @@ def _nodes(data: dict[str, Any], source: str) -> tuple[NodeSpec, ...]:
         raise ScenarioFileError(err.message) from None
 
 
-def cluster_commands(data: dict[str, Any], executor: str, source: str = "the file") -> list[RegisterNode]:
-    """The nodes of a scenario's `cluster:` section (the default cluster), or of each cluster of its `clusters:`
-    section (name -> the same fields; ADR 0057: node `NAME-nodeK`, topology path under the cluster's name), as
-    the simulator reads them (`sim.scenario.parse_clusters`: the same file names the same nodes live and in a
-    what-if). A cluster's `executor:` names the executor that runs its nodes' jobs (ADR 0068: a cluster with its
-    own executor); `executor` is the one for a cluster that names none."""
+def cluster_file(data: dict[str, Any], executor: str,
+                 source: str = "the file") -> tuple[list[RegisterNode], dict[str, float]]:
+    """What `steward cluster apply` records, from one parse of the file (`sim.scenario.parse_clusters` and
+    `parse_weights`: the same file names the same nodes live and in a what-if):
+    - the nodes of a scenario's `cluster:` section (the default cluster), or of each cluster of its `clusters:`
+      section (name -> the same fields; ADR 0057: node `NAME-nodeK`, topology path under the cluster's name). A
+      cluster's `executor:` names the executor that runs its nodes' jobs (ADR 0068: a cluster with its own
+      executor); `executor` is the one for a cluster that names none;
+    - the weights of its `gpu_models:` section (model -> budget units per GPU-hour; ADR 0057), each a model of
+      the file's nodes."""
     several = "clusters" in data
-    return [RegisterNode(node_id=n.name, gpus=n.gpus, gpu_model=n.gpu_model, path=list(n.path),
-                         executor=n.executor or executor, cluster=n.cluster if several else "")
-            for n in _nodes(data, source)]
-
-
-def weight_settings(data: dict[str, Any], source: str = "the file") -> dict[str, float]:
-    """A scenario's `gpu_models:` section (model -> weight, budget units per GPU-hour; ADR 0057), each a model
-    of the file's nodes (`sim.scenario.parse_weights`)."""
+    nodes = _nodes(data, source)
+    commands = [RegisterNode(node_id=n.name, gpus=n.gpus, gpu_model=n.gpu_model, path=list(n.path),
+                             executor=n.executor or executor, cluster=n.cluster if several else "") for n in nodes]
     if data.get("gpu_models") is None:
-        return {}
+        return commands, {}
     try:
-        return parse_weights(source, data["gpu_models"], _nodes(data, source))
+        return commands, parse_weights(source, data["gpu_models"], nodes)
     except ScenarioError as err:
         raise ScenarioFileError(err.message) from None
 

@@ -157,6 +157,13 @@ def window_bounds(now: float, window_s: float = DEFAULT_WINDOW_S) -> tuple[float
     return now - window_s, now
 
 
+def counted_before(at: float, end: float) -> bool:
+    """DESIGN.md "Usage window": figures over [start, end) count the events recorded before `end`; one recorded at
+    `end` belongs to the next window. The batch computation (`period_figures`) and the streaming fold of the API
+    (`steward.api.figures.OverviewFold`, ADR 0075) both cut the log here."""
+    return at < end
+
+
 def period_bounds(at: float, period_s: float) -> tuple[float, float]:
     """The last whole period that ended at or before `at` (periods are aligned to multiples of
     `period_s` from the epoch, so every closer agrees on them)."""
@@ -586,7 +593,7 @@ def period_figures(
     prices = Prices()
     jobs: dict[str, _JobLife] = {}
     for kind, p, at in history:
-        if at >= end:
+        if not counted_before(at, end):
             break
         if kind in ("AllocationsSet", "NodeRegistered", "PolicySet"):
             tree.append((kind, p, at))

@@ -6,12 +6,22 @@ raises a `DomainError`; `decide_or_reject` turns it into a `CommandRejected` eve
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 from dataclasses import fields
 from typing import Any
 
-from steward.domain import clusters, contract, denials, identity, namespaces, nodes, notifications, periods, sessions
+from steward.domain import (
+    clusters,
+    contract,
+    denials,
+    identity,
+    namespaces,
+    nodes,
+    notifications,
+    org_tree,
+    periods,
+    sessions,
+)
 from steward.domain.commands import (
     JOB_CLASSES,
     ROOT,
@@ -69,8 +79,6 @@ from steward.domain.state import TERMINAL_STATES, Job, LedgerState
 
 __all__ = ["MAX_MIN_RUNTIME_S", "decide", "decide_or_reject", "require_current_attempt", "require_job"]
 
-MAX_TREE_DEPTH = 8
-
 
 def require_known_parent(state: LedgerState, parent: str) -> None:
     """Org tree: a manager sets shares of the children of an existing node (the root always exists)."""
@@ -79,17 +87,17 @@ def require_known_parent(state: LedgerState, parent: str) -> None:
 
 
 def require_shares_in_unit_interval(shares: dict[str, float]) -> None:
-    """Org tree: a share is a fraction of the parent's allocation, in [0, 1]."""
+    """Org tree: a share is a fraction of the parent's allocation, in [0, 1] (`org_tree.share_in_unit_interval`)."""
     for child, share in shares.items():
-        if not (0.0 <= share <= 1.0) or math.isnan(share):
+        if not org_tree.share_in_unit_interval(share):
             raise InvalidAllocation(f"share of '{child}' must be in [0, 1], got {share}")
 
 
 def require_children_sum_at_most_one(state: LedgerState, parent: str, shares: dict[str, float]) -> None:
-    """Org tree: the children's shares of one node sum to at most 1."""
+    """Org tree: the children's shares of one node sum to at most 1 (`org_tree.children_shares_fit`)."""
     merged = {n: a.share for n, a in state.children(parent).items()} | shares
     total = sum(merged.values())
-    if total > 1.0 + 1e-9:
+    if not org_tree.children_shares_fit(total):
         raise InvalidAllocation(f"children of '{parent}' would sum to {total:.4f} > 1")
 
 
@@ -101,8 +109,8 @@ def require_no_cycle_and_depth(state: LedgerState, parent: str, shares: dict[str
         existing = state.allocations.get(child)
         if existing is not None and existing.parent != parent:
             raise InvalidAllocation(f"node '{child}' already belongs to '{existing.parent}'")
-    if state.depth(parent) + 1 > MAX_TREE_DEPTH:
-        raise InvalidAllocation(f"node '{parent}' is at the maximum depth {MAX_TREE_DEPTH}")
+    if state.depth(parent) + 1 > org_tree.MAX_TREE_DEPTH:
+        raise InvalidAllocation(f"node '{parent}' is at the maximum depth {org_tree.MAX_TREE_DEPTH}")
 
 
 def require_valid_debug_quotas(state: LedgerState, parent: str, shares: dict[str, float],
@@ -117,10 +125,9 @@ def require_valid_debug_quotas(state: LedgerState, parent: str, shares: dict[str
             raise InvalidAllocation(f"'{child}' is not a child of '{parent}': no debug quota to set")
         if gpus is None:
             continue
-        if isinstance(gpus, bool) or not isinstance(gpus, int):
-            raise InvalidAllocation(f"debug quota of '{child}' must be a whole number of GPUs, got {gpus!r}")
-        if gpus < 0:
-            raise InvalidAllocation(f"debug quota of '{child}' must be >= 0 GPUs, got {gpus}")
+        problem = org_tree.debug_quota_problem(gpus)
+        if problem is not None:
+            raise InvalidAllocation(f"debug quota of '{child}' {problem}, got {gpus!r}")
 
 
 def allocations_set_payload(command: SetAllocations) -> dict[str, Any]:

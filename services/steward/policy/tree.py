@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
-from steward.domain import budget
+from steward.domain import budget, org_tree
 from steward.policy.errors import (
     ChildrenOverAllocated,
     CycleInTree,
@@ -32,9 +32,7 @@ from steward.policy.errors import (
     UnknownParent,
 )
 
-MAX_DEPTH = 8
-SHARE_EPSILON = 1e-9
-"""Tolerance on "children's shares sum to at most 1" (shares are decimal fractions in floats)."""
+MAX_DEPTH = org_tree.MAX_TREE_DEPTH
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,7 +49,7 @@ class Allocation:
 
 def check_share_in_range(a: Allocation) -> None:
     """DESIGN.md "Org tree": a share is a fraction of the parent's allocation, in [0, 1]."""
-    if not (0.0 <= a.share <= 1.0):  # also rejects NaN
+    if not org_tree.share_in_unit_interval(a.share):
         raise ShareOutOfRange(a.id, a.share)
 
 
@@ -81,7 +79,7 @@ def check_no_cycle_and_depth(a: Allocation, ids: Mapping[str, Allocation], max_d
 def check_children_sum(parent: str, children: Iterable[Allocation]) -> None:
     """DESIGN.md "Org tree": the children's shares of one node sum to at most 1."""
     total = sum(c.share for c in children)
-    if total > 1.0 + SHARE_EPSILON:
+    if not org_tree.children_shares_fit(total):
         raise ChildrenOverAllocated(parent, total)
 
 
@@ -90,15 +88,8 @@ def check_debug_quota(node: str, value: object, ids: Mapping[str, Allocation]) -
     Returns it as an int (a float with no fractional part is accepted, as YAML and JSON give)."""
     if node not in ids:
         raise UnknownAllocation(node)
-    if isinstance(value, bool):
-        raise InvalidDebugQuota(node, value)
-    if isinstance(value, int):
-        gpus = value
-    elif isinstance(value, float) and value.is_integer():
-        gpus = int(value)
-    else:
-        raise InvalidDebugQuota(node, value)
-    if gpus < 0:
+    gpus = int(value) if isinstance(value, float) and value.is_integer() else value
+    if org_tree.debug_quota_problem(gpus) is not None or not isinstance(gpus, int):
         raise InvalidDebugQuota(node, value)
     return gpus
 

@@ -20,7 +20,7 @@ from typing import Any
 
 import yaml
 
-from steward.domain import budget
+from steward.domain import budget, org_tree
 from steward.domain.clusters import effective_pin, largest_gang, pin_conflict, pinned_clusters
 from steward.domain.ids import id_problem
 from steward.sim.errors import OverrideError, ScenarioError
@@ -30,9 +30,7 @@ REQUIRED_COLUMNS = (
     "job_id", "submit_s", "duration_s", "gpus", "tenant", "class", "min_runtime_s", "resumable",
 )
 OPTIONAL_COLUMNS = ("priority", "gpu_models", "clusters")  # the last two: "|"-separated names (empty: any)
-MAX_TREE_DEPTH = 8
 DEFAULT_GPU_MODEL = "generic"  # a cluster that names no model (as `steward node register` without --gpu-model)
-SHARE_SLACK = 1e-9
 
 TOP_LEVEL_KEYS = frozenset({"name", "trace", "cluster", "clusters", "gpu_models", "policy", "tree", "metrics", "sim"})
 # `executor`: the live stack's executor of the cluster (`steward cluster apply`, ADR 0068); the simulator runs every
@@ -90,9 +88,8 @@ class AllocationSpec:
     entitlement: float
     depth: int
     children: tuple[str, ...]
-    debug_quota: object = None
-    """The manager-set debug quota (GPUs), as written; None: the default (ADR 0029). tree.py
-    validates it when the tree is built (policies.tree_for)."""
+    debug_quota: int | None = None
+    """The manager-set debug quota (whole GPUs >= 0, `org_tree.debug_quota_problem`); None: the default (ADR 0029)."""
     pin: str = ""
     """The cluster this node's subtree runs on ("": none; ADR 0067), its own pin as written."""
     display_name: str | None = None
@@ -339,16 +336,25 @@ def _explicit_nodes(where: str, raw: list[Any], model: str) -> tuple[NodeSpec, .
     return tuple(nodes)
 
 
+def _debug_quota(where: str, raw: Any) -> int | None:
+    if raw is None:
+        return None
+    problem = org_tree.debug_quota_problem(raw)
+    if problem is not None:
+        raise ScenarioError(f"{where}: debug_quota {problem}, got {raw!r}")
+    return int(raw)
+
+
 def parse_tree(fname: str, raw: Any) -> dict[str, AllocationSpec]:
     """Validate the allocation tree and compute entitlements (product of shares along the path)."""
     top = _mapping(f"{fname}: tree", raw)
     out: dict[str, AllocationSpec] = {}
 
     def walk(parent: str | None, children: Mapping[str, Any], where: str, depth: int) -> None:
-        if depth > MAX_TREE_DEPTH:
-            raise ScenarioError(f"{where}: the tree is deeper than {MAX_TREE_DEPTH} levels")
+        if depth > org_tree.MAX_TREE_DEPTH:
+            raise ScenarioError(f"{where}: the tree is deeper than {org_tree.MAX_TREE_DEPTH} levels")
         total = 0.0
-        pending: list[tuple[str, float, Mapping[str, Any], str, Any, str, str | None]] = []
+        pending: list[tuple[str, float, Mapping[str, Any], str, int | None, str, str | None]] = []
         for name, value in children.items():
             here = f"{where}.{name}" if where != f"{fname}: tree" else f"{fname}: tree.{name}"
             if not isinstance(name, str) or not name.strip():
@@ -361,7 +367,7 @@ def parse_tree(fname: str, raw: Any) -> dict[str, AllocationSpec]:
                     raise ScenarioError(f"{here}: missing share")
                 share_raw: Any = value["share"]
                 grand = _mapping(f"{here}.children", value.get("children"))
-                quota: Any = value.get("debug_quota")
+                quota = _debug_quota(here, value.get("debug_quota"))
                 pin = _pin(here, value.get("pin"))
                 shown_as = value.get("name")
                 if shown_as is not None and not isinstance(shown_as, str):
@@ -369,11 +375,11 @@ def parse_tree(fname: str, raw: Any) -> dict[str, AllocationSpec]:
             else:
                 share_raw, grand, quota, pin, shown_as = value, {}, None, "", None
             share = _number(f"{here}: share", share_raw, minimum=None)
-            if not 0.0 <= share <= 1.0:
+            if not org_tree.share_in_unit_interval(share):
                 raise ScenarioError(f"{here}: share {share:g} is not in [0, 1]")
             total += share
             pending.append((name, share, grand, here, quota, pin, shown_as))
-        if total > 1.0 + SHARE_SLACK:
+        if not org_tree.children_shares_fit(total):
             owner = "the cluster" if parent is None else repr(parent)
             raise ScenarioError(f"{where}: the shares of {owner}'s children sum to {total:g} > 1")
         for name, share, kids, here, quota, pin, shown_as in pending:

@@ -81,7 +81,7 @@ def test_tree_apply_sets_debug_quotas_and_refuses_bad_ones(server: Server, tmp_p
     bad.write_text("tree:\n  research: {share: 0.6, debug_quota: -2}\n")
     refused = steward(server, "admin", "tree", "apply", str(bad))
     assert refused.returncode == 2
-    assert "tree node 'research': debug_quota must be a whole number of GPUs >= 0, got -2" in refused.stderr
+    assert "tree.research: debug_quota must be >= 0 GPUs, got -2" in refused.stderr
 
 
 def test_why_shows_a_debug_jobs_qualification(server: Server) -> None:

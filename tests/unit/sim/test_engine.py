@@ -223,7 +223,8 @@ def test_debug_classes_at_submit_on_a_hand_made_scenario(tmp_path: Path, policy:
     assert len(result.recorder.waits["debug"]) == 5
 
 
-@pytest.mark.parametrize(("quota", "message"), [(-1, "debug quota must be a whole number"), (1.5, "got 1.5")])
+@pytest.mark.parametrize(("quota", "message"), [
+    (-1, "debug_quota must be >= 0 GPUs, got -1"), (1.5, "debug_quota must be a whole number of GPUs, got 1.5")])
 def test_a_bad_debug_quota_in_a_scenario_is_one_clear_error(tmp_path: Path, quota: float, message: str) -> None:
     path = write_scenario(tmp_path, [job("j1")], tree={"a": {"share": 0.5, "debug_quota": quota}, "b": 0.5})
     with pytest.raises(ScenarioError, match=f"tree.a: .*{message}"):

@@ -8,9 +8,14 @@ from typing import Any
 
 import pytest
 
+from steward.domain.commands import ROOT, SetAllocations
+from steward.domain.decide import decide_or_reject
+from steward.domain.state import LedgerState
+from steward.policy.errors import TreeError
+from steward.policy.tree import AllocationTree
 from steward.sim.errors import OverrideError, ScenarioError
 from steward.sim.policies import settings_for, tree_for
-from steward.sim.scenario import load_scenario, parse_set_args
+from steward.sim.scenario import load_scenario, parse_set_args, parse_tree
 from tests.unit.sim.builders import HEADER, job, write_scenario
 
 PHILLY = Path("/work/shared/data/scenarios/philly.yaml")
@@ -202,3 +207,35 @@ def test_a_tree_node_may_carry_a_debug_quota_that_reaches_the_policy_tree(tmp_pa
         3, 1, None)
     t = tree_for(s)
     assert (t.debug_quota("a"), t.debug_quota("b"), t.debug_quota("c")) == (1, 3, None)
+
+
+TREE_READERS: list[tuple[str, dict[str, float], dict[str, int | None], bool]] = [
+    ("fits", {"a": 0.6, "b": 0.4}, {"a": 2}, True),
+    ("float slack", {"a": 0.1, "b": 0.2, "c": 0.7}, {}, True),
+    ("over one", {"a": 0.7, "b": 0.5}, {}, False),
+    ("share above one", {"a": 1.5}, {}, False),
+    ("negative share", {"a": -0.1, "b": 0.5}, {}, False),
+    ("negative quota", {"a": 0.5}, {"a": -2}, False),
+]
+
+
+@pytest.mark.parametrize(("name", "shares", "quotas", "ok"), TREE_READERS, ids=[t[0] for t in TREE_READERS])
+def test_the_ledger_the_policy_tree_and_the_file_parser_agree_on_a_tree(
+        tmp_path: Path, name: str, shares: dict[str, float], quotas: dict[str, int | None], ok: bool) -> None:
+    """One home for the tree's shape rules (steward.domain.org_tree): a tree the ledger refuses is refused by the
+    scenario parser (so by `steward tree apply` before anything is sent) and by the policy's tree, and the other
+    way round."""
+    ledger_ok = decide_or_reject(LedgerState(), SetAllocations(ROOT, shares, "t", quotas), 0.0)[0].type != (
+        "CommandRejected")
+    try:
+        parse_tree("t.yaml", {n: ({"share": s, "debug_quota": quotas[n]} if n in quotas else s)
+                              for n, s in shares.items()})
+        parser_ok = True
+    except ScenarioError:
+        parser_ok = False
+    try:
+        AllocationTree.build(((n, None, s) for n, s in shares.items()), debug_quotas=quotas)
+        policy_ok = True
+    except TreeError:
+        policy_ok = False
+    assert (ledger_ok, parser_ok, policy_ok) == (ok, ok, ok)
