@@ -40,6 +40,8 @@ def test_researcher_sees_why_a_job_waits_and_restores_a_session(world: dict[str,
     # position overall and in its project (the only waiting job of the project)
     expect(row.locator("td").nth(0)).to_have_text(re.compile(r"^\d+$"))
     expect(row.locator("td").nth(1)).to_have_text("1")
+    # and among the waiting jobs that may run on a cluster it may run on (ADR 0073; one cluster here)
+    expect(row.locator("td").nth(2)).to_have_text(re.compile(r"^\d+$"))
     # a reason code of the policy's explanations (steward.policy.explain)
     expect(row).to_contain_text(re.compile("insufficient_capacity|entitlement_used|waiting_for_protection"))
     row.get_by_role("button", name=world["waiting"]).click()

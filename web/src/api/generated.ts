@@ -282,7 +282,7 @@ export type JobRowFragment = { __typename: 'Job', id: string, project: string, s
 
 export type EventRowFragment = { __typename: 'Event', position: number, streamId: string, version: number, type: string, payload: unknown, metadata: unknown, recordedAt: number, prevHash: string, hash: string };
 
-export type WhyFragment = { __typename: 'Explanation', jobId: string, reason: string, text: string, source: string, blockingGpus: number, blockingScope: string, blockingUntil: number | null, position: number | null, positionInProject: number | null, eventPosition: number | null, evidence: unknown };
+export type WhyFragment = { __typename: 'Explanation', jobId: string, reason: string, text: string, source: string, blockingGpus: number, blockingScope: string, blockingUntil: number | null, position: number | null, positionInProject: number | null, positionInClusters: number | null, eventPosition: number | null, evidence: unknown };
 
 export type AllocationRowFragment = { __typename: 'Allocation', name: string, displayName: string, parent: string, depth: number, share: number, entitlement: number, isProject: boolean, usageInWindow: number, entitledInWindow: number, owed: number, delivered: number, deliveredOverOwed: number | null, window: string, windowEnd: number, burn: number | null, pin: string | null, pinnedTo: string | null, debugQuotaGpus: { __typename: 'DebugQuota', gpus: number, setGpus: number | null, isDefault: boolean, setOn: string | null } | null, split: Array<{ __typename: 'AllocationSplit', cluster: string, gpuModel: string, owed: number, delivered: number, demand: number }> };
 
@@ -338,21 +338,21 @@ export type QueueQueryVariables = Exact<{
 }>;
 
 
-export type QueueQuery = { __typename: 'Query', queue: { __typename: 'Queue', waiting: number, waitingGpus: number, entries: Array<{ __typename: 'QueueEntry', position: number, mine: boolean, positionInProject: number | null, reason: string | null, text: string | null, blockingGpus: number | null, blockingScope: string | null, blockingUntil: number | null, source: string | null, job: { __typename: 'Job', id: string, project: string, state: string, gpus: number, minRuntimeS: number, resumable: boolean, jobClass: string, priority: number, command: Array<string>, submittedAt: number, attempt: number, assignments: unknown, funded: boolean, startedAt: number | null, endedAt: number | null, exitCode: number | null, position: number, protectedUntil: number | null, sessionCapAt: number | null, sessionWarningsAt: Array<number> | null, projectName: string, sessionAddress: string | null } | null }> } };
+export type QueueQuery = { __typename: 'Query', queue: { __typename: 'Queue', waiting: number, waitingGpus: number, entries: Array<{ __typename: 'QueueEntry', position: number, mine: boolean, positionInProject: number | null, positionInClusters: number | null, reason: string | null, text: string | null, blockingGpus: number | null, blockingScope: string | null, blockingUntil: number | null, source: string | null, job: { __typename: 'Job', id: string, project: string, state: string, gpus: number, minRuntimeS: number, resumable: boolean, jobClass: string, priority: number, command: Array<string>, submittedAt: number, attempt: number, assignments: unknown, funded: boolean, startedAt: number | null, endedAt: number | null, exitCode: number | null, position: number, protectedUntil: number | null, sessionCapAt: number | null, sessionWarningsAt: Array<number> | null, projectName: string, sessionAddress: string | null } | null }> } };
 
 export type WhyPendingQueryVariables = Exact<{
   job: string | number;
 }>;
 
 
-export type WhyPendingQuery = { __typename: 'Query', whyPending: { __typename: 'Explanation', jobId: string, reason: string, text: string, source: string, blockingGpus: number, blockingScope: string, blockingUntil: number | null, position: number | null, positionInProject: number | null, eventPosition: number | null, evidence: unknown } | null };
+export type WhyPendingQuery = { __typename: 'Query', whyPending: { __typename: 'Explanation', jobId: string, reason: string, text: string, source: string, blockingGpus: number, blockingScope: string, blockingUntil: number | null, position: number | null, positionInProject: number | null, positionInClusters: number | null, eventPosition: number | null, evidence: unknown } | null };
 
 export type WhyPreemptedQueryVariables = Exact<{
   job: string | number;
 }>;
 
 
-export type WhyPreemptedQuery = { __typename: 'Query', whyPreempted: { __typename: 'Explanation', jobId: string, reason: string, text: string, source: string, blockingGpus: number, blockingScope: string, blockingUntil: number | null, position: number | null, positionInProject: number | null, eventPosition: number | null, evidence: unknown } | null };
+export type WhyPreemptedQuery = { __typename: 'Query', whyPreempted: { __typename: 'Explanation', jobId: string, reason: string, text: string, source: string, blockingGpus: number, blockingScope: string, blockingUntil: number | null, position: number | null, positionInProject: number | null, positionInClusters: number | null, eventPosition: number | null, evidence: unknown } | null };
 
 export type AuditEventsQueryVariables = Exact<{
   first: number;
@@ -479,6 +479,7 @@ export const WhyFragmentDoc = new TypedDocumentString(`
   blockingUntil
   position
   positionInProject
+  positionInClusters
   eventPosition
   evidence
 }
@@ -1310,6 +1311,7 @@ export const QueueDocument = new TypedDocumentString(`
       position
       mine
       positionInProject
+      positionInClusters
       reason
       text
       blockingGpus
@@ -1362,6 +1364,7 @@ export const WhyPendingDocument = new TypedDocumentString(`
   blockingUntil
   position
   positionInProject
+  positionInClusters
   eventPosition
   evidence
 }`) as unknown as TypedDocumentString<WhyPendingQuery, WhyPendingQueryVariables>;
@@ -1381,6 +1384,7 @@ export const WhyPreemptedDocument = new TypedDocumentString(`
   blockingUntil
   position
   positionInProject
+  positionInClusters
   eventPosition
   evidence
 }`) as unknown as TypedDocumentString<WhyPreemptedQuery, WhyPreemptedQueryVariables>;

@@ -44,7 +44,7 @@ export interface Why {
   facts: Record<string, unknown>;
 }
 
-const FACTS = ["blockingGpus", "blockingScope", "blockingUntil", "position", "positionInProject", "source"] as const;
+const FACTS = ["blockingGpus", "blockingScope", "blockingUntil", "position", "positionInProject", "positionInClusters", "source"] as const;
 
 export function whyOf(e: Explanation): Why {
   return {

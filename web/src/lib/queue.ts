@@ -12,6 +12,8 @@ export interface QueueRow {
   project: string;
   position: number;
   positionInProject: number | null;
+  /** Its place among the waiting jobs that accept a cluster it accepts (with one cluster, `position`). */
+  positionInClusters: number | null;
   reasonCode: string | null;
   text: string | null;
   /** What blocks it, in words ("8 GPUs"): the GPUs it still needs. */
@@ -26,6 +28,7 @@ export function queueRows(entries: Entry[]): QueueRow[] {
     project: e.mine && e.job ? e.job.project : OTHER_TENANT,
     position: e.position,
     positionInProject: e.positionInProject,
+    positionInClusters: e.positionInClusters ?? null,
     reasonCode: e.reason,
     text: e.text,
     blocking: e.blockingGpus != null ? `${e.blockingGpus} GPUs` : null,

@@ -20,12 +20,13 @@ export function QueueScreen() {
       <ErrorNote error={error} />
       <table className="data" data-testid="queue-table">
         <caption className="sr-only">Waiting jobs, most urgent first; open a job for why it waits</caption>
-        <thead><tr><th scope="col">#</th><th scope="col">in project</th><th scope="col">job</th><th scope="col">project</th><th scope="col">GPUs</th><th scope="col">state</th><th scope="col">waiting</th><th scope="col">reason</th><th scope="col">blocked by</th></tr></thead>
+        <thead><tr><th scope="col">#</th><th scope="col">in project</th><th scope="col" title="Its place among the waiting jobs that may run on a cluster it may run on">in its clusters</th><th scope="col">job</th><th scope="col">project</th><th scope="col">GPUs</th><th scope="col">state</th><th scope="col">waiting</th><th scope="col">reason</th><th scope="col">blocked by</th></tr></thead>
         <tbody>
           {rows.map((e) => (
             <tr key={e.job?.id ?? `pos-${e.position}`}>
               <td className="num">{e.position}</td>
               <td className="num">{e.positionInProject ?? "—"}</td>
+              <td className="num">{e.positionInClusters ?? "—"}</td>
               <th scope="row">{e.job ? <button type="button" className="link" onClick={() => setOpen(e.job!.id)} aria-haspopup="dialog">{e.job.id}</button> : <span className="muted">another tenant's job</span>}</th>
               <td><ProjectName id={e.project} /></td>
               <td className="num">{e.job ? e.job.gpus : "—"}</td>
@@ -35,7 +36,7 @@ export function QueueScreen() {
               <td>{e.blocking ?? <span className="muted">—</span>}</td>
             </tr>
           ))}
-          {data && !rows.length && <tr><td colSpan={9} className="muted">Nothing is waiting.</td></tr>}
+          {data && !rows.length && <tr><td colSpan={10} className="muted">Nothing is waiting.</td></tr>}
         </tbody>
       </table>
       {open && <JobDrawer jobId={open} onClose={() => setOpen(null)} />}
