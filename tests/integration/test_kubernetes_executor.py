@@ -563,3 +563,44 @@ def test_with_its_rounds_running_a_watch_reads_the_rounds_list_not_a_get_a_pod(t
         return outcome.status
 
     assert act(watched()) == "exited"
+
+
+def test_a_round_reads_the_attempts_that_may_still_run_not_the_history(tmp_path: Path, kube: KubeClient,
+                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 26: an executor round read every attempt record ever written (a cost growing with the history).
+    An attempt whose pods ended is closed and not read again, in this process or after a restart."""
+    pub = RecordingPublisher()
+    ex = executor(tmp_path, pub, kube)
+    apply(gpu_pod("brief", 1, notes={"pod-complete.stage.kwok.x-k8s.io/delay": "1s"}))
+    (job,) = ex.submit_pods()
+    ident = (job.command.job_id, 1)
+    act(ActivityEnvironment().run(ex.start_job, run_of(job.command.job_id, {"gpu-5": [2]})))
+    wait_for(lambda: phase(kube, "brief") == "Succeeded")
+    assert ex.running() == []  # this round sees it ended: closed
+    ex.cancel_deleted()  # its manifest too: started, nothing to cancel
+
+    def reads(ex: KubernetesExecutor) -> list[tuple[str, int]]:
+        asked: list[tuple[str, int]] = []
+        load, every = ex.attempts.load, ex.attempts.all
+
+        def counted(job_id: str, attempt: int) -> Any:
+            asked.append((job_id, attempt))
+            return load(job_id, attempt)
+
+        def counted_all() -> Any:
+            for rec in every():
+                asked.append((rec.job_id, rec.attempt))
+                yield rec
+
+        monkeypatch.setattr(ex.attempts, "load", counted)
+        monkeypatch.setattr(ex.attempts, "all", counted_all)
+        ex.running()
+        ex.cancel_deleted()
+        return asked
+
+    assert ident not in reads(ex)
+    again = executor(tmp_path, RecordingPublisher(), kube)  # a restart reads the history once...
+    assert again.running() == []
+    again.cancel_deleted()
+    assert ident not in reads(again)  # ...and its rounds no more
+    kube.delete_pod("team", "brief", grace_s=0)

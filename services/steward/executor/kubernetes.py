@@ -205,7 +205,11 @@ class KubernetesExecutor:
         self.registered: dict[str, RegisterNode] = {}
         self._starting: dict[tuple[str, int], asyncio.Lock] = {}
         self._changed = asyncio.Event()
-        self._closed: set[str] = set()  # manifests of jobs started or cancelled
+        # what a round looks at, not the whole history: the manifests (job ids) not yet closed (started,
+        # cancelled or rejected) and the attempts whose pods may still run, read from the disk once a process
+        self._open_manifests: set[str] = set()
+        self._open_attempts = {(r.job_id, r.attempt) for r in self.attempts.all() if r.extra.get("pods")}
+        self._seen_alive: set[tuple[str, int]] = set()  # open attempts with a pod seen running by a round
         # the namespace mappings in force: the recorded ones once read from Steward (`steward`), else the
         # bootstrap setting; with `steward`, no pod is submitted before the first read
         self.steward = steward
@@ -227,6 +231,8 @@ class KubernetesExecutor:
             data = read_json(path) or {}
             if data.get("rejected") and data.get("job"):
                 self.rejected[str(data["job"])] = str(data["rejected"])
+            if not data.get("closed"):
+                self._open_manifests.add(path.stem)
 
     # -- reporting --------------------------------------------------------------------------------
 
@@ -311,6 +317,7 @@ class KubernetesExecutor:
                 write_json(self._manifest_path(job.command.job_id), {
                     "pods": [dict(p) for p in sorted(group, key=key)], "gpus": list(job.gpus_per_pod),
                     "job": job.command.job_id})
+                self._open_manifests.add(job.command.job_id)
                 submitted.append(job)
             # else written before a crash, maybe never sent: sent again (the ledger keeps the first of a message id)
             told.append((list(group), job.command))
@@ -452,19 +459,18 @@ class KubernetesExecutor:
         cancelled) is not looked at again."""
         present = {key(p) for p in (self.steward_pods() if pods is None else pods)}
         cancelled = []
-        for path in sorted(self.manifests.glob("*.json")):
-            if path.stem in self._closed:
-                continue
+        for stem in sorted(self._open_manifests):
+            path = self.manifests / f"{stem}.json"
             data = read_json(path) or {}
             job_id = str(data.get("job", ""))
             if not job_id or data.get("closed") or self.attempts.load(job_id, 1) is not None:
-                self._closed.add(path.stem)
+                self._open_manifests.discard(stem)
                 continue
             if any(key(p) in present for p in data.get("pods") or []):
                 continue
             self._report_now(CancelJob(job_id, "its pods were deleted in Kubernetes"), f"cancel-{job_id}")
             write_json(path, data | {"closed": True})
-            self._closed.add(path.stem)
+            self._open_manifests.discard(stem)
             cancelled.append(job_id)
         return cancelled
 
@@ -579,7 +585,9 @@ class KubernetesExecutor:
         rec = AttemptRecord(run.job_id, run.attempt, list(run.command), dict(run.assignments), "", run.job_class,
                             pid=pid_of(run.job_id, run.attempt),
                             extra={"pods": keys, "grace_s": run.timings.grace_s})
-        return self.attempts.save(rec)
+        saved = self.attempts.save(rec)
+        self._open_attempts.add((rec.job_id, rec.attempt))
+        return saved
 
     @activity.defn(name="start_job")
     async def start_job(self, run: JobRunInput) -> ProcessStarted:
@@ -729,11 +737,21 @@ class KubernetesExecutor:
     # -- lifecycle --------------------------------------------------------------------------------
 
     def running(self, pods: Sequence[Mapping[str, Any]] | None = None) -> list[AttemptRecord]:
-        """The attempts whose pods still run (one list of Steward's pods for all of them)."""
-        recs = [r for r in self.attempts.all() if r.extra.get("pods")]
+        """The attempts whose pods still run (one list of Steward's pods for all of them). Only the open attempts
+        are read: one is closed when none of its pods runs any more after a round saw one running or its start
+        was reported (a pod that ended or went does not come back; a resumed job's pods are a new attempt's)."""
+        recs = [r for job_id, attempt in sorted(self._open_attempts)
+                if (r := self.attempts.load(job_id, attempt)) is not None and r.extra.get("pods")]
         if not recs:
             return []
         alive = {key(p) for p in (self.steward_pods() if pods is None else pods) if not is_terminal(p)}
+        for r in recs:
+            ident = (r.job_id, r.attempt)
+            if any(k in alive for k in r.extra["pods"]):
+                self._seen_alive.add(ident)
+            elif ident in self._seen_alive or r.started_at:
+                self._seen_alive.discard(ident)
+                self._open_attempts.discard(ident)
         return [r for r in recs if outcome_of(r, [{} if k in alive else None for k in r.extra["pods"]], 0) is None
                 and any(k in alive for k in r.extra["pods"])]
 
