@@ -32,7 +32,7 @@ from steward.executor.kubernetes_pods import ATTEMPT_LABEL, JOB_LABEL
 from steward.executor.kubernetes_steward import Rejection, Standing, StewardUnreachable, Waiting
 from steward_workflows.payloads import ContractTimings, JobRunInput, NodeRef, SignalJob, WatchJob
 from tests.integration.conftest import KEEP, REPO, SLOT, TEST_RUN_DIR
-from tests.integration.test_slurm_executor import RecordingPublisher, wait_for
+from tests.integration.test_slurm_executor import RecordingPublisher, attempt_reads, wait_for
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -579,28 +579,13 @@ def test_a_round_reads_the_attempts_that_may_still_run_not_the_history(tmp_path:
     assert ex.running() == []  # this round sees it ended: closed
     ex.cancel_deleted()  # its manifest too: started, nothing to cancel
 
-    def reads(ex: KubernetesExecutor) -> list[tuple[str, int]]:
-        asked: list[tuple[str, int]] = []
-        load, every = ex.attempts.load, ex.attempts.all
-
-        def counted(job_id: str, attempt: int) -> Any:
-            asked.append((job_id, attempt))
-            return load(job_id, attempt)
-
-        def counted_all() -> Any:
-            for rec in every():
-                asked.append((rec.job_id, rec.attempt))
-                yield rec
-
-        monkeypatch.setattr(ex.attempts, "load", counted)
-        monkeypatch.setattr(ex.attempts, "all", counted_all)
+    def round_of(ex: KubernetesExecutor) -> None:
         ex.running()
         ex.cancel_deleted()
-        return asked
 
-    assert ident not in reads(ex)
+    assert ident not in attempt_reads(ex.attempts, monkeypatch, lambda: round_of(ex))
     again = executor(tmp_path, RecordingPublisher(), kube)  # a restart reads the history once...
     assert again.running() == []
     again.cancel_deleted()
-    assert ident not in reads(again)  # ...and its rounds no more
+    assert ident not in attempt_reads(again.attempts, monkeypatch, lambda: round_of(again))  # ...then no more
     kube.delete_pod("team", "brief", grace_s=0)

@@ -26,6 +26,7 @@ from temporalio.testing import ActivityEnvironment
 
 from steward.bus.envelope import Envelope
 from steward.config import Settings
+from steward.executor.attempts import AttemptRecord, AttemptStore
 from steward.executor.isolation import BASIC_PATH
 from steward.executor.settings import ExecutorSettings
 from steward.executor.slurm import DRAIN_REASON, SlurmExecutor, SlurmSettings
@@ -82,6 +83,28 @@ def act(coro: Awaitable[T]) -> T:
 def log_of(root: Path, job_id: str, attempt: int = 1) -> str:
     path = root / "work" / job_id / f"slurm-attempt-{attempt}.log"
     return path.read_text() if path.exists() else ""
+
+
+def attempt_reads(attempts: AttemptStore, monkeypatch: pytest.MonkeyPatch, poll: Callable[[], object]) -> set[
+        tuple[str, int]]:
+    """The attempt records (job, attempt) an executor's `poll` reads, one by one or all at once."""
+    asked: set[tuple[str, int]] = set()
+    load, every = attempts.load, attempts.all
+
+    def counted(job_id: str, attempt: int) -> AttemptRecord | None:
+        asked.add((job_id, attempt))
+        return load(job_id, attempt)
+
+    def counted_all() -> Iterator[AttemptRecord]:
+        for rec in every():
+            asked.add((rec.job_id, rec.attempt))
+            yield rec
+
+    with monkeypatch.context() as patch:
+        patch.setattr(attempts, "load", counted)
+        patch.setattr(attempts, "all", counted_all)
+        poll()
+    return asked
 
 
 def wait_for(check: Callable[[], bool], timeout: float = 60.0) -> None:
@@ -259,3 +282,22 @@ def test_the_cluster_script_is_idempotent_and_reports_its_status(cluster: Path) 
     assert status.stdout.startswith("slurm running (slurm-wlm ") and "slurm0:idle:gpu:sim:8" in status.stdout
     assert script("env").stdout.strip() == f"export SLURM_CONF={cluster}"
     assert script("bogus").returncode == 2
+
+
+def test_a_poll_reads_the_attempts_slurm_may_still_run_not_the_history(
+        tmp_path: Path, cluster: Path, jobs_root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 26: each poll read every attempt record ever written (a cost growing with the history). An
+    attempt whose Slurm job ended is closed and not read again, in this process or after a restart."""
+    pub = RecordingPublisher()
+    ex = executor(tmp_path, cluster, jobs_root, pub)
+    env = ActivityEnvironment()
+    act(env.run(ex.start_job, run_of("s7", ["true"], assignments={"slurm0": [0]})))
+    act(env.run(ex.start_job, run_of("s8", ["sleep", "30"], assignments={"slurm1": [0]})))
+    outcome = act(env.run(ex.watch_job, WatchJob("s7", 1, window_s=60.0)))
+    assert outcome.exit_code == 0
+    assert ex.heartbeat().jobs == {"s8": 1}  # this poll sees s7 ended: closed
+    assert attempt_reads(ex.attempts, monkeypatch, ex.heartbeat) == {("s8", 1)}
+    restarted = executor(tmp_path, cluster, jobs_root, pub)  # a new process reads the history once...
+    assert restarted.heartbeat().jobs == {"s8": 1}
+    assert attempt_reads(restarted.attempts, monkeypatch, restarted.heartbeat) == {("s8", 1)}  # ...then no more
+    act(env.run(ex.signal_job, SignalJob("s8", 1, kill=True)))

@@ -193,6 +193,9 @@ class SlurmExecutor:
         self._starting: dict[tuple[str, int], asyncio.Lock] = {}
         self._changed = asyncio.Event()
         self._prepare_folders()
+        # the attempts whose Slurm job may still run, read from the disk once a process: a poll reads these,
+        # not every record ever written (the cost grew with the history)
+        self._open = {(r.job_id, r.attempt) for r in self.attempts.all() if r.pid > 0}
 
     def _prepare_folders(self) -> None:
         prepare_executor_folders(self.root, self.work_root, self.checkpoint_root, self.isolating)
@@ -313,7 +316,9 @@ class SlurmExecutor:
             slurm_id = int(out.strip().split(";", 1)[0])
             log.info("job %s attempt %s is Slurm job %d on %s", run.job_id, run.attempt, slurm_id,
                      ",".join(sorted(run.assignments)))
-        return self.attempts.update(rec, pid=slurm_id, extra=rec.extra | {"slurm_job": slurm_id})
+        submitted = self.attempts.update(rec, pid=slurm_id, extra=rec.extra | {"slurm_job": slurm_id})
+        self._open.add((run.job_id, run.attempt))
+        return submitted
 
     async def _until_running(self, rec: AttemptRecord) -> AttemptRecord:
         """Wait (heartbeating) until Slurm runs the job, or ends it, or `start_wait_s` passes; started when
@@ -415,19 +420,31 @@ class SlurmExecutor:
 
     # -- lifecycle --------------------------------------------------------------------------------
 
-    def running(self, jobs: Mapping[int, SlurmJob] | None = None) -> list[AttemptRecord]:
-        """The attempts whose Slurm job Slurm still runs (one `scontrol show job` for all of them)."""
-        recs = [r for r in self.attempts.all() if r.pid > 0]
+    def open_attempts(self) -> list[AttemptRecord]:
+        """The attempts submitted to Slurm and not yet seen ended, as stored now."""
+        return [r for job_id, attempt in sorted(self._open)
+                if (r := self.attempts.load(job_id, attempt)) is not None and r.pid > 0]
+
+    def running(self, recs: Sequence[AttemptRecord] | None = None,
+                jobs: Mapping[int, SlurmJob] | None = None) -> list[AttemptRecord]:
+        """The attempts whose Slurm job Slurm still runs (one `scontrol show job` for all of them), of `recs`
+        (the open attempts, read before `jobs` was asked for). One whose Slurm job Slurm shows ended, or no
+        longer shows (it forgets ended jobs after MinJobAge; a job submitted before `jobs` was asked for is in
+        it), is closed: with `--no-requeue`, an ended Slurm job never runs again."""
+        recs = self.open_attempts() if recs is None else recs
         if not recs:
             return []
         jobs = self.jobs() if jobs is None else jobs
-        return [r for r in recs if r.pid in jobs and jobs[r.pid].active]
+        running = [r for r in recs if r.pid in jobs and jobs[r.pid].active]
+        self._open -= {(r.job_id, r.attempt) for r in recs} - {(r.job_id, r.attempt) for r in running}
+        return running
 
     def heartbeat(self) -> ReportHeartbeat:
         """What Slurm runs of Steward's, the registered nodes Slurm holds out of service on its own, and the
         GPUs jobs submitted outside Steward hold on them (foreign load: busy for Steward, never preempted)."""
+        recs = self.open_attempts()  # before the list of jobs: each of these Slurm jobs is in it unless ended
         jobs = self.jobs()
-        recs = self.running(jobs)
+        recs = self.running(recs, jobs)
         down: list[str] = []
         foreign: dict[str, int] = {}
         if self.registered:
