@@ -598,7 +598,8 @@ def _fast_decoder(kind: str) -> Callable[[Mapping[str, Any]], Any]:
     names, _ = _shape(kind)
     hints = get_type_hints(cls)
     env: dict[str, Any] = {"_new": object.__new__, "_cls": cls, "_UNSET": _UNSET, "_names": names,
-                           "_count": len(names), "_type": type, "_list": list, "_dict": dict, "_all": all}
+                           "_count": len(names), "_type": type, "_list": list, "_dict": dict, "_mkset": set,
+                           "_map": map, "_str": frozenset({str})}
     lines = ["    if len(payload) > _count or not _names.issuperset(payload):", "        return None"]
     for i, f in enumerate(dataclasses.fields(cls)):
         if not f.name.isidentifier():
@@ -622,15 +623,16 @@ def _fast_decoder(kind: str) -> Callable[[Mapping[str, Any]], Any]:
             lines.append(f"    elif _type({v}) is not _t{i}:")
             lines.append("        return None")
         elif origin is list and args[0] in _PLAIN_HINTS:
-            env[f"_t{i}"] = args[0]
-            lines.append(f"    elif _type({v}) is _list and _all(_type(x) is _t{i} for x in {v}):")
+            # the items' exact types as a set, built in C (a generator costs ~0.5 us even for an empty list)
+            env[f"_t{i}"] = frozenset({args[0]})
+            lines.append(f"    elif _type({v}) is _list and (not {v} or _mkset(_map(_type, {v})) <= _t{i}):")
             lines.append(f"        {v} = _list({v})")
             lines.append("    else:")
             lines.append("        return None")
         elif origin is dict and args[0] is str and args[1] in _PLAIN_HINTS:
-            env[f"_t{i}"] = args[1]
-            lines.append(f"    elif _type({v}) is _dict and _all(_type(k) is str and _type(x) is _t{i} "
-                         f"for k, x in {v}.items()):")
+            env[f"_t{i}"] = frozenset({args[1]})
+            lines.append(f"    elif _type({v}) is _dict and (not {v} or (_mkset(_map(_type, {v})) <= _str "
+                         f"and _mkset(_map(_type, {v}.values())) <= _t{i})):")
             lines.append(f"        {v} = _dict({v})")
             lines.append("    else:")
             lines.append("        return None")
