@@ -70,6 +70,11 @@ class Routes:
                 out.append((cluster, mine))
         return out
 
+    def accepted_clusters(self, gpu_models: Sequence[str], clusters: Sequence[str]) -> tuple[str, ...]:
+        """The clusters, by name, with at least one node admitting a request of these models and clusters."""
+        return tuple(c for c in sorted(self.by_cluster)
+                     if any(admits(gpu_models, clusters, self.models[i], c) for i in self.by_cluster[c]))
+
     def admissible(self, job: PendingJob, node_index: int) -> bool:
         return admits(job.gpu_models, job.clusters, self.models[node_index], self.clusters[node_index])
 
