@@ -1,8 +1,8 @@
 """Fair share per cluster (issue 25, ADR 0076), on random snapshots: with one cluster the standing per cluster is
 the tree's and the cycle decides exactly as without usage per cluster; with two, a job on cluster X is never
 preempted for fair share for a beneficiary whose standing on X (the worse of the tree's and X's, projected over
-its protection as strict improvement projects it) is not strictly below the victim's, recomputed here from the
-snapshot's figures alone."""
+its protection as strict improvement projects it) is not strictly below the victim's, nor for one more served
+than the victim over the tree now, recomputed here from the snapshot's figures alone."""
 
 from __future__ import annotations
 
@@ -131,3 +131,5 @@ def test_a_job_on_a_cluster_is_preempted_only_for_a_beneficiary_less_served_ther
         cluster = nodes[victim.placement[0][0]].cluster
         freed[victim.project] = freed.get(victim.project, 0.0) + victim.gpus
         assert after(job.project, cluster, job.gpus) < after(victim.project, cluster, -freed[victim.project]), pre
+        # and never for an allocation more served over the tree now (one budget)
+        assert snap.usage[job.project] / SHARES[job.project] <= snap.usage[victim.project] / SHARES[victim.project]

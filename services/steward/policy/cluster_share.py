@@ -41,6 +41,13 @@ def standing_on(tree_ratio: float, cluster_ratio: float) -> float:
     return tree_ratio if tree_ratio >= cluster_ratio else cluster_ratio
 
 
+def tree_allows(waiting_tree_ratio: float, victim_tree_ratio: float) -> bool:
+    """ADR 0076, the rule's second half: on a cluster, work is never preempted for an allocation more served than
+    its own over the tree now (the tree's standings before the move): one budget, so no one under-served on the
+    whole gives GPUs up to someone over-served on the whole, whatever either did on the cluster."""
+    return waiting_tree_ratio <= victim_tree_ratio
+
+
 def usable_clusters(capacity_by_cluster: Mapping[str, float], accepted: Collection[str] | None = None) -> list[str]:
     """The clusters an allocation's demand may use, by name: those of `accepted` (the clusters its jobs accept),
     or every cluster when it names none (None or empty: no jobs)."""

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from steward.domain.policy_settings import PolicySettings
-from steward.policy.cluster_share import ClusterStanding, standing_on
+from steward.policy.cluster_share import ClusterStanding, standing_on, tree_allows
 from steward.policy.contract import grace_s, in_grace, is_protected, protection_s
 from steward.policy.model import PendingJob, RunningJob
 from steward.policy.ordering import Standing
@@ -71,6 +71,14 @@ def ratio_after(b: Branches, allocation: str, gpus: float, horizon_s: float) -> 
     return standing_on(ratio_after(b.worst, allocation, gpus, horizon_s), r)
 
 
+def tree_now(b: Branches, allocation: str) -> float:
+    """ADR 0076: an allocation's standing over the tree now (no projection) under `b.worst`'s reading."""
+    w = b.worst
+    assert w is not None
+    e = w.entitled.get(allocation, 0.0)
+    return math.inf if e <= 0.0 else w.delivered.get(allocation, 0.0) / e
+
+
 def branches_of(stand: Standing, running: Mapping[str, float]) -> Branches:
     """What strict improvement reads this cycle: the figures the order ranks by, and, when those count
     entitlement by demand (ADR 0016), DESIGN.md's in-full figures as a second reading. Demand moves
@@ -114,9 +122,11 @@ def strictly_improves(
     if k < 0 or k >= len(waiting_path) or k >= len(victim_path):
         return False, {"rule": "same allocation"}
     a_w, a_v = waiting_path[k], victim_path[k]
+    veto = False
     if branches.worst is not None:  # ADR 0076: on one cluster of several
         after_w = ratio_after(branches, a_w, waiting_gpus, horizon_s)
         after_v = ratio_after(branches, a_v, -freed_from_branch, horizon_s)
+        veto = not tree_allows(tree_now(branches, a_w), tree_now(branches, a_v))
     else:
         after_w = projected_ratio(
             branches.delivered.get(a_w, 0.0),
@@ -130,7 +140,7 @@ def strictly_improves(
             branches.entitled.get(a_v, 0.0),
             horizon_s,
         )
-    ok = after_w < after_v
+    ok = after_w < after_v and not veto
     evidence: dict[str, Any] = {
         "level": k + 1,
         "waiting_allocation": a_w,
@@ -143,7 +153,8 @@ def strictly_improves(
         tree_w = ratio_after(branches.worst, a_w, waiting_gpus, horizon_s)
         tree_v = ratio_after(branches.worst, a_v, -freed_from_branch, horizon_s)
         evidence["tree"] = {"waiting_ratio_after": None if math.isinf(tree_w) else tree_w,
-                            "victim_ratio_after": None if math.isinf(tree_v) else tree_v}
+                            "victim_ratio_after": None if math.isinf(tree_v) else tree_v,
+                            "victim_less_served": veto}
     if ok and branches.also is not None:  # the in-full reading can only veto (and costs a second pass)
         ok_full, full = strictly_improves(
             waiting_path, waiting_gpus, victim_path, freed_from_branch, horizon_s, branches.also
@@ -319,7 +330,8 @@ class _Attempt:
         (0: the one the order ranks by; 1: ADR 0016's in-full reading, when there is one)."""
         b = self.readings[reading]
         if b.worst is not None:  # ADR 0076
-            return self.w_after[reading][k] < ratio_after(b, a_v, -freed, self.horizon)
+            return (self.w_after[reading][k] < ratio_after(b, a_v, -freed, self.horizon)
+                    and tree_allows(tree_now(b, self.path[k]), tree_now(b, a_v)))
         v_after = projected_ratio(
             b.delivered.get(a_v, 0.0), b.running.get(a_v, 0.0) - freed, b.entitled.get(a_v, 0.0), self.horizon
         )

@@ -15,6 +15,7 @@ from steward.policy.cluster_share import (
     cluster_standings,
     demand_clusters,
     standing_on,
+    tree_allows,
     usable_clusters,
 )
 from steward.policy.cycle import schedule
@@ -39,6 +40,22 @@ def test_the_standing_on_a_cluster_is_the_worse_of_the_two(
     tree_ratio: float, cluster_ratio: float, want: float
 ) -> None:
     assert standing_on(tree_ratio, cluster_ratio) == want
+
+
+@pytest.mark.parametrize(
+    ("waiting", "victim", "want"),
+    [
+        (0.1, 0.2, True),
+        (0.2, 0.2, True),  # level over the tree: the cluster's standing decides
+        (0.3, 0.2, False),  # the victim is less served over the tree: never its GPUs
+        (0.0, math.inf, True),
+        (math.inf, 0.5, False),
+    ],
+)
+def test_work_is_never_taken_for_an_allocation_more_served_over_the_tree(
+    waiting: float, victim: float, want: bool
+) -> None:
+    assert tree_allows(waiting, victim) is want
 
 
 @pytest.mark.parametrize(
@@ -192,6 +209,10 @@ OFF = PolicySettings(cluster_fair_share=False)
         # the same usage, but w's demand can run only on ceres: its whole entitlement is there (its owed is
         # tree-wide, ADR 0062), so it is not over-served for using ceres alone
         ({"ceres": 1.5e5}, {"ceres": 57600.0, "jupiter": 142400.0}, None, True, (), {"v1": "w1"}),
+        # v is over its part of ceres (all its usage there) but less served than w over the tree: w, over-served on
+        # the whole, never takes GPUs from v, whatever either did on ceres (one budget)
+        ({"jupiter": 3e5}, {"ceres": 2e5}, None, True, (), {}),
+        ({"jupiter": 3e5}, {"ceres": 2e5}, OFF, True, (), {}),
         # far less served on both: preempted either way
         ({"ceres": 1e3}, {"ceres": 1e6}, None, True, (), {"v1": "w1"}),
     ],
@@ -216,6 +237,7 @@ def test_the_preemption_says_which_standing_decided() -> None:
     assert check["waiting_ratio_after"] < check["victim_ratio_after"]
     on = p.evidence["standing_on_cluster"]
     assert on["cluster"] == "ceres" and on["waiting"]["read"] == "tree" and on["victim"]["read"] == "cluster"
+    assert (on["waiting"]["allocation"], on["victim"]["allocation"]) == ("w", "v")
 
 
 def test_an_allocation_pinned_to_the_cluster_stands_there_with_its_whole_entitlement() -> None:

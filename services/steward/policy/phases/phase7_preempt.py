@@ -263,19 +263,22 @@ def victim_evidence(cycle: CyclePlan, v: Victim) -> dict[str, object]:
 
 
 def standing_on_cluster(cycle: CyclePlan, job: PendingJob, v: Victim, plan: VictimPlan) -> dict[str, Any]:
-    """ADR 0076, several clusters: the standing of the waiting job's and the victim's allocations on the cluster
-    the room is made on (what strict improvement read there), as `standing_on_cluster`; nothing otherwise."""
-    if cycle.cluster_stand is None or not plan.nodes:
-        return {}
+    """ADR 0076, several clusters: the standing on the cluster the room is made on of the two allocations strict
+    improvement compared (where the paths of the waiting job's and the victim's projects part), before the move,
+    as `standing_on_cluster`; nothing otherwise (one cluster, an unfunded victim)."""
+    check = plan.checks.get(v.job.id)
+    if cycle.cluster_stand is None or not plan.nodes or not check or "waiting_allocation" not in check:
+        return {}  # one cluster, or no judgement between two allocations (unfunded, leaving, no allocation)
     cluster = cycle.routes.clusters[plan.nodes[0][0]]
     stand = cycle.cluster_stand.get(cluster)
     if stand is None:
         return {}
     ratio = cycle.stand.ratio
+    waiting, victim = check["waiting_allocation"], check["victim_allocation"]
     return {"standing_on_cluster": {
         "cluster": cluster,
-        "waiting": stand.evidence(job.project, ratio.get(job.project, math.inf)),
-        "victim": stand.evidence(v.job.project, ratio.get(v.job.project, math.inf)),
+        "waiting": {"allocation": waiting, **stand.evidence(waiting, ratio.get(waiting, math.inf))},
+        "victim": {"allocation": victim, **stand.evidence(victim, ratio.get(victim, math.inf))},
     }}
 
 
