@@ -5,6 +5,9 @@
 - After protection, a funded job is preempted only with strict improvement: the waiting job's
   allocation is more under-served than the victim's after the move, compared at the level where
   their paths in the org tree part.
+  With several clusters, on the victim's cluster: each side stands at the worse of its standing over
+  the tree and on that cluster, and the waiting side is not more served over the tree (ADR 0076,
+  policy/cluster_share.py; `Branches.worst`, `branches_on`).
 - Victims are chosen to free the fewest GPU-seconds of lost work (time since the last checkpoint
   plus restart overhead, so a recent checkpoint is preferred), then the fewest jobs.
 """
