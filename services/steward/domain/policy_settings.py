@@ -139,6 +139,11 @@ class PolicySettings:
     """An inner allocation is ranked by the entitlement its projects' demand can use now, and by the
     delivered of its projects with demand: unused entitlement is lent to its siblings (ordering.py,
     ADR 0016). False: every entitlement counts in full (DESIGN.md as written; the baselines)."""
+    cluster_fair_share: bool = True
+    """Several clusters: an allocation stands on a cluster at the worse of its standing over the tree and its
+    standing on that cluster's usage (policy/cluster_share.py, ADR 0076); strict improvement, a victim search
+    and the dating of a reservation's releases on a cluster read it. False: the tree's standing everywhere
+    (ADR 0057; the baselines). With one cluster both are the same."""
     cheap_victim_s: float | None = 150.0
     """A funded victim losing at most this many seconds of work per GPU may be preempted when the
     order's ranked reading (ADR 0016) alone shows strict improvement; a costlier one needs the in-full
@@ -252,10 +257,11 @@ class PolicySettings:
 
 _NO_LANE: dict[str, Any] = {"lane": False, "lane_trade": False, "victim_cost_at_stop": False,
                             "unfunded_grace_s": None, "gang_packing": False,
-                            "active_entitlement": False, "overshoot_is_own": False}
+                            "active_entitlement": False, "overshoot_is_own": False, "cluster_fair_share": False}
 """The baselines have no debug lane, give unfunded victims the same grace as funded ones, place by
 plain best or first fit (no gang-aware packing, ADR 0013), count every entitlement in full
-(ADR 0016) and check every level's quota when funding (ADR 0002, not 0017)."""
+(ADR 0016), check every level's quota when funding (ADR 0002, not 0017) and rank on the tree's usage alone
+with several clusters (ADR 0076)."""
 
 _NO_CHURN: dict[str, Any] = {"settle_s": None, "preemption_gain_horizon_s": None, "claim_hold_s": None,
                              "consolidation_searches_per_cycle": 0}

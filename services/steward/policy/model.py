@@ -168,6 +168,10 @@ class Snapshot:
     settings: PolicySettings = field(default_factory=PolicySettings)
     topology_levels: tuple[str, ...] = ()
     demand: Mapping[str, float] | None = None
+    cluster_usage: Mapping[str, Mapping[str, float]] | None = None
+    """ADR 0076: per cluster, the usage of each project on it (weighted GPU-seconds in the window up to `now`,
+    running jobs included, as `usage`; a project's usage is the sum over the clusters). None: not known (the
+    standing is then the tree's alone)."""
 
     def __hash__(self) -> int:  # Mapping field: identity hash, snapshots are not set members
         return id(self)

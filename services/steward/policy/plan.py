@@ -13,6 +13,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from steward.policy.cluster_share import ClusterStanding
 from steward.policy.contract import (
     ENTITLEMENT_USED,
     funding_gap,
@@ -39,7 +40,7 @@ from steward.policy.model import (
 from steward.policy.ordering import Order, Standing
 from steward.policy.packing import FirmLoad, pack_single
 from steward.policy.placement import CapacityIndex, Fit
-from steward.policy.preemption import Branches
+from steward.policy.preemption import Branches, branches_on
 from steward.policy.reservation import (
     ReservationPlan,
     may_backfill,
@@ -136,6 +137,11 @@ class CyclePlan:
         self.route_notes: dict[str, dict[str, Any]] = {}  # ADR 0057: a routed job's `routing` evidence
         self.route_releases: dict[int, list[tuple[float, int]]] | None = None
         self.route_victims: dict[str, dict[str, Any]] = {}  # ADR 0071: the clusters a victim search compared
+        # ADR 0076, several clusters: each cluster's standing, its funded GPUs running per allocation subtree
+        # (charged like `funded_in_use`) and what strict improvement reads there; None: the tree's everywhere
+        self.cluster_stand: dict[str, ClusterStanding] | None = None
+        self.cluster_running: dict[str, dict[str, float]] = {}
+        self.cluster_branches: dict[str, Branches] = {}
 
     def path(self, project: str) -> tuple[str, ...]:
         p = self.paths.get(project)
@@ -157,11 +163,40 @@ class CyclePlan:
         only when something is charged, which clears the per-project memo `fund_ok`."""
         return funding_gap(job, path, self.funded_in_use, self.quota, self.s, self.fund_ok)
 
-    def charge(self, path: tuple[str, ...], gpus: int) -> None:
+    def charge(self, path: tuple[str, ...], gpus: int, node: int = -1) -> None:
+        """Funded GPUs of `path`'s allocations now in use; `node` (a position in the index): on its cluster too
+        (ADR 0076, when the cycle reads standings per cluster)."""
         if self.fund_ok:
             self.fund_ok.clear()
         for a in path:
             self.funded_in_use[a] = self.funded_in_use.get(a, 0.0) + gpus
+        if self.cluster_stand is not None and node >= 0:
+            on = self.cluster_running.setdefault(self.routes.clusters[node], {})
+            for a in path:
+                on[a] = on.get(a, 0.0) + gpus
+
+    def branches_for(self, cluster: str | None) -> Branches:
+        """ADR 0076: what strict improvement reads on `cluster` (the tree's figures with one cluster, or when
+        fair share per cluster is off or the cluster is not known)."""
+        if self.cluster_stand is None or cluster is None:
+            return self.branches
+        got = self.cluster_branches.get(cluster)
+        if got is None:
+            stand = self.cluster_stand.get(cluster)
+            if stand is None:
+                return self.branches
+            got = branches_on(self.branches, stand, self.cluster_running.setdefault(cluster, {}))
+            self.cluster_branches[cluster] = got
+        return got
+
+    def cluster_of_job(self, job: RunningJob) -> str | None:
+        """The cluster a running job's GPUs are in (gangs never span clusters); None when its nodes are gone."""
+        pos = self.index.pos
+        for nid, _ in job.placement:
+            i = pos.get(nid)
+            if i is not None:
+                return self.routes.clusters[i]
+        return None
 
     def reserved_free(self) -> int:
         """Free GPUs on reserved nodes not claimed by a preemption (cached: changes only when work
@@ -376,7 +411,7 @@ class CyclePlan:
             self.load.add(fit.nodes, funded)
         self.reserved_room = self.reserved_shape = None
         if funded:
-            self.charge(path, job.gpus)
+            self.charge(path, job.gpus, fit.nodes[0][0] if fit.nodes else -1)
         until = protected_until(job, self.now, funded, self.s)
         evidence: dict[str, Any] = {
             "rule": rule,

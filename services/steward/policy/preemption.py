@@ -5,6 +5,9 @@
 - After protection, a funded job is preempted only with strict improvement: the waiting job's
   allocation is more under-served than the victim's after the move, compared at the level where
   their paths in the org tree part.
+  With several clusters, on the victim's cluster: each side stands at the worse of its standing over
+  the tree and on that cluster, and the waiting side is not more served over the tree (ADR 0076,
+  policy/cluster_share.py; `Branches.worst`, `branches_on`).
 - Victims are chosen to free the fewest GPU-seconds of lost work (time since the last checkpoint
   plus restart overhead, so a recent checkpoint is preferred), then the fewest jobs.
 """
@@ -17,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from steward.domain.policy_settings import PolicySettings
+from steward.policy.cluster_share import ClusterStanding, standing_on, tree_allows
 from steward.policy.contract import grace_s, in_grace, is_protected, protection_s
 from steward.policy.model import PendingJob, RunningJob
 from steward.policy.ordering import Standing
@@ -52,9 +56,30 @@ class Branches:
     also: Branches | None = None
     """A second reading that strict improvement must hold under as well (ADR 0016: the order counts
     entitlement by demand, this is DESIGN.md's in-full reading with the same running GPUs)."""
+    worst: Branches | None = None
+    """ADR 0076, several clusters: these figures are one cluster's and `worst` the tree's; an allocation stands
+    at the worse of the two (`cluster_share.standing_on`), projected alike."""
 
     def readings(self) -> tuple[Branches, ...]:
         return (self,) if self.also is None else (self, self.also)
+
+
+def ratio_after(b: Branches, allocation: str, gpus: float, horizon_s: float) -> float:
+    """An allocation's `projected_ratio` under `b` when `gpus` more (fewer, when negative) of its funded GPUs
+    run for `horizon_s`; with `b.worst` (ADR 0076) the worse of the cluster's and the tree's."""
+    r = projected_ratio(b.delivered.get(allocation, 0.0), b.running.get(allocation, 0.0) + gpus,
+                        b.entitled.get(allocation, 0.0), horizon_s)
+    if b.worst is None:
+        return r
+    return standing_on(ratio_after(b.worst, allocation, gpus, horizon_s), r)
+
+
+def tree_now(b: Branches, allocation: str) -> float:
+    """ADR 0076: an allocation's standing over the tree now (no projection) under `b.worst`'s reading."""
+    w = b.worst
+    assert w is not None
+    e = w.entitled.get(allocation, 0.0)
+    return math.inf if e <= 0.0 else w.delivered.get(allocation, 0.0) / e
 
 
 def branches_of(stand: Standing, running: Mapping[str, float]) -> Branches:
@@ -66,6 +91,20 @@ def branches_of(stand: Standing, running: Mapping[str, float]) -> Branches:
         return Branches(stand.ranked_delivered, stand.ranked_entitled, running)
     full = Branches(stand.delivered, stand.entitled, running)
     return Branches(stand.ranked_delivered, stand.ranked_entitled, running, also=full)
+
+
+def branches_on(tree: Branches, cluster: ClusterStanding, running: Mapping[str, float]) -> Branches:
+    """ADR 0076: what strict improvement reads on one cluster: the cluster's figures (`running`: funded GPUs on
+    the cluster per allocation subtree), each reading of the tree's (`branches_of`) as the worse side."""
+    readings = tree.readings()
+    also = None
+    if len(readings) > 1:
+        full = readings[1]
+        also = Branches(cluster.delivered, cluster.entitled, running,
+                        worst=Branches(full.delivered, full.entitled, full.running))
+    first = readings[0]
+    return Branches(cluster.delivered, cluster.entitled, running, also=also,
+                    worst=Branches(first.delivered, first.entitled, first.running))
 
 
 def strictly_improves(
@@ -86,19 +125,25 @@ def strictly_improves(
     if k < 0 or k >= len(waiting_path) or k >= len(victim_path):
         return False, {"rule": "same allocation"}
     a_w, a_v = waiting_path[k], victim_path[k]
-    after_w = projected_ratio(
-        branches.delivered.get(a_w, 0.0),
-        branches.running.get(a_w, 0.0) + waiting_gpus,
-        branches.entitled.get(a_w, 0.0),
-        horizon_s,
-    )
-    after_v = projected_ratio(
-        branches.delivered.get(a_v, 0.0),
-        branches.running.get(a_v, 0.0) - freed_from_branch,
-        branches.entitled.get(a_v, 0.0),
-        horizon_s,
-    )
-    ok = after_w < after_v
+    veto = False
+    if branches.worst is not None:  # ADR 0076: on one cluster of several
+        after_w = ratio_after(branches, a_w, waiting_gpus, horizon_s)
+        after_v = ratio_after(branches, a_v, -freed_from_branch, horizon_s)
+        veto = not tree_allows(tree_now(branches, a_w), tree_now(branches, a_v))
+    else:
+        after_w = projected_ratio(
+            branches.delivered.get(a_w, 0.0),
+            branches.running.get(a_w, 0.0) + waiting_gpus,
+            branches.entitled.get(a_w, 0.0),
+            horizon_s,
+        )
+        after_v = projected_ratio(
+            branches.delivered.get(a_v, 0.0),
+            branches.running.get(a_v, 0.0) - freed_from_branch,
+            branches.entitled.get(a_v, 0.0),
+            horizon_s,
+        )
+    ok = after_w < after_v and not veto
     evidence: dict[str, Any] = {
         "level": k + 1,
         "waiting_allocation": a_w,
@@ -107,6 +152,12 @@ def strictly_improves(
         "victim_ratio_after": None if math.isinf(after_v) else after_v,
         "horizon_s": horizon_s,
     }
+    if branches.worst is not None:  # ADR 0076: which side read the tree's standing, which the cluster's
+        tree_w = ratio_after(branches.worst, a_w, waiting_gpus, horizon_s)
+        tree_v = ratio_after(branches.worst, a_v, -freed_from_branch, horizon_s)
+        evidence["tree"] = {"waiting_ratio_after": None if math.isinf(tree_w) else tree_w,
+                            "victim_ratio_after": None if math.isinf(tree_v) else tree_v,
+                            "victim_less_served": veto}
     if ok and branches.also is not None:  # the in-full reading can only veto (and costs a second pass)
         ok_full, full = strictly_improves(
             waiting_path, waiting_gpus, victim_path, freed_from_branch, horizon_s, branches.also
@@ -249,7 +300,7 @@ class _Attempt:
         g = job.gpus
         self.w_after = [
             [projected_ratio(b.delivered.get(a, 0.0), b.running.get(a, 0.0) + g, b.entitled.get(a, 0.0), horizon)
-             for a in path]
+             for a in path] if b.worst is None else [ratio_after(b, a, g, horizon) for a in path]
             for b in self.readings
         ]
         self.div: dict[str, str | None] = {}
@@ -281,6 +332,9 @@ class _Attempt:
         """`strictly_improves` at level k against the victim-side allocation `a_v`, under one reading
         (0: the one the order ranks by; 1: ADR 0016's in-full reading, when there is one)."""
         b = self.readings[reading]
+        if b.worst is not None:  # ADR 0076
+            return (self.w_after[reading][k] < ratio_after(b, a_v, -freed, self.horizon)
+                    and tree_allows(tree_now(b, self.path[k]), tree_now(b, a_v)))
         v_after = projected_ratio(
             b.delivered.get(a_v, 0.0), b.running.get(a_v, 0.0) - freed, b.entitled.get(a_v, 0.0), self.horizon
         )

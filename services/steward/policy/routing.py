@@ -15,8 +15,9 @@ later when another would take it now": it waits for room on its pin's cluster, a
 
 The choice: among the clusters where the job fits now (it would wait 0 s on each), the tightest fit
 (fewest free GPUs left on the nodes it takes: best fit across clusters, keeping room whole for gangs),
-then the cluster's name. The allocation's rank is one across the tree (fair share is not yet per cluster),
-so it does not tell clusters apart. For the clusters where it does not fit now, the evidence gives an
+then the cluster's name. The allocation's rank is one across the tree, so it does not tell clusters apart here
+(strict improvement reads the standing per cluster when making room, ADR 0076; the choice of cluster does not).
+For the clusters where it does not fit now, the evidence gives an
 estimate of its wait there: the soonest time enough of its admissible GPUs there could be free as the
 protections of the jobs on them end, or their grace for a job being preempted (a lower bound: a job may
 run past its protection).
@@ -69,6 +70,11 @@ class Routes:
             if mine:
                 out.append((cluster, mine))
         return out
+
+    def accepted_clusters(self, gpu_models: Sequence[str], clusters: Sequence[str]) -> tuple[str, ...]:
+        """The clusters, by name, with at least one node admitting a request of these models and clusters."""
+        return tuple(c for c in sorted(self.by_cluster)
+                     if any(admits(gpu_models, clusters, self.models[i], c) for i in self.by_cluster[c]))
 
     def admissible(self, job: PendingJob, node_index: int) -> bool:
         return admits(job.gpu_models, job.clusters, self.models[node_index], self.clusters[node_index])

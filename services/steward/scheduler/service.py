@@ -15,7 +15,7 @@ import json
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -33,8 +33,8 @@ from steward.domain.state import JOB_LOCAL_EVENTS, TERMINAL_STATES, LedgerState,
 from steward.logs import JobCorrelations
 from steward.policy.cycle import schedule
 from steward.policy.explain import Explanations
-from steward.policy.model import CycleResult
-from steward.policy.usage import UsageWindow
+from steward.policy.model import CycleResult, Node, RunningJob
+from steward.policy.usage import Interval, UsageWindow
 from steward.scheduler.bridge import (
     HOLDING_STATES,
     commands_of,
@@ -60,6 +60,8 @@ class SchedulerState:
     state: LedgerState = field(default_factory=LedgerState)
     head: int = 0
     usage: UsageWindow = field(init=False)
+    # ADR 0076: the same usage per cluster (each attempt runs on one cluster: gangs never span two)
+    cluster_usage: dict[str, UsageWindow] = field(default_factory=dict)
     last_result: CycleResult | None = None
     explained: dict[str, tuple[str, int, str]] = field(default_factory=dict)
     explained_at: float = 0.0
@@ -72,6 +74,7 @@ class SchedulerState:
 
     def __post_init__(self) -> None:
         self.usage = UsageWindow(self.settings)
+        self.cluster_usage = {}
 
     def follow_policy(self, store: EventStore) -> bool:
         """Apply the policy settings recorded in the log (`PolicySet`). The usage window depends on
@@ -81,6 +84,7 @@ class SchedulerState:
         self.policy = dict(self.state.policy)
         self.settings = PolicySettings.steward(**in_force(self.policy))
         self.usage = UsageWindow(self.settings)
+        self.cluster_usage = {}
         self.state, self.head, self.kept = LedgerState(), 0, 0
         self.catch_up(store)
         log.info("policy settings now %s", self.policy)
@@ -96,16 +100,48 @@ class SchedulerState:
                 job = self.state.jobs.get(rec.payload.get("job_id", ""))
                 if job is not None and job.state in HOLDING_STATES:
                     models = {nid: node.gpu_model for nid, node in self.state.nodes.items()}
-                    for interval in funded_interval(job, rec.recorded_at, models):
+                    intervals = funded_interval(job, rec.recorded_at, models)
+                    for interval in intervals:
                         # an attempt that ended before the window's clock (recorded just before a
                         # cycle, read after it) still charged its usage: the window clips it itself
                         self.usage.add(interval)
+                    if intervals:
+                        self.charge_cluster(job.assignments, intervals)
             self.fold(rec.as_event(), rec.recorded_at)
             self.correlations.observe(rec.type, rec.payload, rec.metadata)
             self.head = rec.position
             n += 1
         self.drop_ended()
         return n
+
+    def charge_cluster(self, assignments: tuple[tuple[str, tuple[int, ...]], ...], intervals: list[Interval]) -> None:
+        """ADR 0076: an ended attempt's usage charged to the cluster of its first node (`funded_interval` gives one
+        interval per node, in the assignments' order)."""
+        nodes = self.state.nodes
+        for (nid, _), interval in zip(assignments, intervals, strict=False):
+            node = nodes.get(nid)
+            cluster = node.cluster if node is not None else "default"
+            window = self.cluster_usage.get(cluster)
+            if window is None:
+                window = self.cluster_usage[cluster] = UsageWindow(self.settings)
+            window.add(interval)
+
+    def usage_by_cluster(self, now: float, running: list[RunningJob],
+                         nodes: Mapping[str, Node]) -> dict[str, dict[str, float]] | None:
+        """ADR 0076: per cluster, the usage in the window with the funded running jobs on it; None with one cluster
+        registered (the cycle reads the tree's alone)."""
+        clusters = {n.cluster for n in nodes.values()}
+        if len(clusters) < 2:
+            return None
+        out: dict[str, dict[str, float]] = {}
+        for cluster in sorted(clusters | set(self.cluster_usage)):
+            window = self.cluster_usage.get(cluster)
+            if window is None:
+                window = self.cluster_usage[cluster] = UsageWindow(self.settings)
+            mine = [r for r in running if r.placement and r.placement[0][0] in nodes
+                    and nodes[r.placement[0][0]].cluster == cluster]
+            out[cluster] = window.usage(max(now, window.now), mine, nodes)
+        return out
 
     def fold(self, event: Event, at: float) -> None:
         """`evolve`, with a job-local event (`JOB_LOCAL_EVENTS`) applied to the view's own job table in place
@@ -139,7 +175,11 @@ class SchedulerState:
         running = [running_job(j, now) for j in self.state.jobs.values() if j.state in HOLDING_STATES]
         nodes = {nid: policy_node(node) for nid, node in self.state.nodes.items()}
         usage = self.usage.usage(max(now, self.usage.now), running, nodes)
-        result = schedule(snapshot_of(self.state, usage, self.settings, now))
+        snap = snapshot_of(self.state, usage, self.settings, now)
+        by_cluster = self.usage_by_cluster(now, running, nodes)
+        if by_cluster is not None:
+            snap = replace(snap, cluster_usage=by_cluster)
+        result = schedule(snap)
         self.last_result = result
         return result
 

@@ -243,6 +243,9 @@ class Engine:
         self.seq = 0
         self.ckpt_heap: list[tuple[float, int, int]] = []  # (next checkpoint, job idx, epoch)
         self.usage = SimUsage(settings)
+        # ADR 0076: with several clusters, the usage on each (a run is on one cluster: gangs never span two)
+        self.cluster_usage = ({c: SimUsage(settings) for c in sorted(by_cluster)}
+                              if len(by_cluster) > 1 and settings.cluster_fair_share else None)
         # preemptible running jobs, counted so that "can a cycle do anything?" is O(1)
         self.n_unfunded_running = 0
         self.n_unprotected_funded = 0
@@ -534,6 +537,9 @@ class Engine:
                 job.preemptible = True
                 self.n_unprotected_funded += 1
             self.usage.start(f"{s.job_id}#{job.epoch}", s.tenant, now, job.gpus, self._model(job))
+            if self.cluster_usage is not None:
+                self.cluster_usage[self.node_cluster[job.placement[0][0]]].start(
+                    f"{s.job_id}#{job.epoch}", s.tenant, now, job.gpus, self._model(job))
         else:
             job.preemptible = True
             self.n_unfunded_running += 1
@@ -562,6 +568,8 @@ class Engine:
         self._unmark_preemptible(job)
         if job.funded:
             self.usage.end(f"{s.job_id}#{job.epoch}", now)
+            if self.cluster_usage is not None:
+                self.cluster_usage[self.node_cluster[job.placement[0][0]]].end(f"{s.job_id}#{job.epoch}", now)
         if s.job_class == "interactive":
             self.n_sessions -= 1
             self.session_gpus -= job.gpus
@@ -763,9 +771,11 @@ class Engine:
         pending = self._held_jobs(self.pending.jobs(free, narrow) if self.trim else self.pending.all_jobs())
         usage = self.usage.usage(now)
         demand = {p: lvl.value for p, lvl in self.rec.alloc_demand.items() if lvl.value > 0} if self.by_demand else None
+        cluster_usage = (None if self.cluster_usage is None
+                         else {c: u.usage(now) for c, u in self.cluster_usage.items()})
         snapshot = Snapshot(
             now=now, nodes=self.nodes, tree=self.tree, usage=usage, running=running,
-            pending=tuple(pending), settings=self.settings, demand=demand,
+            pending=tuple(pending), settings=self.settings, demand=demand, cluster_usage=cluster_usage,
         )
         t1 = time.perf_counter()
         result = self.schedule(snapshot)

@@ -83,6 +83,7 @@ def snapshot(
     settings: PolicySettings | None = None,
     now: float = NOW,
     levels: tuple[str, ...] = (),
+    cluster_usage: dict[str, dict[str, float]] | None = None,
 ) -> Snapshot:
     return Snapshot(
         now=now,
@@ -93,6 +94,7 @@ def snapshot(
         pending=tuple(pending),
         settings=settings or PolicySettings(),
         topology_levels=levels,
+        cluster_usage=cluster_usage,
     )
 
 

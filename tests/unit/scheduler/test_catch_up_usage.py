@@ -27,6 +27,7 @@ from steward.domain.decide import decide
 from steward.domain.policy_settings import PolicySettings
 from steward.domain.state import TERMINAL_STATES, LedgerState, evolve
 from steward.policy.usage import Interval, window_usage
+from steward.scheduler.bridge import policy_node, running_job
 from steward.scheduler.service import SchedulerState
 from steward.store.eventstore import EventStore, PendingAppend
 from steward.store.migrate import upgrade
@@ -147,3 +148,28 @@ def test_the_view_folds_as_evolve_does_and_keeps_no_ended_jobs(record: Recorder)
         assert view.state.used == record.state.used and view.state.nodes == record.state.nodes
         assert len(view.state.jobs) <= 2 * len(expected) + 64
     assert len(record.state.jobs) == 244 and len(view.state.jobs) < 150
+
+
+def test_the_usage_per_cluster_is_the_trees_split_where_each_attempt_ran(record: Recorder) -> None:
+    """ADR 0076: with two clusters the view keeps each cluster's usage (ended attempts by the cluster of their
+    node, running ones too), and the figures per cluster sum to the tree's; with one cluster it keeps none for
+    the cycle (None: the tree's standing alone)."""
+    view = SchedulerState(SETTINGS)
+    view.catch_up(record.store)
+    assert view.usage_by_cluster(T0 + 10, [], {}) is None  # no node of a second cluster
+    record(T0 + 1, RegisterNode("c0", 4, "H100", ["ceres", "c0"], cluster="ceres"))
+    record(T0 + 2, submit("j", "a1", gpus=2, min_runtime_s=60), PlaceJob("j", {"n0": [0, 1]}, funded=True),
+           submit("k", "b1", gpus=4, min_runtime_s=60), PlaceJob("k", {"c0": [0, 1, 2, 3]}, funded=True))
+    record(T0 + 100, ReportJobStarted("j", 1, 42, started_at=T0 + 100),
+           ReportJobStarted("k", 1, 43, started_at=T0 + 100))
+    record(T0 + 400, ReportJobExited("j", 1, 0))  # j's 2 GPUs × 300 s on the default cluster; k still runs
+    view.catch_up(record.store)
+    view.cycle(T0 + 1000)
+    nodes = {nid: policy_node(n) for nid, n in view.state.nodes.items()}
+    running = [running_job(j, T0 + 1000) for j in view.state.jobs.values() if j.state == "RUNNING"]
+    per = view.usage_by_cluster(T0 + 1000, running, nodes)
+    assert per is not None
+    tree = view.usage.usage(T0 + 1000, running, nodes)
+    assert per["ceres"]["b1"] == pytest.approx(4 * 900) and per["ceres"].get("a1", 0.0) == 0.0
+    assert sum(p.get("a1", 0.0) for p in per.values()) == pytest.approx(tree["a1"]) == pytest.approx(2 * 300)
+    assert sum(p.get("b1", 0.0) for p in per.values()) == pytest.approx(tree["b1"])

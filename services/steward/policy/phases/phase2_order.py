@@ -10,6 +10,7 @@ from collections.abc import Mapping, Sequence
 from itertools import compress
 
 from steward.policy.churn import claimed_rooms
+from steward.policy.cluster_share import cluster_standings, demand_clusters
 from steward.policy.debug_quota import (
     Qualification,
     cluster_quotas,
@@ -77,6 +78,8 @@ def order_and_fund(cycle: CyclePlan) -> None:
     for project in sorted(funded_by_project):
         cycle.charge(cycle.path(project), funded_by_project[project])
     cycle.branches = branches_of(cycle.stand, cycle.funded_in_use)
+    if cycle.routes.multi and s.cluster_fair_share and snap.cluster_usage is not None:
+        standings_per_cluster(cycle)
     if s.claim_hold_s is None:
         cycle.gpus, cycle.suffix_min = sizes_and_suffix_min(cycle.order.jobs)
     else:  # ADR 0028: who may hold a room, found on the same walk
@@ -84,6 +87,53 @@ def order_and_fund(cycle: CyclePlan) -> None:
         cycle.gpus, cycle.suffix_min = sizes_and_suffix_min(cycle.order.jobs, cycle.holders, cycle.rooms)
     if s.lane:
         cycle.qual = qualifications(cycle)
+
+
+def capacity_by_cluster(cycle: CyclePlan) -> dict[str, float]:
+    """GPUs per cluster of the nodes that count in the cycle's capacity (ready layout), every cluster named."""
+    index, clusters = cycle.index, cycle.routes.clusters
+    out: dict[str, float] = dict.fromkeys(cycle.routes.by_cluster, 0.0)
+    for i, c in enumerate(clusters):
+        if index.layout_ready[i]:
+            out[c] += index.cap[i]
+    return out
+
+
+def standings_per_cluster(cycle: CyclePlan) -> None:
+    """ADR 0076, several clusters: every allocation's standing on each cluster (`cluster_share.cluster_standings`,
+    its entitlement shared out over the clusters its waiting and running jobs accept) and its funded GPUs running
+    there (the jobs that keep running, as `funded_in_use` counts them); what strict
+    improvement reads on a cluster is then `cycle.branches_for(cluster)`."""
+    snap = cycle.snap
+    assert snap.cluster_usage is not None
+    capacity = capacity_by_cluster(cycle)
+    routes = cycle.routes
+    memo: dict[tuple[tuple[str, ...], tuple[str, ...]], tuple[str, ...]] = {}
+
+    def accepts(job: PendingJob | RunningJob) -> tuple[str, ...]:
+        key = (job.gpu_models, job.clusters)
+        got = memo.get(key)
+        if got is None:
+            got = memo[key] = routes.accepted_clusters(job.gpu_models, job.clusters)
+        return got
+
+    accepted = demand_clusters((*snap.pending, *snap.running), accepts)
+    cycle.cluster_stand = cluster_standings(snap.tree, snap.cluster_usage, capacity, accepted, cycle.s)
+    leaving = cycle.leaving
+    per: dict[str, dict[str, int]] = {}
+    for job in snap.running:
+        if not job.funded or job.preemption_requested_at is not None or job.id in leaving:
+            continue
+        c = cycle.cluster_of_job(job)
+        if c is not None:
+            mine = per.setdefault(c, {})
+            mine[job.project] = mine.get(job.project, 0) + job.gpus
+    for c in capacity:
+        on: dict[str, float] = {}
+        for project, gpus in sorted(per.get(c, {}).items()):
+            for a in cycle.path(project):
+                on[a] = on.get(a, 0.0) + gpus
+        cycle.cluster_running[c] = on
 
 
 def qualifications(cycle: CyclePlan) -> dict[str, Qualification]:

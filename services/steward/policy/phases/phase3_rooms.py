@@ -88,7 +88,7 @@ def claimed_rooms_held(cycle: CyclePlan) -> None:
                 on.setdefault(i, 0)
         cycle.reserved_room = cycle.reserved_shape = None
         if funded:
-            cycle.charge(path, job.gpus)
+            cycle.charge(path, job.gpus, min(on, default=-1))
         cycle.lane_seen.add(job.id)
         cycle.held_rooms.add(job.id)
         cycle.room_for.append(job.id)

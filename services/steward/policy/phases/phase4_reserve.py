@@ -43,16 +43,19 @@ from steward.policy.routing import hidden_except, reservation_evidence, soonest_
 class _GangMayPreempt:
     """May a reserving gang preempt a project's work once its protection ends (strict improvement,
     memoised per project)? An object rather than closures in `make_reservation`: a closure over the
-    cycle made every such cycle reference-cyclic garbage for the collector."""
+    cycle made every such cycle reference-cyclic garbage for the collector. With `cycle` (ADR 0076, the
+    standing per cluster): judged on the cluster the work runs on, memoised per (project, cluster)."""
 
     def __init__(self, path: tuple[str, ...], gpus: int, horizon: float, branches: Branches,
-                 path_of: Callable[[str], tuple[str, ...]]) -> None:
+                 path_of: Callable[[str], tuple[str, ...]], cycle: CyclePlan | None = None) -> None:
         self.path = path
         self.gpus = gpus
         self.horizon = horizon
         self.branches = branches
         self.path_of = path_of
         self.memo: dict[str, bool] = {}
+        self.cycle = cycle
+        self.on: dict[tuple[str, str | None], bool] = {}
 
     def project(self, project: str) -> bool:
         ok = self.memo.get(project)
@@ -61,8 +64,20 @@ class _GangMayPreempt:
             self.memo[project] = ok
         return ok
 
+    def project_on(self, project: str, cluster: str | None) -> bool:
+        if self.cycle is None:
+            return self.project(project)
+        ok = self.on.get((project, cluster))
+        if ok is None:
+            ok, _ = strictly_improves(self.path, self.gpus, self.path_of(project), 0.0, self.horizon,
+                                      self.cycle.branches_for(cluster))
+            self.on[(project, cluster)] = ok
+        return ok
+
     def victim(self, victim: RunningJob) -> bool:
-        return self.project(victim.project)
+        if self.cycle is None:
+            return self.project(victim.project)
+        return self.project_on(victim.project, self.cycle.cluster_of_job(victim))
 
 
 def may_reserve(cycle: CyclePlan, job: PendingJob) -> bool:
@@ -162,9 +177,10 @@ def make_reservation(cycle: CyclePlan, job: PendingJob, path: tuple[str, ...], o
     cap is not reached; `open_clusters` by default)."""
     index, s, now = cycle.index, cycle.s, cycle.now
     gang_may_preempt = _GangMayPreempt(path, job.gpus, protection_s(job.klass, job.min_runtime_s, s),
-                                       cycle.branches, cycle.path)
+                                       cycle.branches, cycle.path,
+                                       cycle if cycle.cluster_stand is not None else None)
     may_preempt = gang_may_preempt.victim
-    may_preempt_project = gang_may_preempt.project
+    may_preempt_project = gang_may_preempt.project_on
     on_node: list[list[tuple[float, int]]] = [[] for _ in index.ids]
     pos = index.pos
     for r in cycle.snap.running:
@@ -177,7 +193,8 @@ def make_reservation(cycle: CyclePlan, job: PendingJob, path: tuple[str, ...], o
     for p in cycle.placements:  # this cycle's placements hold their nodes too
         if not p.funded:
             t = now
-        elif preemptible and may_preempt_project(p.project):
+        elif preemptible and may_preempt_project(p.project, cycle.routes.clusters[pos[p.assignments[0][0]]]
+                                                 if p.assignments else None):
             t = p.protected_until
         else:
             t = math.inf

@@ -65,8 +65,12 @@ def search_for(cycle: CyclePlan, search: VictimSearch, job: PendingJob, path: tu
     plans: list[tuple[str, VictimPlan | None]] = []
     for cluster, nodes in cycle.routes.candidates(job):
         mine = None if allowed is None else allowed.intersection(nodes)  # a reservation is on one cluster
-        with hidden_except(cycle.index, nodes):
-            plans.append((cluster, search.search(job, path, mine, *args)))
+        search.branches = cycle.branches_for(cluster)  # ADR 0076: strict improvement on that cluster
+        try:
+            with hidden_except(cycle.index, nodes):
+                plans.append((cluster, search.search(job, path, mine, *args)))
+        finally:
+            search.branches = cycle.branches
     chosen = cheapest_cluster(plans)
     if chosen is None:
         return None
@@ -258,6 +262,26 @@ def victim_evidence(cycle: CyclePlan, v: Victim) -> dict[str, object]:
             "last_checkpoint_at": v.job.last_checkpoint_at, "lost_gpu_s": v.cost, "rank": cycle.rank(v.job.project)}
 
 
+def standing_on_cluster(cycle: CyclePlan, job: PendingJob, v: Victim, plan: VictimPlan) -> dict[str, Any]:
+    """ADR 0076, several clusters: the standing on the cluster the room is made on of the two allocations strict
+    improvement compared (where the paths of the waiting job's and the victim's projects part), before the move,
+    as `standing_on_cluster`; nothing otherwise (one cluster, an unfunded victim)."""
+    check = plan.checks.get(v.job.id)
+    if cycle.cluster_stand is None or not plan.nodes or not check or "waiting_allocation" not in check:
+        return {}  # one cluster, or no judgement between two allocations (unfunded, leaving, no allocation)
+    cluster = cycle.routes.clusters[plan.nodes[0][0]]
+    stand = cycle.cluster_stand.get(cluster)
+    if stand is None:
+        return {}
+    ratio = cycle.stand.ratio
+    waiting, victim = check["waiting_allocation"], check["victim_allocation"]
+    return {"standing_on_cluster": {
+        "cluster": cluster,
+        "waiting": {"allocation": waiting, **stand.evidence(waiting, ratio.get(waiting, math.inf))},
+        "victim": {"allocation": victim, **stand.evidence(victim, ratio.get(victim, math.inf))},
+    }}
+
+
 def commit_preemption(
     cycle: CyclePlan, job: PendingJob, path: tuple[str, ...], plan: VictimPlan, k: int, lane: bool = False,
     trade: bool = False, check: ChurnCheck | None = None,
@@ -268,7 +292,7 @@ def commit_preemption(
         cycle.index.mask(i)  # claimed: the job starts here once the victims stop
         cycle.claimed.add(i)
     cycle.reserved_room = cycle.reserved_shape = None
-    cycle.charge(path, job.gpus)
+    cycle.charge(path, job.gpus, plan.nodes[0][0] if plan.nodes else -1)
     until = now
     nodes = [cycle.index.ids[i] for i, _ in plan.nodes]
     plan_evidence: dict[str, Any] = {
@@ -308,7 +332,7 @@ def commit_preemption(
                     "trade": trade,
                     "plan": plan_evidence,
                     "now": now,
-                },
+                } | standing_on_cluster(cycle, job, v, plan),
             )
         )
     cycle.room_for.append(job.id)
