@@ -61,7 +61,8 @@ class NodeReleases:
     project is the one whose consent the time needs (`base_release`: funded work a gang may preempt at its
     protection end) or None. None of it depends on the gang, so it is built once a cycle, when the first
     reservation is planned (the running jobs, and the jobs leaving, are fixed by then: phase 1), and every
-    reserving gang walks it (`GangReleases`) instead of materialising its own per-node lists."""
+    reserving gang walks it (`GangReleases`) instead of materialising its own per-node lists. No time is before
+    now (`base_release`)."""
 
     def __init__(
         self,
@@ -101,6 +102,7 @@ class GangReleases:
         self.may_preempt = may_preempt
         self.memo: dict[str, bool] = {}
         self.extra: dict[int, list[tuple[float, int]]] = {}
+        self.soonest = base.now  # no node is ready for the gang before this (`add` may lower it)
 
     def allowed(self, project: str) -> bool:
         ok = self.memo.get(project)
@@ -111,6 +113,8 @@ class GangReleases:
 
     def add(self, i: int, t: float, gpus: int) -> None:
         """A placement of this cycle holds `gpus` on node i until `t` for this gang."""
+        if t < self.soonest:
+            self.soonest = t
         extra = self.extra.get(i)
         if extra is None:
             self.extra[i] = [(t, gpus)]
@@ -194,6 +198,8 @@ def plan_reservation(
             if t < best_t:
                 best_t = t
                 best_i = i
+                if t <= releases.soonest:
+                    break  # no node after it can be ready sooner
         if best_i < 0:
             return None
         return ReservationPlan(
