@@ -7,7 +7,7 @@ reservation)").
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 from operator import itemgetter
@@ -66,7 +66,7 @@ class NodeReleases:
 
     def __init__(
         self,
-        pos: Mapping[str, int],
+        pos: dict[str, int],
         n: int,
         running: Iterable[RunningJob],
         now: float,
