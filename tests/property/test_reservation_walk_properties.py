@@ -106,6 +106,10 @@ def clusters(draw: st.DrawFn) -> dict[str, object]:
             g = draw(st.integers(1, free[i]))
             free[i] -= g
             placement.append((f"n{i}", g))
+            if free[i] and draw(st.integers(0, 5)) == 0:  # a node named twice in one placement
+                g = draw(st.integers(1, free[i]))
+                free[i] -= g
+                placement.append((f"n{i}", g))
         funded = draw(st.booleans())
         started = NOW - 3600.0
         running.append(
