@@ -42,6 +42,7 @@ from steward.policy.packing import FirmLoad, pack_single
 from steward.policy.placement import CapacityIndex, Fit
 from steward.policy.preemption import Branches, branches_on
 from steward.policy.reservation import (
+    NodeReleases,
     ReservationPlan,
     may_backfill,
 )
@@ -129,6 +130,7 @@ class CyclePlan:
         self.room_for: list[str] = []  # waiting jobs a preemption makes room for (fresh victims or not)
         self.held_rooms: set[str] = set()  # ADR 0028: beneficiaries whose room is held this cycle
         self.releases: dict[int, list[tuple[float, int]]] | None = None  # per node: jobs leaving it
+        self.res_releases: NodeReleases | None = None  # per node: when its jobs release it to a reserving gang
         self.churn_refused: list[dict[str, Any]] = []  # preemptions `worth_preempting` refused
         self.load: FirmLoad | None = None  # ADR 0013: gang-aware packing of one-node work
         self.backfilling = False  # phase 8: placing unfunded work
@@ -519,6 +521,17 @@ class CyclePlan:
         full = (1 << len(self.res_plans)) - 1  # the most any job may use; fewer fail sooner
         fails = self.fail_reserved
         return rest_min >= max(fails.get((True, full), math.inf), fails.get((False, full), math.inf))
+
+    def node_releases(self) -> NodeReleases:
+        """Per node, when its running jobs release their GPUs to a reserving gang, less the gang's consent
+        (`reservation.NodeReleases`). Built once per cycle, when the first reservation is planned: the running
+        jobs and the jobs leaving (phase 1) do not change after that; this cycle's placements do, and each gang
+        adds them itself."""
+        if self.res_releases is None:
+            index = self.index
+            self.res_releases = NodeReleases(index.pos, len(index.ids), self.snap.running, self.now, self.s,
+                                             self.leaving)
+        return self.res_releases
 
     def release_times(self) -> dict[int, list[tuple[float, int]]]:
         """Per node, (time, GPUs) of the jobs leaving it, soonest first: stops of this cycle now, jobs

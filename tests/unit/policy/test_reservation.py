@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import math
+
 import pytest
 
 from steward.domain.policy_settings import PolicySettings
 from steward.policy.cycle import schedule
+from steward.policy.placement import CapacityIndex
 from steward.policy.reasons import BLOCKED_BY_RESERVATION, RESERVED
-from steward.policy.reservation import may_backfill
+from steward.policy.reservation import GangReleases, NodeReleases, may_backfill
 from tests.unit.policy.builders import HOUR, NOW, nodes, pending, placed, running, snapshot, tree
 
 
@@ -193,3 +196,69 @@ def test_a_gang_that_asks_for_no_protection_does_not_hide_its_allocations_funded
         )
     )
     assert [r["job_id"] for r in result.evidence["reservations"]] == ["funded"]
+
+
+# The walk over the cycle's per-node releases (issue 18: one `NodeReleases` a cycle, walked by each gang). Node n0
+# of 8 GPUs, 1 free; its jobs: `a` funded, protected until NOW + 1 h; `b` funded, protected until NOW + 2 h; `u`
+# unfunded (released now); `g` in its grace until NOW + 10 min (preemption asked 110 min ago, grace 120 min).
+WALK_JOBS = (
+    running("a1", "a", 3, on="n0", started_at=NOW, protected_for=HOUR),
+    running("b1", "b", 2, on="n0", started_at=NOW, protected_for=2 * HOUR),
+    running("u1", "c", 1, on="n0", started_at=NOW, funded=False),
+    running("g1", "d", 1, on="n0", started_at=NOW, preemption_requested_at=NOW - 110 * 60),
+)
+
+
+def _walk(consents: set[str], placements: tuple[tuple[float, int], ...] = ()) -> GangReleases:
+    index = CapacityIndex(nodes(1), {"n0": 7}, "best_fit")
+    settings = PolicySettings(preemption_grace_s=2 * HOUR)
+    walk = GangReleases(NodeReleases(index.pos, 1, WALK_JOBS, NOW, settings, set()), lambda p, _cluster: p in consents)
+    for t, g in placements:
+        walk.add(0, t, g)
+    return walk
+
+
+@pytest.mark.parametrize(
+    ("need", "consents", "placements", "bound", "ready"),
+    [
+        (1, set(), (), math.inf, NOW),  # the free GPU
+        (2, set(), (), math.inf, NOW),  # + the unfunded job's, at once
+        (3, set(), (), math.inf, NOW + 600),  # + the job in its grace, at its end
+        (4, set(), (), math.inf, math.inf),  # a and b may not be preempted by this gang
+        (4, {"b"}, (), math.inf, NOW + 2 * HOUR),  # a is skipped, b released at its protection end
+        (6, {"a"}, (), math.inf, NOW + HOUR),
+        (8, {"a"}, (), math.inf, math.inf),
+        (8, {"a", "b"}, (), math.inf, NOW + 2 * HOUR),
+        (8, {"a", "b"}, (), NOW + 2 * HOUR, math.inf),  # not sooner than a node seen before: stop there
+        (8, {"a", "b"}, (), NOW + 2 * HOUR + 1, NOW + 2 * HOUR),
+        (4, set(), ((NOW + 300, 1),), math.inf, NOW + 600),  # this cycle's placement, released at NOW + 5 min
+        (4, set(), ((math.inf, 1),), math.inf, math.inf),
+    ],
+)
+def test_when_a_node_has_the_gpus_a_gang_needs(need, consents, placements, bound, ready):
+    assert _walk(consents, placements).ready_one(0, need, 1, bound) == ready
+
+
+@pytest.mark.parametrize(
+    ("consents", "placements", "whole"),
+    [
+        (set(), (), math.inf),  # a and b never leave for this gang
+        ({"a"}, (), math.inf),
+        ({"a", "b"}, (), NOW + 2 * HOUR),  # the last to leave
+        ({"a", "b"}, ((NOW + 3 * HOUR, 1),), NOW + 3 * HOUR),
+        ({"a", "b"}, ((math.inf, 1),), math.inf),
+    ],
+)
+def test_when_a_node_is_whole_for_a_gang(consents, placements, whole):
+    assert _walk(consents, placements).clear_at(0) == whole
+
+
+def test_each_projects_consent_is_asked_once_per_gang():
+    asked: list[str] = []
+    index = CapacityIndex(nodes(1), {"n0": 7}, "best_fit")
+    walk = GangReleases(
+        NodeReleases(index.pos, 1, WALK_JOBS, NOW, PolicySettings(), set()), lambda p, _cluster: asked.append(p) is None
+    )
+    walk.clear_at(0)
+    walk.ready_one(0, 8, 1, math.inf)
+    assert asked == ["a", "b"]

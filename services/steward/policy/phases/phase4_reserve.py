@@ -25,26 +25,25 @@ from steward.policy.explain import Special
 from steward.policy.model import (
     PendingJob,
     Reservation,
-    RunningJob,
 )
 from steward.policy.placement import CapacityIndex, level_name
 from steward.policy.plan import CyclePlan
 from steward.policy.preemption import Branches, strictly_improves
 from steward.policy.reasons import RESERVED
 from steward.policy.reservation import (
+    GangReleases,
     ReservationPlan,
     plan_reservation,
-    release_time,
     wants_reservation,
 )
 from steward.policy.routing import hidden_except, reservation_evidence, soonest_reservation
 
 
 class _GangMayPreempt:
-    """May a reserving gang preempt a project's work once its protection ends (strict improvement,
-    memoised per project)? An object rather than closures in `make_reservation`: a closure over the
-    cycle made every such cycle reference-cyclic garbage for the collector. With `cycle` (ADR 0076, the
-    standing per cluster): judged on the cluster the work runs on, memoised per (project, cluster)."""
+    """May a reserving gang preempt a project's work once its protection ends (strict improvement; memoised
+    per (project, cluster) by `GangReleases.allowed`)? An object rather than closures in `make_reservation`: a
+    closure over the cycle made every such cycle reference-cyclic garbage for the collector. With `cycle` (ADR
+    0076, the standing per cluster): judged on the cluster the work runs on."""
 
     def __init__(self, path: tuple[str, ...], gpus: int, horizon: float, branches: Branches,
                  path_of: Callable[[str], tuple[str, ...]], cycle: CyclePlan | None = None) -> None:
@@ -53,31 +52,18 @@ class _GangMayPreempt:
         self.horizon = horizon
         self.branches = branches
         self.path_of = path_of
-        self.memo: dict[str, bool] = {}
         self.cycle = cycle
-        self.on: dict[tuple[str, str | None], bool] = {}
 
     def project(self, project: str) -> bool:
-        ok = self.memo.get(project)
-        if ok is None:
-            ok, _ = strictly_improves(self.path, self.gpus, self.path_of(project), 0.0, self.horizon, self.branches)
-            self.memo[project] = ok
+        ok, _ = strictly_improves(self.path, self.gpus, self.path_of(project), 0.0, self.horizon, self.branches)
         return ok
 
     def project_on(self, project: str, cluster: str | None) -> bool:
         if self.cycle is None:
             return self.project(project)
-        ok = self.on.get((project, cluster))
-        if ok is None:
-            ok, _ = strictly_improves(self.path, self.gpus, self.path_of(project), 0.0, self.horizon,
-                                      self.cycle.branches_for(cluster))
-            self.on[(project, cluster)] = ok
+        ok, _ = strictly_improves(self.path, self.gpus, self.path_of(project), 0.0, self.horizon,
+                                  self.cycle.branches_for(cluster))
         return ok
-
-    def victim(self, victim: RunningJob) -> bool:
-        if self.cycle is None:
-            return self.project(victim.project)
-        return self.project_on(victim.project, self.cycle.cluster_of_job(victim))
 
 
 def may_reserve(cycle: CyclePlan, job: PendingJob) -> bool:
@@ -179,38 +165,30 @@ def make_reservation(cycle: CyclePlan, job: PendingJob, path: tuple[str, ...], o
     gang_may_preempt = _GangMayPreempt(path, job.gpus, protection_s(job.klass, job.min_runtime_s, s),
                                        cycle.branches, cycle.path,
                                        cycle if cycle.cluster_stand is not None else None)
-    may_preempt = gang_may_preempt.victim
-    may_preempt_project = gang_may_preempt.project_on
-    on_node: list[list[tuple[float, int]]] = [[] for _ in index.ids]
-    pos = index.pos
-    for r in cycle.snap.running:
-        t = release_time(r, now, s, r.id in cycle.leaving, may_preempt)
-        for nid, g in r.placement:
-            i = pos.get(nid)
-            if i is not None:
-                on_node[i].append((t, g))
+    releases = GangReleases(cycle.node_releases(), gang_may_preempt.project_on,
+                            cycle.routes.clusters if cycle.cluster_stand is not None else None)
     preemptible = s.fairness_preemption and s.preemptible_after_protection
+    pos = index.pos
     for p in cycle.placements:  # this cycle's placements hold their nodes too
         if not p.funded:
             t = now
-        elif preemptible and may_preempt_project(p.project, cycle.routes.clusters[pos[p.assignments[0][0]]]
-                                                 if p.assignments else None):
+        elif preemptible and releases.allowed(p.project, pos.get(p.assignments[0][0]) if p.assignments else None):
             t = p.protected_until
         else:
             t = math.inf
         for nid, g in p.assignments:
-            on_node[pos[nid]].append((t, g))
+            releases.add(pos[nid], t, g)
     routing: dict[str, Any] | None = None
     cluster: str | None = None
     if cycle.routes.multi:
         if among is None:
             among = open_clusters(cycle, job)
-        plan, cluster, routing = plan_routed(cycle, job, on_node, among)
+        plan, cluster, routing = plan_routed(cycle, job, releases, among)
         cycle.res_tried_on.update((job.project, c) for c, _ in cycle.routes.candidates(job))
     elif cycle.routes.active and cycle.routes.routed(job):
-        plan, cluster, routing = plan_routed(cycle, job, on_node)
+        plan, cluster, routing = plan_routed(cycle, job, releases)
     else:
-        plan = plan_reservation(job, index, on_node, now)
+        plan = plan_reservation(job, index, releases)
     cycle.res_projects.add(job.project)
     if plan is None:
         return
@@ -243,7 +221,7 @@ def make_reservation(cycle: CyclePlan, job: PendingJob, path: tuple[str, ...], o
     cycle.specials[job.id] = Special(RESERVED, job.gpus, "/".join(plan.domain), plan.ready_at, evidence)
 
 
-def plan_routed(cycle: CyclePlan, job: PendingJob, on_node: Sequence[list[tuple[float, int]]],
+def plan_routed(cycle: CyclePlan, job: PendingJob, releases: GangReleases,
                 among: Sequence[str] | None = None,
                 ) -> tuple[ReservationPlan | None, str | None, dict[str, Any] | None]:
     """ADR 0071: a routed gang's reservation, on one cluster (gangs never span clusters): planned cluster by
@@ -251,14 +229,14 @@ def plan_routed(cycle: CyclePlan, job: PendingJob, on_node: Sequence[list[tuple[
     cluster where it is due soonest (`routing.soonest_reservation`). Returns the plan, its cluster and the
     `routing` evidence (the due time on every cluster considered), or (None, None, None). `among`: only those
     clusters (ADR 0073: where the per-cluster cap leaves room)."""
-    index, now = cycle.index, cycle.now
+    index = cycle.index
     options: list[tuple[float, int, str]] = []
     plans: dict[str, ReservationPlan] = {}
     considered: list[dict[str, Any]] = []
     for cluster, nodes in cycle.routes.candidates(job):
         if among is not None and cluster not in among:
             continue
-        plan = _plan_on(index, job, nodes, on_node, now)
+        plan = _plan_on(index, job, nodes, releases)
         considered.append({"cluster": cluster, "ready_at": None if plan is None else plan.ready_at})
         if plan is not None:
             plans[cluster] = plan
@@ -267,11 +245,11 @@ def plan_routed(cycle: CyclePlan, job: PendingJob, on_node: Sequence[list[tuple[
         return None, None, None
     chosen = soonest_reservation(options)
     plan = plans[chosen]
-    return plan, chosen, reservation_evidence(chosen, plan.ready_at, considered, now)
+    return plan, chosen, reservation_evidence(chosen, plan.ready_at, considered, cycle.now)
 
 
 def _plan_on(index: CapacityIndex, job: PendingJob, nodes: list[int],
-             on_node: Sequence[list[tuple[float, int]]], now: float) -> ReservationPlan | None:
+             releases: GangReleases) -> ReservationPlan | None:
     maxcap = max((index.cap[i] for i in nodes if index.layout_ready[i]), default=0)
     with hidden_except(index, nodes):
-        return plan_reservation(job, index, on_node, now, maxcap)
+        return plan_reservation(job, index, releases, maxcap)
