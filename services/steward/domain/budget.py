@@ -53,6 +53,9 @@ FIGURES = ("owed_gpu_s", "delivered_gpu_s", "demand_gpu_s", "entitled_gpu_s")
 # events that end a job's demand (it no longer waits nor runs) and those that end a run
 DEMAND_ENDS = ("JobCompleted", "JobFailed", "JobCancelled", "SessionRestored")
 RUN_ENDS = ("JobCompleted", "JobFailed", "JobCancelled", "JobPreempted", "JobLost")
+# the events that change what the tree is entitled to: shares and pins, nodes (registered, retired: ADR 0078),
+# GPU model weights
+TREE_EVENTS = ("AllocationsSet", "NodeRegistered", "NodeRetired", "PolicySet")
 
 
 # -- the rules ---------------------------------------------------------------------------------------------
@@ -382,8 +385,8 @@ def job_levels(gpus: int, request: tuple[Sequence[str], Sequence[str]], demand: 
 
 def tree_changes(events: Iterable[tuple[str, Mapping[str, Any], float]],
                  end: float) -> list[tuple[float, str, float, str]]:
-    """The changes `entitled_gpu_s` applies, from the log's `AllocationsSet`, `NodeRegistered` and `PolicySet`
-    events before `end`: (at, "share", share, "parent\\x00child"), (at, "node", weighted GPUs,
+    """The changes `entitled_gpu_s` applies, from the log's `TREE_EVENTS` before `end`: (at, "share", share,
+    "parent\\x00child"), (at, "node", weighted GPUs (0 once retired),
     "cluster\\x00node id") or, once any node is pinned (ADR 0067), (at, "pin", 0, "tree node\\x00cluster or ''") at
     each change of a tree node's effective pin; a weight change re-weighs every node of the models it changes,
     from its event time."""
@@ -420,6 +423,10 @@ def tree_changes(events: Iterable[tuple[str, Mapping[str, Any], float]],
             nodes[node] = (gpus, model)
             keys[node] = key
             changes.append((at, "node", gpus * weight(weights, model), key))
+        elif kind == "NodeRetired" and str(p["node_id"]) in nodes:  # its GPUs leave the capacity (ADR 0078)
+            node = str(p["node_id"])
+            changes.append((at, "node", 0.0, keys.pop(node)))
+            nodes.pop(node)
         elif kind == "PolicySet":
             changed = p.get("changed")
             if isinstance(changed, Mapping) and isinstance(changed.get(WEIGHTS_SETTING), Mapping):
@@ -595,7 +602,7 @@ def period_figures(
     for kind, p, at in history:
         if not counted_before(at, end):
             break
-        if kind in ("AllocationsSet", "NodeRegistered", "PolicySet"):
+        if kind in TREE_EVENTS:
             tree.append((kind, p, at))
             prices.see(kind, p, at)
         elif kind == "JobSubmitted":
