@@ -53,6 +53,7 @@ from steward.api.payloads import (
     NodeDraining,
     NodeRegistered,
     NodeResumed,
+    NodeRetired,
     NotAuthorised,
     OpenSessionInput,
     OpenSessionResult,
@@ -66,6 +67,7 @@ from steward.api.payloads import (
     RequestPreemptionResult,
     RestoreSessionResult,
     ResumeNodeResult,
+    RetireNodeResult,
     RevokeTokenResult,
     SessionOpened,
     SessionRestored,
@@ -129,6 +131,7 @@ from steward.domain.commands import (
     RequestPreemption,
     RestoreSession,
     ResumeNode,
+    RetireNode,
     SetAllocations,
     SetGpuModelWeights,
     SetGroupMapping,
@@ -915,6 +918,20 @@ class Mutation:
         if (rej := _rejected(outcome)) is not None:
             return rej
         return NodeResumed(id=id, position=outcome.position)
+
+    @fields.mutation("Retire a node for good: never placed on again, its GPUs out of the capacity; refused while "
+                     "an attempt runs there (drain it first) (admins; ADR 0078).")
+    async def retire_node(self, info: Info[Context, None], id: str, reason: str) -> RetireNodeResult:
+        ctx = _ctx(info)
+        access = await ctx.access("retireNode")
+        if (refused := await _role_refused(ctx, access, Capability.operate, "retireNode")) is not None:
+            return refused
+        if not reason.strip():
+            return InvalidInput(field="reason", message="retiring a node needs a reason")
+        outcome = await _execute(ctx, RetireNode(node_id=id, reason=reason[:500]))
+        if (rej := _rejected(outcome)) is not None:
+            return rej
+        return NodeRetired(id=id, position=outcome.position)
 
     @fields.mutation("Set the scheduling policy (admins).")
     async def set_policy(self, info: Info[Context, None], input: PolicyInput) -> SetPolicyResult:
