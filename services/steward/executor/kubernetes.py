@@ -21,7 +21,8 @@ GPUs than the cluster has) reads `StewardRejected` with the ledger's reason inst
 
 Heartbeats name the attempts whose pods still run, as `down` the registered nodes that are NotReady or
 cordoned by someone else, and as `foreign` the GPUs that other schedulers' pods hold per node
-(steward.executor.kubernetes_inventory), as the Slurm executor's do."""
+(steward.executor.kubernetes_inventory), as the Slurm executor's do. A node deleted from the cluster is retired
+once missing for a while with none of Steward's pods on it (steward.executor.retirement, ADR 0078)."""
 
 from __future__ import annotations
 
@@ -83,6 +84,7 @@ from steward.executor.kubernetes_pods import (
     waiting_pods,
 )
 from steward.executor.kubernetes_steward import Rejection, Standing, StewardApi, StewardUnreachable
+from steward.executor.retirement import Retirements
 from steward.executor.session_address import message_id as address_message_id
 from steward.executor.settings import ExecutorSettings
 from steward.logs_temporal import CorrelationInterceptor
@@ -203,6 +205,8 @@ class KubernetesExecutor:
         self.manifests = self.root / "pods"
         self.manifests.mkdir(parents=True, exist_ok=True)
         self.registered: dict[str, RegisterNode] = {}
+        self.retirements = Retirements(self.root / "retired.json")  # nodes deleted from the cluster (ADR 0078)
+        self.busy: set[str] = set()  # the nodes of the attempts whose pods ran at the last heartbeat
         self._starting: dict[tuple[str, int], asyncio.Lock] = {}
         self._changed = asyncio.Event()
         # what a round looks at, not the whole history: the manifests (job ids) not yet closed (started,
@@ -260,9 +264,20 @@ class KubernetesExecutor:
         nodes = self.inventory()
         for node in nodes:
             if self.registered.get(node.node_id) != node:
-                self._report_now(node, f"register-{node.node_id}-{node.gpus}-{'/'.join(node.path)}")
+                self._report_now(node, self.retirements.register_id(node))
                 self.registered[node.node_id] = node
+        self.retirements.registered(n.node_id for n in nodes)
         return nodes
+
+    def retire_nodes(self, listed: list[RegisterNode], busy: set[str]) -> list[str]:
+        """Retire the registered nodes the cluster no longer lists (deleted, or without allocatable GPUs) once
+        missing for a while with no attempt of this executor's on them (ADR 0078); the nodes retired."""
+        due = self.retirements.due((n.node_id for n in listed), busy, time.monotonic(), "Kubernetes")
+        for command, mid in due:
+            self._report_now(command, mid)
+            self.registered.pop(command.node_id, None)
+            log.info("node %s retired: %s", command.node_id, command.reason)
+        return [c.node_id for c, _ in due]
 
     # -- pods become jobs -------------------------------------------------------------------------
 
@@ -757,7 +772,7 @@ class KubernetesExecutor:
 
     def heartbeat(self, pods: Sequence[Mapping[str, Any]] | None = None) -> ReportHeartbeat:
         recs = self.running(pods)
-        busy = {n for r in recs for n in r.nodes}
+        self.busy = busy = {n for r in recs for n in r.nodes}
         down: list[str] = []
         foreign: dict[str, int] = {}
         if self.registered:
@@ -769,15 +784,17 @@ class KubernetesExecutor:
 
     def round(self) -> ReportHeartbeat:
         """One pass over one list of Steward's pods: new ones submitted, deleted ones cancelled, changed nodes
-        registered, the heartbeat."""
+        registered, the heartbeat, and nodes deleted from the cluster retired (ADR 0078)."""
         self.refresh()
         pods = self.steward_pods()
         self.submit_pods(pods)
         self.tell_rejected(pods)
         self.tell_waiting(pods)
         self.cancel_deleted(pods)
-        self.register_nodes()
-        return self.heartbeat(pods)
+        listed = self.register_nodes()
+        beat = self.heartbeat(pods)
+        retired = self.retire_nodes(listed, self.busy)
+        return replace(beat, down=[n for n in beat.down if n not in retired]) if retired else beat
 
     async def heartbeats(self, stop: asyncio.Event) -> None:
         """Every `poll_s`: new pods become jobs, and `ReportHeartbeat` goes out on every change (and at a low

@@ -18,7 +18,9 @@ agent on `executor-<id>`, so the JobRun workflow cannot tell them apart.
 
 Heartbeats name the attempts Slurm still runs and, as `down`, the registered nodes Slurm holds out of service
 on its own (down, failed, not responding, drained by anyone but Steward). At start the nodes are registered
-from Slurm's inventory and topology.conf (steward.executor.slurm_inventory)."""
+from Slurm's inventory and topology.conf (steward.executor.slurm_inventory); later, each heartbeat registers a
+node Slurm lists that is not registered, and retires one Slurm no longer lists once missing for a while with
+none of Steward's jobs on it (steward.executor.retirement, ADR 0078)."""
 
 from __future__ import annotations
 
@@ -55,6 +57,7 @@ from steward.executor.isolation import (
     prepare_executor_folders,
     private_folder,
 )
+from steward.executor.retirement import Retirements
 from steward.executor.session_address import prepare as prepare_address
 from steward.executor.session_address import report_new_address
 from steward.executor.settings import ExecutorSettings
@@ -190,6 +193,7 @@ class SlurmExecutor:
         self.work_root = Path(work) if work else self.root / "work"
         self.conf = self.cluster.conf or os.environ.get("SLURM_CONF", "")
         self.registered: set[str] = set()
+        self.retirements = Retirements(self.root / "retired.json")  # nodes gone from Slurm (ADR 0078)
         self._starting: dict[tuple[str, int], asyncio.Lock] = {}
         self._changed = asyncio.Event()
         self._prepare_folders()
@@ -245,9 +249,31 @@ class SlurmExecutor:
     async def register_nodes(self) -> list[RegisterNode]:
         nodes = await asyncio.to_thread(self.inventory)
         for node in nodes:
-            await self._report(node, f"register-{node.node_id}-{node.gpus}-{'/'.join(node.path)}")
+            await self._report(node, self.retirements.register_id(node))
         self.registered |= {n.node_id for n in nodes}
+        self.retirements.registered(self.registered)
         return nodes
+
+    def _publish(self, command: Command, mid: str) -> None:
+        self.publisher.publish(command_envelope(command, actor=f"executor:{self.settings.executor_id}",
+                                                role="system", message_id=mid))
+
+    def follow_inventory(self, nodes: Sequence[SlurmNode], busy: set[str]) -> list[str]:
+        """Register the nodes with GPUs Slurm lists that are not registered (added, or back after a retirement),
+        and retire the registered ones it no longer lists once missing for a while with no attempt of this
+        executor's on them (ADR 0078); the nodes retired."""
+        listed = registrations(nodes, read_topology(self.conf), self.settings.executor_id)
+        for node in listed:
+            if node.node_id not in self.registered:
+                self._publish(node, self.retirements.register_id(node))
+                self.registered.add(node.node_id)
+        self.retirements.registered(self.registered)
+        due = self.retirements.due((n.node_id for n in listed), busy, time.monotonic(), "Slurm")
+        for command, mid in due:
+            self._publish(command, mid)
+            self.registered.discard(command.node_id)
+            log.info("node %s retired: %s", command.node_id, command.reason)
+        return [c.node_id for c, _ in due]
 
     # -- activities -------------------------------------------------------------------------------
 
@@ -447,8 +473,9 @@ class SlurmExecutor:
         recs = self.running(recs, jobs)
         down: list[str] = []
         foreign: dict[str, int] = {}
-        if self.registered:
+        if self.registered or self.retirements.known:
             nodes = self.nodes()
+            self.follow_inventory(nodes, {n for r in recs for n in r.nodes})
             down = down_nodes(nodes, self.registered)
             foreign = foreign_load(nodes, jobs, recs, self.registered)
         held = sorted({n for r in recs for n in r.nodes} | self.attempts.drained())
