@@ -88,6 +88,8 @@ from steward.executor.retirement import Retirements
 from steward.executor.session_address import message_id as address_message_id
 from steward.executor.settings import ExecutorSettings
 from steward.logs_temporal import CorrelationInterceptor
+from steward.metrics import executor_jobs
+from steward.metrics import serve as serve_metrics
 from steward.paths import UnsafePath, under
 from steward_workflows.payloads import (
     JobRunInput,
@@ -822,6 +824,7 @@ async def run_kubernetes_executor(settings: Settings, stop: asyncio.Event | None
     kube = KubeClient(credentials(cluster.kubeconfig))
     client = await Client.connect(settings.temporal_address, namespace=settings.temporal_namespace,
                                   interceptors=[CorrelationInterceptor()])
+    serve_metrics("executor", settings)  # first: its /ready says so while the publisher waits for Kafka (ADR 0064)
     publisher = CommandPublisher(settings)
     api = StewardApi(cluster.api_url, cluster.api_token_file, settings.executor_id) if cluster.api_url else None
     if api is None:
@@ -835,6 +838,8 @@ async def run_kubernetes_executor(settings: Settings, stop: asyncio.Event | None
                                       steward=api.read if api is not None else None)
     except PodProblem as err:
         raise SystemExit(f"STEWARD_K8S_NAMESPACE_PROJECTS: {err}") from None
+    # from the last round's list of the pods (a scrape asks the API server nothing)
+    executor_jobs(settings.executor_id, lambda: len(executor.running(list(executor._view.values()))))
     nodes = await asyncio.to_thread(executor.register_nodes)
     stopped = await executor.reconcile(client)
     if stopped:

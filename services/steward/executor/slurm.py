@@ -73,6 +73,8 @@ from steward.executor.slurm_commands import (
 )
 from steward.executor.slurm_inventory import read_topology, registrations
 from steward.logs_temporal import CorrelationInterceptor
+from steward.metrics import executor_jobs
+from steward.metrics import serve as serve_metrics
 from steward.paths import UnsafePath, under
 from steward_workflows.payloads import (
     JobRunInput,
@@ -505,8 +507,10 @@ async def run_slurm_executor(settings: Settings, stop: asyncio.Event | None = No
         ThreadPoolExecutor(max_workers=IO_THREADS, thread_name_prefix="slurm-io"))
     client = await Client.connect(settings.temporal_address, namespace=settings.temporal_namespace,
                                   interceptors=[CorrelationInterceptor()])
+    serve_metrics("executor", settings)  # first: its /ready says so while the publisher waits for Kafka (ADR 0064)
     publisher = CommandPublisher(settings)
     executor = SlurmExecutor(settings, publisher)
+    executor_jobs(settings.executor_id, lambda: len(executor.running()))
     nodes = await executor.register_nodes()
     stopped = await executor.reconcile(client)
     if stopped:
