@@ -209,6 +209,7 @@ class KubernetesExecutor:
         self.registered: dict[str, RegisterNode] = {}
         self.retirements = Retirements(self.root / "retired.json")  # nodes deleted from the cluster (ADR 0078)
         self.busy: set[str] = set()  # the nodes of the attempts whose pods ran at the last heartbeat
+        self.attempts_running = 0  # how many there were (`steward_executor_jobs`: a scrape asks nothing)
         self._starting: dict[tuple[str, int], asyncio.Lock] = {}
         self._changed = asyncio.Event()
         # what a round looks at, not the whole history: the manifests (job ids) not yet closed (started,
@@ -775,6 +776,7 @@ class KubernetesExecutor:
     def heartbeat(self, pods: Sequence[Mapping[str, Any]] | None = None) -> ReportHeartbeat:
         recs = self.running(pods)
         self.busy = busy = {n for r in recs for n in r.nodes}
+        self.attempts_running = len(recs)
         down: list[str] = []
         foreign: dict[str, int] = {}
         if self.registered:
@@ -838,8 +840,7 @@ async def run_kubernetes_executor(settings: Settings, stop: asyncio.Event | None
                                       steward=api.read if api is not None else None)
     except PodProblem as err:
         raise SystemExit(f"STEWARD_K8S_NAMESPACE_PROJECTS: {err}") from None
-    # from the last round's list of the pods (a scrape asks the API server nothing)
-    executor_jobs(settings.executor_id, lambda: len(executor.running(list(executor._view.values()))))
+    executor_jobs(settings.executor_id, lambda: executor.attempts_running)  # as of the last round
     nodes = await asyncio.to_thread(executor.register_nodes)
     stopped = await executor.reconcile(client)
     if stopped:

@@ -196,6 +196,7 @@ class SlurmExecutor:
         self.conf = self.cluster.conf or os.environ.get("SLURM_CONF", "")
         self.registered: set[str] = set()
         self.retirements = Retirements(self.root / "retired.json")  # nodes gone from Slurm (ADR 0078)
+        self.attempts_running = 0  # Slurm jobs of Steward's at the last heartbeat (`steward_executor_jobs`)
         self._starting: dict[tuple[str, int], asyncio.Lock] = {}
         self._changed = asyncio.Event()
         self._prepare_folders()
@@ -473,6 +474,7 @@ class SlurmExecutor:
         recs = self.open_attempts()  # before the list of jobs: each of these Slurm jobs is in it unless ended
         jobs = self.jobs()
         recs = self.running(recs, jobs)
+        self.attempts_running = len(recs)
         down: list[str] = []
         foreign: dict[str, int] = {}
         if self.registered or self.retirements.known:
@@ -510,7 +512,7 @@ async def run_slurm_executor(settings: Settings, stop: asyncio.Event | None = No
     serve_metrics("executor", settings)  # first: its /ready says so while the publisher waits for Kafka (ADR 0064)
     publisher = CommandPublisher(settings)
     executor = SlurmExecutor(settings, publisher)
-    executor_jobs(settings.executor_id, lambda: len(executor.running()))
+    executor_jobs(settings.executor_id, lambda: executor.attempts_running)  # as of the last heartbeat
     nodes = await executor.register_nodes()
     stopped = await executor.reconcile(client)
     if stopped:
