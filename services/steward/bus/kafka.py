@@ -255,8 +255,9 @@ class BackgroundPublisher(CommandPublisher):
     (the waits of `steward.bus.waiting`, without a limit), so that a process that also serves without Kafka
     (the API's reads) starts and serves at once. Until the producer is up, and whenever the broker does not
     acknowledge a command in time, `publish` raises `KafkaUnavailable` naming the broker: the caller answers
-    "unavailable, retry" (the API: 503). Not counted as "waiting at its start" for readiness: the process
-    serves meanwhile."""
+    "unavailable, retry" (the API: 503). A command sent while the first try still runs waits for it (a broker
+    that is up answers it), so a process just started does not refuse what it could send. Not counted as
+    "waiting at its start" for readiness: the process serves meanwhile."""
 
     def __init__(self, settings: Settings, build: Callable[[int], KafkaProducer] | None = None,
                  sleep: Callable[[float], bool] | None = None) -> None:
@@ -267,6 +268,7 @@ class BackgroundPublisher(CommandPublisher):
         self._since = time.monotonic()
         self._last = "not tried yet"
         self._closed = threading.Event()
+        self._tried = threading.Event()  # the first try ended (reached or not)
         self._sleep = sleep or self._closed.wait
         self._thread = threading.Thread(target=self._start, name="kafka-producer-start", daemon=True)
         self._thread.start()
@@ -274,6 +276,9 @@ class BackgroundPublisher(CommandPublisher):
     @property
     def producer(self) -> KafkaProducer:
         producer = self._producer
+        if producer is None and not self._tried.is_set():  # just started: a broker that is up answers the first try
+            self._tried.wait(try_timeout_s(0))
+            producer = self._producer
         if producer is None:
             raise KafkaUnavailable(
                 f"Kafka at {self.settings.kafka_bootstrap} is unavailable (not reached since this process started "
@@ -295,6 +300,7 @@ class BackgroundPublisher(CommandPublisher):
             try:
                 self._producer = self._build(int(try_timeout_s(failures) * 1000))
             except _AWAY as err:
+                self._tried.set()
                 failures += 1
                 self._last = f"{type(err).__name__}: {err}"
                 delay = bootstrap_delay(failures, time.monotonic() - self._since, float("inf")) or 0.0
@@ -305,7 +311,9 @@ class BackgroundPublisher(CommandPublisher):
             except Exception:  # a refused password, a bad option: not an outage; loud, and no producer
                 log.exception("the command producer cannot start")
                 self._last = "the producer could not start (see the log)"
+                self._tried.set()
                 return
+            self._tried.set()
             if failures:
                 log.info("Kafka at %s reached by the command producer after %.1f s", self.settings.kafka_bootstrap,
                          time.monotonic() - self._since)
