@@ -219,12 +219,15 @@ Level = tuple[float, float, float, Place, bool]
 @dataclass(slots=True)
 class Prices:
     """The weights in force over time and where each node is (DESIGN.md "Clusters and GPU models"): fed
-    `NodeRegistered` and `PolicySet` in log order (`see`), it says what a GPU-second costs at any moment.
-    `epochs` are (from, weights, places with registered capacity), a new one at each weight change and each
-    first node of a (cluster, model); before the first, no weight is set and no place is registered."""
+    `NodeRegistered`, `NodeRetired` and `PolicySet` in log order (`see`), it says what a GPU-second costs at any
+    moment. `epochs` are (from, weights, places with registered capacity), a new one at each weight change, each
+    first node of a (cluster, model) and each retirement of a place's last node (ADR 0078); before the first, no
+    weight is set and no place is registered. `nodes` keeps where every node ever registered was (a past
+    placement on a retired node is still priced)."""
 
     nodes: dict[str, Place] = field(default_factory=dict)
     epochs: list[tuple[float, dict[str, float], frozenset[Place]]] = field(default_factory=list)
+    retired: set[str] = field(default_factory=set)  # the nodes retired and not registered again
 
     def see(self, kind: str, p: Mapping[str, Any], at: float) -> None:
         """Take one event (others are ignored)."""
@@ -232,8 +235,13 @@ class Prices:
         if kind == "NodeRegistered":
             place = (cluster_name(str(p.get("cluster") or "")), str(p.get("gpu_model") or ""))
             self.nodes[str(p["node_id"])] = place
+            self.retired.discard(str(p["node_id"]))
             if place not in places:
                 self._push(at, weights, places | {place})
+        elif kind == "NodeRetired" and (gone := self.nodes.get(str(p["node_id"]))) is not None:
+            self.retired.add(str(p["node_id"]))
+            if gone in places and all(place != gone for n, place in self.nodes.items() if n not in self.retired):
+                self._push(at, weights, places - {gone})
         elif kind == "PolicySet":
             changed = p.get("changed")
             if isinstance(changed, Mapping) and isinstance(changed.get(WEIGHTS_SETTING), Mapping):

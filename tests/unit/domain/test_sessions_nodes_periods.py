@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from steward.domain.budget import period_bounds, period_figures, period_id
+from steward.domain.budget import Prices, period_bounds, period_figures, period_id
 from steward.domain.commands import (
     CancelJob,
     ClosePeriod,
@@ -221,6 +221,23 @@ def test_a_retired_node_s_gpus_leave_the_entitlement_from_its_retirement() -> No
                ("JobSubmitted", {"job_id": "x", "project": "a1", "gpus": 16}, 0.0)]
     figures, _ = period_figures(history, 0.0, 7200.0)
     assert figures["a1"]["entitled_gpu_s"] == pytest.approx(0.6 * 16 * 3600 + 0.6 * 8 * 3600)
+
+
+def test_a_place_whose_last_node_is_retired_no_longer_values_demand() -> None:
+    """ADR 0078: demand is valued at the cheapest place with registered capacity; a (cluster, model) whose last
+    node is retired leaves that set from the retirement (another node of it keeps it), and comes back with a
+    node registered again; a past placement on the retired node keeps its place."""
+    prices = Prices()
+    for node, model in (("a1", "A100"), ("a2", "A100"), ("h1", "H100")):
+        prices.see("NodeRegistered", {"node_id": node, "gpus": 8, "gpu_model": model}, 0.0)
+    prices.see("NodeRetired", {"node_id": "a1"}, 10.0)
+    prices.see("NodeRetired", {"node_id": "a2"}, 20.0)
+    prices.see("NodeRetired", {"node_id": "zz"}, 25.0)  # never registered: nothing changes
+    prices.see("NodeRegistered", {"node_id": "a2", "gpus": 8, "gpu_model": "A100"}, 30.0)
+    both, h100 = frozenset({("default", "A100"), ("default", "H100")}), frozenset({("default", "H100")})
+    assert [(lo, hi, places) for lo, hi, _, places in prices.segments(0.0, 40.0)] == [
+        (0.0, 20.0, both), (20.0, 30.0, h100), (30.0, 40.0, both)]
+    assert prices.nodes["a1"] == ("default", "A100")
 
 
 def test_period_close_is_recorded_with_the_aggregate_ratio() -> None:
