@@ -209,6 +209,7 @@ class KubernetesExecutor:
         self.registered: dict[str, RegisterNode] = {}
         self.retirements = Retirements(self.root / "retired.json")  # nodes deleted from the cluster (ADR 0078)
         self.busy: set[str] = set()  # the nodes of the attempts whose pods ran at the last heartbeat
+        self.present: set[str] = set()  # every node the API server listed at the last inventory
         self.attempts_running = 0  # how many there were (`steward_executor_jobs`: a scrape asks nothing)
         self._starting: dict[tuple[str, int], asyncio.Lock] = {}
         self._changed = asyncio.Event()
@@ -259,8 +260,12 @@ class KubernetesExecutor:
         return foreign_gpus(self.kube.pods(field_selector="spec.nodeName!="), self.cluster.scheduler_name)
 
     def inventory(self) -> list[RegisterNode]:
-        """The cluster's GPU nodes with their allocatable GPUs, in Topograph's tree."""
-        return registrations(self.kube.nodes(), self.settings.executor_id)
+        """The cluster's GPU nodes with their allocatable GPUs, in Topograph's tree (and, in `present`, the name of
+        every node the API server lists: only a node deleted from it is retired, not one whose GPUs went to 0
+        for a while, a device plugin restarting)."""
+        nodes = self.kube.nodes()
+        self.present = {node_name(n) for n in nodes}
+        return registrations(nodes, self.settings.executor_id)
 
     def register_nodes(self) -> list[RegisterNode]:
         """Register the nodes whose registration changed (all of them the first time)."""
@@ -272,10 +277,10 @@ class KubernetesExecutor:
         self.retirements.registered(n.node_id for n in nodes)
         return nodes
 
-    def retire_nodes(self, listed: list[RegisterNode], busy: set[str]) -> list[str]:
-        """Retire the registered nodes the cluster no longer lists (deleted, or without allocatable GPUs) once
-        missing for a while with no attempt of this executor's on them (ADR 0078); the nodes retired."""
-        due = self.retirements.due((n.node_id for n in listed), busy, time.monotonic(), "Kubernetes")
+    def retire_nodes(self, busy: set[str]) -> list[str]:
+        """Retire the registered nodes the API server no longer lists (deleted) once missing for a while with no
+        attempt of this executor's on them (ADR 0078); the nodes retired."""
+        due = self.retirements.due(self.present, busy, time.monotonic(), "Kubernetes")
         for command, mid in due:
             self._report_now(command, mid)
             self.registered.pop(command.node_id, None)
@@ -795,9 +800,9 @@ class KubernetesExecutor:
         self.tell_rejected(pods)
         self.tell_waiting(pods)
         self.cancel_deleted(pods)
-        listed = self.register_nodes()
+        self.register_nodes()
         beat = self.heartbeat(pods)
-        retired = self.retire_nodes(listed, self.busy)
+        retired = self.retire_nodes(self.busy)
         return replace(beat, down=[n for n in beat.down if n not in retired]) if retired else beat
 
     async def heartbeats(self, stop: asyncio.Event) -> None:

@@ -271,7 +271,8 @@ class SlurmExecutor:
                 self._publish(node, self.retirements.register_id(node))
                 self.registered.add(node.node_id)
         self.retirements.registered(self.registered)
-        due = self.retirements.due((n.node_id for n in listed), busy, time.monotonic(), "Slurm")
+        # only a node Slurm no longer lists at all is retired, not one whose GPUs Slurm stopped showing for a while
+        due = self.retirements.due((n.name for n in nodes), busy, time.monotonic(), "Slurm")
         for command, mid in due:
             self._publish(command, mid)
             self.registered.discard(command.node_id)
