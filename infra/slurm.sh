@@ -106,6 +106,11 @@ write_config() {
     echo "SlurmdTimeout=60"
     echo "InactiveLimit=0"
     echo "JobRequeue=1"
+    # room for nodes added while running (`scontrol create NodeName=...`, then `delete`): the integration tests
+    # add and remove one to see an executor follow its inventory (ADR 0078)
+    echo "MaxNodeCount=$((NODES + 4))"
+    # such a node (State=CLOUD, powered down) is listed by `scontrol show node` as a real one would be
+    echo "PrivateData=cloud"
     for ((i = 0; i < NODES; i++)); do
       echo "NodeName=$(node_name "$i") NodeHostname=$HOST NodeAddr=127.0.0.1 Port=$((SLURMD_PORT + i)) CPUs=$CPUS Gres=gpu:$GPU_TYPE:$GPUS State=UNKNOWN"
     done

@@ -164,11 +164,13 @@ _executor_gauges: dict[int, Gauge] = {}
 
 
 def executor_jobs(executor_id: str, running: Callable[[], int], registry: CollectorRegistry = REGISTRY) -> Gauge:
-    """`steward_executor_jobs`: job processes the node agent runs now (read at each scrape)."""
+    """`steward_executor_jobs`: the attempts an executor runs now (the node agent's job processes, the Slurm
+    executor's Slurm jobs, the Kubernetes executor's pods; read at each scrape)."""
     gauge = _executor_gauges.get(id(registry))
     if gauge is None:
         gauge = _executor_gauges[id(registry)] = Gauge(
-            "steward_executor_jobs", "Job processes the node agent is running now.", ["executor"],
+            "steward_executor_jobs", "Attempts the executor is running now (node agent: job processes; Slurm: "
+            "Slurm jobs; Kubernetes: pods).", ["executor"],
             registry=registry)
     gauge.labels(executor=executor_id).set_function(lambda: float(running()))
     return gauge

@@ -351,6 +351,38 @@ def test_a_cordon_and_a_notready_node_reach_steward_and_a_drain_cordons_with_a_r
         kubectl("uncordon", "gpu-0", "gpu-1")
 
 
+def test_a_node_deleted_from_the_cluster_is_retired_once_and_registered_anew_when_it_comes_back(
+        tmp_path: Path, kube: KubeClient) -> None:
+    """ADR 0078: a node deleted from the API server is reported down, then retired (once missing for the
+    executor's wait, with none of Steward's pods on it), and no longer reported down; created again, it is
+    registered under a new message id (the ledger deduplicates the first registration's)."""
+    pub = RecordingPublisher()
+    ex = executor(tmp_path, pub, kube)
+    ex.retirements.after_s = 0.0
+    kube.call("POST", "/api/v1/nodes", body=gpu_node("gpu-gone", block="b9"))
+    try:
+        ex.round()
+        (first,) = [e for e in pub.of("RegisterNode") if e.payload["node_id"] == "gpu-gone"]
+        assert pub.of("RetireNode") == []
+    finally:
+        kubectl("delete", "node", "gpu-gone")
+    beat = ex.round()
+    (retired,) = pub.of("RetireNode")
+    assert (retired.key, retired.payload["node_id"], retired.meta["actor"]) == ("node-gpu-gone", "gpu-gone",
+                                                                                 "executor:k8s")
+    assert "gone from the Kubernetes inventory" in retired.payload["reason"]
+    assert "gpu-gone" not in beat.down and "gpu-gone" not in ex.registered
+    assert "gpu-gone" not in ex.round().down and len(pub.of("RetireNode")) == 1  # once
+    kube.call("POST", "/api/v1/nodes", body=gpu_node("gpu-gone", block="b9"))
+    try:
+        restarted = RecordingPublisher()
+        executor(tmp_path, restarted, kube).round()
+        (back,) = [e for e in restarted.of("RegisterNode") if e.payload["node_id"] == "gpu-gone"]
+        assert back.id == f"{first.id}-r1"
+    finally:
+        kubectl("delete", "node", "gpu-gone")
+
+
 def test_a_pod_without_a_project_is_told_why_and_not_submitted(tmp_path: Path, kube: KubeClient) -> None:
     pub = RecordingPublisher()
     ex = executor(tmp_path, pub, kube)

@@ -24,7 +24,7 @@ from steward.executor.kubernetes_api import KubeClient
 from tests.integration.conftest import REPO, steward
 from tests.integration.test_kubernetes_executor import GPU_NODES, KUBECONFIG, gpu_pod, kube, pod
 from tests.integration.test_slurm_executor import wait_for
-from tests.integration.test_slurm_stack import node_states, show
+from tests.integration.test_slurm_stack import assert_rounds_served, node_states, show
 
 __all__ = ["kube"]  # the API server fixture, shared with the executor's own tests
 
@@ -172,3 +172,9 @@ def test_steward_s_scheduler_killed_mid_run_binds_nothing_twice(k8s_stack: dict[
         assert kinds.count("JobPlaced") == kinds.count("JobStarted") == 1, (name, kinds)  # one placement, one bind
         ((node, gpus),) = job["assignments"].items()
         assert (pod(kube, name) or {})["spec"]["nodeName"] == node and len(gpus) == 4, (name, job)
+
+
+@pytest.mark.integration
+@pytest.mark.timeout(900)
+def test_the_kubernetes_executor_serves_its_rounds_on_metrics(k8s_stack: dict[str, Any]) -> None:
+    assert_rounds_served(Settings().executor_id)

@@ -301,3 +301,43 @@ def test_a_poll_reads_the_attempts_slurm_may_still_run_not_the_history(
     assert restarted.heartbeat().jobs == {"s8": 1}
     assert attempt_reads(restarted.attempts, monkeypatch, restarted.heartbeat) == {("s8", 1)}  # ...then no more
     act(env.run(ex.signal_job, SignalJob("s8", 1, kill=True)))
+
+
+def test_a_node_added_to_slurm_is_registered_and_retired_once_slurm_no_longer_lists_it(
+        tmp_path: Path, cluster: Path, jobs_root: Path) -> None:
+    """ADR 0078: the heartbeat follows Slurm's inventory. A node added while the executor runs (`scontrol create`)
+    is registered; deleted (`scontrol delete`), it is retired once missing for the executor's wait, once, and is
+    no longer reported down; a restarted executor remembers what it registered and registers it anew if it is
+    back (a new message id: the first registration's is deduplicated by the ledger)."""
+    pub = RecordingPublisher()
+    ex = executor(tmp_path, cluster, jobs_root, pub)
+    ex.retirements.after_s = 0.0
+    act(ex.register_nodes())
+    assert sorted(e.payload["node_id"] for e in pub.of("RegisterNode")) == ["slurm0", "slurm1"]
+    slurm(cluster, "scontrol", "create", "NodeName=slurm9", "CPUs=8", "Gres=gpu:sim:8", "State=CLOUD")
+    try:
+        ex.heartbeat()
+        (added,) = [e for e in pub.of("RegisterNode") if e.payload["node_id"] == "slurm9"]
+        path = "/".join(added.payload["path"])
+        assert (added.payload["gpus"], added.payload["executor"], added.id) == (8, "hpc", f"register-slurm9-8-{path}")
+        assert pub.of("RetireNode") == []
+    finally:
+        slurm(cluster, "scontrol", "delete", "NodeName=slurm9")
+    beat = ex.heartbeat()
+    (retired,) = pub.of("RetireNode")
+    assert retired.payload["node_id"] == "slurm9" and "gone from the Slurm inventory" in retired.payload["reason"]
+    assert retired.key == "node-slurm9" and retired.meta["actor"] == "executor:hpc"
+    assert "slurm9" not in beat.down and "slurm9" not in ex.registered
+    ex.heartbeat()
+    assert len(pub.of("RetireNode")) == 1  # once
+
+    slurm(cluster, "scontrol", "create", "NodeName=slurm9", "CPUs=8", "Gres=gpu:sim:8", "State=CLOUD")
+    try:
+        restarted = RecordingPublisher()
+        again = executor(tmp_path, cluster, jobs_root, restarted)
+        assert again.retirements.known == {"slurm0", "slurm1"}
+        act(again.register_nodes())
+        back = [e for e in restarted.of("RegisterNode") if e.payload["node_id"] == "slurm9"]
+        assert [e.id for e in back] == [f"{added.id}-r1"]
+    finally:
+        slurm(cluster, "scontrol", "delete", "NodeName=slurm9")

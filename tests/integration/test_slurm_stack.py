@@ -102,6 +102,39 @@ def test_through_steward_a_job_runs_in_slurm_and_slurm_downs_become_node_events(
     wait_for(lambda: node_states()["slurm1"] == "ready", timeout=60)
 
 
+def executor_metrics() -> dict[str, float]:
+    """The samples the stack's executor serves on its metrics port (`steward up`: the base port + 3), by name
+    with labels, after `/ready` answered 200."""
+    import httpx
+
+    from steward.metrics import metrics_urls
+
+    url = metrics_urls(Settings())["executor"]
+    assert httpx.get(url.replace("/metrics", "/ready"), timeout=10).status_code == 200
+    samples = {}
+    for line in httpx.get(url, timeout=10).text.splitlines():
+        if line and not line.startswith("#"):
+            name, _, value = line.rpartition(" ")
+            samples[name] = float(value)
+    return samples
+
+
+def assert_rounds_served(executor_id: str) -> None:
+    """Issue 22: the executor serves `/metrics` as the node agent does, with its rounds counted and timed."""
+    first = executor_metrics()
+    ok = f'steward_executor_rounds_total{{executor="{executor_id}",outcome="ok"}}'
+    assert first.get(ok, 0) > 0, sorted(k for k in first if k.startswith("steward_executor"))
+    assert first[f'steward_executor_round_seconds_count{{executor="{executor_id}"}}'] >= first[ok]
+    assert first[f'steward_executor_heartbeats_sent_total{{executor="{executor_id}"}}'] >= 1
+    assert f'steward_executor_jobs{{executor="{executor_id}"}}' in first
+    assert any(k.startswith("steward_build_info{") and 'process="executor"' in k for k in first), first
+    wait_for(lambda: executor_metrics()[ok] > first[ok], timeout=30)  # a round every poll
+
+
+def test_the_slurm_executor_serves_its_rounds_on_metrics(slurm_stack: dict[str, Any]) -> None:
+    assert_rounds_served(Settings().executor_id)
+
+
 def test_a_drain_and_a_resume_through_steward_reach_slurm(slurm_stack: dict[str, Any], cluster: Path) -> None:
     def slurm_node(name: str) -> Any:
         return next(n for n in parse_nodes(slurm(cluster, "scontrol", "-o", "show", "node")) if n.name == name)

@@ -17,6 +17,7 @@ from steward.cli.scenario_file import (
     check_locally,
     cluster_file,
     load_yaml,
+    prune_plan,
     tree_commands,
 )
 from steward.domain.commands import ROOT
@@ -135,3 +136,16 @@ def test_the_live_stack_and_the_simulator_read_a_scenario_file_alike(tmp_path: P
                 for cmd in commands for name, share in cmd.shares.items()} == {
             a.name: (a.parent or ROOT, a.share, a.pin, a.display_name) for a in sc.allocations.values()}
         check_locally(LedgerState(), [*nodes])
+
+
+def test_prune_retires_only_the_file_s_clusters_and_executors_nodes_it_no_longer_lists() -> None:
+    """ADR 0078: nodes named before the one parser (`node-19`) beside today's (`node019`) are the file's to
+    retire; a node of another executor in the same cluster, or of another cluster, is not."""
+    commands, _ = cluster_file({"cluster": {"nodes": 2, "gpus_per_node": 8}}, "sim")
+    registered = [{"id": c.node_id, "cluster": "default", "executor": "sim"} for c in commands] + [
+        {"id": "node-19", "cluster": "default", "executor": "sim"},
+        {"id": "node-01", "cluster": "default", "executor": "sim"},
+        {"id": "gpu-host", "cluster": "default", "executor": "local"},
+        {"id": "ceres-node000", "cluster": "ceres", "executor": "sim"},
+    ]
+    assert [n["id"] for n in prune_plan(commands, registered)] == ["node-01", "node-19"]

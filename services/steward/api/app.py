@@ -57,7 +57,7 @@ from steward.auth.owners import Owners
 from steward.auth.principal import Principal
 from steward.auth.ratelimit import RateLimiter
 from steward.auth.tokens import TokenError
-from steward.bus.kafka import CommandPublisher
+from steward.bus.kafka import BackgroundPublisher
 from steward.config import Settings
 from steward.domain.commands import RecordAccessDenial
 from steward.logs import CorrelationMiddleware
@@ -429,7 +429,8 @@ def build_app(settings: Settings, api: ApiSettings, *, store: EventStore | None 
               extra_extensions: Sequence[SchemaExtension | type[SchemaExtension]] = ()) -> Built:
     store = store or api_store(settings.resolved_store_url, api)
     if gateway is None:
-        gateway = CommandGateway(CommandPublisher(settings), store, settings.mutation_timeout_s)
+        # the producer starts in the background: the API serves reads while Kafka is away (ADR 0078)
+        gateway = CommandGateway(BackgroundPublisher(settings), store, settings.mutation_timeout_s)
     jwt_config, oidc_config = api.jwt_config(), api.oidc_config()
     tokens = MirroredTokens(store, api.api_auth_cache_s)
     read = ReadModel(store, head_ttl_s=3 * api.api_feed_poll_s, keep_ended=api.api_ended_jobs_kept,

@@ -188,7 +188,7 @@ DAY = 86400.0
 WEEK_HOURS = 7 * 24
 RUN_ENDS = budget.RUN_ENDS
 DEMAND_ENDS = budget.DEMAND_ENDS
-OVERVIEW_TYPES = ("AllocationsSet", "NodeRegistered", "PolicySet", "JobSubmitted", "JobPlaced", "JobStarted",
+OVERVIEW_TYPES = (*budget.TREE_EVENTS, "JobSubmitted", "JobPlaced", "JobStarted",
                   "JobRequeued", *RUN_ENDS, "SessionRestored", "PeriodClosed")
 JOB_CLASSES = ("debug", "batch", "interactive")
 
@@ -216,6 +216,7 @@ class JobLife:
 
 
 _KEEP = {"AllocationsSet": ("parent", "shares", "pins"), "NodeRegistered": ("node_id", "gpus", "gpu_model", "cluster"),
+         "NodeRetired": ("node_id",),
          "JobSubmitted": ("job_id", "project", "gpus", "gpu_models", "clusters"),
          "JobPreempted": ("job_id", "requeue")}
 
@@ -281,13 +282,16 @@ class OverviewFold:
             return
         if kind != "JobPlaced":  # the period arithmetic reads only where a placement is (kept on its job)
             self.history.append((kind, _slim(kind, p), at))
-        if kind in ("AllocationsSet", "NodeRegistered", "PolicySet"):
+        if kind in budget.TREE_EVENTS:
             self.tree_events.append(len(self.history) - 1)
             self.prices.see(kind, p, at)
         if kind == "PolicySet":
             return
-        if kind == "NodeRegistered":
-            self._nodes[str(p["node_id"])] = int(p["gpus"])
+        if kind in ("NodeRegistered", "NodeRetired"):  # a retired node's GPUs leave the capacity (ADR 0078)
+            if kind == "NodeRegistered":
+                self._nodes[str(p["node_id"])] = int(p["gpus"])
+            else:
+                self._nodes.pop(str(p["node_id"]), None)
             self.capacity.append((at, sum(self._nodes.values())))
             return
         if kind == "JobSubmitted":

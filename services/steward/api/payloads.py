@@ -132,6 +132,13 @@ class NodeResumed:
     position: BigInt
 
 
+@strawberry.type(description="A node retired for good (ADR 0078): never placed on again, its GPUs out of the "
+                             "capacity; registering it again brings it back.")
+class NodeRetired:
+    id: str
+    position: BigInt
+
+
 @strawberry.type
 class PolicySet:
     position: BigInt
@@ -173,6 +180,9 @@ RegisterNodeResult = Annotated[
 DrainNodeResult = Annotated[NodeDraining | Rejected | InvalidInput | NotAuthorised, strawberry.union("DrainNodeResult")]
 ResumeNodeResult = Annotated[
     NodeResumed | Rejected | InvalidInput | NotAuthorised, strawberry.union("ResumeNodeResult")
+]
+RetireNodeResult = Annotated[
+    NodeRetired | Rejected | InvalidInput | NotAuthorised, strawberry.union("RetireNodeResult")
 ]
 RequestPreemptionResult = Annotated[
     PreemptionRequested | Rejected | InvalidInput | NotAuthorised, strawberry.union("RequestPreemptionResult")

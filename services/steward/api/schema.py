@@ -53,6 +53,7 @@ from steward.api.payloads import (
     NodeDraining,
     NodeRegistered,
     NodeResumed,
+    NodeRetired,
     NotAuthorised,
     OpenSessionInput,
     OpenSessionResult,
@@ -66,6 +67,7 @@ from steward.api.payloads import (
     RequestPreemptionResult,
     RestoreSessionResult,
     ResumeNodeResult,
+    RetireNodeResult,
     RevokeTokenResult,
     SessionOpened,
     SessionRestored,
@@ -116,6 +118,7 @@ from steward.api.types import (
 from steward.auth.access import ROOT, Access, Capability, subtree
 from steward.auth.principal import Role
 from steward.auth.tokens import InvalidTokenRequest, TokenInfo
+from steward.bus.kafka import KAFKA_RETRY_AFTER_S, KafkaUnavailable
 from steward.domain import clusters
 from steward.domain.clusters import DEFAULT_CLUSTER
 from steward.domain.commands import (
@@ -129,6 +132,7 @@ from steward.domain.commands import (
     RequestPreemption,
     RestoreSession,
     ResumeNode,
+    RetireNode,
     SetAllocations,
     SetGpuModelWeights,
     SetGroupMapping,
@@ -916,6 +920,20 @@ class Mutation:
             return rej
         return NodeResumed(id=id, position=outcome.position)
 
+    @fields.mutation("Retire a node for good: never placed on again, its GPUs out of the capacity; refused while "
+                     "an attempt runs there (drain it first) (admins; ADR 0078).")
+    async def retire_node(self, info: Info[Context, None], id: str, reason: str) -> RetireNodeResult:
+        ctx = _ctx(info)
+        access = await ctx.access("retireNode")
+        if (refused := await _role_refused(ctx, access, Capability.operate, "retireNode")) is not None:
+            return refused
+        if not reason.strip():
+            return InvalidInput(field="reason", message="retiring a node needs a reason")
+        outcome = await _execute(ctx, RetireNode(node_id=id, reason=reason[:500]))
+        if (rej := _rejected(outcome)) is not None:
+            return rej
+        return NodeRetired(id=id, position=outcome.position)
+
     @fields.mutation("Set the scheduling policy (admins).")
     async def set_policy(self, info: Info[Context, None], input: PolicyInput) -> SetPolicyResult:
         ctx = _ctx(info)
@@ -1126,6 +1144,7 @@ class OneOperationOrAName(SchemaExtension):
 
 
 log = logging.getLogger("steward.api")
+KAFKA_UNAVAILABLE = "kafka_unavailable"  # a mutation's code while Kafka is away (the reads still serve)
 
 
 class StewardSchema(strawberry.Schema):
@@ -1140,6 +1159,8 @@ class StewardSchema(strawberry.Schema):
             if reason is not None:  # an outage, not a fault: one line, no traceback (ADR 0064)
                 log.warning("graphql request failed: the store is unavailable (%s)", reason,
                             extra={"code": STORE_UNAVAILABLE})
+            elif isinstance(original, KafkaUnavailable):
+                log.warning("graphql mutation refused: %s", original, extra={"code": KAFKA_UNAVAILABLE})
             elif _should_mask(error):
                 log.error("graphql fault: %s", error.message, exc_info=error.original_error)
             else:
@@ -1150,7 +1171,9 @@ class StewardSchema(strawberry.Schema):
 class StoreUnavailableErrors(SchemaExtension):
     """An error raised because the store could not be reached (`steward.store.unavailable`) becomes a clean
     error with the code `store_unavailable` and a message naming the store, and the HTTP answer 503 with
-    `Retry-After` (ADR 0064), instead of the mask's "internal error". Listed after MaskErrors, so it sees the
+    `Retry-After` (ADR 0064), instead of the mask's "internal error"; so does a mutation that could not hand its
+    command to Kafka (`kafka_unavailable`, naming the broker, and `maybeRecorded`: whether it may still be
+    recorded once Kafka is back; docs/operations.md "Kafka away"). Listed after MaskErrors, so it sees the
     errors first (extensions leave in reverse order)."""
 
     def on_operation(self) -> Iterator[None]:
@@ -1161,14 +1184,20 @@ class StoreUnavailableErrors(SchemaExtension):
             return
         ctx = self.execution_context.context
         url = ctx.services.store.engine.url.render_as_string(hide_password=True) if isinstance(ctx, Context) else ""
-        clean, outage = [], False
+        clean, outage, wait = [], False, 0
         for error in errors:
             original = getattr(error, "original_error", None)
+            if isinstance(original, KafkaUnavailable):  # a mutation while Kafka is away: the reads still serve
+                outage, wait = True, max(wait, KAFKA_RETRY_AFTER_S)
+                clean.append(GraphQLError(str(original), nodes=error.nodes, path=error.path,
+                                          extensions={"code": KAFKA_UNAVAILABLE, "retryAfter": KAFKA_RETRY_AFTER_S,
+                                                      "maybeRecorded": original.sent}))
+                continue
             reason = unavailable(original) if original is not None else None
             if reason is None:
                 clean.append(error)
                 continue
-            outage = True
+            outage, wait = True, max(wait, RETRY_AFTER_S)
             clean.append(GraphQLError(unavailable_message(url, reason), nodes=error.nodes, path=error.path,
                                       extensions={"code": STORE_UNAVAILABLE, "retryAfter": RETRY_AFTER_S}))
         if not outage:
@@ -1177,7 +1206,7 @@ class StoreUnavailableErrors(SchemaExtension):
         response = getattr(ctx, "response", None)
         if response is not None and hasattr(response, "status_code"):  # HTTP (a websocket has no status)
             response.status_code = 503
-            response.headers["Retry-After"] = str(RETRY_AFTER_S)
+            response.headers["Retry-After"] = str(wait)
         if isinstance(ctx, Context):
             ctx.no_cache()
 

@@ -21,6 +21,7 @@ from steward.domain.commands import (
     ReportJobStarted,
     ReportSessionAddress,
     ReportUtilisation,
+    RetireNode,
     SubmitJob,
 )
 from steward.domain.state import LedgerState
@@ -33,7 +34,7 @@ COMPONENTS = ("api", "ledger", "scheduler", "workflows", "executor", "admin")
 ALLOWED_COMMANDS: dict[str, frozenset[str]] = {
     # user commands, each checked against the user's role and scopes by the API before it is sent
     "api": frozenset({"SetAllocations", "RegisterNode", "SubmitJob", "CancelJob", "RequestPreemption",
-                      "RestoreSession", "DrainNode", "ResumeNode", "SetPolicy", "RecordAccessDenial",
+                      "RestoreSession", "DrainNode", "ResumeNode", "RetireNode", "SetPolicy", "RecordAccessDenial",
                       "SetGroupMapping", "SetNotifications", "MapNamespace", "SetGpuModelWeights"}),
     # the scheduler's decisions
     "scheduler": frozenset({"PlaceJob", "RequestPreemption", "ExplainWaiting"}),
@@ -43,7 +44,7 @@ ALLOWED_COMMANDS: dict[str, frozenset[str]] = {
                             "ReportNodeDrained", "ClosePeriod", "RecordDeliveryFailed"}),
     # an executor's lifecycle reports, for its own nodes' jobs only (`executor_refusal`); the jobs a cluster's
     # own users submit there (Kubernetes pods, ADR 0051), under the executor's prefix only
-    "executor": frozenset({"RegisterNode", "ReportJobStarted", "ReportCheckpointSaved", "ReportHeartbeat",
+    "executor": frozenset({"RegisterNode", "RetireNode", "ReportJobStarted", "ReportCheckpointSaved", "ReportHeartbeat",
                            "ReportUtilisation", "ReportSessionAddress", "SubmitJob", "CancelJob"}),
 }
 
@@ -131,6 +132,11 @@ def executor_refusal(state: LedgerState, executor_id: str, command: Command) -> 
     if isinstance(command, RegisterNode):
         if command.executor != executor_id:
             return f"executor {executor_id} may not register a node of executor {command.executor!r}"
+        known = state.nodes.get(command.node_id)
+        if known is not None and known.executor != executor_id:
+            return f"node {command.node_id} belongs to executor {known.executor}"
+        return ""
+    if isinstance(command, RetireNode):  # a node gone from its own inventory (ADR 0078)
         known = state.nodes.get(command.node_id)
         if known is not None and known.executor != executor_id:
             return f"node {command.node_id} belongs to executor {known.executor}"

@@ -48,7 +48,13 @@ logging.getLogger("kafka.net.sasl.scram").setLevel(logging.ERROR)
 
 
 class KafkaUnavailable(RuntimeError):
-    """The broker did not answer a client's start within STEWARD_KAFKA_WAIT_S."""
+    """The broker did not answer a client's start within STEWARD_KAFKA_WAIT_S, or (`BackgroundPublisher`) a
+    command could not be handed to it now. `sent`: whether the command may still reach the broker (it left
+    this process, unacknowledged) or surely did not."""
+
+    def __init__(self, message: str, *, sent: bool = False) -> None:
+        super().__init__(message)
+        self.sent = sent
 
 
 class MissingCredentials(RuntimeError):
@@ -179,8 +185,8 @@ def _start_options(settings: Settings) -> dict[str, Any]:
     return {**client_options(settings), "reconnect_backoff_max_ms": RECONNECT_BACKOFF_MAX_MS}
 
 
-def make_producer(settings: Settings, **overrides: Any) -> KafkaProducer:
-    """An idempotent producer; its start waits for the broker (`connected`)."""
+def _producer_options(settings: Settings, **overrides: Any) -> dict[str, Any]:
+    """An idempotent producer's options: every record acknowledged by all replicas, retried without end."""
     options: dict[str, Any] = {
         **_start_options(settings),
         "acks": "all",
@@ -191,6 +197,12 @@ def make_producer(settings: Settings, **overrides: Any) -> KafkaProducer:
         "client_id": "steward",
     }
     options.update(overrides)
+    return options
+
+
+def make_producer(settings: Settings, **overrides: Any) -> KafkaProducer:
+    """An idempotent producer; its start waits for the broker (`connected`)."""
+    options = _producer_options(settings, **overrides)
     return connected(lambda ms: KafkaProducer(**{"bootstrap_timeout_ms": ms, **options}), settings,
                      f"producer {options['client_id']}")
 
@@ -236,4 +248,107 @@ class CommandPublisher:
 
     def close(self) -> None:
         self.producer.close(timeout=5)
+
+
+class BackgroundPublisher(CommandPublisher):
+    """A `CommandPublisher` whose producer starts in a thread of its own, trying the broker until it answers
+    (the waits of `steward.bus.waiting`, without a limit), so that a process that also serves without Kafka
+    (the API's reads) starts and serves at once. Until the producer is up, and whenever the broker does not
+    acknowledge a command in time, `publish` raises `KafkaUnavailable` naming the broker: the caller answers
+    "unavailable, retry" (the API: 503). A command sent while the first try still runs waits for it (a broker
+    that is up answers it), so a process just started does not refuse what it could send. Not counted as
+    "waiting at its start" for readiness: the process serves meanwhile."""
+
+    def __init__(self, settings: Settings, build: Callable[[int], KafkaProducer] | None = None,
+                 sleep: Callable[[float], bool] | None = None) -> None:
+        self.settings = settings
+        self.topic = command_topic(settings.topic_prefix, settings.component, settings.executor_id)
+        self._build = build or _producer_builder(settings)
+        self._producer: KafkaProducer | None = None
+        self._since = time.monotonic()
+        self._last = "not tried yet"
+        self._closed = threading.Event()
+        self._tried = threading.Event()  # the first try ended (reached or not)
+        self._sleep = sleep or self._closed.wait
+        self._thread = threading.Thread(target=self._start, name="kafka-producer-start", daemon=True)
+        self._thread.start()
+
+    @property
+    def producer(self) -> KafkaProducer:
+        producer = self._producer
+        if producer is None and not self._tried.is_set():  # just started: a broker that is up answers the first try
+            self._tried.wait(try_timeout_s(0))
+            producer = self._producer
+        if producer is None:
+            raise KafkaUnavailable(
+                f"Kafka at {self.settings.kafka_bootstrap} is unavailable (not reached since this process started "
+                f"{time.monotonic() - self._since:.0f} s ago; last try: {self._last}): the command was not sent; "
+                f"retry in {KAFKA_RETRY_AFTER_S} s")
+        return producer
+
+    @producer.setter
+    def producer(self, value: KafkaProducer) -> None:
+        self._producer = value
+
+    @property
+    def connected(self) -> bool:
+        return self._producer is not None
+
+    def _start(self) -> None:
+        failures = 0
+        while not self._closed.is_set():
+            try:
+                self._producer = self._build(int(try_timeout_s(failures) * 1000))
+            except _AWAY as err:
+                self._tried.set()
+                failures += 1
+                self._last = f"{type(err).__name__}: {err}"
+                delay = bootstrap_delay(failures, time.monotonic() - self._since, float("inf")) or 0.0
+                log.warning("Kafka at %s unavailable to the command producer (%s): mutations are refused until it "
+                            "answers; next try in %.1f s", self.settings.kafka_bootstrap, type(err).__name__, delay)
+                self._sleep(delay)
+                continue
+            except Exception:  # a refused password, a bad option: not an outage; loud, and no producer
+                log.exception("the command producer cannot start")
+                self._last = "the producer could not start (see the log)"
+                self._tried.set()
+                return
+            self._tried.set()
+            if failures:
+                log.info("Kafka at %s reached by the command producer after %.1f s", self.settings.kafka_bootstrap,
+                         time.monotonic() - self._since)
+            return
+
+    def publish(self, envelope: Envelope, *, wait: bool = True, timeout: float = 10.0) -> None:
+        self.publish_many([envelope], timeout=timeout, wait=wait)
+
+    def publish_many(self, envelopes: Sequence[Envelope], *, timeout: float = 10.0, wait: bool = True) -> None:
+        producer = self.producer
+        try:
+            futures = [producer.send(self.topic, key=e.key.encode(), value=e.encode()) for e in envelopes]
+            for future in futures if wait else ():
+                future.get(timeout=timeout)
+        except _AWAY as err:
+            ids = ", ".join(e.id for e in envelopes)
+            raise KafkaUnavailable(
+                f"Kafka at {self.settings.kafka_bootstrap} did not acknowledge the command within {timeout:.0f} s "
+                f"({type(err).__name__}): it may still be recorded once Kafka is back (message {ids}); "
+                "look before you retry", sent=True) from err
+
+    def flush(self, timeout: float | None = 10.0) -> None:
+        if self._producer is not None:
+            self._producer.flush(timeout=timeout)
+
+    def close(self) -> None:
+        self._closed.set()
+        if self._producer is not None:
+            self._producer.close(timeout=5)
+
+
+KAFKA_RETRY_AFTER_S = 2  # what the API tells a client to wait while Kafka is away
+
+
+def _producer_builder(settings: Settings) -> Callable[[int], KafkaProducer]:
+    options = _producer_options(settings)
+    return lambda ms: KafkaProducer(**{"bootstrap_timeout_ms": ms, **options})
 

@@ -18,6 +18,7 @@ from steward.cli.scenario_file import (
     check_locally,
     cluster_file,
     load_yaml,
+    prune_plan,
     tree_commands,
 )
 from steward.config import get_settings
@@ -398,10 +399,14 @@ def cluster_apply(
     file: Path = typer.Argument(..., help="a scenario YAML with a 'cluster:' (or 'clusters:') section"),
     executor: str = typer.Option("local", help="the executor that runs the nodes' jobs (of a cluster whose "
                                                "section names no 'executor:')"),
+    prune: bool = typer.Option(False, "--prune", help="also retire the nodes of the file's clusters (and their "
+                                                      "executors) that the file no longer lists (ADR 0078)"),
+    yes: bool = typer.Option(False, "--yes", help="with --prune: retire without asking"),
     output: OutputFormat = OutputOption,
 ) -> None:
     """Register the nodes (with their topology path) of a scenario's `cluster:` section, or of each named
-    cluster of its `clusters:` section, and set the weights of its `gpu_models:` section (ADR 0057)."""
+    cluster of its `clusters:` section, and set the weights of its `gpu_models:` section (ADR 0057). With
+    `--prune`, say which registered nodes of those clusters the file no longer lists, then retire them."""
     try:
         data = load_yaml(file)
         commands, weights = cluster_file(data, executor, file.name)
@@ -409,6 +414,14 @@ def cluster_apply(
     except ScenarioFileError as err:
         fail(str(err), 2)
     client = GraphQLClient(get_settings())
+    stale: list[dict[str, Any]] = []
+    if prune:
+        stale = prune_plan(commands, client.execute(operate.NODES)["nodes"])
+        for node in stale:
+            typer.echo(f"will retire {node['id']} (cluster {node['cluster']}, executor {node['executor']}, "
+                       f"{node['gpus']} GPUs, {node['state']}): not in {file.name}", err=True)
+        if stale and not yes and not typer.confirm(f"retire {len(stale)} node(s)?", err=True):
+            fail("nothing applied: the retirement was not confirmed (--yes retires without asking)", 1)
     done = []
     for cmd in commands:
         node = {"id": cmd.node_id, "gpus": cmd.gpus, "gpuModel": cmd.gpu_model, "path": cmd.path,
@@ -425,8 +438,23 @@ def cluster_apply(
         res = client.execute(operate.SET_WEIGHTS, asked)["setGpuModelWeights"]
         if (why := _refusal(res)) is not None:
             fail(f"GPU model weights {why}")
-    emit({"registered": done}, output, [[c.node_id, c.gpus, "/".join(c.path)] for c in commands],
-         ["node", "gpus", "path"])
+    retired, kept = [], []
+    for node in stale:  # after the registrations: the capacity never dips below what the file lists
+        res = client.execute(operate.RETIRE, {"id": node["id"], "reason": f"steward cluster apply --prune "
+                                              f"{file.name}: not in the file"})["retireNode"]
+        if (why := _refusal(res)) is not None:
+            kept.append({"id": node["id"], "why": why})
+        else:
+            retired.append(node["id"])
+    if not prune:
+        emit({"registered": done}, output, [[c.node_id, c.gpus, "/".join(c.path)] for c in commands],
+             ["node", "gpus", "path"])
+        return
+    rows = [[c.node_id, c.gpus, "/".join(c.path), "registered"] for c in commands]
+    rows += [[n, "", "", "retired"] for n in retired] + [[k["id"], "", "", f"kept: {k['why']}"] for k in kept]
+    emit({"registered": done, "retired": retired, "kept": kept}, output, rows, ["node", "gpus", "path", "done"])
+    if kept:
+        fail(f"{len(kept)} node(s) not retired: " + "; ".join(f"{k['id']} {k['why']}" for k in kept))
 
 
 # `bench` and `sim` parse their own options (argparse): Typer passes every argument through, `--help`

@@ -1,4 +1,4 @@
-"""Operator commands on the API: `node register|drain|list`, `policy set`, `gpu-models list|set`."""
+"""Operator commands on the API: `node register|drain|resume|retire|list`, `policy set`, `gpu-models list|set`."""
 
 from __future__ import annotations
 
@@ -26,6 +26,10 @@ SET_POLICY = """mutation($input: PolicyInput!) { setPolicy(input: $input) {
 
 RESUME = """mutation($id: String!, $reason: String!) { resumeNode(id: $id, reason: $reason) {
   __typename ... on NodeResumed { id position } ... on Rejected { code reason }
+  ... on InvalidInput { field message } ... on NotAuthorised { message } } }"""
+
+RETIRE = """mutation($id: String!, $reason: String!) { retireNode(id: $id, reason: $reason) {
+  __typename ... on NodeRetired { id position } ... on Rejected { code reason }
   ... on InvalidInput { field message } ... on NotAuthorised { message } } }"""
 
 NODES = "{ nodes { id gpus gpuModel cluster path executor state usedGpus foreignGpus freeGpus jobs otherJobs } }"
@@ -127,6 +131,16 @@ def register(app: typer.Typer) -> None:
         res = GraphQLClient(get_settings()).execute(RESUME, {"id": node_id, "reason": reason})["resumeNode"]
         if (why := refusal(res)) is not None:
             fail(f"resume of '{node_id}' {why}", 2)
+        emit(res, output)
+
+    @node_app.command("retire")
+    def node_retire(node_id: str = typer.Argument(...), reason: str = typer.Option(..., "--reason"),
+                    output: OutputFormat = OutputOption) -> None:
+        """Retire a node for good: never placed on again, its GPUs out of the capacity; refused while an attempt
+        runs there (drain it first). Registering it again brings it back (ADR 0078)."""
+        res = GraphQLClient(get_settings()).execute(RETIRE, {"id": node_id, "reason": reason})["retireNode"]
+        if (why := refusal(res)) is not None:
+            fail(f"retirement of '{node_id}' {why}", 2)
         emit(res, output)
 
     @node_app.command("list")

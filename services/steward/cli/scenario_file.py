@@ -7,6 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from steward.domain.clusters import cluster_name
 from steward.domain.commands import ROOT, RegisterNode, SetAllocations
 from steward.domain.decide import decide
 from steward.domain.display_names import display_name_problem
@@ -94,6 +95,17 @@ def cluster_file(data: dict[str, Any], executor: str,
         return commands, parse_weights(source, data["gpu_models"], nodes)
     except ScenarioError as err:
         raise ScenarioFileError(err.message) from None
+
+
+def prune_plan(commands: list[RegisterNode], registered: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """`cluster apply --prune` (ADR 0078): the registered nodes (the API's `nodes`: id, cluster, executor) that
+    the file no longer lists, in a cluster it lists, of an executor it names for that cluster. A node of
+    another executor in the same cluster (a node agent's, a Kubernetes cluster's) is not the file's to retire."""
+    listed = {c.node_id for c in commands}
+    owners = {(cluster_name(c.cluster), c.executor) for c in commands}
+    return sorted((n for n in registered if n["id"] not in listed
+                   and (cluster_name(str(n.get("cluster") or "")), str(n.get("executor") or "")) in owners),
+                  key=lambda n: str(n["id"]))
 
 
 def check_locally(state: LedgerState, commands: list[SetAllocations] | list[RegisterNode]) -> None:

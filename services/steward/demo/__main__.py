@@ -110,7 +110,12 @@ def set_up(settings: Settings, options: DemoOptions, scenario: Path, log: Callab
         raise DemoError(str(err)) from None
     log(f"stack up in {time.monotonic() - t:.0f} s; applying {scenario.name}")
     steward("tree", "apply", str(scenario), "--reason", "demo setup")
-    steward("cluster", "apply", str(scenario), "--executor", SIM_EXECUTOR)
+    try:  # --prune: a store registered before the one scenario parser (node-19 beside node019) sheds the old names
+        steward("cluster", "apply", str(scenario), "--executor", SIM_EXECUTOR, "--prune", "--yes")
+    except DemoError as err:  # registered and weighted; only busy old nodes were kept (ADR 0078)
+        if "not retired" not in str(err):
+            raise
+        log(f"{err}; drain them (`steward node drain`), then `steward cluster apply {scenario.name} --prune`")
     steward("node", "register", LOCAL_NODE, "--gpus", str(settings.executor_gpus), "--path",
             f"{LOCAL_CLUSTER}/{LOCAL_NODE}", "--executor", settings.executor_id, "--cluster", LOCAL_CLUSTER,
             "--gpu-model", LOCAL_MODEL)

@@ -53,6 +53,9 @@ FIGURES = ("owed_gpu_s", "delivered_gpu_s", "demand_gpu_s", "entitled_gpu_s")
 # events that end a job's demand (it no longer waits nor runs) and those that end a run
 DEMAND_ENDS = ("JobCompleted", "JobFailed", "JobCancelled", "SessionRestored")
 RUN_ENDS = ("JobCompleted", "JobFailed", "JobCancelled", "JobPreempted", "JobLost")
+# the events that change what the tree is entitled to: shares and pins, nodes (registered, retired: ADR 0078),
+# GPU model weights
+TREE_EVENTS = ("AllocationsSet", "NodeRegistered", "NodeRetired", "PolicySet")
 
 
 # -- the rules ---------------------------------------------------------------------------------------------
@@ -216,12 +219,15 @@ Level = tuple[float, float, float, Place, bool]
 @dataclass(slots=True)
 class Prices:
     """The weights in force over time and where each node is (DESIGN.md "Clusters and GPU models"): fed
-    `NodeRegistered` and `PolicySet` in log order (`see`), it says what a GPU-second costs at any moment.
-    `epochs` are (from, weights, places with registered capacity), a new one at each weight change and each
-    first node of a (cluster, model); before the first, no weight is set and no place is registered."""
+    `NodeRegistered`, `NodeRetired` and `PolicySet` in log order (`see`), it says what a GPU-second costs at any
+    moment. `epochs` are (from, weights, places with registered capacity), a new one at each weight change, each
+    first node of a (cluster, model) and each retirement of a place's last node (ADR 0078); before the first, no
+    weight is set and no place is registered. `nodes` keeps where every node ever registered was (a past
+    placement on a retired node is still priced)."""
 
     nodes: dict[str, Place] = field(default_factory=dict)
     epochs: list[tuple[float, dict[str, float], frozenset[Place]]] = field(default_factory=list)
+    retired: set[str] = field(default_factory=set)  # the nodes retired and not registered again
 
     def see(self, kind: str, p: Mapping[str, Any], at: float) -> None:
         """Take one event (others are ignored)."""
@@ -229,8 +235,13 @@ class Prices:
         if kind == "NodeRegistered":
             place = (cluster_name(str(p.get("cluster") or "")), str(p.get("gpu_model") or ""))
             self.nodes[str(p["node_id"])] = place
+            self.retired.discard(str(p["node_id"]))
             if place not in places:
                 self._push(at, weights, places | {place})
+        elif kind == "NodeRetired" and (gone := self.nodes.get(str(p["node_id"]))) is not None:
+            self.retired.add(str(p["node_id"]))
+            if gone in places and all(place != gone for n, place in self.nodes.items() if n not in self.retired):
+                self._push(at, weights, places - {gone})
         elif kind == "PolicySet":
             changed = p.get("changed")
             if isinstance(changed, Mapping) and isinstance(changed.get(WEIGHTS_SETTING), Mapping):
@@ -382,8 +393,8 @@ def job_levels(gpus: int, request: tuple[Sequence[str], Sequence[str]], demand: 
 
 def tree_changes(events: Iterable[tuple[str, Mapping[str, Any], float]],
                  end: float) -> list[tuple[float, str, float, str]]:
-    """The changes `entitled_gpu_s` applies, from the log's `AllocationsSet`, `NodeRegistered` and `PolicySet`
-    events before `end`: (at, "share", share, "parent\\x00child"), (at, "node", weighted GPUs,
+    """The changes `entitled_gpu_s` applies, from the log's `TREE_EVENTS` before `end`: (at, "share", share,
+    "parent\\x00child"), (at, "node", weighted GPUs (0 once retired),
     "cluster\\x00node id") or, once any node is pinned (ADR 0067), (at, "pin", 0, "tree node\\x00cluster or ''") at
     each change of a tree node's effective pin; a weight change re-weighs every node of the models it changes,
     from its event time."""
@@ -420,6 +431,10 @@ def tree_changes(events: Iterable[tuple[str, Mapping[str, Any], float]],
             nodes[node] = (gpus, model)
             keys[node] = key
             changes.append((at, "node", gpus * weight(weights, model), key))
+        elif kind == "NodeRetired" and str(p["node_id"]) in nodes:  # its GPUs leave the capacity (ADR 0078)
+            node = str(p["node_id"])
+            changes.append((at, "node", 0.0, keys.pop(node)))
+            nodes.pop(node)
         elif kind == "PolicySet":
             changed = p.get("changed")
             if isinstance(changed, Mapping) and isinstance(changed.get(WEIGHTS_SETTING), Mapping):
@@ -595,7 +610,7 @@ def period_figures(
     for kind, p, at in history:
         if not counted_before(at, end):
             break
-        if kind in ("AllocationsSet", "NodeRegistered", "PolicySet"):
+        if kind in TREE_EVENTS:
             tree.append((kind, p, at))
             prices.see(kind, p, at)
         elif kind == "JobSubmitted":

@@ -299,6 +299,16 @@ class ResumeNode(Command):
     reason: str
 
 
+@dataclass(frozen=True, slots=True)
+class RetireNode(Command):
+    """A node leaves the cluster for good (decommissioned, or gone from its executor's inventory): it is
+    never placed on again and its GPUs leave the capacity (ADR 0078). Refused while a placed or running
+    attempt holds its GPUs: drain it first. Registering it again brings it back."""
+
+    node_id: str
+    reason: str
+
+
 # -- budget periods ---------------------------------------------------------------------------------
 
 
@@ -458,6 +468,7 @@ REGISTRY: tuple[CommandKind, ...] = (
     CommandKind("DrainNode", DrainNode, "node-{node_id}"),
     CommandKind("ReportNodeDrained", ReportNodeDrained, "node-{node_id}"),
     CommandKind("ResumeNode", ResumeNode, "node-{node_id}"),
+    CommandKind("RetireNode", RetireNode, "node-{node_id}"),
     CommandKind("ClosePeriod", ClosePeriod, "period-{period_id}"),
     CommandKind("ExplainWaiting", ExplainWaiting, "queue"),
     CommandKind("SetPolicy", SetPolicy, "policy"),

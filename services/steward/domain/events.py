@@ -42,6 +42,7 @@ EVENT_TYPES: dict[str, int] = {
     "NodeDrainRequested": 1,
     "NodeDrained": 1,
     "NodeResumed": 1,
+    "NodeRetired": 1,  # gone for good (ADR 0078): out of the state, never placed on again
     # budget periods
     "PeriodClosed": 1,
     # identity: a request the API refused (steward.domain.denials)

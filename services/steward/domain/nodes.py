@@ -1,8 +1,9 @@
-"""Nodes in the ledger beyond registration: draining (a host empties itself for repair) and resuming."""
+"""Nodes in the ledger beyond registration: draining (a host empties itself for repair), resuming, and
+retiring (a host gone for good, ADR 0078)."""
 
 from __future__ import annotations
 
-from steward.domain.commands import DrainNode, ReportNodeDrained, ResumeNode
+from steward.domain.commands import DrainNode, ReportNodeDrained, ResumeNode, RetireNode
 from steward.domain.errors import InvalidCommand, InvalidTransition
 from steward.domain.events import Event
 from steward.domain.guards import require_node
@@ -53,3 +54,20 @@ def decide_resume(state: LedgerState, cmd: ResumeNode, now: float) -> list[Event
     node = require_node(state, cmd.node_id)
     require_draining(node)
     return [Event(cmd.aggregate, "NodeResumed", {"node_id": node.node_id, "reason": cmd.reason})]
+
+
+def decide_retire(state: LedgerState, cmd: RetireNode, now: float) -> list[Event]:
+    """ADR 0078: a node leaves the state for good, whatever its state (ready, draining, unhealthy), once no
+    placed or running attempt holds its GPUs; its attempts are never declared lost or requeued by a
+    retirement (drain the node first, or let the executor's losses end them)."""
+    node = require_node(state, cmd.node_id)
+    if not cmd.reason.strip():
+        raise InvalidCommand("retiring a node needs a reason")
+    busy = jobs_on(state, node.node_id)
+    if busy:
+        raise InvalidTransition(f"node '{node.node_id}' still runs {', '.join(busy)}: drain it first "
+                                f"(steward node drain {node.node_id}), then retire it once it is empty")
+    return [Event(cmd.aggregate, "NodeRetired", {
+        "node_id": node.node_id, "reason": cmd.reason, "executor": node.executor, "cluster": node.cluster,
+        "gpus": node.gpus, "was": node.state, "retired_at": now,
+    })]

@@ -503,6 +503,10 @@ def evolve(state: LedgerState, event: Event, at: float) -> LedgerState:
         return replace(state, nodes={**state.nodes, node.node_id: node})
     if event.type in ("NodeDrainRequested", "NodeDrained", "NodeResumed"):
         return _evolve_node(state, event, at)
+    if event.type == "NodeRetired":  # ADR 0078: gone from the state (registering it again brings it back)
+        gone = str(p["node_id"])
+        return replace(state, nodes={k: v for k, v in state.nodes.items() if k != gone},
+                       used={k: v for k, v in state.used.items() if k != gone})
     if event.type == "ExecutorHeartbeat":
         state = _set_node_states(state, p.get("recovered", ()), "unhealthy", "ready")
         state = _set_node_states(state, p.get("down", ()), "ready", "unhealthy")

@@ -20,6 +20,7 @@ from temporalio.worker import PollerBehaviorSimpleMaximum, Worker
 from steward.config import Settings
 from steward.domain.commands import ReportHeartbeat
 from steward.executor.attempts import AttemptRecord
+from steward.executor.metrics import RoundMetrics
 from steward_workflows.payloads import ProcessOutcome, WatchJob, executor_task_queue, job_run_workflow_id
 
 log = logging.getLogger("steward.executor.cluster")
@@ -53,17 +54,23 @@ async def heartbeat_loop(stop: asyncio.Event, changed: asyncio.Event, beat: Call
                          send: Callable[[ReportHeartbeat, str], Awaitable[None]], executor_id: str, poll_s: float,
                          report_every_s: float) -> None:
     """`beat()` (in a thread) every `poll_s` or when `changed` is set; sent on every change and at least every
-    `report_every_s`. A round that fails (the cluster or Kafka away) is logged and tried again."""
+    `report_every_s`. A round that fails (the cluster or Kafka away) is logged and tried again. Each round is
+    counted and timed (`steward.executor.metrics`)."""
     last: ReportHeartbeat | None = None
     sent_at = 0.0
+    metrics = RoundMetrics.of()
     while not stop.is_set():
+        began, ok = time.monotonic(), False
         try:
             now = await asyncio.to_thread(beat)
             if now != last or time.monotonic() - sent_at >= report_every_s:
                 await send(now, f"hb-{executor_id}-{uuid.uuid4().hex}")
                 last, sent_at = now, time.monotonic()
+                metrics.sent.labels(executor=executor_id).inc()
+            ok = True
         except Exception:
             log.exception("heartbeat not sent")
+        metrics.observe(executor_id, time.monotonic() - began, ok)
         changed.clear()
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(changed.wait(), timeout=poll_s)

@@ -21,7 +21,8 @@ GPUs than the cluster has) reads `StewardRejected` with the ledger's reason inst
 
 Heartbeats name the attempts whose pods still run, as `down` the registered nodes that are NotReady or
 cordoned by someone else, and as `foreign` the GPUs that other schedulers' pods hold per node
-(steward.executor.kubernetes_inventory), as the Slurm executor's do."""
+(steward.executor.kubernetes_inventory), as the Slurm executor's do. A node deleted from the cluster is retired
+once missing for a while with none of Steward's pods on it (steward.executor.retirement, ADR 0078)."""
 
 from __future__ import annotations
 
@@ -83,9 +84,12 @@ from steward.executor.kubernetes_pods import (
     waiting_pods,
 )
 from steward.executor.kubernetes_steward import Rejection, Standing, StewardApi, StewardUnreachable
+from steward.executor.retirement import Retirements
 from steward.executor.session_address import message_id as address_message_id
 from steward.executor.settings import ExecutorSettings
 from steward.logs_temporal import CorrelationInterceptor
+from steward.metrics import executor_jobs
+from steward.metrics import serve as serve_metrics
 from steward.paths import UnsafePath, under
 from steward_workflows.payloads import (
     JobRunInput,
@@ -203,6 +207,10 @@ class KubernetesExecutor:
         self.manifests = self.root / "pods"
         self.manifests.mkdir(parents=True, exist_ok=True)
         self.registered: dict[str, RegisterNode] = {}
+        self.retirements = Retirements(self.root / "retired.json")  # nodes deleted from the cluster (ADR 0078)
+        self.busy: set[str] = set()  # the nodes of the attempts whose pods ran at the last heartbeat
+        self.present: set[str] = set()  # every node the API server listed at the last inventory
+        self.attempts_running = 0  # how many there were (`steward_executor_jobs`: a scrape asks nothing)
         self._starting: dict[tuple[str, int], asyncio.Lock] = {}
         self._changed = asyncio.Event()
         # what a round looks at, not the whole history: the manifests (job ids) not yet closed (started,
@@ -252,17 +260,32 @@ class KubernetesExecutor:
         return foreign_gpus(self.kube.pods(field_selector="spec.nodeName!="), self.cluster.scheduler_name)
 
     def inventory(self) -> list[RegisterNode]:
-        """The cluster's GPU nodes with their allocatable GPUs, in Topograph's tree."""
-        return registrations(self.kube.nodes(), self.settings.executor_id)
+        """The cluster's GPU nodes with their allocatable GPUs, in Topograph's tree (and, in `present`, the name of
+        every node the API server lists: only a node deleted from it is retired, not one whose GPUs went to 0
+        for a while, a device plugin restarting)."""
+        nodes = self.kube.nodes()
+        self.present = {node_name(n) for n in nodes}
+        return registrations(nodes, self.settings.executor_id)
 
     def register_nodes(self) -> list[RegisterNode]:
         """Register the nodes whose registration changed (all of them the first time)."""
         nodes = self.inventory()
         for node in nodes:
             if self.registered.get(node.node_id) != node:
-                self._report_now(node, f"register-{node.node_id}-{node.gpus}-{'/'.join(node.path)}")
+                self._report_now(node, self.retirements.register_id(node))
                 self.registered[node.node_id] = node
+        self.retirements.registered(n.node_id for n in nodes)
         return nodes
+
+    def retire_nodes(self, busy: set[str]) -> list[str]:
+        """Retire the registered nodes the API server no longer lists (deleted) once missing for a while with no
+        attempt of this executor's on them (ADR 0078); the nodes retired."""
+        due = self.retirements.due(self.present, busy, time.monotonic(), "Kubernetes")
+        for command, mid in due:
+            self._report_now(command, mid)
+            self.registered.pop(command.node_id, None)
+            log.info("node %s retired: %s", command.node_id, command.reason)
+        return [c.node_id for c, _ in due]
 
     # -- pods become jobs -------------------------------------------------------------------------
 
@@ -757,7 +780,8 @@ class KubernetesExecutor:
 
     def heartbeat(self, pods: Sequence[Mapping[str, Any]] | None = None) -> ReportHeartbeat:
         recs = self.running(pods)
-        busy = {n for r in recs for n in r.nodes}
+        self.busy = busy = {n for r in recs for n in r.nodes}
+        self.attempts_running = len(recs)
         down: list[str] = []
         foreign: dict[str, int] = {}
         if self.registered:
@@ -769,7 +793,7 @@ class KubernetesExecutor:
 
     def round(self) -> ReportHeartbeat:
         """One pass over one list of Steward's pods: new ones submitted, deleted ones cancelled, changed nodes
-        registered, the heartbeat."""
+        registered, the heartbeat, and nodes deleted from the cluster retired (ADR 0078)."""
         self.refresh()
         pods = self.steward_pods()
         self.submit_pods(pods)
@@ -777,7 +801,9 @@ class KubernetesExecutor:
         self.tell_waiting(pods)
         self.cancel_deleted(pods)
         self.register_nodes()
-        return self.heartbeat(pods)
+        beat = self.heartbeat(pods)
+        retired = self.retire_nodes(self.busy)
+        return replace(beat, down=[n for n in beat.down if n not in retired]) if retired else beat
 
     async def heartbeats(self, stop: asyncio.Event) -> None:
         """Every `poll_s`: new pods become jobs, and `ReportHeartbeat` goes out on every change (and at a low
@@ -805,6 +831,7 @@ async def run_kubernetes_executor(settings: Settings, stop: asyncio.Event | None
     kube = KubeClient(credentials(cluster.kubeconfig))
     client = await Client.connect(settings.temporal_address, namespace=settings.temporal_namespace,
                                   interceptors=[CorrelationInterceptor()])
+    serve_metrics("executor", settings)  # first: its /ready says so while the publisher waits for Kafka (ADR 0064)
     publisher = CommandPublisher(settings)
     api = StewardApi(cluster.api_url, cluster.api_token_file, settings.executor_id) if cluster.api_url else None
     if api is None:
@@ -818,6 +845,7 @@ async def run_kubernetes_executor(settings: Settings, stop: asyncio.Event | None
                                       steward=api.read if api is not None else None)
     except PodProblem as err:
         raise SystemExit(f"STEWARD_K8S_NAMESPACE_PROJECTS: {err}") from None
+    executor_jobs(settings.executor_id, lambda: executor.attempts_running)  # as of the last round
     nodes = await asyncio.to_thread(executor.register_nodes)
     stopped = await executor.reconcile(client)
     if stopped:

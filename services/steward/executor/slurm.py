@@ -18,7 +18,9 @@ agent on `executor-<id>`, so the JobRun workflow cannot tell them apart.
 
 Heartbeats name the attempts Slurm still runs and, as `down`, the registered nodes Slurm holds out of service
 on its own (down, failed, not responding, drained by anyone but Steward). At start the nodes are registered
-from Slurm's inventory and topology.conf (steward.executor.slurm_inventory)."""
+from Slurm's inventory and topology.conf (steward.executor.slurm_inventory); later, each heartbeat registers a
+node Slurm lists that is not registered, and retires one Slurm no longer lists once missing for a while with
+none of Steward's jobs on it (steward.executor.retirement, ADR 0078)."""
 
 from __future__ import annotations
 
@@ -55,6 +57,7 @@ from steward.executor.isolation import (
     prepare_executor_folders,
     private_folder,
 )
+from steward.executor.retirement import Retirements
 from steward.executor.session_address import prepare as prepare_address
 from steward.executor.session_address import report_new_address
 from steward.executor.settings import ExecutorSettings
@@ -70,6 +73,8 @@ from steward.executor.slurm_commands import (
 )
 from steward.executor.slurm_inventory import read_topology, registrations
 from steward.logs_temporal import CorrelationInterceptor
+from steward.metrics import executor_jobs
+from steward.metrics import serve as serve_metrics
 from steward.paths import UnsafePath, under
 from steward_workflows.payloads import (
     JobRunInput,
@@ -190,6 +195,8 @@ class SlurmExecutor:
         self.work_root = Path(work) if work else self.root / "work"
         self.conf = self.cluster.conf or os.environ.get("SLURM_CONF", "")
         self.registered: set[str] = set()
+        self.retirements = Retirements(self.root / "retired.json")  # nodes gone from Slurm (ADR 0078)
+        self.attempts_running = 0  # Slurm jobs of Steward's at the last heartbeat (`steward_executor_jobs`)
         self._starting: dict[tuple[str, int], asyncio.Lock] = {}
         self._changed = asyncio.Event()
         self._prepare_folders()
@@ -245,9 +252,32 @@ class SlurmExecutor:
     async def register_nodes(self) -> list[RegisterNode]:
         nodes = await asyncio.to_thread(self.inventory)
         for node in nodes:
-            await self._report(node, f"register-{node.node_id}-{node.gpus}-{'/'.join(node.path)}")
+            await self._report(node, self.retirements.register_id(node))
         self.registered |= {n.node_id for n in nodes}
+        self.retirements.registered(self.registered)
         return nodes
+
+    def _publish(self, command: Command, mid: str) -> None:
+        self.publisher.publish(command_envelope(command, actor=f"executor:{self.settings.executor_id}",
+                                                role="system", message_id=mid))
+
+    def follow_inventory(self, nodes: Sequence[SlurmNode], busy: set[str]) -> list[str]:
+        """Register the nodes with GPUs Slurm lists that are not registered (added, or back after a retirement),
+        and retire the registered ones it no longer lists once missing for a while with no attempt of this
+        executor's on them (ADR 0078); the nodes retired."""
+        listed = registrations(nodes, read_topology(self.conf), self.settings.executor_id)
+        for node in listed:
+            if node.node_id not in self.registered:
+                self._publish(node, self.retirements.register_id(node))
+                self.registered.add(node.node_id)
+        self.retirements.registered(self.registered)
+        # only a node Slurm no longer lists at all is retired, not one whose GPUs Slurm stopped showing for a while
+        due = self.retirements.due((n.name for n in nodes), busy, time.monotonic(), "Slurm")
+        for command, mid in due:
+            self._publish(command, mid)
+            self.registered.discard(command.node_id)
+            log.info("node %s retired: %s", command.node_id, command.reason)
+        return [c.node_id for c, _ in due]
 
     # -- activities -------------------------------------------------------------------------------
 
@@ -445,10 +475,12 @@ class SlurmExecutor:
         recs = self.open_attempts()  # before the list of jobs: each of these Slurm jobs is in it unless ended
         jobs = self.jobs()
         recs = self.running(recs, jobs)
+        self.attempts_running = len(recs)
         down: list[str] = []
         foreign: dict[str, int] = {}
-        if self.registered:
+        if self.registered or self.retirements.known:
             nodes = self.nodes()
+            self.follow_inventory(nodes, {n for r in recs for n in r.nodes})
             down = down_nodes(nodes, self.registered)
             foreign = foreign_load(nodes, jobs, recs, self.registered)
         held = sorted({n for r in recs for n in r.nodes} | self.attempts.drained())
@@ -478,8 +510,10 @@ async def run_slurm_executor(settings: Settings, stop: asyncio.Event | None = No
         ThreadPoolExecutor(max_workers=IO_THREADS, thread_name_prefix="slurm-io"))
     client = await Client.connect(settings.temporal_address, namespace=settings.temporal_namespace,
                                   interceptors=[CorrelationInterceptor()])
+    serve_metrics("executor", settings)  # first: its /ready says so while the publisher waits for Kafka (ADR 0064)
     publisher = CommandPublisher(settings)
     executor = SlurmExecutor(settings, publisher)
+    executor_jobs(settings.executor_id, lambda: executor.attempts_running)  # as of the last heartbeat
     nodes = await executor.register_nodes()
     stopped = await executor.reconcile(client)
     if stopped:

@@ -138,6 +138,8 @@ class _Fold:
                 "gpu_model": _field(where, p, "gpu_model", str),
                 "path": [str(x) for x in _field(where, p, "path", list)],
             }
+        elif etype == "NodeRetired":  # gone for good (ADR 0078): not in the replayed cluster
+            self.nodes.pop(_field(where, p, "node_id", str), None)
         elif etype == "PolicySet":
             self.policy = dict(_field(where, p, "settings", dict))
         elif etype == "JobSubmitted":

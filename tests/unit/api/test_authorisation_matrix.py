@@ -270,6 +270,12 @@ def m_resume_node(s: Server, t: str, own: bool) -> str:
     return payload(body, "resumeNode", {"NodeResumed"})
 
 
+def m_retire_node(s: Server, t: str, own: bool) -> str:
+    body = data(s, t, f"""mutation {{ retireNode(id: "no-such-node", reason: "matrix") {{ {PAYLOAD}
+        ... on NodeRetired {{ id }} }} }}""")
+    return payload(body, "retireNode", {"NodeRetired"})
+
+
 def m_set_policy(s: Server, t: str, own: bool) -> str:
     body = data(s, t, f"""mutation {{ setPolicy(input: {{settings: {{window_s: 3600}}, reason: "matrix"}}) {{
         {PAYLOAD} ... on PolicySet {{ position }} }} }}""")
@@ -373,6 +379,7 @@ OPS = [
     Op("registerNode", m_register_node, ADMIN, ADMIN, False),
     Op("drainNode", m_drain_node, ADMIN, ADMIN, False),
     Op("resumeNode", m_resume_node, ADMIN, ADMIN, False),
+    Op("retireNode", m_retire_node, ADMIN, ADMIN, False),
     Op("setPolicy", m_set_policy, ADMIN, ADMIN, False),
     Op("namespaceMappings", q_namespace_mappings, SEE_ALL, SEE_ALL, False),
     Op("mapNamespace", m_map_namespace, ADMIN, ADMIN, False),

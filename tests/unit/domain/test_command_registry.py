@@ -31,8 +31,8 @@ COMMAND_CLASSES = [c for _, c in inspect.getmembers(commands, inspect.isclass)
 
 def test_every_command_class_is_registered_once() -> None:
     # 25 + SetNotifications, RecordDeliveryFailed (0050), SetGroupMapping (0049), MapNamespace (0054),
-    # ReportSessionAddress (0055), SetGpuModelWeights (0057)
-    assert len(COMMAND_CLASSES) == 31
+    # ReportSessionAddress (0055), SetGpuModelWeights (0057), RetireNode (0078)
+    assert len(COMMAND_CLASSES) == 32
     assert sorted(k.cls.__name__ for k in REGISTRY) == sorted(c.__name__ for c in COMMAND_CLASSES)
     assert len({k.name for k in REGISTRY}) == len(REGISTRY)
 

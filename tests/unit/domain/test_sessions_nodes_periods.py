@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from steward.domain.budget import period_bounds, period_figures, period_id
+from steward.domain.budget import Prices, period_bounds, period_figures, period_id
 from steward.domain.commands import (
     CancelJob,
     ClosePeriod,
@@ -15,6 +15,7 @@ from steward.domain.commands import (
     OpenSession,
     PlaceJob,
     ReachSessionCap,
+    RegisterNode,
     ReportCheckpointSaved,
     ReportJobExited,
     ReportJobPreempted,
@@ -23,6 +24,7 @@ from steward.domain.commands import (
     RequestPreemption,
     RestoreSession,
     ResumeNode,
+    RetireNode,
     RevokeProtection,
     WarnSession,
 )
@@ -144,8 +146,32 @@ def test_drain_takes_no_new_work_and_is_drained_once_empty() -> None:
     assert state.nodes["n0"].state == "ready"
 
 
+def test_a_retired_node_leaves_the_state_once_empty_and_registering_it_again_brings_it_back() -> None:
+    """ADR 0078: refused while an attempt holds it (drain first); then gone (never placed on, its GPUs out of
+    the used map); a second retirement names it unknown; `RegisterNode` brings it back, ready."""
+    state = running(at=0.0)
+    with pytest.raises(InvalidTransition, match="still runs j1: drain it first"):
+        decide(state, RetireNode("n0", "decommissioned"), 1.0)
+    state = apply(state, DrainNode("n0", "decommission"), ReportJobExited("j1", 1, 0), now=2.0)
+    (ev,) = decide(state, RetireNode("n0", "decommissioned"), 3.0)
+    assert (ev.stream, ev.type) == ("node-n0", "NodeRetired")
+    assert ev.payload == {"node_id": "n0", "reason": "decommissioned", "executor": "local", "cluster": "default",
+                          "gpus": state.nodes["n0"].gpus, "was": "draining", "retired_at": 3.0}
+    state = apply(state, submit("j2"), RetireNode("n0", "decommissioned"), now=3.0)
+    assert "n0" not in state.nodes and "n0" not in state.used
+    with pytest.raises(UnknownNode):
+        decide(state, PlaceJob("j2", {"n0": [0]}, funded=True), 4.0)
+    with pytest.raises(UnknownNode):
+        decide(state, RetireNode("n0", "again"), 4.0)
+    state = apply(state, RegisterNode("n0", 8, "A100", ["z", "n0"]), now=5.0)
+    assert state.nodes["n0"].state == "ready"
+    assert events_of(state, PlaceJob("j2", {"n0": [0]}, funded=True), 6.0) == ["JobPlaced"]
+
+
 NODE_CASES: list[tuple[str, Any, type[DomainError]]] = [
     ("unknown node", DrainNode("n9", "x"), UnknownNode),
+    ("retire an unknown node", RetireNode("n9", "x"), UnknownNode),
+    ("retire without a reason", RetireNode("n0", " "), InvalidCommand),
     ("no reason", DrainNode("n0", ""), InvalidCommand),
     ("resume a ready node", ResumeNode("n0", "x"), InvalidTransition),
     ("drained when not draining", ReportNodeDrained("n0"), InvalidTransition),
@@ -185,6 +211,33 @@ def test_owed_is_min_of_entitled_and_demand_per_hour_and_delivered_is_what_ran()
     assert b1["owed_gpu_s"] == pytest.approx(1.6 * 3600)
     assert b1["delivered_gpu_s"] == pytest.approx(2 * 1800)
     assert figures["a"]["delivered_gpu_s"] == a1["delivered_gpu_s"]  # inner nodes sum their projects
+
+
+def test_a_retired_node_s_gpus_leave_the_entitlement_from_its_retirement() -> None:
+    """ADR 0078: a second node of 8 GPUs retired after the first hour counts for that hour only."""
+    history = [*_history()[:4], ("NodeRegistered", {"node_id": "n1", "gpus": 8}, 0.0),
+               ("NodeRetired", {"node_id": "n1", "reason": "gone"}, 3600.0),
+               ("NodeRetired", {"node_id": "n9", "reason": "never registered"}, 3600.0),
+               ("JobSubmitted", {"job_id": "x", "project": "a1", "gpus": 16}, 0.0)]
+    figures, _ = period_figures(history, 0.0, 7200.0)
+    assert figures["a1"]["entitled_gpu_s"] == pytest.approx(0.6 * 16 * 3600 + 0.6 * 8 * 3600)
+
+
+def test_a_place_whose_last_node_is_retired_no_longer_values_demand() -> None:
+    """ADR 0078: demand is valued at the cheapest place with registered capacity; a (cluster, model) whose last
+    node is retired leaves that set from the retirement (another node of it keeps it), and comes back with a
+    node registered again; a past placement on the retired node keeps its place."""
+    prices = Prices()
+    for node, model in (("a1", "A100"), ("a2", "A100"), ("h1", "H100")):
+        prices.see("NodeRegistered", {"node_id": node, "gpus": 8, "gpu_model": model}, 0.0)
+    prices.see("NodeRetired", {"node_id": "a1"}, 10.0)
+    prices.see("NodeRetired", {"node_id": "a2"}, 20.0)
+    prices.see("NodeRetired", {"node_id": "zz"}, 25.0)  # never registered: nothing changes
+    prices.see("NodeRegistered", {"node_id": "a2", "gpus": 8, "gpu_model": "A100"}, 30.0)
+    both, h100 = frozenset({("default", "A100"), ("default", "H100")}), frozenset({("default", "H100")})
+    assert [(lo, hi, places) for lo, hi, _, places in prices.segments(0.0, 40.0)] == [
+        (0.0, 20.0, both), (20.0, 30.0, h100), (30.0, 40.0, both)]
+    assert prices.nodes["a1"] == ("default", "A100")
 
 
 def test_period_close_is_recorded_with_the_aggregate_ratio() -> None:

@@ -22,6 +22,7 @@ from steward.domain.commands import (
     ReportHeartbeat,
     ReportJobExited,
     ReportJobStarted,
+    RetireNode,
     SetAllocations,
     SubmitJob,
 )
@@ -114,6 +115,8 @@ CASES: list[tuple[str, str, Any, str, str, str]] = [
      "executor local may not register a node of executor 'sim'"),
     ("no taking over another executor's node", LOCAL, RegisterNode("n-sim", 4, "H100", ["n-sim"], "local"),
      "executor:local", "system", "node n-sim belongs to executor sim"),
+    ("no retiring another executor's node", LOCAL, RetireNode("n-sim", "gone"), "executor:local", "system",
+     "node n-sim belongs to executor sim"),
     ("not a command topic", "steward.events", SubmitJob("j4", "a", 1, 0.0, ["true"]), "alice", "admin",
      "not a command topic"),
 ]
