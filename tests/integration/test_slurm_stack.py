@@ -203,6 +203,22 @@ def test_stewards_delivered_gpu_seconds_agree_with_slurms_job_completion_log(
     gpus = {j.job_id: j.gpus for j in parse_jobs(slurm(cluster, "scontrol", "-o", "show", "job"))}
     assert sorted(gpus[c.job_id] for c in records) == [1, 2, 2, 2]
     slurm_gpu_s = sum(c.seconds * gpus[c.job_id] for c in records)
-    steward_gpu_s = delivered(project)
     assert slurm_gpu_s > 0
-    assert abs(steward_gpu_s - slurm_gpu_s) <= 0.01 * slurm_gpu_s, (steward_gpu_s, slurm_gpu_s, records)
+    # Steward's figures are as of a log position (ADR 0075): the window ends when the head was recorded, and the
+    # head's own batch counts once the log moves on (the executors' next heartbeat). Until then a job whose
+    # completion is in that batch still reads as running up to it (seen: +1.8 GPU-s, a completion recorded 0.9 s
+    # after Slurm's EndTime on a 2-GPU job). So the figures are read until they stop moving.
+    seen: list[float] = []
+
+    def settled() -> bool:
+        seen.append(delivered(project))
+        return len(seen) >= 2 and seen[-1] == seen[-2] and abs(seen[-1] - slurm_gpu_s) <= 0.01 * slurm_gpu_s
+
+    try:
+        wait_for(settled, timeout=90)
+    except AssertionError:
+        timeline = {j: [(e["type"], e["recordedAt"], {k: v for k, v in (e.get("payload") or {}).items()
+                                                      if k in ("attempt", "started_at", "ended_at")})
+                        for e in show(j)["events"]] for j in [*plain, resumable]}
+        raise AssertionError(f"Steward's delivered GPU-s {seen[-3:]} against Slurm's {slurm_gpu_s}: {records} "
+                             f"{timeline}") from None
