@@ -615,6 +615,19 @@ def _not_authorised(kind: str, id: str, verb: str) -> NotAuthorised:
     return NotAuthorised(message=NOT_FOUND_OR_NOT_YOURS.format(kind=kind, id=id, verb=verb))
 
 
+async def _operate_node(ctx: Context, mutation: str, verb: str, command: DrainNode | ResumeNode | RetireNode,
+                        ) -> tuple[NotAuthorised | InvalidInput | Rejected | None, int]:
+    """An operator's change to a node (drain, resume, retire; admins): refused without the operate capability or
+    a reason, else recorded. Returns (the refusal, 0) or (None, the position it was recorded at)."""
+    access = await ctx.access(mutation)
+    if (refused := await _role_refused(ctx, access, Capability.operate, mutation)) is not None:
+        return refused, 0
+    if not command.reason.strip():
+        return InvalidInput(field="reason", message=f"{verb} a node needs a reason"), 0
+    outcome = await _execute(ctx, command)
+    return _rejected(outcome), outcome.position
+
+
 async def _role_refused(ctx: Context, access: Access, capability: Capability, operation: str) -> NotAuthorised | None:
     if access.can(capability):
         return None
@@ -896,43 +909,22 @@ class Mutation:
 
     @fields.mutation("Drain a node: it takes no new work (admins).")
     async def drain_node(self, info: Info[Context, None], id: str, reason: str) -> DrainNodeResult:
-        ctx = _ctx(info)
-        access = await ctx.access("drainNode")
-        if (refused := await _role_refused(ctx, access, Capability.operate, "drainNode")) is not None:
-            return refused
-        if not reason.strip():
-            return InvalidInput(field="reason", message="draining a node needs a reason")
-        outcome = await _execute(ctx, DrainNode(node_id=id, reason=reason[:500]))
-        if (rej := _rejected(outcome)) is not None:
-            return rej
-        return NodeDraining(id=id, position=outcome.position)
+        refused, position = await _operate_node(_ctx(info), "drainNode", "draining", DrainNode(node_id=id,
+                                                                                              reason=reason[:500]))
+        return refused if refused is not None else NodeDraining(id=id, position=position)
 
     @fields.mutation("Resume a draining node: it takes new work again (admins).")
     async def resume_node(self, info: Info[Context, None], id: str, reason: str) -> ResumeNodeResult:
-        ctx = _ctx(info)
-        access = await ctx.access("resumeNode")
-        if (refused := await _role_refused(ctx, access, Capability.operate, "resumeNode")) is not None:
-            return refused
-        if not reason.strip():
-            return InvalidInput(field="reason", message="resuming a node needs a reason")
-        outcome = await _execute(ctx, ResumeNode(node_id=id, reason=reason[:500]))
-        if (rej := _rejected(outcome)) is not None:
-            return rej
-        return NodeResumed(id=id, position=outcome.position)
+        refused, position = await _operate_node(_ctx(info), "resumeNode", "resuming", ResumeNode(node_id=id,
+                                                                                                 reason=reason[:500]))
+        return refused if refused is not None else NodeResumed(id=id, position=position)
 
     @fields.mutation("Retire a node for good: never placed on again, its GPUs out of the capacity; refused while "
                      "an attempt runs there (drain it first) (admins; ADR 0078).")
     async def retire_node(self, info: Info[Context, None], id: str, reason: str) -> RetireNodeResult:
-        ctx = _ctx(info)
-        access = await ctx.access("retireNode")
-        if (refused := await _role_refused(ctx, access, Capability.operate, "retireNode")) is not None:
-            return refused
-        if not reason.strip():
-            return InvalidInput(field="reason", message="retiring a node needs a reason")
-        outcome = await _execute(ctx, RetireNode(node_id=id, reason=reason[:500]))
-        if (rej := _rejected(outcome)) is not None:
-            return rej
-        return NodeRetired(id=id, position=outcome.position)
+        refused, position = await _operate_node(_ctx(info), "retireNode", "retiring", RetireNode(node_id=id,
+                                                                                                 reason=reason[:500]))
+        return refused if refused is not None else NodeRetired(id=id, position=position)
 
     @fields.mutation("Set the scheduling policy (admins).")
     async def set_policy(self, info: Info[Context, None], input: PolicyInput) -> SetPolicyResult:

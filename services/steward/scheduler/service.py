@@ -133,14 +133,16 @@ class SchedulerState:
         clusters = {n.cluster for n in nodes.values()}
         if len(clusters) < 2:
             return None
+        on: dict[str, list[RunningJob]] = {}  # the running jobs by cluster, in one pass
+        for r in running:
+            if r.placement and (node := nodes.get(r.placement[0][0])) is not None:
+                on.setdefault(node.cluster, []).append(r)
         out: dict[str, dict[str, float]] = {}
         for cluster in sorted(clusters | set(self.cluster_usage)):
             window = self.cluster_usage.get(cluster)
             if window is None:
                 window = self.cluster_usage[cluster] = UsageWindow(self.settings)
-            mine = [r for r in running if r.placement and r.placement[0][0] in nodes
-                    and nodes[r.placement[0][0]].cluster == cluster]
-            out[cluster] = window.usage(max(now, window.now), mine, nodes)
+            out[cluster] = window.usage(max(now, window.now), on.get(cluster, []), nodes)
         return out
 
     def fold(self, event: Event, at: float) -> None:
