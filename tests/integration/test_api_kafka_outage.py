@@ -64,6 +64,11 @@ def test_the_api_serves_reads_while_kafka_is_down_and_takes_mutations_once_it_is
             assert me.status_code == 200 and me.json()["data"]["me"]["role"] == "admin", me.text
             assert_kafka_503(ask(admin, REGISTER, id="kafka-back-1"))
             assert_kafka_503(ask(admin, REGISTER, id="kafka-back-1"))  # every try, at once, while it is away
+            health = httpx.get(f"http://127.0.0.1:{PORT}/healthz", timeout=30)
+            assert health.status_code == 200, health.text  # reads are served: the replica stays ready
+            intake = health.json()["commands"]
+            assert intake["via"] == "kafka" and intake["state"] == "unavailable", intake
+            assert intake["bootstrap"] == TEST_ENV["STEWARD_KAFKA_BOOTSTRAP"] and intake["error"], intake
 
             infra("kafka", "start")
             ledger.start()
@@ -79,6 +84,9 @@ def test_the_api_serves_reads_while_kafka_is_down_and_takes_mutations_once_it_is
                 assert time.monotonic() < deadline, answer.text
                 time.sleep(0.5)
             assert answer.json()["data"]["registerNode"]["__typename"] == "NodeRegistered", answer.text
+            intake = httpx.get(f"http://127.0.0.1:{PORT}/healthz", timeout=30).json()["commands"]
+            assert intake == {"via": "kafka", "bootstrap": TEST_ENV["STEWARD_KAFKA_BOOTSTRAP"],
+                              "state": "connected"}, intake
             assert [e.type for e in pg_store.read(0)][-1] == "NodeRegistered"
             with log.open("rb") as fh:
                 fh.seek(start)

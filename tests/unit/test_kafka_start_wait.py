@@ -6,6 +6,8 @@ broker stopped and started under a waiting ledger is tests/integration/test_kafk
 from __future__ import annotations
 
 import logging
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -130,3 +132,72 @@ def test_other_errors_are_not_waited_for(tmp_path: Path) -> None:
     with pytest.raises(SaslAuthenticationFailedError):
         connected(start, settings(tmp_path), "producer p", sleep=clock.sleep, clock=clock)
     assert clock.slept == []
+
+
+class _Future:
+    def __init__(self, error: Exception | None) -> None:
+        self.error = error
+
+    def get(self, timeout: float) -> None:
+        if self.error is not None:
+            raise self.error
+
+
+class _Producer:
+    """Answers each send with the next of `outcomes` (None: acknowledged)."""
+
+    def __init__(self, outcomes: list[Exception | None]) -> None:
+        self.outcomes = outcomes
+
+    def send(self, topic: str, key: bytes, value: bytes) -> _Future:
+        return _Future(self.outcomes.pop(0))
+
+    def close(self, timeout: float) -> None:
+        pass
+
+
+def test_the_background_producer_says_what_health_should_report(tmp_path: Path) -> None:
+    """`/healthz`'s `commands` (issue 22): unavailable until the broker is reached, connected after, not
+    acknowledging from a send that timed out until the next acknowledged one."""
+    from steward.bus.envelope import command_envelope
+    from steward.bus.kafka import BackgroundPublisher
+    from steward.domain.commands import DrainNode
+
+    tries: list[int] = []
+    release = threading.Event()
+    producer = _Producer([KafkaTimeoutError("no ack"), KafkaTimeoutError("no ack"), None])
+
+    def build(timeout_ms: int) -> _Producer:
+        tries.append(timeout_ms)
+        if len(tries) == 1:
+            raise KafkaTimeoutError("Unable to bootstrap from [('127.0.0.1', 19312)]")
+        return producer
+
+    def sleep(seconds: float) -> bool:
+        release.wait(10)
+        return False
+
+    publisher = BackgroundPublisher(settings(tmp_path), build=build, sleep=sleep)  # type: ignore[arg-type]
+    try:
+        deadline = time.monotonic() + 10
+        while publisher.status()["state"] == "starting" and time.monotonic() < deadline:
+            time.sleep(0.01)
+        down = publisher.status()
+        assert down["state"] == "unavailable" and down["bootstrap"] == "127.0.0.1:19312", down
+        assert "KafkaTimeoutError" in down["error"] and down["seconds"] >= 0, down
+        release.set()
+        while not publisher.connected and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert publisher.status() == {"bootstrap": "127.0.0.1:19312", "state": "connected"}
+        envelope = command_envelope(DrainNode(node_id="n1", reason="test"), actor="a", role="admin")
+        for _ in range(2):
+            with pytest.raises(KafkaUnavailable) as refused:
+                publisher.publish(envelope, timeout=0.1)
+            assert refused.value.sent
+            lagging = publisher.status()
+            assert lagging["state"] == "not_acknowledging" and "not acknowledged" in lagging["error"], lagging
+        publisher.publish(envelope, timeout=0.1)
+        assert publisher.status()["state"] == "connected"
+    finally:
+        release.set()
+        publisher.close()

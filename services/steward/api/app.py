@@ -452,7 +452,8 @@ def build_app(settings: Settings, api: ApiSettings, *, store: EventStore | None 
     async def healthz(_: Request) -> JSONResponse:
         """Ready when the store answers and the read model has caught up with the log at least once since
         the process started (a replica still folding its tail is not sent requests: 503). A store that cannot
-        be reached: 503 naming it (ADR 0064)."""
+        be reached: 503 naming it (ADR 0064). `commands` says whether mutations can be sent now (issue 22); it does
+        not make the replica unready: it serves reads while Kafka is away and answers mutations 503 (ADR 0078)."""
         try:
             head = await asyncio.to_thread(store.head)
         except Exception as err:
@@ -463,8 +464,8 @@ def build_app(settings: Settings, api: ApiSettings, *, store: EventStore | None 
                                  "error": unavailable_message(store_url, reason), "pid": os.getpid()},
                                 status_code=503, headers={"Retry-After": str(RETRY_AFTER_S)})
         caught_up = read.caught_up()
-        return JSONResponse({"ok": caught_up, "head": head, "read_model": read.live.position, "pid": os.getpid()},
-                            status_code=200 if caught_up else 503)
+        return JSONResponse({"ok": caught_up, "head": head, "read_model": read.live.position, "pid": os.getpid(),
+                             "commands": gateway.intake()}, status_code=200 if caught_up else 503)
 
     async def signin_config(_: Request) -> JSONResponse:
         """Which OpenID provider and client the web UI signs in with (public: no secret; ADR 0049)."""

@@ -6,7 +6,7 @@ import asyncio
 import contextlib
 import threading
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 from steward.api.outcomes import OutcomeTail
 from steward.bus.envelope import command_envelope
@@ -41,6 +41,11 @@ class Gateway(Protocol):
     async def publish(self, command: Command, *, actor: str, role: str) -> None:
         """Hand `command` to the ledger without waiting for its outcome (audit records the caller must
         not wait on): once this returns, the command is durably in the ingress log."""
+
+    def intake(self) -> dict[str, Any]:
+        """The state of the path commands take, as `/healthz` reports it (issue 22): for Kafka, the producer's
+        `status()`; `state` is `connected` when mutations can be sent now."""
+        ...
 
     def close(self) -> None: ...
 
@@ -78,6 +83,9 @@ class CommandGateway:
     async def publish(self, command: Command, *, actor: str, role: str) -> None:
         await asyncio.to_thread(self.publisher.publish, command_envelope(command, actor=actor, role=role))
 
+    def intake(self) -> dict[str, Any]:
+        return {"via": "kafka", **self.publisher.status()}
+
     def close(self) -> None:
         self.publisher.close()
 
@@ -102,6 +110,9 @@ class LocalGateway:
 
     async def publish(self, command: Command, *, actor: str, role: str) -> None:
         await self.execute(command, actor=actor, role=role)
+
+    def intake(self) -> dict[str, Any]:
+        return {"via": "in-process ledger", "state": "connected"}
 
     def close(self) -> None:
         pass

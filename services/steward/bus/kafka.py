@@ -243,6 +243,11 @@ class CommandPublisher:
         for future in futures:
             future.get(timeout=timeout)
 
+    def status(self) -> dict[str, Any]:
+        """This producer reached the broker when it was built (`make_producer` waits for it): `connected`;
+        `BackgroundPublisher.status` tells more."""
+        return {"bootstrap": self.settings.kafka_bootstrap, "state": "connected"}
+
     def flush(self, timeout: float | None = 10.0) -> None:
         self.producer.flush(timeout=timeout)
 
@@ -267,6 +272,7 @@ class BackgroundPublisher(CommandPublisher):
         self._producer: KafkaProducer | None = None
         self._since = time.monotonic()
         self._last = "not tried yet"
+        self._unacknowledged_since: float | None = None  # the first send since the last acknowledged one that failed
         self._closed = threading.Event()
         self._tried = threading.Event()  # the first try ended (reached or not)
         self._sleep = sleep or self._closed.wait
@@ -293,6 +299,24 @@ class BackgroundPublisher(CommandPublisher):
     @property
     def connected(self) -> bool:
         return self._producer is not None
+
+    def status(self) -> dict[str, Any]:
+        """What `/healthz` says of Kafka (issue 22), from what this process saw, with no round trip of its own:
+        `starting` before the producer's first try ended; `unavailable` while the producer has not reached the
+        broker (`seconds`: since this process started); `not_acknowledging` when the last command sent was not
+        acknowledged in time (`seconds`: since the first such send; the next acknowledged command clears it, so
+        with no traffic it stays until someone sends); `connected` otherwise. `error`: the last failure in words."""
+        now = time.monotonic()
+        out: dict[str, Any] = {"bootstrap": self.settings.kafka_bootstrap}
+        failing = self._unacknowledged_since
+        if self._producer is None:
+            out.update(state="unavailable" if self._tried.is_set() else "starting",
+                       seconds=round(now - self._since, 1), error=self._last)
+        elif failing is not None:
+            out.update(state="not_acknowledging", seconds=round(now - failing, 1), error=self._last)
+        else:
+            out["state"] = "connected"
+        return out
 
     def _start(self) -> None:
         failures = 0
@@ -329,11 +353,16 @@ class BackgroundPublisher(CommandPublisher):
             for future in futures if wait else ():
                 future.get(timeout=timeout)
         except _AWAY as err:
+            if self._unacknowledged_since is None:
+                self._unacknowledged_since = time.monotonic()
+            self._last = f"a command was not acknowledged within {timeout:.0f} s ({type(err).__name__})"
             ids = ", ".join(e.id for e in envelopes)
             raise KafkaUnavailable(
                 f"Kafka at {self.settings.kafka_bootstrap} did not acknowledge the command within {timeout:.0f} s "
                 f"({type(err).__name__}): it may still be recorded once Kafka is back (message {ids}); "
                 "look before you retry", sent=True) from err
+        if wait:
+            self._unacknowledged_since = None
 
     def flush(self, timeout: float | None = 10.0) -> None:
         if self._producer is not None:
