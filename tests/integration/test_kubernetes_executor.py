@@ -371,6 +371,7 @@ def test_a_node_deleted_from_the_cluster_is_retired_once_and_registered_anew_whe
     assert (retired.key, retired.payload["node_id"], retired.meta["actor"]) == ("node-gpu-gone", "gpu-gone",
                                                                                  "executor:k8s")
     assert "gone from the Kubernetes inventory" in retired.payload["reason"]
+    assert retired.payload["when_empty"] is True  # a loss the ledger has not recorded yet cannot refuse it (ADR 0081)
     assert "gpu-gone" not in beat.down and "gpu-gone" not in ex.registered
     assert "gpu-gone" not in ex.round().down and len(pub.of("RetireNode")) == 1  # once
     kube.call("POST", "/api/v1/nodes", body=gpu_node("gpu-gone", block="b9"))

@@ -3,13 +3,15 @@ that registered a cluster under its old node names (`node-19`, before the one sc
 ones keeps both until `steward cluster apply --prune` says which it will retire and retires them; a retired node
 leaves `node list` and the capacity (a job only the old nodes could hold is refused at submit), `steward node
 retire` retires one by name and names an unknown one, registering a node again brings it back, and the audit
-replays the log with its `NodeRetired` decisions."""
+replays the log with its `NodeRetired` decisions. A node retired `--when-empty` while a job holds it is retiring
+until that job ends, then retired by the same decision (ADR 0081)."""
 
 from __future__ import annotations
 
 import json
 import os
 import subprocess
+import time
 from pathlib import Path
 from typing import Any
 
@@ -96,5 +98,40 @@ def test_node_retire_by_name_and_a_retired_node_registered_again_is_back(lab: No
     steward("cluster", "apply", str(write(tmp_path, "lab.yaml", NEW)))
     assert lab_nodes() == [f"{LAB}-node000"]
 
+    replayed = json.loads(steward("audit", "replay", "--output", "json", timeout=600).stdout)
+    assert replayed["ok"] and replayed["reproduced"] == replayed["decisions"], replayed
+
+
+def test_a_node_retired_when_empty_is_retiring_until_its_job_ends_then_retired_by_that_decision(
+        lab: None, stack: dict[str, object], tmp_path: Path) -> None:
+    steward("cluster", "apply", str(write(tmp_path, "lab.yaml", NEW)))
+    node = f"{LAB}-node000"
+    job = json.loads(steward("submit", "--project", "ee9e8c", "--gpus", "4", "--cluster", LAB, "--output", "json",
+                             "--", "true").stdout)["id"]
+    deadline = time.monotonic() + 90
+    while json.loads(steward("job", "show", job, "--output", "json").stdout)["state"] not in ("PLACED", "RUNNING"):
+        assert time.monotonic() < deadline, "the scheduler did not place the job on the lab's only node"
+        time.sleep(0.5)
+    refused = steward("node", "retire", node, "--reason", "decommissioned", check=False)
+    assert refused.returncode == 2 and f"still runs {job}" in refused.stderr and "--when-empty" in refused.stderr
+    pending = json.loads(steward("node", "retire", node, "--reason", "decommissioned", "--when-empty", "--output",
+                                 "json").stdout)
+    assert (pending["__typename"], pending["pending"], pending["jobs"]) == ("NodeRetired", True, [job]), pending
+    told = steward("node", "retire", node, "--reason", "again", "--when-empty", check=False)
+    assert told.returncode == 2 and "already retiring" in told.stderr, told
+    (listed,) = [n for n in json.loads(steward("node", "list", "--output", "json").stdout) if n["id"] == node]
+    assert listed["state"] == "retiring", listed
+    steward("cancel", job, "--reason", "the node is going")
+    deadline = time.monotonic() + 60
+    while node in lab_nodes():
+        assert time.monotonic() < deadline, "the cancellation of its last job did not retire the node"
+        time.sleep(0.5)
+    auditor = Client(str(stack["api"]), mint("auditor"))
+    page = auditor(f"""{{ auditEvents(first: 10, filter: {{streamPrefix: "node-{node}",
+        types: ["NodeRetirementPending", "NodeRetired"]}}) {{ edges {{ node {{ type payload metadata }} }} }} }}""")
+    events = [e["node"] for e in page["auditEvents"]["edges"]]
+    assert [e["type"] for e in events][-2:] == ["NodeRetirementPending", "NodeRetired"], events
+    assert events[-2]["payload"]["jobs"] == [job] and events[-1]["payload"]["was"] == "retiring"
+    assert events[-1]["metadata"]["command"] == "CancelJob", events[-1]  # retired by the decision that ended the job
     replayed = json.loads(steward("audit", "replay", "--output", "json", timeout=600).stdout)
     assert replayed["ok"] and replayed["reproduced"] == replayed["decisions"], replayed

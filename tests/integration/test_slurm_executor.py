@@ -327,6 +327,7 @@ def test_a_node_added_to_slurm_is_registered_and_retired_once_slurm_no_longer_li
     (retired,) = pub.of("RetireNode")
     assert retired.payload["node_id"] == "slurm9" and "gone from the Slurm inventory" in retired.payload["reason"]
     assert retired.key == "node-slurm9" and retired.meta["actor"] == "executor:hpc"
+    assert retired.payload["when_empty"] is True  # a loss the ledger has not recorded yet cannot refuse it (ADR 0081)
     assert "slurm9" not in beat.down and "slurm9" not in ex.registered
     ex.heartbeat()
     assert len(pub.of("RetireNode")) == 1  # once

@@ -133,10 +133,14 @@ class NodeResumed:
 
 
 @strawberry.type(description="A node retired for good (ADR 0078): never placed on again, its GPUs out of the "
-                             "capacity; registering it again brings it back.")
+                             "capacity; registering it again brings it back. Asked whenEmpty while attempts ran "
+                             "there, it is retiring (pending) and is retired when the last of them ends (ADR 0081).")
 class NodeRetired:
     id: str
     position: BigInt
+    pending: bool = strawberry.field(default=False, description="True: attempts still run there (jobs); the node "
+                                                                "takes no new work and is retired when they end.")
+    jobs: list[str] = strawberry.field(default_factory=list, description="The jobs it waits for, when pending.")
 
 
 @strawberry.type

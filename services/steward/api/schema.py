@@ -616,16 +616,16 @@ def _not_authorised(kind: str, id: str, verb: str) -> NotAuthorised:
 
 
 async def _operate_node(ctx: Context, mutation: str, verb: str, command: DrainNode | ResumeNode | RetireNode,
-                        ) -> tuple[NotAuthorised | InvalidInput | Rejected | None, int]:
+                        ) -> NotAuthorised | InvalidInput | Rejected | Outcome:
     """An operator's change to a node (drain, resume, retire; admins): refused without the operate capability or
-    a reason, else recorded. Returns (the refusal, 0) or (None, the position it was recorded at)."""
+    a reason (the refusal), else recorded (its outcome) or rejected by the ledger (`Rejected`)."""
     access = await ctx.access(mutation)
     if (refused := await _role_refused(ctx, access, Capability.operate, mutation)) is not None:
-        return refused, 0
+        return refused
     if not command.reason.strip():
-        return InvalidInput(field="reason", message=f"{verb} a node needs a reason"), 0
+        return InvalidInput(field="reason", message=f"{verb} a node needs a reason")
     outcome = await _execute(ctx, command)
-    return _rejected(outcome), outcome.position
+    return _rejected(outcome) or outcome
 
 
 async def _role_refused(ctx: Context, access: Access, capability: Capability, operation: str) -> NotAuthorised | None:
@@ -909,22 +909,26 @@ class Mutation:
 
     @fields.mutation("Drain a node: it takes no new work (admins).")
     async def drain_node(self, info: Info[Context, None], id: str, reason: str) -> DrainNodeResult:
-        refused, position = await _operate_node(_ctx(info), "drainNode", "draining", DrainNode(node_id=id,
-                                                                                              reason=reason[:500]))
-        return refused if refused is not None else NodeDraining(id=id, position=position)
+        outcome = await _operate_node(_ctx(info), "drainNode", "draining", DrainNode(node_id=id, reason=reason[:500]))
+        return NodeDraining(id=id, position=outcome.position) if isinstance(outcome, Outcome) else outcome
 
     @fields.mutation("Resume a draining node: it takes new work again (admins).")
     async def resume_node(self, info: Info[Context, None], id: str, reason: str) -> ResumeNodeResult:
-        refused, position = await _operate_node(_ctx(info), "resumeNode", "resuming", ResumeNode(node_id=id,
-                                                                                                 reason=reason[:500]))
-        return refused if refused is not None else NodeResumed(id=id, position=position)
+        outcome = await _operate_node(_ctx(info), "resumeNode", "resuming", ResumeNode(node_id=id, reason=reason[:500]))
+        return NodeResumed(id=id, position=outcome.position) if isinstance(outcome, Outcome) else outcome
 
     @fields.mutation("Retire a node for good: never placed on again, its GPUs out of the capacity; refused while "
-                     "an attempt runs there (drain it first) (admins; ADR 0078).")
-    async def retire_node(self, info: Info[Context, None], id: str, reason: str) -> RetireNodeResult:
-        refused, position = await _operate_node(_ctx(info), "retireNode", "retiring", RetireNode(node_id=id,
-                                                                                                 reason=reason[:500]))
-        return refused if refused is not None else NodeRetired(id=id, position=position)
+                     "an attempt runs there (drain it first), unless whenEmpty: then it takes no new work and is "
+                     "retired when its last attempt ends (admins; ADRs 0078, 0081).")
+    async def retire_node(self, info: Info[Context, None], id: str, reason: str,
+                          when_empty: bool = False) -> RetireNodeResult:
+        outcome = await _operate_node(_ctx(info), "retireNode", "retiring", RetireNode(
+            node_id=id, reason=reason[:500], when_empty=when_empty))
+        if not isinstance(outcome, Outcome):
+            return outcome
+        pending = next((e for e in outcome.events if e.type == "NodeRetirementPending"), None)
+        jobs = [str(j) for j in pending.payload.get("jobs", ())] if pending is not None else []
+        return NodeRetired(id=id, position=outcome.position, pending=pending is not None, jobs=jobs)
 
     @fields.mutation("Set the scheduling policy (admins).")
     async def set_policy(self, info: Info[Context, None], input: PolicyInput) -> SetPolicyResult:

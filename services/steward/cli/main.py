@@ -441,7 +441,7 @@ def cluster_apply(
     retired, kept = [], []
     for node in stale:  # after the registrations: the capacity never dips below what the file lists
         res = client.execute(operate.RETIRE, {"id": node["id"], "reason": f"steward cluster apply --prune "
-                                              f"{file.name}: not in the file"})["retireNode"]
+                                              f"{file.name}: not in the file", "whenEmpty": False})["retireNode"]
         if (why := _refusal(res)) is not None:
             kept.append({"id": node["id"], "why": why})
         else:

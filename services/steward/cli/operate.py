@@ -28,8 +28,9 @@ RESUME = """mutation($id: String!, $reason: String!) { resumeNode(id: $id, reaso
   __typename ... on NodeResumed { id position } ... on Rejected { code reason }
   ... on InvalidInput { field message } ... on NotAuthorised { message } } }"""
 
-RETIRE = """mutation($id: String!, $reason: String!) { retireNode(id: $id, reason: $reason) {
-  __typename ... on NodeRetired { id position } ... on Rejected { code reason }
+RETIRE = """mutation($id: String!, $reason: String!, $whenEmpty: Boolean!) {
+  retireNode(id: $id, reason: $reason, whenEmpty: $whenEmpty) {
+  __typename ... on NodeRetired { id position pending jobs } ... on Rejected { code reason }
   ... on InvalidInput { field message } ... on NotAuthorised { message } } }"""
 
 NODES = "{ nodes { id gpus gpuModel cluster path executor state usedGpus foreignGpus freeGpus jobs otherJobs } }"
@@ -135,12 +136,19 @@ def register(app: typer.Typer) -> None:
 
     @node_app.command("retire")
     def node_retire(node_id: str = typer.Argument(...), reason: str = typer.Option(..., "--reason"),
+                    when_empty: bool = typer.Option(False, "--when-empty", help=(
+                        "if attempts still run there: take no new work and retire it when the last one ends")),
                     output: OutputFormat = OutputOption) -> None:
         """Retire a node for good: never placed on again, its GPUs out of the capacity; refused while an attempt
-        runs there (drain it first). Registering it again brings it back (ADR 0078)."""
-        res = GraphQLClient(get_settings()).execute(RETIRE, {"id": node_id, "reason": reason})["retireNode"]
+        runs there (drain it first), unless --when-empty. Registering it again brings it back (ADRs 0078, 0081)."""
+        res = GraphQLClient(get_settings()).execute(
+            RETIRE, {"id": node_id, "reason": reason, "whenEmpty": when_empty})["retireNode"]
         if (why := refusal(res)) is not None:
             fail(f"retirement of '{node_id}' {why}", 2)
+        if res.get("pending") and output != OutputFormat.json:
+            typer.echo(f"node {node_id} is retiring: it takes no new work and is retired when "
+                       f"{', '.join(res.get('jobs') or [])} end")
+            return
         emit(res, output)
 
     @node_app.command("list")

@@ -303,10 +303,13 @@ class ResumeNode(Command):
 class RetireNode(Command):
     """A node leaves the cluster for good (decommissioned, or gone from its executor's inventory): it is
     never placed on again and its GPUs leave the capacity (ADR 0078). Refused while a placed or running
-    attempt holds its GPUs: drain it first. Registering it again brings it back."""
+    attempt holds its GPUs (drain it first), unless `when_empty`: then the node is retiring at once (no new
+    work, its attempts left alone) and is retired when the last of them ends (ADR 0081). Registering it again
+    brings it back."""
 
     node_id: str
     reason: str
+    when_empty: bool = False
 
 
 # -- budget periods ---------------------------------------------------------------------------------

@@ -286,7 +286,14 @@ def require_valid_policy(state: LedgerState, settings: dict[str, Any], rules: in
 
 def decide(state: LedgerState, command: Command, now: float, rules: int = CURRENT) -> list[Event]:
     """Validate `command` against `state` at time `now` and return the events that record it, under the
-    rules of version `rules` (the newest; `steward audit replay` passes a recorded decision's own)."""
+    rules of version `rules` (the newest; `steward audit replay` passes a recorded decision's own), followed by
+    the retirements they make due (a retiring node whose last attempt they end, ADR 0081; none in a log with
+    no retirement asked `when_empty`, so no rules version guards it)."""
+    events = _decide_command(state, command, now, rules)
+    return events + due if (due := nodes.retirements_due(state, events, now)) else events
+
+
+def _decide_command(state: LedgerState, command: Command, now: float, rules: int) -> list[Event]:
     if isinstance(command, SetPolicy):
         if not command.reason.strip():
             raise InvalidCommand("a policy change needs a reason")

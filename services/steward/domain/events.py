@@ -43,6 +43,7 @@ EVENT_TYPES: dict[str, int] = {
     "NodeDrained": 1,
     "NodeResumed": 1,
     "NodeRetired": 1,  # gone for good (ADR 0078): out of the state, never placed on again
+    "NodeRetirementPending": 1,  # retired once its last attempt ends (ADR 0081): no new work meanwhile
     # budget periods
     "PeriodClosed": 1,
     # identity: a request the API refused (steward.domain.denials)

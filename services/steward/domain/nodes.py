@@ -3,11 +3,13 @@ retiring (a host gone for good, ADR 0078)."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from steward.domain.commands import DrainNode, ReportNodeDrained, ResumeNode, RetireNode
 from steward.domain.errors import InvalidCommand, InvalidTransition
 from steward.domain.events import Event
 from steward.domain.guards import require_node
-from steward.domain.state import ACTIVE_STATES, ClusterNode, LedgerState
+from steward.domain.state import ACTIVE_STATES, ClusterNode, LedgerState, evolve
 
 
 def jobs_on(state: LedgerState, node_id: str) -> list[str]:
@@ -56,18 +58,73 @@ def decide_resume(state: LedgerState, cmd: ResumeNode, now: float) -> list[Event
     return [Event(cmd.aggregate, "NodeResumed", {"node_id": node.node_id, "reason": cmd.reason})]
 
 
+RETIRING = "retiring"  # a node's state between a retirement asked while it was busy and its last attempt's end
+
+
 def decide_retire(state: LedgerState, cmd: RetireNode, now: float) -> list[Event]:
     """ADR 0078: a node leaves the state for good, whatever its state (ready, draining, unhealthy), once no
     placed or running attempt holds its GPUs; its attempts are never declared lost or requeued by a
-    retirement (drain the node first, or let the executor's losses end them)."""
+    retirement (drain the node first, or let the executor's losses end them). ADR 0081: asked `when_empty`
+    while attempts hold it, the node is retiring (it takes no new work, its attempts run on) and
+    `retirements_due` retires it in the decision that ends the last of them."""
     node = require_node(state, cmd.node_id)
     if not cmd.reason.strip():
         raise InvalidCommand("retiring a node needs a reason")
     busy = jobs_on(state, node.node_id)
-    if busy:
+    if busy and not cmd.when_empty:
         raise InvalidTransition(f"node '{node.node_id}' still runs {', '.join(busy)}: drain it first "
-                                f"(steward node drain {node.node_id}), then retire it once it is empty")
-    return [Event(cmd.aggregate, "NodeRetired", {
-        "node_id": node.node_id, "reason": cmd.reason, "executor": node.executor, "cluster": node.cluster,
+                                f"(steward node drain {node.node_id}), then retire it once it is empty, or retire "
+                                f"it when its last attempt ends (--when-empty)")
+    if busy:
+        if node.state == RETIRING:
+            raise InvalidTransition(f"node '{node.node_id}' is already retiring: it is retired when "
+                                    f"{', '.join(busy)} end")
+        return [Event(cmd.aggregate, "NodeRetirementPending", {
+            "node_id": node.node_id, "reason": cmd.reason, "executor": node.executor, "cluster": node.cluster,
+            "jobs": busy, "was": node.state, "requested_at": now,
+        })]
+    return [_retired(node, cmd.reason, now)]
+
+
+def _retired(node: ClusterNode, reason: str, now: float) -> Event:
+    return Event(f"node-{node.node_id}", "NodeRetired", {
+        "node_id": node.node_id, "reason": reason, "executor": node.executor, "cluster": node.cluster,
         "gpus": node.gpus, "was": node.state, "retired_at": now,
-    })]
+    })
+
+
+def retiring_nodes(nodes: Mapping[str, ClusterNode]) -> frozenset[str]:
+    """The nodes of a node table that are retiring, read once per table (a node table is replaced, never changed
+    in place: ADR 0072's memo), so the check costs nothing for a command when no node is retiring."""
+    memo = _RETIRING_MEMO[0]
+    if memo is not None and memo[0] is nodes:
+        return memo[1]
+    found = frozenset(n.node_id for n in nodes.values() if n.state == RETIRING)
+    _RETIRING_MEMO[0] = (nodes, found)
+    return found
+
+
+_RETIRING_MEMO: list[tuple[Mapping[str, ClusterNode], frozenset[str]] | None] = [None]
+
+
+def retirements_due(state: LedgerState, events: list[Event], now: float) -> list[Event]:
+    """ADR 0081, the second half: a retiring node is retired by the decision whose events end the last attempt
+    holding its GPUs (a completion, a failure, a loss, a preemption's stop, a cancellation), in the same batch.
+    `events` are the decision's own; the state after them is folded here only when one of them names a job
+    that holds a retiring node."""
+    retiring = retiring_nodes(state.nodes)
+    if not retiring:
+        return []
+    touched: set[str] = set()
+    for event in events:
+        job = state.jobs.get(event.payload.get("job_id", ""))
+        if job is not None and job.state in ACTIVE_STATES:
+            touched.update(n for n, _gpus in job.assignments if n in retiring)
+    if not touched:
+        return []
+    after = state
+    for event in events:
+        after = evolve(after, event, now)
+    return [_retired(state.nodes[n], "retired once its last attempt ended (asked while it ran: see its "
+                                      "NodeRetirementPending)", now)
+            for n in sorted(touched) if not after.used.get(n)]

@@ -263,7 +263,7 @@ RULE_KINDS: dict[str, str] = {"SessionWarned": "session_warning", "SessionCapRea
                               "JobFailed": "job_failed", "JobLost": "job_lost", "AllocationsSet": "share_changed"}
 # what moves an allocation's burn: GPUs taken, shares, capacity
 BURN_EVENTS = frozenset({"JobPlaced", "AllocationsSet", "NodeRegistered", "NodeDrainRequested", "NodeDrained",
-                         "NodeResumed", "NodeRetired", "ExecutorHeartbeat"})
+                         "NodeResumed", "NodeRetirementPending", "NodeRetired", "ExecutorHeartbeat"})
 
 
 def path_of(parents: Mapping[str, str], name: str) -> list[str]:

@@ -306,6 +306,8 @@ def _evolve_node(state: LedgerState, event: Event, at: float) -> LedgerState:
         return state
     if event.type == "NodeDrainRequested":
         node = replace(node, state="draining")
+    elif event.type == "NodeRetirementPending":  # ADR 0081: no new work; retired when its last attempt ends
+        node = replace(node, state="retiring")
     elif event.type == "NodeResumed":
         node = replace(node, state="ready")
     return replace(state, nodes={**state.nodes, node.node_id: node})
@@ -501,7 +503,7 @@ def evolve(state: LedgerState, event: Event, at: float) -> LedgerState:
         node = ClusterNode(p["node_id"], p["gpus"], p["gpu_model"], tuple(p["path"]), p["executor"],
                            cluster=p.get("cluster") or DEFAULT_CLUSTER)
         return replace(state, nodes={**state.nodes, node.node_id: node})
-    if event.type in ("NodeDrainRequested", "NodeDrained", "NodeResumed"):
+    if event.type in ("NodeDrainRequested", "NodeDrained", "NodeResumed", "NodeRetirementPending"):
         return _evolve_node(state, event, at)
     if event.type == "NodeRetired":  # ADR 0078: gone from the state (registering it again brings it back)
         gone = str(p["node_id"])

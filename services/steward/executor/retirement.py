@@ -5,9 +5,10 @@ held them as registered (and, once the heartbeat named them down, unhealthy) for
 The executor sends `RetireNode` for a node it registered (in this run or an earlier one: the nodes it
 registered are kept in its folder, so a node removed while it was stopped is retired too) once the node has
 been missing for `after_s` and none of its own attempts runs there any more: the pods or Slurm jobs of a
-deleted node end, their JobRun workflows record the losses, and only then may the ledger retire the node (it
-refuses a node an attempt still holds). A refusal (the ledger had not recorded a loss yet) leaves the node
-unhealthy, never placed on; an operator finishes it with `steward node retire`. A retired node that comes back
+deleted node end and their JobRun workflows record the losses. The executor cannot tell when the ledger has
+recorded them, so it asks `when_empty` (ADR 0081): a node an attempt still holds in the ledger is retiring (no
+new work) and is retired by the decision that records the last loss; before, such a retirement was refused and
+the node stayed unhealthy until an operator retired it. A retired node that comes back
 is registered again under a new message id (the first one's is deduplicated), counted in the executor's folder
 so a restart agrees.
 """
@@ -80,7 +81,7 @@ class Retirements:
             self.known.discard(node_id)
             self.counts[node_id] = self.counts.get(node_id, 0) + 1
             reason = f"gone from the {source} inventory for {now - since:.0f} s"
-            out.append((RetireNode(node_id, reason), f"retire-{node_id}-{uuid.uuid4().hex}"))
+            out.append((RetireNode(node_id, reason, when_empty=True), f"retire-{node_id}-{uuid.uuid4().hex}"))
         if out:
             self._save()
         return out

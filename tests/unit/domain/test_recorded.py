@@ -166,6 +166,7 @@ def test_every_command_the_ledger_records_without_input_reads_back_as_itself(tmp
         ReportHeartbeat("sim", {}, ["n2"]),
         DrainNode("n2", "repair"), ReportNodeDrained("n2"), ResumeNode("n2", "repaired"),
         RegisterNode("n3", 2, "A100", ["z", "n3"]), RetireNode("n3", "decommissioned"), RetireNode("n1", "busy"),
+        RetireNode("n2", "gone from the inventory", when_empty=True),  # ADR 0081: read back with its flag
         CancelJob("b1", "enough"), CancelJob("nope", "refused"),
         ReportJobExited("s1-r1", 1, 0),                                 # refused: not placed
         RecordAccessDenial("eve", "researcher", "setPolicy", "policy", "not an admin", 100.0, 100.0),

@@ -18,7 +18,9 @@ from steward.domain.commands import (
     RegisterNode,
     ReportCheckpointSaved,
     ReportJobExited,
+    ReportJobLost,
     ReportJobPreempted,
+    ReportJobStarted,
     ReportNodeDrained,
     ReportUtilisation,
     RequestPreemption,
@@ -166,6 +168,79 @@ def test_a_retired_node_leaves_the_state_once_empty_and_registering_it_again_bri
     state = apply(state, RegisterNode("n0", 8, "A100", ["z", "n0"]), now=5.0)
     assert state.nodes["n0"].state == "ready"
     assert events_of(state, PlaceJob("j2", {"n0": [0]}, funded=True), 6.0) == ["JobPlaced"]
+
+
+def two_on_n0() -> LedgerState:
+    """j1 and j2 running on n0 (GPUs 0 and 1), j3 running on n1."""
+    state = apply(small_cluster(), RegisterNode("n1", 8, "V100", ["b0", "n1"]))
+    state = running(state, "j1", at=10.0)
+    state = apply(state, submit("j2"), PlaceJob("j2", {"n0": [1]}, funded=True), now=11.0)
+    state = apply(state, ReportJobStarted("j2", 1, 4243, started_at=11.0), now=11.0)
+    state = apply(state, submit("j3"), PlaceJob("j3", {"n1": [0]}, funded=True), now=12.0)
+    return apply(state, ReportJobStarted("j3", 1, 4244, started_at=12.0), now=12.0)
+
+
+# every way an attempt ends (the commands before the last one lead up to it): the decision that ends the last attempt
+# on a retiring node retires it
+ENDINGS: list[tuple[str, Any]] = [
+    ("completed", lambda job: [ReportJobExited(job, 1, 0)]),
+    ("failed", lambda job: [ReportJobExited(job, 1, 3)]),
+    ("lost", lambda job: [ReportJobLost(job, 1, "executor stopped answering")]),
+    ("cancelled", lambda job: [CancelJob(job, "not needed")]),
+    ("preempted", lambda job: [RequestPreemption(job, "drain", 1), ReportJobPreempted(job, 1, "drain", 143)]),
+]
+
+
+@pytest.mark.parametrize(("name", "ending"), ENDINGS, ids=[e[0] for e in ENDINGS])
+def test_a_node_retired_when_empty_is_retiring_until_its_last_attempt_ends(name: str, ending: Any) -> None:
+    """ADR 0081: `RetireNode(when_empty=True)` on a busy node records `NodeRetirementPending` (the jobs it waits
+    for); the node takes no new work; the first attempt's end retires nothing, the last one's end retires it in
+    the same decision, whatever ended it (after protection: a preemption needs it); another node's attempts are
+    not looked at."""
+    state = two_on_n0()
+    (ev,) = decide(state, RetireNode("n0", "gone from the Kubernetes inventory", when_empty=True), 20.0)
+    assert (ev.stream, ev.type) == ("node-n0", "NodeRetirementPending")
+    assert ev.payload == {"node_id": "n0", "reason": "gone from the Kubernetes inventory", "executor": "local",
+                          "cluster": "default", "jobs": ["j1", "j2"], "was": "ready", "requested_at": 20.0}
+    state = apply(state, RetireNode("n0", "gone", when_empty=True), submit("j4"), now=20.0)
+    assert state.nodes["n0"].state == "retiring"
+    with pytest.raises(InvalidTransition, match="takes no new work"):
+        decide(state, PlaceJob("j4", {"n0": [2]}, funded=True), 21.0)
+    with pytest.raises(InvalidTransition, match="already retiring"):
+        decide(state, RetireNode("n0", "again", when_empty=True), 21.0)
+    with pytest.raises(InvalidTransition, match="not ready"):
+        decide(state, DrainNode("n0", "x"), 21.0)
+    assert events_of(state, ReportJobExited("j3", 1, 0), 22.0) == ["JobCompleted"]  # n1 is not retiring
+    *lead, end = ending("j1")
+    state = apply(state, *lead, now=700.0)
+    assert "NodeRetired" not in events_of(state, end, 700.0)  # j2 still holds n0
+    state = apply(state, end, now=700.0)
+    *lead, end = ending("j2")
+    for lead_command in lead:  # a preemption's request ends nothing: no retirement yet
+        assert "NodeRetired" not in events_of(state, lead_command, 701.0)
+        state = apply(state, lead_command, now=701.0)
+    last = decide(state, end, 701.0)
+    assert [e.type for e in last][-1] == "NodeRetired" and [e.type for e in last].count("NodeRetired") == 1
+    retired = last[-1]
+    assert retired.stream == "node-n0" and retired.payload["was"] == "retiring"
+    assert retired.payload["retired_at"] == 701.0 and "NodeRetirementPending" in retired.payload["reason"]
+    state = apply(state, end, now=701.0)
+    assert "n0" not in state.nodes and "n0" not in state.used and "n1" in state.nodes  # (a loss marks n1 unhealthy)
+
+
+def test_a_retirement_when_empty_of_an_idle_node_retires_it_at_once_and_without_it_is_refused_as_before() -> None:
+    state = running(at=0.0)
+    with pytest.raises(InvalidTransition, match=r"drain it first .* or retire it when its last attempt ends"):
+        decide(state, RetireNode("n0", "decommissioned"), 1.0)
+    state = apply(state, ReportJobExited("j1", 1, 0), now=2.0)
+    assert events_of(state, RetireNode("n0", "decommissioned", when_empty=True), 3.0) == ["NodeRetired"]
+
+
+def test_no_retiring_node_leaves_every_decision_as_it_was() -> None:
+    """The post-step adds nothing where no node is retiring (every log written before ADR 0081)."""
+    state = two_on_n0()
+    for command in (ReportJobExited("j1", 1, 0), ReportJobLost("j2", 1, "x"), CancelJob("j3", "y")):
+        assert "NodeRetired" not in events_of(state, command, 30.0)
 
 
 NODE_CASES: list[tuple[str, Any, type[DomainError]]] = [
