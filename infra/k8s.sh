@@ -266,8 +266,21 @@ cmd_paths() {
   echo "KUBECONFIG=$KUBECONFIG_FILE"
 }
 
+# any_running: whether etcd, the API server or kwok of this run folder runs
+any_running() {
+  [[ -n "$(running_pid "$K8S_PIDS/kwok.pid" "$BIN/kwok" 2>/dev/null || true)" ||
+    -n "$(running_pid "$K8S_PIDS/kube-apiserver.pid" "$BIN/kube-apiserver" 2>/dev/null || true)" ||
+    -n "$(running_pid "$K8S_PIDS/etcd.pid" "$BIN/etcd" 2>/dev/null || true)" ]]
+}
+
 main() {
   local action="${1:-}"
+  # a stop with nothing running has nothing to race: it does not wait for the lock, which an install holds for
+  # the length of a Go build (`steward down` / `make down` beside `make tools` waited 300 s for it)
+  if [[ $action == stop ]] && ! any_running; then
+    cmd_stop
+    return
+  fi
   lock_if_changing k8s "$action"
   case "$action" in
     install) cmd_install ;;
