@@ -18,7 +18,8 @@ def test_a_stop_with_nothing_running_does_not_wait_for_an_install_s_lock(tmp_pat
     with (run / "locks" / "k8s.lock").open("w") as held:
         fcntl.flock(held, fcntl.LOCK_EX)  # as `k8s.sh install` holds it while it builds
         # a stop that waits for the lock waits the whole STEWARD_LOCK_TIMEOUT, far past `timeout`: TimeoutExpired
+        env = {**os.environ, "STEWARD_RUN_DIR": str(run), "STEWARD_LOCK_TIMEOUT": "900"}
         done = subprocess.run(["bash", str(REPO / "infra" / "k8s.sh"), "stop"], capture_output=True, text=True,
-                              timeout=60, env={**os.environ, "STEWARD_RUN_DIR": str(run), "STEWARD_LOCK_TIMEOUT": "900"})
+                              timeout=60, env=env)
     assert done.returncode == 0, done.stderr
     assert "kube-apiserver is not running" in done.stdout + done.stderr
