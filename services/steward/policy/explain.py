@@ -17,7 +17,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from steward.domain.clusters import admits
+from steward.domain.clusters import admits, catalogue, largest_in
 from steward.domain.policy_settings import PolicySettings
 from steward.policy.contract import (
     asks_for_funding,
@@ -102,6 +102,7 @@ class ExplainContext:
 
     __slots__ = (
         "_accepts_memo",
+        "_admitted_memo",
         "_caps",
         "_earliest",
         "_gang_memo",
@@ -193,6 +194,7 @@ class ExplainContext:
         self._leaving = leaving
         self._multi = len({n.cluster for n in index.nodes}) > 1
         self._accepts_memo: dict[tuple[tuple[str, ...], tuple[str, ...]], frozenset[str]] = {}
+        self._admitted_memo: dict[tuple[tuple[str, ...], tuple[str, ...]], int] = {}
 
     @property
     def waiting(self) -> Sequence[PendingJob]:
@@ -422,6 +424,9 @@ class ExplainContext:
             blocking = job.gpus - largest
             if evidence is not None:
                 evidence["largest_gpus"] = largest
+                if job.gpu_models or job.clusters:  # what it accepts, for the words of `reasons`
+                    evidence["gpu_models"] = list(job.gpu_models)
+                    evidence["clusters"] = list(job.clusters)
         elif settings.funding and not path:
             reason = NO_ALLOCATION
         elif not asks_for_funding(job, settings):
@@ -483,11 +488,29 @@ class ExplainContext:
         return got
 
     def _largest_possible(self, job: PendingJob) -> int:
+        """The most GPUs the cluster could ever give `job`: its node's or domain's capacity, and no more than
+        the registered nodes it accepts hold in one cluster (`clusters.largest_in`, the rule a submission is
+        refused by), so a job whose models or clusters no node offers any more (its nodes retired, ADR 0078)
+        reads "can never fit" instead of waiting behind the others for ever."""
         cap = self.capacity
         if job.gpus <= cap.maxcap:
-            return cap.maxcap
-        d = min(job.topology_depth or 0, cap.depth)
-        return cap.largest_domain_by_depth[d]
+            largest = cap.maxcap
+        else:
+            largest = cap.largest_domain_by_depth[min(job.topology_depth or 0, cap.depth)]
+        if job.gpu_models or job.clusters:
+            largest = min(largest, self._admitted(job))
+        return largest
+
+    def _admitted(self, job: PendingJob) -> int:
+        """The GPUs, in the one cluster that has most, of the registered nodes `job`'s request admits (memoised
+        per request)."""
+        key = (job.gpu_models, job.clusters)
+        got = self._admitted_memo.get(key)
+        if got is None:
+            cat = catalogue((n.gpus, n.model, n.cluster) for n in self._nodes)
+            got = largest_in(cat, job.gpu_models, job.clusters)[0]
+            self._admitted_memo[key] = got
+        return got
 
     def _earliest_for(self, job: PendingJob) -> float | None:
         if job.gpus <= self.capacity.maxcap:

@@ -117,6 +117,13 @@ def explanation_text(e: Explained) -> str:
     return f"{text}; {debug_quota_words(q)}" if isinstance(q, Mapping) else text
 
 
+def _request_words(ev: Mapping[str, Any]) -> str:
+    models, clusters = ev.get("gpu_models") or (), ev.get("clusters") or ()
+    parts = ([f"GPU models {', '.join(map(str, models))}"] if models else []) + (
+        [f"clusters {', '.join(map(str, clusters))}"] if clusters else [])
+    return "; ".join(parts) or "any node"
+
+
 def _reason_text(e: Explained) -> str:
     need = f"needs {e.blocking_gpus} more GPUs in {e.blocking_scope}"
     until = _when(e.blocking_until, e.evidence.get("now", 0.0))
@@ -155,6 +162,9 @@ def _reason_text(e: Explained) -> str:
             f"it waits for GPUs to free; {_rank_words(e)}"
         )
     if e.reason == TOO_LARGE:
+        if not ev.get("largest_gpus"):
+            return (f"can never fit: no registered node offers what it accepts ({_request_words(ev)}); "
+                    "cancel it, or ask an admin for such nodes")
         return (
             f"can never fit: it needs {ev.get('gpus')} GPUs in {e.blocking_scope}, and the largest has "
             f"{ev.get('largest_gpus', 0)} schedulable GPUs"

@@ -106,3 +106,31 @@ def test_rank_words_when_outranked():
     )
     e = result.explanations["pa"]
     assert e.reason == "outranked" and "allocation a ranked 1 of 2 at its level" in e.text
+
+
+def test_a_job_whose_models_or_clusters_no_node_offers_any_more_can_never_fit():
+    """ADR 0078's leftover: jobs queued before the nodes they accept were retired waited for ever behind the
+    others ("outranked", "needs N more GPUs"); the most the cluster could ever give a job is no more than the
+    registered nodes it accepts hold in one cluster (`clusters.largest_in`, the rule a submission is refused by)."""
+    from steward.policy.model import Node
+
+    fleet = (
+        Node("j0", 8, "A100", ("b0",), "ready", "jupiter"), Node("j1", 8, "A100", ("b0",), "ready", "jupiter"),
+        Node("c0", 4, "H100", ("b1",), "ready", "ceres"),
+    )
+    busy = [running("r0", "a", 8, on="j0"), running("r1", "a", 8, on="j1"), running("r2", "a", 4, on="c0")]
+    waiting = [
+        pending("b200", "c", 2, submitted_at=1, gpu_models=("B200",)),
+        pending("ceres-8", "c", 8, submitted_at=2, clusters=("ceres",)),
+        pending("a100-8", "c", 8, submitted_at=3, gpu_models=("A100",)),
+        pending("any-8", "c", 8, submitted_at=4),
+    ]
+    result = schedule(snapshot(nodes=fleet, tree=tree(a=0.5, c=0.5), usage={"a": 0, "c": 0}, running=busy,
+                               pending=waiting))
+    gone = result.explanations["b200"]
+    assert (gone.reason, gone.blocking_gpus) == (TOO_LARGE, 2)
+    assert "no registered node offers what it accepts (GPU models B200)" in gone.text, gone.text
+    small = result.explanations["ceres-8"]
+    assert (small.reason, small.blocking_gpus, small.evidence["largest_gpus"]) == (TOO_LARGE, 4, 4)
+    assert "the largest has 4 schedulable GPUs" in small.text
+    assert result.explanations["a100-8"].reason != TOO_LARGE and result.explanations["any-8"].reason != TOO_LARGE
