@@ -11,6 +11,7 @@ from steward.sim.engine import Engine
 from steward.sim.policies import settings_for, tree_for
 from steward.sim.run import default_scheduler
 from steward.sim.scenario import load_scenario
+from tests.unit.sim.test_cluster_share_sim import DOC as SHARED
 from tests.unit.sim.test_clusters import write
 
 HOUR = 3600
@@ -20,13 +21,9 @@ HOUR = 3600
 # same over the tree, v all of it on ceres. Waiting when they end at 4 h: v1 (ceres only, since 1 h), w1 (ceres
 # only, since 2 h) and v2 (jupiter only, since 3 h): v's demand accepts both clusters, so its part of ceres is half
 # its entitlement and it is over it. (Every job funded: the pre-budget switch, as in test_cluster_share_sim.)
-DOC: dict[str, Any] = {
-    "clusters": {
-        "ceres": {"nodes": 1, "gpus_per_node": 8, "gpu_model": "H100"},
-        "jupiter": {"nodes": 1, "gpus_per_node": 8, "gpu_model": "H100"},
-    },
-    "gpu_models": {"H100": 1.0},
-    "tree": {"v": 0.5, "w": 0.5},
+DOC: dict[str, Any] = {  # test_cluster_share_sim's two clusters and tree, one node per cluster
+    **SHARED,
+    "clusters": {c: {**SHARED["clusters"][c], "nodes": 1} for c in SHARED["clusters"]},
 }
 ROWS = (
     f"v0,0,{4 * HOUR},8,v,batch,{4 * HOUR},1,,\n"
