@@ -1,8 +1,9 @@
 """The order of waiting jobs per cluster (issue 25, ADR 0080), on random snapshots: with two clusters, the cycle's
 order is every job at its allocation's standing on the cluster it accepts where that allocation ranks best (the
 worse of the tree's standing and its usage there ÷ its part there, the part recomputed here from the snapshot's
-figures alone), so the jobs that accept one cluster only are in that cluster's own order; with one cluster, the
-order is the tree's exactly."""
+figures alone) and never ahead of a job of its own project before it that may run where it may, so the
+allocations whose waiting work accepts one cluster only are in that cluster's own order, and on every cluster a
+project's jobs keep their priority order; with one cluster, the order is the tree's exactly."""
 
 from __future__ import annotations
 
@@ -42,7 +43,7 @@ def two_clusters(draw: st.DrawFn) -> Snapshot:
     cluster_usage = {c: {p: draw(st.floats(0, 5e5)) for p in SHARES} for c in CLUSTERS}
     usage = {p: sum(cluster_usage[c][p] for c in CLUSTERS) for p in SHARES}
     return Snapshot(now=NOW, nodes=tuple(nodes), tree=AllocationTree.flat(SHARES), usage=usage,
-                    running=tuple(running), pending=tuple(pending), settings=PolicySettings(),
+                    running=tuple(running), pending=tuple(pending), settings=PolicySettings(cluster_order=True),
                     cluster_usage=cluster_usage)
 
 
@@ -50,8 +51,9 @@ def expected_order(snap: Snapshot, only: str | None = None) -> list[str]:
     """ADR 0080 from first principles, on a flat tree: a project's part of a cluster is its entitlement × the
     cluster's GPUs ÷ the GPUs of the clusters its jobs (waiting and running) accept; its standing there the worse
     of the tree's and its usage there ÷ (part × capacity × window); a job's key the least of (standing, project)
-    over the clusters it accepts; a project's jobs with one key by priority, submit time, id. `only`: the jobs that
-    accept that cluster alone, by their standing on it."""
+    over the clusters it accepts, but no better than that of a job of its project ahead of it (priority, submit
+    time, id) that may run on a cluster it may run on. `only`: the jobs of the projects whose every waiting job
+    accepts that cluster alone."""
     assert snap.cluster_usage is not None
     cap = {c: float(sum(n.gpus for n in snap.nodes if n.cluster == c)) for c in CLUSTERS}
     whole = sum(cap.values())
@@ -70,8 +72,18 @@ def expected_order(snap: Snapshot, only: str | None = None) -> list[str]:
     def key(j: PendingJob) -> tuple[float, str]:
         return min((max(tree_ratio[j.project], on(j.project, c)), j.project) for c in (j.clusters or CLUSTERS))
 
-    jobs = [j for j in snap.pending if only is None or j.clusters == (only,)]
-    return [j.id for j in sorted(jobs, key=lambda j: (key(j), -j.priority, j.submitted_at, j.id))]
+    def queue(j: PendingJob) -> tuple[int, float, str]:
+        return -j.priority, j.submitted_at, j.id
+
+    # never ahead of a job of its own project before it that may run on a cluster it may run on
+    keys: dict[str, tuple[float, str]] = {}
+    mine = sorted(snap.pending, key=queue)
+    for i, j in enumerate(mine):
+        keys[j.id] = max([key(j)] + [keys[x.id] for x in mine[:i] if x.project == j.project
+                                     and set(x.clusters or CLUSTERS) & set(j.clusters or CLUSTERS)])
+    jobs = [j for j in snap.pending if only is None or all(x.clusters == (only,) for x in snap.pending
+                                                           if x.project == j.project)]
+    return [j.id for j in sorted(jobs, key=lambda j: (keys[j.id], queue(j)))]
 
 
 @settings(max_examples=200, deadline=None)
@@ -79,9 +91,15 @@ def expected_order(snap: Snapshot, only: str | None = None) -> list[str]:
 def test_the_order_is_each_job_at_its_best_standing_on_a_cluster_it_accepts(snap: Snapshot) -> None:
     got = list(schedule(snap).order)
     assert got == expected_order(snap)
-    # restricted to the jobs of one cluster, the order is that cluster's: by the standing on it
+    # restricted to the allocations whose work waits for one cluster, the order is that cluster's: by the standing
+    # on it
+    jobs = {j.id: j for j in snap.pending}
     for c in CLUSTERS:
         assert [i for i in got if i in expected_order(snap, c)] == expected_order(snap, c)
+        # and on every cluster, each project's jobs that may run there keep their order (priority, submit, id)
+        for p in SHARES:
+            there = [jobs[i] for i in got if jobs[i].project == p and c in (jobs[i].clusters or CLUSTERS)]
+            assert there == sorted(there, key=lambda j: (-j.priority, j.submitted_at, j.id))
 
 
 @settings(max_examples=100, deadline=None)
@@ -91,14 +109,17 @@ def test_with_the_setting_off_or_no_usage_per_cluster_the_order_is_the_trees(sna
     tree = [j.id for j in order_pending(snap.pending, standing(snap.tree, snap.usage, cap, snap.settings,
                                                                    demand_of(snap)), snap.usage, snap.settings).jobs]
     assert list(schedule(replace(snap, cluster_usage=None)).order) == tree
-    off = replace(snap, settings=PolicySettings(cluster_fair_share=False))
-    assert list(schedule(off).order) == [j.id for j in order_pending(
-        off.pending, standing(off.tree, off.usage, cap, off.settings, demand_of(off)), off.usage, off.settings).jobs]
+    for off_settings in (PolicySettings(), PolicySettings(cluster_order=True, cluster_fair_share=False)):
+        off = replace(snap, settings=off_settings)
+        assert list(schedule(off).order) == [j.id for j in order_pending(
+            off.pending, standing(off.tree, off.usage, cap, off.settings, demand_of(off)), off.usage,
+            off.settings).jobs]
 
 
 @settings(max_examples=150, deadline=None)
 @given(snapshots(), st.dictionaries(st.sampled_from(tuple(SHARES)), st.floats(0, 1e6)))
 def test_one_cluster_orders_as_the_tree_exactly(snap: Snapshot, other: dict[str, float]) -> None:
+    snap = replace(snap, settings=replace(snap.settings, cluster_order=True))
     one = replace(snap, nodes=tuple(replace(n, cluster="ceres", path=("ceres", *n.path[1:])) for n in snap.nodes))
     cap = sum(n.gpus for n in one.nodes if n.state == "ready")
     tree = order_pending(one.pending, standing(one.tree, one.usage, cap, one.settings, demand_of(one)), one.usage,

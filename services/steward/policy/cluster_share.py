@@ -175,8 +175,10 @@ class ClusterOrder:
     walks them (siblings by `sibling_key`, lowest first) but by their standing *on that cluster* (`standing_on`:
     the worse of the tree's standing the order ranks by and the standing on the cluster's usage, ADR 0076). A job
     takes its place in the one order the phases walk by its allocation's key on the cluster where it ranks best
-    among those it accepts (`best`); so the jobs that accept one cluster only are in that cluster's own order, and
-    a job that accepts several is considered as early as its best cluster puts it. With one cluster the standing
+    among those it accepts (`best`), never ahead of a job of its own project before it (priority, then submit
+    time) that may run where it may; so the jobs of allocations whose work accepts one cluster only are in that
+    cluster's own order, and a job that accepts several is considered as early as its best cluster (and its
+    project's queue there) puts it. With one cluster the standing
     on it is the tree's and the order is the tree's exactly; the cycle then does not build this at all."""
 
     __slots__ = ("_best", "_ranks", "_tree_ratio", "accepts", "clusters", "leaf_index", "level_rank", "ratio",
@@ -227,14 +229,25 @@ class ClusterOrder:
 
     def reorder(self, jobs: Sequence[PendingJob]) -> list[PendingJob]:
         """`jobs` (the tree's order: projects in turn, each project's jobs in priority/submit/id order) in the
-        per-cluster order: the jobs of allocations by `best`'s key (a stable sort: a project's jobs with one key
-        keep their order), then those of projects with no allocation, as they were (last)."""
+        per-cluster order: the jobs of allocations by `best`'s key, but never ahead of a job of their own project
+        before them that accepts a cluster they accept (DESIGN.md: priority orders jobs inside one project, so on
+        every cluster a project's jobs keep their order: a job's key is the worst of its own and those of such
+        jobs), then those of projects with no allocation, as they were (last)."""
         tree, accepts = self.tree, self.accepts
         known: list[tuple[OrderKey, int, PendingJob]] = []
         rest: list[PendingJob] = []
+        ahead: dict[tuple[str, str], OrderKey] = {}  # (project, cluster): the latest key of its jobs so far there
         for k, job in enumerate(jobs):
             if tree.is_leaf(job.project):
-                known.append((self.best(job.project, accepts(job))[0], k, job))
+                on = accepts(job)
+                key = self.best(job.project, on)[0]
+                for c in on:  # never ahead of a job of its project before it that may run where it may
+                    before = ahead.get((job.project, c))
+                    if before is not None and before > key:
+                        key = before
+                for c in on:
+                    ahead[job.project, c] = key
+                known.append((key, k, job))
             else:
                 rest.append(job)
         known.sort(key=_first_two)

@@ -1,7 +1,8 @@
 """The order of waiting jobs per cluster (issue 25, ADR 0080), hand-computed: on each cluster allocations are walked
 by their standing on it (ADR 0076's `standing_on`), a job takes its place at its allocation's key on the cluster
 it accepts where that allocation ranks best, and the cycle's decisions, "why pending" and routing carry the
-standing the job was ordered by; the setting off, no usage per cluster or one cluster: the tree's order."""
+standing the job was ordered by; the setting `cluster_order` off (every preset), no usage per cluster or one
+cluster: the tree's order."""
 
 from __future__ import annotations
 
@@ -68,6 +69,24 @@ def accepts(j: PendingJob) -> tuple[str, ...]:
             [job("a1", "a", ("ceres",)), job("a2", "a", ("ceres",), priority=1), job("b3", "b", ("ceres",))],
             ["a2", "a1", "b3"],
         ),
+        # but never ahead of a job of its own project before it that may run where it may: a2 (either cluster; a
+        # ranks best on jupiter) waits behind a1, a's higher-priority job for ceres, where a is over its part;
+        # a3 (jupiter only) does not (on jupiter, a2 is a's head: a3 stays behind a2)
+        (
+            {"a": 0.2, "b": 0.3},
+            {"a": 0.6, "b": 0.0},
+            {"a": 0.0, "b": 0.3},
+            [job("a1", "a", ("ceres",), priority=1), job("a2", "a"), job("a3", "a", ("jupiter",)),
+             job("b4", "b", ("ceres",))],
+            ["b4", "a1", "a2", "a3"],
+        ),
+        (
+            {"a": 0.2, "b": 0.3},
+            {"a": 0.6, "b": 0.0},
+            {"a": 0.0, "b": 0.3},
+            [job("a1", "a", ("ceres",), priority=1), job("a3", "a", ("jupiter",)), job("b4", "b", ("ceres",))],
+            ["a3", "b4", "a1"],
+        ),
         # no part of a cluster (pinned elsewhere: an infinite standing there): its jobs for it go last
         (
             {"a": 0.2, "b": 0.3},
@@ -112,6 +131,9 @@ def test_jobs_of_projects_without_an_allocation_stay_last_as_they_were() -> None
 # --- the cycle ---------------------------------------------------------------------------------------------------
 
 
+ON = PolicySettings(cluster_order=True)
+
+
 def two() -> tuple[Node, ...]:
     """ceres: c0 (H100); jupiter: j0 (A100), full of x's protected work."""
     return (Node("c0", 8, "H100", ("ceres",), "ready", "ceres"),
@@ -131,7 +153,7 @@ def cycle(settings: PolicySettings | None = None, per_cluster: bool = True, run:
             pending=[pending("v1", "v", 8, clusters=("ceres",), submitted_at=NOW - 600),
                      pending("v2", "v", 8, gpu_models=("A100",), submitted_at=NOW - 300),
                      pending("w1", "w", 8, clusters=("ceres",), submitted_at=NOW - 60)],
-            settings=settings or PolicySettings(),
+            settings=settings or ON,
             levels=("cluster",),
             cluster_usage={"ceres": {"v": 1e5}, "jupiter": {"w": 1e5}} if per_cluster else None,
         )
@@ -142,7 +164,8 @@ def cycle(settings: PolicySettings | None = None, per_cluster: bool = True, run:
     ("settings", "per_cluster", "order", "goes"),
     [
         (None, True, ("v2", "w1", "v1"), "w1"),  # v over its part of ceres: w's job takes ceres
-        (PolicySettings(cluster_fair_share=False), True, ("v1", "v2", "w1"), "v1"),  # the tree's order
+        (PolicySettings(), True, ("v1", "v2", "w1"), "v1"),  # the setting off (every preset): the tree's order
+        (PolicySettings(cluster_order=True, cluster_fair_share=False), True, ("v1", "v2", "w1"), "v1"),
         (None, False, ("v1", "v2", "w1"), "v1"),  # no usage per cluster: the tree's order
     ],
 )
@@ -175,13 +198,14 @@ def test_one_cluster_orders_as_the_tree() -> None:
     one = (Node("c0", 8, "H100", ("ceres",), "ready", "ceres"),)
     jobs = [pending("v1", "v", 8, submitted_at=NOW - 600), pending("w1", "w", 8, submitted_at=NOW - 60)]
     snaps = [snapshot(one, tree=tree(v=0.5, w=0.5), usage={"v": 1e5, "w": 1e5}, pending=jobs, levels=("cluster",),
-                      cluster_usage=cu) for cu in ({"ceres": {"v": 1e5, "w": 1e5}}, {"ceres": {"v": 9e9}}, None)]
+                      settings=ON, cluster_usage=cu)
+             for cu in ({"ceres": {"v": 1e5, "w": 1e5}}, {"ceres": {"v": 9e9}}, None)]
     results = [schedule(s) for s in snaps]
     assert {r.order for r in results} == {("v1", "w1")}
     assert len({repr(r.to_dict()) for r in results}) == 1
 
 
-@pytest.mark.parametrize("settings", [None, PolicySettings(cluster_fair_share=False)])
+@pytest.mark.parametrize("settings", [None, PolicySettings()])
 def test_the_apis_queue_reads_the_cycles_order(settings: PolicySettings | None) -> None:
     """`waiting_order` (what the API's queue positions read) is the order the cycle walks."""
     order, _ = cycle(settings, run=waiting_order)

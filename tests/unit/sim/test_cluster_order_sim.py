@@ -46,11 +46,11 @@ def starts(tmp_path: Path, **overrides: Any) -> dict[str, float]:
 
 
 def test_ceres_goes_to_the_allocation_that_has_not_had_its_part_of_it(tmp_path: Path) -> None:
-    got = starts(tmp_path)
+    got = starts(tmp_path, cluster_order=True)
     assert got["v0"] == 0 and got["w0"] == 0
     assert got["w1"] == 4 * HOUR  # 2 h of wait: ceres is w's before v's, who has had more than its part of it
     assert got["v2"] == 4 * HOUR  # and jupiter v's, who has used none of it
     assert got["v1"] == 8 * HOUR
-    before = starts(tmp_path, cluster_fair_share=False)
-    assert before["v1"] == 4 * HOUR  # the tree's order: level over the tree, v before w by name
+    before = starts(tmp_path)  # the setting off (the `steward` preset): the tree's order
+    assert before["v1"] == 4 * HOUR  # level over the tree, v before w by name
     assert before["w1"] == 8 * HOUR  # 6 h of wait

@@ -103,9 +103,9 @@ def standings_per_cluster(cycle: CyclePlan) -> None:
     """ADR 0076, several clusters: every allocation's standing on each cluster (`cluster_share.cluster_standings`,
     its entitlement shared out over the clusters its waiting and running jobs accept) and its funded GPUs running
     there (the jobs that keep running, as `funded_in_use` counts them); what strict
-    improvement reads on a cluster is then `cycle.branches_for(cluster)`. ADR 0080: and the order of waiting jobs
-    per cluster (`cluster_share.ClusterOrder`): each job at its allocation's standing on the cluster it accepts
-    where that allocation ranks best."""
+    improvement reads on a cluster is then `cycle.branches_for(cluster)`. ADR 0080, with `cluster_order`: the order
+    of waiting jobs per cluster (`cluster_share.ClusterOrder`), each job at its allocation's standing on the
+    cluster it accepts where that allocation ranks best."""
     snap = cycle.snap
     assert snap.cluster_usage is not None
     capacity = capacity_by_cluster(cycle)
@@ -121,7 +121,7 @@ def standings_per_cluster(cycle: CyclePlan) -> None:
 
     accepted = demand_clusters((*snap.pending, *snap.running), accepts)
     cycle.cluster_stand = cluster_standings(snap.tree, snap.cluster_usage, capacity, accepted, cycle.s)
-    if cycle.s.ordering == "fair_share":
+    if cycle.s.cluster_order and cycle.s.ordering == "fair_share":
         cycle.cluster_order = ClusterOrder(snap.tree, cycle.stand.ratio, cycle.cluster_stand, accepts)
         cycle.order = Order(cycle.cluster_order.reorder(cycle.order.jobs), cycle.order.by_project)
     leaving = cycle.leaving
