@@ -178,8 +178,9 @@ class ClusterOrder:
     among those it accepts (`best`), never ahead of a job of its own project before it (priority, then submit
     time) that may run where it may; so the jobs of allocations whose work accepts one cluster only are in that
     cluster's own order, and a job that accepts several is considered as early as its best cluster (and its
-    project's queue there) puts it. With one cluster the standing
-    on it is the tree's and the order is the tree's exactly; the cycle then does not build this at all."""
+    project's queue there) puts it. With one cluster the standing on it is the tree's and the order is the tree's
+    exactly; the cycle then does not build this at all. Built only with the setting `cluster_order` (off in every
+    preset: measured, it can cost the budget's worst allocation, ADR 0080)."""
 
     __slots__ = ("_best", "_ranks", "_tree_ratio", "accepts", "clusters", "leaf_index", "level_rank", "ratio",
                  "stand", "tree")
@@ -272,7 +273,8 @@ class ClusterOrder:
     def rank(self, job: PendingJob, tree_rank: dict[str, Any]) -> dict[str, Any]:
         """A waiting job's rank as decisions and "why pending" carry it: its project's over the tree (`tree_rank`,
         `Standing.evidence`) and, when it accepts a cluster, `on_cluster`: the standing it is ordered by, on the
-        cluster where its allocation ranks best among those it accepts (`evidence`)."""
+        cluster where its allocation ranks best among those it accepts (`evidence`; its place may be later still:
+        never ahead of its own project's earlier jobs there, `reorder`)."""
         if not self.tree.is_leaf(job.project):
             return tree_rank
         cluster = self.best(job.project, self.accepts(job))[1]
