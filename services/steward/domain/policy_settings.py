@@ -144,6 +144,12 @@ class PolicySettings:
     standing on that cluster's usage (policy/cluster_share.py, ADR 0076); strict improvement, a victim search
     and the dating of a reservation's releases on a cluster read it. False: the tree's standing everywhere
     (ADR 0057; the baselines). With one cluster both are the same."""
+    cluster_order: bool = False
+    """Several clusters, with `cluster_fair_share`: the order of waiting jobs per cluster (ADR 0080): each job at
+    its allocation's standing on the cluster it accepts where that allocation ranks best (the worse of the
+    tree's and the cluster's, `cluster_share.ClusterOrder`), so the jobs of one cluster are in that cluster's
+    own order. Off for every preset: measured on the two-cluster family it lowers the budget's worst
+    owed/delivered and the occupancy (docs/results.md "The order per cluster"). False: the tree's order."""
     cheap_victim_s: float | None = 150.0
     """A funded victim losing at most this many seconds of work per GPU may be preempted when the
     order's ranked reading (ADR 0016) alone shows strict improvement; a costlier one needs the in-full

@@ -29,12 +29,14 @@ improvement over the tree; the cycle does not even compute it
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Iterable, Mapping
+import math
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from steward.domain.policy_settings import PolicySettings
-from steward.policy.ordering import subtree_sums, tree_layout, usage_ratio
+from steward.policy.model import PendingJob
+from steward.policy.ordering import rank_walk, subtree_sums, tree_layout, usage_ratio
 from steward.policy.tree import AllocationTree
 from steward.policy.usage import entitled_horizon_s
 
@@ -155,3 +157,146 @@ def cluster_standings(
         ratio = {n: usage_ratio(delivered[n], entitled[n]) for n in part}
         out[c] = ClusterStanding(c, delivered, entitled, ratio, part)
     return out
+
+
+OrderKey = tuple[tuple[float, str], ...]
+"""A project's place in an order, as a sortable key: (standing, allocation) level by level down its path. Sorting
+projects by it is the walk of `ordering.rank_walk` (siblings share the prefix, then differ by `sibling_key`), so
+keys taken on different clusters compare by the standing where the two allocations' paths part."""
+
+
+def order_key(path: Sequence[str], ratio: Mapping[str, float]) -> OrderKey:
+    """The key of the project at the end of `path` (root first) under the standings `ratio`."""
+    return tuple((ratio.get(n, math.inf), n) for n in path)
+
+
+class ClusterOrder:
+    """ADR 0080, the order of waiting jobs per cluster: on each cluster, allocations are walked as the tree's order
+    walks them (siblings by `sibling_key`, lowest first) but by their standing *on that cluster* (`standing_on`:
+    the worse of the tree's standing the order ranks by and the standing on the cluster's usage, ADR 0076). A job
+    takes its place in the one order the phases walk by its allocation's key on the cluster where it ranks best
+    among those it accepts (`best`), never ahead of a job of its own project before it (priority, then submit
+    time) that may run where it may; so the jobs of allocations whose work accepts one cluster only are in that
+    cluster's own order, and a job that accepts several is considered as early as its best cluster (and its
+    project's queue there) puts it. With one cluster the standing on it is the tree's and the order is the tree's
+    exactly; the cycle then does not build this at all. Built only with the setting `cluster_order` (off in every
+    preset: measured, it can cost the budget's worst allocation, ADR 0080)."""
+
+    __slots__ = ("_best", "_ranks", "_tree_ratio", "accepts", "clusters", "leaf_index", "level_rank", "ratio",
+                 "stand", "tree")
+
+    def __init__(self, tree: AllocationTree, tree_ratio: Mapping[str, float],
+                 per_cluster: Mapping[str, ClusterStanding],
+                 accepts: Callable[[PendingJob], Sequence[str]]) -> None:
+        """`tree_ratio`: the standing the tree's order ranks by (`Standing.ratio`); `per_cluster`: each cluster's
+        (`cluster_standings`); `accepts(job)`: the clusters, by name, where some node admits the job."""
+        self.tree = tree
+        self.accepts = accepts
+        self._tree_ratio = tree_ratio
+        self.stand = per_cluster
+        self.clusters = tuple(sorted(per_cluster))
+        self.ratio: dict[str, dict[str, float]] = {}
+        self.level_rank: dict[str, dict[str, tuple[int, int]]] = {}
+        self.leaf_index: dict[str, dict[str, int]] = {}
+        for c in self.clusters:
+            on = per_cluster[c].ratio
+            ratio = {n: standing_on(t, on.get(n, math.inf)) for n, t in tree_ratio.items()}
+            level_rank: dict[str, tuple[int, int]] = {}
+            leaves: list[str] = []
+            rank_walk(tree, ratio, None, level_rank, leaves)
+            self.ratio[c] = ratio
+            self.level_rank[c] = level_rank
+            self.leaf_index[c] = {p: i for i, p in enumerate(leaves)}
+        self._best: dict[tuple[str, tuple[str, ...]], tuple[OrderKey, str | None]] = {}
+        self._ranks: dict[tuple[str, str], dict[str, Any]] = {}
+
+    def best(self, project: str, accepted: Sequence[str]) -> tuple[OrderKey, str | None]:
+        """The key a project's job accepting the clusters `accepted` is ordered by, and the cluster it is taken
+        on: the least of its keys on those clusters (ties: the first by name); the tree's key and None when it
+        accepts none of them."""
+        memo = (project, tuple(accepted))
+        got = self._best.get(memo)
+        if got is None:
+            path = self.tree.path(project)
+            got = (order_key(path, self._tree_ratio), None)
+            for c in accepted:
+                ratio = self.ratio.get(c)
+                if ratio is not None:
+                    key = order_key(path, ratio)
+                    if got[1] is None or key < got[0]:
+                        got = (key, c)
+            self._best[memo] = got
+        return got
+
+    def reorder(self, jobs: Sequence[PendingJob]) -> list[PendingJob]:
+        """`jobs` (the tree's order: projects in turn, each project's jobs in priority/submit/id order) in the
+        per-cluster order: the jobs of allocations by `best`'s key, but never ahead of a job of their own project
+        before them that accepts a cluster they accept (DESIGN.md: priority orders jobs inside one project, so on
+        every cluster a project's jobs keep their order: a job's key is the worst of its own and those of such
+        jobs), then those of projects with no allocation, as they were (last)."""
+        tree, accepts = self.tree, self.accepts
+        known: list[tuple[OrderKey, int, PendingJob]] = []
+        rest: list[PendingJob] = []
+        ahead: dict[tuple[str, str], OrderKey] = {}  # (project, cluster): the latest key of its jobs so far there
+        for k, job in enumerate(jobs):
+            if tree.is_leaf(job.project):
+                on = accepts(job)
+                key = self.best(job.project, on)[0]
+                for c in on:  # never ahead of a job of its project before it that may run where it may
+                    before = ahead.get((job.project, c))
+                    if before is not None and before > key:
+                        key = before
+                for c in on:
+                    ahead[job.project, c] = key
+                known.append((key, k, job))
+            else:
+                rest.append(job)
+        known.sort(key=_first_two)
+        return [j for _, _, j in known] + rest
+
+    def evidence(self, project: str, cluster: str) -> dict[str, Any]:
+        """The ranks and standings behind a project's place in `cluster`'s order, level by level (JSON: an
+        infinite ratio is None)."""
+        stand = self.stand[cluster]
+        ratio, level_rank = self.ratio[cluster], self.level_rank[cluster]
+        levels = []
+        for n in self.tree.path(project):
+            rank, of = level_rank[n]
+            levels.append({"allocation": n, "rank": rank, "of": of,
+                           **_finite(standing=ratio[n], tree_ratio=self._tree_ratio.get(n, math.inf),
+                                     cluster_ratio=stand.ratio.get(n, math.inf)),
+                           "read": "cluster" if stand.ratio.get(n, math.inf) > self._tree_ratio.get(n, math.inf)
+                           else "tree"})
+        index = self.leaf_index[cluster]
+        return {"cluster": cluster, "project_rank": index[project] + 1, "projects": len(index), "levels": levels}
+
+    def rank(self, job: PendingJob, tree_rank: dict[str, Any]) -> dict[str, Any]:
+        """A waiting job's rank as decisions and "why pending" carry it: its project's over the tree (`tree_rank`,
+        `Standing.evidence`) and, when it accepts a cluster, `on_cluster`: the standing it is ordered by, on the
+        cluster where its allocation ranks best among those it accepts (`evidence`; its place may be later still:
+        never ahead of its own project's earlier jobs there, `reorder`)."""
+        if not self.tree.is_leaf(job.project):
+            return tree_rank
+        cluster = self.best(job.project, self.accepts(job))[1]
+        if cluster is None:
+            return tree_rank
+        key = (job.project, cluster)
+        got = self._ranks.get(key)
+        if got is None:
+            got = self._ranks[key] = {**tree_rank, "on_cluster": self.evidence(job.project, cluster)}
+        return got
+
+    def candidate(self, project: str, cluster: str) -> dict[str, Any]:
+        """A project's standing and rank on one cluster, as a routed job's candidates carry them."""
+        index = self.leaf_index.get(cluster)
+        if index is None or project not in index:
+            return {}
+        return {"project_rank": index[project] + 1, **_finite(standing=self.ratio[cluster][project])}
+
+
+def _first_two(x: tuple[OrderKey, int, PendingJob]) -> tuple[OrderKey, int]:
+    return x[0], x[1]
+
+
+def _finite(**ratios: float) -> dict[str, float | None]:
+    return {k: None if v == math.inf else v for k, v in ratios.items()}

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from steward.domain.clusters import admits, catalogue, largest_in
 from steward.domain.policy_settings import PolicySettings
+from steward.policy.cluster_share import ClusterOrder
 from steward.policy.contract import (
     asks_for_funding,
     funding_path,
@@ -120,6 +121,7 @@ class ExplainContext:
         "blocked_by_res",
         "by_project",
         "capacity",
+        "cluster_order",
         "free_after",
         "funded_in_use",
         "jobs",
@@ -156,6 +158,7 @@ class ExplainContext:
         placements: Sequence[Placement] = (),
         blocked_by_reservation: Mapping[str, str] | None = None,
         qualifications: Mapping[str, Qualification] | None = None,
+        cluster_order: ClusterOrder | None = None,
     ) -> None:
         self.now = now
         self.jobs = jobs
@@ -165,6 +168,9 @@ class ExplainContext:
         self.specials = specials
         self.tree = tree
         self.standing = standing
+        self.cluster_order = cluster_order
+        """ADR 0080: the order per cluster the cycle walked (None: the tree's order); a job's rank then carries
+        the standing it was ordered by."""
         self.settings = settings
         self.funded_in_use = dict(funded_in_use)
         self.quota = quota
@@ -338,7 +344,8 @@ class ExplainContext:
             "gpus": job.gpus,
             "submitted_at": job.submitted_at,
             "priority": job.priority,
-            "rank": self.rank(job.project),
+            "rank": self.rank(job.project) if self.cluster_order is None
+            else self.cluster_order.rank(job, self.rank(job.project)),
         }
         q = self.qualifications.get(job.id) if job.klass != "batch" else None
         if q is not None:

@@ -255,7 +255,7 @@ def standing(
     ratio = {n: usage_ratio(ranked_d[n], ranked_e[n]) for n in nodes}
     level_rank: dict[str, tuple[int, int]] = {}
     leaf_order: list[str] = []
-    _rank_walk(tree, ratio, None, level_rank, leaf_order)
+    rank_walk(tree, ratio, None, level_rank, leaf_order)
     return Standing(
         delivered=delivered,
         entitled=entitled,
@@ -271,7 +271,7 @@ def standing(
     )
 
 
-def _rank_walk(
+def rank_walk(
     tree: AllocationTree,
     ratio: Mapping[str, float],
     parent: str | None,
@@ -279,13 +279,14 @@ def _rank_walk(
     leaf_order: list[str],
 ) -> None:
     """`standing`'s walk down the tree: siblings by `sibling_key` (unique, as node ids are), each
-    one's (rank, of), the leaves in global order. A module function, not a closure (see `post_order`)."""
+    one's (rank, of), the leaves in global order (ADR 0080: also each cluster's order, by the standing on it).
+    A module function, not a closure (see `post_order`)."""
     kids = sorted([sibling_key(ratio[c], c) for c in tree.children(parent)])
     n = len(kids)
     for i, (_, c) in enumerate(kids):
         level_rank[c] = (i + 1, n)
         if tree.children(c):
-            _rank_walk(tree, ratio, c, level_rank, leaf_order)
+            rank_walk(tree, ratio, c, level_rank, leaf_order)
         else:
             leaf_order.append(c)
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from steward.policy.cluster_share import ClusterStanding
+from steward.policy.cluster_share import ClusterOrder, ClusterStanding
 from steward.policy.contract import (
     ENTITLEMENT_USED,
     funding_gap,
@@ -144,6 +144,7 @@ class CyclePlan:
         self.cluster_stand: dict[str, ClusterStanding] | None = None
         self.cluster_running: dict[str, dict[str, float]] = {}
         self.cluster_branches: dict[str, Branches] = {}
+        self.cluster_order: ClusterOrder | None = None  # ADR 0080: the order per cluster (None: the tree's)
 
     def path(self, project: str) -> tuple[str, ...]:
         p = self.paths.get(project)
@@ -159,6 +160,13 @@ class CyclePlan:
             r = self.stand.evidence(self.snap.tree, project)
             self.rank_cache[project] = r
         return r
+
+    def rank_of(self, job: PendingJob) -> dict[str, Any]:
+        """A waiting job's rank as its decisions' evidence carries it: its project's over the tree (`rank`), and
+        with the order per cluster (ADR 0080) the standing it was ordered by (`ClusterOrder.rank`)."""
+        if self.cluster_order is None:
+            return self.rank(job.project)
+        return self.cluster_order.rank(job, self.rank(job.project))
 
     def funding_gap(self, job: PendingJob, path: tuple[str, ...]) -> str | None:
         """None when the job would be funded now; else why not (contract.funding_gap). Funding moves
@@ -344,6 +352,8 @@ class CyclePlan:
         for cluster, nodes, fits in tried:
             entry: dict[str, Any] = {"cluster": cluster, "models": sorted({index.nodes[i].model for i in nodes}),
                                      "fits_now": fits}
+            if self.cluster_order is not None:  # ADR 0080: its allocation's rank there, as the order reads it
+                entry.update(self.cluster_order.candidate(job.project, cluster))
             if fits:
                 entry["estimated_wait_s"] = 0.0
             else:
@@ -422,7 +432,7 @@ class CyclePlan:
             "domain": list(fit.domain),
             "funded": funded,
             "protected_until": until,
-            "rank": self.rank(job.project),
+            "rank": self.rank_of(job),
         }
         routing = self.route_notes.pop(job.id, None) if self.route_notes else None
         if routing is not None:

@@ -86,11 +86,14 @@ def _when(t: float | None, now: float) -> str:
 
 
 def _rank_words(e: Explained) -> str:
-    levels = e.evidence.get("rank", {}).get("levels") or []
+    rank = e.evidence.get("rank", {})
+    on = rank.get("on_cluster")  # ADR 0080: ordered by its standing on the cluster where it ranks best
+    levels = (on or rank).get("levels") or []
     if not levels:
         return f"position {e.position} in the queue"
     lvl = levels[-1]
-    return f"allocation {lvl['allocation']} ranked {lvl['rank']} of {lvl['of']} at its level"
+    where = f" on {on['cluster']}" if on else ""
+    return f"allocation {lvl['allocation']} ranked {lvl['rank']} of {lvl['of']} at its level{where}"
 
 
 def debug_quota_words(q: Mapping[str, Any]) -> str:

@@ -10,7 +10,7 @@ from collections.abc import Mapping, Sequence
 from itertools import compress
 
 from steward.policy.churn import claimed_rooms
-from steward.policy.cluster_share import cluster_standings, demand_clusters
+from steward.policy.cluster_share import ClusterOrder, cluster_standings, demand_clusters
 from steward.policy.debug_quota import (
     Qualification,
     cluster_quotas,
@@ -22,7 +22,7 @@ from steward.policy.model import (
     PendingJob,
     RunningJob,
 )
-from steward.policy.ordering import demand_of, order_pending, standing, tree_layout
+from steward.policy.ordering import Order, demand_of, order_pending, standing, tree_layout
 from steward.policy.packing import FirmLoad
 from steward.policy.placement import CapacityIndex
 from steward.policy.plan import CyclePlan
@@ -103,7 +103,9 @@ def standings_per_cluster(cycle: CyclePlan) -> None:
     """ADR 0076, several clusters: every allocation's standing on each cluster (`cluster_share.cluster_standings`,
     its entitlement shared out over the clusters its waiting and running jobs accept) and its funded GPUs running
     there (the jobs that keep running, as `funded_in_use` counts them); what strict
-    improvement reads on a cluster is then `cycle.branches_for(cluster)`."""
+    improvement reads on a cluster is then `cycle.branches_for(cluster)`. ADR 0080, with `cluster_order`: the order
+    of waiting jobs per cluster (`cluster_share.ClusterOrder`), each job at its allocation's standing on the
+    cluster it accepts where that allocation ranks best."""
     snap = cycle.snap
     assert snap.cluster_usage is not None
     capacity = capacity_by_cluster(cycle)
@@ -119,6 +121,9 @@ def standings_per_cluster(cycle: CyclePlan) -> None:
 
     accepted = demand_clusters((*snap.pending, *snap.running), accepts)
     cycle.cluster_stand = cluster_standings(snap.tree, snap.cluster_usage, capacity, accepted, cycle.s)
+    if cycle.s.cluster_order and cycle.s.ordering == "fair_share":
+        cycle.cluster_order = ClusterOrder(snap.tree, cycle.stand.ratio, cycle.cluster_stand, accepts)
+        cycle.order = Order(cycle.cluster_order.reorder(cycle.order.jobs), cycle.order.by_project)
     leaving = cycle.leaving
     per: dict[str, dict[str, int]] = {}
     for job in snap.running:

@@ -206,7 +206,7 @@ def make_reservation(cycle: CyclePlan, job: PendingJob, path: tuple[str, ...], o
         "nodes": list(nodes),
         "ready_at": plan.ready_at,
         "gpus": job.gpus,
-        "rank": cycle.rank(job.project),
+        "rank": cycle.rank_of(job),
     }
     if routing is not None:
         evidence["routing"] = routing

@@ -251,7 +251,7 @@ def waiting_evidence(cycle: CyclePlan, job: PendingJob, k: int) -> dict[str, obj
     """The beneficiary as a preemption's evidence names it (DESIGN "Evidence"): the job, its place in the
     order (`k`, from 0) and its project's rank."""
     return {"job_id": job.id, "project": job.project, "gpus": job.gpus, "position": k + 1,
-            "rank": cycle.rank(job.project)}
+            "rank": cycle.rank_of(job)}
 
 
 def victim_evidence(cycle: CyclePlan, v: Victim) -> dict[str, object]:

@@ -99,6 +99,7 @@ def explain(cycle: CyclePlan) -> tuple[Explanations, float, dict[str, Any]]:
         placements=cycle.placements,
         blocked_by_reservation=cycle.blocked_by_reservation,
         qualifications=cycle.qual,
+        cluster_order=cycle.cluster_order,
     )
     ctx.rank_cache.update(cycle.rank_cache)
     largest = largest_waiting(cycle)
