@@ -63,7 +63,6 @@ from steward.domain.commands import RecordAccessDenial
 from steward.logs import CorrelationMiddleware
 from steward.store.eventstore import EventStore
 from steward.store.hashing import canonical_text
-from steward.store.idleping import ping_when_idle
 from steward.store.unavailable import CODE as STORE_UNAVAILABLE
 from steward.store.unavailable import RETRY_AFTER_S, unavailable, unavailable_message
 
@@ -509,14 +508,11 @@ def build_app(settings: Settings, api: ApiSettings, *, store: EventStore | None 
 
 
 def api_store(url: str, api: ApiSettings) -> EventStore:
-    """The API's store: on PostgreSQL, a connection pool as large as the API's threads may use at once, which
-    pings a connection before use only when it sat unused for `api_db_ping_idle_s` (steward.store.idleping)."""
+    """The API's store: on PostgreSQL, a connection pool as large as the API's threads may use at once."""
     if url.startswith("sqlite"):
         return EventStore.from_url(url)
-    engine = create_engine(url, pool_pre_ping=False, pool_size=api.api_db_pool, max_overflow=api.api_db_overflow,
-                           json_serializer=canonical_text)
-    ping_when_idle(engine, api.api_db_ping_idle_s)
-    return EventStore(engine)
+    return EventStore(create_engine(url, pool_pre_ping=True, pool_size=api.api_db_pool,
+                                    max_overflow=api.api_db_overflow, json_serializer=canonical_text))
 
 
 def _denial_auditor(gateway: Gateway, api: ApiSettings) -> DenialAuditor:

@@ -16,12 +16,6 @@ request threads are slow) wait for it and spend what it brought, instead of each
 Before, each took one and kept only the last one's remainder: `lease` tokens lost per request in flight, so
 a client far below its rate drained the shared bucket and was refused (HTTP 429 in the soak).
 
-A request does not wait for the store while its key's lease lasts (ADR 0079): when a request leaves less than
-half a lease, the replica tops the lease up in the background (`take_async`), so a client within its rate finds
-tokens in memory and only its first request (or one past what the lease holds) waits for a round trip. A refill
-takes at least half a lease, so a key still costs one round trip per `lease / 2` requests or fewer; the default
-lease is 20 (a fifth of the default burst), one round trip per 10 requests as before.
-
 When the store cannot be reached, each replica falls back to its own bucket of the same size (the
 limit then holds per replica; logged once)."""
 
@@ -64,7 +58,7 @@ def _refill_sql(dialect: str) -> str:
 class SharedRateLimiter:
     """`RateLimiter.take`'s contract (0.0: allowed; else the seconds to wait) over the shared buckets."""
 
-    def __init__(self, store: EventStore, rate_per_s: float, burst: float, lease: float = 20.0,
+    def __init__(self, store: EventStore, rate_per_s: float, burst: float, lease: float = 10.0,
                  clock: Callable[[], float] = time.time, max_keys: int = 100_000) -> None:
         self.store = store
         self.rate = rate_per_s
@@ -81,8 +75,6 @@ class SharedRateLimiter:
         self._fallback = RateLimiter(rate_per_s, burst)
         self._failing = False
         self.round_trips = 0
-        self._refilling: set[str] = set()  # keys whose lease is being topped up in the background
-        self.refills: set[asyncio.Future[None]] = set()  # those refills (held until done)
 
     def take_local(self, key: str, cost: float = 1.0) -> float | None:
         """`take` when it needs no store round trip (a lease covers it, or a refusal still holds), else None."""
@@ -143,51 +135,11 @@ class SharedRateLimiter:
             return wait
 
     async def take_async(self, key: str, cost: float = 1.0) -> float:
-        """`take` from the event loop: a thread only when the store must be asked, which a key within its
-        rate avoids after its first request: a lease left less than half full is topped up in the background."""
+        """`take` from the event loop: a thread only when the store must be asked."""
         local = self.take_local(key, cost)
-        if local is None:
-            local = await asyncio.to_thread(self.take, key, cost)
-        if local == 0.0 and self._wants_refill(key):
-            refill = asyncio.get_running_loop().run_in_executor(None, self._refill, key)
-            self.refills.add(refill)
-            refill.add_done_callback(self.refills.discard)
-        return local
-
-    def _wants_refill(self, key: str) -> bool:
-        """Whether `key`'s lease is less than half full and no refill of it runs (it then does)."""
-        if self.rate <= 0:
-            return False
-        with self._lock:
-            if key in self._refilling or self._local.get(key, 0.0) >= self.lease / 2 or key in self._refused:
-                return False
-            self._refilling.add(key)
-            return True
-
-    def _refill(self, key: str) -> None:
-        """Top `key`'s lease up to `lease` from the shared bucket, unless a request is taking a lease for it
-        now. A failure leaves it to the next request that finds the lease spent (`take`: the fallback)."""
-        try:
-            with self._lock:
-                leasing = self._leasing.setdefault(key, threading.Lock())
-            if not leasing.acquire(blocking=False):
-                return
-            try:
-                with self._lock:
-                    left = self._local.get(key, 0.0)
-                if left >= self.lease / 2:
-                    return
-                try:
-                    granted, _ = self._lease(key, self.lease - left, self.clock())
-                except Exception:
-                    return
-                with self._lock:
-                    self._local[key] = self._local.get(key, 0.0) + granted
-            finally:
-                leasing.release()
-        finally:
-            with self._lock:
-                self._refilling.discard(key)
+        if local is not None:
+            return local
+        return await asyncio.to_thread(self.take, key, cost)
 
     def _lease(self, key: str, want: float, now: float) -> tuple[float, float]:
         """Take up to `want` whole tokens from the shared bucket: (taken, what it still holds)."""

@@ -272,13 +272,10 @@ class ReadModel:
         return self.live.position
 
     def fresh_head(self) -> int | None:
-        """The read model's position if it is not behind `floor` and was caught up within `head_ttl_s` or is
-        being caught up now (by the feeder: `head` would not catch up beside it, only read what is published),
-        else None (read it with `head`). A request thus never leaves the event loop to find the feed busy."""
+        """The read model's position if it was caught up within `head_ttl_s` and is not behind `floor`,
+        else None (read it with `head`)."""
         position = self.live.position
-        if position < self.floor:
-            return None
-        fresh = time.monotonic() - self._checked < self.head_ttl_s or self._catch_up_lock.locked()
+        fresh = time.monotonic() - self._checked < self.head_ttl_s and position >= self.floor
         return position if fresh else None
 
     def known_head(self) -> int:
@@ -298,8 +295,8 @@ class ReadModel:
         return snap
 
     def cached_view(self) -> ReadView | None:
-        """The read view when it is known to be current without reading the store (`fresh_head`), else None:
-        callable on the event loop."""
+        """The read view when it is known to be current without reading the store (caught up within
+        `head_ttl_s`), else None: callable on the event loop."""
         return self._published_view() if self.fresh_head() is not None else None
 
     def view(self) -> ReadView:

@@ -32,12 +32,12 @@ class ApiSettings(BaseSettings):
     api_max_subscriptions_per_connection: int = 20
     api_max_page: int = 500
     # per token (or JWT subject, or client address when unauthenticated), shared by every replica through
-    # the store (taken in leases of `api_rate_lease` tokens, topped up in the background when less than half is
-    # left: steward.api.ratelimits, ADR 0079); `api_rate_shared` off: each replica limits on its own
+    # the store (taken in leases of `api_rate_lease` tokens: steward.api.ratelimits); `api_rate_shared`
+    # off: each replica limits on its own
     api_rate_per_s: float = 50.0
     api_rate_burst: float = 100.0
     api_rate_shared: bool = True
-    api_rate_lease: float = 20.0
+    api_rate_lease: float = 10.0
     # Comma-separated origins whose pages may open a websocket (same-origin and no-Origin always may).
     api_allowed_origins: str = ""
     api_auth_cache_s: float = 2.0
@@ -63,9 +63,6 @@ class ApiSettings(BaseSettings):
     api_threads: int = 32
     api_db_pool: int = 16
     api_db_overflow: int = 16
-    # A pooled connection is pinged before use only when it sat unused this long (a busy API's connections are
-    # used every moment: a dead one fails its statement and the pool replaces them all; ADR 0079).
-    api_db_ping_idle_s: float = Field(default=1.0, ge=0)
     # Query results cached per (token, document, store head, 5 s bucket); denials and non-queries never.
     api_result_cache: bool = True
     api_result_cache_size: int = 2048

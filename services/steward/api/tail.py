@@ -1,15 +1,12 @@
 """The read model's feeder, one per API process: it catches the read model up with the log (`ReadModel.refresh`)
 every `poll_s`, and wakes the subscriptions waiting for the log to move; they then read what is new from
-the same read model (or, for the audit's event stream, the log itself). It catches up on a thread of its own,
-not the request threads' pool: under load a catch-up queued behind requests would leave the model old, and the
-requests would catch up themselves (docs/benchmarks.md, "Soak: nothing on a request's path")."""
+the same read model (or, for the audit's event stream, the log itself)."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
 import logging
-from concurrent.futures import ThreadPoolExecutor
 
 from steward.api.readmodel import ReadModel
 
@@ -23,7 +20,6 @@ class HeadWatch:
         self.head = -1
         self._changed: asyncio.Condition | None = None
         self._task: asyncio.Task[None] | None = None
-        self._thread: ThreadPoolExecutor | None = None
 
     def _cond(self) -> asyncio.Condition:
         if self._changed is None:
@@ -33,16 +29,14 @@ class HeadWatch:
     def start(self) -> None:
         """Start feeding (on the running loop); `wait_beyond` starts it too."""
         if self._task is None:
-            self._thread = ThreadPoolExecutor(1, thread_name_prefix="steward-api-feed")
             self._task = asyncio.get_running_loop().create_task(self._feed())
 
     async def _feed(self) -> None:
         cond = self._cond()
         failing = False
-        loop = asyncio.get_running_loop()
         while True:
             try:
-                await loop.run_in_executor(self._thread, self.read.refresh, True)
+                await asyncio.to_thread(self.read.refresh, True)
                 failing = False
             except Exception as err:  # a store hiccup: try again at the next tick
                 if not failing:
@@ -71,5 +65,3 @@ class HeadWatch:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await self._task
-        if self._thread is not None:
-            self._thread.shutdown(wait=False)

@@ -55,11 +55,8 @@ class MirroredTokens(TokenStore):
         return row
 
     def cached_row(self, token_id: str) -> Any:
-        """The row in memory when fresh or being read again now (no IO: `row` in a thread would find the read
-        running and answer from memory too; ADR 0079), else None."""
-        if not (self.fresh() or self._lock.locked()) or token_id in self._revoked_here:
-            return None
-        return self._rows.get(token_id)
+        """The row in memory when fresh (no IO), else None."""
+        return self._rows.get(token_id) if self.fresh() and token_id not in self._revoked_here else None
 
     def revoke(self, token_id: str, by: str, now: float | None = None) -> bool:
         self._revoked_here.add(token_id)

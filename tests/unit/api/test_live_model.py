@@ -4,8 +4,6 @@ ledger wrote to the store and the queries the API made on them before (issue 22)
 
 from __future__ import annotations
 
-import threading
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -182,40 +180,3 @@ def test_a_mutation_s_position_is_read_at_once(tmp_path: Path) -> None:
     assert read.reach(store.head())
     assert "mine" in {j["job_id"] for j in read.view().active_jobs}
     assert read.job("mine") is not None and read.job_counts() == {"QUEUED": 1}
-
-
-def test_a_request_reads_what_is_published_while_the_feeder_catches_up(tmp_path: Path) -> None:
-    """While a catch-up runs (the feeder's), a request reads the published position on the event loop: a
-    thread would only find the catch-up busy and read the same (before, every request past `head_ttl_s` hopped
-    to a thread for it, under load a queue of them). A write this process answered and has not folded yet still
-    makes a request wait for it (read-your-writes)."""
-    store = _store(tmp_path)
-    _record(store, TREE)
-    read = ReadModel(store, head_ttl_s=0.05)
-    read.refresh(True)
-    position = read.live.position
-    _record(store, [SubmitJob("mine", "a1", 1, 60, ["true"])])
-    entered, gate = threading.Event(), threading.Event()
-    original = read.live.read_after
-
-    def slow(after: int) -> Any:
-        entered.set()
-        gate.wait(30)
-        return original(after)
-
-    read.live.read_after = slow  # type: ignore[method-assign]
-    feeder = threading.Thread(target=read.refresh, args=(True,))
-    feeder.start()
-    try:
-        assert entered.wait(30)
-        time.sleep(0.1)  # the last catch-up is now older than head_ttl_s
-        assert read.fresh_head() == position
-        view = read.cached_view()
-        assert view is not None and view.head == position
-        assert read.cached_job_counts() is not None
-        read.saw(store.head())  # a submission this process answered: not served from before it
-        assert read.fresh_head() is None and read.cached_view() is None
-    finally:
-        gate.set()
-        feeder.join(30)
-    assert read.live.position == store.head() and read.view().head == store.head()
