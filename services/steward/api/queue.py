@@ -3,10 +3,9 @@
 Nothing here re-implements the policy. The API keeps the scheduler's own view of the log
 (`steward.scheduler.service.SchedulerState`: the same fold, the same usage window fed with the funded
 intervals of ended attempts, the policy settings recorded by `PolicySet`), builds the policy snapshot
-with the scheduler's bridge (`snapshot_of`, `running_job`, `policy_node`) and usage per cluster
-(`usage_by_cluster`), and orders the waiting jobs with the cycle's own phases 1 and 2
-(`policy.cycle.waiting_order`: the tree's order, or with several clusters the order per cluster, ADR 0080).
-So a job's position overall and inside its project is the one the scheduler's next cycle would give it.
+with the scheduler's bridge (`snapshot_of`, `running_job`, `policy_node`), and orders the waiting jobs
+with the functions the cycle's phase 2 calls (`standing`, `order_pending`). So a job's position overall
+and inside its project is the one the scheduler's next cycle would give it.
 
 The order is computed once per store head and at most every `ttl_s` seconds (usage moves with the
 clock even when the log does not); the fold catches up incrementally.
@@ -17,13 +16,13 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from steward.api.outlook import QuotaFigures, quota_figures
 from steward.domain.policy_settings import PolicySettings
 from steward.domain.state import LedgerState
-from steward.policy.cycle import waiting_order
+from steward.policy.ordering import demand_of, order_pending, standing
 from steward.policy.routing import positions_in_clusters
 from steward.scheduler.bridge import HOLDING_STATES, policy_node, running_job, snapshot_of
 from steward.scheduler.service import SchedulerState
@@ -56,10 +55,9 @@ def order_now(view: SchedulerState, now: float) -> PolicyOrder:
     nodes = {nid: policy_node(node) for nid, node in state.nodes.items()}
     usage = view.usage.usage(max(now, view.usage.now), running, nodes)
     snap = snapshot_of(state, usage, view.settings, now)
-    by_cluster = view.usage_by_cluster(now, running, nodes)
-    if by_cluster is not None:  # ADR 0080: several clusters, the order per cluster (as `SchedulerState.cycle`)
-        snap = replace(snap, cluster_usage=by_cluster)
-    order, stand = waiting_order(snap)
+    capacity = sum(n.gpus for n in snap.nodes if n.state == "ready")
+    stand = standing(snap.tree, snap.usage, capacity, snap.settings, demand_of(snap))
+    order = order_pending(snap.pending, stand, snap.usage, snap.settings)
     ids = tuple(j.id for j in order.jobs)
     in_project: dict[str, int] = {}
     for group in order.by_project.values():

@@ -148,26 +148,3 @@ def test_the_position_in_the_queue_of_the_clusters_a_job_accepts(tmp_path: Path)
         why = server.gql('{ whyPending(job: "j-1") { position positionInClusters text } }',
                          token=server.tokens["admin"])["data"]["whyPending"]
         assert (why["position"], why["positionInClusters"]) == (3, 1)
-
-
-def test_the_queue_is_the_cycles_order_per_cluster_when_the_policy_says_so(tmp_path: Path) -> None:
-    # ADR 0080: level over the tree (8 GPU-h each), `over`'s all on ceres, `under`'s on jupiter; `over`'s waiting work
-    # accepts both clusters, so it is over its part of ceres: with `cluster_order` its ceres job goes last, its
-    # jupiter job (where it has used nothing) first; the tree's order would be o-c, o-j, u-c
-    now = time.time()
-    with serve(tmp_path, seeded=False) as server:
-        record(server.store, [SetAllocations("cluster", {"over": 0.5, "under": 0.5}, "setup"),
-                              RegisterNode("c1", 8, "h100", ["zone", "c1"], cluster="ceres"),
-                              RegisterNode("j1", 8, "h100", ["zone", "j1"], cluster="jupiter"),
-                              SetPolicy({"cluster_order": True}, "order per cluster")])
-        for job, project, node in (("h-o", "over", "c1"), ("h-u", "under", "j1")):
-            record(server.store, [SubmitJob(job, project, 8, 600, ["true"]),
-                                  PlaceJob(job, {node: list(range(8))}, True, {"policy": "test"}),
-                                  ReportJobStarted(job, 1, 1, started_at=now - 3600), ReportJobExited(job, 1, 0)])
-        for job, project, clusters in (("o-c", "over", ["ceres"]), ("o-j", "over", ["jupiter"]),
-                                       ("u-c", "under", ["ceres"])):
-            record(server.store, [SubmitJob(job, project, 8, 600, ["true"], clusters=clusters)])
-        q = server.gql(QUEUE, token=server.tokens["admin"])["data"]["queue"]
-        ids = [e["job"]["id"] for e in q["entries"]]
-        assert ids == ["o-j", "u-c", "o-c"]
-        assert ids == scheduler_order(server)
