@@ -23,7 +23,6 @@ from __future__ import annotations
 from operator import attrgetter
 
 from steward.policy.model import CycleResult, Snapshot
-from steward.policy.ordering import Order, Standing
 from steward.policy.phases.phase1_expire import expire_and_drain
 from steward.policy.phases.phase2_order import order_and_fund
 from steward.policy.phases.phase3_rooms import claimed_rooms_held
@@ -35,7 +34,7 @@ from steward.policy.phases.phase8_backfill import backfill_unfunded
 from steward.policy.phases.phase9_explain import explain
 from steward.policy.plan import CyclePlan
 
-__all__ = ["schedule", "waiting_order"]
+__all__ = ["schedule"]
 
 _id_of = attrgetter("id")
 
@@ -64,12 +63,3 @@ def schedule(snapshot: Snapshot) -> CycleResult:
         evidence=evidence,
     )
 
-
-def waiting_order(snapshot: Snapshot) -> tuple[Order, Standing]:
-    """The order of the waiting jobs and the tree's standing the cycle's phase 2 computes for `snapshot` (phases 1
-    and 2 only: nothing is decided). With several clusters and usage per cluster it is the order per cluster
-    (ADR 0080), which only the cycle's own capacity index and routes can give: the API's queue reads it here."""
-    cycle = CyclePlan(snapshot)
-    expire_and_drain(cycle)
-    order_and_fund(cycle)
-    return cycle.order, cycle.stand

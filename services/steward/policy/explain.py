@@ -17,7 +17,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from steward.domain.clusters import admits, catalogue, largest_in
+from steward.domain.clusters import admits, largest_gang
 from steward.domain.policy_settings import PolicySettings
 from steward.policy.cluster_share import ClusterOrder
 from steward.policy.contract import (
@@ -496,7 +496,7 @@ class ExplainContext:
 
     def _largest_possible(self, job: PendingJob) -> int:
         """The most GPUs the cluster could ever give `job`: its node's or domain's capacity, and no more than
-        the registered nodes it accepts hold in one cluster (`clusters.largest_in`, the rule a submission is
+        the registered nodes it accepts hold in one cluster (`clusters.largest_gang`, the rule a submission is
         refused by), so a job whose models or clusters no node offers any more (its nodes retired, ADR 0078)
         reads "can never fit" instead of waiting behind the others for ever."""
         cap = self.capacity
@@ -514,8 +514,7 @@ class ExplainContext:
         key = (job.gpu_models, job.clusters)
         got = self._admitted_memo.get(key)
         if got is None:
-            cat = catalogue((n.gpus, n.model, n.cluster) for n in self._nodes)
-            got = largest_in(cat, job.gpu_models, job.clusters)[0]
+            got = largest_gang(((n.gpus, n.model, n.cluster) for n in self._nodes), job.gpu_models, job.clusters)[0]
             self._admitted_memo[key] = got
         return got
 

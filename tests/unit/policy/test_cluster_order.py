@@ -13,7 +13,7 @@ import pytest
 
 from steward.domain.policy_settings import PolicySettings
 from steward.policy.cluster_share import ClusterOrder, ClusterStanding, order_key
-from steward.policy.cycle import schedule, waiting_order
+from steward.policy.cycle import schedule
 from steward.policy.model import Node, PendingJob
 from tests.unit.policy.builders import NOW, nested, pending, placed, running, snapshot, tree
 
@@ -140,11 +140,11 @@ def two() -> tuple[Node, ...]:
             Node("j0", 8, "A100", ("jupiter",), "ready", "jupiter"))
 
 
-def cycle(settings: PolicySettings | None = None, per_cluster: bool = True, run: Any = schedule) -> Any:
+def cycle(settings: PolicySettings | None = None, per_cluster: bool = True) -> Any:
     """v and w level over the tree (each used 1e5 GPU-s), v all of it on ceres, w on jupiter. v's work may run on
     both clusters (v2 asks for an A100, on jupiter), so v's part of ceres is half its entitlement and v is over it;
     both wait for ceres' 8 GPUs, v's job first over the tree (v before w by name, then submit time)."""
-    return run(
+    return schedule(
         snapshot(
             two(),
             tree=tree(v=0.4, w=0.4, x=0.2),
@@ -203,10 +203,3 @@ def test_one_cluster_orders_as_the_tree() -> None:
     results = [schedule(s) for s in snaps]
     assert {r.order for r in results} == {("v1", "w1")}
     assert len({repr(r.to_dict()) for r in results}) == 1
-
-
-@pytest.mark.parametrize("settings", [None, PolicySettings()])
-def test_the_apis_queue_reads_the_cycles_order(settings: PolicySettings | None) -> None:
-    """`waiting_order` (what the API's queue positions read) is the order the cycle walks."""
-    order, _ = cycle(settings, run=waiting_order)
-    assert tuple(j.id for j in order.jobs) == cycle(settings).order
