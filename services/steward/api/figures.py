@@ -216,20 +216,17 @@ class JobLife:
 
 
 _KEEP = {"AllocationsSet": ("parent", "shares", "pins"), "NodeRegistered": ("node_id", "gpus", "gpu_model", "cluster"),
-         "NodeRetired": ("node_id",),
-         "JobSubmitted": ("job_id", "project", "gpus", "gpu_models", "clusters"),
-         "JobPreempted": ("job_id", "requeue")}
+         "NodeRetired": ("node_id",)}
 
 
 def _slim(kind: str, p: Mapping[str, Any]) -> Mapping[str, Any]:
-    """The fields of an event that the period arithmetic reads (the fold keeps every event it needs in
-    memory, so evidence and commands stay out; of a `PolicySet`, only the GPU model weights)."""
+    """The fields of a tree event (`budget.TREE_EVENTS`) that the period arithmetic reads (the fold keeps them
+    in memory, so commands and evidence stay out; of a `PolicySet`, only the GPU model weights)."""
     if kind == "PolicySet":
         changed = p.get("changed")
         weights = changed.get(WEIGHTS_SETTING) if isinstance(changed, Mapping) else None
         return {"changed": {WEIGHTS_SETTING: weights}} if isinstance(weights, Mapping) else {}
-    keep = _KEEP.get(kind, ("job_id",))
-    return {k: p[k] for k in keep if k in p}
+    return {k: p[k] for k in _KEEP[kind] if k in p}
 
 
 class OverviewFold:
@@ -247,8 +244,9 @@ class OverviewFold:
         self._nodes: dict[str, int] = {}
         self.preemptions: list[float] = []
         self.periods: list[dict[str, Any]] = []  # PeriodClosed payloads, in log order
-        self.history: list[tuple[str, Mapping[str, Any], float]] = []  # what steward.domain.periods reads
-        self.tree_events: list[int] = []  # indices of the AllocationsSet and NodeRegistered events
+        # the events that shape the tree, capacity and prices (budget.TREE_EVENTS), slimmed, in log order: the
+        # period arithmetic reads them as the budget module does; the jobs' events live on as `jobs`
+        self.tree_history: list[tuple[str, Mapping[str, Any], float]] = []
         self.past: dict[tuple[float, float], tuple[dict[str, dict[str, float]], budget.Split]] = {}
         self.prices = budget.Prices()  # the weights in force over time and where each node is
 
@@ -280,10 +278,8 @@ class OverviewFold:
         if kind == "PeriodClosed":
             self.periods.append(dict(p))
             return
-        if kind != "JobPlaced":  # the period arithmetic reads only where a placement is (kept on its job)
-            self.history.append((kind, _slim(kind, p), at))
         if kind in budget.TREE_EVENTS:
-            self.tree_events.append(len(self.history) - 1)
+            self.tree_history.append((kind, _slim(kind, p), at))
             self.prices.see(kind, p, at)
         if kind == "PolicySet":
             return
@@ -342,8 +338,7 @@ class OverviewFold:
     def projects(self) -> frozenset[str]:
         """The leaves of the tree as the log set it (the allocations that own jobs)."""
         parents: dict[str, str] = {}
-        for i in self.tree_events:
-            kind, p, _at = self.history[i]
+        for kind, p, _at in self.tree_history:
             if kind == "AllocationsSet":
                 for child in p["shares"]:
                     parents[str(child)] = str(p["parent"])
@@ -366,7 +361,7 @@ def period_figures_folded(fold: OverviewFold, start: float, end: float, hour_s: 
     hourly demand and delivery integrated once instead of rescanning every job every hour (tests hold the two
     equal). With `split`, the figures by (cluster, model) are added to it."""
     n = max(1, math.ceil((end - start) / hour_s))
-    pinned = budget.pin_history(fold.history[i] for i in fold.tree_events)  # ADR 0067
+    pinned = budget.pin_history(fold.tree_history)  # ADR 0067
     demand_b: dict[str, Buckets] = {}
     delivered_b: dict[str, Buckets] = {}
     demand_at_b: dict[str, dict[budget.Place, Buckets]] = {}
@@ -394,7 +389,7 @@ def period_figures_folded(fold: OverviewFold, start: float, end: float, hour_s: 
     delivered_h = {p: b.totals() for p, b in delivered_b.items()}
     demand_at_h = {p: {w: b.totals() for w, b in by.items()} for p, by in demand_at_b.items()}
     delivered_at_h = {p: {w: b.totals() for w, b in by.items()} for p, by in delivered_at_b.items()}
-    changes = budget.tree_changes((fold.history[i] for i in fold.tree_events), end)
+    changes = budget.tree_changes(fold.tree_history, end)
     shares: dict[str, tuple[str, float]] = {}
     nodes: dict[str, float] = {}
     pins: dict[str, str] = {}

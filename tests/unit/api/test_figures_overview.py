@@ -239,11 +239,21 @@ def test_the_folded_period_figures_equal_the_domain_ones(actions: list[tuple[str
     from steward.domain.budget import period_figures
 
     log = _history(actions)
-    expected, _cap = period_figures(log.fold.history, start, start + length)
+    expected, _cap = period_figures([(k, p, at) for _pos, k, p, at in log.events], start, start + length)
     got = period_figures_folded(log.fold, start, start + length)
     assert set(got) == set(expected)
     for name, row in expected.items():
         assert got[name] == pytest.approx(row, rel=1e-9, abs=1e-6), name
+
+
+def test_a_run_is_delivered_to_the_executors_end_not_to_when_the_end_was_recorded() -> None:
+    """DESIGN.md "Owed vs delivered" (`budget.run_end`): the fold reads `ended_at` as the budget module does.
+    Session 20's flaky case: the test once compared against the fold's slimmed copy of the log, which had
+    dropped `ended_at`, and expected 60 GPU-seconds where the executor said 57."""
+    from steward.api.figures import period_figures_folded
+
+    log = _history([("submit", 0, "a", 1, 0.0), ("start", 0, "a", 1, 0.0), ("complete", 0, "a", 1, 60.0)])
+    assert period_figures_folded(log.fold, 0.0, 600.0)["a"]["delivered_gpu_s"] == 57.0
 
 
 @given(ACTIONS, st.data(), st.floats(600, 30000))
