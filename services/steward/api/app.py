@@ -40,7 +40,7 @@ from strawberry.types.graphql import OperationType
 
 from steward.api import metrics as metrics_api
 from steward.api.commands import CommandGateway, Gateway
-from steward.api.context import POSITION_HEADER, Context, Services, UserError
+from steward.api.context import POSITION_HEADER, Context, ObservedPrincipal, Services, UserError
 from steward.api.ratelimits import SharedRateLimiter
 from steward.api.readmodel import ReadModel
 from steward.api.requests import MessageTooDeep, check_body, decode_message
@@ -101,15 +101,19 @@ def _client(scope: Scope) -> str:
 
 
 class ResultCache:
-    """Answers to queries, per (principal, request body, store head, time bucket): the projections only
-    change when the head moves, and the figures age in buckets. A request whose execution recorded a
-    denial, ran a mutation or read data outside the log is never stored. When only the bucket moved, the
-    first request recomputes and the others get the previous bucket's answer meanwhile (at most two
-    buckets old, never from before the head moved)."""
+    """Answers to queries, per (who, request body, store head, time bucket): the projections only change
+    when the head moves, and the figures age in buckets. "Who" is the caller's view (role and scopes) for a
+    body whose answer read nothing else of the caller (`ObservedPrincipal`), so every caller with that view
+    shares it, and the caller (the principal) for a body whose answer did (`me`, a caller's own jobs). A
+    request whose execution recorded a denial, ran a mutation or read data outside the log is never stored.
+    When only the bucket moved, the first request recomputes and the others get the previous bucket's answer
+    meanwhile (at most two buckets old, never from before the head moved)."""
 
     def __init__(self, size: int, bucket_s: float) -> None:
         self.size = size
         self.bucket_s = bucket_s
+        # (view, body) of the queries whose answer read who asks: those are cached per principal
+        self._personal: dict[tuple[Any, bytes], None] = {}
         self._entries: dict[tuple[Any, ...], tuple[int, list[tuple[bytes, bytes]], bytes]] = {}
         self._version: tuple[int, int] = (-1, -1)
         self._stale: dict[tuple[Any, ...], tuple[int, list[tuple[bytes, bytes]], bytes]] = {}
@@ -128,6 +132,17 @@ class ResultCache:
             self._entries = {}
             self._version = v
         return v
+
+    def who(self, principal: Principal, body: bytes) -> Any:
+        """What an answer to `body` is kept under for `principal`: its view, unless that body was found to
+        read who asks."""
+        view = (principal.role, principal.scopes)
+        return principal if (view, body) in self._personal else view
+
+    def found_personal(self, principal: Principal, body: bytes) -> None:
+        if len(self._personal) >= self.size:
+            self._personal.pop(next(iter(self._personal)))
+        self._personal[((principal.role, principal.scopes), body)] = None
 
     def stale(self, key: tuple[Any, ...]) -> tuple[int, list[tuple[bytes, bytes]], bytes] | None:
         """The previous time bucket's answer at the same head, if there is one."""
@@ -264,8 +279,9 @@ class Guard:
         head = read.fresh_head()
         if head is None:
             head = await asyncio.to_thread(read.head)
-        key = (principal, bytes(body), cache.version(head))
-        flight_key = (principal, bytes(body), head)  # in flight: shared across a tick of the bucket
+        who = cache.who(principal, bytes(body))
+        key = (who, bytes(body), cache.version(head))
+        flight_key = (who, bytes(body), head)  # in flight: shared across a tick of the bucket
         hit = cache.get(key)
         if hit is None and (leader := cache.inflight.get(flight_key)) is not None:
             # the same answer is being computed for the same principal and head: serve the previous time
@@ -281,7 +297,7 @@ class Guard:
         flight: asyncio.Future[tuple[int, list[tuple[bytes, bytes]], bytes] | None] = \
             asyncio.get_running_loop().create_future()
         cache.inflight.setdefault(flight_key, flight)
-        flag = state["cache"] = {"ok": True}
+        flag = state["cache"] = {"ok": True, "personal": False}
         start: dict[str, Any] = {}
         chunks: list[bytes] = []
 
@@ -293,7 +309,12 @@ class Guard:
                 if not message.get("more_body", False) and not flight.done():
                     answer = (200, list(start.get("headers", [])), b"".join(chunks)) \
                         if flag["ok"] and start.get("status") == 200 else None
-                    if answer is not None:
+                    if answer is not None and flag["personal"] and who is not principal:
+                        # read who asks: never to be served to the others of its view (nor to those waiting)
+                        cache.found_personal(principal, bytes(body))
+                        cache.put((principal, *key[1:]), answer)
+                        answer = None
+                    elif answer is not None:
                         cache.put(key, answer)
                     flight.set_result(answer)
             await send(message)
@@ -395,6 +416,8 @@ class StewardGraphQL(GraphQL[Context, None]):
         if isinstance(request, Request):
             state = request.scope.get("state", {})
             principal, cache = state.get("principal"), state.get("cache")
+            if principal is not None and cache is not None:
+                principal = ObservedPrincipal.watching(principal, cache)
         return Context(self.services, request, response, principal, _client(request.scope), cache=cache)
 
     async def on_ws_connect(self, context: Context) -> None:

@@ -23,6 +23,30 @@ from steward.store.eventstore import EventStore
 
 POSITION_HEADER = "X-Steward-Position"
 
+# what an answer may depend on and still be shared by every caller who has the same (the result cache's view)
+VIEW_FIELDS = frozenset({"role", "scopes", "sees_everything"})
+
+
+class ObservedPrincipal(Principal):
+    """The caller as resolvers see it during a cacheable request: reading anything of it but its role and
+    scopes (its subject, token, name, how it signed in) marks the answer as the caller's own (`personal` in the
+    guard's flag), which the result cache then keeps for this caller only. An answer that read nothing else is
+    the same for every caller with the same role and scopes, and is shared by them (issue 22: 200 tokens no
+    longer each compute the same dashboard). Safe by default: a new resolver reading the subject is personal."""
+
+    __slots__ = ("_flag",)
+
+    @classmethod
+    def watching(cls, who: Principal, flag: dict[str, bool]) -> ObservedPrincipal:
+        seen = cls(who.subject, who.role, who.scopes, who.token_id, who.via, who.name)
+        object.__setattr__(seen, "_flag", flag)
+        return seen
+
+    def __getattribute__(self, name: str) -> Any:
+        if name not in VIEW_FIELDS and not name.startswith("__") and name != "_flag":
+            object.__getattribute__(self, "_flag")["personal"] = True
+        return object.__getattribute__(self, name)
+
 
 class UserError(GraphQLError):
     """An error the user may read (passed through the error mask), with a stable `code`."""
@@ -68,7 +92,8 @@ class Context:
     principal: Principal | None = None
     client: str = ""
     connection_params: dict[str, Any] | None = None
-    cache: dict[str, bool] | None = None  # the guard's result-cache flag for this request
+    # the guard's result-cache flags for this request: "ok" (may be served again), "personal" (read who asks)
+    cache: dict[str, bool] | None = None
     refusal: str | None = None  # "rejected" or "unauthorised" when a mutation answered a refusal (fields.py)
     _view: ReadView | None = field(default=None, repr=False)
 
