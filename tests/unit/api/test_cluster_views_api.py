@@ -19,6 +19,7 @@ OCCUPANCY = """{ clusterOccupancy { name nodes gpus busyGpus freeGpus drainingGp
   gpuModels { gpuModel nodes gpus busyGpus freeGpus drainingGpus downGpus } } }"""
 QUEUE = """query($cluster: String, $project: String) { queue(cluster: $cluster, project: $project) {
   waiting waitingGpus entries { position mine positionInCluster positionInClusters job { id } } } }"""
+Accepts = tuple[tuple[str, ...], tuple[str, ...]]
 JOB = "query($id: ID!) { job(id: $id) { id state gpuModels clusters runsOn } }"
 
 
@@ -88,6 +89,35 @@ def test_a_clusters_queue_holds_the_jobs_that_may_run_there_with_their_position_
         assert [e["job"]["id"] for e in got] == [j for j in order if j not in excluded]
         assert [e["positionInCluster"] for e in got] == list(range(1, len(got) + 1))
         assert [e["position"] for e in got] == [e["position"] for e in everything if e["job"]["id"] not in excluded]
+
+
+def test_a_clusters_queue_counts_its_own_waiting_jobs(server: Server) -> None:
+    admin = server.tokens["admin"]
+    for cluster in (None, "jupiter", "default"):
+        queue = server.gql(QUEUE, {"cluster": cluster}, admin)["data"]["queue"]
+        assert queue["waiting"] == len(queue["entries"]), (cluster, queue)
+    assert server.gql(QUEUE, {"cluster": "jupiter"}, admin)["data"]["queue"]["waiting"] == 4  # all but a1-h100
+
+
+@pytest.mark.parametrize(("accepts", "clusters", "want"), [
+    (None, None, {"default", "jupiter"}),  # a job the read model does not hold: any
+    ((("a100",), ()), None, {"jupiter"}),
+    (((), ("default",)), None, {"default"}),
+    ((("a100",), ("default",)), None, set()),
+    (None, frozenset({"default"}), {"default"}),  # the policy's answer (with the pin) wins
+])
+def test_without_a_policy_the_clusters_come_from_the_request(accepts: Accepts | None, clusters: frozenset[str] | None,
+                                                            want: set[str]) -> None:
+    from types import SimpleNamespace
+
+    from steward.api.readmodel import QueueItem, ReadView
+    from steward.api.schema import _may_run_on
+
+    nodes = [{"node_id": "n1", "gpus": 8, "gpu_model": "h100", "state": "ready", "cluster": ""},
+             {"node_id": "j1", "gpus": 4, "gpu_model": "a100", "state": "ready", "cluster": "jupiter"}]
+    ctx = SimpleNamespace(services=SimpleNamespace(read=SimpleNamespace(cached_accepts=lambda job_id: accepts)))
+    item = QueueItem({"job_id": "x", "project": "a1", "gpus": 1}, 1, 1, None, clusters)
+    assert _may_run_on(ctx, ReadView(1, [], nodes, []), item) == want  # type: ignore[arg-type]
 
 
 def test_a_clusters_queue_shows_other_tenants_as_positions_and_narrows_to_a_project(server: Server) -> None:
