@@ -4,7 +4,7 @@ import { useNames } from "../names";
 import type { OutlookAnswer } from "../api/queries";
 import { preview, send, type SendAnswer } from "../api/acting";
 import { outlookHeadline, outlookTone, qualificationLabel, type SubmitForm, type SubmitOutlook } from "../lib/outlook";
-import { fieldOfRefusal, initialProject, MAX_PROTECTION_S, parseSubmission, policyCapNote } from "../lib/acting";
+import { fieldOfRefusal, initialProject, MAX_PROTECTION_S, parseSubmission, policyCapNote, previewHint } from "../lib/acting";
 import { formatDuration } from "../lib/format";
 import { submitChoices, toggled } from "../lib/clusters";
 import { fetchGpuModels } from "../api/queries";
@@ -200,7 +200,7 @@ export function SubmitPanel({ projects, onSubmitted, prefill }: {
         )}
         <section aria-labelledby="outlook-h" className="outlook-box" data-testid="submit-preview" aria-busy={!!wanted && !current}>
           <h3 id="outlook-h">Before you {session ? "open it" : "submit"}</h3>
-          {!wanted ? <p className="muted">Fill in the project, GPUs and {session ? "cap" : "protection"} to see what it would get now.</p>
+          {!wanted ? <p className="muted">{previewHint(form)}</p>
             : !current ? <p className="muted">Asking the scheduler's view…</p>
             : current.error ? <p className="error" role="alert">{current.error}</p>
             : current.answer?.kind === "refused" ? <p className="error" role="alert" data-testid="submit-preview-refused">{current.answer.message}</p>

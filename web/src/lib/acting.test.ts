@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest";
 import {
   ACTIONS, actableProjects, actionReason, canSubmitAgain, defaultWhose, formFromJob, fieldOfRefusal, initialProject, jobActions, jobFilter, matchesSearch,
-  ownerLabel, parseSubmission, policyCapNote, powersOf, type Powers,
+  ownerLabel, parseSubmission, policyCapNote, powersOf, previewHint, type Powers,
 } from "./acting";
 import type { SubmitForm } from "./outlook";
 
@@ -75,6 +75,17 @@ describe("the form as the mutation to send", () => {
   });
   it("accepts a job with no protection (unfunded), not a session", () => {
     expect(parseSubmission({ ...FORM, minRuntimeS: "0" }).submission?.op).toBe("submitJob");
+  });
+});
+
+describe("the preview's hint", () => {
+  it.each([
+    [{}, "Fill in the project, GPUs and protection to see what it would get now."],
+    [{ jobClass: "interactive" }, "Fill in the project, GPUs and cap to see what it would get now."],
+    [{ jobClass: "interactive", clusters: ["ceres"] }, "A session runs on any GPU model and cluster: clear the boxes to see what it would get now."],
+    [{ gpuModels: ["h100"] }, "Fill in the project, GPUs and protection to see what it would get now."],
+  ])("%o → %s", (change, hint) => {
+    expect(previewHint({ ...FORM, ...change })).toBe(hint);
   });
 });
 

@@ -59,6 +59,13 @@ export function parseSubmission(f: SubmitForm): { submission: Submission | null;
   return { submission: { op: "submitJob", input }, errors: out };
 }
 
+/** What the preview box says while the form cannot be previewed. */
+export function previewHint(f: SubmitForm): string {
+  const session = f.jobClass === "interactive";
+  if (session && (f.gpuModels?.length || f.clusters?.length)) return "A session runs on any GPU model and cluster: clear the boxes to see what it would get now.";
+  return `Fill in the project, GPUs and ${session ? "cap" : "protection"} to see what it would get now.`;
+}
+
 /** The preview's protection asked vs what the policy allows: a line when the policy caps it lower. */
 export function policyCapNote(askedS: number, outlook: { askedProtectionS: number } | null | undefined): string | null {
   if (!outlook || !(askedS > outlook.askedProtectionS + 0.5)) return null;
