@@ -12,6 +12,7 @@ import strawberry
 
 from steward.api.scalars import BigInt
 from steward.domain.clusters import cluster_name
+from steward.domain.nodes import RETIRING
 from steward.domain.policy_settings import PolicySettings
 from steward.domain.state import LedgerState
 
@@ -61,7 +62,8 @@ class GpuCounts:
 
 @strawberry.type(description="One GPU model's GPUs in one cluster, by what they do now: busy (held by Steward's "
                              "jobs or by work another scheduler placed), free (on ready nodes), draining (not held, "
-                             "on draining nodes: offered to no new job) and down (not held, on unhealthy nodes). "
+                             "on draining or retiring nodes: offered to no new job) and down (not held, on "
+                             "unhealthy nodes). "
                              "busy + free + draining + down = gpus.")
 class ModelOccupancy(GpuCounts):
     gpu_model: str
@@ -74,16 +76,19 @@ class ClusterOccupancy(GpuCounts):
     gpu_models: list[ModelOccupancy] = strawberry.field(description="The same figures per GPU model, by name.")
 
 
-def _split(node: Mapping[str, Any], used: Mapping[str, int]) -> tuple[int, int, int, int]:
-    """(busy, free, draining, down) GPUs of one node row: held GPUs are busy whatever the node's state; the rest
-    are free on a ready node, draining on a draining one, down otherwise (the policy's reading of a state it
-    does not know: unhealthy)."""
+def node_gpus(node: Mapping[str, Any], used: Mapping[str, int]) -> tuple[int, int, int, int]:
+    """(busy, free, draining, down) GPUs of one node row, the one reading of a node's GPUs every figure of the
+    API uses (`Node.freeGpus`, `Domain`, `Occupancy`, `clusterOccupancy`): held GPUs (Steward's jobs, `used`,
+    and another scheduler's, `foreign_gpus`) are busy whatever the node's state; the rest are free on a ready
+    node, draining on a draining or retiring one (offered to no new job, ADR 0081), down otherwise (the policy's
+    reading of a state it does not know: unhealthy)."""
     gpus = int(node["gpus"])
     busy = min(gpus, used.get(node["node_id"], 0) + int(node.get("foreign_gpus") or 0))
     rest = gpus - busy
     state = node["state"]
-    return busy, rest if state == "ready" else 0, rest if state == "draining" else 0, \
-        rest if state not in ("ready", "draining") else 0
+    winding_down = state in ("draining", RETIRING)
+    return busy, rest if state == "ready" else 0, rest if winding_down else 0, \
+        rest if state != "ready" and not winding_down else 0
 
 
 def _counts(sums: list[int]) -> dict[str, int]:
@@ -97,7 +102,7 @@ def cluster_occupancy(nodes: Iterable[Mapping[str, Any]], used: Mapping[str, int
     for node in nodes:
         models = per.setdefault(cluster_name(str(node.get("cluster") or "")), {})
         sums = models.setdefault(str(node["gpu_model"]), [0] * 6)
-        for i, x in enumerate((1, int(node["gpus"]), *_split(node, used))):
+        for i, x in enumerate((1, int(node["gpus"]), *node_gpus(node, used))):
             sums[i] += x
     out = []
     for name, models in sorted(per.items()):

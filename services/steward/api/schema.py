@@ -38,6 +38,7 @@ from steward.api.clusters import (
     GpuModelWeightInput,
     cluster_occupancy,
     gpu_models_of,
+    node_gpus,
 )
 from steward.api.commands import Outcome, OutcomeTimeout
 from steward.api.context import BadInput, Context, Forbidden, UserError
@@ -426,7 +427,7 @@ class Query(NotificationQueries):  # notifications' queries: steward.api.notific
         return [Node(id=n["node_id"], gpus=n["gpus"], gpu_model=n["gpu_model"], path=list(n["path"]),
                      cluster=clusters.cluster_name(str(n.get("cluster") or "")),
                      executor=n["executor"], state=n["state"], used_gpus=used.get(n["node_id"], 0),
-                     free_gpus=max(0, n["gpus"] - used.get(n["node_id"], 0) - n.get("foreign_gpus", 0)),
+                     free_gpus=node_gpus(n, used)[1],
                      jobs=sorted(on_node.get(n["node_id"], [])), other_jobs=others.get(n["node_id"], 0),
                      foreign_gpus=n.get("foreign_gpus", 0)) for n in snap.nodes]
 
@@ -456,15 +457,15 @@ class Query(NotificationQueries):  # notifications' queries: steward.api.notific
         agg: dict[tuple[str, ...], list[int]] = {}
         for n in snap.nodes:
             path = tuple(n["path"])
-            busy = used.get(n["node_id"], 0) + n.get("foreign_gpus", 0)
-            free = max(0, n["gpus"] - busy) if n["state"] == "ready" else 0
+            busy, free, _draining, _down = node_gpus(n, used)
             for d in range(len(path) + 1):
-                a = agg.setdefault(path[:d], [0, 0, 0, 0])
+                a = agg.setdefault(path[:d], [0, 0, 0, 0, 0])
                 a[0] += 1
                 a[1] += n["gpus"]
-                a[2] += min(n["gpus"], busy)
+                a[2] += busy
                 a[3] = max(a[3], free)
-        return [Domain(path=list(p), depth=len(p), nodes=a[0], gpus=a[1], used_gpus=a[2], free_gpus=a[1] - a[2],
+                a[4] += free
+        return [Domain(path=list(p), depth=len(p), nodes=a[0], gpus=a[1], used_gpus=a[2], free_gpus=a[4],
                        largest_free_on_one_node=a[3]) for p, a in sorted(agg.items())]
 
     @fields.field("The audit event stream, filtered, after a cursor (auditors, admins).")
@@ -1089,7 +1090,8 @@ def _occupancy(snap: ReadView) -> Occupancy:
     total = sum(int(n["gpus"]) for n in snap.nodes)
     in_use = sum(used.values())
     return Occupancy(
-        position=snap.head, total_gpus=total, used_gpus=in_use, free_gpus=total - in_use,
+        position=snap.head, total_gpus=total, used_gpus=in_use,
+        free_gpus=sum(node_gpus(n, used)[1] for n in snap.nodes),
         running_jobs=sum(1 for j in snap.active_jobs if j["state"] in ("PLACED", "RUNNING")),
         waiting_jobs=sum(1 for j in snap.active_jobs if j["state"] in WAITING),
         nodes=[NodeOccupancy(id=n["node_id"], gpus=n["gpus"], used_gpus=used.get(n["node_id"], 0), state=n["state"])

@@ -397,7 +397,9 @@ class Node:
     executor: str
     state: str
     used_gpus: BigInt
-    free_gpus: BigInt
+    free_gpus: BigInt = strawberry.field(
+        description="GPUs a job could be placed on now: held by no job (Steward's or another scheduler's) "
+                    "on a ready node; 0 on a draining, retiring or unhealthy node (as clusterOccupancy).")
     jobs: list[str] = strawberry.field(description="Ids of the jobs on it that you may see.")
     foreign_gpus: BigInt = strawberry.field(
         default=0, description="GPUs held by work another scheduler placed (e.g. jobs submitted to Slurm "
@@ -413,7 +415,7 @@ class Domain:
     nodes: BigInt
     gpus: BigInt
     used_gpus: BigInt
-    free_gpus: BigInt
+    free_gpus: BigInt = strawberry.field(description="Its nodes' free GPUs (as Node.freeGpus).")
     largest_free_on_one_node: BigInt
 
 
@@ -559,7 +561,7 @@ class Occupancy:
     position: BigInt
     total_gpus: BigInt
     used_gpus: BigInt
-    free_gpus: BigInt
+    free_gpus: BigInt = strawberry.field(description="The nodes' free GPUs (as Node.freeGpus).")
     running_jobs: BigInt
     waiting_jobs: BigInt
     nodes: list[NodeOccupancy]

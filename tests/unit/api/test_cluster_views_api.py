@@ -58,6 +58,7 @@ def test_each_cluster_has_its_occupancy_in_all_and_per_model(server: Server) -> 
     ([(8, "ready", 4)], {"x0": 8}, (8, 0, 0, 0)),  # held GPUs never count past the node's GPUs
     ([(8, "draining", 0)], {"x0": 2}, (2, 0, 6, 0)),
     ([(8, "unhealthy", 0)], {"x0": 2}, (2, 0, 0, 6)),
+    ([(8, "retiring", 0)], {"x0": 2}, (2, 0, 6, 0)),  # offered to no new job while its last attempts run out
     ([(8, "lost", 0)], {}, (0, 0, 0, 8)),  # a state the policy does not know: as unhealthy
     ([(8, "ready", 0), (4, "unhealthy", 0), (2, "draining", 1)], {"x0": 1}, (2, 7, 1, 4)),
 ])
@@ -70,6 +71,24 @@ def test_busy_free_draining_and_down_sum_to_the_gpus(nodes: list[tuple[int, str,
     assert (one.busy_gpus, one.free_gpus, one.draining_gpus, one.down_gpus) == want
     assert sum(want) == one.gpus == sum(g for g, _, _ in nodes)
     assert cluster_occupancy([], used) == []
+
+
+NODES = "{ nodes { id freeGpus usedGpus state } topology { path freeGpus usedGpus gpus } " + OCCUPANCY[1:]
+
+
+def test_every_figure_of_free_gpus_reads_a_node_alike(server: Server) -> None:
+    """One reading of a node's GPUs (`clusters.node_gpus`): a drained node's unheld GPUs are free nowhere, in the
+    nodes, the topology's domains and the clusters alike (the Nodes screen once showed "4 free" on a draining
+    node's block while its cluster said "0 free, 4 draining")."""
+    data = server.gql(NODES, token=server.tokens["admin"])["data"]
+    free = {n["id"]: n["freeGpus"] for n in data["nodes"]}
+    assert free["j2"] == 0 and free["j1"] == 3
+    root = next(d for d in data["topology"] if d["path"] == [])
+    by_cluster = {c["name"]: c for c in data["clusterOccupancy"]}
+    assert root["freeGpus"] == sum(free.values()) == sum(c["freeGpus"] for c in by_cluster.values())
+    assert root["usedGpus"] == sum(c["busyGpus"] for c in by_cluster.values())
+    jupiter = next(d for d in data["topology"] if d["path"] == ["jupiter"])
+    assert (jupiter["freeGpus"], jupiter["gpus"]) == (by_cluster["jupiter"]["freeGpus"], 8)
 
 
 def _entries(server: Server, token: str, **variables: Any) -> list[dict[str, Any]]:

@@ -2,7 +2,7 @@ import { describe, expect, it } from "vitest";
 import { acceptsText, byCluster, clusterChoices, countsText, mayWeigh, parseWeightChange, submitChoices, toggled, type ClusterFigures } from "./clusters";
 
 const node = (id: string, cluster: string, path: string[], usedGpus = 0, state = "ready") =>
-  ({ id, gpus: 8, path, state, usedGpus, foreignGpus: 0, cluster });
+  ({ id, gpus: 8, path, state, usedGpus, freeGpus: state === "ready" ? 8 - usedGpus : 0, foreignGpus: 0, cluster });
 const figures = (name: string, over: Partial<ClusterFigures> = {}): ClusterFigures => ({
   __typename: "ClusterOccupancy", name, nodes: 1, gpus: 8, busyGpus: 0, freeGpus: 8, drainingGpus: 0, downGpus: 0, gpuModels: [], ...over,
 });
