@@ -16,14 +16,14 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from steward.api.outlook import QuotaFigures, quota_figures
 from steward.domain.policy_settings import PolicySettings
 from steward.domain.state import LedgerState
 from steward.policy.ordering import demand_of, order_pending, standing
-from steward.policy.routing import positions_in_clusters
+from steward.policy.routing import clusters_of, positions_in_clusters
 from steward.scheduler.bridge import HOLDING_STATES, policy_node, running_job, snapshot_of
 from steward.scheduler.service import SchedulerState
 from steward.store.eventstore import EventStore
@@ -46,6 +46,9 @@ class PolicyOrder:
     position_in_clusters: Mapping[str, int]
     """ADR 0073: the position among the waiting jobs that accept a cluster the job accepts (`position` with one
     cluster; `policy.routing.positions_in_clusters`)."""
+    clusters: Mapping[str, frozenset[str]] = field(default_factory=dict)
+    """The clusters each waiting job may run on (`policy.routing.clusters_of`: the models and clusters it
+    accepts, its allocation's pin): a cluster's queue is the jobs that may run there."""
 
 
 def order_now(view: SchedulerState, now: float) -> PolicyOrder:
@@ -59,6 +62,7 @@ def order_now(view: SchedulerState, now: float) -> PolicyOrder:
     stand = standing(snap.tree, snap.usage, capacity, snap.settings, demand_of(snap))
     order = order_pending(snap.pending, stand, snap.usage, snap.settings)
     ids = tuple(j.id for j in order.jobs)
+    accepted = clusters_of(order.jobs, snap.nodes)
     in_project: dict[str, int] = {}
     for group in order.by_project.values():
         for i, job in enumerate(group, 1):
@@ -67,7 +71,7 @@ def order_now(view: SchedulerState, now: float) -> PolicyOrder:
         head=view.head, now=now, ordering=snap.settings.ordering, jobs=ids,
         position={j: i for i, j in enumerate(ids, 1)}, position_in_project=in_project,
         standing={p: stand.evidence(snap.tree, p) for p in order.by_project},
-        position_in_clusters=positions_in_clusters(order.jobs, snap.nodes))
+        position_in_clusters=positions_in_clusters(order.jobs, snap.nodes, accepted), clusters=accepted)
 
 
 class PolicyQueue:

@@ -18,6 +18,7 @@ from steward.api import figures
 from steward.api.live import Key, LiveModel
 from steward.api.queue import PolicyOrder, PolicyQueue
 from steward.audit.snapshots import events_for_fold, load_snapshot
+from steward.domain.clusters import cluster_name
 from steward.store import schema
 from steward.store.eventstore import EventStore
 
@@ -29,6 +30,8 @@ class QueueItem:
     position_in_project: int
     position_in_clusters: int | None = None
     """ADR 0073: its position among the waiting jobs that accept a cluster it accepts (None without a policy)."""
+    clusters: frozenset[str] | None = None
+    """The clusters it may run on (`PolicyOrder.clusters`; None without a policy)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,6 +60,7 @@ class ReadView:
     _used: dict[str, int] | None = None
     _capacity: tuple[int, int, int, int] | None = None
     _names: dict[str, str] | None = None
+    _clusters: dict[str, str] | None = None
 
     @property
     def capacity(self) -> int:
@@ -67,6 +71,12 @@ class ReadView:
         if self._names is None:
             self._names = {a["name"]: a.get("display_name") or a["name"] for a in self.allocations}
         return self._names
+
+    def node_clusters(self) -> dict[str, str]:
+        """Each node's cluster, as the domain names it (`cluster_name`), once per view."""
+        if self._clusters is None:
+            self._clusters = {n["node_id"]: cluster_name(str(n.get("cluster") or "")) for n in self.nodes}
+        return self._clusters
 
     def queue(self) -> list[QueueItem]:
         """Waiting jobs in the order the scheduler takes them now (steward.api.queue: the policy's own
@@ -84,7 +94,7 @@ class ReadView:
                     items.append(QueueItem(j, i, per_project[j["project"]]))
             else:
                 items = [QueueItem(waiting[i], order.position[i], order.position_in_project[i],
-                                   order.position_in_clusters.get(i))
+                                   order.position_in_clusters.get(i), order.clusters.get(i))
                          for i in order.jobs if i in waiting]
             self._queue, self._queue_order = items, order
         return self._queue
@@ -367,6 +377,23 @@ class ReadModel:
     def job(self, job_id: str) -> dict[str, Any] | None:
         self.view()
         return self.live.job(job_id)
+
+    def cached_accepts(self, job_id: str) -> tuple[tuple[str, ...], tuple[str, ...]] | None:
+        """`accepts(job_id)` when the read model's fold holds the job (no IO), else None."""
+        job = self.live.proj.jobs.get(job_id)
+        return None if job is None else (job.gpu_models, job.clusters)
+
+    def accepts(self, job_id: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
+        """The GPU models and clusters a job accepts, as it was submitted (empty: any): from the read model's
+        fold when it holds the job (no IO), else from the job's `JobSubmitted` (a job that left memory,
+        ADR 0070; the store's projection rows do not keep them)."""
+        found = self.cached_accepts(job_id)
+        if found is not None:
+            return found
+        for rec in self.store.stream(f"job-{job_id}"):
+            if rec.type == "JobSubmitted":
+                return tuple(rec.payload.get("gpu_models") or ()), tuple(rec.payload.get("clusters") or ())
+        return (), ()
 
     def jobs_page(self, *, projects: frozenset[str] | None, states: list[str] | None, project: str | None,
                   job_class: str | None, submitted_after: float | None, submitted_before: float | None,

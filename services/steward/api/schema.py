@@ -32,7 +32,14 @@ from strawberry.types import Info
 
 from steward.api import audit, fields, history, identity, namespaces, whatif
 from steward.api import overview as reports
-from steward.api.clusters import GpuModel, GpuModelWeightInput, gpu_models_of
+from steward.api.clusters import (
+    ClusterOccupancy,
+    GpuModel,
+    GpuModelWeightInput,
+    cluster_occupancy,
+    gpu_models_of,
+    node_gpus,
+)
 from steward.api.commands import Outcome, OutcomeTimeout
 from steward.api.context import BadInput, Context, Forbidden, UserError
 from steward.api.explain import WAITING, queued, why_pending, why_preempted
@@ -84,7 +91,7 @@ from steward.api.payloads import (
     TokenRevoked,
     outlook_of,
 )
-from steward.api.readmodel import ReadView
+from steward.api.readmodel import QueueItem, ReadView
 from steward.api.scalars import BigInt
 from steward.api.types import (
     AccessDenial,
@@ -201,6 +208,16 @@ def _ledger_state(snap: ReadView) -> LedgerState:
                                                         int(n.get("foreign_gpus", 0)),
                                                         str(n.get("cluster") or DEFAULT_CLUSTER))
                               for n in snap.nodes})
+
+
+def _may_run_on(ctx: Context, snap: ReadView, item: QueueItem) -> frozenset[str]:
+    """The clusters a waiting job may run on: the policy's (`PolicyOrder.clusters`, with its allocation's pin);
+    without a policy view, the clusters with a node the job's request admits."""
+    if item.clusters is not None:
+        return item.clusters
+    models, names = ctx.services.read.cached_accepts(item.job["job_id"]) or ((), ())
+    return frozenset(clusters.cluster_name(str(n.get("cluster") or "")) for n in snap.nodes
+                     if clusters.admits(models, names, n["gpu_model"], str(n.get("cluster") or "")))
 
 
 async def _visible_job(ctx: Context, job_id: str, operation: str) -> tuple[dict[str, Any] | None, Access]:
@@ -327,8 +344,11 @@ class Query(NotificationQueries):  # notifications' queries: steward.api.notific
 
     @fields.field("The queue in the order the scheduler takes it: position overall and in "
                                   "the project, reason code and GPUs blocking. Other tenants' jobs appear "
-                                  "only as positions.")
-    async def queue(self, info: Info[Context, None], first: int = 100, project: str | None = None) -> Queue:
+                                  "only as positions. `cluster` narrows it to the jobs that may run on that "
+                                  "cluster (the GPU models and clusters they accept, their allocation's pin), each "
+                                  "with its position there (`positionInCluster`).")
+    async def queue(self, info: Info[Context, None], first: int = 100, project: str | None = None,
+                    cluster: str | None = None) -> Queue:
         ctx = _ctx(info)
         n = _page_size(ctx, first)
         access = await ctx.access("queue")
@@ -339,6 +359,13 @@ class Query(NotificationQueries):  # notifications' queries: steward.api.notific
         items = snap.queue_cached()
         if items is None:
             items = await asyncio.to_thread(snap.queue)
+        in_cluster: dict[str, int] = {}
+        if cluster is not None:
+            known = sorted(set(snap.node_clusters().values()))
+            if cluster not in known:
+                raise BadInput(f"no cluster {cluster!r}: the clusters are {', '.join(known) or '(none yet)'}")
+            items = [i for i in items if cluster in _may_run_on(ctx, snap, i)]
+            in_cluster = {i.job["job_id"]: k for k, i in enumerate(items, 1)}
         shown = [i for i in items if project is None or i.job["project"] == project][:n]
         ids = [i.job["job_id"] for i in shown if access.sees(i.job["project"])]
         read = ctx.services.read
@@ -354,10 +381,12 @@ class Query(NotificationQueries):  # notifications' queries: steward.api.notific
                                           position_in_project=item.position_in_project, job=Job.of(job),
                                           reason=why.reason, text=why.text, blocking_gpus=why.blocking_gpus,
                                           blocking_scope=why.blocking_scope, blocking_until=why.blocking_until,
-                                          source=why.source, position_in_clusters=item.position_in_clusters))
+                                          source=why.source, position_in_clusters=item.position_in_clusters,
+                                          position_in_cluster=in_cluster.get(job["job_id"])))
             else:
                 entries.append(QueueEntry(position=item.position, mine=False, position_in_project=None, job=None,
-                                          reason=None, text=None, blocking_gpus=None))
+                                          reason=None, text=None, blocking_gpus=None,
+                                          position_in_cluster=in_cluster.get(job["job_id"])))
         scoped = [i for i in items if project is None or i.job["project"] == project]
         return Queue(waiting=len(scoped), waiting_gpus=sum(int(i.job["gpus"]) for i in scoped), entries=entries)
 
@@ -396,9 +425,9 @@ class Query(NotificationQueries):  # notifications' queries: steward.api.notific
                     else:
                         others[node] = others.get(node, 0) + 1
         return [Node(id=n["node_id"], gpus=n["gpus"], gpu_model=n["gpu_model"], path=list(n["path"]),
-                     cluster=str(n.get("cluster") or DEFAULT_CLUSTER),
+                     cluster=clusters.cluster_name(str(n.get("cluster") or "")),
                      executor=n["executor"], state=n["state"], used_gpus=used.get(n["node_id"], 0),
-                     free_gpus=max(0, n["gpus"] - used.get(n["node_id"], 0) - n.get("foreign_gpus", 0)),
+                     free_gpus=node_gpus(n, used)[1],
                      jobs=sorted(on_node.get(n["node_id"], [])), other_jobs=others.get(n["node_id"], 0),
                      foreign_gpus=n.get("foreign_gpus", 0)) for n in snap.nodes]
 
@@ -411,6 +440,14 @@ class Query(NotificationQueries):  # notifications' queries: steward.api.notific
                                                         lambda state, settings, now: gpu_models_of(state, settings))
         return found
 
+    @fields.field("Each cluster's occupancy now (ADR 0057): nodes and GPUs busy, free, draining and down, in all "
+                  "and per GPU model, by cluster name.")
+    async def cluster_occupancy(self, info: Info[Context, None]) -> list[ClusterOccupancy]:
+        ctx = _ctx(info)
+        await ctx.access("clusterOccupancy")
+        snap = await ctx.view()
+        return cluster_occupancy(snap.nodes, snap.used_gpus())
+
     @fields.field("Topology domains (every prefix of the nodes' paths) with occupancy.")
     async def topology(self, info: Info[Context, None]) -> list[Domain]:
         ctx = _ctx(info)
@@ -420,15 +457,15 @@ class Query(NotificationQueries):  # notifications' queries: steward.api.notific
         agg: dict[tuple[str, ...], list[int]] = {}
         for n in snap.nodes:
             path = tuple(n["path"])
-            busy = used.get(n["node_id"], 0) + n.get("foreign_gpus", 0)
-            free = max(0, n["gpus"] - busy) if n["state"] == "ready" else 0
+            busy, free, _draining, _down = node_gpus(n, used)
             for d in range(len(path) + 1):
-                a = agg.setdefault(path[:d], [0, 0, 0, 0])
+                a = agg.setdefault(path[:d], [0, 0, 0, 0, 0])
                 a[0] += 1
                 a[1] += n["gpus"]
-                a[2] += min(n["gpus"], busy)
+                a[2] += busy
                 a[3] = max(a[3], free)
-        return [Domain(path=list(p), depth=len(p), nodes=a[0], gpus=a[1], used_gpus=a[2], free_gpus=a[1] - a[2],
+                a[4] += free
+        return [Domain(path=list(p), depth=len(p), nodes=a[0], gpus=a[1], used_gpus=a[2], free_gpus=a[4],
                        largest_free_on_one_node=a[3]) for p, a in sorted(agg.items())]
 
     @fields.field("The audit event stream, filtered, after a cursor (auditors, admins).")
@@ -1053,11 +1090,12 @@ def _occupancy(snap: ReadView) -> Occupancy:
     total = sum(int(n["gpus"]) for n in snap.nodes)
     in_use = sum(used.values())
     return Occupancy(
-        position=snap.head, total_gpus=total, used_gpus=in_use, free_gpus=total - in_use,
+        position=snap.head, total_gpus=total, used_gpus=in_use,
+        free_gpus=sum(node_gpus(n, used)[1] for n in snap.nodes),
         running_jobs=sum(1 for j in snap.active_jobs if j["state"] in ("PLACED", "RUNNING")),
         waiting_jobs=sum(1 for j in snap.active_jobs if j["state"] in WAITING),
         nodes=[NodeOccupancy(id=n["node_id"], gpus=n["gpus"], used_gpus=used.get(n["node_id"], 0), state=n["state"])
-               for n in snap.nodes])
+               for n in snap.nodes], clusters=cluster_occupancy(snap.nodes, used))
 
 
 @strawberry.type

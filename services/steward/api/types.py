@@ -11,6 +11,7 @@ from strawberry.scalars import JSON
 from strawberry.types import Info
 
 from steward.api import fields
+from steward.api.clusters import ClusterOccupancy
 from steward.api.context import Context
 from steward.api.explain import Why
 from steward.api.figures import AllocationFigures
@@ -187,6 +188,24 @@ class Job:
                          evidence=cast(JSON, r.payload.get("evidence", r.payload)))
                 for r in recs if r.type in DECISION_TYPES]
 
+    @fields.field("The GPU models it accepts, as submitted (empty: any model).")
+    async def gpu_models(self, info: Info[Context, None]) -> list[str]:
+        return list((await _accepts(info, str(self.id)))[0])
+
+    @fields.field("The clusters it accepts, as submitted (empty: any cluster; an allocation pinned to a cluster "
+                  "narrows that to the pin, see Allocation.pinnedTo).")
+    async def clusters(self, info: Info[Context, None]) -> list[str]:
+        return list((await _accepts(info, str(self.id)))[1])
+
+    @fields.field("The cluster it runs on now: the cluster of its placement's nodes while it is placed or "
+                  "running (a gang never spans clusters); null otherwise.")
+    async def runs_on(self, info: Info[Context, None]) -> str | None:
+        if self.state not in ("PLACED", "RUNNING") or not isinstance(self.assignments, dict) or not self.assignments:
+            return None
+        on = (await info.context.view()).node_clusters()
+        found = sorted({on[n] for n in self.assignments if n in on})
+        return ", ".join(found) if found else None
+
     @fields.field("Who submitted the job (or opened the session): the person's subject and display name, "
                   "as the log recorded them; null for jobs recorded before owners were.")
     async def owner(self, info: Info[Context, None]) -> JobOwner | None:
@@ -208,6 +227,13 @@ class Job:
             session_cap_at=row.get("session_cap_at"), session_warnings_at=_floats(row.get("session_warnings_at")),
             session_address=row.get("session_address"),
         )
+
+
+async def _accepts(info: Info[Context, None], job_id: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """A job's accepted GPU models and clusters: from memory, or from its stream in a thread."""
+    read = info.context.services.read
+    found = read.cached_accepts(job_id)
+    return found if found is not None else await asyncio.to_thread(read.accepts, job_id)
 
 
 @strawberry.type
@@ -371,7 +397,9 @@ class Node:
     executor: str
     state: str
     used_gpus: BigInt
-    free_gpus: BigInt
+    free_gpus: BigInt = strawberry.field(
+        description="GPUs a job could be placed on now: held by no job (Steward's or another scheduler's) "
+                    "on a ready node; 0 on a draining, retiring or unhealthy node (as clusterOccupancy).")
     jobs: list[str] = strawberry.field(description="Ids of the jobs on it that you may see.")
     foreign_gpus: BigInt = strawberry.field(
         default=0, description="GPUs held by work another scheduler placed (e.g. jobs submitted to Slurm "
@@ -387,7 +415,7 @@ class Domain:
     nodes: BigInt
     gpus: BigInt
     used_gpus: BigInt
-    free_gpus: BigInt
+    free_gpus: BigInt = strawberry.field(description="Its nodes' free GPUs (as Node.freeGpus).")
     largest_free_on_one_node: BigInt
 
 
@@ -406,6 +434,9 @@ class QueueEntry:
     source: str | None = strawberry.field(default=None, description="'recorded' or 'derived'.")
     position_in_clusters: BigInt | None = strawberry.field(
         default=None, description="Its position among the waiting jobs that accept a cluster it accepts.")
+    position_in_cluster: BigInt | None = strawberry.field(
+        default=None, description="With `queue(cluster:)`: its position among the waiting jobs that may run on that "
+                                  "cluster (null without a cluster).")
 
 
 @strawberry.type
@@ -530,10 +561,12 @@ class Occupancy:
     position: BigInt
     total_gpus: BigInt
     used_gpus: BigInt
-    free_gpus: BigInt
+    free_gpus: BigInt = strawberry.field(description="The nodes' free GPUs (as Node.freeGpus).")
     running_jobs: BigInt
     waiting_jobs: BigInt
     nodes: list[NodeOccupancy]
+    clusters: list[ClusterOccupancy] = strawberry.field(
+        default_factory=list, description="Each cluster's occupancy (as Query.clusterOccupancy answers it).")
 
 
 @strawberry.type

@@ -96,24 +96,37 @@ def hidden_except(index: CapacityIndex, keep: Sequence[int]) -> Iterator[None]:
             index.unmask(i)
 
 
-def positions_in_clusters(jobs: Sequence[PendingJob], nodes: Sequence[Node]) -> dict[str, int]:
-    """ADR 0073: each job's 1-based position among `jobs` (waiting, in the order) that accept a cluster it
-    accepts: its place in the queue of the clusters it may run on, which is what a user asks when a job on one
-    cluster waits behind work that can only run on another. With one cluster (or none), its position overall.
-    One pass over the order, counting the jobs ahead per distinct set of accepted clusters."""
-    names = {n.cluster for n in nodes}
-    if len(names) <= 1:
-        return {job.id: k for k, job in enumerate(jobs, 1)}
+def clusters_of(jobs: Sequence[PendingJob], nodes: Sequence[Node]) -> dict[str, frozenset[str]]:
+    """The clusters each of `jobs` may run on: those with a node of a model it accepts, in a cluster it accepts
+    (`admits`; a pinned job's `clusters` is its pin already). Computed once per distinct request."""
     sets: dict[tuple[tuple[str, ...], tuple[str, ...]], frozenset[str]] = {}
-    seen: dict[frozenset[str], int] = {}
-    out: dict[str, int] = {}
+    out: dict[str, frozenset[str]] = {}
     for job in jobs:
         key = (job.gpu_models, job.clusters)
         mine = sets.get(key)
         if mine is None:
             mine = sets[key] = frozenset(n.cluster for n in nodes
                                          if admits(job.gpu_models, job.clusters, n.model, n.cluster))
-        out[job.id] = 1 + sum(k for accepted, k in seen.items() if accepted & mine)
+        out[job.id] = mine
+    return out
+
+
+def positions_in_clusters(jobs: Sequence[PendingJob], nodes: Sequence[Node],
+                          accepted: dict[str, frozenset[str]] | None = None) -> dict[str, int]:
+    """ADR 0073: each job's 1-based position among `jobs` (waiting, in the order) that accept a cluster it
+    accepts: its place in the queue of the clusters it may run on, which is what a user asks when a job on one
+    cluster waits behind work that can only run on another. With one cluster (or none), its position overall.
+    One pass over the order, counting the jobs ahead per distinct set of accepted clusters (`accepted`: the
+    jobs' `clusters_of`, computed here when not given)."""
+    names = {n.cluster for n in nodes}
+    if len(names) <= 1:
+        return {job.id: k for k, job in enumerate(jobs, 1)}
+    sets = accepted if accepted is not None else clusters_of(jobs, nodes)
+    seen: dict[frozenset[str], int] = {}
+    out: dict[str, int] = {}
+    for job in jobs:
+        mine = sets[job.id]
+        out[job.id] = 1 + sum(k for theirs, k in seen.items() if theirs & mine)
         seen[mine] = seen.get(mine, 0) + 1
     return out
 

@@ -12,6 +12,11 @@ export type EventFilter = {
   until?: number | null | undefined;
 };
 
+export type GpuModelWeightInput = {
+  model: string;
+  weight: number;
+};
+
 export type JobFilter = {
   jobClass?: string | null | undefined;
   /** Only the jobs you submitted (sessions you opened). */
@@ -123,6 +128,29 @@ export type ActingJobOwnerQueryVariables = Exact<{
 
 
 export type ActingJobOwnerQuery = { __typename: 'Query', job: { __typename: 'Job', id: string, owner: { __typename: 'JobOwner', subject: string, name: string } | null } | null };
+
+export type ClusterOccupancyQueryVariables = Exact<{ [key: string]: never; }>;
+
+
+export type ClusterOccupancyQuery = { __typename: 'Query', clusterOccupancy: Array<{ __typename: 'ClusterOccupancy', name: string, nodes: number, gpus: number, busyGpus: number, freeGpus: number, drainingGpus: number, downGpus: number, gpuModels: Array<{ __typename: 'ModelOccupancy', gpuModel: string, nodes: number, gpus: number, busyGpus: number, freeGpus: number, drainingGpus: number, downGpus: number }> }> };
+
+export type GpuModelsQueryVariables = Exact<{ [key: string]: never; }>;
+
+
+export type GpuModelsQuery = { __typename: 'Query', gpuModels: Array<{ __typename: 'GpuModel', model: string, weight: number, gpus: number, nodes: number, clusters: Array<string> }> };
+
+export type SetGpuModelWeightsMutationVariables = Exact<{
+  weights: Array<GpuModelWeightInput> | GpuModelWeightInput;
+  reason: string;
+}>;
+
+
+export type SetGpuModelWeightsMutation = { __typename: 'Mutation', setGpuModelWeights:
+    | { __typename: 'InvalidInput', field: string | null, message: string }
+    | { __typename: 'NotAuthorised', message: string }
+    | { __typename: 'PolicySet', position: number }
+    | { __typename: 'Rejected', code: string, reason: string }
+   };
 
 export type OutlookFragment = { __typename: 'SubmitOutlook', funded: boolean, reason: string, fundedByLane: boolean, protectionS: number, askedProtectionS: number, project: string, allocation: string | null, inUseGpus: number, entitledGpus: number, message: string, qualification: { __typename: 'DebugQualification', qualified: boolean, reason: string, quotaGpus: number, inUseGpus: number, aheadGpus: number } | null };
 
@@ -309,7 +337,7 @@ export type JobDetailQueryVariables = Exact<{
 }>;
 
 
-export type JobDetailQuery = { __typename: 'Query', job: { __typename: 'Job', id: string, project: string, state: string, gpus: number, minRuntimeS: number, resumable: boolean, jobClass: string, priority: number, command: Array<string>, submittedAt: number, attempt: number, assignments: unknown, funded: boolean, startedAt: number | null, endedAt: number | null, exitCode: number | null, position: number, protectedUntil: number | null, sessionCapAt: number | null, sessionWarningsAt: Array<number> | null, projectName: string, sessionAddress: string | null, events: Array<{ __typename: 'Event', position: number, streamId: string, version: number, type: string, payload: unknown, metadata: unknown, recordedAt: number, prevHash: string, hash: string }>, decisions: Array<{ __typename: 'Decision', position: number, type: string, recordedAt: number, actor: string | null, evidence: unknown }> } | null };
+export type JobDetailQuery = { __typename: 'Query', job: { __typename: 'Job', gpuModels: Array<string>, clusters: Array<string>, runsOn: string | null, id: string, project: string, state: string, gpus: number, minRuntimeS: number, resumable: boolean, jobClass: string, priority: number, command: Array<string>, submittedAt: number, attempt: number, assignments: unknown, funded: boolean, startedAt: number | null, endedAt: number | null, exitCode: number | null, position: number, protectedUntil: number | null, sessionCapAt: number | null, sessionWarningsAt: Array<number> | null, projectName: string, sessionAddress: string | null, events: Array<{ __typename: 'Event', position: number, streamId: string, version: number, type: string, payload: unknown, metadata: unknown, recordedAt: number, prevHash: string, hash: string }>, decisions: Array<{ __typename: 'Decision', position: number, type: string, recordedAt: number, actor: string | null, evidence: unknown }> } | null };
 
 export type RecentJobEventsQueryVariables = Exact<{
   first: number;
@@ -331,14 +359,15 @@ export type AllocationNamesQuery = { __typename: 'Query', allocations: Array<{ _
 export type NodesQueryVariables = Exact<{ [key: string]: never; }>;
 
 
-export type NodesQuery = { __typename: 'Query', nodes: Array<{ __typename: 'Node', id: string, gpus: number, gpuModel: string, path: Array<string>, executor: string, state: string, usedGpus: number, freeGpus: number, foreignGpus: number, jobs: Array<string>, otherJobs: number }> };
+export type NodesQuery = { __typename: 'Query', nodes: Array<{ __typename: 'Node', id: string, gpus: number, gpuModel: string, path: Array<string>, executor: string, state: string, usedGpus: number, freeGpus: number, foreignGpus: number, jobs: Array<string>, otherJobs: number, cluster: string }> };
 
 export type QueueQueryVariables = Exact<{
   first: number;
+  cluster?: string | null | undefined;
 }>;
 
 
-export type QueueQuery = { __typename: 'Query', queue: { __typename: 'Queue', waiting: number, waitingGpus: number, entries: Array<{ __typename: 'QueueEntry', position: number, mine: boolean, positionInProject: number | null, positionInClusters: number | null, reason: string | null, text: string | null, blockingGpus: number | null, blockingScope: string | null, blockingUntil: number | null, source: string | null, job: { __typename: 'Job', id: string, project: string, state: string, gpus: number, minRuntimeS: number, resumable: boolean, jobClass: string, priority: number, command: Array<string>, submittedAt: number, attempt: number, assignments: unknown, funded: boolean, startedAt: number | null, endedAt: number | null, exitCode: number | null, position: number, protectedUntil: number | null, sessionCapAt: number | null, sessionWarningsAt: Array<number> | null, projectName: string, sessionAddress: string | null } | null }> } };
+export type QueueQuery = { __typename: 'Query', queue: { __typename: 'Queue', waiting: number, waitingGpus: number, entries: Array<{ __typename: 'QueueEntry', position: number, mine: boolean, positionInProject: number | null, positionInClusters: number | null, positionInCluster: number | null, reason: string | null, text: string | null, blockingGpus: number | null, blockingScope: string | null, blockingUntil: number | null, source: string | null, job: { __typename: 'Job', id: string, project: string, state: string, gpus: number, minRuntimeS: number, resumable: boolean, jobClass: string, priority: number, command: Array<string>, submittedAt: number, attempt: number, assignments: unknown, funded: boolean, startedAt: number | null, endedAt: number | null, exitCode: number | null, position: number, protectedUntil: number | null, sessionCapAt: number | null, sessionWarningsAt: Array<number> | null, projectName: string, sessionAddress: string | null } | null }> } };
 
 export type WhyPendingQueryVariables = Exact<{
   job: string | number;
@@ -710,6 +739,60 @@ export const ActingJobOwnerDocument = new TypedDocumentString(`
   }
 }
     `) as unknown as TypedDocumentString<ActingJobOwnerQuery, ActingJobOwnerQueryVariables>;
+export const ClusterOccupancyDocument = new TypedDocumentString(`
+    query ClusterOccupancy {
+  clusterOccupancy {
+    name
+    nodes
+    gpus
+    busyGpus
+    freeGpus
+    drainingGpus
+    downGpus
+    gpuModels {
+      gpuModel
+      nodes
+      gpus
+      busyGpus
+      freeGpus
+      drainingGpus
+      downGpus
+    }
+  }
+}
+    `) as unknown as TypedDocumentString<ClusterOccupancyQuery, ClusterOccupancyQueryVariables>;
+export const GpuModelsDocument = new TypedDocumentString(`
+    query GpuModels {
+  gpuModels {
+    model
+    weight
+    gpus
+    nodes
+    clusters
+  }
+}
+    `) as unknown as TypedDocumentString<GpuModelsQuery, GpuModelsQueryVariables>;
+export const SetGpuModelWeightsDocument = new TypedDocumentString(`
+    mutation SetGpuModelWeights($weights: [GpuModelWeightInput!]!, $reason: String!) {
+  setGpuModelWeights(weights: $weights, reason: $reason) {
+    __typename
+    ... on PolicySet {
+      position
+    }
+    ... on Rejected {
+      code
+      reason
+    }
+    ... on InvalidInput {
+      field
+      message
+    }
+    ... on NotAuthorised {
+      message
+    }
+  }
+}
+    `) as unknown as TypedDocumentString<SetGpuModelWeightsMutation, SetGpuModelWeightsMutationVariables>;
 export const WhatIfDocument = new TypedDocumentString(`
     query WhatIf($parent: String!, $shares: [ShareInput!]!) {
   whatIf(parent: $parent, shares: $shares) {
@@ -1168,6 +1251,9 @@ export const JobDetailDocument = new TypedDocumentString(`
     query JobDetail($id: ID!) {
   job(id: $id) {
     ...JobRow
+    gpuModels
+    clusters
+    runsOn
     events {
       ...EventRow
     }
@@ -1299,12 +1385,13 @@ export const NodesDocument = new TypedDocumentString(`
     foreignGpus
     jobs
     otherJobs
+    cluster
   }
 }
     `) as unknown as TypedDocumentString<NodesQuery, NodesQueryVariables>;
 export const QueueDocument = new TypedDocumentString(`
-    query Queue($first: Int!) {
-  queue(first: $first) {
+    query Queue($first: Int!, $cluster: String) {
+  queue(first: $first, cluster: $cluster) {
     waiting
     waitingGpus
     entries {
@@ -1312,6 +1399,7 @@ export const QueueDocument = new TypedDocumentString(`
       mine
       positionInProject
       positionInClusters
+      positionInCluster
       reason
       text
       blockingGpus

@@ -7,7 +7,7 @@ import {
   AllocationHistoryDocument, AllocationsDocument, AuditEventsDocument, BudgetDocument, HealthDocument, JobDetailDocument,
   JobsDocument, MeDocument, NodesDocument, OverviewDocument, QueueDocument, RecentJobEventsDocument,
   AllocationNamesDocument, SetAllocationsDocument, SetDebugQuotaDocument, SetDisplayNameDocument, SetPinDocument, StateAtPinDocument, SubmitOutlookDocument, VerifyDocument,
-  WhatIfDocument, WhyPendingDocument, WhyPreemptedDocument,
+  WhatIfDocument, WhyPendingDocument, WhyPreemptedDocument, ClusterOccupancyDocument, GpuModelsDocument, SetGpuModelWeightsDocument,
   type AllocationRowFragment, type EventRowFragment, type JobDetailQuery, type JobRowFragment, type MeQuery, type NodesQuery,
   type StateAtPinQuery, type WhyFragment,
 } from "./generated";
@@ -19,6 +19,7 @@ import { type Pin, pinArgs } from "../lib/timetravel";
 import { type EventFilter, type Cursor, applyFilter, apiFilter, cursorFor } from "../lib/audit";
 import { type QueueRow, queueRows } from "../lib/queue";
 import { type Verification, verificationOf } from "../lib/verify";
+import type { ClusterFigures, GpuModelRow } from "../lib/clusters";
 
 export type Job = JobRowFragment;
 export type JobDetail = NonNullable<JobDetailQuery["job"]>;
@@ -81,10 +82,27 @@ export async function fetchNodes(): Promise<NodeRow[]> {
   return (await request(NodesDocument, {})).nodes;
 }
 
-/** The queue in the scheduler's order (Query.queue); other tenants' jobs are positions only. */
-export async function fetchQueue(): Promise<{ waiting: number; rows: QueueRow[] }> {
-  const q = (await request(QueueDocument, { first: MAX_PAGE })).queue;
+/** The queue in the scheduler's order (Query.queue); other tenants' jobs are positions only. `cluster`: only the
+ * jobs that may run on that cluster, each with its position there. */
+export async function fetchQueue(cluster: string | null = null): Promise<{ waiting: number; rows: QueueRow[] }> {
+  const q = (await request(QueueDocument, { first: MAX_PAGE, cluster })).queue;
   return { waiting: q.waiting, rows: queueRows(q.entries) };
+}
+
+/** Each cluster's occupancy now (Query.clusterOccupancy), by name. */
+export async function fetchClusterOccupancy(): Promise<ClusterFigures[]> {
+  return (await request(ClusterOccupancyDocument, {})).clusterOccupancy;
+}
+
+/** The GPU models of the registered nodes with their weights (Query.gpuModels). */
+export async function fetchGpuModels(): Promise<GpuModelRow[]> {
+  return (await request(GpuModelsDocument, {})).gpuModels;
+}
+
+/** Change GPU model weights, with a reason (Mutation.setGpuModelWeights; operators and admins). */
+export async function setGpuModelWeights(weights: { model: string; weight: number }[], reason: string): Promise<MutationOutcome> {
+  const data = await request(SetGpuModelWeightsDocument, { weights, reason });
+  return outcome(data.setGpuModelWeights, ["PolicySet"]);
 }
 
 // -- audit ----------------------------------------------------------------------------------------

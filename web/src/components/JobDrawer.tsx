@@ -13,6 +13,7 @@ import { fetchOwner } from "../api/acting";
 import { ownerLabel, powersOf } from "../lib/acting";
 import { sessionAddress } from "../lib/address";
 import { routingOf } from "../lib/routing";
+import { acceptsText } from "../lib/clusters";
 import { ProjectName } from "../names";
 
 /** whyPreempted's `evidence.preemption` (steward.api.explain.preemption_story), when the API records one. */
@@ -145,6 +146,9 @@ export function JobDrawer({ jobId, onClose, onSubmitAgain }: { jobId: string; on
             <div><dt>resumable</dt><dd>{job.resumable ? "yes" : "no"}</dd></div>
             {facts?.restoredTo ? <div><dt>restored as</dt><dd><code data-testid="restored-to">{facts.restoredTo}</code></dd></div> : null}
             {facts?.restoredFrom ? <div><dt>restored from</dt><dd><code>{facts.restoredFrom}</code></dd></div> : null}
+            <div><dt>GPU models</dt><dd data-testid="job-gpu-models">{acceptsText(job.gpuModels, "GPU model")}</dd></div>
+            <div><dt>clusters</dt><dd data-testid="job-clusters">{acceptsText(job.clusters, "cluster")}</dd></div>
+            {job.runsOn ? <div><dt>runs on</dt><dd data-testid="job-runs-on">cluster {job.runsOn}</dd></div> : null}
             <div><dt>placement</dt><dd>{placement.length ? placement.map(([n, g]) => `${n}: GPUs ${g.join(",")}`).join("; ") : "—"}</dd></div>
             {routing ? <div><dt>{routing.movedFrom ? "moved" : "routed"}</dt><dd data-testid="routing-reason">{routing.reason}</dd></div> : null}
           </dl>

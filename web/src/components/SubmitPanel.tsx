@@ -4,8 +4,11 @@ import { useNames } from "../names";
 import type { OutlookAnswer } from "../api/queries";
 import { preview, send, type SendAnswer } from "../api/acting";
 import { outlookHeadline, outlookTone, qualificationLabel, type SubmitForm, type SubmitOutlook } from "../lib/outlook";
-import { fieldOfRefusal, initialProject, MAX_PROTECTION_S, parseSubmission, policyCapNote } from "../lib/acting";
+import { fieldOfRefusal, initialProject, MAX_PROTECTION_S, parseSubmission, policyCapNote, previewHint } from "../lib/acting";
 import { formatDuration } from "../lib/format";
+import { submitChoices, toggled } from "../lib/clusters";
+import { fetchGpuModels } from "../api/queries";
+import { useData } from "../context";
 import { Badge, Panel } from "./common";
 
 const KINDS: { value: string; label: string }[] = [
@@ -29,6 +32,26 @@ export function OutlookView({ outlook, testid }: { outlook: SubmitOutlook; testi
   );
 }
 
+/** The GPU models or clusters a job accepts (issue 25): a box per one the registered nodes have; none ticked means
+ * any. Sessions take neither (Mutation.openSession has no such field): the boxes are then disabled. */
+export function AcceptsPicker({ kind, choices, chosen, onToggle, disabled, error }: {
+  kind: "gpuModels" | "clusters"; choices: string[]; chosen: string[]; onToggle: (name: string) => void; disabled: boolean; error: string | null;
+}) {
+  const what = kind === "gpuModels" ? "GPU models" : "Clusters";
+  if (!choices.length) return null;
+  return (
+    <fieldset className="accepts" data-testid={`submit-${kind}`} aria-describedby={error ? `submit-${kind}-err` : undefined}>
+      <legend>{what} <span className="muted small">(none ticked: any)</span></legend>
+      {choices.map((name, i) => (
+        <label key={name} className="inline">
+          <input type="checkbox" id={i === 0 ? `submit-${kind}` : undefined} checked={chosen.includes(name)} disabled={disabled && !chosen.includes(name)} onChange={() => onToggle(name)} data-testid={`submit-${kind}-${name}`} /> {name}
+        </label>
+      ))}
+      {error && <span id={`submit-${kind}-err`} className="field-error" data-testid={`submit-${kind}-error`}>{error}</span>}
+    </fieldset>
+  );
+}
+
 /** Submit a job or open a session (issue 24 "Acting from the UI"), told before and after sending whether it runs
  * funded or unfunded and why (DESIGN.md "The time-slicing contract") and, for debug work and sessions, whether
  * it is inside its allocation's debug quota. Only the projects one may act for are offered; the server's refusal
@@ -43,6 +66,8 @@ export function SubmitPanel({ projects, onSubmitted, prefill }: {
   const [tried, setTried] = useState(false);
   const [busy, setBusy] = useState(false);
   const resultRef = useRef<HTMLDivElement>(null);
+  const models = useData(fetchGpuModels, []);
+  const choices = submitChoices(models.data ?? []);
   const session = form.jobClass === "interactive";
   const parsed = parseSubmission(form);
   const wanted = parseSubmission({ ...form, command: form.command.trim() || "(preview)" }).submission;
@@ -84,12 +109,16 @@ export function SubmitPanel({ projects, onSubmitted, prefill }: {
     setForm((f) => ({ ...f, [k]: value }));
     setResult(null);
   };
+  const toggle = (k: "gpuModels" | "clusters") => (name: string) => {
+    setForm((f) => ({ ...f, [k]: toggled(f[k] ?? [], name, choices[k]) }));
+    setResult(null);
+  };
   const submit = async (e: React.FormEvent) => {
     e.preventDefault();
     setTried(true);
     if (!parsed.submission) {
       // keyboard users land on the first field to mend
-      const first = ["project", "gpus", "minRuntimeS", "command"].find((k) => parsed.errors[k]);
+      const first = ["project", "gpus", "minRuntimeS", "command", "gpuModels", "clusters"].find((k) => parsed.errors[k]);
       if (first) document.getElementById(`submit-${first}`)?.focus();
       return;
     }
@@ -163,9 +192,15 @@ export function SubmitPanel({ projects, onSubmitted, prefill }: {
           <input id="submit-command" className="wide" value={form.command} onChange={set("command")} aria-invalid={!!problem("command")} aria-describedby={describe("command")} data-testid="submit-command" placeholder="python train.py --epochs 3" />
           {err("command")}
         </div>
+        {(choices.gpuModels.length > 1 || choices.clusters.length > 1) && (
+          <div className="form-row" data-testid="submit-accepts">
+            <AcceptsPicker kind="gpuModels" choices={choices.gpuModels} chosen={form.gpuModels ?? []} onToggle={toggle("gpuModels")} disabled={session} error={problem("gpuModels")} />
+            <AcceptsPicker kind="clusters" choices={choices.clusters} chosen={form.clusters ?? []} onToggle={toggle("clusters")} disabled={session} error={problem("clusters")} />
+          </div>
+        )}
         <section aria-labelledby="outlook-h" className="outlook-box" data-testid="submit-preview" aria-busy={!!wanted && !current}>
           <h3 id="outlook-h">Before you {session ? "open it" : "submit"}</h3>
-          {!wanted ? <p className="muted">Fill in the project, GPUs and {session ? "cap" : "protection"} to see what it would get now.</p>
+          {!wanted ? <p className="muted">{previewHint(form)}</p>
             : !current ? <p className="muted">Asking the scheduler's view…</p>
             : current.error ? <p className="error" role="alert">{current.error}</p>
             : current.answer?.kind === "refused" ? <p className="error" role="alert" data-testid="submit-preview-refused">{current.answer.message}</p>

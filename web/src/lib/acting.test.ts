@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest";
 import {
   ACTIONS, actableProjects, actionReason, canSubmitAgain, defaultWhose, formFromJob, fieldOfRefusal, initialProject, jobActions, jobFilter, matchesSearch,
-  ownerLabel, parseSubmission, policyCapNote, powersOf, type Powers,
+  ownerLabel, parseSubmission, policyCapNote, powersOf, previewHint, type Powers,
 } from "./acting";
 import type { SubmitForm } from "./outlook";
 
@@ -57,13 +57,35 @@ describe("the form as the mutation to send", () => {
     ["gpus", { gpus: "0" }],
     ["command", { command: "  " }],
     ["project", { project: "" }],
+    ["gpuModels", { jobClass: "interactive", gpuModels: ["h100"] }], // openSession takes no GPU models
+    ["clusters", { jobClass: "interactive", clusters: ["ceres"] }], // nor clusters
   ])("names the bad field (%s) and sends nothing", (field, change) => {
     const out = parseSubmission({ ...FORM, ...change });
     expect(out.submission).toBeNull();
     expect(Object.keys(out.errors)).toEqual([field]);
   });
+  it("sends the GPU models and clusters a job accepts, and neither when none is ticked (any)", () => {
+    const asked = parseSubmission({ ...FORM, gpuModels: ["h100", "a100"], clusters: ["ceres"] }).submission;
+    expect(asked).toEqual({ op: "submitJob", input: { project: "a1", gpus: 2, minRuntimeS: 600, jobClass: "batch", resumable: false,
+      command: ["python", "train.py"], gpuModels: ["h100", "a100"], clusters: ["ceres"] } });
+    const any = parseSubmission({ ...FORM, gpuModels: [], clusters: [] }).submission;
+    expect(any?.input).not.toHaveProperty("gpuModels");
+    expect(any?.input).not.toHaveProperty("clusters");
+    expect(parseSubmission({ ...FORM, jobClass: "interactive", gpuModels: [], clusters: [] }).submission?.op).toBe("openSession");
+  });
   it("accepts a job with no protection (unfunded), not a session", () => {
     expect(parseSubmission({ ...FORM, minRuntimeS: "0" }).submission?.op).toBe("submitJob");
+  });
+});
+
+describe("the preview's hint", () => {
+  it.each([
+    [{}, "Fill in the project, GPUs and protection to see what it would get now."],
+    [{ jobClass: "interactive" }, "Fill in the project, GPUs and cap to see what it would get now."],
+    [{ jobClass: "interactive", clusters: ["ceres"] }, "A session runs on any GPU model and cluster: clear the boxes to see what it would get now."],
+    [{ gpuModels: ["h100"] }, "Fill in the project, GPUs and protection to see what it would get now."],
+  ])("%o → %s", (change, hint) => {
+    expect(previewHint({ ...FORM, ...change })).toBe(hint);
   });
 });
 
@@ -86,6 +108,11 @@ describe("the API's refusal at its field", () => {
     [null, "a job asks for at least 1 GPU, got 0 gpus", "gpus"],
     [null, "project 'zz' is not in the tree", "project"],
     [null, "the ledger is busy", null],
+    [null, "unknown GPU model 'b200': the registered GPU models are a100, h100", "gpuModels"],
+    [null, "gpu_models names one twice: h100, h100", "gpuModels"],
+    [null, "unknown cluster 'ceres': the registered clusters are default, jupiter", "clusters"],
+    [null, "the job asks for 16 GPUs, but the largest placement this cluster could ever give is 8 GPUs (cluster 'jupiter', all 2 registered nodes it accepts)", "gpus"],
+    ["clusters", "allocation 'a1' is pinned to cluster 'ceres'", "clusters"],
   ])("field %s, %s → %s", (field, message, expected) => {
     expect(fieldOfRefusal(field, message)).toBe(expected);
   });
@@ -147,8 +174,13 @@ describe("submit again", () => {
   const JOB = { project: "a1", gpus: 2, minRuntimeS: 600, jobClass: "batch", resumable: false, command: ["python", "train.py", "--lr", "0.1"] };
   it("fills the form with the job's shape, which parses back to the same input", () => {
     const form = formFromJob(JOB);
-    expect(form).toEqual({ project: "a1", gpus: "2", minRuntimeS: "600", jobClass: "batch", resumable: false, command: "python train.py --lr 0.1" });
+    expect(form).toEqual({ project: "a1", gpus: "2", minRuntimeS: "600", jobClass: "batch", resumable: false, command: "python train.py --lr 0.1", gpuModels: [], clusters: [] });
     expect(parseSubmission(form).submission).toEqual({ op: "submitJob", input: { ...JOB } });
+  });
+  it("keeps the GPU models and clusters the job accepted", () => {
+    const form = formFromJob({ ...JOB, gpuModels: ["a100"], clusters: ["jupiter"] });
+    expect([form.gpuModels, form.clusters]).toEqual([["a100"], ["jupiter"]]);
+    expect(parseSubmission(form).submission).toEqual({ op: "submitJob", input: { ...JOB, gpuModels: ["a100"], clusters: ["jupiter"] } });
   });
   it.each([
     [{ state: "FAILED", jobClass: "batch" }, WORKER, true],

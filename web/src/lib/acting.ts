@@ -49,11 +49,21 @@ export function parseSubmission(f: SubmitForm): { submission: Submission | null;
   const session = f.jobClass === "interactive";
   const seconds = Number(f.minRuntimeS);
   if (session && !out.minRuntimeS && !(seconds > 0)) out.minRuntimeS = "a session's cap: more than 0 and at most 28800 s (8 h)";
+  // Mutation.openSession takes no GPU models or clusters: a session runs on any (say so, rather than drop them)
+  if (session && f.gpuModels?.length) out.gpuModels = "a session runs on any GPU model: clear these to open it";
+  if (session && f.clusters?.length) out.clusters = "a session runs on any cluster: clear these to open it";
   if (!input || Object.keys(out).length) return { submission: null, errors: out };
   if (session) {
     return { submission: { op: "openSession", input: { project: input.project, gpus: input.gpus, command: input.command, capS: input.minRuntimeS } }, errors: out };
   }
   return { submission: { op: "submitJob", input }, errors: out };
+}
+
+/** What the preview box says while the form cannot be previewed. */
+export function previewHint(f: SubmitForm): string {
+  const session = f.jobClass === "interactive";
+  if (session && (f.gpuModels?.length || f.clusters?.length)) return "A session runs on any GPU model and cluster: clear the boxes to see what it would get now.";
+  return `Fill in the project, GPUs and ${session ? "cap" : "protection"} to see what it would get now.`;
 }
 
 /** The preview's protection asked vs what the policy allows: a line when the policy caps it lower. */
@@ -68,15 +78,17 @@ export function policyCapNote(askedS: number, outlook: { askedProtectionS: numbe
 export function fieldOfRefusal(field: string | null | undefined, message: string): keyof SubmitForm | null {
   const byName: Record<string, keyof SubmitForm> = {
     project: "project", gpus: "gpus", minRuntimeS: "minRuntimeS", capS: "minRuntimeS", command: "command",
-    jobClass: "jobClass", resumable: "resumable",
+    jobClass: "jobClass", resumable: "resumable", gpuModels: "gpuModels", clusters: "clusters",
   };
   if (field && byName[field]) return byName[field];
   const m = message.toLowerCase();
   if (/min_runtime|protection|\bcap\b/.test(m)) return "minRuntimeS";
+  if (/gpu_models|\bgpu models?\b/.test(m)) return "gpuModels"; // before "GPUs": "unknown GPU model 'x'"
   if (/\bgpus?\b/.test(m)) return "gpus";
   if (/\bcommand\b/.test(m)) return "command";
   if (/\bproject\b/.test(m)) return "project";
   if (/\bjob_class\b|\bclass\b/.test(m)) return "jobClass";
+  if (/\bclusters?\b/.test(m)) return "clusters";
   return null;
 }
 
@@ -142,10 +154,11 @@ export function actionReason(kind: ActionKind, text: string): { ok: true; reason
 
 /** "Submit again": the form filled from a finished job (the API has no requeue a researcher may ask for; a
  * new job with the same shape is what is left). A session opens again as a session, its cap as asked. */
-export function formFromJob(job: { project: string; gpus: number; minRuntimeS: number; jobClass: string; resumable: boolean; command: string[] }): SubmitForm {
+export function formFromJob(job: { project: string; gpus: number; minRuntimeS: number; jobClass: string; resumable: boolean; command: string[]; gpuModels?: string[]; clusters?: string[] }): SubmitForm {
   return {
     project: job.project, gpus: String(job.gpus), minRuntimeS: String(job.minRuntimeS), jobClass: job.jobClass,
     resumable: job.jobClass === "interactive" || job.resumable, command: job.command.join(" "),
+    gpuModels: [...(job.gpuModels ?? [])], clusters: [...(job.clusters ?? [])],
   };
 }
 

@@ -37,6 +37,9 @@ export interface SubmitForm {
   jobClass: string;
   resumable: boolean;
   command: string;
+  /** The GPU models and clusters it accepts (issue 25); none: any. */
+  gpuModels?: string[];
+  clusters?: string[];
 }
 
 export interface SubmitInput {
@@ -46,6 +49,9 @@ export interface SubmitInput {
   jobClass: string;
   resumable: boolean;
   command: string[];
+  /** Sent only when the form names some (SubmitJobInput.gpuModels, clusters: none means any). */
+  gpuModels?: string[];
+  clusters?: string[];
 }
 
 /** The form as the API's SubmitJobInput, or the first problem in words (field → message). */
@@ -60,7 +66,10 @@ export function parseSubmit(f: SubmitForm): { input: SubmitInput | null; errors:
   const command = f.command.trim() ? f.command.trim().split(/\s+/) : [];
   if (!command.length) errors.command = "the command to run";
   if (Object.keys(errors).length) return { input: null, errors };
-  return { input: { project: f.project.trim(), gpus, minRuntimeS, jobClass: f.jobClass, resumable: f.resumable, command }, errors };
+  const input: SubmitInput = { project: f.project.trim(), gpus, minRuntimeS, jobClass: f.jobClass, resumable: f.resumable, command };
+  if (f.gpuModels?.length) input.gpuModels = [...f.gpuModels];
+  if (f.clusters?.length) input.clusters = [...f.clusters];
+  return { input, errors };
 }
 
 /** What the preview needs (the command may still be empty): null while the form cannot be previewed. */

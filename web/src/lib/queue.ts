@@ -14,6 +14,8 @@ export interface QueueRow {
   positionInProject: number | null;
   /** Its place among the waiting jobs that accept a cluster it accepts (with one cluster, `position`). */
   positionInClusters: number | null;
+  /** With a cluster chosen: its place among the waiting jobs that may run on that cluster. */
+  positionInCluster: number | null;
   reasonCode: string | null;
   text: string | null;
   /** What blocks it, in words ("8 GPUs"): the GPUs it still needs. */
@@ -29,6 +31,7 @@ export function queueRows(entries: Entry[]): QueueRow[] {
     position: e.position,
     positionInProject: e.positionInProject,
     positionInClusters: e.positionInClusters ?? null,
+    positionInCluster: e.positionInCluster ?? null,
     reasonCode: e.reason,
     text: e.text,
     blocking: e.blockingGpus != null ? `${e.blockingGpus} GPUs` : null,

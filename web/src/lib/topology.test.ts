@@ -1,7 +1,9 @@
 import { describe, expect, it } from "vitest";
 import { blockOf, blocks, fragmentation } from "./topology";
 
-const node = (id: string, path: string[], gpus: number, usedGpus: number) => ({ id, path, gpus, usedGpus, state: "ready" });
+// a ready node as the server reads it (Node.freeGpus: not held, on a ready node)
+const node = (id: string, path: string[], gpus: number, usedGpus: number, foreignGpus = 0) =>
+  ({ id, path, gpus, usedGpus, foreignGpus, freeGpus: Math.max(0, gpus - usedGpus - foreignGpus), state: "ready" });
 
 describe("topology", () => {
   const nodes = [node("n2", ["z", "b1", "n2"], 8, 8), node("n1", ["z", "b1", "n1"], 8, 2), node("n3", ["z", "b2", "n3"], 8, 0), node("solo", ["solo"], 4, 0)];
@@ -31,12 +33,19 @@ describe("topology", () => {
   });
 
   it("counts GPUs another scheduler holds as foreign, neither Steward's nor free", () => {
-    const withForeign = [{ ...node("s0", ["r", "s0"], 8, 2), foreignGpus: 3 }, { ...node("s1", ["r", "s1"], 8, 6), foreignGpus: 5 }];
+    const withForeign = [node("s0", ["r", "s0"], 8, 2, 3), node("s1", ["r", "s1"], 8, 6, 5)];
     const [b] = blocks(withForeign);
     expect(b.nodes.map((n) => [n.id, n.used, n.foreign, n.free])).toEqual([["s0", 2, 3, 3], ["s1", 6, 2, 0]]);
     expect([b.used, b.foreign, b.free]).toEqual([8, 5, 3]);
     // a node with foreign load is not a whole free node for a gang
-    expect(fragmentation(blocks([{ ...node("f", ["r", "f"], 8, 0), foreignGpus: 1 }, node("g", ["r", "g"], 8, 0)]), 16))
+    expect(fragmentation(blocks([node("f", ["r", "f"], 8, 0, 1), node("g", ["r", "g"], 8, 0)]), 16))
       .toEqual({ unusable: 15, free: 15 });
+  });
+
+  it("shows the server's free GPUs: none on a draining node, in its block and in the fragmentation", () => {
+    const draining = { ...node("d", ["r", "d"], 4, 0), state: "draining", freeGpus: 0 };
+    const [b] = blocks([draining, node("g", ["r", "g"], 4, 1)]);
+    expect([b.free, b.nodes.map((n) => n.free)]).toEqual([3, [0, 3]]);
+    expect(fragmentation([b], 0).free).toBe(3);
   });
 });

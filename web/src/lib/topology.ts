@@ -1,6 +1,7 @@
 // Blocks and nodes from the nodes' topology paths, with their occupancy (Node.usedGpus: Steward's jobs;
-// Node.foreignGpus: work another scheduler placed, under Slurm or Kubernetes), and the fragmentation
-// figure: free GPUs that the largest waiting gang cannot use.
+// Node.foreignGpus: work another scheduler placed, under Slurm or Kubernetes; Node.freeGpus: what a job could
+// be placed on now, as the server reads a node: 0 on a draining, retiring or unhealthy node), and the
+// fragmentation figure: free GPUs that the largest waiting gang cannot use.
 
 export interface NodeRow {
   id: string;
@@ -8,6 +9,7 @@ export interface NodeRow {
   path: string[];
   state: string;
   usedGpus: number;
+  freeGpus: number;
   foreignGpus?: number;
 }
 
@@ -43,7 +45,7 @@ export function blocks<N extends NodeRow>(nodes: N[]): BlockView<N>[] {
   for (const n of nodes) {
     const used = Math.min(n.gpus, n.usedGpus);
     const foreign = Math.min(n.gpus - used, Math.max(0, n.foreignGpus ?? 0));
-    const view: NodeView<N> = { node: n, id: n.id, gpus: n.gpus, path: n.path, state: n.state, used, foreign, free: Math.max(0, n.gpus - used - foreign), block: blockOf(n.path) };
+    const view: NodeView<N> = { node: n, id: n.id, gpus: n.gpus, path: n.path, state: n.state, used, foreign, free: n.freeGpus, block: blockOf(n.path) };
     (byBlock.get(view.block) ?? byBlock.set(view.block, []).get(view.block)!).push(view);
   }
   return [...byBlock.entries()]

@@ -1,16 +1,61 @@
-import { useData } from "../context";
-import { fetchNodes, fetchQueue } from "../api/queries";
+import { useApp, useData } from "../context";
+import { fetchClusterOccupancy, fetchNodes, fetchQueue, type NodeRow } from "../api/queries";
 import { ErrorNote, Meter, Panel } from "../components/common";
-import { blocks, fragmentation } from "../lib/topology";
+import { GpuModelWeights } from "../components/GpuModelWeights";
+import { type BlockView, blocks, fragmentation } from "../lib/topology";
+import { type ClusterView, byCluster, countsText, mayWeigh } from "../lib/clusters";
 import { formatPercent } from "../lib/format";
 
+/** One block of nodes: its occupancy and a meter per node. */
+function Block({ b, prefix }: { b: BlockView<NodeRow>; prefix: string }) {
+  return (
+    <section className="panel block" aria-labelledby={`blk-${prefix}${b.name}`}>
+      <h3 id={`blk-${prefix}${b.name}`}>{b.name} <span className="muted">{b.used}/{b.gpus} busy{b.foreign ? ` · ${b.foreign} foreign` : ""} · {b.free} free</span></h3>
+      <ul className="nodes">
+        {b.nodes.map((n) => (
+          <li key={n.id} className={`node node-${(n.state ?? "").toLowerCase()}`} tabIndex={0}
+            aria-label={`${n.id}: ${n.used} of ${n.gpus} GPUs busy, ${n.foreign ? `${n.foreign} held by other schedulers, ` : ""}${n.free} free${n.state ? `, ${n.state}` : ""}`}>
+            <span className="node-id">{n.path.at(-1) ?? n.id}</span>
+            <Meter total={n.gpus} label={`${n.used}/${n.gpus}${n.foreign ? ` (+${n.foreign} foreign)` : ""}`} parts={[{ name: "used", value: n.used, cls: "funded" }, { name: "foreign", value: n.foreign, cls: "foreign" }]} />
+            <span className="node-nums">{n.used}{n.foreign ? `+${n.foreign}` : ""}/{n.gpus}</span>
+          </li>
+        ))}
+      </ul>
+    </section>
+  );
+}
+
+/** One cluster (issue 25): its totals and GPU models as the API counts them (Query.clusterOccupancy), then its
+ * blocks. Gangs never span clusters, so each cluster is its own pool. */
+export function ClusterSection({ cluster }: { cluster: ClusterView<NodeRow> }) {
+  const f = cluster.figures;
+  const id = `cl-${cluster.name}`;
+  return (
+    <section className="cluster" aria-labelledby={id} data-testid={`cluster-${cluster.name}`}>
+      <h2 id={id}>Cluster {cluster.name} <span className="muted" data-testid={`cluster-${cluster.name}-totals`}>{f ? `${cluster.nodes} nodes · ${countsText(f)} (${formatPercent(f.gpus ? f.busyGpus / f.gpus : null, 0)})` : `${cluster.nodes} nodes`}</span></h2>
+      {f && f.gpuModels.length > 0 && (
+        <ul className="cluster-models" aria-label={`GPU models in ${cluster.name}`}>
+          {f.gpuModels.map((m) => (
+            <li key={m.gpuModel} data-testid={`cluster-${cluster.name}-model-${m.gpuModel}`}><strong>{m.gpuModel}</strong> · {m.nodes} node{m.nodes === 1 ? "" : "s"} · {countsText(m)}</li>
+          ))}
+        </ul>
+      )}
+      <div className="blocks">
+        {cluster.blocks.map((b) => <Block key={b.name} b={b} prefix={`${cluster.name}-`} />)}
+      </div>
+    </section>
+  );
+}
+
 export function NodesScreen() {
+  const { identity } = useApp();
   const { data, error } = useData(async () => {
-    const [nodes, queue] = await Promise.all([fetchNodes(), fetchQueue()]);
-    return { nodes, queue };
+    const [nodes, queue, occupancy] = await Promise.all([fetchNodes(), fetchQueue(), fetchClusterOccupancy()]);
+    return { nodes, queue, occupancy };
   }, []);
   if (!data) return <><ErrorNote error={error} /><p aria-busy="true">Loading nodes…</p></>;
   const bl = blocks(data.nodes);
+  const clusters = byCluster(data.nodes, data.occupancy);
   // the largest gang among the waiting jobs one may see (other tenants' sizes are not shown)
   const largest = Math.max(0, ...data.queue.rows.map((r) => r.job?.gpus ?? 0));
   const frag = fragmentation(bl, largest);
@@ -19,33 +64,18 @@ export function NodesScreen() {
   const foreign = bl.reduce((s, b) => s + b.foreign, 0);
   return (
     <>
-      <Panel title="Cluster" id="cluster">
+      <Panel title="All clusters" id="cluster">
         <ErrorNote error={error} />
         <p className="kpis">
-          <span><strong>{data.nodes.length}</strong> nodes in <strong>{bl.length}</strong> blocks</span>
+          <span><strong>{data.nodes.length}</strong> nodes in <strong>{clusters.length}</strong> cluster{clusters.length === 1 ? "" : "s"}, <strong>{bl.length}</strong> blocks</span>
           <span><strong>{used}</strong>/{total} GPUs busy ({formatPercent(total ? used / total : null, 0)})</span>
           {foreign > 0 && <span data-testid="foreign"><strong>{foreign}</strong> held by other schedulers</span>}
           <span data-testid="fragmentation"><strong>{frag.unusable}</strong> of {frag.free} free GPUs unusable by the largest waiting gang ({largest || "none"} GPUs)</span>
         </p>
         <p className="legend"><span className="sw funded" /> busy <span className="sw foreign" /> other schedulers' work <span className="sw idle" /> free</p>
       </Panel>
-      <div className="blocks">
-        {bl.map((b) => (
-          <section key={b.name} className="panel block" aria-labelledby={`blk-${b.name}`}>
-            <h2 id={`blk-${b.name}`}>{b.name} <span className="muted">{b.used}/{b.gpus} busy{b.foreign ? ` · ${b.foreign} foreign` : ""} · {b.free} free</span></h2>
-            <ul className="nodes">
-              {b.nodes.map((n) => (
-                <li key={n.id} className={`node node-${(n.state ?? "").toLowerCase()}`} tabIndex={0}
-                  aria-label={`${n.id}: ${n.used} of ${n.gpus} GPUs busy, ${n.foreign ? `${n.foreign} held by other schedulers, ` : ""}${n.free} free${n.state ? `, ${n.state}` : ""}`}>
-                  <span className="node-id">{n.path.at(-1) ?? n.id}</span>
-                  <Meter total={n.gpus} label={`${n.used}/${n.gpus}${n.foreign ? ` (+${n.foreign} foreign)` : ""}`} parts={[{ name: "used", value: n.used, cls: "funded" }, { name: "foreign", value: n.foreign, cls: "foreign" }]} />
-                  <span className="node-nums">{n.used}{n.foreign ? `+${n.foreign}` : ""}/{n.gpus}</span>
-                </li>
-              ))}
-            </ul>
-          </section>
-        ))}
-      </div>
+      {clusters.map((c) => <ClusterSection key={c.name} cluster={c} />)}
+      <GpuModelWeights canChange={mayWeigh(identity)} />
     </>
   );
 }
