@@ -330,14 +330,19 @@ def test_a_preemption_deletes_the_pod_with_the_grace_and_the_next_attempt_is_a_n
     (job,) = ex.submit_pods()
     env = ActivityEnvironment()
     act(env.run(ex.start_job, run_of(job.command.job_id, {"gpu-3": [0, 1]}, grace_s=3)))
-    signalled = act(env.run(ex.signal_job, SignalJob(job.command.job_id, 1)))
+    signalled = act(env.run(ex.signal_job, SignalJob(job.command.job_id, 1, reason="fair_share",
+                                                      for_job_id="k8s.team.big")))
     assert signalled.delivered and signalled.signal == "SIGTERM"
     ending = pod(kube, "resume")
     assert ending is not None and ending["metadata"]["deletionGracePeriodSeconds"] == 3  # the job's grace
     assert ending["metadata"].get("deletionTimestamp")
-    reasons = [e["reason"] for e in kube.call("GET", "/api/v1/namespaces/team/events")["items"]
-               if e["involvedObject"]["name"] == "resume"]
-    assert "StewardPreempted" in reasons and "StewardQueued" in reasons
+    told = {e["reason"]: e["message"] for e in kube.call("GET", "/api/v1/namespaces/team/events")["items"]
+            if e["involvedObject"]["name"] == "resume"}
+    assert "StewardQueued" in told
+    assert told["StewardPreempted"] == (f"Steward preempted job {job.command.job_id} attempt 1: fair_share (for job "
+                                        f"k8s.team.big); 3 s to checkpoint; evidence: steward explain "
+                                        f"{job.command.job_id}")
+    assert "fair_share (for job k8s.team.big)" in kubectl("describe", "pod", "resume", "-n", "team")
     outcome = act(env.run(ex.watch_job, WatchJob(job.command.job_id, 1, window_s=60.0)))
     assert (outcome.status, outcome.exit_code, outcome.killed) == ("exited", PREEMPTED_EXIT_CODE, False)
     assert pod(kube, "resume") is None  # gone when its grace ended (kwok's stage), not before the delete
@@ -391,10 +396,12 @@ def test_a_cordon_and_a_notready_node_reach_steward_and_a_drain_cordons_with_a_r
     kubectl("cordon", "gpu-1")
     try:
         assert ex.heartbeat().down == ["gpu-1", "sick"]
-        act(ActivityEnvironment().run(ex.drain_node, NodeRef("gpu-0")))
+        act(ActivityEnvironment().run(ex.drain_node, NodeRef("gpu-0", "PSU swap in rack 3 (OPS-42)")))
         drained = kube.call("GET", "/api/v1/nodes/gpu-0")
         assert drained["spec"]["unschedulable"] is True
-        assert drained["metadata"]["annotations"]["steward.io/drain-reason"] == "drained by Steward"
+        note = "drained by Steward: PSU swap in rack 3 (OPS-42)"  # the operator's reason, recorded with DrainNode
+        assert drained["metadata"]["annotations"]["steward.io/drain-reason"] == note
+        assert note in kubectl("describe", "node", "gpu-0")  # where a Kubernetes user looks
         assert ex.heartbeat().down == ["gpu-1", "sick"]  # Steward's own drain is no news to Steward
         # resumed in Steward: its cordon is lifted, the operator's own cordon stays theirs
         act(ActivityEnvironment().run(ex.resume_node, NodeRef("gpu-0")))

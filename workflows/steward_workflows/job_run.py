@@ -335,7 +335,8 @@ class JobRunWorkflow:
         signalled = True
         try:
             await workflow.execute_activity(
-                "signal_job", SignalJob(job.job_id, job.attempt), task_queue=queue,
+                "signal_job", SignalJob(job.job_id, job.attempt, reason=order.reason, for_job_id=order.for_job_id),
+                task_queue=queue,
                 start_to_close_timeout=SIGNAL_TIMEOUT, schedule_to_start_timeout=lost_after,
                 retry_policy=EXECUTOR_RETRY,
             )

@@ -121,6 +121,10 @@ class SignalJob:
     attempt: int
     kill: bool = False
     signal: str = ""
+    # why (the preemption's or the cancel's reason, and whom it stopped for): the executor may tell the job's users
+    # (Kubernetes: the `StewardPreempted` event). Empty in runs begun before it was carried (their histories replay)
+    reason: str = ""
+    for_job_id: str = ""
 
 
 @dataclass(frozen=True)
@@ -270,6 +274,7 @@ class DrainInput:
 @dataclass(frozen=True)
 class NodeRef:
     node_id: str
+    reason: str = ""  # a drain's: the operator's reason recorded with `DrainNode` (Kubernetes: the cordon's annotation)
 
 
 @dataclass(frozen=True)

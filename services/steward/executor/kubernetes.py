@@ -68,6 +68,7 @@ from steward.executor.kubernetes_pods import (
     PodProblem,
     bindings,
     command_pod,
+    drain_note,
     exit_code,
     group_new_pods,
     is_deleting,
@@ -81,6 +82,7 @@ from steward.executor.kubernetes_pods import (
     recreated,
     rejected_message,
     session_address,
+    stop_message,
     waiting_pods,
 )
 from steward.executor.kubernetes_steward import Rejection, Standing, StewardApi, StewardUnreachable
@@ -119,7 +121,6 @@ PREEMPTED_EXIT_CODE = -15  # the pod ended at its delete: SIGTERM, then SIGKILL 
 KUBE_FAILED = "KubernetesFailed"
 # a gang's bind failed and the pods bound for the attempt were deleted: the start fails, the job is requeued
 BIND_UNDONE = "StewardBindUndone"
-STEWARD_DRAIN = "drained by Steward"
 QUEUED_REASON = "StewardQueued"
 REJECTED_REASON = "StewardRejected"
 
@@ -769,9 +770,7 @@ class KubernetesExecutor:
         # record first: a delete that lands while we crash must still read as Steward's on re-attach
         rec = self.attempts.update(rec, killed=rec.killed or request.kill,
                                    signalled_at=rec.signalled_at or time.time())
-        why = (f"Steward ended job {rec.job_id} attempt {rec.attempt}" if request.kill else
-               f"Steward preempted job {rec.job_id} attempt {rec.attempt}: {grace} s to checkpoint; "
-               f"evidence: steward explain {rec.job_id}")
+        why = stop_message(rec.job_id, rec.attempt, request.kill, grace, request.reason, request.for_job_id)
         try:
             delivered = await asyncio.to_thread(self.delete_pods, rec, grace, why)
         except KubeError as err:
@@ -783,11 +782,12 @@ class KubernetesExecutor:
 
     @activity.defn(name="drain_node")
     async def drain_node(self, node: NodeRef) -> None:
+        note = drain_note(node.reason)
         await asyncio.to_thread(self.kube.patch_node, node.node_id, {
-            "metadata": {"annotations": {DRAIN_REASON: STEWARD_DRAIN}}, "spec": {"unschedulable": True}})
+            "metadata": {"annotations": {DRAIN_REASON: note}}, "spec": {"unschedulable": True}})
         self.attempts.set_drained(self.attempts.drained() | {node.node_id})
         self._changed.set()
-        log.info("node %s cordoned (%s)", node.node_id, STEWARD_DRAIN)
+        log.info("node %s cordoned (%s)", node.node_id, note)
 
     @activity.defn(name="resume_node")
     async def resume_node(self, node: NodeRef) -> None:

@@ -19,6 +19,7 @@ from steward.executor.kubernetes_pods import (
     JOB_LABEL,
     PodProblem,
     bindings,
+    drain_note,
     exit_code,
     group_new_pods,
     parse_namespace_projects,
@@ -26,6 +27,7 @@ from steward.executor.kubernetes_pods import (
     pod_job,
     recreated,
     session_address,
+    stop_message,
 )
 
 
@@ -319,3 +321,35 @@ def test_down_nodes_are_notready_cordoned_by_others_or_gone() -> None:
     registered = {"ok", "sick", "cordoned", "drained", "full", "gone"}
     # a node full of foreign pods is not down: its GPUs are the heartbeat's foreign load
     assert down_nodes(nodes, registered) == ["cordoned", "gone", "sick"]
+
+
+@pytest.mark.parametrize(("reason", "note"), [
+    ("", "drained by Steward"),
+    ("PSU swap in rack 3 (ticket OPS-42)", "drained by Steward: PSU swap in rack 3 (ticket OPS-42)"),
+    ("  two\nlines  ", "drained by Steward: two lines"),
+    ("x" * 600, "drained by Steward: " + "x" * 497 + "..."),
+])
+def test_a_drains_cordon_carries_the_operators_reason(reason: str, note: str) -> None:
+    assert drain_note(reason) == note
+
+
+@pytest.mark.parametrize(("kill", "reason", "for_job", "message"), [
+    (False, "", "", "Steward preempted job j attempt 2; 30 s to checkpoint; evidence: steward explain j"),
+    (False, "fair_share", "k8s.team.big",
+     "Steward preempted job j attempt 2: fair_share (for job k8s.team.big); 30 s to checkpoint; "
+     "evidence: steward explain j"),
+    (False, "session_cap", "", "Steward preempted job j attempt 2: session_cap; 30 s to checkpoint; "
+                               "evidence: steward explain j"),
+    (False, "operator", "", "Steward preempted job j attempt 2: operator; 30 s to checkpoint; evidence: steward "
+                            "explain j"),
+    (True, "", "", "Steward ended job j attempt 2"),
+    (True, "drain", "", "Steward ended job j attempt 2: drain"),
+])
+def test_a_stopped_pods_event_names_the_preemptions_reason_and_grace(kill: bool, reason: str, for_job: str,
+                                                                       message: str) -> None:
+    assert stop_message("j", 2, kill, 30, reason, for_job) == message
+
+
+def test_a_long_reason_is_cut_and_the_pointer_to_the_evidence_stays() -> None:
+    message = stop_message("j", 1, False, 5, "r" * 2000)
+    assert len(message) <= 1000 and message.endswith("...; 5 s to checkpoint; evidence: steward explain j")

@@ -69,6 +69,8 @@ class FakeExecutor:
         self.heartbeat = heartbeat
         self.hung = asyncio.Event()
         self.resumed: list[str] = []
+        self.asked: list[SignalJob] = []  # every signal asked, with its reason
+        self.drained: list[NodeRef] = []
 
     @activity.defn(name="start_job")
     async def start_job(self, run: JobRunInput) -> ProcessStarted:
@@ -97,6 +99,7 @@ class FakeExecutor:
     @activity.defn(name="signal_job")
     async def signal_job(self, request: SignalJob) -> SignalResult:
         proc = self.procs[(request.job_id, request.attempt)]
+        self.asked.append(request)
         name = "SIGKILL" if request.kill else "SIGTERM"
         proc.signals.append(name)
         if request.kill:
@@ -109,7 +112,7 @@ class FakeExecutor:
 
     @activity.defn(name="drain_node")
     async def drain_node(self, node: NodeRef) -> None:
-        return None
+        self.drained.append(node)
 
     @activity.defn(name="resume_node")
     async def resume_node(self, node: NodeRef) -> None:

@@ -62,6 +62,8 @@ def test_preemption_is_refused_inside_protection_without_history_and_accepted_af
             result: JobRunResult = await handle.result()
             assert result.outcome == "preempted" and result.exit_code == 0
             assert h.executor.procs[("j1", 1)].signals == ["SIGTERM"]
+            (asked,) = h.executor.asked  # the preemption's reason reaches the executor (Kubernetes: the pod's event)
+            assert (asked.reason, asked.for_job_id, asked.kill) == ("fair_share", "j9", False)
             (preempted,) = h.acts.of_type("ReportJobPreempted")
             assert preempted.payload["reason"] == "fair_share" and preempted.payload["grace_expired"] is False
             assert preempted.payload["checkpoint_path"] == "/ck/j1"
