@@ -387,8 +387,8 @@ class JobRunWorkflow:
         assert job is not None
         await self._end_session()
         self._phase = "ended"
-        if outcome.status != "exited":
-            return await self._lost(f"the process vanished without an exit code ({outcome.status})")
+        if outcome.status != "exited":  # requeued: no exit of the job's (ADR 0083: a node's refusal says why)
+            return await self._lost(outcome.reason or f"the process vanished without an exit code ({outcome.status})")
         await publish(ReportJobExited(job.job_id, job.attempt, outcome.exit_code, outcome.ended_at),
                       f"exited-{job.job_id}-{job.attempt}", job.correlation_id)
         return JobRunResult(job.job_id, job.attempt, "exited", outcome.exit_code)

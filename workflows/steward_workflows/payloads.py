@@ -107,10 +107,12 @@ class ProcessOutcome:
     attempt: int
     exit_code: int
     status: str = "exited"  # "running" (window over) | "exited" | "vanished" (gone without an exit code)
+    # | "refused" (the node would not run it: Kubernetes' admission, ADR 0083)
     ended_at: float = 0.0
     checkpoint_path: str = ""
     checkpoint_at: float | None = None
     killed: bool = False
+    reason: str = ""  # why an attempt that did not exit ended: the attempt's loss reason (the job is requeued)
 
 
 @dataclass(frozen=True)

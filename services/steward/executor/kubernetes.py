@@ -66,6 +66,7 @@ from steward.executor.kubernetes_pods import (
     JOB_LABEL,
     PodJob,
     PodProblem,
+    admission_refusal,
     bindings,
     command_pod,
     drain_note,
@@ -159,9 +160,14 @@ def pid_of(job_id: str, attempt: int) -> int:
 
 def outcome_of(rec: AttemptRecord, pods: Sequence[Mapping[str, Any] | None], now: float) -> ProcessOutcome | None:
     """What an attempt's pods say (None while they run): a failed pod's exit code, 0 when all succeeded, the
-    kill or the preemption when Steward deleted them, "vanished" when they went without Steward or their end."""
+    kill or the preemption when Steward deleted them, "vanished" when they went without Steward or their end,
+    "refused" (with the kubelet's reason) when a node refused to admit one (ADR 0083)."""
     live = [p for p in pods if p is not None]
     failed = [p for p in live if p.get("status", {}).get("phase") == "Failed"]
+    refused = [r for r in map(admission_refusal, failed) if r]
+    if refused and not rec.signalled_at:  # ADR 0083: never ran, no fault of the job's: requeued with the reason
+        return ProcessOutcome(rec.job_id, rec.attempt, -1, "refused", now,
+                              reason=f"{'; '.join(refused)} (the job never ran there; queued again)")
     if failed:
         return ProcessOutcome(rec.job_id, rec.attempt, exit_code(failed[0]) or 1, "exited", now)
     if live and len(live) == len(pods) and all(p.get("status", {}).get("phase") == "Succeeded" for p in live):

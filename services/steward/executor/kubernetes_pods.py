@@ -351,3 +351,26 @@ def stop_message(job_id: str, attempt: int, kill: bool, grace_s: int, reason: st
     if len(head) + len(tail) > MESSAGE_MAX:
         head = head[:max(MESSAGE_MAX - len(tail) - 3, 0)] + "..."
     return head + tail
+
+
+# The kubelet's admission refusals (pkg/kubelet/lifecycle/predicate.go, the device manager): the pod never ran. On a
+# node shared with another scheduler, Steward's view of the GPUs others hold lags theirs (ADR 0083): the pod bound
+# second onto the same GPUs is refused (`UnexpectedAdmissionError`: "Allocate failed due to requested number of
+# devices unavailable for nvidia.com/gpu"; or `OutOfnvidia.com/gpu`).
+ADMISSION_REFUSALS = ("UnexpectedAdmissionError", "OutOf")
+
+
+def admission_refusal(pod: Pod) -> str:
+    """Why the node's kubelet refused to run this pod ("" when it did not: the pod ran, or failed otherwise): a
+    Failed pod whose reason is an admission refusal and none of whose containers ever started."""
+    status = pod.get("status", {})
+    reason = str(status.get("reason") or "")
+    if status.get("phase") != "Failed" or not reason.startswith(ADMISSION_REFUSALS):
+        return ""
+    for container in status.get("containerStatuses") or []:
+        state = container.get("state") or {}
+        if "running" in state or (state.get("terminated") or {}).get("startedAt"):
+            return ""
+    message = " ".join(str(status.get("message") or "").split())
+    node = pod.get("spec", {}).get("nodeName") or "?"
+    return f"node {node} refused pod {key(pod)}: {reason}" + (f": {message}" if message else "")

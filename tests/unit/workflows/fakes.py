@@ -54,6 +54,7 @@ class FakeProcess:
     killed: bool = False
     checkpoint_at: float | None = None
     signals: list[str] = field(default_factory=list)
+    refused: str = ""  # the node refused it (ADR 0083): the watch says "refused" with this reason
     starts: int = 0
     watches: int = 0
 
@@ -93,6 +94,8 @@ class FakeExecutor:
             await asyncio.Event().wait()
         if not proc.exited.is_set():  # a poll with no window: answer at once (so the test server skips time)
             return ProcessOutcome(watch.job_id, watch.attempt, 0, "running")
+        if proc.refused:
+            return ProcessOutcome(watch.job_id, watch.attempt, -1, "refused", time.time(), reason=proc.refused)
         return ProcessOutcome(watch.job_id, watch.attempt, proc.exit_code, "exited", time.time(),
                               "/ck/" + watch.job_id if proc.checkpoint_at else "", proc.checkpoint_at, proc.killed)
 

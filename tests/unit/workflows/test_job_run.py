@@ -141,6 +141,24 @@ def test_exit_is_reported_once_with_its_code() -> None:
     run(scenario)
 
 
+def test_an_attempt_its_node_refused_is_requeued_with_the_reason_not_failed() -> None:
+    """ADR 0083: a pod the kubelet refused (another scheduler took the GPUs first) never ran: no exit of the job's
+    is reported (that would fail it); the attempt is lost with the node's reason and the ledger requeues the job."""
+    async def scenario() -> None:
+        async with harness() as h:
+            handle = await start(h)
+            proc = h.executor.procs[("j1", 1)]
+            proc.refused = "node n1 refused pod team/p: UnexpectedAdmissionError (the job never ran there)"
+            proc.exit(-1)
+            result = await handle.result()
+            assert result.outcome == "lost"
+            assert h.acts.of_type("ReportJobExited") == []
+            (lost,) = h.acts.of_type("ReportJobLost")
+            assert lost.payload["reason"] == proc.refused
+
+    run(scenario)
+
+
 def test_an_executor_gone_between_polls_is_lost_exactly_once() -> None:
     """The executor answers one poll, then dies: the next poll finds nobody within `lost_after_s`.
     (A death in the middle of a poll — heartbeat timeout, then a retry nobody takes — needs the real
