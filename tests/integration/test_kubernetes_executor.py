@@ -23,10 +23,11 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import pytest
+from temporalio.exceptions import ApplicationError
 from temporalio.testing import ActivityEnvironment
 
 from steward.config import Settings
-from steward.executor.kubernetes import PREEMPTED_EXIT_CODE, KubernetesExecutor, KubernetesSettings
+from steward.executor.kubernetes import BIND_UNDONE, PREEMPTED_EXIT_CODE, KubernetesExecutor, KubernetesSettings
 from steward.executor.kubernetes_api import KubeClient, KubeError, load_kubeconfig
 from steward.executor.kubernetes_pods import ATTEMPT_LABEL, JOB_LABEL
 from steward.executor.kubernetes_steward import Rejection, Standing, StewardUnreachable, Waiting
@@ -264,6 +265,62 @@ def test_a_gang_is_one_job_and_all_its_pods_are_bound(tmp_path: Path, kube: Kube
     wait_for(lambda: pod(kube, "llm-0") is None and pod(kube, "llm-1") is None)
 
 
+class BindRace:
+    """The real API server, with something happening to one pod of a gang between Steward's placement (its pods
+    read) and its bind: `deleted` (the user deleted it) or `taken` (someone else bound it elsewhere)."""
+
+    def __init__(self, kube: KubeClient, victim: str, what: str) -> None:
+        self.kube, self.victim, self.what = kube, victim, what
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.kube, name)
+
+    def bind(self, namespace: str, name: str, node: str) -> None:
+        if name == self.victim and self.what == "deleted":
+            self.kube.delete_pod(namespace, name, 0)
+            wait_for(lambda: self.kube.pod(namespace, name) is None)
+        elif name == self.victim and self.what == "taken":
+            self.kube.bind(namespace, name, "gpu-5")
+        self.kube.bind(namespace, name, node)
+
+
+@pytest.mark.parametrize("what", ["deleted", "taken"])
+def test_a_gang_whose_bind_fails_midway_keeps_no_pod_bound_and_its_next_attempt_binds_all(
+        tmp_path: Path, kube: KubeClient, what: str) -> None:
+    """All of a gang's pods or none: the second pod's bind fails (404 for a pod deleted, 409 for a pod bound
+    elsewhere) after the first was bound; the first is deleted (a bound pod cannot be unbound), the start fails
+    for good with the reason (the workflow reports the attempt lost; the ledger requeues), and nothing reports it
+    started. The next attempt makes the pods again from the submitted ones and binds all of them."""
+    pub = RecordingPublisher()
+    gang = f"undo-{what}"
+    ex = executor(tmp_path, pub, kube)
+    for i in range(2):
+        apply(gpu_pod(f"{gang}-{i}", 4, gang=gang, size=2))
+    (job,) = ex.submit_pods()
+    job_id = job.command.job_id
+    ex.kube = BindRace(kube, f"{gang}-1", what)  # type: ignore[assignment]
+    env = ActivityEnvironment()
+    with pytest.raises(ApplicationError) as failed:
+        act(env.run(ex.start_job, run_of(job_id, {"gpu-0": [0, 1, 2, 3], "gpu-1": [0, 1, 2, 3]})))
+    assert failed.value.type == BIND_UNDONE and failed.value.non_retryable
+    assert f"pod team/{gang}-1 to gpu-1" in failed.value.message
+    assert f"undone: team/{gang}-0 deleted" in failed.value.message
+    wait_for(lambda: pod(kube, f"{gang}-0") is None)  # the pod bound for the attempt is gone
+    assert pub.of("ReportJobStarted") == [] and ex.attempts.load(job_id, 1) is None
+    assert ex.cancel_deleted() == []  # the pods' absence is Steward's undo, not the user's cancel
+    reasons = [e["reason"] for e in kube.call("GET", "/api/v1/namespaces/team/events")["items"]
+               if e["involvedObject"]["name"] == f"{gang}-0"]
+    assert BIND_UNDONE in reasons
+
+    ex.kube = kube
+    act(env.run(ex.start_job, run_of(job_id, {"gpu-2": [0, 1, 2, 3], "gpu-3": [0, 1, 2, 3]}, attempt=2)))
+    nodes = {f"{gang}-{i}": (pod(kube, f"{gang}-{i}") or {}).get("spec", {}).get("nodeName") for i in range(2)}
+    assert sorted(nodes.values()) == ["gpu-2", "gpu-3"]
+    assert [e.payload["attempt"] for e in pub.of("ReportJobStarted")] == [2]
+    act(env.run(ex.signal_job, SignalJob(job_id, 2, kill=True)))
+    wait_for(lambda: all(pod(kube, name) is None for name in nodes))
+
+
 def test_a_preemption_deletes_the_pod_with_the_grace_and_the_next_attempt_is_a_new_pod(
         tmp_path: Path, kube: KubeClient) -> None:
     pub = RecordingPublisher()
@@ -273,14 +330,19 @@ def test_a_preemption_deletes_the_pod_with_the_grace_and_the_next_attempt_is_a_n
     (job,) = ex.submit_pods()
     env = ActivityEnvironment()
     act(env.run(ex.start_job, run_of(job.command.job_id, {"gpu-3": [0, 1]}, grace_s=3)))
-    signalled = act(env.run(ex.signal_job, SignalJob(job.command.job_id, 1)))
+    signalled = act(env.run(ex.signal_job, SignalJob(job.command.job_id, 1, reason="fair_share",
+                                                      for_job_id="k8s.team.big")))
     assert signalled.delivered and signalled.signal == "SIGTERM"
     ending = pod(kube, "resume")
     assert ending is not None and ending["metadata"]["deletionGracePeriodSeconds"] == 3  # the job's grace
     assert ending["metadata"].get("deletionTimestamp")
-    reasons = [e["reason"] for e in kube.call("GET", "/api/v1/namespaces/team/events")["items"]
-               if e["involvedObject"]["name"] == "resume"]
-    assert "StewardPreempted" in reasons and "StewardQueued" in reasons
+    told = {e["reason"]: e["message"] for e in kube.call("GET", "/api/v1/namespaces/team/events")["items"]
+            if e["involvedObject"]["name"] == "resume"}
+    assert "StewardQueued" in told
+    assert told["StewardPreempted"] == (f"Steward preempted job {job.command.job_id} attempt 1: fair_share (for job "
+                                        f"k8s.team.big); 3 s to checkpoint; evidence: steward explain "
+                                        f"{job.command.job_id}")
+    assert "fair_share (for job k8s.team.big)" in kubectl("describe", "pod", "resume", "-n", "team")
     outcome = act(env.run(ex.watch_job, WatchJob(job.command.job_id, 1, window_s=60.0)))
     assert (outcome.status, outcome.exit_code, outcome.killed) == ("exited", PREEMPTED_EXIT_CODE, False)
     assert pod(kube, "resume") is None  # gone when its grace ended (kwok's stage), not before the delete
@@ -334,10 +396,12 @@ def test_a_cordon_and_a_notready_node_reach_steward_and_a_drain_cordons_with_a_r
     kubectl("cordon", "gpu-1")
     try:
         assert ex.heartbeat().down == ["gpu-1", "sick"]
-        act(ActivityEnvironment().run(ex.drain_node, NodeRef("gpu-0")))
+        act(ActivityEnvironment().run(ex.drain_node, NodeRef("gpu-0", "PSU swap in rack 3 (OPS-42)")))
         drained = kube.call("GET", "/api/v1/nodes/gpu-0")
         assert drained["spec"]["unschedulable"] is True
-        assert drained["metadata"]["annotations"]["steward.io/drain-reason"] == "drained by Steward"
+        note = "drained by Steward: PSU swap in rack 3 (OPS-42)"  # the operator's reason, recorded with DrainNode
+        assert drained["metadata"]["annotations"]["steward.io/drain-reason"] == note
+        assert note in kubectl("describe", "node", "gpu-0")  # where a Kubernetes user looks
         assert ex.heartbeat().down == ["gpu-1", "sick"]  # Steward's own drain is no news to Steward
         # resumed in Steward: its cordon is lifted, the operator's own cordon stays theirs
         act(ActivityEnvironment().run(ex.resume_node, NodeRef("gpu-0")))

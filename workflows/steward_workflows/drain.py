@@ -29,12 +29,13 @@ with workflow.unsafe.imports_passed_through():
     from steward_workflows.publishing import PUBLISH_RETRY, publish, seconds
 
 
-async def tell_executor(activity: str, node_id: str, executor: str, lost_after_s: float, retry: RetryPolicy) -> bool:
-    """Run a node activity (`drain_node`, `resume_node`) on the node's executor; False when it did not take it
-    (gone longer than `lost_after_s`, or failing past `retry`)."""
+async def tell_executor(activity: str, node_id: str, executor: str, lost_after_s: float, retry: RetryPolicy,
+                        reason: str = "") -> bool:
+    """Run a node activity (`drain_node`, `resume_node`) on the node's executor, with the drain's reason; False when
+    it did not take it (gone longer than `lost_after_s`, or failing past `retry`)."""
     try:
         await workflow.execute_activity(
-            activity, NodeRef(node_id), task_queue=executor_task_queue(executor),
+            activity, NodeRef(node_id, reason), task_queue=executor_task_queue(executor),
             start_to_close_timeout=timedelta(seconds=30), schedule_to_start_timeout=seconds(lost_after_s),
             retry_policy=retry,
         )
@@ -48,7 +49,7 @@ async def tell_executor(activity: str, node_id: str, executor: str, lost_after_s
 class NodeDrainWorkflow:
     @workflow.run
     async def run(self, inp: DrainInput) -> DrainResult:
-        await tell_executor("drain_node", inp.node_id, inp.executor, inp.lost_after_s, PUBLISH_RETRY)
+        await tell_executor("drain_node", inp.node_id, inp.executor, inp.lost_after_s, PUBLISH_RETRY, inp.reason)
         requested: list[str] = []
         while True:
             occ: NodeOccupancy = await workflow.execute_activity(

@@ -335,7 +335,8 @@ class JobRunWorkflow:
         signalled = True
         try:
             await workflow.execute_activity(
-                "signal_job", SignalJob(job.job_id, job.attempt), task_queue=queue,
+                "signal_job", SignalJob(job.job_id, job.attempt, reason=order.reason, for_job_id=order.for_job_id),
+                task_queue=queue,
                 start_to_close_timeout=SIGNAL_TIMEOUT, schedule_to_start_timeout=lost_after,
                 retry_policy=EXECUTOR_RETRY,
             )
@@ -386,8 +387,8 @@ class JobRunWorkflow:
         assert job is not None
         await self._end_session()
         self._phase = "ended"
-        if outcome.status != "exited":
-            return await self._lost(f"the process vanished without an exit code ({outcome.status})")
+        if outcome.status != "exited":  # requeued: no exit of the job's (ADR 0083: a node's refusal says why)
+            return await self._lost(outcome.reason or f"the process vanished without an exit code ({outcome.status})")
         await publish(ReportJobExited(job.job_id, job.attempt, outcome.exit_code, outcome.ended_at),
                       f"exited-{job.job_id}-{job.attempt}", job.correlation_id)
         return JobRunResult(job.job_id, job.attempt, "exited", outcome.exit_code)

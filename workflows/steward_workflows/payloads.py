@@ -107,10 +107,12 @@ class ProcessOutcome:
     attempt: int
     exit_code: int
     status: str = "exited"  # "running" (window over) | "exited" | "vanished" (gone without an exit code)
+    # | "refused" (the node would not run it: Kubernetes' admission, ADR 0083)
     ended_at: float = 0.0
     checkpoint_path: str = ""
     checkpoint_at: float | None = None
     killed: bool = False
+    reason: str = ""  # why an attempt that did not exit ended: the attempt's loss reason (the job is requeued)
 
 
 @dataclass(frozen=True)
@@ -121,6 +123,10 @@ class SignalJob:
     attempt: int
     kill: bool = False
     signal: str = ""
+    # why (the preemption's or the cancel's reason, and whom it stopped for): the executor may tell the job's users
+    # (Kubernetes: the `StewardPreempted` event). Empty in runs begun before it was carried (their histories replay)
+    reason: str = ""
+    for_job_id: str = ""
 
 
 @dataclass(frozen=True)
@@ -270,6 +276,7 @@ class DrainInput:
 @dataclass(frozen=True)
 class NodeRef:
     node_id: str
+    reason: str = ""  # a drain's: the operator's reason recorded with `DrainNode` (Kubernetes: the cordon's annotation)
 
 
 @dataclass(frozen=True)

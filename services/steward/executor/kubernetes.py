@@ -66,8 +66,10 @@ from steward.executor.kubernetes_pods import (
     JOB_LABEL,
     PodJob,
     PodProblem,
+    admission_refusal,
     bindings,
     command_pod,
+    drain_note,
     exit_code,
     group_new_pods,
     is_deleting,
@@ -81,6 +83,7 @@ from steward.executor.kubernetes_pods import (
     recreated,
     rejected_message,
     session_address,
+    stop_message,
     waiting_pods,
 )
 from steward.executor.kubernetes_steward import Rejection, Standing, StewardApi, StewardUnreachable
@@ -117,7 +120,8 @@ MAX_ACTIVITIES = 8192
 KILLED_EXIT_CODE = -9
 PREEMPTED_EXIT_CODE = -15  # the pod ended at its delete: SIGTERM, then SIGKILL when its grace ended
 KUBE_FAILED = "KubernetesFailed"
-STEWARD_DRAIN = "drained by Steward"
+# a gang's bind failed and the pods bound for the attempt were deleted: the start fails, the job is requeued
+BIND_UNDONE = "StewardBindUndone"
 QUEUED_REASON = "StewardQueued"
 REJECTED_REASON = "StewardRejected"
 
@@ -156,9 +160,14 @@ def pid_of(job_id: str, attempt: int) -> int:
 
 def outcome_of(rec: AttemptRecord, pods: Sequence[Mapping[str, Any] | None], now: float) -> ProcessOutcome | None:
     """What an attempt's pods say (None while they run): a failed pod's exit code, 0 when all succeeded, the
-    kill or the preemption when Steward deleted them, "vanished" when they went without Steward or their end."""
+    kill or the preemption when Steward deleted them, "vanished" when they went without Steward or their end,
+    "refused" (with the kubelet's reason) when a node refused to admit one (ADR 0083)."""
     live = [p for p in pods if p is not None]
     failed = [p for p in live if p.get("status", {}).get("phase") == "Failed"]
+    refused = [r for r in map(admission_refusal, failed) if r]
+    if refused and not rec.signalled_at:  # ADR 0083: never ran, no fault of the job's: requeued with the reason
+        return ProcessOutcome(rec.job_id, rec.attempt, -1, "refused", now,
+                              reason=f"{'; '.join(refused)} (the job never ran there; queued again)")
     if failed:
         return ProcessOutcome(rec.job_id, rec.attempt, exit_code(failed[0]) or 1, "exited", now)
     if live and len(live) == len(pods) and all(p.get("status", {}).get("phase") == "Succeeded" for p in live):
@@ -486,7 +495,8 @@ class KubernetesExecutor:
             path = self.manifests / f"{stem}.json"
             data = read_json(path) or {}
             job_id = str(data.get("job", ""))
-            if not job_id or data.get("closed") or self.attempts.load(job_id, 1) is not None:
+            if (not job_id or data.get("closed") or data.get("bind_undone")
+                    or self.attempts.load(job_id, 1) is not None):
                 self._open_manifests.discard(stem)
                 continue
             if any(key(p) in present for p in data.get("pods") or []):
@@ -518,7 +528,8 @@ class KubernetesExecutor:
                 return (run.attempt == 1 or not p.get("spec", {}).get("nodeName")
                         or p.get("metadata", {}).get("labels", {}).get(ATTEMPT_LABEL) == str(run.attempt))
 
-            if pods and all(current(p) for p in pods):
+            submitted = {key(p) for p in manifest.get("pods") or []}
+            if pods and all(current(p) for p in pods) and submitted <= {key(p) for p in pods}:
                 return sorted(pods, key=key), gpus
             for old in self.kube.pods(label_selector=f"{JOB_LABEL}={run.job_id}"):
                 # an earlier attempt's pods (finished, or still bound though Steward ended that attempt): their
@@ -530,8 +541,8 @@ class KubernetesExecutor:
             for original in manifest.get("pods") or []:
                 if key(original) in kept:
                     continue
-                pod = recreated(original, run.attempt, run.job_id)
-                self._add_env(pod, run, resumed=True)
+                pod = recreated(original, run.attempt, run.job_id)  # (a first attempt's: a pod gone before its bind)
+                self._add_env(pod, run, resumed=run.attempt > 1)
                 namespace = pod["metadata"].get("namespace", "default")
                 made.append(self._create(namespace, pod))
             return sorted(made, key=key), gpus
@@ -582,27 +593,31 @@ class KubernetesExecutor:
             container["env"] = env + [{"name": k, "value": v} for k, v in extra.items()]
 
     def _bind(self, run: JobRunInput) -> AttemptRecord:
+        """Bind the attempt's pods to the nodes Steward chose, all of them or none left bound: a bind that fails
+        (the pod deleted or bound by someone else meanwhile, the API server refusing) deletes the pods already
+        bound for this attempt (a bound pod cannot be unbound) and fails the start, not to be retried
+        (`BIND_UNDONE`): the workflow reports the attempt lost with the reason and the ledger requeues the job;
+        its next attempt makes the missing pods again from the submitted ones (`_pods_for`)."""
         pods, gpus = self._pods_for(run)
         if len(gpus) != len(pods):
             gpus = [sum(len(g) for g in run.assignments.values()) // max(len(pods), 1)] * len(pods)
         keys = [key(p) for p in pods]
         targets = bindings(keys, gpus, run.assignments)
+        placed: list[Mapping[str, Any]] = []  # this attempt's pods bound where Steward placed them (earlier too)
         for pod in pods:
-            namespace, name = split(key(pod))
-            node = targets[key(pod)]
-            bound = pod.get("spec", {}).get("nodeName")
-            if bound == node:
-                continue
-            if bound:
-                raise ApplicationError(f"pod {key(pod)} is bound to {bound}, Steward placed it on {node}",
-                                       type=KUBE_FAILED, non_retryable=True)
             try:
-                self.kube.bind(namespace, name, node)
-            except KubeError as err:
-                fresh = self.kube.pod(namespace, name)
-                if fresh is None or fresh.get("spec", {}).get("nodeName") != node:
+                self._bind_pod(pod, targets[key(pod)])
+                placed.append(pod)
+            except (KubeError, ApplicationError) as err:
+                if len(pods) == 1:
                     raise
-                log.info("pod %s was already bound to %s (%s)", key(pod), node, err)
+                why = err.message if isinstance(err, ApplicationError) else str(err)
+                undone = self._undo_binds(run, placed, f"pod {key(pod)} not bound to {targets[key(pod)]}: {why}")
+                where = f"pod {key(pod)} to {targets[key(pod)]}"
+                raise ApplicationError(
+                    f"job {shown(run.job_id)} attempt {run.attempt} not bound: gang of {len(pods)} pods not bound: "
+                    f"{where}: {why}; undone: {', '.join(undone) or 'no pod was bound'} deleted", type=BIND_UNDONE,
+                    non_retryable=True) from None
         log.info("job %s attempt %s: %s", run.job_id, run.attempt,
                  ", ".join(f"{p} -> {n}" for p, n in sorted(targets.items())))
         rec = AttemptRecord(run.job_id, run.attempt, list(run.command), dict(run.assignments), "", run.job_class,
@@ -611,6 +626,46 @@ class KubernetesExecutor:
         saved = self.attempts.save(rec)
         self._open_attempts.add((rec.job_id, rec.attempt))
         return saved
+
+    def _bind_pod(self, pod: Mapping[str, Any], node: str) -> None:
+        """Bind one pod to `node` (a pod bound there before is left as it is; one bound elsewhere is an error)."""
+        namespace, name = split(key(pod))
+        bound = pod.get("spec", {}).get("nodeName")
+        if bound == node:
+            return
+        if bound:
+            raise ApplicationError(f"pod {key(pod)} is bound to {bound}, Steward placed it on {node}",
+                                   type=KUBE_FAILED, non_retryable=True)
+        try:
+            self.kube.bind(namespace, name, node)
+        except KubeError as err:
+            fresh = self.kube.pod(namespace, name)
+            if fresh is None or fresh.get("spec", {}).get("nodeName") != node:
+                raise
+            log.info("pod %s was already bound to %s (%s)", key(pod), node, err)
+
+    def _undo_binds(self, run: JobRunInput, placed: Sequence[Mapping[str, Any]], why: str) -> list[str]:
+        """A gang's failed bind: the pods bound for this attempt are deleted (no grace: they have not been reported
+        started), each told why; the manifest remembers it so that a round does not take the pods' absence for
+        the user's cancel (`cancel_deleted`). The deleted pods' keys."""
+        undone = []
+        for pod in placed:
+            namespace, name = split(key(pod))
+            with contextlib.suppress(KubeError):
+                self.kube.event(namespace, pod, BIND_UNDONE, f"Steward unbound job {run.job_id} attempt "
+                                f"{run.attempt} (all of a gang's pods or none): {why}; the job is queued again",
+                                "Warning")
+            try:
+                if self.kube.delete_pod(namespace, name, 0):
+                    undone.append(key(pod))
+            except KubeError as err:  # still bound: the next attempt deletes it before it binds (`_pods_for`)
+                log.warning("job %s attempt %s: pod %s not deleted: %s", run.job_id, run.attempt, key(pod), err)
+        manifest = self.manifest(run.job_id)
+        if manifest is not None:
+            write_json(self._manifest_path(run.job_id), manifest | {"bind_undone": run.attempt})
+        log.warning("job %s attempt %s: %s; deleted the pods bound for it: %s", run.job_id, run.attempt, why,
+                    ", ".join(undone) or "none")
+        return undone
 
     @activity.defn(name="start_job")
     async def start_job(self, run: JobRunInput) -> ProcessStarted:
@@ -721,9 +776,7 @@ class KubernetesExecutor:
         # record first: a delete that lands while we crash must still read as Steward's on re-attach
         rec = self.attempts.update(rec, killed=rec.killed or request.kill,
                                    signalled_at=rec.signalled_at or time.time())
-        why = (f"Steward ended job {rec.job_id} attempt {rec.attempt}" if request.kill else
-               f"Steward preempted job {rec.job_id} attempt {rec.attempt}: {grace} s to checkpoint; "
-               f"evidence: steward explain {rec.job_id}")
+        why = stop_message(rec.job_id, rec.attempt, request.kill, grace, request.reason, request.for_job_id)
         try:
             delivered = await asyncio.to_thread(self.delete_pods, rec, grace, why)
         except KubeError as err:
@@ -735,11 +788,12 @@ class KubernetesExecutor:
 
     @activity.defn(name="drain_node")
     async def drain_node(self, node: NodeRef) -> None:
+        note = drain_note(node.reason)
         await asyncio.to_thread(self.kube.patch_node, node.node_id, {
-            "metadata": {"annotations": {DRAIN_REASON: STEWARD_DRAIN}}, "spec": {"unschedulable": True}})
+            "metadata": {"annotations": {DRAIN_REASON: note}}, "spec": {"unschedulable": True}})
         self.attempts.set_drained(self.attempts.drained() | {node.node_id})
         self._changed.set()
-        log.info("node %s cordoned (%s)", node.node_id, STEWARD_DRAIN)
+        log.info("node %s cordoned (%s)", node.node_id, note)
 
     @activity.defn(name="resume_node")
     async def resume_node(self, node: NodeRef) -> None:

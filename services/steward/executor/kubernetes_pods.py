@@ -325,3 +325,52 @@ def waiting_pods(pods: Iterable[Pod]) -> list[tuple[Pod, str]]:
     return [(p, pod_labels(p)[JOB_LABEL]) for p in pods
             if pod_labels(p).get(JOB_LABEL) and not p.get("spec", {}).get("nodeName")
             and not is_deleting(p) and not is_terminal(p)]
+
+
+NOTE_MAX = 500  # what of an operator's reason a node's annotation keeps (the ledger keeps it whole)
+
+
+def drain_note(reason: str) -> str:
+    """What a node Steward cordons for a drain says (`steward.io/drain-reason`, as `kubectl describe node` shows
+    it): that the drain is Steward's, and the operator's reason recorded with it, when there is one."""
+    reason = " ".join(reason.split())
+    if len(reason) > NOTE_MAX:
+        reason = reason[:NOTE_MAX - 3] + "..."
+    return f"drained by Steward: {reason}" if reason else "drained by Steward"
+
+
+def stop_message(job_id: str, attempt: int, kill: bool, grace_s: int, reason: str = "", for_job_id: str = "") -> str:
+    """What a stopped pod's `StewardPreempted` event says: the kill, or the preemption with its reason (fair share,
+    a session cap, an operator, a drain...) and whom it stopped for, the grace to checkpoint in, and always the
+    pointer to the evidence."""
+    why = (f": {reason}" if reason else "") + (f" (for job {for_job_id})" if for_job_id else "")
+    if kill:
+        return f"Steward ended job {job_id} attempt {attempt}{why}"
+    head = f"Steward preempted job {job_id} attempt {attempt}{why}"
+    tail = f"; {grace_s} s to checkpoint; evidence: steward explain {job_id}"
+    if len(head) + len(tail) > MESSAGE_MAX:
+        head = head[:max(MESSAGE_MAX - len(tail) - 3, 0)] + "..."
+    return head + tail
+
+
+# The kubelet's admission refusals (pkg/kubelet/lifecycle/predicate.go, the device manager): the pod never ran. On a
+# node shared with another scheduler, Steward's view of the GPUs others hold lags theirs (ADR 0083): the pod bound
+# second onto the same GPUs is refused (`UnexpectedAdmissionError`: "Allocate failed due to requested number of
+# devices unavailable for nvidia.com/gpu"; or `OutOfnvidia.com/gpu`).
+ADMISSION_REFUSALS = ("UnexpectedAdmissionError", "OutOf")
+
+
+def admission_refusal(pod: Pod) -> str:
+    """Why the node's kubelet refused to run this pod ("" when it did not: the pod ran, or failed otherwise): a
+    Failed pod whose reason is an admission refusal and none of whose containers ever started."""
+    status = pod.get("status", {})
+    reason = str(status.get("reason") or "")
+    if status.get("phase") != "Failed" or not reason.startswith(ADMISSION_REFUSALS):
+        return ""
+    for container in status.get("containerStatuses") or []:
+        state = container.get("state") or {}
+        if "running" in state or (state.get("terminated") or {}).get("startedAt"):
+            return ""
+    message = " ".join(str(status.get("message") or "").split())
+    node = pod.get("spec", {}).get("nodeName") or "?"
+    return f"node {node} refused pod {key(pod)}: {reason}" + (f": {message}" if message else "")

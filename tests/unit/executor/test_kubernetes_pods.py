@@ -18,7 +18,9 @@ from steward.executor.kubernetes_pods import (
     ATTEMPT_LABEL,
     JOB_LABEL,
     PodProblem,
+    admission_refusal,
     bindings,
+    drain_note,
     exit_code,
     group_new_pods,
     parse_namespace_projects,
@@ -26,6 +28,7 @@ from steward.executor.kubernetes_pods import (
     pod_job,
     recreated,
     session_address,
+    stop_message,
 )
 
 
@@ -190,8 +193,42 @@ def deleting() -> dict[str, Any]:
     return p
 
 
+GPU_REFUSAL = ("Allocate failed due to requested number of devices unavailable for nvidia.com/gpu. Requested: 4, "
+               "Available: 2, which is unexpected")
+
+
+def refused(reason: str = "UnexpectedAdmissionError", message: str = GPU_REFUSAL, started: bool = False,
+            name: str = "p") -> dict[str, Any]:
+    """A pod the node's kubelet refused to admit (what a kubelet writes: phase Failed, its reason and message)."""
+    p = pod(name, node="n1", phase="Failed")
+    p["status"] |= {"reason": reason, "message": message}
+    if started:
+        p["status"]["containerStatuses"] = [{"state": {"terminated": {"exitCode": 1,
+                                                                      "startedAt": "2026-12-04T19:00:00Z"}}}]
+    return p
+
+
+@pytest.mark.parametrize(("p", "expected"), [
+    (refused(), f"node n1 refused pod team/p: UnexpectedAdmissionError: {GPU_REFUSAL}"),
+    (refused("OutOfnvidia.com/gpu", "Pod was rejected: Node didn't have enough resource: nvidia.com/gpu"),
+     "node n1 refused pod team/p: OutOfnvidia.com/gpu: Pod was rejected: Node didn't have enough resource: "
+     "nvidia.com/gpu"),
+    (refused(message=""), "node n1 refused pod team/p: UnexpectedAdmissionError"),
+    (refused(started=True), ""),  # it ran: a failure of its own
+    (refused("Evicted", "The node was low on resource: memory."), ""),  # not an admission: the job's run ended
+    (finished("Failed", 3), ""),
+    (pod("p", node="n1", phase="Running"), ""),
+])
+def test_a_kubelets_admission_refusal_is_told_apart_from_a_failure(p: dict[str, Any], expected: str) -> None:
+    assert admission_refusal(p) == expected
+
+
 @pytest.mark.parametrize(("rec", "pods", "expected"), [
     (REC, [pod("p", node="n1", phase="Running")], None),
+    # ADR 0083: refused by the node (another scheduler's pod took the GPUs first): requeued, not the job's failure
+    (REC, [refused()], (-1, "refused", False)),
+    (REC, [pod("p", node="n1", phase="Running"), refused(name="q")], (-1, "refused", False)),
+    (REC, [refused(started=True)], (1, "exited", False)),
     (REC, [finished("Succeeded", 0)], (0, "exited", False)),
     (REC, [finished("Failed", 3)], (3, "exited", False)),
     (REC, [None], (-1, "vanished", False)),
@@ -319,3 +356,41 @@ def test_down_nodes_are_notready_cordoned_by_others_or_gone() -> None:
     registered = {"ok", "sick", "cordoned", "drained", "full", "gone"}
     # a node full of foreign pods is not down: its GPUs are the heartbeat's foreign load
     assert down_nodes(nodes, registered) == ["cordoned", "gone", "sick"]
+
+
+@pytest.mark.parametrize(("reason", "note"), [
+    ("", "drained by Steward"),
+    ("PSU swap in rack 3 (ticket OPS-42)", "drained by Steward: PSU swap in rack 3 (ticket OPS-42)"),
+    ("  two\nlines  ", "drained by Steward: two lines"),
+    ("x" * 600, "drained by Steward: " + "x" * 497 + "..."),
+])
+def test_a_drains_cordon_carries_the_operators_reason(reason: str, note: str) -> None:
+    assert drain_note(reason) == note
+
+
+@pytest.mark.parametrize(("kill", "reason", "for_job", "message"), [
+    (False, "", "", "Steward preempted job j attempt 2; 30 s to checkpoint; evidence: steward explain j"),
+    (False, "fair_share", "k8s.team.big",
+     "Steward preempted job j attempt 2: fair_share (for job k8s.team.big); 30 s to checkpoint; "
+     "evidence: steward explain j"),
+    (False, "session_cap", "", "Steward preempted job j attempt 2: session_cap; 30 s to checkpoint; "
+                               "evidence: steward explain j"),
+    (False, "operator", "", "Steward preempted job j attempt 2: operator; 30 s to checkpoint; evidence: steward "
+                            "explain j"),
+    (True, "", "", "Steward ended job j attempt 2"),
+    (True, "drain", "", "Steward ended job j attempt 2: drain"),
+])
+def test_a_stopped_pods_event_names_the_preemptions_reason_and_grace(kill: bool, reason: str, for_job: str,
+                                                                       message: str) -> None:
+    assert stop_message("j", 2, kill, 30, reason, for_job) == message
+
+
+def test_a_long_reason_is_cut_and_the_pointer_to_the_evidence_stays() -> None:
+    message = stop_message("j", 1, False, 5, "r" * 2000)
+    assert len(message) <= 1000 and message.endswith("...; 5 s to checkpoint; evidence: steward explain j")
+
+
+def test_a_refused_attempt_names_the_node_and_the_kubelets_reason() -> None:
+    out = outcome_of(REC, [refused()], 10.0)
+    assert out is not None and out.reason == (f"node n1 refused pod team/p: UnexpectedAdmissionError: {GPU_REFUSAL} "
+                                              "(the job never ran there; queued again)")

@@ -54,6 +54,7 @@ class FakeProcess:
     killed: bool = False
     checkpoint_at: float | None = None
     signals: list[str] = field(default_factory=list)
+    refused: str = ""  # the node refused it (ADR 0083): the watch says "refused" with this reason
     starts: int = 0
     watches: int = 0
 
@@ -69,6 +70,8 @@ class FakeExecutor:
         self.heartbeat = heartbeat
         self.hung = asyncio.Event()
         self.resumed: list[str] = []
+        self.asked: list[SignalJob] = []  # every signal asked, with its reason
+        self.drained: list[NodeRef] = []
 
     @activity.defn(name="start_job")
     async def start_job(self, run: JobRunInput) -> ProcessStarted:
@@ -91,12 +94,15 @@ class FakeExecutor:
             await asyncio.Event().wait()
         if not proc.exited.is_set():  # a poll with no window: answer at once (so the test server skips time)
             return ProcessOutcome(watch.job_id, watch.attempt, 0, "running")
+        if proc.refused:
+            return ProcessOutcome(watch.job_id, watch.attempt, -1, "refused", time.time(), reason=proc.refused)
         return ProcessOutcome(watch.job_id, watch.attempt, proc.exit_code, "exited", time.time(),
                               "/ck/" + watch.job_id if proc.checkpoint_at else "", proc.checkpoint_at, proc.killed)
 
     @activity.defn(name="signal_job")
     async def signal_job(self, request: SignalJob) -> SignalResult:
         proc = self.procs[(request.job_id, request.attempt)]
+        self.asked.append(request)
         name = "SIGKILL" if request.kill else "SIGTERM"
         proc.signals.append(name)
         if request.kill:
@@ -109,7 +115,7 @@ class FakeExecutor:
 
     @activity.defn(name="drain_node")
     async def drain_node(self, node: NodeRef) -> None:
-        return None
+        self.drained.append(node)
 
     @activity.defn(name="resume_node")
     async def resume_node(self, node: NodeRef) -> None:

@@ -10,6 +10,7 @@ from steward_workflows.payloads import (
     DrainInput,
     JobOnNode,
     NodeOccupancy,
+    NodeRef,
     PeriodCloseInput,
     PeriodFigures,
     ResumeInput,
@@ -34,6 +35,7 @@ def test_drain_waits_for_protection_then_asks_for_preemption_and_records_the_dra
                 DrainInput("n0", EXECUTOR, "disk", poll_s=300.0, grace_s=60.0, stop_jobs=True),
                 id="drain-n0-1", task_queue=WORKFLOW_TASK_QUEUE)).result()
             assert result.outcome == "drained"
+            assert h.executor.drained == [NodeRef("n0", "disk")]  # the operator's reason reaches the executor
             asked = h.acts.of_type("RequestPreemption")
             assert [(a.payload["job_id"], a.payload["attempt"], a.payload["reason"]) for a in asked] == [
                 ("j2", 2, "drain"), ("j1", 1, "drain")]

@@ -62,6 +62,8 @@ def test_preemption_is_refused_inside_protection_without_history_and_accepted_af
             result: JobRunResult = await handle.result()
             assert result.outcome == "preempted" and result.exit_code == 0
             assert h.executor.procs[("j1", 1)].signals == ["SIGTERM"]
+            (asked,) = h.executor.asked  # the preemption's reason reaches the executor (Kubernetes: the pod's event)
+            assert (asked.reason, asked.for_job_id, asked.kill) == ("fair_share", "j9", False)
             (preempted,) = h.acts.of_type("ReportJobPreempted")
             assert preempted.payload["reason"] == "fair_share" and preempted.payload["grace_expired"] is False
             assert preempted.payload["checkpoint_path"] == "/ck/j1"
@@ -135,6 +137,24 @@ def test_exit_is_reported_once_with_its_code() -> None:
             (exited,) = h.acts.of_type("ReportJobExited")
             ended_at = exited.payload.pop("ended_at")  # the executor's time of the exit (the books end the run there)
             assert exited.payload == {"job_id": "j1", "attempt": 1, "exit_code": 3} and ended_at > 0
+
+    run(scenario)
+
+
+def test_an_attempt_its_node_refused_is_requeued_with_the_reason_not_failed() -> None:
+    """ADR 0083: a pod the kubelet refused (another scheduler took the GPUs first) never ran: no exit of the job's
+    is reported (that would fail it); the attempt is lost with the node's reason and the ledger requeues the job."""
+    async def scenario() -> None:
+        async with harness() as h:
+            handle = await start(h)
+            proc = h.executor.procs[("j1", 1)]
+            proc.refused = "node n1 refused pod team/p: UnexpectedAdmissionError (the job never ran there)"
+            proc.exit(-1)
+            result = await handle.result()
+            assert result.outcome == "lost"
+            assert h.acts.of_type("ReportJobExited") == []
+            (lost,) = h.acts.of_type("ReportJobLost")
+            assert lost.payload["reason"] == proc.refused
 
     run(scenario)
 
