@@ -106,6 +106,20 @@ def test_a_bad_file_is_refused_by_name(data: dict[str, Any], message: str) -> No
         cluster_file(data, "local")
 
 
+@pytest.mark.parametrize(("gpus", "error"), [(1_024, None), (1_025, "'c-node000' has 1,025 GPUs"),
+                                           (80_000, "'c-node000' has 80,000 GPUs")])
+def test_cluster_apply_refuses_a_node_beyond_the_bound_before_anything_is_sent(gpus: int, error: str | None) -> None:
+    """ADR 0082: the ledger's bound (1,024 GPUs a node) is checked on the file first (`check_locally` runs the
+    ledger's decision), so a typo registers none of the file's nodes."""
+    commands, _ = cluster_file({"clusters": {"c": {"nodes": 2, "gpus_per_node": gpus, "gpu_model": "H100"}}},
+                               "local")
+    if error is None:
+        check_locally(LedgerState(), commands)
+        return
+    with pytest.raises(ScenarioFileError, match=f"{error}: a node has at most 1,024 GPUs"):
+        check_locally(LedgerState(), commands)
+
+
 @pytest.mark.parametrize(("tree", "pins", "error"), [
     ({"lab": {"share": 0.5, "pin": "ceres", "children": {"p": 1.0}}, "other": 0.5}, {"lab": "ceres"}, None),
     ({"lab": {"share": 0.5}}, {}, None),
@@ -149,3 +163,18 @@ def test_prune_retires_only_the_file_s_clusters_and_executors_nodes_it_no_longer
         {"id": "ceres-node000", "cluster": "ceres", "executor": "sim"},
     ]
     assert [n["id"] for n in prune_plan(commands, registered)] == ["node-01", "node-19"]
+
+
+@pytest.mark.parametrize("gpus", ["1025", "80000", str(2**40)])
+def test_node_register_names_the_bound_before_sending(gpus: str) -> None:
+    """`steward node register --gpus N` beyond the bound: the ledger's reason, exit 2, nothing sent (even a count
+    beyond GraphQL's 32-bit Int, which the API would refuse with a message about Int)."""
+    from typer.testing import CliRunner
+
+    from steward.cli.main import app
+    from steward.cli.output import CliError
+
+    result = CliRunner().invoke(app, ["node", "register", "typo", "--gpus", gpus, "--path", "z/typo"])
+    err = result.exception
+    assert isinstance(err, CliError) and err.code == 2, result.output
+    assert f"node 'typo' has {int(gpus):,} GPUs: a node has at most 1,024 GPUs" in err.message

@@ -149,12 +149,19 @@ Kubernetes node whose device plugin shares GPUs (time-slicing replicas, MIG inst
 placement index, sized by the largest node, would allocate and walk that many buckets every cycle."""
 
 
+def node_gpus_problem(cmd: RegisterNode) -> str | None:
+    """ADR 0082: why a node registered with more than `MAX_NODE_GPUS` GPUs is refused (the bound and why), or
+    None (the executors log it for a node their inventory lists, whose registration the ledger will refuse)."""
+    if cmd.gpus <= MAX_NODE_GPUS:
+        return None
+    return (f"node '{cmd.node_id}' has {cmd.gpus:,} GPUs: a node has at most {MAX_NODE_GPUS:,} GPUs (servers hold "
+            f"8 to 16; GPU sharing may advertise more, up to this bound): check the count")
+
+
 def require_node_gpus(cmd: RegisterNode) -> None:
     """ADR 0082: a node registered with more than `MAX_NODE_GPUS` GPUs is refused, naming the bound and why."""
-    if cmd.gpus > MAX_NODE_GPUS:
-        raise InvalidCommand(
-            f"node '{cmd.node_id}' has {cmd.gpus:,} GPUs: a node has at most {MAX_NODE_GPUS:,} GPUs (servers hold "
-            f"8 to 16; GPU sharing may advertise more, up to this bound): check the count")
+    if (problem := node_gpus_problem(cmd)) is not None:
+        raise InvalidCommand(problem)
 
 
 def registered_payload(cmd: RegisterNode, kept: str | None = None) -> dict[str, Any]:
