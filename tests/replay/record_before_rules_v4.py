@@ -5,7 +5,7 @@ release's code, never today's (the point is a log today's code did not write):
     git archive 5abf03c services migrations alembic.ini | tar -x -C /tmp/old
     STEWARD_PURE=1 PYTHONPATH=/tmp/old/services python tests/replay/record_before_rules_v4.py OUT.ndjson.gz
 
-What it holds (docs/adr/0082-registering-a-node-again-and-its-gpus-bound.md):
+What it holds (docs/adr/0082-registering-a-node-again-and-a-bound-on-its-gpus.md):
 - a node drained for repair and registered again, unchanged (`steward cluster apply`), then with fewer GPUs (an
   executor's changed inventory): ready after each then (so a job was placed on it), draining today;
 - a busy node retiring (`RetireNode(when_empty)`) registered again: ready then (its pending retirement
