@@ -181,3 +181,24 @@ def test_the_cli_replays_the_log_from_before_adr_0082() -> None:
                           capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "reproduced           20" in proc.stdout or "reproduced    20" in proc.stdout, proc.stdout
+
+
+def test_a_log_of_today_with_a_kept_state_replays_as_identical(tmp_path: Path) -> None:
+    """A registration that keeps a draining node's state (its payload's `state`) is read back and re-decided to
+    the same event; the node stays draining in the replay's fold, so a placement there is refused again."""
+    from steward.audit.replay import replay
+    from steward.domain.commands import DrainNode, PlaceJob, RegisterNode, SetAllocations, SubmitJob
+    from steward.store.eventstore import EventStore
+    from steward.store.migrate import upgrade
+    from tests.unit.api.harness import record
+
+    url = f"sqlite:///{tmp_path / 's.db'}"
+    upgrade(url)
+    store = EventStore.from_url(url)
+    record(store, [SetAllocations("cluster", {"p": 1.0}, reason="tree"), RegisterNode("n1", 8, "V100", ["b", "n1"]),
+                   DrainNode("n1", "repair"), RegisterNode("n1", 4, "V100", ["b", "n1"]), SubmitJob("j", "p", 1, 0, ["x"]),
+                   PlaceJob("j", {"n1": [0]}, True, {"policy": "test"})])
+    kinds = [(r.type, r.payload.get("state")) for r in store.read()]
+    assert kinds[3] == ("NodeRegistered", "draining") and kinds[-1][0] == "CommandRejected"
+    report = replay(store)
+    assert report["ok"] and report["reproduced"] == report["decisions"] == 6 and report["by_rules"] == {"4": 6}
