@@ -196,8 +196,8 @@ def test_a_log_of_today_with_a_kept_state_replays_as_identical(tmp_path: Path) -
     upgrade(url)
     store = EventStore.from_url(url)
     record(store, [SetAllocations("cluster", {"p": 1.0}, reason="tree"), RegisterNode("n1", 8, "V100", ["b", "n1"]),
-                   DrainNode("n1", "repair"), RegisterNode("n1", 4, "V100", ["b", "n1"]), SubmitJob("j", "p", 1, 0, ["x"]),
-                   PlaceJob("j", {"n1": [0]}, True, {"policy": "test"})])
+                   DrainNode("n1", "repair"), RegisterNode("n1", 4, "V100", ["b", "n1"]),
+                   SubmitJob("j", "p", 1, 0, ["x"]), PlaceJob("j", {"n1": [0]}, True, {"policy": "test"})])
     kinds = [(r.type, r.payload.get("state")) for r in store.read()]
     assert kinds[3] == ("NodeRegistered", "draining") and kinds[-1][0] == "CommandRejected"
     report = replay(store)
