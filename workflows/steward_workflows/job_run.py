@@ -85,6 +85,15 @@ PROTECTED = "Protected"
 ALREADY_STOPPING = "AlreadyStopping"
 
 
+@dataclass(frozen=True)
+class LostStart:
+    """A start that did not happen: why, and whether the executor said so itself (`answered`: it is alive, so
+    the ledger suspects none of its nodes, ADR 0087) or went silent."""
+
+    reason: str
+    answered: bool
+
+
 @dataclass
 class StopOrder:
     reason: str
@@ -126,8 +135,8 @@ class JobRunWorkflow:
         else:
             if workflow.patched(START_WAITS_FOR_A_SILENT_EXECUTOR):
                 started_or_lost = await self._start_while_alive()
-                if isinstance(started_or_lost, str):
-                    return await self._lost(started_or_lost)
+                if isinstance(started_or_lost, LostStart):
+                    return await self._lost(started_or_lost.reason, answered=started_or_lost.answered)
                 started = started_or_lost
             else:  # runs begun before ADR 0069: a start not taken within lost_after_s was lost
                 try:
@@ -167,7 +176,7 @@ class JobRunWorkflow:
         assert self._outcome is not None
         return await self._exited(self._outcome)
 
-    async def _start_while_alive(self) -> ProcessStarted | str:
+    async def _start_while_alive(self) -> ProcessStarted | LostStart:
         """ADR 0069: start the attempt, waiting as long as its executor is alive. The start waits in the
         executor's queue with no schedule-to-start timeout; every `lost_after_s` (then whenever the last
         heartbeat seen would turn stale) the run reads the executor's last recorded heartbeat, and the rule
@@ -197,7 +206,7 @@ class JobRunWorkflow:
                 start.cancel()
                 with contextlib.suppress(ActivityError, asyncio.CancelledError):
                     await start
-                return f"executor '{job.executor}' did not start the attempt: {verdict.reason}"
+                return LostStart(f"executor '{job.executor}' did not start the attempt: {verdict.reason}", False)
             waiting = f"starting: {verdict.reason}"
             if waiting.split(" (")[0] != self._waiting.split(" (")[0]:
                 workflow.logger.info("job %s attempt %s %s", job.job_id, job.attempt, waiting)
@@ -225,13 +234,14 @@ class JobRunWorkflow:
         # must not make a heartbeat it read fresh look stale
         return start_wait(job.executor, heard_at, now - since, seen_at or now, t.lost_after_s, queued)
 
-    async def _started(self, start: workflow.ActivityHandle[ProcessStarted]) -> ProcessStarted | str:
+    async def _started(self, start: workflow.ActivityHandle[ProcessStarted]) -> ProcessStarted | LostStart:
         job = self._job
         assert job is not None
         try:
             return await start
-        except ActivityError as err:
-            return f"executor '{job.executor}' did not start the attempt: {_cause(err)}"
+        except ActivityError as err:  # the executor's own error says it is alive; a timeout says nothing
+            return LostStart(f"executor '{job.executor}' did not start the attempt: {_cause(err)}",
+                             isinstance(err.cause, ApplicationError))
 
     async def _watch(self, allow_continue_as_new: bool) -> None:
         """Poll the executor until the attempt ends; a poll that fails (heartbeat timeout, then nobody
@@ -388,19 +398,21 @@ class JobRunWorkflow:
         await self._end_session()
         self._phase = "ended"
         if outcome.status != "exited":  # requeued: no exit of the job's (ADR 0083: a node's refusal says why)
-            return await self._lost(outcome.reason or f"the process vanished without an exit code ({outcome.status})")
+            return await self._lost(outcome.reason or f"the process vanished without an exit code ({outcome.status})",
+                                    answered=True)
         await publish(ReportJobExited(job.job_id, job.attempt, outcome.exit_code, outcome.ended_at),
                       f"exited-{job.job_id}-{job.attempt}", job.correlation_id)
         return JobRunResult(job.job_id, job.attempt, "exited", outcome.exit_code)
 
-    async def _lost(self, reason: str) -> JobRunResult:
-        """The attempt is lost: recorded once (the message id names the attempt), then requeued by the ledger."""
+    async def _lost(self, reason: str, answered: bool = False) -> JobRunResult:
+        """The attempt is lost: recorded once (the message id names the attempt), then requeued by the ledger;
+        `answered`: the executor said why itself (ADR 0087: none of its nodes is suspected)."""
         job = self._job
         assert job is not None
         await self._end_session()
         self._phase = "ended"
-        await publish(ReportJobLost(job.job_id, job.attempt, reason), f"lost-{job.job_id}-{job.attempt}",
-                      job.correlation_id)
+        await publish(ReportJobLost(job.job_id, job.attempt, reason, executor_answered=answered),
+                      f"lost-{job.job_id}-{job.attempt}", job.correlation_id)
         return JobRunResult(job.job_id, job.attempt, "lost", None)
 
     # -- state ------------------------------------------------------------------------------------

@@ -164,11 +164,15 @@ class ReportJobPreempted(Command):
 
 @dataclass(frozen=True, slots=True)
 class ReportJobLost(Command):
-    """The JobRun workflow stopped hearing from the attempt's executor (heartbeat timeout, no return)."""
+    """The attempt ended without an exit of the job's own and is requeued: the JobRun workflow stopped hearing
+    from its executor (heartbeat timeout, no return), or, with `executor_answered`, the executor said it could
+    not start or keep it (a gang's bind failed, the kubelet refused the pod, the process vanished): then the
+    executor is alive and its nodes are not suspected (ADR 0087)."""
 
     job_id: str
     attempt: int
     reason: str
+    executor_answered: bool = False
 
 
 @dataclass(frozen=True, slots=True)

@@ -109,16 +109,22 @@ def decide_report_preempted(state: LedgerState, cmd: ReportJobPreempted, now: fl
 
 
 def decide_report_lost(state: LedgerState, cmd: ReportJobLost, now: float) -> list[Event]:
+    """DESIGN.md "The time-slicing contract" (requeue): a lost attempt is requeued. An executor that went
+    silent is suspected, its nodes unhealthy until it reports again; one that answered (`executor_answered`:
+    it could not start or keep the attempt and said why) is alive, and its nodes stay as they are (ADR 0087:
+    for a Kubernetes executor, one refused pod marked the whole cluster unhealthy)."""
     job = require_job(state, cmd.job_id)
     require_current_attempt(job, cmd.attempt)
     require_active(job)
     executors = sorted({state.nodes[n].executor for n in job.nodes if n in state.nodes})
-    lost = Event(cmd.aggregate, "JobLost", {
+    payload: dict[str, Any] = {
         "job_id": job.job_id, "attempt": job.attempt, "reason": cmd.reason, "nodes": list(job.nodes),
         "executors": executors, "was": job.state, "last_checkpoint_at": job.last_checkpoint_at,
-        "unhealthy": nodes_to_mark_unhealthy(state, executors),
-    })
-    return [lost, requeued(job, "lost", now)]
+        "unhealthy": [] if cmd.executor_answered else nodes_to_mark_unhealthy(state, executors),
+    }
+    if cmd.executor_answered:  # only then: the losses recorded before keep their form
+        payload["executor_answered"] = True
+    return [Event(cmd.aggregate, "JobLost", payload), requeued(job, "lost", now)]
 
 
 def decide_checkpoint_saved(state: LedgerState, cmd: ReportCheckpointSaved, now: float) -> list[Event]:

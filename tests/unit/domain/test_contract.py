@@ -264,6 +264,24 @@ def test_replace_keeps_commands_frozen() -> None:
     assert replace(cmd, grace_s=1.0).grace_s == 1.0 and cmd.attempt == 0
 
 
+@pytest.mark.parametrize(("answered", "unhealthy", "states"), [
+    (False, ["n0", "n1"], {"unhealthy"}),  # silent: its nodes are suspected until it reports again
+    (True, [], {"ready"}),  # it said why itself (a refused pod, a failed bind): alive, nothing suspected
+])
+def test_a_loss_suspects_the_executors_nodes_only_when_it_went_silent(answered: bool, unhealthy: list[str],
+                                                                      states: set[str]) -> None:
+    """ADR 0087: for a Kubernetes executor, one pod the kubelet refused marked every node of the cluster unhealthy."""
+    from tests.unit.domain.builders import with_nodes
+
+    state = running(with_nodes(small_cluster_two(), count=2), at=0.0)
+    cmd = ReportJobLost("j1", 1, "node n0 refused pod team/p: UnexpectedAdmissionError", executor_answered=answered)
+    (lost, requeued) = decide(state, cmd, 60.0)
+    assert (lost.payload["unhealthy"], requeued.type) == (unhealthy, "JobRequeued")
+    assert ("executor_answered" in lost.payload) is answered  # a silent loss's payload keeps its old form
+    state = apply(state, cmd, now=60.0)
+    assert {n.state for n in state.nodes.values()} == states and state.jobs["j1"].state == "QUEUED"
+
+
 def test_a_lost_executor_takes_no_new_work_until_it_heartbeats_again() -> None:
     from tests.unit.domain.builders import with_nodes
 

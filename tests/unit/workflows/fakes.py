@@ -72,9 +72,12 @@ class FakeExecutor:
         self.resumed: list[str] = []
         self.asked: list[SignalJob] = []  # every signal asked, with its reason
         self.drained: list[NodeRef] = []
+        self.start_fails = ""  # the start fails for good with this reason (a gang's bind failed, ADR 0083)
 
     @activity.defn(name="start_job")
     async def start_job(self, run: JobRunInput) -> ProcessStarted:
+        if self.start_fails:
+            raise ApplicationError(self.start_fails, type="StartFailed", non_retryable=True)
         key = (run.job_id, run.attempt)
         if key not in self.procs:
             at = activity.info().current_attempt_scheduled_time.timestamp()

@@ -155,6 +155,22 @@ def test_an_attempt_its_node_refused_is_requeued_with_the_reason_not_failed() ->
             assert h.acts.of_type("ReportJobExited") == []
             (lost,) = h.acts.of_type("ReportJobLost")
             assert lost.payload["reason"] == proc.refused
+            assert lost.payload["executor_answered"] is True  # ADR 0087: it said why; none of its nodes suspected
+
+    run(scenario)
+
+
+def test_a_start_the_executor_refused_is_lost_as_answered() -> None:
+    """ADR 0087: the executor said it could not start the attempt (a gang's bind failed): lost and requeued, and
+    marked as answered, so the ledger suspects none of the executor's nodes."""
+    async def scenario() -> None:
+        async with harness() as h:
+            h.executor.start_fails = "gang of 2 pods not bound: pod team/x-1 to gpu-1: 404"
+            handle = await h.client.start_workflow(JobRunWorkflow.run, job(), id="job-j1-attempt-1",
+                                                   task_queue=WORKFLOW_TASK_QUEUE)
+            assert (await handle.result()).outcome == "lost"
+            (lost,) = h.acts.of_type("ReportJobLost")
+            assert "gang of 2 pods not bound" in lost.payload["reason"] and lost.payload["executor_answered"] is True
 
     run(scenario)
 
@@ -176,6 +192,7 @@ def test_an_executor_gone_between_polls_is_lost_exactly_once() -> None:
             assert result.outcome == "lost"
             (lost,) = h.acts.of_type("ReportJobLost")
             assert lost.message.message_id == "lost-j1-1" and "stopped answering" in lost.payload["reason"]
+            assert lost.payload["executor_answered"] is False
             assert h.acts.types() == ["ReportJobLost"]
 
     run(scenario)
@@ -275,6 +292,7 @@ def test_an_executor_that_goes_silent_while_a_start_waits_is_lost_within_lost_af
             assert (await handle.result()).outcome == "lost"
             (lost,) = h.acts.of_type("ReportJobLost")
             assert "did not start the attempt" in lost.payload["reason"] and "silent for" in lost.payload["reason"]
+            assert lost.payload["executor_answered"] is False
             assert lost.at - h.acts.looks[0] <= 2.0 + 1.5  # the window, plus a look and a publish
 
     run(scenario)
