@@ -64,6 +64,25 @@ def test_a_job_asking_for_models_and_clusters_matches_its_schema(tmp_path: Path)
         validate(rec.type, rec.schema_version, rec.payload)
 
 
+def test_every_event_of_the_recorded_logs_matches_its_schema() -> None:
+    """The logs recorded by real runs (tests/replay/logs: the demo's, and the releases' before a rules change)
+    against the schemas at the versions they were recorded at: a JobPreempted without a checkpoint
+    (`checkpoint_at: null`) broke its schema unnoticed, as did JobLost's `unhealthy` and JobSubmitted's models."""
+    import gzip
+
+    logs = sorted((Path(__file__).parents[2] / "replay" / "logs").glob("*.ndjson.gz"))
+    assert logs
+    seen = 0
+    for log in logs:
+        with gzip.open(log, "rt") as lines:
+            for line in lines:
+                row = json.loads(line)
+                if row.get("kind") == "event":
+                    validate(row["type"], row["schema_version"], row["payload"])
+                    seen += 1
+    assert seen > 1000
+
+
 def test_every_stored_version_has_an_example_that_still_loads() -> None:
     examples = stored_examples()
     covered = {(e["type"], e["schema_version"]) for e in examples}
