@@ -39,11 +39,12 @@ def test_a_log_from_before_the_rule_changes_replays_as_identical() -> None:
     assert report["ok"] and report["different"] == report["unreplayable"] == 0
     assert report["by_rules"] == {"1": 1, "2": 3, "3": 10}
     earlier = {e["position"]: (e["command"], e["rules"], e["changes"]) for e in report["under_earlier_rules_decisions"]}
+    later = "restore_keeps_request"  # rules 4 (ADR 0086): after all of them, deciding none of them differently
     assert earlier == {
-        5: ("SetPolicy", 2, ["lane_hold_retired"]),
-        6: ("SetPolicy", 2, ["lane_hold_retired"]),  # its recorded settings still carry lane_hold_s
-        7: ("SubmitJob", 1, ["id_pattern", "placeable", "lane_hold_retired"]),  # 64 GPUs on a 16-GPU cluster
-        14: ("SetPolicy", 2, ["lane_hold_retired"]),
+        5: ("SetPolicy", 2, ["lane_hold_retired", later]),
+        6: ("SetPolicy", 2, ["lane_hold_retired", later]),  # its recorded settings still carry lane_hold_s
+        7: ("SubmitJob", 1, ["id_pattern", "placeable", "lane_hold_retired", later]),  # 64 GPUs on a 16-GPU cluster
+        14: ("SetPolicy", 2, ["lane_hold_retired", later]),
     }
 
 
@@ -147,3 +148,22 @@ def test_under_todays_rules_a_recorded_retired_setting_leaves_the_settings_in_fo
     (then,) = decide_or_reject(state, SetPolicy({"claim_hold_s": 5.0}, reason="r"), 1.0, 2)
     assert now.payload["settings"] == {"settle_s": 30.0, "claim_hold_s": 5.0}
     assert then.payload["settings"] == {"lane_hold_s": 120.0, "settle_s": 30.0, "claim_hold_s": 5.0}
+
+
+BEFORE_V4 = LOGS / "before-rules-v4.ndjson.gz"  # tests/replay/record_before_restore_request.py, main at 7e99307
+
+
+def test_a_restore_recorded_under_rules_3_replays_as_identical_and_differs_under_4() -> None:
+    """ADR 0086: a session restored under rules 3 accepted any GPU model and cluster (the recorded JobSubmitted
+    of the restored session has empty lists); today's rules keep the old session's A100 in jupiter. Replayed
+    under its recorded version the log is identical; stamped with version 4, the restore is the one difference."""
+    records = records_from_export(BEFORE_V4)
+    restored = next(r for r in records if r.type == "JobSubmitted" and r.stream_id == "job-s2")
+    assert (restored.payload["gpu_models"], restored.payload["clusters"]) == ([], [])
+    report = replay_records(records)
+    assert report["ok"] and report["different"] == report["unreplayable"] == 0, report
+    assert report["by_rules"] == {"3": report["decisions"]}
+    later = replay_records(stamped(records, 4))
+    assert later["different"] == 1 and not later["ok"]
+    [diff] = later["differences"]
+    assert diff["command"] == "RestoreSession", diff

@@ -42,6 +42,9 @@ CHANGES: Final[tuple[RuleChange, ...]] = (
     RuleChange("lane_hold_retired", 3, "0028",
                "the policy setting lane_hold_s is retired into claim_hold_s: a SetPolicy naming it is refused, "
                "and a recorded one no longer counts among the settings in force"),
+    RuleChange("restore_keeps_request", 4, "0086",
+               "a restored session accepts the GPU models and clusters the session it restores accepted (before: "
+               "any)"),
 )
 """Every named change of a ledger rule, oldest first."""
 
