@@ -39,7 +39,7 @@ def test_a_log_from_before_the_rule_changes_replays_as_identical() -> None:
     assert report["ok"] and report["different"] == report["unreplayable"] == 0
     assert report["by_rules"] == {"1": 1, "2": 3, "3": 10}
     earlier = {e["position"]: (e["command"], e["rules"], e["changes"]) for e in report["under_earlier_rules_decisions"]}
-    assert earlier == {
+    assert earlier == {  # the changes of version 4 (ADR 0082, 0086) came after every unversioned decision
         5: ("SetPolicy", 2, ["lane_hold_retired"]),
         6: ("SetPolicy", 2, ["lane_hold_retired"]),  # its recorded settings still carry lane_hold_s
         7: ("SubmitJob", 1, ["id_pattern", "placeable", "lane_hold_retired"]),  # 64 GPUs on a 16-GPU cluster
@@ -202,3 +202,23 @@ def test_a_log_of_today_with_a_kept_state_replays_as_identical(tmp_path: Path) -
     assert kinds[3] == ("NodeRegistered", "draining") and kinds[-1][0] == "CommandRejected"
     report = replay(store)
     assert report["ok"] and report["reproduced"] == report["decisions"] == 6 and report["by_rules"] == {"4": 6}
+
+
+# tests/replay/record_before_restore_request.py, with 7e99307's code
+BEFORE_V4_RESTORE = LOGS / "before-rules-v4-restore.ndjson.gz"
+
+
+def test_a_restore_recorded_under_rules_3_replays_as_identical_and_differs_under_4() -> None:
+    """ADR 0086: a session restored under rules 3 accepted any GPU model and cluster (the recorded JobSubmitted
+    of the restored session has empty lists); today's rules keep the old session's A100 in jupiter. Replayed
+    under its recorded version the log is identical; stamped with version 4, the restore is the one difference."""
+    records = records_from_export(BEFORE_V4_RESTORE)
+    restored = next(r for r in records if r.type == "JobSubmitted" and r.stream_id == "job-s2")
+    assert (restored.payload["gpu_models"], restored.payload["clusters"]) == ([], [])
+    report = replay_records(records)
+    assert report["ok"] and report["different"] == report["unreplayable"] == 0, report
+    assert report["by_rules"] == {"3": report["decisions"]}
+    later = replay_records(stamped(records, 4))
+    assert later["different"] == 1 and not later["ok"]
+    [diff] = later["differences"]
+    assert diff["command"] == "RestoreSession", diff

@@ -237,6 +237,9 @@ class OpenSessionInput:
     command: list[str]
     cap_s: float = strawberry.field(default=8 * 3600.0, description="The session's protected time (≤ 8 h).")
     session_id: str | None = None
+    gpu_models: list[str] | None = strawberry.field(
+        default=None, description="The GPU models the session accepts (none: any), as SubmitJobInput.gpuModels.")
+    clusters: list[str] | None = strawberry.field(default=None, description="The clusters it accepts (none: any).")
 
 
 @strawberry.input

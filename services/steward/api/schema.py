@@ -751,7 +751,8 @@ class Mutation:
             return InvalidInput(field="sessionId", message=f"the session id {shown(input.session_id)} {problem}")
         command = SubmitJob(job_id=_new_id("s", input.session_id), project=input.project, gpus=input.gpus,
                             min_runtime_s=input.cap_s, command=list(input.command), resumable=True,
-                            job_class="interactive")
+                            job_class="interactive", gpu_models=list(input.gpu_models or []),
+                            clusters=list(input.clusters or []))
         res = await _submit(_ctx(info), command, "openSession")
         return SessionOpened(job=res.job, submitted=res.submitted) if isinstance(res, JobAccepted) else res
 

@@ -120,6 +120,18 @@ def names_of(values: list[str]) -> list[str]:
     return out
 
 
+# What a job or a session accepts (`submit`, `session open`): repeatable or a comma list; none: any
+GpuModelOption: Any = typer.Option([], "--gpu-model",
+                                   help="a GPU model it accepts (repeatable or a comma list; none: any)")
+ClusterOption: Any = typer.Option([], "--cluster", help="a cluster it accepts (repeatable or a comma list; none: any)")
+
+
+def accepts_input(gpu_model: list[str], cluster: list[str]) -> dict[str, list[str]]:
+    """The `gpuModels` and `clusters` of a SubmitJobInput or OpenSessionInput, each only when it names some."""
+    models, clusters = names_of(gpu_model), names_of(cluster)
+    return ({"gpuModels": models} if models else {}) | ({"clusters": clusters} if clusters else {})
+
+
 def register(app: typer.Typer) -> None:
     job_app = typer.Typer(no_args_is_help=True, help="One job.")
     app.add_typer(job_app, name="job")
@@ -134,10 +146,8 @@ def register(app: typer.Typer) -> None:
                                        help="it checkpoints and resumes"),
         job_class: str = typer.Option("batch", "--class", help="batch, debug or interactive"),
         priority: int = typer.Option(0, help="orders jobs inside one project only"),
-        gpu_model: list[str] = typer.Option([], "--gpu-model",
-                                            help="a GPU model it accepts (repeatable or a comma list; none: any)"),
-        cluster: list[str] = typer.Option([], "--cluster",
-                                          help="a cluster it accepts (repeatable or a comma list; none: any)"),
+        gpu_model: list[str] = GpuModelOption,
+        cluster: list[str] = ClusterOption,
         preview: bool = typer.Option(False, "--preview",
                                      help="only say what it would get now (funded or not, and why); record nothing"),
         output: OutputFormat = OutputOption,
@@ -151,12 +161,7 @@ def register(app: typer.Typer) -> None:
             fail(f"--min-runtime must be 0 or more seconds, got {min_runtime:g}", 2)
         variables: dict[str, Any] = {"input": {
             "project": project, "gpus": gpus, "minRuntimeS": min_runtime, "command": command, "resumable": resumable,
-            "jobClass": job_class, "priority": priority}}
-        models, clusters = names_of(gpu_model), names_of(cluster)
-        if models:
-            variables["input"]["gpuModels"] = models
-        if clusters:
-            variables["input"]["clusters"] = clusters
+            "jobClass": job_class, "priority": priority} | accepts_input(gpu_model, cluster)}
         client = GraphQLClient(get_settings())
         if preview:
             found = client.execute(PREVIEW, variables)["submitOutlook"]

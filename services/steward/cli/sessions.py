@@ -11,7 +11,16 @@ import typer
 
 from steward.cli import readable
 from steward.cli.client import GraphQLClient
-from steward.cli.jobs import JOB_FIELDS, OPEN_SESSION, RESTORE_SESSION, echo_outlook, refusal
+from steward.cli.jobs import (
+    JOB_FIELDS,
+    OPEN_SESSION,
+    RESTORE_SESSION,
+    ClusterOption,
+    GpuModelOption,
+    accepts_input,
+    echo_outlook,
+    refusal,
+)
 from steward.cli.output import OutputFormat, OutputOption, emit, fail
 from steward.config import get_settings
 from steward.domain.commands import DEFAULT_GRACE_S
@@ -47,13 +56,17 @@ def register(app: typer.Typer) -> None:
         project: str = typer.Option(..., "--project", "-p"),
         gpus: int = typer.Option(1, "--gpus", "-g"),
         cap: float = typer.Option(8 * 3600, "--cap", help="protected time in seconds until the cap (at most 8 h)"),
+        gpu_model: list[str] = GpuModelOption,
+        cluster: list[str] = ClusterOption,
         output: OutputFormat = OutputOption,
     ) -> None:
-        """Open an interactive session: protected until its cap, warned 30 and 5 minutes before it."""
+        """Open an interactive session: protected until its cap, warned 30 and 5 minutes before it. Like
+        `submit`, --gpu-model and --cluster say what it accepts (none: any)."""
         if gpus < 1:
             fail(f"--gpus must be at least 1, got {gpus}", 2)
         res = GraphQLClient(get_settings()).execute(OPEN_SESSION, {"input": {
-            "project": project, "gpus": gpus, "command": command, "capS": cap}})["openSession"]
+            "project": project, "gpus": gpus, "command": command, "capS": cap} | accepts_input(gpu_model, cluster)}
+        )["openSession"]
         if (why := refusal(res)) is not None:
             fail(f"session {why}", 2)
         job = res["job"]

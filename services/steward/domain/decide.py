@@ -377,6 +377,8 @@ def _decide_command(state: LedgerState, command: Command, now: float, rules: int
         if not command.ended_at:  # the exits recorded before issue 23 keep their form
             payload.pop("ended_at")
         return [Event(command.aggregate, kind, payload)]
+    if isinstance(command, RestoreSession):
+        return sessions.decide_restore(state, command, now, rules)
     handler = _HANDLERS.get(type(command))
     if handler is not None:
         return handler(state, command, now)
@@ -395,7 +397,6 @@ _HANDLERS: dict[type[Any], Callable[[LedgerState, Any, float], list[Event]]] = {
     ReachSessionCap: sessions.decide_reach_cap,
     ReportUtilisation: sessions.decide_utilisation,
     RevokeProtection: sessions.decide_revoke,
-    RestoreSession: sessions.decide_restore,
     ReportSessionAddress: sessions.decide_address,
     DrainNode: nodes.decide_drain,
     ReportNodeDrained: nodes.decide_drained,

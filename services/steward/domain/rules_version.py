@@ -47,6 +47,9 @@ CHANGES: Final[tuple[RuleChange, ...]] = (
                "records it as `state`; before, every registration made the node ready"),
     RuleChange("node_gpus_bounded", 4, "0082",
                "a node has at most MAX_NODE_GPUS GPUs (1,024): a RegisterNode naming more is refused"),
+    RuleChange("restore_keeps_request", 4, "0086",
+               "a restored session accepts the GPU models and clusters the session it restores accepted (before: "
+               "any)"),
 )
 """Every named change of a ledger rule, oldest first."""
 

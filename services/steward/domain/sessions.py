@@ -7,7 +7,7 @@ from __future__ import annotations
 import ipaddress
 import math
 import re
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from typing import Any, Final
 from urllib.parse import urlsplit
 
@@ -34,6 +34,7 @@ from steward.domain.guards import (
     require_running,
     require_session,
 )
+from steward.domain.rules_version import CURRENT, patched
 from steward.domain.state import Job, LedgerState
 
 RESTORABLE_STATES = ("SUSPENDED", "CANCELLED", "FAILED", "COMPLETED")
@@ -195,7 +196,10 @@ def previous_node(job: Job) -> str | None:
     return job.assignments[0][0] if job.assignments else None
 
 
-def decide_restore(state: LedgerState, cmd: RestoreSession, now: float) -> list[Event]:
+def decide_restore(state: LedgerState, cmd: RestoreSession, now: float, rules: int = CURRENT) -> list[Event]:
+    """The restored session is a new interactive job with the old one's request: its GPUs, command, cap and
+    (rules version 4 on, ADR 0086) the GPU models and clusters it accepted, as accepted then (no node need
+    offer them now: like a waiting job's, the request stands while the cluster changes)."""
     old = require_job(state, cmd.job_id)
     require_session(old)
     require_restorable(old)
@@ -210,6 +214,8 @@ def decide_restore(state: LedgerState, cmd: RestoreSession, now: float) -> list[
         job_id=cmd.new_job_id, project=old.project, gpus=old.gpus, min_runtime_s=old.min_runtime_s,
         command=list(old.command), resumable=old.resumable, job_class=old.job_class, priority=old.priority,
     )
+    if patched("restore_keeps_request", rules):  # recorded as `submitted_fields` always was: both lists
+        submit = replace(submit, gpu_models=list(old.gpu_models), clusters=list(old.clusters))
     link: dict[str, Any] = {"restored_from": old.job_id, "resume_from": old.checkpoint_path,
                             "preferred_node": node}
     return [

@@ -8,7 +8,7 @@ import {
 } from "./generated";
 import { MAX_PAGE, previewSubmit, type OutlookAnswer, type SubmitAnswer } from "./queries";
 import type { ActionKind, Submission, Whose } from "../lib/acting";
-import { jobFilter } from "../lib/acting";
+import { jobFilter, previewOf } from "../lib/acting";
 
 export type OwnedJob = ActingJobsQuery["jobs"]["edges"][number]["node"];
 
@@ -83,7 +83,5 @@ export async function send(s: Submission): Promise<SendAnswer> {
 /** The preview of what the form would send (Query.submitOutlook; a session as an interactive job whose
  * protection is its cap, which is what openSession records). */
 export function preview(s: Submission): Promise<OutlookAnswer> {
-  if (s.op === "submitJob") return previewSubmit(s.input);
-  const { capS, ...rest } = s.input;
-  return previewSubmit({ ...rest, minRuntimeS: capS, jobClass: "interactive", resumable: true });
+  return previewSubmit(previewOf(s));
 }

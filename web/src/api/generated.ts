@@ -30,7 +30,11 @@ export type JobFilter = {
 export type OpenSessionInput = {
   /** The session's protected time (≤ 8 h). */
   capS?: number;
+  /** The clusters it accepts (none: any). */
+  clusters?: Array<string> | null | undefined;
   command: Array<string>;
+  /** The GPU models the session accepts (none: any), as SubmitJobInput.gpuModels. */
+  gpuModels?: Array<string> | null | undefined;
   gpus: number;
   project: string;
   sessionId?: string | null | undefined;

@@ -33,9 +33,9 @@ export function OutlookView({ outlook, testid }: { outlook: SubmitOutlook; testi
 }
 
 /** The GPU models or clusters a job accepts (issue 25): a box per one the registered nodes have; none ticked means
- * any. Sessions take neither (Mutation.openSession has no such field): the boxes are then disabled. */
-export function AcceptsPicker({ kind, choices, chosen, onToggle, disabled, error }: {
-  kind: "gpuModels" | "clusters"; choices: string[]; chosen: string[]; onToggle: (name: string) => void; disabled: boolean; error: string | null;
+ * any. A session takes them as a job does (OpenSessionInput.gpuModels, clusters). */
+export function AcceptsPicker({ kind, choices, chosen, onToggle, error }: {
+  kind: "gpuModels" | "clusters"; choices: string[]; chosen: string[]; onToggle: (name: string) => void; error: string | null;
 }) {
   const what = kind === "gpuModels" ? "GPU models" : "Clusters";
   if (!choices.length) return null;
@@ -44,7 +44,7 @@ export function AcceptsPicker({ kind, choices, chosen, onToggle, disabled, error
       <legend>{what} <span className="muted small">(none ticked: any)</span></legend>
       {choices.map((name, i) => (
         <label key={name} className="inline">
-          <input type="checkbox" id={i === 0 ? `submit-${kind}` : undefined} checked={chosen.includes(name)} disabled={disabled && !chosen.includes(name)} onChange={() => onToggle(name)} data-testid={`submit-${kind}-${name}`} /> {name}
+          <input type="checkbox" id={i === 0 ? `submit-${kind}` : undefined} checked={chosen.includes(name)} onChange={() => onToggle(name)} data-testid={`submit-${kind}-${name}`} /> {name}
         </label>
       ))}
       {error && <span id={`submit-${kind}-err`} className="field-error" data-testid={`submit-${kind}-error`}>{error}</span>}
@@ -194,8 +194,8 @@ export function SubmitPanel({ projects, onSubmitted, prefill }: {
         </div>
         {(choices.gpuModels.length > 1 || choices.clusters.length > 1) && (
           <div className="form-row" data-testid="submit-accepts">
-            <AcceptsPicker kind="gpuModels" choices={choices.gpuModels} chosen={form.gpuModels ?? []} onToggle={toggle("gpuModels")} disabled={session} error={problem("gpuModels")} />
-            <AcceptsPicker kind="clusters" choices={choices.clusters} chosen={form.clusters ?? []} onToggle={toggle("clusters")} disabled={session} error={problem("clusters")} />
+            <AcceptsPicker kind="gpuModels" choices={choices.gpuModels} chosen={form.gpuModels ?? []} onToggle={toggle("gpuModels")} error={problem("gpuModels")} />
+            <AcceptsPicker kind="clusters" choices={choices.clusters} chosen={form.clusters ?? []} onToggle={toggle("clusters")} error={problem("clusters")} />
           </div>
         )}
         <section aria-labelledby="outlook-h" className="outlook-box" data-testid="submit-preview" aria-busy={!!wanted && !current}>

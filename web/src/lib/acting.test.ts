@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest";
 import {
   ACTIONS, actableProjects, actionReason, canSubmitAgain, defaultWhose, formFromJob, fieldOfRefusal, initialProject, jobActions, jobFilter, matchesSearch,
-  ownerLabel, parseSubmission, policyCapNote, powersOf, previewHint, type Powers,
+  ownerLabel, parseSubmission, policyCapNote, powersOf, previewHint, previewOf, type Powers,
 } from "./acting";
 import type { SubmitForm } from "./outlook";
 
@@ -57,8 +57,6 @@ describe("the form as the mutation to send", () => {
     ["gpus", { gpus: "0" }],
     ["command", { command: "  " }],
     ["project", { project: "" }],
-    ["gpuModels", { jobClass: "interactive", gpuModels: ["h100"] }], // openSession takes no GPU models
-    ["clusters", { jobClass: "interactive", clusters: ["ceres"] }], // nor clusters
   ])("names the bad field (%s) and sends nothing", (field, change) => {
     const out = parseSubmission({ ...FORM, ...change });
     expect(out.submission).toBeNull();
@@ -73,6 +71,23 @@ describe("the form as the mutation to send", () => {
     expect(any?.input).not.toHaveProperty("clusters");
     expect(parseSubmission({ ...FORM, jobClass: "interactive", gpuModels: [], clusters: [] }).submission?.op).toBe("openSession");
   });
+  it.each([
+    [{ gpuModels: ["h100", "a100"], clusters: ["ceres"] }, { gpuModels: ["h100", "a100"], clusters: ["ceres"] }],
+    [{ gpuModels: ["h100"] }, { gpuModels: ["h100"] }],
+    [{ clusters: ["ceres"] }, { clusters: ["ceres"] }],
+    [{ gpuModels: [], clusters: [] }, {}], // none ticked: any, and neither is sent
+  ])("opens a session with the GPU models and clusters it accepts (%o), as a job would", (change, sent) => {
+    const out = parseSubmission({ ...FORM, jobClass: "interactive", minRuntimeS: "3600", ...change });
+    expect(out.errors).toEqual({});
+    expect(out.submission).toEqual({ op: "openSession", input: { project: "a1", gpus: 2, command: ["python", "train.py"], capS: 3600, ...sent } });
+  });
+  it("previews a session as an interactive job with what it accepts", () => {
+    const session = parseSubmission({ ...FORM, jobClass: "interactive", minRuntimeS: "3600", gpuModels: ["h100"], clusters: ["ceres"] }).submission;
+    expect(session && previewOf(session)).toEqual({ project: "a1", gpus: 2, command: ["python", "train.py"], minRuntimeS: 3600,
+      jobClass: "interactive", resumable: true, gpuModels: ["h100"], clusters: ["ceres"] });
+    const job = parseSubmission({ ...FORM, gpuModels: ["h100"] }).submission;
+    expect(job && previewOf(job)).toEqual(job?.input);
+  });
   it("accepts a job with no protection (unfunded), not a session", () => {
     expect(parseSubmission({ ...FORM, minRuntimeS: "0" }).submission?.op).toBe("submitJob");
   });
@@ -82,7 +97,7 @@ describe("the preview's hint", () => {
   it.each([
     [{}, "Fill in the project, GPUs and protection to see what it would get now."],
     [{ jobClass: "interactive" }, "Fill in the project, GPUs and cap to see what it would get now."],
-    [{ jobClass: "interactive", clusters: ["ceres"] }, "A session runs on any GPU model and cluster: clear the boxes to see what it would get now."],
+    [{ jobClass: "interactive", clusters: ["ceres"] }, "Fill in the project, GPUs and cap to see what it would get now."],
     [{ gpuModels: ["h100"] }, "Fill in the project, GPUs and protection to see what it would get now."],
   ])("%o → %s", (change, hint) => {
     expect(previewHint({ ...FORM, ...change })).toBe(hint);

@@ -39,7 +39,18 @@ export function initialProject(projects: string[], last: string | null): string 
 
 export type Submission =
   | { op: "submitJob"; input: SubmitInput }
-  | { op: "openSession"; input: { project: string; gpus: number; command: string[]; capS: number } };
+  | { op: "openSession"; input: SessionInput };
+
+/** Mutation.openSession's input: like a job's, the GPU models and clusters it accepts only when it names some
+ * (none: any; OpenSessionInput.gpuModels, clusters, checked by the same rules as a job's). */
+export interface SessionInput {
+  project: string;
+  gpus: number;
+  command: string[];
+  capS: number;
+  gpuModels?: string[];
+  clusters?: string[];
+}
 
 /** The form as the mutation to send: an interactive job is a session (Mutation.openSession, its protection
  * the session's cap, in (0, 8 h]); anything else Mutation.submitJob. Field → message for what is wrong. */
@@ -49,20 +60,28 @@ export function parseSubmission(f: SubmitForm): { submission: Submission | null;
   const session = f.jobClass === "interactive";
   const seconds = Number(f.minRuntimeS);
   if (session && !out.minRuntimeS && !(seconds > 0)) out.minRuntimeS = "a session's cap: more than 0 and at most 28800 s (8 h)";
-  // Mutation.openSession takes no GPU models or clusters: a session runs on any (say so, rather than drop them)
-  if (session && f.gpuModels?.length) out.gpuModels = "a session runs on any GPU model: clear these to open it";
-  if (session && f.clusters?.length) out.clusters = "a session runs on any cluster: clear these to open it";
   if (!input || Object.keys(out).length) return { submission: null, errors: out };
   if (session) {
-    return { submission: { op: "openSession", input: { project: input.project, gpus: input.gpus, command: input.command, capS: input.minRuntimeS } }, errors: out };
+    const { project, gpus, command, minRuntimeS: capS, gpuModels, clusters } = input;
+    const open: SessionInput = { project, gpus, command, capS };
+    if (gpuModels) open.gpuModels = gpuModels;
+    if (clusters) open.clusters = clusters;
+    return { submission: { op: "openSession", input: open }, errors: out };
   }
   return { submission: { op: "submitJob", input }, errors: out };
+}
+
+/** What the preview asks of Query.submitOutlook for a submission: a session as an interactive, resumable job
+ * whose protection is its cap (what openSession records), with what it accepts. */
+export function previewOf(s: Submission): SubmitInput {
+  if (s.op === "submitJob") return s.input;
+  const { capS, ...rest } = s.input;
+  return { ...rest, minRuntimeS: capS, jobClass: "interactive", resumable: true };
 }
 
 /** What the preview box says while the form cannot be previewed. */
 export function previewHint(f: SubmitForm): string {
   const session = f.jobClass === "interactive";
-  if (session && (f.gpuModels?.length || f.clusters?.length)) return "A session runs on any GPU model and cluster: clear the boxes to see what it would get now.";
   return `Fill in the project, GPUs and ${session ? "cap" : "protection"} to see what it would get now.`;
 }
 

@@ -60,17 +60,17 @@ describe("the GPU model weights", () => {
 
 describe("the submit panel's GPU models and clusters", () => {
   it("ticks what the job accepts (none: any) and names the refusal at the field", () => {
-    const html = renderToStaticMarkup(<AcceptsPicker kind="gpuModels" choices={["a100", "h100"]} chosen={["h100"]} onToggle={() => undefined} disabled={false} error="unknown GPU model 'b200'" />);
+    const html = renderToStaticMarkup(<AcceptsPicker kind="gpuModels" choices={["a100", "h100"]} chosen={["h100"]} onToggle={() => undefined} error="unknown GPU model 'b200'" />);
     expect(html).toContain("(none ticked: any)");
     expect(html).toMatch(/<input type="checkbox" id="submit-gpuModels"[^>]*data-testid="submit-gpuModels-a100"/);
     expect(html).toContain('data-testid="submit-gpuModels-h100" checked=""');
     expect(html).toContain('data-testid="submit-gpuModels-a100"/>'); // not ticked
     expect(html).toContain('data-testid="submit-gpuModels-error"');
   });
-  it("disables the unticked boxes for a session (openSession takes neither), and shows nothing without choices", () => {
-    const html = renderToStaticMarkup(<AcceptsPicker kind="clusters" choices={["ceres", "jupiter"]} chosen={["ceres"]} onToggle={() => undefined} disabled error={null} />);
-    expect(html).toMatch(/disabled=""[^>]*data-testid="submit-clusters-jupiter"/);
-    expect(html).not.toMatch(/disabled=""[^>]*data-testid="submit-clusters-ceres"/);
-    expect(renderToStaticMarkup(<AcceptsPicker kind="clusters" choices={[]} chosen={[]} onToggle={() => undefined} disabled={false} error={null} />)).toBe("");
+  it("offers every box, for a job and a session alike (openSession takes them too), and shows nothing without choices", () => {
+    const html = renderToStaticMarkup(<AcceptsPicker kind="clusters" choices={["ceres", "jupiter"]} chosen={["ceres"]} onToggle={() => undefined} error={null} />);
+    expect(html).toContain('data-testid="submit-clusters-jupiter"');
+    expect(html).not.toContain("disabled");
+    expect(renderToStaticMarkup(<AcceptsPicker kind="clusters" choices={[]} chosen={[]} onToggle={() => undefined} error={null} />)).toBe("");
   });
 });
