@@ -91,7 +91,7 @@ def cluster_values(executor: str, cluster: str) -> dict[str, str]:
              "named by `steward cluster apply` (a `clusters:` section)", 2)
     options = ExecutorSettings(cluster=cluster) if cluster else ExecutorSettings()
     try:
-        name = options.cluster_name() if executor != "local" else ""
+        name = options.checked_cluster() if executor != "local" else ""
     except ClusterSettingError as err:
         fail(str(err).replace("STEWARD_EXECUTOR_CLUSTER", "--cluster") if cluster else str(err), 2)
     return {"STEWARD_EXECUTOR_CLUSTER": name} if cluster else {}

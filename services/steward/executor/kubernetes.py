@@ -212,7 +212,7 @@ class KubernetesExecutor:
         self.options = options or ExecutorSettings()
         self.cluster = cluster or KubernetesSettings()
         # ADR 0085: the cluster its nodes are registered in ("": each keeps the one the ledger records for it)
-        self.cluster_setting = self.options.cluster_name()
+        self.cluster_setting = self.options.checked_cluster()
         self.root = under(settings.run_dir / "executor", settings.executor_id)
         self.attempts = AttemptStore(self.root)
         self.manifests = self.root / "pods"
@@ -888,7 +888,7 @@ class KubernetesExecutor:
 
 async def run_kubernetes_executor(settings: Settings, stop: asyncio.Event | None = None) -> None:
     try:
-        ExecutorSettings().cluster_name()  # before anything starts: a bad name is the one line it prints
+        ExecutorSettings().checked_cluster()  # before anything starts: a bad name is the one line it prints
     except ClusterSettingError as err:
         raise SystemExit(str(err)) from None
     stop = stop or asyncio.Event()

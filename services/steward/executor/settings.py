@@ -45,7 +45,7 @@ class ExecutorSettings(BaseSettings):
     # (the default cluster for a node never registered). A node agent's nodes are named by `steward cluster apply`
     cluster: str = ""
 
-    def cluster_name(self) -> str:
+    def checked_cluster(self) -> str:
         """The configured cluster ("" when none), refused at start when it is not a cluster's name."""
         if self.cluster and (problem := cluster_problem(self.cluster)) is not None:
             raise ClusterSettingError(f"STEWARD_EXECUTOR_CLUSTER: the cluster name {shown(self.cluster)} {problem}")

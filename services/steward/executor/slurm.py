@@ -188,7 +188,7 @@ class SlurmExecutor:
         self.cluster = slurm or SlurmSettings()
         self.runner = runner
         # ADR 0085: the cluster its nodes are registered in ("": each keeps the one it was last registered in)
-        self.cluster_setting = self.options.cluster_name()
+        self.cluster_setting = self.options.checked_cluster()
         check_mode(self.options.isolation)
         self.isolating = self.options.isolation == "user"
         # a folder of its own: its records' `pid` is a Slurm job id, which a node agent started later on the same
@@ -517,7 +517,7 @@ class SlurmExecutor:
 
 async def run_slurm_executor(settings: Settings, stop: asyncio.Event | None = None) -> None:
     try:
-        ExecutorSettings().cluster_name()  # before anything starts: a bad name is the one line it prints
+        ExecutorSettings().checked_cluster()  # before anything starts: a bad name is the one line it prints
     except ClusterSettingError as err:
         raise SystemExit(str(err)) from None
     stop = stop or asyncio.Event()
