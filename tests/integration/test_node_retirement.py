@@ -135,3 +135,30 @@ def test_a_node_retired_when_empty_is_retiring_until_its_job_ends_then_retired_b
     assert events[-1]["metadata"]["command"] == "CancelJob", events[-1]  # retired by the decision that ended the job
     replayed = json.loads(steward("audit", "replay", "--output", "json", timeout=600).stdout)
     assert replayed["ok"] and replayed["reproduced"] == replayed["decisions"], replayed
+
+
+def test_cluster_apply_keeps_a_drained_node_draining_and_refuses_a_node_beyond_the_bound(
+        lab: None, tmp_path: Path) -> None:
+    """ADR 0082 through the stack: applying the file again (which registers every node of it) leaves a node drained
+    for repair draining until `node resume`; a file or a `node register` naming more than 1,024 GPUs a node is
+    refused with the reason before anything is sent, and the registered node keeps what it was."""
+    lab_file = write(tmp_path, "lab.yaml", NEW)
+    steward("cluster", "apply", str(lab_file))
+    node = f"{LAB}-node000"
+
+    def listed() -> tuple[str, int]:
+        (found,) = [n for n in json.loads(steward("node", "list", "--output", "json").stdout) if n["id"] == node]
+        return str(found["state"]), int(found["gpus"])
+
+    steward("node", "drain", node, "--reason", "fan failing")
+    steward("cluster", "apply", str(lab_file))
+    assert listed() == ("draining", 4)
+    typo = write(tmp_path, "typo.yaml", {"clusters": {LAB: {"executor": LAB, "gpu_model": "L4", "nodes": 1,
+                                                            "gpus_per_node": 80_000}}})
+    refused = steward("cluster", "apply", str(typo), check=False)
+    assert refused.returncode == 2 and "a node has at most 1,024 GPUs, got 80,000" in refused.stderr, refused
+    big = steward("node", "register", node, "--gpus", "80000", "--path", f"{LAB}/{node}", check=False)
+    assert big.returncode == 2 and "has 80,000 GPUs: a node has at most 1,024 GPUs" in big.stderr, big
+    assert listed() == ("draining", 4)
+    steward("node", "resume", node, "--reason", "fan replaced")
+    assert listed() == ("ready", 4)

@@ -81,6 +81,7 @@ def test_the_cli_lists_the_decisions_reproduced_under_earlier_rules() -> None:
 @pytest.mark.parametrize(("name", "version", "expected"), [
     ("placeable", 1, False), ("placeable", 2, True), ("id_pattern", 2, True),
     ("lane_hold_retired", 2, False), ("lane_hold_retired", 3, True),
+    ("registration_keeps_state", 3, False), ("node_gpus_bounded", 4, True),
 ])
 def test_patched_names_the_version_a_change_came_in(name: str, version: int, expected: bool) -> None:
     assert rules_version.patched(name, version) is expected
@@ -147,3 +148,57 @@ def test_under_todays_rules_a_recorded_retired_setting_leaves_the_settings_in_fo
     (then,) = decide_or_reject(state, SetPolicy({"claim_hold_s": 5.0}, reason="r"), 1.0, 2)
     assert now.payload["settings"] == {"settle_s": 30.0, "claim_hold_s": 5.0}
     assert then.payload["settings"] == {"lane_hold_s": 120.0, "settle_s": 30.0, "claim_hold_s": 5.0}
+
+
+BEFORE_V4 = LOGS / "before-rules-v4.ndjson.gz"  # tests/replay/record_before_rules_v4.py, with 5abf03c's code
+
+
+def test_a_log_from_before_adr_0082_replays_as_it_was_decided() -> None:
+    """Recorded under rules 3: a drained node registered again was ready (and placed on), a retiring one registered
+    again was ready (its last attempt's end retired nothing), 80,000 and 2^31-1 GPUs were registered. Each decision
+    records version 3 and is replayed under it alone: all reproduce."""
+    records = records_from_export(BEFORE_V4)
+    assert {r.metadata.get("rules") for r in records} == {3}
+    report = replay_records(records)
+    assert (report["events"], report["decisions"], report["reproduced"]) == (20, 20, 20), report
+    assert report["ok"] and report["by_rules"] == {"3": 20} and report["under_earlier_rules"] == 0
+
+
+def test_todays_rules_decide_the_re_registrations_and_the_counts_of_that_log_differently() -> None:
+    """Stamped with version 4, the registrations of a draining or retiring node keep its state and the two counts
+    above the bound are refused; the placement on n1 and the job ends reproduce (the fold follows the recorded
+    events, ready then)."""
+    report = replay_records(stamped(records_from_export(BEFORE_V4), 4))
+    assert [d["position"] for d in report["differences"]] == [6, 8, 16, 19, 20], report["differences"]
+    assert report["reproduced"] == 15
+    kept = {d["position"]: d["replayed"][0]["payload"].get("state") for d in report["differences"][:3]}
+    assert kept == {6: "draining", 8: "draining", 16: "retiring"}
+    assert [d["replayed"][0]["type"] for d in report["differences"][3:]] == ["CommandRejected"] * 2
+
+
+def test_the_cli_replays_the_log_from_before_adr_0082() -> None:
+    proc = subprocess.run([str(REPO / ".venv" / "bin" / "steward"), "audit", "replay", "--export", str(BEFORE_V4)],
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "reproduced           20" in proc.stdout or "reproduced    20" in proc.stdout, proc.stdout
+
+
+def test_a_log_of_today_with_a_kept_state_replays_as_identical(tmp_path: Path) -> None:
+    """A registration that keeps a draining node's state (its payload's `state`) is read back and re-decided to
+    the same event; the node stays draining in the replay's fold, so a placement there is refused again."""
+    from steward.audit.replay import replay
+    from steward.domain.commands import DrainNode, PlaceJob, RegisterNode, SetAllocations, SubmitJob
+    from steward.store.eventstore import EventStore
+    from steward.store.migrate import upgrade
+    from tests.unit.api.harness import record
+
+    url = f"sqlite:///{tmp_path / 's.db'}"
+    upgrade(url)
+    store = EventStore.from_url(url)
+    record(store, [SetAllocations("cluster", {"p": 1.0}, reason="tree"), RegisterNode("n1", 8, "V100", ["b", "n1"]),
+                   DrainNode("n1", "repair"), RegisterNode("n1", 4, "V100", ["b", "n1"]),
+                   SubmitJob("j", "p", 1, 0, ["x"]), PlaceJob("j", {"n1": [0]}, True, {"policy": "test"})])
+    kinds = [(r.type, r.payload.get("state")) for r in store.read()]
+    assert kinds[3] == ("NodeRegistered", "draining") and kinds[-1][0] == "CommandRejected"
+    report = replay(store)
+    assert report["ok"] and report["reproduced"] == report["decisions"] == 6 and report["by_rules"] == {"4": 6}

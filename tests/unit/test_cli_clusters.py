@@ -20,7 +20,7 @@ from steward.cli.scenario_file import (
     prune_plan,
     tree_commands,
 )
-from steward.domain.commands import ROOT
+from steward.domain.commands import ROOT, RegisterNode
 from steward.domain.state import LedgerState
 from steward.sim.scenario import load_scenario
 from tests.unit.sim.test_clusters import TWO as SIM_TWO
@@ -96,6 +96,10 @@ def test_each_cluster_may_name_its_own_executor(own: dict[str, str], executors: 
     ({"clusters": {}}, "clusters: name at least one cluster"),
     ({"clusters": {"c": {"nodes": [{"name": "x"}]}}}, r"clusters.c.nodes\[0\].gpus: expected a number"),
     ({"clusters": {"c": {"nodes": 1}}}, "clusters.c.gpus_per_node: expected a number"),
+    ({"clusters": {"c": {"nodes": 1, "gpus_per_node": 80_000}}},
+     "clusters.c.gpus_per_node: a node has at most 1,024 GPUs, got 80,000"),
+    ({"clusters": {"c": {"nodes": [{"name": "x", "gpus": 2**31 - 1}]}}},
+     r"clusters.c.nodes\[0\].gpus: a node has at most 1,024 GPUs, got 2,147,483,647"),
     ({"clusters": {"c": {"nodes": 1, "gpus_per_node": 8, "racks": 2}}}, "clusters.c: unknown field 'racks'"),
     ({**TWO, "gpu_models": {"H100": "one"}}, "gpu_models.H100: expected a number"),
     ({**TWO, "gpu_models": {"V100": 0.25}}, "gpu_models: no node has the model 'V100'"),
@@ -104,6 +108,23 @@ def test_each_cluster_may_name_its_own_executor(own: dict[str, str], executors: 
 def test_a_bad_file_is_refused_by_name(data: dict[str, Any], message: str) -> None:
     with pytest.raises(ScenarioFileError, match=message):
         cluster_file(data, "local")
+
+
+@pytest.mark.parametrize(("gpus", "error"), [(1_024, None), (1_025, "'c-node000' has 1,025 GPUs"),
+                                           (80_000, "'c-node000' has 80,000 GPUs")])
+def test_cluster_apply_checks_the_ledger_s_bound_before_anything_is_sent(gpus: int, error: str | None) -> None:
+    """ADR 0082: the ledger's bound (1,024 GPUs a node) is checked on the file first, by its parser (as the
+    simulator reads it) and by `check_locally` (the ledger's decision), so a typo registers none of the file's
+    nodes."""
+    if error is None:
+        commands, _ = cluster_file({"clusters": {"c": {"nodes": 2, "gpus_per_node": gpus}}}, "local")
+        check_locally(LedgerState(), commands)
+        return
+    with pytest.raises(ScenarioFileError, match=f"a node has at most 1,024 GPUs, got {gpus:,}"):
+        cluster_file({"clusters": {"c": {"nodes": 2, "gpus_per_node": gpus}}}, "local")
+    too_many = [RegisterNode("c-node000", gpus, "H100", ["c", "c-node000"], cluster="c")]
+    with pytest.raises(ScenarioFileError, match=f"{error}: a node has at most 1,024 GPUs"):
+        check_locally(LedgerState(), too_many)
 
 
 @pytest.mark.parametrize(("tree", "pins", "error"), [
@@ -149,3 +170,18 @@ def test_prune_retires_only_the_file_s_clusters_and_executors_nodes_it_no_longer
         {"id": "ceres-node000", "cluster": "ceres", "executor": "sim"},
     ]
     assert [n["id"] for n in prune_plan(commands, registered)] == ["node-01", "node-19"]
+
+
+@pytest.mark.parametrize("gpus", ["1025", "80000", str(2**40)])
+def test_node_register_names_the_bound_before_sending(gpus: str) -> None:
+    """`steward node register --gpus N` beyond the bound: the ledger's reason, exit 2, nothing sent (even a count
+    beyond GraphQL's 32-bit Int, which the API would refuse with a message about Int)."""
+    from typer.testing import CliRunner
+
+    from steward.cli.main import app
+    from steward.cli.output import CliError
+
+    result = CliRunner().invoke(app, ["node", "register", "typo", "--gpus", gpus, "--path", "z/typo"])
+    err = result.exception
+    assert isinstance(err, CliError) and err.code == 2, result.output
+    assert f"node 'typo' has {int(gpus):,} GPUs: a node has at most 1,024 GPUs" in err.message

@@ -167,8 +167,11 @@ def replay_records(records: Iterable[RecordedEvent], limit: int = LIMIT) -> dict
                     if recorded_rules is None and rules < rules_version.LAST_UNRECORDED:
                         earlier += 1
                         if len(earlier_list) < limit:
+                            # the changes between its rules and the newest a decision went unversioned under
+                            # (a later change, ADR 0082's, came after every unversioned decision)
                             earlier_list.append(where | {"rules": rules, "changes": [
-                                c.name for c in rules_version.CHANGES if rules < c.version]})
+                                c.name for c in rules_version.CHANGES
+                                if rules < c.version <= rules_version.LAST_UNRECORDED]})
                 else:
                     different += 1
                     if len(differences) < limit:

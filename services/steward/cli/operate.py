@@ -11,6 +11,9 @@ from steward.cli.client import GraphQLClient
 from steward.cli.jobs import refusal
 from steward.cli.output import OutputFormat, OutputOption, emit, fail
 from steward.config import get_settings
+from steward.domain.clusters import require_node_gpus
+from steward.domain.commands import RegisterNode
+from steward.domain.errors import InvalidCommand
 
 REGISTER = """mutation($input: RegisterNodeInput!) { registerNode(input: $input) {
   __typename ... on NodeRegistered { id position } ... on Rejected { code reason }
@@ -109,6 +112,10 @@ def register(app: typer.Typer) -> None:
         parts = [p for p in path.split("/") if p]
         if not parts:
             fail("--path needs at least one element, e.g. zone-a/block-1", 2)
+        try:  # the ledger's bound (ADR 0082), said before a count beyond GraphQL's Int is sent
+            require_node_gpus(RegisterNode(node_id, gpus, gpu_model, parts, executor, cluster))
+        except InvalidCommand as err:
+            fail(err.message, 2)
         res = GraphQLClient(get_settings()).execute(REGISTER, {"input": {
             "id": node_id, "gpus": gpus, "gpuModel": gpu_model, "path": parts, "executor": executor,
             "cluster": cluster}})["registerNode"]

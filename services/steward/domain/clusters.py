@@ -150,12 +150,38 @@ def submitted_payload(cmd: SubmitJob, now: float) -> dict[str, Any]:
     return payload
 
 
-def registered_payload(cmd: RegisterNode) -> dict[str, Any]:
+MAX_NODE_GPUS = 1_024
+"""The most GPUs one node may be registered with (ADR 0082). The largest servers hold 8 to 16 GPUs; a
+Kubernetes node whose device plugin shares GPUs (time-slicing replicas, MIG instances) advertises more, e.g.
+16 GPUs in 64 replicas each; beyond this a count is a typo (80,000) or a test's 2^31-1, and the scheduler's
+placement index, sized by the largest node, would allocate and walk that many buckets every cycle."""
+
+
+def node_gpus_problem(cmd: RegisterNode) -> str | None:
+    """ADR 0082: why a node registered with more than `MAX_NODE_GPUS` GPUs is refused (the bound and why), or
+    None (the executors log it for a node their inventory lists, whose registration the ledger will refuse)."""
+    if cmd.gpus <= MAX_NODE_GPUS:
+        return None
+    return (f"node '{cmd.node_id}' has {cmd.gpus:,} GPUs: a node has at most {MAX_NODE_GPUS:,} GPUs (servers hold "
+            f"8 to 16; GPU sharing may advertise more, up to this bound): check the count")
+
+
+def require_node_gpus(cmd: RegisterNode) -> None:
+    """ADR 0082: a node registered with more than `MAX_NODE_GPUS` GPUs is refused, naming the bound and why."""
+    if (problem := node_gpus_problem(cmd)) is not None:
+        raise InvalidCommand(problem)
+
+
+def registered_payload(cmd: RegisterNode, kept: str | None = None) -> dict[str, Any]:
     """The `NodeRegistered` payload: `cluster` only when the node names one (the default cluster otherwise,
-    the shape recorded before clusters)."""
+    the shape recorded before clusters); `state` only when a registration of a node already registered keeps
+    the state an operator gave it (draining, retiring: ADR 0082), so that every other registration records
+    the shape it always had and the fold needs no rules version (a payload without `state` is a ready node)."""
     payload = command_to_dict(cmd)
     if not payload["cluster"]:
         del payload["cluster"]
+    if kept is not None:
+        payload["state"] = kept
     return payload
 
 

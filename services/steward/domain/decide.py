@@ -321,9 +321,12 @@ def _decide_command(state: LedgerState, command: Command, now: float, rules: int
     if isinstance(command, RegisterNode):
         if command.gpus < 1:
             raise InvalidCommand(f"node '{command.node_id}' needs at least 1 GPU, got {command.gpus}")
+        if patched("node_gpus_bounded", rules):
+            clusters.require_node_gpus(command)
         if not command.node_id or not command.path:
             raise InvalidCommand("a node needs an id and a topology path")
-        return [Event(command.aggregate, "NodeRegistered", clusters.registered_payload(command))]
+        kept = nodes.state_kept(state, command.node_id) if patched("registration_keeps_state", rules) else None
+        return [Event(command.aggregate, "NodeRegistered", clusters.registered_payload(command, kept))]
     if isinstance(command, SubmitJob):
         require_valid_job_shape(command)
         namespaces.require_mapped_namespace(state, command)

@@ -60,6 +60,19 @@ def decide_resume(state: LedgerState, cmd: ResumeNode, now: float) -> list[Event
 
 RETIRING = "retiring"  # a node's state between a retirement asked while it was busy and its last attempt's end
 
+KEPT_ON_REGISTRATION = frozenset({"draining", RETIRING})
+"""The states an operator gives a node that registering it again keeps (ADR 0082): only `ResumeNode` makes a
+draining node ready, and a retiring one is retired when its last attempt ends. `unhealthy` is the executor's
+view of the node, not an operator's: a registration makes it ready as before."""
+
+
+def state_kept(state: LedgerState, node_id: str) -> str | None:
+    """The state a registration of `node_id` keeps (ADR 0082): a registered node's draining or retiring, even
+    when the registration changes its GPUs, model, path, executor or cluster; None for a new node (or one retired,
+    which comes back new and ready, ADR 0078) and for a ready or unhealthy one."""
+    node = state.nodes.get(node_id)
+    return node.state if node is not None and node.state in KEPT_ON_REGISTRATION else None
+
 
 def decide_retire(state: LedgerState, cmd: RetireNode, now: float) -> list[Event]:
     """ADR 0078: a node leaves the state for good, whatever its state (ready, draining, unhealthy), once no

@@ -42,6 +42,11 @@ CHANGES: Final[tuple[RuleChange, ...]] = (
     RuleChange("lane_hold_retired", 3, "0028",
                "the policy setting lane_hold_s is retired into claim_hold_s: a SetPolicy naming it is refused, "
                "and a recorded one no longer counts among the settings in force"),
+    RuleChange("registration_keeps_state", 4, "0082",
+               "registering a node again keeps its operator's state (draining, retiring): the NodeRegistered "
+               "records it as `state`; before, every registration made the node ready"),
+    RuleChange("node_gpus_bounded", 4, "0082",
+               "a node has at most MAX_NODE_GPUS GPUs (1,024): a RegisterNode naming more is refused"),
 )
 """Every named change of a ledger rule, oldest first."""
 

@@ -87,7 +87,7 @@ from steward.executor.kubernetes_pods import (
     waiting_pods,
 )
 from steward.executor.kubernetes_steward import Rejection, Standing, StewardApi, StewardUnreachable
-from steward.executor.retirement import Retirements
+from steward.executor.retirement import Retirements, warn_if_refused
 from steward.executor.session_address import message_id as address_message_id
 from steward.executor.settings import ClusterSettingError, ExecutorSettings
 from steward.logs_temporal import CorrelationInterceptor
@@ -288,6 +288,7 @@ class KubernetesExecutor:
         sent = []
         for node in nodes:
             if self.registered.get(node.node_id) != node:
+                warn_if_refused(node, log)
                 self._report_now(node, self.retirements.register_id(node))
                 self.registered[node.node_id] = node
                 sent.append(node)

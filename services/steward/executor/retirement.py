@@ -20,11 +20,13 @@ registration's message id names its cluster, so a changed setting is a new regis
 from __future__ import annotations
 
 import json
+import logging
 import uuid
 from collections.abc import Iterable, Mapping
 from dataclasses import replace
 from pathlib import Path
 
+from steward.domain.clusters import node_gpus_problem
 from steward.domain.commands import RegisterNode, RetireNode
 
 RETIRE_AFTER_S = 30.0  # how long a node must be missing (and idle) before its executor retires it
@@ -40,6 +42,14 @@ def cluster_for(setting: str, recorded: str | None, remembered: str) -> str:
         return setting
     chosen = recorded if recorded is not None else remembered
     return "" if chosen == "default" else chosen
+
+
+def warn_if_refused(node: RegisterNode, log: logging.Logger) -> None:
+    """A registration the ledger will refuse for its count of GPUs (ADR 0082: at most 1,024 a node) is still sent
+    (the refusal is recorded in the node's stream, where an auditor reads it), and said in the executor's log, which
+    reads no answer: the node stays out of Steward until its inventory names a count within the bound."""
+    if (problem := node_gpus_problem(node)) is not None:
+        log.warning("%s; the ledger refuses its registration: the node takes no Steward work", problem)
 
 
 class Retirements:

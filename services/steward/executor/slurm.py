@@ -57,7 +57,7 @@ from steward.executor.isolation import (
     prepare_executor_folders,
     private_folder,
 )
-from steward.executor.retirement import Retirements
+from steward.executor.retirement import Retirements, warn_if_refused
 from steward.executor.session_address import prepare as prepare_address
 from steward.executor.session_address import report_new_address
 from steward.executor.settings import ClusterSettingError, ExecutorSettings
@@ -265,6 +265,7 @@ class SlurmExecutor:
     async def register_nodes(self) -> list[RegisterNode]:
         nodes = await asyncio.to_thread(self.inventory)
         for node in nodes:
+            warn_if_refused(node, log)
             await self._report(node, self.retirements.register_id(node))
         self.registered |= {n.node_id for n in nodes}
         self.retirements.sent(nodes)
@@ -280,6 +281,7 @@ class SlurmExecutor:
         executor's on them (ADR 0078); the nodes retired."""
         new = [n for n in self.placed(nodes) if n.node_id not in self.registered]
         for node in new:
+            warn_if_refused(node, log)
             self._publish(node, self.retirements.register_id(node))
             self.registered.add(node.node_id)
         self.retirements.sent(new)

@@ -22,6 +22,7 @@ from sqlalchemy import Connection
 from steward.audit.snapshots import events_for_fold, load_snapshot
 from steward.bus.identity import sender_of_topic
 from steward.domain.leadership import COMMAND_ROLES
+from steward.domain.rules_version import CURRENT as RULES
 from steward.domain.state import LedgerState, evolve
 from steward.ledger.deciding.refusals import RefusalLog, Window
 from steward.ledger.deciding.steps import DeadLetter as DeadLetter  # re-exported: the service publishes them
@@ -95,7 +96,7 @@ class Ledger:
     def __init__(self, store: EventStore, consumer_name: str = "ledger",
                  clock: Callable[[], float] = time.time, max_message_bytes: int = MAX_MESSAGE_BYTES,
                  keep_connections: bool = False, writer: WriterStage | None = None,
-                 topic_prefix: str | None = None, fence: Fence | None = None) -> None:
+                 topic_prefix: str | None = None, fence: Fence | None = None, rules: int = RULES) -> None:
         self.store = store
         # the write side of the store: only the ledger holds one; `fence`: the lease epoch it writes with (ADR 0060)
         self.recorder = EventRecorder(store, fence)
@@ -116,6 +117,7 @@ class Ledger:
         self._kept: dict[str, Connection] = {}
         self.consumer_name = consumer_name
         self.clock = clock
+        self.rules = rules  # the rules version it decides under: today's (an older one only to record an old log)
         self.max_message_bytes = max_message_bytes
         self.proj = load_projector(store)
         self._versions: dict[str, int] = {}  # stream -> last version, as decided (cleared on abort)
@@ -238,10 +240,10 @@ class Ledger:
         `CommandRefused` events (and the summaries due) follow the batch's decisions in the chain."""
         proj = self.proj
         if self.refusals is None:
-            return (*decide_messages(proj, decoded, seen, now, position), dead)
+            return (*decide_messages(proj, decoded, seen, now, position, rules=self.rules), dead)
         refused: list[DeadLetter] = []
         batch, changed, position = decide_messages(proj, decoded, seen, now, position, self.topic_prefix, refused,
-                                                   epochs)
+                                                   epochs, self.rules)
         if refused:
             raws = {source: raw for source, raw, _, _ in opened}
             dead = dead + [DeadLetter(raws.get(d.source), d.error, d.source) for d in refused]

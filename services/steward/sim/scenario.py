@@ -21,7 +21,7 @@ from typing import Any
 import yaml
 
 from steward.domain import budget, org_tree
-from steward.domain.clusters import effective_pin, largest_gang, pin_conflict, pinned_clusters
+from steward.domain.clusters import MAX_NODE_GPUS, effective_pin, largest_gang, pin_conflict, pinned_clusters
 from steward.domain.ids import id_problem
 from steward.sim.errors import OverrideError, ScenarioError
 
@@ -222,6 +222,15 @@ def _number(where: str, value: Any, *, minimum: float | None = 0.0, integer: boo
     return float(value)
 
 
+def _node_gpus(where: str, value: Any) -> int:
+    """A node's GPUs: a whole number from 1 to the ledger's bound (ADR 0082), so a file the simulator runs is one
+    `steward cluster apply` registers (and no node's count sizes the placement index beyond it)."""
+    gpus = int(_number(where, value, minimum=1, integer=True))
+    if gpus > MAX_NODE_GPUS:
+        raise ScenarioError(f"{where}: a node has at most {MAX_NODE_GPUS:,} GPUs, got {gpus:,}")
+    return gpus
+
+
 def _mapping(where: str, value: Any) -> dict[str, Any]:
     if value is None:
         return {}
@@ -245,7 +254,7 @@ def _parse_cluster(fname: str, raw: Any, label: str = "cluster") -> tuple[NodeSp
     if isinstance(nodes_raw, list):
         return tuple(replace(n, executor=executor) for n in _explicit_nodes(where, nodes_raw, model))
     count = int(_number(f"{where}.nodes", nodes_raw, minimum=1, integer=True))
-    per_node = int(_number(f"{where}.gpus_per_node", cluster.get("gpus_per_node"), minimum=1, integer=True))
+    per_node = _node_gpus(f"{where}.gpus_per_node", cluster.get("gpus_per_node"))
     topo = _mapping(f"{where}.topology", cluster.get("topology"))
     # `nodes_per_block` alone: blocks of nodes (the short form `steward cluster apply` has always read)
     levels_raw = topo.get("levels", ["block", "node"] if "nodes_per_block" in topo else ["node"])
@@ -321,7 +330,7 @@ def _explicit_nodes(where: str, raw: list[Any], model: str) -> tuple[NodeSpec, .
         if name in seen:
             raise ScenarioError(f"{w}: duplicate node name {name!r}")
         seen.add(name)
-        gpus = int(_number(f"{w}.gpus", entry.get("gpus"), minimum=1, integer=True))
+        gpus = _node_gpus(f"{w}.gpus", entry.get("gpus"))
         path_raw = entry.get("path", [])
         if isinstance(path_raw, str):
             path_raw = [p for p in path_raw.split("/") if p]

@@ -56,6 +56,13 @@ def _allocations_set_v4(payload: dict[str, Any]) -> dict[str, Any]:
     return payload
 
 
+@upcaster("NodeRegistered", 1)
+def _node_registered_v2(payload: dict[str, Any]) -> dict[str, Any]:
+    """v2 adds the optional `state` (ADR 0082: the operator's state a registration kept): a v1 payload kept none
+    (the node was ready after it), and is a v2 payload as is."""
+    return payload
+
+
 def current_version(event_type: str) -> int:
     return EVENT_TYPES.get(event_type, 1)
 

@@ -62,12 +62,13 @@ class Server:
         return httpx.post(self.url, json={"query": query, "variables": variables or {}}, headers=headers,
                           timeout=30, **kw)
 
-    def record(self, commands: Sequence[Command], actor: str = "setup") -> None:
+    def record(self, commands: Sequence[Command], actor: str = "setup", rules: int | None = None) -> None:
         """Record commands behind the API's back (as another writer would), then let the in-process
-        ledger behind the mutations fold them (it is otherwise the only writer and keeps its state)."""
+        ledger behind the mutations fold them (it is otherwise the only writer and keeps its state);
+        `rules`: decided as a ledger of that rules version did (an old log), today's by default."""
         from steward.ledger.ledger import Ledger
 
-        record(self.store, commands, actor)
+        record(self.store, commands, actor, rules)
         gateway = self.built.services.gateway
         if isinstance(gateway, LocalGateway):
             with gateway._lock:
@@ -80,10 +81,11 @@ class Server:
         return body
 
 
-def record(store: EventStore, commands: Sequence[Command], actor: str = "setup") -> None:
+def record(store: EventStore, commands: Sequence[Command], actor: str = "setup", rules: int | None = None) -> None:
+    from steward.domain.rules_version import CURRENT
     from steward.ledger.ledger import Ledger
 
-    ledger = Ledger(store, consumer_name="seed")
+    ledger = Ledger(store, consumer_name="seed", rules=CURRENT if rules is None else rules)
     ledger.process([("seed", command_envelope(c, actor=actor, role="admin").encode()) for c in commands], {})
     for built in _SERVING.get(id(store), ()):
         # the API's read model follows the log on its own within `api_feed_poll_s`; a test reads at once

@@ -104,13 +104,15 @@ def test_big_int_refuses_what_is_not_an_exact_integer(value: object) -> None:
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     with serve(Path(tmp_path_factory.mktemp("bigints"))) as s:
-        # recorded behind the API (as a scenario file or another client may): the domain does not bound these
-        # a third huge node, drained: the giant job fits the registered nodes (else it is refused at submit)
+        # recorded behind the API by a ledger of rules 3 (a log written before ADR 0082, which bounds a node at
+        # 1,024 GPUs: today's ledger refuses these nodes, test_registering_beyond_the_bound_is_refused_with_the_reason,
+        # but a log of then holds them and every answer must still carry them).
+        # A third huge node, drained: the giant job fits the registered nodes (else it is refused at submit)
         # but not the ready ones, so its blocking GPUs are beyond 32 bits too
         s.record([RegisterNode("huge-1", 2**31 - 1, "h100", ["zone-z", "huge-1"]),
                   RegisterNode("huge-2", 2**31 - 1, "h100", ["zone-z", "huge-2"]),
                   RegisterNode("huge-3", 2**31 - 1, "h100", ["zone-z", "huge-3"]), DrainNode("huge-3", "spare"),
-                  SubmitJob("giant", "a1", 3 * 2**31, 0, ["true"], priority=2**40)])
+                  SubmitJob("giant", "a1", 3 * 2**31, 0, ["true"], priority=2**40)], rules=3)
         # the overview runs to the time the log's head was recorded, counting what was recorded before it
         # (ADR 0075): the log moves on past the registrations
         time.sleep(0.01)
@@ -161,3 +163,19 @@ def test_an_out_of_range_big_int_is_a_typed_user_error_not_a_masked_fault(server
     assert err["message"] != "internal error (it was logged)" and "BigInt" in err["message"], err
     body = server.gql("query($p: BigInt!) { stateAt(position: $p) { position } }", {"p": 2**53}, server.tokens["admin"])
     assert "at most 2^53 - 1" in body["errors"][0]["message"]
+
+
+@pytest.mark.parametrize("gpus", [1_025, 80_000, 2**31 - 1])
+def test_registering_beyond_the_bound_is_refused_with_the_reason(server: Server, gpus: int) -> None:
+    """ADR 0082: the ledger refuses a node of more than 1,024 GPUs (the mutation answers its reason, nothing is
+    registered); the huge nodes above come from a log of before."""
+    head = server.store.head()
+    body = server.gql("""mutation($g: Int!) { registerNode(input: {id: "typo", gpus: $g, gpuModel: "h100",
+        path: ["zone-z", "typo"]}) { __typename ... on Rejected { code reason } } }""", {"g": gpus},
+                      server.tokens["admin"])
+    assert not body.get("errors"), body
+    answer = body["data"]["registerNode"]
+    assert answer["__typename"] == "Rejected" and "a node has at most 1,024 GPUs" in answer["reason"], answer
+    assert f"{gpus:,} GPUs" in answer["reason"]
+    nodes = server.gql("{ nodes { id } }", token=server.tokens["admin"])["data"]["nodes"]
+    assert "typo" not in {n["id"] for n in nodes} and server.store.head() == head + 1  # the refusal, recorded

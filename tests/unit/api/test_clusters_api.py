@@ -104,6 +104,33 @@ def test_registering_a_node_in_a_badly_named_cluster_is_refused(tmp_path: Path) 
 
 
 
+def test_a_drained_node_registered_again_stays_draining_in_the_api_and_the_projection(tmp_path: Path) -> None:
+    """ADR 0082 through the API: `registerNode` of a drained node (what `cluster apply` sends for every node of its
+    file) changes its GPUs and keeps it draining in `nodes` and in the store's node table, until `resumeNode`."""
+    from steward.cli.operate import DRAIN, RESUME
+    from steward.store import projections, schema
+
+    with serve(tmp_path) as s:
+        admin = s.tokens["admin"]
+        res = s.gql(DRAIN, {"id": "n1", "reason": "fan failing"}, admin)["data"]["drainNode"]
+        assert res["__typename"] == "NodeDraining", res
+        res = s.gql(REGISTER, {"input": {"id": "n1", "gpus": 4, "gpuModel": "h100", "path": ["z", "n1"]}},
+                    admin)["data"]["registerNode"]
+        assert res["__typename"] == "NodeRegistered", res
+
+        def seen() -> tuple[dict[str, Any], dict[str, Any]]:
+            found = s.gql("{ nodes { id gpus state } }", token=admin)["data"]["nodes"]
+            with s.store.engine.connect() as conn:
+                rows = projections.read_rows(conn, schema.proj_nodes)
+            return ({n["id"]: (n["state"], n["gpus"]) for n in found},
+                    {r["node_id"]: (r["state"], r["gpus"]) for r in rows})
+
+        assert seen()[0]["n1"] == seen()[1]["n1"] == ("draining", 4)
+        res = s.gql(RESUME, {"id": "n1", "reason": "fan replaced"}, admin)["data"]["resumeNode"]
+        assert res["__typename"] == "NodeResumed", res
+        assert seen()[0]["n1"] == seen()[1]["n1"] == ("ready", 4)
+
+
 SPLIT = "{ allocations { name owed delivered split { cluster gpuModel owed delivered demand } } }"
 
 

@@ -258,9 +258,9 @@ def test_a_replayed_rewind_costs_one_extra_decision_not_one_per_batch(
     decisions: list[int] = []
     counted = ledger_batch.decide_messages
 
-    def counting(*args: Any) -> Any:
+    def counting(*args: Any, **kwargs: Any) -> Any:
         decisions.append(len(args[1]))
-        return counted(*args)
+        return counted(*args, **kwargs)
 
     monkeypatch.setattr(core, "decide_messages", counting)
     recorded = [ledger.process(messages, {})[0] for messages in batches]

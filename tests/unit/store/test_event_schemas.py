@@ -43,6 +43,27 @@ def test_what_the_ledger_records_matches_the_schemas(tmp_path: Path) -> None:
             "JobFailed", "JobCancelled", "CommandRejected"} <= kinds
 
 
+def test_a_job_asking_for_models_and_clusters_matches_its_schema(tmp_path: Path) -> None:
+    """`JobSubmitted` carries `gpu_models` and `clusters` when a job names any (ADR 0057), and `NodeRegistered`
+    its `cluster`: the schemas said neither, and no recorded history here had them."""
+    from steward.bus.envelope import command_envelope
+    from steward.domain.commands import RegisterNode, SetAllocations, SubmitJob
+    from steward.ledger.ledger import Ledger
+
+    url = f"sqlite:///{tmp_path / 's.db'}"
+    upgrade(url)
+    store = EventStore.from_url(url)
+    commands = [SetAllocations("cluster", {"p": 1.0}, "test"),
+                RegisterNode("j1", 8, "a100", ["jupiter", "j1"], cluster="jupiter"),
+                SubmitJob("p-1", "p", 2, 600, ["true"], gpu_models=["a100"], clusters=["jupiter"])]
+    Ledger(store, consumer_name="t").process(
+        [("t", command_envelope(c, actor="alice", role="admin").encode()) for c in commands], {})
+    recorded = {rec.type: rec for rec in store.read()}
+    assert recorded["JobSubmitted"].payload["gpu_models"] == ["a100"]
+    for rec in recorded.values():
+        validate(rec.type, rec.schema_version, rec.payload)
+
+
 def test_every_stored_version_has_an_example_that_still_loads() -> None:
     examples = stored_examples()
     covered = {(e["type"], e["schema_version"]) for e in examples}

@@ -1,6 +1,7 @@
 """The projector's fold (job-local events through `evolve_job` on one job, the rest on the whole state)
 ends in the same state as the reference fold (`evolve` over the whole state, event by event), on
-random command histories decided by the domain, and undoes a batch exactly."""
+random command histories decided by the domain (jobs, and nodes drained, resumed, retired when empty and
+registered again: ADR 0082's kept state), and undoes a batch exactly."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from hypothesis import strategies as st
 
 from steward.domain.commands import (
     CancelJob,
+    DrainNode,
     PlaceJob,
     RegisterNode,
     ReportCheckpointSaved,
@@ -19,6 +21,8 @@ from steward.domain.commands import (
     ReportJobPreempted,
     ReportJobStarted,
     RequestPreemption,
+    ResumeNode,
+    RetireNode,
     RevokeProtection,
     SetAllocations,
     SubmitJob,
@@ -32,7 +36,8 @@ JOBS = [f"j{i}" for i in range(6)]
 SETUP = [SetAllocations("cluster", {"a": 0.5, "b": 0.5}, "t"), RegisterNode("n0", 4, "H100", ["z", "n0"]),
          RegisterNode("n1", 4, "H100", ["z", "n1"])]
 
-ACTIONS = ("submit", "place", "start", "exit", "cancel", "request", "preempted", "lost", "checkpoint", "revoke")
+ACTIONS = ("submit", "place", "start", "exit", "cancel", "request", "preempted", "lost", "checkpoint", "revoke",
+           "drain", "resume", "retire", "register")
 # the lifecycle's actions weighted up, so that most histories place, start and preempt jobs
 WEIGHTED = ("submit", "place", "place", "place", "start", "start", "exit", *ACTIONS)
 steps = st.lists(st.tuples(st.sampled_from(WEIGHTED), st.integers(0, len(JOBS) - 1), st.integers(0, 3)),
@@ -42,13 +47,22 @@ steps = st.lists(st.tuples(st.sampled_from(WEIGHTED), st.integers(0, len(JOBS) -
 def command_for(state: LedgerState, action: str, job_id: str, coin: int) -> Any:
     """A command that is mostly valid in `state` (the current attempt, free GPUs), so that the histories
     reach every job state; a few are invalid and recorded as rejections."""
+    node = ("n0", "n1")[coin % 2]
+    if action == "drain":
+        return DrainNode(node, "repair")
+    if action == "resume":
+        return ResumeNode(node, "fixed")
+    if action == "retire":
+        return RetireNode(node, "gone", when_empty=True)
+    if action == "register":  # again (or back after a retirement), sometimes elsewhere in the topology
+        return RegisterNode(node, 4, "H100", ["zy"[coin // 2 % 2], node])
     job = state.jobs.get(job_id)
     attempt = job.attempt if job else 1
     if action == "submit" or job is None:
         return SubmitJob(job_id, "ab"[coin % 2], 1 + coin % 2, [0.0, 600.0][coin % 2], ["run"], coin > 1,
                          ["batch", "interactive"][coin // 2 % 2])
     if action == "place":
-        free = [(n, g) for n in ("n0", "n1") for g in sorted(state.free_gpus(n))]
+        free = [(n, g) for n in ("n0", "n1") if n in state.nodes for g in sorted(state.free_gpus(n))]
         picked = free[coin:coin + job.gpus] if len(free) >= coin + job.gpus else free[:job.gpus]
         assignments: dict[str, list[int]] = {}
         for n, g in picked:
@@ -192,3 +206,21 @@ def test_job_rows_new_in_a_batch_need_no_delete_even_with_the_batch_before_still
     proj.commit()
     assert table == {k: (j, proj.positions[("j", k)]) for k, j in proj.jobs.items()}
     assert capture(proj, [("j", k) for k in table]).new_jobs == frozenset()  # no open frame: delete every row
+
+
+@settings(max_examples=150, deadline=None)
+@given(steps)
+def test_a_registration_keeps_a_draining_or_retiring_node_s_state_in_both_folds(history: list[Any]) -> None:
+    """ADR 0082 on random histories: right after each recorded `NodeRegistered` of a node that was draining or
+    retiring, the node is still so (the projector's fold and the reference fold alike); of a node that was
+    anything else (or none), it is ready."""
+    reference, proj = LedgerState(), Projector()
+    for position, (ev, at) in enumerate(events_of(history), start=1):
+        before = reference.nodes.get(ev.payload.get("node_id", ""))
+        reference = evolve(reference, ev, at)
+        proj.apply(ev, at, position)
+        if ev.type == "NodeRegistered":
+            kept = before.state if before is not None and before.state in ("draining", "retiring") else "ready"
+            node_id = ev.payload["node_id"]
+            assert reference.nodes[node_id].state == proj.nodes[node_id].state == kept
+    assert proj.state() == reference

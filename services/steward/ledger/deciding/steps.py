@@ -73,7 +73,8 @@ def decode_commands(opened: list[Opened]) -> tuple[list[Decoded], list[DeadLette
 def decide_messages(proj: Projector, decoded: list[Decoded], seen: set[str], now: float,
                     position: int, prefix: str | None = None,
                     refused: list[DeadLetter] | None = None,
-                    lease_epochs: dict[str, int | None] | None = None) -> tuple[list[PendingAppend], list[Key], int]:
+                    lease_epochs: dict[str, int | None] | None = None,
+                    rules: int = RULES) -> tuple[list[PendingAppend], list[Key], int]:
     """Decide each command not `seen` yet (redelivered messages are skipped; `seen` gains the rest) on the
     projector's state, in order, folding its events into `proj` as positions after `position`. Returns the
     events per message with the message's metadata, the projection rows changed, and the last position.
@@ -82,7 +83,9 @@ def decide_messages(proj: Projector, decoded: list[Decoded], seen: set[str], now
     actor that component may not vouch for, is not decided: it goes to `refused` with the reason
     (steward.bus.identity, ADR 0036; its `raw` is left for the caller to fill). So does a command of a role
     with a lease (`COMMAND_ROLES`: the scheduler) sent with an epoch older than the lease's in `lease_epochs`
-    (read by the ledger for this batch): a paused active's late command (`steward.domain.leadership`, ADR 0065)."""
+    (read by the ledger for this batch): a paused active's late command (`steward.domain.leadership`, ADR 0065).
+    `rules`: the rules version to decide under, today's but for a test that records a log as an older release's
+    ledger did (ADR 0082's, whose nodes of more GPUs than the bound a log of then may hold)."""
     batch: list[PendingAppend] = []
     changed: list[Key] = []
     view = proj.view()
@@ -110,12 +113,12 @@ def decide_messages(proj: Projector, decoded: list[Decoded], seen: set[str], now
                     refused.append(DeadLetter(None, why, source))
                 continue
         seen.add(mid)
-        events = decide_or_reject(view, command, now)
+        events = decide_or_reject(view, command, now, rules)
         for ev in events:
             position += 1
             changed += proj.apply(ev, now, position)
         meta: dict[str, Any] = {**env.meta, "causation_id": mid, "command": env.type, "source": source,
-                                "rules": RULES}  # the rules it was decided under (replay, ADR 0038)
+                                "rules": rules}  # the rules it was decided under (replay, ADR 0038)
         if events and (events[0].type == "CommandRejected"
                        or not carries_its_command(command, [ev.payload for ev in events])):
             # the events do not give the command back (a rejection never does): the replay reads it here
