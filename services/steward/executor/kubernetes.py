@@ -445,6 +445,15 @@ class KubernetesExecutor:
         self.reject(standing.rejected)
         return True
 
+    def read_first(self) -> bool:
+        """Read Steward before the first registrations (ADR 0085: the clusters the ledger records for the nodes); an
+        API not answering yet (`steward up` starts the executor before the API) is read again by the first round,
+        not `steward_read_s` later. True: read."""
+        if self.refresh():
+            return True
+        self._read_at = float("-inf")
+        return False
+
     def reject(self, rejected: Mapping[str, Rejection]) -> list[str]:
         """The submissions the ledger rejected (ADR 0056): each job's manifest records why and is closed (no
         cancel when its pods go; nothing is submitted again for them), and its pods are told (`tell_rejected`).
@@ -914,7 +923,7 @@ async def run_kubernetes_executor(settings: Settings, stop: asyncio.Event | None
     except PodProblem as err:
         raise SystemExit(f"STEWARD_K8S_NAMESPACE_PROJECTS: {err}") from None
     executor_jobs(settings.executor_id, lambda: executor.attempts_running)  # as of the last round
-    await asyncio.to_thread(executor.refresh)  # the recorded clusters of its nodes first (ADR 0085), if it answers
+    await asyncio.to_thread(executor.read_first)  # the recorded clusters of its nodes first (ADR 0085)
     nodes = await asyncio.to_thread(executor.register_nodes)
     stopped = await executor.reconcile(client)
     if stopped:

@@ -20,7 +20,7 @@ from steward.domain.clusters import cluster_name
 from steward.domain.commands import RegisterNode
 from steward.executor import kubernetes_inventory, slurm_inventory
 from steward.executor.kubernetes import KubernetesExecutor, run_kubernetes_executor
-from steward.executor.kubernetes_steward import Standing, standing_of
+from steward.executor.kubernetes_steward import Standing, StewardUnreachable, standing_of
 from steward.executor.retirement import Retirements, cluster_for
 from steward.executor.settings import ClusterSettingError, ExecutorSettings
 from steward.executor.slurm import SlurmExecutor, drain_argv, run_slurm_executor
@@ -201,6 +201,22 @@ def test_a_kubernetes_executor_restarted_without_the_setting_keeps_the_recorded_
     third, published3 = k8s_executor(tmp_path, "", recorded, gpus=2)
     third.register_nodes()
     assert [(n, c) for n, c, _ in published3.registrations()] == [("g0", "ceres"), ("g1", "jupiter")]
+
+
+def test_a_first_read_that_fails_is_tried_again_by_the_first_round(tmp_path: Path) -> None:
+    answers: list[Standing | None] = [None, Standing(clusters={"g0": "jupiter"})]
+
+    def read() -> Standing:
+        answer = answers.pop(0)
+        if answer is None:
+            raise StewardUnreachable("the API is not up yet")
+        return answer
+
+    ex = KubernetesExecutor(Settings(run_dir=tmp_path, executor_id="k8s"), publisher=Published(),  # type: ignore[arg-type]
+                            kube=Kube([k8s_node("g0", 8)]), options=ExecutorSettings(isolation="none"),  # type: ignore[arg-type]
+                            steward=read)
+    assert not ex.read_first()
+    assert ex.refresh() and ex.standing is not None and [n.cluster for n in ex.inventory()] == ["jupiter"]
 
 
 def test_the_kubernetes_executor_s_read_gives_each_node_s_recorded_cluster() -> None:
