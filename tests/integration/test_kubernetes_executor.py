@@ -31,6 +31,7 @@ from steward.executor.kubernetes import BIND_UNDONE, PREEMPTED_EXIT_CODE, Kubern
 from steward.executor.kubernetes_api import KubeClient, KubeError, load_kubeconfig
 from steward.executor.kubernetes_pods import ATTEMPT_LABEL, JOB_LABEL
 from steward.executor.kubernetes_steward import Rejection, Standing, StewardUnreachable, Waiting
+from steward.executor.settings import ExecutorSettings
 from steward_workflows.payloads import ContractTimings, JobRunInput, NodeRef, SignalJob, WatchJob
 from tests.integration.conftest import KEEP, REPO, SLOT, TEST_RUN_DIR
 from tests.integration.test_slurm_executor import RecordingPublisher, attempt_reads, wait_for
@@ -413,6 +414,21 @@ def test_a_cordon_and_a_notready_node_reach_steward_and_a_drain_cordons_with_a_r
         assert "gpu-0" not in ex.heartbeat().nodes
     finally:
         kubectl("uncordon", "gpu-0", "gpu-1")
+
+
+def test_the_nodes_are_registered_in_the_configured_cluster_and_stay_there_after_a_restart_without_it(
+        tmp_path: Path, kube: KubeClient) -> None:
+    """ADR 0085: STEWARD_EXECUTOR_CLUSTER names the cluster of every node the executor registers; restarted
+    without it, the executor registers them again in that cluster, not the default one."""
+    named, plain = RecordingPublisher(), RecordingPublisher()
+    settings = Settings(run_dir=tmp_path, executor_id="k8s")
+    ceres = KubernetesExecutor(settings, named, kube, ExecutorSettings(cluster="ceres"),  # type: ignore[arg-type]
+                               KubernetesSettings(kubeconfig=str(KUBECONFIG), poll_s=0.2, steward_read_s=0))
+    assert {n.cluster for n in ceres.register_nodes()} == {"ceres"}
+    assert {e.payload["cluster"] for e in named.of("RegisterNode")} == {"ceres"}
+    executor(tmp_path, plain, kube).register_nodes()  # the same folder, no setting
+    assert [(e.id, e.payload["cluster"]) for e in plain.of("RegisterNode")] == [
+        (e.id, e.payload["cluster"]) for e in named.of("RegisterNode")]  # the same registrations: deduplicated
 
 
 def test_a_node_deleted_from_the_cluster_is_retired_once_and_registered_anew_when_it_comes_back(

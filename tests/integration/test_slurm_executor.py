@@ -29,7 +29,7 @@ from steward.config import Settings
 from steward.executor.attempts import AttemptRecord, AttemptStore
 from steward.executor.isolation import BASIC_PATH
 from steward.executor.settings import ExecutorSettings
-from steward.executor.slurm import DRAIN_REASON, SlurmExecutor, SlurmSettings
+from steward.executor.slurm import SlurmExecutor, SlurmSettings
 from steward.executor.slurm_commands import parse_jobs, parse_nodes
 from steward_workflows.payloads import JobRunInput, NodeRef, SignalJob, WatchJob, job_run_workflow_id
 from tests.integration.conftest import REPO, slurm, slurm_script
@@ -190,9 +190,11 @@ def test_drains_become_slurm_drains_a_resume_ends_them_and_slurm_downs_reach_the
         ("slurm1", 8, "sim", ["spine", "leaf1", "slurm1"], "hpc")]
     assert ex.heartbeat().down == []
 
-    act(ActivityEnvironment().run(ex.drain_node, NodeRef("slurm1")))
+    # the operator's reason reaches Slurm as one string (ADR 0085), what would break the record left out
+    act(ActivityEnvironment().run(ex.drain_node, NodeRef("slurm1", 'PSU swap "ticket 12"\nState=IDLE')))
     by_name = {n.name: n for n in parse_nodes(slurm(cluster, "scontrol", "-o", "show", "node"))}
-    assert "DRAIN" in by_name["slurm1"].flags and by_name["slurm1"].reason == DRAIN_REASON
+    assert "DRAIN" in by_name["slurm1"].flags and by_name["slurm1"].reason == "steward: PSU swap ticket 12 State IDLE"
+    assert by_name["slurm1"].drained_by_steward
     assert ex.heartbeat().down == []  # Steward's own drain is no news to Steward
 
     slurm(cluster, "scontrol", "update", "NodeName=slurm0", "State=DOWN", "Reason=fan failure")

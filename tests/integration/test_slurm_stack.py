@@ -35,7 +35,8 @@ SCENARIO = REPO.parents[0] / "shared" / "data" / "scenarios" / "philly.yaml"
 def slurm_stack(slurm_cluster: Path, real_services: None) -> Iterator[dict[str, Any]]:
     """The stack with the Slurm executor (`bring_up(..., executor="slurm")`, what `steward up --executor
     slurm` runs) on the session's cluster (SLURM_CONF), the allocation tree of the Philly scenario and no other
-    nodes than Slurm's. The executor polls Slurm every 0.5 s."""
+    nodes than Slurm's, in the cluster `hpc` (`steward up --cluster hpc`, ADR 0085). The executor polls Slurm
+    every 0.5 s."""
     import os
 
     from steward.cli.stack import bring_up
@@ -43,10 +44,11 @@ def slurm_stack(slurm_cluster: Path, real_services: None) -> Iterator[dict[str, 
 
     settings = Settings()
     os.environ["STEWARD_SLURM_POLL_S"] = "0.5"
-    info = bring_up(settings, postgres=True, executor="slurm")
+    info = bring_up(settings, postgres=True, executor="slurm", cluster="hpc")
     try:
         steward("tree", "apply", str(SCENARIO))
         wait_for(lambda: node_states() == {"slurm0": "ready", "slurm1": "ready"}, timeout=90)
+        wait_for(lambda: {n["cluster"] for n in nodes().values()} == {"hpc"}, timeout=30)
         yield info
     finally:
         for name in reversed(OWN_PROCESSES):
@@ -141,6 +143,7 @@ def test_a_drain_and_a_resume_through_steward_reach_slurm(slurm_stack: dict[str,
 
     steward("node", "drain", "slurm0", "--reason", "firmware update")
     wait_for(lambda: slurm_node("slurm0").drained_by_steward, timeout=60)
+    assert slurm_node("slurm0").reason == "steward: firmware update"  # the operator's reason (ADR 0085)
     assert node_states()["slurm0"] == "draining"
     steward("node", "resume", "slurm0", "--reason", "firmware done")
     wait_for(lambda: "DRAIN" not in slurm_node("slurm0").flags, timeout=60)  # the NodeResume workflow

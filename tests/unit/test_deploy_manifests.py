@@ -871,6 +871,23 @@ def test_the_kubernetes_executors_api_token_is_minted_and_enrolled_by_the_chart(
         assert not [d for d in own if d["metadata"]["name"].endswith("-api-token")]
 
 
+@pytest.mark.parametrize(("cluster", "env"), [("", None), ("ceres", "ceres"), ("lab-2.east", "lab-2.east")])
+def test_the_kubernetes_executor_names_its_cluster(cluster: str, env: str | None) -> None:
+    """ADR 0085: `kubernetesExecutor.cluster` is the executor's STEWARD_EXECUTOR_CLUSTER (unset when empty: each
+    node keeps the cluster Steward records for it)."""
+    values = {"kubernetesExecutor": SCENARIOS["kubernetes"]["kubernetesExecutor"] | {"cluster": cluster}}
+    (executor,) = [d for d in render(values) if d["kind"] == "StatefulSet" and "kubernetes-executor" in
+                   d["metadata"]["name"]]
+    given = {e["name"]: e.get("value") for e in executor["spec"]["template"]["spec"]["containers"][0]["env"]}
+    assert given.get("STEWARD_EXECUTOR_CLUSTER") == env
+
+
+@pytest.mark.parametrize("bad", ["two words", "-lead", "a/b"])
+def test_a_bad_kubernetes_executor_cluster_is_refused_naming_it(bad: str) -> None:
+    err = render_error({"kubernetesExecutor": SCENARIOS["kubernetes"]["kubernetesExecutor"] | {"cluster": bad}})
+    assert f'kubernetesExecutor.cluster "{bad}" must be 1 to 100 ASCII letters' in err
+
+
 def test_upgrade_runs_only_the_hooks() -> None:
     jobs = {d["metadata"]["name"]: d for d in render(upgrade=True) if d["kind"] == "Job"}
     assert set(jobs) == {"steward-migrate", "steward-kafka-topics"}

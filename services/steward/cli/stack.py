@@ -17,7 +17,7 @@ from steward.cli.output import OutputFormat, OutputOption, emit, fail
 from steward.cli.tokens import ensure_admin_token, ensure_token
 from steward.config import Settings, get_settings
 from steward.executor.attempts import jobs_left_running
-from steward.executor.settings import ExecutorSettings
+from steward.executor.settings import ClusterSettingError, ExecutorSettings
 from steward.infra import doctor as doctor_checks
 from steward.infra.processes import (
     COMPONENT_OF,
@@ -82,6 +82,21 @@ def kubernetes_values(settings: Settings) -> dict[str, str]:
             "STEWARD_K8S_API_TOKEN_FILE": str(kubernetes_token_file(settings))}
 
 
+def cluster_values(executor: str, cluster: str) -> dict[str, str]:
+    """The executor's cluster (`--cluster`, ADR 0085), checked before anything starts: a cluster's name, for a
+    Slurm or Kubernetes executor only (a node agent's nodes are named by `steward cluster apply`). Without
+    `--cluster`, a STEWARD_EXECUTOR_CLUSTER of the environment is checked the same way."""
+    if cluster and executor == "local":
+        fail("--cluster names the cluster of a Slurm or Kubernetes executor's nodes; a node agent's nodes are "
+             "named by `steward cluster apply` (a `clusters:` section)", 2)
+    options = ExecutorSettings(cluster=cluster) if cluster else ExecutorSettings()
+    try:
+        name = options.checked_cluster() if executor != "local" else ""
+    except ClusterSettingError as err:
+        fail(str(err).replace("STEWARD_EXECUTOR_CLUSTER", "--cluster") if cluster else str(err), 2)
+    return {"STEWARD_EXECUTOR_CLUSTER": name} if cluster else {}
+
+
 def kubernetes_token_file(settings: Settings) -> Path:
     """The Kubernetes executor's API token (an auditor's: it reads, never writes) in the run folder."""
     return settings.run_dir / "secrets" / "k8s-executor-token"
@@ -89,16 +104,19 @@ def kubernetes_token_file(settings: Settings) -> Path:
 
 def bring_up(settings: Settings, postgres: bool = True, restart: bool = False,
              executor: str = "local", api_replicas: int = 1, supervise: bool = True,
-             standbys: bool = False) -> dict[str, Any]:
+             standbys: bool = False, cluster: str = "") -> dict[str, Any]:
     """Start the real services, migrate the store, then Steward's own processes (idempotent: processes
     already running are kept, unless `restart`, which stops them first so that they run the code and
     settings installed now; the services and their data are kept either way). `executor`: what runs the
     jobs, this machine ("local"), a Slurm cluster ("slurm") or a Kubernetes cluster ("kubernetes").
     `supervise`: start the supervisor last, which restarts any of them that dies (steward.infra.supervisor;
     without it a supervisor left by an earlier `up` is stopped). `standbys`: a second ledger and scheduler
-    (`ledger-2`, `scheduler-2`) standing by to take over (ADR 0060; without it those of an earlier `up` stop)."""
+    (`ledger-2`, `scheduler-2`) standing by to take over (ADR 0060; without it those of an earlier `up` stop).
+    `cluster`: the cluster a Slurm or Kubernetes executor registers its nodes in (ADR 0085; empty: each node keeps
+    the one the ledger records)."""
     if executor not in EXECUTOR_KINDS:
         fail(f"unknown executor {executor!r}: choose one of {', '.join(EXECUTOR_KINDS)}", 2)
+    named = cluster_values(executor, cluster)
     # lazy: start-up: `steward up` only (the other commands of the CLI load neither Prometheus nor Alembic)
     from steward.metrics import MetricsSettingError, stack_ports, standby_ports, supervisor_port
     from steward.store.migrate import upgrade
@@ -131,9 +149,9 @@ def bring_up(settings: Settings, postgres: bool = True, restart: bool = False,
     else:
         values |= {"STEWARD_STORE_URL": settings.resolved_store_url}
     if executor == "slurm":
-        values |= slurm_values(settings)
+        values |= slurm_values(settings) | named
     elif executor == "kubernetes":
-        values |= kubernetes_values(settings)
+        values |= kubernetes_values(settings) | named
     write_stack_env(paths, values)
     upgrade(values.get("STEWARD_STORE_OWNER_URL", values["STEWARD_STORE_URL"]))
     token_file = ensure_admin_token(settings, values["STEWARD_STORE_URL"])
@@ -346,12 +364,16 @@ def register(app: typer.Typer) -> None:
         standbys: bool = typer.Option(False, "--standbys/--no-standbys",
                                       help="a standby ledger and scheduler (ledger-2, scheduler-2) that take over "
                                            "within 5 s of the active one's death (off by default)"),
+        cluster: str = typer.Option("", "--cluster",
+                                    help="with --executor slurm or kubernetes: the cluster its nodes are "
+                                         "registered in (ADR 0085; default: each node keeps the cluster Steward "
+                                         "records for it, the default cluster for a new one)"),
         output: OutputFormat = OutputOption,
     ) -> None:
         """Start Kafka, PostgreSQL, Temporal and Steward's processes (idempotent), supervised."""
         settings = get_settings()
         try:
-            result = bring_up(settings, postgres, restart, executor, api_replicas, supervise, standbys)
+            result = bring_up(settings, postgres, restart, executor, api_replicas, supervise, standbys, cluster)
         except InfraError as err:
             fail(str(err))
         emit(result, output)

@@ -17,6 +17,7 @@ from typing import Any, Protocol
 
 from steward.domain.commands import RegisterNode, SetGpuModelWeights, SubmitJob, command_to_dict, submitted_fields
 from steward.domain.errors import InvalidCommand
+from steward.domain.ids import id_problem
 
 DEFAULT_CLUSTER = "default"
 """The cluster of a node registered without one (and of every node registered before clusters had names)."""
@@ -27,6 +28,13 @@ WEIGHTS_SETTING = "gpu_model_weights"
 def cluster_name(cluster: str) -> str:
     """A node's cluster: its own name, or the default cluster's."""
     return cluster or DEFAULT_CLUSTER
+
+
+def cluster_problem(name: object) -> str | None:
+    """Why `name` cannot name a cluster, in a few words (None when it can): a cluster's name is an id (ADR 0057:
+    the id pattern, steward.domain.ids), the rule every place that takes a cluster's name reads (an executor's
+    setting, a pin, a scenario file)."""
+    return id_problem(name)
 
 
 def admits(gpu_models: Iterable[str], clusters: Iterable[str], model: str, cluster: str) -> bool:

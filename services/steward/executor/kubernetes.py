@@ -89,7 +89,7 @@ from steward.executor.kubernetes_pods import (
 from steward.executor.kubernetes_steward import Rejection, Standing, StewardApi, StewardUnreachable
 from steward.executor.retirement import Retirements, warn_if_refused
 from steward.executor.session_address import message_id as address_message_id
-from steward.executor.settings import ExecutorSettings
+from steward.executor.settings import ClusterSettingError, ExecutorSettings
 from steward.logs_temporal import CorrelationInterceptor
 from steward.metrics import executor_jobs
 from steward.metrics import serve as serve_metrics
@@ -211,6 +211,8 @@ class KubernetesExecutor:
         self.kube = kube
         self.options = options or ExecutorSettings()
         self.cluster = cluster or KubernetesSettings()
+        # ADR 0085: the cluster its nodes are registered in ("": each keeps the one the ledger records for it)
+        self.cluster_setting = self.options.checked_cluster()
         self.root = under(settings.run_dir / "executor", settings.executor_id)
         self.attempts = AttemptStore(self.root)
         self.manifests = self.root / "pods"
@@ -274,16 +276,23 @@ class KubernetesExecutor:
         for a while, a device plugin restarting)."""
         nodes = self.kube.nodes()
         self.present = {node_name(n) for n in nodes}
-        return registrations(nodes, self.settings.executor_id)
+        listed = registrations(nodes, self.settings.executor_id, cluster=self.cluster_setting)
+        # ADR 0085: without a setting, each node in the cluster the ledger records (as last read through the API),
+        # else the one its last registration named
+        recorded = self.standing.clusters if self.standing is not None else None
+        return self.retirements.placed(listed, self.cluster_setting, recorded)
 
     def register_nodes(self) -> list[RegisterNode]:
         """Register the nodes whose registration changed (all of them the first time)."""
         nodes = self.inventory()
+        sent = []
         for node in nodes:
             if self.registered.get(node.node_id) != node:
                 warn_if_refused(node, log)
                 self._report_now(node, self.retirements.register_id(node))
                 self.registered[node.node_id] = node
+                sent.append(node)
+        self.retirements.sent(sent)
         self.retirements.registered(n.node_id for n in nodes)
         return nodes
 
@@ -435,6 +444,15 @@ class KubernetesExecutor:
         self.standing, self.namespace_projects = standing, dict(standing.mappings)
         self.reject(standing.rejected)
         return True
+
+    def read_first(self) -> bool:
+        """Read Steward before the first registrations (ADR 0085: the clusters the ledger records for the nodes); an
+        API not answering yet (`steward up` starts the executor before the API) is read again by the first round,
+        not `steward_read_s` later. True: read."""
+        if self.refresh():
+            return True
+        self._read_at = float("-inf")
+        return False
 
     def reject(self, rejected: Mapping[str, Rejection]) -> list[str]:
         """The submissions the ledger rejected (ADR 0056): each job's manifest records why and is closed (no
@@ -879,6 +897,10 @@ class KubernetesExecutor:
 
 
 async def run_kubernetes_executor(settings: Settings, stop: asyncio.Event | None = None) -> None:
+    try:
+        ExecutorSettings().checked_cluster()  # before anything starts: a bad name is the one line it prints
+    except ClusterSettingError as err:
+        raise SystemExit(str(err)) from None
     stop = stop or asyncio.Event()
     asyncio.get_running_loop().set_default_executor(
         ThreadPoolExecutor(max_workers=IO_THREADS, thread_name_prefix="k8s-io"))
@@ -901,6 +923,7 @@ async def run_kubernetes_executor(settings: Settings, stop: asyncio.Event | None
     except PodProblem as err:
         raise SystemExit(f"STEWARD_K8S_NAMESPACE_PROJECTS: {err}") from None
     executor_jobs(settings.executor_id, lambda: executor.attempts_running)  # as of the last round
+    await asyncio.to_thread(executor.read_first)  # the recorded clusters of its nodes first (ADR 0085)
     nodes = await asyncio.to_thread(executor.register_nodes)
     stopped = await executor.reconcile(client)
     if stopped:

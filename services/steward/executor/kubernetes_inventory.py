@@ -84,15 +84,18 @@ def cordoned_by_others(node: Node) -> bool:
     return bool(node.get("spec", {}).get("unschedulable")) and DRAIN_REASON not in notes
 
 
-def registrations(nodes: Iterable[Node], executor_id: str, default_model: str = "gpu") -> list[RegisterNode]:
-    """A `RegisterNode` per node with allocatable GPUs (foreign load is the heartbeat's, not a smaller node)."""
+def registrations(nodes: Iterable[Node], executor_id: str, default_model: str = "gpu",
+                  cluster: str = "") -> list[RegisterNode]:
+    """A `RegisterNode` per node with allocatable GPUs (foreign load is the heartbeat's, not a smaller node), in
+    `cluster` (the executor's setting, ADR 0085; "": the default cluster)."""
     out = []
     for node in nodes:
         gpus = allocatable_gpus(node)
         if gpus <= 0:
             continue
         model = (node.get("metadata", {}).get("labels") or {}).get(MODEL_LABEL) or default_model
-        out.append(RegisterNode(name(node), gpus, model, topology_path(node, f"{executor_id}-cluster"), executor_id))
+        out.append(RegisterNode(name(node), gpus, model, topology_path(node, f"{executor_id}-cluster"), executor_id,
+                                cluster))
     return out
 
 

@@ -10,6 +10,9 @@ The same request reads the submissions of this executor that the ledger rejected
 whose job was refused (an unmapped namespace, an unknown project, more GPUs than the cluster has) says so
 instead of "queued".
 
+And each registered node's cluster (`nodes`), so that an executor without a cluster setting registers a node
+again in the cluster the ledger records for it, an operator's choice included (ADR 0085).
+
 `standing_of` is pure (the API's JSON in, a `Standing` out); `StewardApi` is the HTTP call."""
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ import httpx
 
 QUERY = """query($e: String!, $n: Int!, $r: Int!, $after: String, $jobs: String!) {
   namespaceMappings(executor: $e) { namespace project }
+  nodes { id cluster }
   queue(first: $n) { waiting entries { position job { id } reason text } }
   rejected: auditEvents(first: $r, after: $after, filter: {streamPrefix: $jobs, types: ["CommandRejected"]}) {
     edges { node { streamId payload metadata } } pageInfo { endCursor }
@@ -62,6 +66,7 @@ class Standing:
     waiting: dict[str, Waiting] = field(default_factory=dict)
     rejected: dict[str, Rejection] = field(default_factory=dict)
     cursor: str | None = None
+    clusters: dict[str, str] | None = None  # node -> its recorded cluster (None: the answer had no nodes)
 
 
 def rejections_of(data: Mapping[str, Any], actor: str) -> tuple[dict[str, Rejection], str | None]:
@@ -94,7 +99,9 @@ def standing_of(data: Mapping[str, Any], actor: str = "") -> Standing:
             waiting[str(job["id"])] = Waiting(int(entry["position"]), total, str(entry.get("reason") or ""),
                                               str(entry.get("text") or ""))
     rejected, cursor = rejections_of(data, actor)
-    return Standing(mappings, waiting, rejected, cursor)
+    nodes = data.get("nodes")
+    clusters = None if nodes is None else {str(n["id"]): str(n.get("cluster") or "") for n in nodes if n.get("id")}
+    return Standing(mappings, waiting, rejected, cursor, clusters)
 
 
 class StewardApi:

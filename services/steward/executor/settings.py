@@ -7,7 +7,13 @@ import signal
 
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from steward.domain.clusters import cluster_problem
+from steward.domain.ids import shown
 from steward.domain.liveness import HEARTBEAT_REPORT_S
+
+
+class ClusterSettingError(ValueError):
+    """STEWARD_EXECUTOR_CLUSTER does not name a cluster (one line naming the value and why)."""
 
 
 class ExecutorSettings(BaseSettings):
@@ -34,6 +40,16 @@ class ExecutorSettings(BaseSettings):
     # the nodes this executor runs jobs on: names or shell patterns, comma-separated (`gpu-01,rack7-*`);
     # empty: every node placed with it. A placement on any other node is refused (steward.executor.fencing)
     nodes: str = ""
+    # the cluster whose nodes a Slurm or Kubernetes executor registers (ADR 0085; `steward up --cluster NAME`):
+    # a cluster's name (steward.domain.clusters); empty: each node keeps the cluster the ledger records for it
+    # (the default cluster for a node never registered). A node agent's nodes are named by `steward cluster apply`
+    cluster: str = ""
+
+    def checked_cluster(self) -> str:
+        """The configured cluster ("" when none), refused at start when it is not a cluster's name."""
+        if self.cluster and (problem := cluster_problem(self.cluster)) is not None:
+            raise ClusterSettingError(f"STEWARD_EXECUTOR_CLUSTER: the cluster name {shown(self.cluster)} {problem}")
+        return self.cluster
 
     def signal_number(self, name: str = "") -> int:
         value = name or self.checkpoint_signal

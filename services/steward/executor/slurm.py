@@ -14,7 +14,7 @@ agent on `executor-<id>`, so the JobRun workflow cannot tell them apart.
   it (NODE_FAIL, BOOT_FAIL) or forgot it; checkpoints reported as the node agent does.
 - `signal_job`: the checkpoint signal (`scancel --full --signal=<signal>`: the batch step too, which is the
   job's command itself) or, to end it, `scancel --full --signal=KILL` then `scancel`.
-- `drain_node`: `scontrol update State=DRAIN Reason="steward: ..."`.
+- `drain_node`: `scontrol update State=DRAIN Reason="steward: <the operator's reason>"` (`drain_reason`).
 
 Heartbeats name the attempts Slurm still runs and, as `down`, the registered nodes Slurm holds out of service
 on its own (down, failed, not responding, drained by anyone but Steward). At start the nodes are registered
@@ -60,13 +60,13 @@ from steward.executor.isolation import (
 from steward.executor.retirement import Retirements, warn_if_refused
 from steward.executor.session_address import prepare as prepare_address
 from steward.executor.session_address import report_new_address
-from steward.executor.settings import ExecutorSettings
+from steward.executor.settings import ClusterSettingError, ExecutorSettings
 from steward.executor.slurm_commands import (
-    STEWARD_REASON,
     Runner,
     SlurmError,
     SlurmJob,
     SlurmNode,
+    drain_reason,
     parse_jobs,
     parse_nodes,
     run_command,
@@ -94,7 +94,6 @@ IO_THREADS = 16
 KILLED_EXIT_CODE = -9
 NOT_ISOLATED = "NotIsolated"
 SLURM_FAILED = "SlurmFailed"
-DRAIN_REASON = f"{STEWARD_REASON} drained by Steward"
 
 
 class SlurmSettings(BaseSettings):
@@ -170,6 +169,11 @@ def foreign_load(nodes: Sequence[SlurmNode], jobs: Mapping[int, SlurmJob], recor
     return {name: gpus for name, gpus in sorted(load.items()) if gpus > 0}
 
 
+def drain_argv(node: NodeRef) -> list[str]:
+    """The `scontrol` command of a drain: the node, and the operator's reason as Slurm's one-string Reason."""
+    return ["scontrol", "update", f"NodeName={node.node_id}", "State=DRAIN", f"Reason={drain_reason(node.reason)}"]
+
+
 def down_nodes(nodes: Sequence[SlurmNode], registered: set[str]) -> list[str]:
     """The registered nodes Slurm holds out of service on its own (a drain Steward asked for is Steward's)."""
     return sorted(n.name for n in nodes if n.name in registered and not n.available and not n.drained_by_steward)
@@ -183,6 +187,8 @@ class SlurmExecutor:
         self.options = options or ExecutorSettings()
         self.cluster = slurm or SlurmSettings()
         self.runner = runner
+        # ADR 0085: the cluster its nodes are registered in ("": each keeps the one it was last registered in)
+        self.cluster_setting = self.options.checked_cluster()
         check_mode(self.options.isolation)
         self.isolating = self.options.isolation == "user"
         # a folder of its own: its records' `pid` is a Slurm job id, which a node agent started later on the same
@@ -239,8 +245,15 @@ class SlurmExecutor:
         return parse_nodes(self.slurm("scontrol", "-o", "-d", "show", "node"))
 
     def inventory(self) -> list[RegisterNode]:
-        """The cluster's nodes with GPUs, placed in topology.conf's switch tree."""
-        return registrations(self.nodes(), read_topology(self.conf), self.settings.executor_id)
+        """The cluster's nodes with GPUs, placed in topology.conf's switch tree and in their cluster (ADR 0085)."""
+        return self.placed(self.nodes())
+
+    def placed(self, nodes: Sequence[SlurmNode]) -> list[RegisterNode]:
+        """The registrations of `nodes`: in the configured cluster, else each in the one it was last registered
+        in (ADR 0085: a restart without the setting never moves a node back to the default cluster)."""
+        listed = registrations(nodes, read_topology(self.conf), self.settings.executor_id,
+                               cluster=self.cluster_setting)
+        return self.retirements.placed(listed, self.cluster_setting)
 
     # -- reporting --------------------------------------------------------------------------------
 
@@ -255,7 +268,7 @@ class SlurmExecutor:
             warn_if_refused(node, log)
             await self._report(node, self.retirements.register_id(node))
         self.registered |= {n.node_id for n in nodes}
-        self.retirements.registered(self.registered)
+        self.retirements.sent(nodes)
         return nodes
 
     def _publish(self, command: Command, mid: str) -> None:
@@ -266,13 +279,12 @@ class SlurmExecutor:
         """Register the nodes with GPUs Slurm lists that are not registered (added, or back after a retirement),
         and retire the registered ones it no longer lists once missing for a while with no attempt of this
         executor's on them (ADR 0078); the nodes retired."""
-        listed = registrations(nodes, read_topology(self.conf), self.settings.executor_id)
-        for node in listed:
-            if node.node_id not in self.registered:
-                warn_if_refused(node, log)
-                self._publish(node, self.retirements.register_id(node))
-                self.registered.add(node.node_id)
-        self.retirements.registered(self.registered)
+        new = [n for n in self.placed(nodes) if n.node_id not in self.registered]
+        for node in new:
+            warn_if_refused(node, log)
+            self._publish(node, self.retirements.register_id(node))
+            self.registered.add(node.node_id)
+        self.retirements.sent(new)
         # only a node Slurm no longer lists at all is retired, not one whose GPUs Slurm stopped showing for a while
         due = self.retirements.due((n.name for n in nodes), busy, time.monotonic(), "Slurm")
         for command, mid in due:
@@ -427,8 +439,7 @@ class SlurmExecutor:
 
     @activity.defn(name="drain_node")
     async def drain_node(self, node: NodeRef) -> None:
-        await asyncio.to_thread(self.slurm, "scontrol", "update", f"NodeName={node.node_id}", "State=DRAIN",
-                                f"Reason={DRAIN_REASON}")
+        await asyncio.to_thread(self.slurm, *drain_argv(node))
         self.attempts.set_drained(self.attempts.drained() | {node.node_id})
         self._changed.set()
         log.info("node %s draining in Slurm", node.node_id)
@@ -507,6 +518,10 @@ class SlurmExecutor:
 
 
 async def run_slurm_executor(settings: Settings, stop: asyncio.Event | None = None) -> None:
+    try:
+        ExecutorSettings().checked_cluster()  # before anything starts: a bad name is the one line it prints
+    except ClusterSettingError as err:
+        raise SystemExit(str(err)) from None
     stop = stop or asyncio.Event()
     asyncio.get_running_loop().set_default_executor(
         ThreadPoolExecutor(max_workers=IO_THREADS, thread_name_prefix="slurm-io"))
@@ -520,8 +535,8 @@ async def run_slurm_executor(settings: Settings, stop: asyncio.Event | None = No
     stopped = await executor.reconcile(client)
     if stopped:
         log.info("cancelled %d orphan Slurm job(s): %s", len(stopped), ", ".join(stopped))
-    log.info("Slurm executor %s serving %s: %d node(s), %d GPU(s) (SLURM_CONF=%s)", settings.executor_id,
+    log.info("Slurm executor %s serving %s: %d node(s), %d GPU(s) (SLURM_CONF=%s, cluster %s)", settings.executor_id,
              executor_task_queue(settings.executor_id), len(nodes), sum(n.gpus for n in nodes),
-             executor.conf or "Slurm's default")
+             executor.conf or "Slurm's default", executor.cluster_setting or "unset: each node keeps its own")
     await serve(client, settings, executor.activities(), executor.heartbeats(stop), stop)
     publisher.close()

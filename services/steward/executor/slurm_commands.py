@@ -35,8 +35,21 @@ UNAVAILABLE_FLAGS: Final = frozenset({"DOWN", "DRAIN", "FAIL", "NOT_RESPONDING",
 # UNKNOWN is not among them: every node reads UNKNOWN from a slurmctld restart until its slurmd registers again
 # (seconds), and one that stays silent turns DOWN after SlurmdTimeout
 STEWARD_REASON: Final = "steward:"  # drains Steward asked for carry this prefix in their Reason
+REASON_MAX: Final = 200  # characters of an operator's drain reason kept in Slurm's Reason
+_UNSAFE = re.compile(r"[^\x20-\x7e]|[=\"'`\\\[\]]")  # not printable ASCII, or read by scontrol or our parser
 
 Runner = Callable[[Sequence[str], Mapping[str, str] | None], str]
+
+
+def drain_reason(reason: str) -> str:
+    """Slurm's Reason of a drain Steward asks for: its prefix, then the operator's reason (ADR 0085) as one
+    string `scontrol -o show node` prints back whole: every character outside printable ASCII (a newline would
+    end the record), `=` (would start a key: `x State=IDLE` would read as the node's state), quotes, backslash,
+    backquote and brackets (Slurm appends ` [user@time]`) becomes a space, runs of spaces one, at most
+    `REASON_MAX` characters; "drained by Steward" when nothing is left. The argv goes to `scontrol` without a
+    shell, so nothing else is interpreted."""
+    words = " ".join(_UNSAFE.sub(" ", reason).split())[:REASON_MAX].rstrip()
+    return f"{STEWARD_REASON} {words or 'drained by Steward'}"
 
 
 class SlurmError(Exception):

@@ -70,9 +70,10 @@ def read_topology(slurm_conf: str) -> dict[str, list[str]]:
 
 
 def registrations(nodes: Iterable[SlurmNode], paths: dict[str, list[str]], executor_id: str,
-                  default_model: str = "gpu") -> list[RegisterNode]:
+                  default_model: str = "gpu", cluster: str = "") -> list[RegisterNode]:
     """A `RegisterNode` per Slurm node with GPUs, placed in the switch tree (nodes topology.conf does not name
-    hang from a switch named after the executor); nodes without GPUs are not Steward's to place on."""
+    hang from a switch named after the executor) and in `cluster` (the executor's setting, ADR 0085; "": the
+    default cluster); nodes without GPUs are not Steward's to place on."""
     return [RegisterNode(n.name, n.gpus, n.gpu_model or default_model,
-                         paths.get(n.name, [f"{executor_id}-cluster", n.name]), executor_id)
+                         paths.get(n.name, [f"{executor_id}-cluster", n.name]), executor_id, cluster)
             for n in nodes if n.gpus > 0]

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from steward.api.settings import ApiSettings
-from steward.domain.commands import SubmitJob
+from steward.domain.commands import RegisterNode, SubmitJob
 from steward.executor.kubernetes_steward import QUERY, Standing, standing_of
 from tests.unit.api.harness import Server, serve
 
@@ -129,3 +129,12 @@ def test_the_cli_maps_lists_and_unmaps(server: Server) -> None:
     assert "team-cli" not in {r["namespace"] for r in listed}
     refused = steward(server, "researcher", "map", "team-cli", "a1", "--executor", "k8s", "--reason", "mine")
     assert refused.returncode != 0 and "may not use 'mapNamespace'" in refused.stderr
+
+
+def test_the_executors_read_gives_each_node_s_recorded_cluster(server: Server) -> None:
+    """ADR 0085: the same request gives the cluster the ledger records for each node (`default` for a node
+    registered without one), which a Kubernetes executor without a cluster setting registers its nodes in."""
+    server.record([RegisterNode("k8s-g0", 8, "A100", ["k8s-cluster", "k8s-g0"], "k8s", "ceres"),
+                   RegisterNode("k8s-g1", 8, "A100", ["k8s-cluster", "k8s-g1"], "k8s")], actor="executor:k8s")
+    clusters = read_as_executor(server).clusters
+    assert clusters is not None and (clusters["k8s-g0"], clusters["k8s-g1"]) == ("ceres", "default")
