@@ -26,7 +26,7 @@ from typing import Any
 import httpx
 import pytest
 
-from steward.demo.__main__ import local_agent_serves
+from steward.demo.__main__ import LOCAL_NODE, local_agent_serves, ready_local_node
 from tests.integration.conftest import REPO, TEST_RUN_DIR
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(900)]
@@ -194,3 +194,17 @@ def test_a_session_reaches_its_cap_and_is_restored_by_the_driver(demo: dict[str,
     assert submitted[0]["payload"]["restored_from"] == first
     _wait_for(lambda: json.loads((TEST_RUN_DIR / "demo" / "status.json").read_text())["chains"][first]["restores"],
               30, "the driver's status to count the restore")  # written every 2 s
+
+
+def test_the_next_demo_resumes_the_local_node_its_last_stop_drained(demo: dict[str, Any]) -> None:
+    """`make down` drains the local node to cancel its jobs; registering it again keeps the drain (ADR 0082), so
+    a second `make demo` found its A100 cluster draining and never placed there (seen on this machine's demo)."""
+    api = Api()
+    state = """query { nodes { id state } }"""
+    api("mutation($id: String!) { drainNode(id: $id, reason: \"demo stopped\") { __typename } }", id=LOCAL_NODE)
+    assert {n["id"]: n["state"] for n in api(state)["nodes"]}[LOCAL_NODE] == "draining"
+    said: list[str] = []
+    ready_local_node(said.append)
+    assert {n["id"]: n["state"] for n in api(state)["nodes"]}[LOCAL_NODE] == "ready" and said
+    ready_local_node(said.append)  # ready already: nothing to do
+    assert len(said) == 1

@@ -88,6 +88,16 @@ def _options(ns: argparse.Namespace) -> DemoOptions:
     return o
 
 
+def ready_local_node(log: Callable[[str], None]) -> None:
+    """The demo's local node takes work again. The last demo's stop drained it to cancel its jobs
+    (`Driver.release_local_nodes`), and registering a node again keeps a drain (ADR 0082: only a resume ends
+    it), so the demo resumes its own node when it finds it draining."""
+    nodes = json.loads(steward("node", "list", "-o", "json"))
+    if any(n["id"] == LOCAL_NODE and n["state"] == "draining" for n in nodes):
+        steward("node", "resume", LOCAL_NODE, "--reason", "demo start: the last demo's stop drained it")
+        log(f"{LOCAL_NODE} resumed (the last demo's stop drained it)")
+
+
 def set_up(settings: Settings, options: DemoOptions, scenario: Path, log: Callable[[str], None]) -> dict[str, Any]:
     """Bring the stack up for the demo and start its two background processes; returns the config the
     driver runs from. Idempotent: a running demo is left alone."""
@@ -119,6 +129,7 @@ def set_up(settings: Settings, options: DemoOptions, scenario: Path, log: Callab
     steward("node", "register", LOCAL_NODE, "--gpus", str(settings.executor_gpus), "--path",
             f"{LOCAL_CLUSTER}/{LOCAL_NODE}", "--executor", settings.executor_id, "--cluster", LOCAL_CLUSTER,
             "--gpu-model", LOCAL_MODEL)
+    ready_local_node(log)
     steward("gpu-models", "set", *(f"{m}={w:g}" for m, w in DEMO_WEIGHTS.items()), "--reason",
             "demo: an A100 hour costs 2.2 V100 hours")
     local_agent_serves(paths, LOCAL_NODE)

@@ -174,7 +174,7 @@ class Driver:
         and wait until the executor has stopped them."""
         local = self.settings.executor_id
         nodes = [n for n in (await self.api.call(NODES, {}, attempts=2))["nodes"] if n["executor"] == local]
-        for n in nodes:  # no new work there while its jobs are cancelled (the next `make demo` registers it again)
+        for n in nodes:  # no new work there while its jobs are cancelled (the next `make demo` resumes it)
             await self.api.call(DRAIN, {"id": n["id"], "reason": "demo stopped"}, attempts=2)
         cancelled: set[str] = set()
         while True:
