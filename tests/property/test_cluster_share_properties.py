@@ -110,17 +110,30 @@ def test_a_job_on_a_cluster_is_preempted_only_for_a_beneficiary_less_served_ther
     victims = {r.id: r for r in snap.running}
     assert snap.cluster_usage is not None
 
+    caps = {c: sum(n.gpus for n in snap.nodes if n.cluster == c) for c in CLUSTERS}
+
+    def part(project: str, cluster: str) -> float:
+        """ADR 0076: an allocation's entitlement shared out over the clusters its waiting and running jobs accept
+        (a job naming none accepts every cluster), in proportion to their GPUs. (Session 21: this model once gave
+        every allocation its share of each cluster's GPUs, so an allocation whose only demand could run on one
+        cluster, whose whole entitlement is there, read twice as served as the rule has it: a false failure.)"""
+        accepted: set[str] = set()
+        for j in (*snap.pending, *snap.running):
+            if j.project == project:
+                accepted |= set(j.clusters) if j.clusters else set(caps)
+        accepted = accepted or set(caps)
+        return SHARES[project] * caps[cluster] / sum(caps[c] for c in accepted) if cluster in accepted else 0.0
+
     def after(project: str, cluster: str, gpus: float) -> float:
         tree_run = sum(r.gpus for r in snap.running if r.project == project)
         on_run = sum(
             r.gpus for r in snap.running if r.project == project and nodes[r.placement[0][0]].cluster == cluster
         )
-        on_cap = sum(n.gpus for n in snap.nodes if n.cluster == cluster)
         assert snap.cluster_usage is not None
         tree_r: float = (snap.usage[project] + (tree_run + gpus) * horizon) / (SHARES[project] * cap * window)
-        on_r: float = (snap.cluster_usage[cluster][project] + (on_run + gpus) * horizon) / (
-            SHARES[project] * on_cap * window
-        )
+        entitled = part(project, cluster) * cap * window  # the part of the whole capacity, as the tree counts it
+        used = snap.cluster_usage[cluster][project] + (on_run + gpus) * horizon
+        on_r: float = used / entitled if entitled > 0 else float("inf")
         return max(tree_r, on_r)
 
     freed: dict[str, float] = {}
