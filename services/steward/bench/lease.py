@@ -52,7 +52,7 @@ from steward.bus.kafka import CommandPublisher, make_consumer
 from steward.cli.client import GraphQLClient
 from steward.cli.jobs import SUBMIT
 from steward.config import Settings
-from steward.domain.commands import DrainNode, RegisterNode, ResumeNode, SetAllocations
+from steward.domain.commands import RegisterNode, ResumeNode, RetireNode, SetAllocations
 from steward.executor.slurm_commands import parse_nodes, run_command
 from steward.infra.processes import Paths, infra_script, read_pid
 from steward.store.eventstore import EventStore
@@ -92,8 +92,10 @@ def setup(settings: Any, nodes: int, gpus: int, executor: str) -> list[str]:
 
 
 def teardown(settings: Any, names: list[str]) -> None:
+    """The run's nodes leave the cluster once their last attempt ends (ADR 0081), as the soak's do: its executor
+    is gone, and a node left draining would count as draining GPUs in the store for good."""
     for name in names:
-        _execute(settings, DrainNode(name, "lease benchmark done: its executor is gone"))
+        _execute(settings, RetireNode(name, "lease benchmark done: its executor is gone", when_empty=True))
 
 
 def submit_all(settings: Any, jobs: int, concurrency: int, command: list[str]) -> dict[str, tuple[float, float]]:
