@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 from graphql import GraphQLError
@@ -38,7 +38,7 @@ class ObservedPrincipal(Principal):
 
     @classmethod
     def watching(cls, who: Principal, flag: dict[str, bool]) -> ObservedPrincipal:
-        seen = cls(who.subject, who.role, who.scopes, who.token_id, who.via, who.name)
+        seen = cls(**{f.name: getattr(who, f.name) for f in fields(Principal)})  # every field, whatever is added
         object.__setattr__(seen, "_flag", flag)
         return seen
 
