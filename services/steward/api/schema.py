@@ -536,6 +536,9 @@ class Query(NotificationQueries):  # notifications' queries: steward.api.notific
     async def verify(self, info: Info[Context, None], from_position: BigInt = 1,
                      to_position: BigInt | None = None) -> Verification:
         ctx = _ctx(info)
+        # checked now, never served from the result cache: a row altered in place does not move the head, so an
+        # answer kept for the head (or a store that went away since) would vouch for what it did not read
+        ctx.no_cache()
         await ctx.require(Capability.read_audit, "verify")
         store = ctx.services.store
         to = to_position if to_position is not None else await asyncio.to_thread(store.head)

@@ -4,6 +4,7 @@ computing the same dashboard)."""
 
 from __future__ import annotations
 
+import json
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -84,3 +85,22 @@ def test_reading_anything_but_the_role_and_scopes_marks_the_answer_personal() ->
         seen = ObservedPrincipal.watching(who, flag)
         assert getattr(seen, field) == getattr(who, field)
         assert flag["personal"] is personal, field
+
+
+def test_verify_reads_the_log_every_time_never_an_answer_kept_for_its_head(tmp_path: Path) -> None:
+    """A row altered in place does not move the head, so a `verify` answer kept for the head would vouch for what
+    it did not read (and one kept from before an outage answered 200 while PostgreSQL was down: the integration
+    test `test_api_store_outage.py` failed on a quiet machine, where the second ask came within the cache's bucket)."""
+    from sqlalchemy import text
+
+    q = "{ verify(fromPosition: 1) { checked ok firstBadPosition } }"
+    with serve(tmp_path, _api(tmp_path)) as s:
+        first = s.gql(q, token=s.tokens["admin"])["data"]["verify"]
+        assert first["ok"] and first["checked"] >= 5
+        row = s.store.read(after=1, limit=1)[0]
+        altered = json.dumps(row.payload | {"altered": True}, sort_keys=True, separators=(",", ":"))
+        with s.store.engine.connect() as conn:  # one payload altered in place, the head unchanged
+            conn.execute(text("UPDATE events SET payload = :p WHERE position = 2"), {"p": altered})
+            conn.commit()
+        again = s.gql(q, token=s.tokens["admin"])["data"]["verify"]
+        assert not again["ok"] and again["firstBadPosition"] == 2
