@@ -202,7 +202,7 @@ def test_a_log_of_today_with_a_kept_state_replays_as_identical(tmp_path: Path) -
     kinds = [(r.type, r.payload.get("state")) for r in store.read()]
     assert kinds[3] == ("NodeRegistered", "draining") and kinds[-1][0] == "CommandRejected"
     report = replay(store)
-    assert report["ok"] and report["reproduced"] == report["decisions"] == 6 and report["by_rules"] == {"4": 6}
+    assert report["ok"] and report["reproduced"] == report["decisions"] == 6 and report["by_rules"] == {str(rules_version.CURRENT): 6}
 
 
 # tests/replay/record_before_restore_request.py, with 7e99307's code
@@ -274,3 +274,41 @@ def test_the_cli_says_what_todays_rules_decide_otherwise() -> None:
     assert proc.returncode == 0, proc.stderr
     assert "otherwise today at 19" in proc.stdout and "made under rules v3" in proc.stdout, proc.stdout
     assert "registration_keeps_state" in proc.stdout
+
+
+BEFORE_V5 = LOGS / "before-rules-v5.ndjson.gz"  # tests/replay/record_before_rules_v5.py, with cf11843's code
+
+
+def test_a_log_from_before_adr_0091_replays_as_it_was_decided() -> None:
+    """Recorded under rules 4: a second executor's nodes in `jupiter` and in the default cluster, a registration that
+    reset d1's foreign load, restores of a V100 session after the last V100 left and of a session outside its
+    project's new pin. Each decision records version 4 and is replayed under it alone: all reproduce."""
+    records = records_from_export(BEFORE_V5)
+    assert {r.metadata.get("rules") for r in records if r.message_id} == {4}
+    report = replay_records(records)
+    assert report["ok"] and report["different"] == report["unreplayable"] == 0, report
+    assert report["by_rules"] == {"4": report["decisions"]} and report["under_earlier_rules"] == 0
+
+
+def test_rules_5_decide_the_registrations_and_restores_of_that_log_differently() -> None:
+    """Stamped with version 5: the two registrations beside another executor are refused (and so is v1's, of `local`
+    in the default cluster where the recorded d2 of `k8s` now is), the registration of d1 keeps its 6 foreign GPUs,
+    and the two restores are refused; every other decision (the placements on d1 among them: the fold follows the
+    recorded events) reproduces."""
+    report = replay_records(stamped(records_from_export(BEFORE_V5), 5))
+    by_position = {d["position"]: d for d in report["differences"]}
+    assert sorted(by_position) == [3, 5, 6, 8, 16, 23], report["differences"]
+    assert report["reproduced"] == report["decisions"] - 6
+    for position in (3, 5, 6):
+        (ev,) = by_position[position]["replayed"]
+        assert ev["type"] == "CommandRejected" and "A cluster has one executor" in ev["payload"]["reason"]
+    assert by_position[8]["replayed"][0]["payload"]["foreign_gpus"] == 6
+    for position, words in ((16, "unknown GPU model 'V100'"), (23, "pinned to cluster 'jupiter'")):
+        (ev,) = by_position[position]["replayed"]
+        assert ev["type"] == "CommandRejected" and words in ev["payload"]["reason"], ev
+
+
+def test_the_cli_replays_the_log_from_before_adr_0091() -> None:
+    proc = subprocess.run([str(REPO / ".venv" / "bin" / "steward"), "audit", "replay", "--export", str(BEFORE_V5)],
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout + proc.stderr

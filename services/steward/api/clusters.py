@@ -12,7 +12,7 @@ import strawberry
 
 from steward.api.scalars import BigInt
 from steward.domain.clusters import cluster_name
-from steward.domain.nodes import RETIRING
+from steward.domain.nodes import takes_new_work, winding_down
 from steward.domain.policy_settings import PolicySettings
 from steward.domain.state import LedgerState
 
@@ -81,14 +81,15 @@ def node_gpus(node: Mapping[str, Any], used: Mapping[str, int]) -> tuple[int, in
     API uses (`Node.freeGpus`, `Domain`, `Occupancy`, `clusterOccupancy`): held GPUs (Steward's jobs, `used`,
     and another scheduler's, `foreign_gpus`) are busy whatever the node's state; the rest are free on a ready
     node, draining on a draining or retiring one (offered to no new job, ADR 0081), down otherwise (the policy's
-    reading of a state it does not know: unhealthy)."""
+    reading of a state it does not know: unhealthy); the states read by `domain.nodes.takes_new_work` and
+    `winding_down`, as the ledger and the policy read them (ADR 0091)."""
     gpus = int(node["gpus"])
     busy = min(gpus, used.get(node["node_id"], 0) + int(node.get("foreign_gpus") or 0))
     rest = gpus - busy
-    state = node["state"]
-    winding_down = state in ("draining", RETIRING)
-    return busy, rest if state == "ready" else 0, rest if winding_down else 0, \
-        rest if state != "ready" and not winding_down else 0
+    state = str(node["state"])
+    if takes_new_work(state):
+        return busy, rest, 0, 0
+    return (busy, 0, rest, 0) if winding_down(state) else (busy, 0, 0, rest)
 
 
 def _counts(sums: list[int]) -> dict[str, int]:

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from steward.api.outlook import QuotaFigures, quota_figures
+from steward.domain.nodes import takes_new_work
 from steward.domain.policy_settings import PolicySettings
 from steward.domain.state import LedgerState
 from steward.policy.ordering import demand_of, order_pending, standing
@@ -58,7 +59,7 @@ def order_now(view: SchedulerState, now: float) -> PolicyOrder:
     nodes = {nid: policy_node(node) for nid, node in state.nodes.items()}
     usage = view.usage.usage(max(now, view.usage.now), running, nodes)
     snap = snapshot_of(state, usage, view.settings, now)
-    capacity = sum(n.gpus for n in snap.nodes if n.state == "ready")
+    capacity = sum(n.gpus for n in snap.nodes if takes_new_work(n.state))
     stand = standing(snap.tree, snap.usage, capacity, snap.settings, demand_of(snap))
     order = order_pending(snap.pending, stand, snap.usage, snap.settings)
     ids = tuple(j.id for j in order.jobs)

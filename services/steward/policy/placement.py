@@ -14,6 +14,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from itertools import compress
 
+from steward.domain.nodes import takes_new_work
 from steward.domain.policy_settings import PlacementMode
 from steward.policy.model import Node
 
@@ -57,7 +58,7 @@ class NodeLayout:
         self.ids: list[str] = [n.id for n in ordered]
         self.pos: dict[str, int] = {n.id: i for i, n in enumerate(ordered)}
         self.cap: list[int] = [n.gpus for n in ordered]
-        self.ready: tuple[bool, ...] = tuple(n.state == "ready" for n in ordered)
+        self.ready: tuple[bool, ...] = tuple(takes_new_work(n.state) for n in ordered)
         n = len(ordered)
         self.maxcap = max((c for c, o in zip(self.cap, self.ready, strict=True) if o), default=0)
         self.maxcap_all = max(self.cap, default=0)
@@ -221,7 +222,7 @@ class CapacityIndex:
             self._seg_set(i)
 
     def unmask(self, i: int) -> None:
-        if not self.ok[i] and self.nodes[i].state == "ready":
+        if not self.ok[i] and takes_new_work(self.nodes[i].state):
             self.ok[i] = True
             self._add(i)
             if self.free[i] > 0:
