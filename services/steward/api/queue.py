@@ -24,7 +24,7 @@ from steward.domain.nodes import takes_new_work
 from steward.domain.policy_settings import PolicySettings
 from steward.domain.state import LedgerState
 from steward.policy.ordering import demand_of, order_pending, standing
-from steward.policy.routing import clusters_of, positions_in_clusters
+from steward.policy.routing import clusters_of, largest_waiting_by_cluster, positions_in_clusters
 from steward.scheduler.bridge import HOLDING_STATES, policy_node, running_job, snapshot_of
 from steward.scheduler.service import SchedulerState
 from steward.store.eventstore import EventStore
@@ -50,6 +50,9 @@ class PolicyOrder:
     clusters: Mapping[str, frozenset[str]] = field(default_factory=dict)
     """The clusters each waiting job may run on (`policy.routing.clusters_of`: the models and clusters it
     accepts, its allocation's pin): a cluster's queue is the jobs that may run there."""
+    largest_by_cluster: Mapping[str, int] = field(default_factory=dict)
+    """ADR 0091: the GPUs of the largest waiting gang that may run on each cluster (0: none;
+    `policy.routing.largest_waiting_by_cluster`), the gang the cluster's fragmentation is measured against."""
 
 
 def order_now(view: SchedulerState, now: float) -> PolicyOrder:
@@ -72,7 +75,8 @@ def order_now(view: SchedulerState, now: float) -> PolicyOrder:
         head=view.head, now=now, ordering=snap.settings.ordering, jobs=ids,
         position={j: i for i, j in enumerate(ids, 1)}, position_in_project=in_project,
         standing={p: stand.evidence(snap.tree, p) for p in order.by_project},
-        position_in_clusters=positions_in_clusters(order.jobs, snap.nodes, accepted), clusters=accepted)
+        position_in_clusters=positions_in_clusters(order.jobs, snap.nodes, accepted), clusters=accepted,
+        largest_by_cluster=largest_waiting_by_cluster(order.jobs, snap.nodes, accepted))
 
 
 class PolicyQueue:
@@ -91,6 +95,11 @@ class PolicyQueue:
     def _catch_up(self) -> None:
         self._view.catch_up(self.store)
         self._view.follow_policy(self.store)
+
+    def last(self) -> PolicyOrder | None:
+        """The last order computed, whatever its head and age (no IO): for a figure pushed at every head (the
+        occupancy subscription) that may lag the log by an order's computation."""
+        return self._last
 
     def cached(self, head: int) -> PolicyOrder | None:
         """The last order if `order(head)` would return it without recomputing (no IO), else None."""

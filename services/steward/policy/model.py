@@ -19,8 +19,8 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Literal
 
-from steward.domain.policy_settings import PolicySettings
 from steward.domain.nodes import takes_new_work
+from steward.domain.policy_settings import PolicySettings
 from steward.policy.errors import InvalidJob, InvalidNode
 from steward.policy.reasons import explanation_text
 from steward.policy.tree import Allocation, AllocationTree

@@ -377,15 +377,23 @@ def level_name(levels: Sequence[str], depth: int) -> str:
 
 def fragmentation(index: CapacityIndex, largest_gang: int, topology_depth: int | None = None) -> float:
     """DESIGN.md "Fragmentation is a measured figure (free GPUs that the largest waiting gang cannot
-    use)", ÷ capacity. A one-node gang cannot use free GPUs on nodes with fewer free than it needs;
-    a multi-node gang cannot use GPUs on partly busy nodes, nor any when no domain it may use holds
-    enough whole free nodes."""
+    use)", ÷ capacity (`unusable_gpus`)."""
     capacity = sum(compress(index.cap, index.layout_ready))
     if capacity == 0 or largest_gang <= 0:
         return 0.0
+    return unusable_gpus(index, largest_gang, topology_depth) / capacity
+
+
+def unusable_gpus(index: CapacityIndex, largest_gang: int, topology_depth: int | None = None) -> int:
+    """DESIGN.md "Fragmentation is a measured figure": the free GPUs (on nodes that take new work) that a gang of
+    `largest_gang` GPUs cannot use. A one-node gang cannot use free GPUs on nodes with fewer free than it needs;
+    a multi-node gang cannot use GPUs on partly busy nodes, nor any when no domain it may use holds enough whole
+    free nodes. No waiting gang: none. The one home of the rule: the scheduler's figure (lab-wide, `fragmentation`)
+    and the API's per cluster (an index of that cluster's nodes, ADR 0091) both read it."""
+    if largest_gang <= 0:
+        return 0
     if largest_gang <= index.maxcap:
-        unusable = sum(f for f in compress(index.free, index.layout_ready) if f < largest_gang)
-        return unusable / capacity
+        return sum(f for f in compress(index.free, index.layout_ready) if f < largest_gang)
     frees = index.physical_free()
     total = sum(f for _, f in frees)
     whole_by_dom: dict[tuple[str, ...], int] = {}
@@ -395,4 +403,4 @@ def fragmentation(index: CapacityIndex, largest_gang: int, topology_depth: int |
             key = index.nodes[i].path[:depth]
             whole_by_dom[key] = whole_by_dom.get(key, 0) + f
     usable = sum(w for w in whole_by_dom.values() if w >= largest_gang)
-    return (total - usable) / capacity
+    return total - usable

@@ -21,7 +21,6 @@ from steward.domain.commands import (
     SetAllocations,
 )
 from steward.domain.decide import decide, decide_or_reject
-from steward.domain.errors import InvalidCommand
 from steward.domain.nodes import KEPT_ON_REGISTRATION, takes_new_work, winding_down
 from steward.domain.state import LedgerState, evolve
 from tests.unit.domain.builders import apply, submit, tree
