@@ -205,13 +205,15 @@ def executor_conflict(nodes: Mapping[str, _ServedNode], cmd: RegisterNode) -> st
     """ADR 0091: why `cmd` may not put its node into its cluster (None when it may). A cluster's nodes are served
     by one executor: a placement goes to the executor of its nodes (`JobPlaced.executor`), and a gang never spans
     clusters (`admits`, the policy's routing), so with one executor a cluster a gang never spans executors
-    either. Refused: a node (new, or moving to this cluster or to this executor) joining a cluster where a node
-    of another executor is registered, the default cluster as any other. A registration that changes neither
-    the node's cluster nor its executor moves nothing and is not refused (a cluster mixed before this rule stays
-    as it was recorded, its nodes' GPUs and paths still updated). One executor may serve several clusters."""
+    either. Refused: a node joining a cluster (a new node, or one from another cluster) where a node of another
+    executor is registered, the default cluster as any other. Not refused: a node of the cluster registered again
+    in it, with its executor or another: moving a cluster to another executor is an operator's act (an executor
+    may not register another's node, `bus.identity`), done one registration at a time (`cluster apply --executor`
+    of the whole file), the cluster mixed while it lasts; and a cluster mixed before this rule keeps taking its
+    nodes' new GPU counts and paths. One executor may serve several clusters."""
     name = cluster_name(cmd.cluster)
     before = nodes.get(cmd.node_id)
-    if before is not None and before.executor == cmd.executor and cluster_name(before.cluster) == name:
+    if before is not None and cluster_name(before.cluster) == name:
         return None
     others = sorted(n.node_id for n in nodes.values()
                     if n.executor != cmd.executor and n.node_id != cmd.node_id and cluster_name(n.cluster) == name)

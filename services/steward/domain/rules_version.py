@@ -53,7 +53,7 @@ CHANGES: Final[tuple[RuleChange, ...]] = (
     RuleChange("one_executor_a_cluster", 5, "0091",
                "a cluster's nodes are served by one executor: a RegisterNode putting a node into a cluster whose "
                "nodes another executor serves is refused (a gang never spans clusters, so it never spans "
-               "executors); a registration that changes neither the node's cluster nor its executor is not"),
+               "executors); a node of the cluster registered again in it (its executor changed or not) is not"),
     RuleChange("registration_keeps_foreign", 5, "0091",
                "registering a node again keeps the foreign load its executor's last heartbeat reported (the "
                "NodeRegistered records it as `foreign_gpus`); before, a registration reset it to 0 until the "

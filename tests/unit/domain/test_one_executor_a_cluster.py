@@ -55,9 +55,11 @@ REGISTRATIONS: list[tuple[str, RegisterNode, str | None]] = [
     ("a node moving to a cluster another executor serves",
      RegisterNode("j1", 4, "A100", ["ceres", "j1"], "jup", cluster="ceres"),
      "node 'j1' cannot join cluster 'ceres' with executor 'jup'"),
-    ("a node moving to another executor while its cluster has others",
-     RegisterNode("c1", 8, "H100", ["ceres", "c1"], "slurm-b", cluster="ceres"),
-     "node 'c1' cannot join cluster 'ceres' with executor 'slurm-b': executor 'ceres' serves its nodes (c2)"),
+    ("a node of the cluster moving to another executor (a migration, one node at a time)",
+     RegisterNode("c1", 8, "H100", ["ceres", "c1"], "slurm-b", cluster="ceres"), None),
+    ("a node from another cluster joining with the executor of neither",
+     RegisterNode("d1", 8, "V100", ["ceres", "d1"], "slurm-b", cluster="ceres"),
+     "node 'd1' cannot join cluster 'ceres' with executor 'slurm-b': executor 'ceres' serves its nodes (c1, c2)"),
     ("the only node of its cluster moving to another executor",
      RegisterNode("j1", 4, "A100", ["jupiter", "j1"], "jup-2", cluster="jupiter"), None),
     ("a node registered again unchanged", RegisterNode("c1", 8, "H100", ["ceres", "c1"], "ceres", cluster="ceres"),
@@ -90,6 +92,22 @@ def test_a_cluster_mixed_before_the_rule_still_takes_its_nodes_updates() -> None
     assert decide_or_reject(mixed, again, 2.0, V5)[0].type == "NodeRegistered"
     (new,) = decide_or_reject(mixed, RegisterNode("d3", 8, "V100", ["b0", "d3"], "k8s"), 2.0, V5)
     assert new.type == "CommandRejected" and "executor 'local' serves" in new.payload["reason"]
+
+
+def test_a_whole_cluster_moves_to_another_executor_one_registration_at_a_time() -> None:
+    """`steward cluster apply FILE --executor sim` on a store where the file's nodes are the node agent's (the demo on
+    a stack that applied the same file before): each node of the cluster is registered again with the new executor
+    (allowed, a migration), then the file's new nodes join a cluster that is the new executor's alone."""
+    state = apply(tree(cluster={"a": 1.0}), *[RegisterNode(f"n{i}", 8, "V100", ["b", f"n{i}"], "local")
+                                              for i in range(3)])
+    for i in range(5):
+        (ev,) = decide_or_reject(state, RegisterNode(f"n{i}", 8, "V100", ["b", f"n{i}"], "sim"), 1.0, V5)
+        assert ev.type == "NodeRegistered", (i, ev.payload)
+        state = evolve(state, ev, 1.0)
+    assert {n.executor for n in state.nodes.values()} == {"sim"}
+    (late,) = decide_or_reject(state, RegisterNode("x", 8, "V100", ["b", "x"], "local"), 2.0, V5)
+    assert late.type == "CommandRejected"
+    assert "executor 'sim' serves its nodes (n0, n1, n2, n3, n4)" in late.payload["reason"]
 
 
 def test_a_refusal_names_a_few_of_many_nodes() -> None:
