@@ -2,8 +2,8 @@
 main at cf11843), holding decisions that today's rules decide differently. Run with THAT release's code, never
 today's (the point is a log today's code did not write):
 
-    git -C /work/main archive cf11843 services migrations alembic.ini | tar -x -C /tmp/old
-    PYTHONPATH=/tmp/old/services STEWARD_PURE=1 python tests/replay/record_before_rules_v5.py OUT.ndjson.gz
+    git archive cf11843 services migrations alembic.ini | tar -x -C /tmp/old
+    STEWARD_PURE=1 PYTHONPATH=/tmp/old/services:. python -m tests.replay.record_before_rules_v5 OUT.ndjson.gz
 
 What it holds (docs/adr/0091-one-executor-a-cluster-foreign-load-kept-and-a-restore-checked.md):
 - a node of executor `jup-2` registered into cluster `jupiter`, whose node `j1` executor `jup` serves, and a node of
@@ -19,13 +19,9 @@ Every decision records rules version 4.
 
 from __future__ import annotations
 
-import gzip
 import sys
-import tempfile
 from pathlib import Path
 
-from steward.audit.export import write_ndjson
-from steward.bus.envelope import command_envelope
 from steward.domain.commands import (
     CancelJob,
     Command,
@@ -38,54 +34,35 @@ from steward.domain.commands import (
     SetAllocations,
     SubmitJob,
 )
-from steward.ledger.ledger import Ledger
-from steward.store.eventstore import EventStore
-from steward.store.migrate import upgrade
+from tests.replay.old_release import ADMIN, ALICE, EXECUTOR, SCHEDULER, Sender, record
 
-START = 1_796_500_000.0  # 2026-12-06T19:46:40Z
-
-
-def main(out: Path) -> None:
-    with tempfile.TemporaryDirectory() as tmp:
-        url = f"sqlite:///{tmp}/old.db"
-        upgrade(url)
-        store = EventStore.from_url(url)
-        clock = [START]
-        ledger = Ledger(store, clock=lambda: clock[0], consumer_name="old-release")
-        admin, alice, executor = ("admin", "admin"), ("alice", "researcher"), ("executor", "admin")
-        steps: list[tuple[tuple[str, str], Command]] = [
-            (admin, SetAllocations("cluster", {"p1": 0.5, "p2": 0.5}, reason="the tree")),
-            (admin, RegisterNode("j1", 8, "A100", ["jupiter", "j1"], "jup", cluster="jupiter")),
-            (admin, RegisterNode("j2", 8, "A100", ["jupiter", "j2"], "jup-2", cluster="jupiter")),  # refused today
-            (admin, RegisterNode("d1", 8, "H100", ["b1", "d1"], "local")),
-            (admin, RegisterNode("d2", 8, "H100", ["b1", "d2"], "k8s")),  # refused today
-            (admin, RegisterNode("v1", 4, "V100", ["old", "v1"], "local")),
-            (executor, ReportHeartbeat("local", {}, ["d1", "v1"], foreign={"d1": 6})),
-            (admin, RegisterNode("d1", 8, "H100", ["b2", "d1"], "local")),  # foreign 0 then, 6 today
-            (alice, SubmitJob("on-d1", "p1", 4, 600, ["train"], gpu_models=["H100"])),
-            (executor, PlaceJob("on-d1", {"d1": [0, 1, 2, 3]}, True, {"policy": "test"})),
-            (alice, SubmitJob("s1", "p1", 2, 600, ["jupyter"], resumable=True, job_class="interactive",
-                              gpu_models=["V100"])),
-            (executor, PlaceJob("s1", {"v1": [0, 1]}, True, {"policy": "test"})),
-            (executor, ReportJobStarted("s1", 1, 4242)),
-            (alice, CancelJob("s1", "lunch")),
-            (admin, RetireNode("v1", "the last V100 goes")),
-            (alice, RestoreSession("s1", "s1-again")),  # refused today: no V100 left
-            (alice, SubmitJob("s2", "p2", 1, 600, ["jupyter"], resumable=True, job_class="interactive",
-                              clusters=["default"])),
-            (executor, PlaceJob("s2", {"d1": [4]}, True, {"policy": "test"})),
-            (executor, ReportJobStarted("s2", 1, 4243)),
-            (alice, CancelJob("s2", "lunch")),
-            (admin, SetAllocations("cluster", {"p2": 0.5}, reason="p2 runs on its own hardware",
-                                   pins={"p2": "jupiter"})),
-            (alice, RestoreSession("s2", "s2-again")),  # refused today: outside the pin
-        ]
-        for (actor, role), command in steps:
-            ledger.process([("old-release", command_envelope(command, actor=actor, role=role).encode())], {})
-            clock[0] += 1.0
-        with gzip.open(out, "wt", encoding="utf-8") as fh:
-            write_ndjson(store, fh)
+STEPS: list[tuple[Sender, Command]] = [
+    (ADMIN, SetAllocations("cluster", {"p1": 0.5, "p2": 0.5}, reason="the tree")),
+    (ADMIN, RegisterNode("j1", 8, "A100", ["jupiter", "j1"], "jup", cluster="jupiter")),
+    (ADMIN, RegisterNode("j2", 8, "A100", ["jupiter", "j2"], "jup-2", cluster="jupiter")),  # refused today
+    (ADMIN, RegisterNode("d1", 8, "H100", ["b1", "d1"], "local")),
+    (ADMIN, RegisterNode("d2", 8, "H100", ["b1", "d2"], "k8s")),  # refused today
+    (ADMIN, RegisterNode("v1", 4, "V100", ["old", "v1"], "local")),
+    (EXECUTOR, ReportHeartbeat("local", {}, ["d1", "v1"], foreign={"d1": 6})),
+    (ADMIN, RegisterNode("d1", 8, "H100", ["b2", "d1"], "local")),  # foreign 0 then, 6 today
+    (ALICE, SubmitJob("on-d1", "p1", 4, 600, ["train"], gpu_models=["H100"])),
+    (SCHEDULER, PlaceJob("on-d1", {"d1": [0, 1, 2, 3]}, True, {"policy": "test"})),
+    (ALICE, SubmitJob("s1", "p1", 2, 600, ["jupyter"], resumable=True, job_class="interactive",
+                      gpu_models=["V100"])),
+    (SCHEDULER, PlaceJob("s1", {"v1": [0, 1]}, True, {"policy": "test"})),
+    (EXECUTOR, ReportJobStarted("s1", 1, 4242)),
+    (ALICE, CancelJob("s1", "lunch")),
+    (ADMIN, RetireNode("v1", "the last V100 goes")),
+    (ALICE, RestoreSession("s1", "s1-again")),  # refused today: no V100 left
+    (ALICE, SubmitJob("s2", "p2", 1, 600, ["jupyter"], resumable=True, job_class="interactive",
+                      clusters=["default"])),
+    (SCHEDULER, PlaceJob("s2", {"d1": [4]}, True, {"policy": "test"})),
+    (EXECUTOR, ReportJobStarted("s2", 1, 4243)),
+    (ALICE, CancelJob("s2", "lunch")),
+    (ADMIN, SetAllocations("cluster", {"p2": 0.5}, reason="p2 runs on its own hardware", pins={"p2": "jupiter"})),
+    (ALICE, RestoreSession("s2", "s2-again")),  # refused today: outside the pin
+]
 
 
 if __name__ == "__main__":
-    main(Path(sys.argv[1]))
+    record(STEPS, Path(sys.argv[1]))

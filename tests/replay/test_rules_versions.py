@@ -236,6 +236,11 @@ def test_a_restore_recorded_under_rules_3_replays_as_identical_and_differs_under
                                    20: "RegisterNode"}, {"registration_keeps_state", "node_gpus_bounded"}),
     # recorded under 3 (ADR 0086): the restored session accepted any cluster then, the session's clusters today
     ("before-rules-v4-restore.ndjson.gz", {8: "RestoreSession"}, {"restore_keeps_request"}),
+    # recorded under 4 (ADR 0091): registrations beside another executor, a registration that reset foreign load,
+    # restores of a request no node or pin admits any more
+    ("before-rules-v5.ndjson.gz", {3: "RegisterNode", 5: "RegisterNode", 6: "RegisterNode", 8: "RegisterNode",
+                                   16: "RestoreSession", 23: "RestoreSession"},
+     {"one_executor_a_cluster", "registration_keeps_foreign", "restore_checks_request"}),
 ])
 def test_the_decisions_todays_rules_decide_otherwise_are_listed(log: str, otherwise: dict[int, str],
                                                                changes: set[str]) -> None:
