@@ -917,7 +917,7 @@ class KubernetesExecutor:
     async def resume_node(self, node: NodeRef) -> None:
         """The node was resumed in Steward: uncordoned if the cordon was Steward's (one an operator made with
         `kubectl cordon` stays theirs)."""
-        current = await asyncio.to_thread(self.kube.node, node.node_id)
+        current = next((n for n in await asyncio.to_thread(self._nodes) if node_name(n) == node.node_id), None)
         notes = (current or {}).get("metadata", {}).get("annotations") or {}
         if current is not None and DRAIN_REASON in notes:
             await asyncio.to_thread(self.kube.patch_node, node.node_id, {

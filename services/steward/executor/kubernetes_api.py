@@ -200,14 +200,6 @@ class KubeClient:
                 return None
             raise
 
-    def node(self, name: str) -> dict[str, Any] | None:
-        try:
-            return self.call("GET", f"/api/v1/nodes/{name}")
-        except KubeError as err:
-            if err.status == 404:
-                return None
-            raise
-
     def nodes(self) -> list[dict[str, Any]]:
         return list(self.call("GET", "/api/v1/nodes").get("items") or [])
 
