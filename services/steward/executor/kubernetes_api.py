@@ -126,6 +126,7 @@ class KubeClient:
         # ADR 0089: the requests made, by `VERB path-kind` (LIST pods, WATCH nodes, POST binding...): what a round
         # costs the API server, read by the tests and benchmarks
         self.requests: Counter[str] = Counter()
+        self.refused: Counter[str] = Counter()  # the calls answered 4xx or 5xx, by `VERB resource status`
         self._counting = threading.Lock()
 
     def _count(self, kind: str) -> None:
@@ -158,6 +159,8 @@ class KubeClient:
         except httpx.HTTPError as err:
             raise KubeError(f"{method} {path}: {err}") from None
         if resp.status_code >= 400:
+            with self._counting:
+                self.refused[f"{self.kind_of(method, path, params)} {resp.status_code}"] += 1
             try:
                 message = resp.json().get("message", resp.text)
             except ValueError:
@@ -174,6 +177,8 @@ class KubeClient:
         timeout = httpx.Timeout(10.0, read=read_timeout_s)
         with self.http.stream("GET", path, params=params, timeout=timeout) as resp:
             if resp.status_code >= 400:
+                with self._counting:
+                    self.refused[f"{self.kind_of('GET', path, params)} {resp.status_code}"] += 1
                 resp.read()
                 try:
                     message = resp.json().get("message", resp.text)

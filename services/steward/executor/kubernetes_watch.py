@@ -163,10 +163,10 @@ class Watched:
         if self._thread is not None:
             self._thread.join(timeout=5)
 
-    def run(self) -> None:
-        """List, then watch until stopped: a watch the server ended or a broken stream is watched again from the
-        last resourceVersion (after a backoff when broken), a 410 or a refusal lists again."""
-        need_list = True
+    def run(self, listed: bool = False) -> None:
+        """List (unless `listed` already), then watch until stopped: a watch the server ended or a broken stream is
+        watched again from the last resourceVersion (after a backoff when broken), a 410 or a refusal lists again."""
+        need_list = not listed
         while not self._stop.is_set():
             try:
                 if need_list:
