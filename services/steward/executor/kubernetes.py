@@ -133,6 +133,9 @@ BIND_FAILED = "StewardBindFailed"
 # ADR 0089: a submitted pod deleted in Kubernetes before Steward ever bound or deleted any of its job's pods: its user
 # ended it; the job is cancelled with that reason, not started with a pod made again
 POD_DELETED = "StewardPodDeleted"
+# the previous attempt's pod, which this attempt's replaces, is still within its grace: retried (not a failing bind,
+# not counted against BIND_TRIES: a grace may be minutes)
+POD_ENDING = "StewardPodEnding"
 REJECTED_REASON = "StewardRejected"
 
 
@@ -655,7 +658,7 @@ class KubernetesExecutor:
         except KubeError as err:
             if err.status == 409:  # the previous attempt's pod is still ending: a retry creates it
                 raise ApplicationError(f"pod {namespace}/{pod['metadata'].get('name')} still exists: {err}",
-                                       type=KUBE_FAILED) from None
+                                       type=POD_ENDING) from None
             raise
 
     @staticmethod
@@ -769,9 +772,10 @@ class KubernetesExecutor:
     def _bind_failure(self, run: JobRunInput, err: Exception, tries: int) -> ApplicationError:
         """ADR 0089: what a start that could not bind says: retried (`KUBE_FAILED`) until its `BIND_TRIES`th try, then
         not (`BIND_FAILED`, with the API server's answer): the JobRun reports the attempt lost with it. A failure that
-        is final already (a gang undone, a pod deleted by its user) stays as it is."""
+        is final already (a gang undone, a pod deleted by its user) stays as it is, and so does the wait for an
+        earlier attempt's pod to end (`POD_ENDING`: retried as long as its grace lasts)."""
         if isinstance(err, ApplicationError):
-            if err.non_retryable:
+            if err.non_retryable or err.type == POD_ENDING:
                 return err
             why = err.message
         else:
@@ -813,20 +817,22 @@ class KubernetesExecutor:
         `VIEW_WAIT_S` or three polls (ADR 0074: thousands of watches read one list a round, not a GET each a second)."""
         if not self._rounds:  # no rounds (an executor driven by hand, as in its tests): ask the API server
             return await asyncio.to_thread(self.pods_of, rec)
-        if self.view is not None and self.view.steward.live:
+        watched = self.view is not None and self.view.steward.live
+        if watched and self._view_changed_at <= after:
             # ADR 0089: the watch keeps the view current; a reader that saw it after `after` waits for its next
             # change, a poll at most (a start waiting for its pods to run, a watch between two looks)
-            if self._view_changed_at <= after:
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._new_view.wait(), timeout=self.cluster.poll_s)
-            if self.view.steward.live:
-                return [self.view.steward.get(k) for k in rec.extra.get("pods") or []]
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._new_view.wait(), timeout=self.cluster.poll_s)
         deadline = time.monotonic() + max(VIEW_WAIT_S, 3 * self.cluster.poll_s)
-        while self._view_at <= after:
+        while True:
+            if self.view is not None and self.view.steward.live:  # (or live since: its first list came meanwhile)
+                return [self.view.steward.get(k) for k in rec.extra.get("pods") or []]
+            if self._view_at > after:
+                break
             left = deadline - time.monotonic()
             if left <= 0:
                 return await asyncio.to_thread(self.pods_of, rec)
-            with contextlib.suppress(TimeoutError):  # woken by the next round's list (not a timer a watch)
+            with contextlib.suppress(TimeoutError):  # woken by the next round's list or the watch's (not a timer)
                 await asyncio.wait_for(self._new_view.wait(), timeout=left)
         view = self._view
         return [view.get(k) for k in rec.extra.get("pods") or []]

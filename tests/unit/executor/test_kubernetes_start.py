@@ -23,6 +23,7 @@ from steward.executor.kubernetes import (
     BIND_TRIES,
     KUBE_FAILED,
     POD_DELETED,
+    POD_ENDING,
     KubernetesExecutor,
     KubernetesSettings,
 )
@@ -137,6 +138,21 @@ def test_a_failing_bind_is_retried_a_bounded_number_of_times_then_lost_with_the_
     assert (failed.value.type, failed.value.non_retryable) == (kind, final)
     assert answer in failed.value.message  # the API server's reason reaches the JobLost
     assert ex.attempts.load(JOB, 1) is None and not kube.created
+
+
+def test_waiting_for_an_earlier_attempt_s_pod_to_end_is_not_a_failing_bind(tmp_path: Path) -> None:
+    """A resumable job's next pod has the name of the one a preemption deleted, which may take its whole grace to end:
+    the create's 409 is retried as long as that lasts, not counted against BIND_TRIES."""
+    kube = Kube([])
+
+    def still_ending(namespace: str, pod: Mapping[str, Any]) -> dict[str, Any]:
+        raise KubeError("POST /api/v1/namespaces/team/pods: 409 object is being deleted", 409)
+
+    kube.create_pod = still_ending  # type: ignore[method-assign]
+    ex, _ = executor(tmp_path, kube, [user_pod()], {"bind_undone": 1})
+    with pytest.raises(ApplicationError) as failed:
+        start(ex, run_of(2), BIND_TRIES + 5)
+    assert (failed.value.type, failed.value.non_retryable) == (POD_ENDING, False)
 
 
 def test_a_bind_that_succeeds_on_a_later_try_starts_the_attempt(tmp_path: Path) -> None:

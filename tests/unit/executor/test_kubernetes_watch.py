@@ -5,6 +5,8 @@ API server for nothing."""
 
 from __future__ import annotations
 
+import asyncio
+import time
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -226,3 +228,32 @@ def test_a_round_reads_the_watched_view_and_asks_the_api_server_nothing(tmp_path
     assert sorted({a.split("?")[0] for a in kube.asked if a.startswith("GET")}) == reads
     if watching:
         assert ex.heartbeat().foreign == {"gpu-1": 3}
+
+
+def test_a_reader_waiting_while_the_watch_makes_its_first_list_reads_the_view_not_the_api_server(
+        tmp_path: Path) -> None:
+    """At start, a watch or a start may wait for a view before the watches have listed: the first list wakes it and it
+    reads the view (before, it waited for a round's list that never comes with the watches, then asked for its pods)."""
+    from steward.executor.attempts import AttemptRecord
+    kube = Refusing()
+    ex = KubernetesExecutor(Settings(run_dir=tmp_path, executor_id="k8s"), Publisher(), kube,  # type: ignore[arg-type]
+                            cluster=KubernetesSettings(namespace_projects="team=vision"))
+    rec = AttemptRecord("k8s.team.s", 1, ["x"], {"gpu-1": [0]}, "", "batch", pid=1, extra={"pods": ["team/s"]})
+
+    def no_get(rec: object) -> list[dict[str, Any] | None]:
+        raise AssertionError("asked the API server for its pods")
+
+    ex.pods_of = no_get  # type: ignore[method-assign]
+
+    async def scenario() -> list[dict[str, Any] | None]:
+        ex._rounds, ex._loop = True, asyncio.get_running_loop()
+        ex.view = ClusterView.of(kube, "steward", on_steward=ex._watched)
+        reader = asyncio.create_task(ex.pods_seen(rec, time.monotonic()))
+        await asyncio.sleep(0.1)
+        w = ex.view.steward
+        await asyncio.to_thread(lambda: (apply_event(w._items, {"type": "ADDED", "object": pod(
+            "s", scheduler="steward")}, w.keep), setattr(w, "live", True), w.synced.set(), ex._watched("LIST", {})))
+        return await asyncio.wait_for(reader, 2.0)
+
+    (seen,) = asyncio.run(scenario())
+    assert seen is not None and object_key(seen) == "team/s"
