@@ -321,7 +321,6 @@ class KubernetesExecutor:
                 self.registered[node.node_id] = node
                 sent.append(node)
         self.node_clusters.sent(sent)
-        self.retirements.registered(n.node_id for n in sent)
         self.retirements.registered(n.node_id for n in nodes)
         return nodes
 

@@ -55,7 +55,8 @@ class NodeClusters:
 
     @staticmethod
     def _parse(data: Mapping[str, Any]) -> dict[str, str]:
-        return {str(k): str(v) for k, v in (data.get("clusters") or {}).items()}
+        found = data.get("clusters")
+        return {str(k): str(v) for k, v in found.items()} if isinstance(found, dict) else {}
 
     def _save(self) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)
