@@ -878,10 +878,10 @@ def test_the_executor_s_flows_need_only_the_chart_s_rbac_and_a_foreign_pod_canno
         stop = asyncio.Event()
         rounds = asyncio.create_task(ex.heartbeats(stop))
         try:
-            while not pub.of("SubmitJob"):
+            job_id = "k8s.team.governed"  # (other tests' Steward pods may be submitted too)
+            while job_id not in {e.payload["job_id"] for e in pub.of("SubmitJob")}:
                 await asyncio.sleep(0.05)
             assert ex.view is not None and ex.view.live  # list and watch allowed for pods and nodes
-            job_id = pub.of("SubmitJob")[0].payload["job_id"]
             await env.run(ex.start_job, run_of(job_id, {"gpu-1": [7]}, grace_s=1))
             bound = kube.call("GET", "/api/v1/namespaces/team/pods/governed")
             assert bound["metadata"]["labels"][JOB_LABEL] == "k8s.team.governed"
@@ -900,7 +900,7 @@ def test_the_executor_s_flows_need_only_the_chart_s_rbac_and_a_foreign_pod_canno
     try:
         act(flows())
         assert {n.payload["node_id"] for n in pub.of("RegisterNode")} >= set(GPU_NODES)
-        assert pub.of("ReportHeartbeat")[-1].payload["foreign"].get("gpu-2") == 1  # read, cluster-wide
+        assert pub.of("ReportHeartbeat")[-1].payload["foreign"].get("gpu-2", 0) >= 1  # read, cluster-wide
         assert kube.pod("team", "governed") is None or kube.pod("team", "governed")["metadata"].get(  # type: ignore[index]
             "deletionTimestamp")  # preempted
         assert kube.call("GET", "/api/v1/nodes/gpu-4")["spec"].get("unschedulable") is None
