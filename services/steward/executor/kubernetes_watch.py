@@ -111,6 +111,11 @@ class Backoff:
         self.next_s = 0.0
 
 
+def _close(response: httpx.Response) -> None:
+    with contextlib.suppress(Exception):  # a stream another thread reads: whatever closing says, it ends
+        response.close()
+
+
 class Watched:
     """One collection (`path` with `params`: a field selector), listed then watched in a thread of its own: `items`
     (key -> what `keep` made of the object) is current as long as `live`; `on_change(kind)` is called (in the watch's
@@ -155,13 +160,15 @@ class Watched:
         return self
 
     def stop(self) -> None:
+        """Stop watching, without waiting long: the open stream is closed from a thread of its own (closing a response
+        another thread reads may wait for that read), and the watch's thread is given 2 s to end (a daemon: a stream
+        that does not notice ends when the server ends the watch, or with the process)."""
         self._stop.set()
         response = self._response
         if response is not None:
-            with contextlib.suppress(Exception):  # a stream another thread reads: whatever closing says, it ends
-                response.close()
+            threading.Thread(target=_close, args=(response,), name=f"k8s-unwatch-{self.name}", daemon=True).start()
         if self._thread is not None:
-            self._thread.join(timeout=5)
+            self._thread.join(timeout=2)
 
     def run(self, listed: bool = False) -> None:
         """List (unless `listed` already), then watch until stopped: a watch the server ended or a broken stream is

@@ -257,3 +257,25 @@ def test_a_reader_waiting_while_the_watch_makes_its_first_list_reads_the_view_no
 
     (seen,) = asyncio.run(scenario())
     assert seen is not None and object_key(seen) == "team/s"
+
+
+def test_stopping_does_not_wait_for_a_stream_that_will_not_close() -> None:
+    """Closing a response another thread is reading may wait for that read (httpcore's connection lock): the
+    executor's shutdown must not wait on it. `stop` hands the close to a thread of its own."""
+    import threading
+
+    class Stuck:
+        def __init__(self) -> None:
+            self.release, self.closed = threading.Event(), threading.Event()
+
+        def close(self) -> None:
+            self.release.wait()
+            self.closed.set()
+
+    w = Watched(Refusing(), "/api/v1/pods")
+    stuck = Stuck()
+    w._response = stuck  # type: ignore[assignment]
+    w.stop()  # returns while the close still waits
+    assert not stuck.closed.is_set()
+    stuck.release.set()
+    assert stuck.closed.wait(5)
