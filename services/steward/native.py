@@ -32,6 +32,7 @@ from types import ModuleType
 COMPILED: tuple[str, ...] = (
     "steward.bus.envelope",
     "steward.domain.budget",
+    "steward.domain.clusters",
     "steward.domain.contract",
     "steward.domain.decide",
     "steward.domain.decoding",
@@ -40,7 +41,9 @@ COMPILED: tuple[str, ...] = (
     "steward.domain.guards",
     "steward.domain.nodes",
     "steward.domain.periods",
+    "steward.domain.pins",
     "steward.domain.protection",
+    "steward.domain.recorded",
     "steward.domain.sessions",
     "steward.domain.state",
     "steward.ledger.deciding.steps",

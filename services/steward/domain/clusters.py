@@ -122,6 +122,8 @@ def require_known_request(cmd: SubmitJob, models: Iterable[str], clusters: Itera
     """A job's acceptable models and clusters name ones some registered node has; an unknown one is refused
     by name, with the known ones (a typo would otherwise wait forever). Nothing is refused while no node is
     registered (the cluster is being set up)."""
+    if not cmd.gpu_models and not cmd.clusters:
+        return  # nothing asked, nothing unknown (most submissions): the known names are not sorted for nothing
     known_models, known_clusters = sorted(set(models)), sorted({cluster_name(c) for c in clusters})
     for field, asked, known in (("gpu_models", cmd.gpu_models, known_models),
                                 ("clusters", cmd.clusters, known_clusters)):
@@ -143,7 +145,8 @@ def submitted_payload(cmd: SubmitJob, now: float) -> dict[str, Any]:
     """The `JobSubmitted` payload: the command's fields, `gpu_models` and `clusters` only when the job names
     any (a payload without them is the shape recorded before clusters, so old decisions replay to the same
     event, and a job without them accepts any model and cluster)."""
-    payload = submitted_fields(cmd) | {"submitted_at": now}
+    payload = submitted_fields(cmd)  # a new dict: completed in place, not copied
+    payload["submitted_at"] = now
     for key in ("gpu_models", "clusters"):
         if not payload[key]:
             del payload[key]

@@ -693,8 +693,8 @@ def _plain(value: Any) -> Any:
     kind = type(value)
     if kind in _SCALARS:
         return value
-    if kind is list:
-        return [_plain(v) for v in value]
+    if kind is list:  # a scalar item kept without a call (a command's list is of strings)
+        return [v if type(v) in _SCALARS else _plain(v) for v in value]
     if kind is dict:
         return {_plain(k): _plain(v) for k, v in value.items()}
     if kind is tuple:

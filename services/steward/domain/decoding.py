@@ -97,7 +97,8 @@ def decode_plain(plan: Plan, payload: dict[str, Any]) -> object | None:
     """The command `payload` holds, when it is the common case (see the module); None otherwise."""
     if len(payload) > plan.count or not plan.names.issuperset(payload):
         return None
-    values: list[object] = []
+    # each field set as soon as it is checked (no list of values between): a command given up on is dropped
+    out: object = object.__new__(plan.cls)
     for f in plan.fields:
         v: Any = payload.get(f.name, _UNSET)
         if v is _UNSET:
@@ -120,10 +121,7 @@ def decode_plain(plan: Plan, payload: dict[str, Any]) -> object | None:
             check = f.check
             assert check is not None
             v = check(f.name, v)
-        values.append(v)
-    out: object = object.__new__(plan.cls)
-    for i, f in enumerate(plan.fields):
-        f.setter(out, values[i])
+        f.setter(out, v)
     return out
 
 

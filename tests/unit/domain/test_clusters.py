@@ -10,7 +10,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from steward.domain.clusters import DEFAULT_CLUSTER, admits, catalogue, largest_gang, largest_in, registered_catalogue
+from steward.domain.clusters import (
+    DEFAULT_CLUSTER,
+    admits,
+    catalogue,
+    largest_gang,
+    largest_in,
+    registered_catalogue,
+    require_known_request,
+)
 from steward.domain.commands import RegisterNode, SetAllocations, SetGpuModelWeights, SetPolicy, SubmitJob
 from steward.domain.decide import decide, decide_or_reject
 from steward.domain.errors import DomainError
@@ -63,6 +71,25 @@ def test_a_job_request_is_checked(cmd: SubmitJob, refusal: str | None) -> None:
     with pytest.raises(DomainError) as err:
         decide(BASE, cmd, 10.0)
     assert refusal in err.value.message
+
+
+class _EmptyButTaken(list[str]):
+    """An empty list that is true: a request naming nothing that still goes through the whole check."""
+
+    def __bool__(self) -> bool:
+        return True
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.integers(1, 8), st.sampled_from(["H100", "A100"]), st.sampled_from(["", "ceres"])),
+                max_size=4))
+def test_a_request_naming_nothing_returns_early_as_the_whole_check_would(nodes: list[tuple[int, str, str]]) -> None:
+    """`require_known_request` returns at once for a job naming no model and no cluster (most submissions); the
+    whole check, run on the same empty request, refuses nothing either, whatever nodes are registered."""
+    cat = catalogue(nodes)
+    plain = SubmitJob("j", "p", 1, 60.0, ["true"], gpu_models=_EmptyButTaken(), clusters=_EmptyButTaken())
+    require_known_request(plain, cat.models, cat.clusters)  # the whole check: raises nothing
+    require_known_request(job(), cat.models, cat.clusters)  # the early return: the same
 
 
 def test_the_request_is_recorded_only_when_made_and_replays_as_any() -> None:
