@@ -16,6 +16,7 @@ from typing import Any
 from steward.policy.cluster_share import ClusterOrder, ClusterStanding
 from steward.policy.contract import (
     ENTITLEMENT_USED,
+    funding_charge,
     funding_gap,
     grace_ends_at,
     lane_funds,
@@ -68,8 +69,9 @@ class CyclePlan:
     capacity: int  # phase 2
     stand: Standing  # phase 2
     order: Order  # phase 2
-    quota: dict[str, float]  # phase 2
-    funded_in_use: dict[str, float]  # phase 2
+    quota: dict[str, float]  # phase 2: entitlement × weighted capacity (ADR 0090)
+    funded_in_use: dict[str, float]  # phase 2: funded GPUs in use (what strict improvement projects)
+    funded_weighted: dict[str, float]  # phase 2: the same, weighted (what the funding rule reads; ADR 0090)
     branches: Branches  # phase 2
     gpus: list[int]  # phase 2
     suffix_min: list[int]  # phase 2
@@ -124,6 +126,11 @@ class CyclePlan:
         self.fund_ok: dict[str, bool] = {}  # per project: funded now? (cleared by every charge)
         self.used: dict[str, int] = {}
         self.funded_by_project: dict[str, int] = {}
+        self.funded_weighted_by_project: dict[str, float] = {}  # phase 1: `contract.funding_charge` of each
+        # ADR 0090: per node id, the weight of its GPU model (what a funded GPU there is charged), and whether any
+        # node's weighs other than 1 (the evidence and the words then say "weighted GPUs")
+        self.weight_of: dict[str, float] = {n.id: self.s.model_weight(n.model) for n in snapshot.nodes}
+        self.weights_set = any(w != 1.0 for w in self.weight_of.values())
         self.lane_seen: set[str] = set()
         self.lane_blocked: list[tuple[int, PendingJob]] = []
         self.qual: dict[str, Qualification] = {}  # ADR 0029: waiting debug work of an allocation
@@ -171,15 +178,30 @@ class CyclePlan:
     def funding_gap(self, job: PendingJob, path: tuple[str, ...]) -> str | None:
         """None when the job would be funded now; else why not (contract.funding_gap). Funding moves
         only when something is charged, which clears the per-project memo `fund_ok`."""
-        return funding_gap(job, path, self.funded_in_use, self.quota, self.s, self.fund_ok)
+        return funding_gap(job, path, self.funded_weighted, self.quota, self.s, self.fund_ok)
 
-    def charge(self, path: tuple[str, ...], gpus: int, node: int = -1) -> None:
-        """Funded GPUs of `path`'s allocations now in use; `node` (a position in the index): on its cluster too
-        (ADR 0076, when the cycle reads standings per cluster)."""
+    def weighted(self, nodes: tuple[tuple[int, int], ...] | list[tuple[int, int]], gpus: int) -> float:
+        """ADR 0090: a job of `gpus` GPUs taking `nodes` ((position, GPUs) in the index) charged at each node's
+        model's weight (`contract.funding_charge`); GPUs not on a listed node (a room still being assembled) at
+        the first node's weight, 1 with none."""
+        ids = self.index.ids
+        on = [(ids[i], g) for i, g in nodes]
+        rest = gpus - sum(g for _, g in on)
+        if rest > 0:
+            on.append((on[0][0] if on else "", rest))
+        return funding_charge(on, self.weight_of)
+
+    def charge(self, path: tuple[str, ...], gpus: int, node: int = -1, weighted: float | None = None) -> None:
+        """Funded GPUs of `path`'s allocations now in use (`weighted`: the same charged at their models' weights,
+        ADR 0090: `weighted()`; when not given, `gpus` at `node`'s weight); `node` (a position in the index): on
+        its cluster too (ADR 0076, when the cycle reads standings per cluster)."""
         if self.fund_ok:
             self.fund_ok.clear()
+        if weighted is None:
+            weighted = self.weighted(((node, gpus),) if node >= 0 else (), gpus)
         for a in path:
             self.funded_in_use[a] = self.funded_in_use.get(a, 0.0) + gpus
+            self.funded_weighted[a] = self.funded_weighted.get(a, 0.0) + weighted
         if self.cluster_stand is not None and node >= 0:
             on = self.cluster_running.setdefault(self.routes.clusters[node], {})
             for a in path:
@@ -416,14 +438,14 @@ class CyclePlan:
         return None
 
     def place(self, job: PendingJob, fit: Fit, rule: str, funded: bool, path: tuple[str, ...], pos: int) -> None:
-        before = {a: self.funded_in_use.get(a, 0.0) for a in path[-1:]}
+        before = {a: self.funded_weighted.get(a, 0.0) for a in path[-1:]}
         fitting = self.index.nodes_fitting(job.gpus)  # the candidates it was chosen among
         assignments = self.index.commit(fit)
         if self.load is not None:
             self.load.add(fit.nodes, funded)
         self.reserved_room = self.reserved_shape = None
         if funded:
-            self.charge(path, job.gpus, fit.nodes[0][0] if fit.nodes else -1)
+            self.charge(path, job.gpus, fit.nodes[0][0] if fit.nodes else -1, self.weighted(fit.nodes, job.gpus))
         until = protected_until(job, self.now, funded, self.s)
         evidence: dict[str, Any] = {
             "rule": rule,
@@ -447,6 +469,9 @@ class CyclePlan:
                 "funded_gpus_before": before.get(leaf, 0.0),
                 "quota_gpus": self.quota.get(leaf, 0.0),
             }
+            if self.weights_set:  # ADR 0090: both in weighted GPUs (GPUs × the model's weight), and its own charge
+                evidence["funding"]["units"] = "weighted_gpus"
+                evidence["funding"]["charged"] = self.weighted(fit.nodes, job.gpus) if funded else 0.0
         if self.reserved and any(i in self.reserved for i, _ in fit.nodes):
             for r, nodes in enumerate(self.res_nodes):
                 if any(i in nodes for i, _ in fit.nodes):

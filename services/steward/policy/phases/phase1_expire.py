@@ -5,6 +5,7 @@ unhealthy nodes whose protection ended: stops (DESIGN.md "Interactive sessions";
 from __future__ import annotations
 
 from steward.policy.contract import (
+    funding_charge,
     grace_ends_at,
     grace_s,
 )
@@ -28,6 +29,8 @@ def expire_and_drain(cycle: CyclePlan) -> None:
     used = cycle.used
     used_get = used.get
     funded_by_project = cycle.funded_by_project
+    weighted_by_project = cycle.funded_weighted_by_project
+    weight_of = cycle.weight_of
     for job in cycle.snap.running:
         placement = job.placement
         if len(placement) == 1:
@@ -67,3 +70,5 @@ def expire_and_drain(cycle: CyclePlan) -> None:
             cycle.going.append(job)
         elif job.funded:
             funded_by_project[job.project] = funded_by_project.get(job.project, 0) + job.gpus
+            weighted_by_project[job.project] = (weighted_by_project.get(job.project, 0.0)
+                                                + funding_charge(placement, weight_of))  # ADR 0090
