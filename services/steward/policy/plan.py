@@ -49,6 +49,8 @@ from steward.policy.reservation import (
 )
 from steward.policy.routing import (
     Routes,
+    choose_cluster,
+    chosen_by,
     estimated_wait_s,
     hidden_except,
     left_free,
@@ -221,6 +223,14 @@ class CyclePlan:
             self.cluster_branches[cluster] = got
         return got
 
+    def served_on(self, project: str) -> dict[str, float] | None:
+        """ADR 0090: a project's standing on each cluster (ADR 0076's `ClusterStanding.ratio`: its usage there in
+        the window ÷ its part of the cluster; infinite where it has no part), what routing chooses by among the
+        clusters where a job fits now; None when the cycle reads no standings per cluster."""
+        if self.cluster_stand is None:
+            return None
+        return {c: st.ratio.get(project, math.inf) for c, st in self.cluster_stand.items()}
+
     def cluster_of_job(self, job: RunningJob) -> str | None:
         """The cluster a running job's GPUs are in (gangs never span clusters); None when its nodes are gone."""
         pos = self.index.pos
@@ -366,14 +376,22 @@ class CyclePlan:
                     found.append((0, on, fit, "backfill_reserved"))
         if not found:
             return None, self.s.placement
-        _, chosen, fit, rule = min(found, key=lambda x: (x[0], x[1]))
+        served = self.served_on(job.project)
+        options = [(c, left) for left, c, _, _ in found]
+        chosen = choose_cluster(options, served)  # ADR 0090: least served, then tightest fit, then the name
+        decided_by = chosen_by(options, served, chosen)
         if room is not None:
-            chosen = stays_in_room(room, [c for _, c, _, _ in found], chosen)
-            _, _, fit, rule = next(x for x in found if x[1] == chosen)
+            kept = stays_in_room(room, [c for _, c, _, _ in found], chosen)
+            if kept != chosen:
+                chosen, decided_by = kept, "room"
+        _, _, fit, rule = next(x for x in found if x[1] == chosen)
         candidates: list[dict[str, Any]] = []
         for cluster, nodes, fits in tried:
             entry: dict[str, Any] = {"cluster": cluster, "models": sorted({index.nodes[i].model for i in nodes}),
                                      "fits_now": fits}
+            if served is not None:  # ADR 0090: its allocation's standing there, what the choice read
+                r = served.get(cluster, math.inf)
+                entry["served"] = None if r == math.inf else r
             if self.cluster_order is not None:  # ADR 0080: its allocation's rank there, as the order reads it
                 entry.update(self.cluster_order.candidate(job.project, cluster))
             if fits:
@@ -384,7 +402,8 @@ class CyclePlan:
                 entry["estimated_wait_s"] = estimated_wait_s(index, nodes, job.gpus, self.route_releases, self.now)
             candidates.append(entry)
         moved_from = room if room is not None and room != chosen else None
-        self.route_notes[job.id] = routing_evidence(job, chosen, fit, index, candidates, moved_from)
+        self.route_notes[job.id] = routing_evidence(job, chosen, fit, index, candidates, moved_from,
+                                                    decided_by if self.cluster_stand is not None else None)
         return fit, rule
 
     def fit_reserved(self, g: int, mask: int, allowed: set[int] | None = None, maxcap: int = 0) -> Fit | None:
