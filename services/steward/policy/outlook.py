@@ -14,7 +14,7 @@ words the answer.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from steward.domain.clusters import admits
@@ -227,8 +227,7 @@ def _with_message(o: Outlook, settings: PolicySettings) -> Outlook:
     lines = [funding_message(o)]
     if o.qualification is not None:
         lines.append(qualification_message(o.qualification, o.project, settings))
-    return Outlook(o.funded, o.reason, o.funded_by_lane, o.protection_s, o.asked_protection_s, o.project, o.allocation,
-                   o.in_use_gpus, o.entitled_gpus, o.qualification, "\n".join(lines))
+    return replace(o, message="\n".join(lines))
 
 
 def qualify_per_cluster(job: PendingJob, tree: AllocationTree, capacity_gpus: float, nodes: Sequence[Node],
