@@ -377,7 +377,8 @@ class CyclePlan:
         if not found:
             return None, self.s.placement
         served = self.served_on(job.project)
-        options = [(c, left) for left, c, _, _ in found]
+        whole = {c: any(index.free[i] == index.cap[i] for i, _ in f.nodes) for _, c, f, _ in found}
+        options = [(c, left, whole[c]) for left, c, _, _ in found]
         chosen = choose_cluster(options, served)  # ADR 0090: least served, then tightest fit, then the name
         decided_by = chosen_by(options, served, chosen)
         if room is not None:
@@ -392,6 +393,8 @@ class CyclePlan:
             if served is not None:  # ADR 0090: its allocation's standing there, what the choice read
                 r = served.get(cluster, math.inf)
                 entry["served"] = None if r == math.inf else r
+                if fits:
+                    entry["whole_node"] = whole.get(cluster, False)
             if self.cluster_order is not None:  # ADR 0080: its allocation's rank there, as the order reads it
                 entry.update(self.cluster_order.candidate(job.project, cluster))
             if fits:

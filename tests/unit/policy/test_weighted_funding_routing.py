@@ -122,38 +122,46 @@ def test_the_submit_preview_reads_the_same_weighted_figures() -> None:
     assert (plain.funded, plain.entitled_gpus) == (True, 8.0) and "units" not in plain.to_dict()
 
 
-# ---- routing: among the clusters where it starts now, the least served ----
+# ---- routing: among the clusters where it starts now, packing, then the least served ----
 
 @pytest.mark.parametrize(
     ("options", "served", "want", "by"),
     [
-        ([("ceres", 0), ("jupiter", 4)], None, "ceres", "tightest_fit"),  # no standings: ADR 0057's rule
-        ([("ceres", 0), ("jupiter", 4)], {"ceres": 0.9, "jupiter": 0.1}, "jupiter", "least_served"),
-        ([("ceres", 4), ("jupiter", 0)], {"ceres": 0.1, "jupiter": 0.9}, "ceres", "least_served"),
-        ([("ceres", 4), ("jupiter", 0)], {"ceres": 0.0, "jupiter": 0.0}, "jupiter", "tightest_fit"),  # a tie
-        ([("ceres", 2), ("jupiter", 2)], {"ceres": 0.5, "jupiter": 0.5}, "ceres", "tightest_fit"),  # then the name
-        ([("ceres", 0), ("jupiter", 4)], {"ceres": math.inf, "jupiter": 3.0}, "jupiter", "least_served"),
-        ([("jupiter", 4)], {"ceres": 0.0, "jupiter": 3.0}, "jupiter", "only"),  # the only one that takes it now
+        ([("ceres", 0, False), ("jupiter", 4, False)], None, "ceres", "tightest_fit"),  # no standings: ADR 0057
+        ([("ceres", 7, True), ("jupiter", 4, False)], None, "jupiter", "tightest_fit"),
+        ([("ceres", 0, False), ("jupiter", 4, False)], {"ceres": 0.9, "jupiter": 0.1}, "jupiter", "least_served"),
+        ([("ceres", 4, False), ("jupiter", 0, False)], {"ceres": 0.1, "jupiter": 0.9}, "ceres", "least_served"),
+        ([("ceres", 4, False), ("jupiter", 0, False)], {"ceres": 0.0, "jupiter": 0.0}, "jupiter", "tightest_fit"),
+        ([("ceres", 2, False), ("jupiter", 2, False)], {"ceres": 0.5, "jupiter": 0.5}, "ceres", "tightest_fit"),
+        ([("ceres", 0, False), ("jupiter", 4, False)], {"ceres": math.inf, "jupiter": 3.0}, "jupiter", "least_served"),
+        # never a wholly free node on one cluster when a partly used one elsewhere takes it, however served
+        ([("ceres", 7, True), ("jupiter", 4, False)], {"ceres": 0.0, "jupiter": 0.9}, "jupiter", "packing"),
+        # gangs take whole nodes everywhere: the standing decides
+        ([("ceres", 0, True), ("jupiter", 0, True)], {"ceres": 0.5, "jupiter": 0.1}, "jupiter", "least_served"),
+        ([("jupiter", 4, True)], {"ceres": 0.0, "jupiter": 3.0}, "jupiter", "only"),  # the only one that takes it now
     ],
 )
 def test_the_choice_among_clusters_where_it_starts_now(
-    options: list[tuple[str, int]], served: dict[str, float] | None, want: str, by: str
+    options: list[tuple[str, int, bool]], served: dict[str, float] | None, want: str, by: str
 ) -> None:
     assert choose_cluster(options, served) == want
     assert chosen_by(options, served, want) == by
 
 
-def two_clusters(used_on_ceres: int = 7) -> tuple[tuple[Node, ...], list[RunningJob]]:
-    """ceres and jupiter, one 8-GPU node each; `used_on_ceres` GPUs of ceres held by b (so ceres is the tighter
-    fit for a 1-GPU job)."""
+def two_clusters(used_on_jupiter: int = 4) -> tuple[tuple[Node, ...], list[RunningJob]]:
+    """ceres and jupiter, one 8-GPU node each; b holds 7 GPUs of ceres (the tighter fit for a 1-GPU job) and
+    `used_on_jupiter` of jupiter (0: jupiter's node is wholly free)."""
     nodes = (Node("c0", 8, "H100", ("ceres", "b0"), "ready", "ceres"),
              Node("j0", 8, "H100", ("jupiter", "b0"), "ready", "jupiter"))
-    return nodes, [running("rb", "b", used_on_ceres, "c0")] if used_on_ceres else []
+    jobs = [running("rb", "b", 7, "c0")]
+    if used_on_jupiter:
+        jobs.append(running("rb2", "b", used_on_jupiter, "j0"))
+    return nodes, jobs
 
 
 def routed(cluster_usage: dict[str, dict[str, float]] | None, s: PolicySettings | None = None,
-           job: PendingJob | None = None) -> dict[str, Any]:
-    nodes, jobs = two_clusters()
+           job: PendingJob | None = None, used_on_jupiter: int = 4) -> dict[str, Any]:
+    nodes, jobs = two_clusters(used_on_jupiter)
     snap: Snapshot = snapshot(nodes=nodes, tree=tree(a=0.5, b=0.5), running=jobs,
                               pending=[job or pending("w", "a", 1)], settings=s or PolicySettings(),
                               usage={p: sum(u.get(p, 0.0) for u in (cluster_usage or {}).values()) for p in "ab"},
@@ -171,6 +179,14 @@ def test_a_job_goes_where_its_allocation_is_least_served_among_clusters_that_tak
     assert served["jupiter"] == 0.0 and served["ceres"] > 0
     assert r["reason"].startswith("placed on jupiter (H100): would wait 0 s there against it would also start now "
                                   "on ceres, where its allocation is more served (")
+
+
+def test_a_partly_used_node_goes_before_a_wholly_free_one_however_served() -> None:
+    # jupiter's node is wholly free: a's job fills ceres's last GPU although a is more served there
+    r = routed({"ceres": {"a": 50 * HOUR, "b": 7 * HOUR}, "jupiter": {}}, used_on_jupiter=0)
+    assert r["cluster"] == "ceres" and r["chosen_by"] == "packing"
+    assert "it would also start now on jupiter (on a wholly free node)" in r["reason"]
+    assert {c["cluster"]: c["whole_node"] for c in r["candidates"]} == {"ceres": False, "jupiter": True}
 
 
 def test_level_on_both_clusters_the_tightest_fit_decides() -> None:
