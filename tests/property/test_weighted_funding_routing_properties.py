@@ -73,7 +73,8 @@ def with_usage_per_cluster(draw: st.DrawFn) -> Snapshot:
             u = draw(st.sampled_from((0.0, 0.0, draw(st.floats(0, 5e5)))))  # level at 0 often: ties
             cluster_usage[c][p] = u
             usage[p] = usage.get(p, 0.0) + u
-    return replace(snap, usage=usage, cluster_usage=cluster_usage)
+    return replace(snap, usage=usage, cluster_usage=cluster_usage,
+                   settings=replace(snap.settings, route_by_standing=True))
 
 
 def served(snap: Snapshot, project: str, cluster: str) -> float:

@@ -226,8 +226,9 @@ class CyclePlan:
     def served_on(self, project: str) -> dict[str, float] | None:
         """ADR 0090: a project's standing on each cluster (ADR 0076's `ClusterStanding.ratio`: its usage there in
         the window ÷ its part of the cluster; infinite where it has no part), what routing chooses by among the
-        clusters where a job fits now; None when the cycle reads no standings per cluster."""
-        if self.cluster_stand is None:
+        clusters where a job fits now; None when the cycle reads no standings per cluster or the setting
+        `route_by_standing` is off."""
+        if self.cluster_stand is None or not self.s.route_by_standing:
             return None
         return {c: st.ratio.get(project, math.inf) for c, st in self.cluster_stand.items()}
 
@@ -407,7 +408,7 @@ class CyclePlan:
             candidates.append(entry)
         moved_from = room if room is not None and room != chosen else None
         self.route_notes[job.id] = routing_evidence(job, chosen, fit, index, candidates, moved_from,
-                                                    decided_by if self.cluster_stand is not None else None)
+                                                    decided_by if served is not None else None)
         return fit, rule
 
     def fit_reserved(self, g: int, mask: int, allowed: set[int] | None = None, maxcap: int = 0) -> Fit | None:

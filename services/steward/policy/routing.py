@@ -17,8 +17,9 @@ The choice (`choose_cluster`, ADR 0090): among the clusters where the job fits n
 packing first (a partly used node rather than a wholly free one on another cluster, keeping whole nodes for
 gangs), then the one where its allocation is least served (its standing on the cluster, ADR 0076: its usage
 there ÷ its part of it), then the tightest fit (fewest free GPUs left on the nodes it takes: best fit across
-clusters), then the cluster's name. Without standings per cluster (one cluster, `cluster_fair_share`
-off, no usage per cluster), the tightest fit then the name (ADR 0057). Never a cluster where it does not fit now
+clusters), then the cluster's name, with the setting `route_by_standing` (off by default: measured, ADR 0090).
+Without it, or without standings per cluster (one cluster, `cluster_fair_share` off, no usage per cluster), the
+tightest fit then the name (ADR 0057). Never a cluster where it does not fit now
 while one where it does is there: the standing chooses only among the clusters that take it now.
 For the clusters where it does not fit now, the evidence gives an
 estimate of its wait there: the soonest time enough of its admissible GPUs there could be free as the

@@ -159,11 +159,14 @@ def two_clusters(used_on_jupiter: int = 4) -> tuple[tuple[Node, ...], list[Runni
     return nodes, jobs
 
 
-def routed(cluster_usage: dict[str, dict[str, float]] | None, s: PolicySettings | None = None,
+ON = PolicySettings(route_by_standing=True)
+
+
+def routed(cluster_usage: dict[str, dict[str, float]] | None, s: PolicySettings = ON,
            job: PendingJob | None = None, used_on_jupiter: int = 4) -> dict[str, Any]:
     nodes, jobs = two_clusters(used_on_jupiter)
     snap: Snapshot = snapshot(nodes=nodes, tree=tree(a=0.5, b=0.5), running=jobs,
-                              pending=[job or pending("w", "a", 1)], settings=s or PolicySettings(),
+                              pending=[job or pending("w", "a", 1)], settings=s,
                               usage={p: sum(u.get(p, 0.0) for u in (cluster_usage or {}).values()) for p in "ab"},
                               cluster_usage=cluster_usage)
     (p,) = schedule(snap).placements
@@ -195,9 +198,11 @@ def test_level_on_both_clusters_the_tightest_fit_decides() -> None:
     assert "it would also start now on jupiter (a looser fit)" in r["reason"]
 
 
-def test_without_standings_per_cluster_routing_is_the_tightest_fit_as_before() -> None:
+def test_the_setting_off_or_no_standings_per_cluster_route_by_the_tightest_fit_as_before() -> None:
     usage = {"ceres": {"a": 50 * HOUR}, "jupiter": {}}
-    for s, cluster_usage in ((PolicySettings(cluster_fair_share=False), usage), (PolicySettings(), None)):
+    for s, cluster_usage in ((PolicySettings(), usage),  # the setting off (every preset)
+                             (PolicySettings(route_by_standing=True, cluster_fair_share=False), usage),
+                             (ON, None)):
         r = routed(cluster_usage, s)
         assert r["cluster"] == "ceres" and "chosen_by" not in r
         assert all("served" not in c for c in r["candidates"])
