@@ -2,9 +2,9 @@
 nodes' weighted GPUs and every funded GPU is charged at its node's weight (the figures a placement's evidence
 carries are those sums, recomputed here from the snapshot alone, and the funded decision reads them); with every
 weight 1 the cycle is the one without weights to the dict; and routing never sends a job to a cluster where it
-would start later when another takes it now, never to a wholly free node when a partly used one elsewhere takes it,
-and among the rest never to one where its allocation is more served (its standing there recomputed from the
-snapshot's usage per cluster and the parts of ADR 0076)."""
+would start later when another takes it now, and (with `route_by_standing`) among those that take it now never to
+one where its allocation is more served (its standing there recomputed from the snapshot's usage per cluster and
+the parts of ADR 0076)."""
 
 from __future__ import annotations
 
@@ -110,13 +110,7 @@ def test_routing_starts_a_job_now_where_its_allocation_is_least_served(snap: Sna
         if routing.get("chosen_by") == "room" or p.evidence.get("rule") == "backfill_reserved":
             continue
         mine = served(snap, job.project, chosen)
-        packed = not any(not c["whole_node"] for c in now) or not next(
-            c for c in now if c["cluster"] == chosen)["whole_node"]
-        assert packed, routing  # never a wholly free node when a partly used one elsewhere takes it now
-        alike = [c for c in now if c["whole_node"] == next(x for x in now if x["cluster"] == chosen)["whole_node"]]
-        for c in now:
+        for c in now:  # among the clusters that take it now, never where its allocation is more served
             theirs = served(snap, job.project, c["cluster"])
             assert math.isclose(c["served"] if c["served"] is not None else math.inf, theirs, rel_tol=1e-9)
-        for c in alike:  # among those, never where its allocation is more served
-            theirs = served(snap, job.project, c["cluster"])
             assert mine <= theirs or math.isclose(mine, theirs, rel_tol=1e-9), (routing, mine, theirs)

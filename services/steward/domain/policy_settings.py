@@ -151,11 +151,11 @@ class PolicySettings:
     own order. Off for every preset: measured on the two-cluster family it lowers the budget's worst
     owed/delivered and the occupancy (docs/results.md "The order per cluster"). False: the tree's order."""
     route_by_standing: bool = False
-    """Several clusters, with `cluster_fair_share`: among the clusters where a job starts now, a partly used node
-    before a wholly free one on another cluster, then the cluster where its allocation's standing is lowest,
-    before the tightest fit (`routing.choose_cluster`, ADR 0090). Off for every preset: measured on the two-cluster
-    family it helps at 500 jobs and costs at the suite's size (docs/results.md "Weighted funding and routing by
-    standing"). False: the tightest fit, then the name (ADR 0057)."""
+    """Several clusters, with `cluster_fair_share`: among the clusters where a job starts now, the one where its
+    allocation's standing is lowest, before the tightest fit (`routing.choose_cluster`, ADR 0090). Off for every
+    preset: measured on the two-cluster family it raises the budget's worst allocation and can cost occupancy
+    (docs/results.md "Weighted funding and routing by standing"). False: the tightest fit, then the name
+    (ADR 0057)."""
     cheap_victim_s: float | None = 150.0
     """A funded victim losing at most this many seconds of work per GPU may be preempted when the
     order's ranked reading (ADR 0016) alone shows strict improvement; a costlier one needs the in-full

@@ -349,8 +349,8 @@ class CyclePlan:
     def try_place_routed(self, job: PendingJob, room: str | None = None, pos: int = -1,
                          ends_at: float | None = None, mask: int = -1) -> tuple[Fit | None, str]:
         """ADR 0057: a routed job fits cluster by cluster (gangs never span clusters; only nodes of models
-        and clusters it accepts); among the clusters where it fits now, `routing.choose_cluster` (ADR 0090: packing,
-        its allocation's standing there, the tightest fit, the name);
+        and clusters it accepts); among the clusters where it fits now, `routing.choose_cluster` (ADR 0090: with
+        `route_by_standing`, its allocation's standing there first; the tightest fit; the name);
         the cluster of the room being made for it first when it fits there (`room`, ADR 0068:
         `stays_in_room`), and when it goes elsewhere the evidence says it moved from there.
         The choice and the other candidates (with an estimate of the wait there) are kept for the
@@ -379,9 +379,8 @@ class CyclePlan:
         if not found:
             return None, self.s.placement
         served = self.served_on(job.project)
-        whole = {c: any(index.free[i] == index.cap[i] for i, _ in f.nodes) for _, c, f, _ in found}
-        options = [(c, left, whole[c]) for left, c, _, _ in found]
-        chosen = choose_cluster(options, served)  # ADR 0090: packing, least served, tightest fit, name
+        options = [(c, left) for left, c, _, _ in found]
+        chosen = choose_cluster(options, served)  # ADR 0090: least served, then tightest fit, then the name
         decided_by = chosen_by(options, served, chosen)
         if room is not None:
             kept = stays_in_room(room, [c for _, c, _, _ in found], chosen)
@@ -395,8 +394,6 @@ class CyclePlan:
             if served is not None:  # ADR 0090: its allocation's standing there, what the choice read
                 r = served.get(cluster, math.inf)
                 entry["served"] = None if r == math.inf else r
-                if fits:
-                    entry["whole_node"] = whole.get(cluster, False)
             if self.cluster_order is not None:  # ADR 0080: its allocation's rank there, as the order reads it
                 entry.update(self.cluster_order.candidate(job.project, cluster))
             if fits:

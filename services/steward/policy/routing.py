@@ -14,10 +14,10 @@ pin, `domain.clusters.pinned_clusters`): it is the one exception to "never a clu
 later when another would take it now": it waits for room on its pin's cluster, and the evidence says so.
 
 The choice (`choose_cluster`, ADR 0090): among the clusters where the job fits now (it would wait 0 s on each),
-packing first (a partly used node rather than a wholly free one on another cluster, keeping whole nodes for
-gangs), then the one where its allocation is least served (its standing on the cluster, ADR 0076: its usage
-there ÷ its part of it), then the tightest fit (fewest free GPUs left on the nodes it takes: best fit across
-clusters), then the cluster's name, with the setting `route_by_standing` (off by default: measured, ADR 0090).
+the one where its allocation is least served (its standing on the cluster, ADR 0076: its usage there ÷ its part
+of it), then the tightest fit (fewest free GPUs left on the nodes it takes: best fit across clusters, keeping
+room whole for gangs), then the cluster's name, with the setting `route_by_standing` (off by default: measured,
+ADR 0090).
 Without it, or without standings per cluster (one cluster, `cluster_fair_share` off, no usage per cluster), the
 tightest fit then the name (ADR 0057). Never a cluster where it does not fit now
 while one where it does is there: the standing chooses only among the clusters that take it now.
@@ -183,37 +183,29 @@ def _duration(seconds: float) -> str:
     return f"{seconds / 3600:.1f} h"
 
 
-Option = tuple[str, int, bool]
-"""A cluster where a job fits now: (cluster, GPUs its fit leaves free there, whether the fit takes a wholly free
-node)."""
+Option = tuple[str, int]
+"""A cluster where a job fits now: (cluster, GPUs its fit leaves free there)."""
 
 
 def choose_cluster(options: Sequence[Option], served: Mapping[str, float] | None) -> str:
     """ADR 0090, the one home of the choice among the clusters where a job fits now (`options`); `served` = its
     allocation's standing on each cluster (ADR 0076's `ClusterStanding.ratio`, infinite where it has no part), None
-    without standings per cluster. Packing first: never a wholly free node on one cluster when a partly used node
-    on another takes it (a gang takes whole nodes everywhere, so this never decides for one); then the least
-    served; then the tightest fit; then the name. Without `served`, the tightest fit then the name (ADR 0057)."""
+    without standings per cluster (or `route_by_standing` off). The least served, then the tightest fit, then the
+    name; without `served`, the tightest fit then the name (ADR 0057)."""
     if served is None:
         return min(options, key=lambda o: (o[1], o[0]))[0]
-    return min(options, key=lambda o: (o[2], served.get(o[0], math.inf), o[1], o[0]))[0]
+    return min(options, key=lambda o: (served.get(o[0], math.inf), o[1], o[0]))[0]
 
 
 def chosen_by(options: Sequence[Option], served: Mapping[str, float] | None, chosen: str) -> str:
-    """Which part of `choose_cluster` decided, for the evidence: "only" (one cluster took it now), "packing" (it
-    took a partly used node there rather than a wholly free one elsewhere), "least_served" (its allocation stood
-    lower there than on every other cluster left), else "tightest_fit"."""
+    """Which part of `choose_cluster` decided, for the evidence: "only" (one cluster took it now), "least_served"
+    (its allocation stood lower there than on every other cluster that took it now), else "tightest_fit"."""
     if len(options) == 1:
         return "only"
-    if served is None:
-        return "tightest_fit"
-    whole = next(o[2] for o in options if o[0] == chosen)
-    alike = [c for c, _, w in options if w == whole and c != chosen]
-    if not alike:
-        return "packing"
-    mine = served.get(chosen, math.inf)
-    if all(served.get(c, math.inf) > mine for c in alike):
-        return "least_served"
+    if served is not None:
+        mine = served.get(chosen, math.inf)
+        if all(served.get(c, math.inf) > mine for c, _ in options if c != chosen):
+            return "least_served"
     return "tightest_fit"
 
 
@@ -266,8 +258,7 @@ def routing_evidence(job: PendingJob, chosen: str, fit: Fit, index: CapacityInde
     estimated wait elsewhere, the one chosen and why, in words; `moved_from`: the cluster whose room being
     made for it the job leaves (ADR 0068); `decided_by`: what chose among the clusters that took it now
     (`chosen_by`, or "room" for ADR 0068's hysteresis; ADR 0090). A candidate's `served` is its allocation's
-    standing on that cluster (ADR 0076) and `whole_node` whether its fit there takes a wholly free node, present
-    when the cycle reads standings per cluster."""
+    standing on that cluster (ADR 0076), present when routing reads standings (`route_by_standing`)."""
     models = sorted({index.nodes[i].model for i, _ in fit.nodes})
     others = [c for c in candidates if c["cluster"] != chosen]
     mine = next((c for c in candidates if c["cluster"] == chosen), {})
@@ -280,8 +271,6 @@ def routing_evidence(job: PendingJob, chosen: str, fit: Fit, index: CapacityInde
                 math.inf if mine["served"] is None else mine["served"])
             if decided_by == "room":
                 parts.append(f"it would also start now on {c['cluster']} (its room is being made on {chosen})")
-            elif c.get("whole_node") and not mine.get("whole_node"):
-                parts.append(f"it would also start now on {c['cluster']} (on a wholly free node)")
             elif more_served:
                 parts.append(f"it would also start now on {c['cluster']}, where its allocation is more served "
                              f"({_served_words(c['served'])} against {_served_words(mine['served'])} on {chosen})")

@@ -122,27 +122,22 @@ def test_the_submit_preview_reads_the_same_weighted_figures() -> None:
     assert (plain.funded, plain.entitled_gpus) == (True, 8.0) and "units" not in plain.to_dict()
 
 
-# ---- routing: among the clusters where it starts now, packing, then the least served ----
+# ---- routing: among the clusters where it starts now, the least served ----
 
 @pytest.mark.parametrize(
     ("options", "served", "want", "by"),
     [
-        ([("ceres", 0, False), ("jupiter", 4, False)], None, "ceres", "tightest_fit"),  # no standings: ADR 0057
-        ([("ceres", 7, True), ("jupiter", 4, False)], None, "jupiter", "tightest_fit"),
-        ([("ceres", 0, False), ("jupiter", 4, False)], {"ceres": 0.9, "jupiter": 0.1}, "jupiter", "least_served"),
-        ([("ceres", 4, False), ("jupiter", 0, False)], {"ceres": 0.1, "jupiter": 0.9}, "ceres", "least_served"),
-        ([("ceres", 4, False), ("jupiter", 0, False)], {"ceres": 0.0, "jupiter": 0.0}, "jupiter", "tightest_fit"),
-        ([("ceres", 2, False), ("jupiter", 2, False)], {"ceres": 0.5, "jupiter": 0.5}, "ceres", "tightest_fit"),
-        ([("ceres", 0, False), ("jupiter", 4, False)], {"ceres": math.inf, "jupiter": 3.0}, "jupiter", "least_served"),
-        # never a wholly free node on one cluster when a partly used one elsewhere takes it, however served
-        ([("ceres", 7, True), ("jupiter", 4, False)], {"ceres": 0.0, "jupiter": 0.9}, "jupiter", "packing"),
-        # gangs take whole nodes everywhere: the standing decides
-        ([("ceres", 0, True), ("jupiter", 0, True)], {"ceres": 0.5, "jupiter": 0.1}, "jupiter", "least_served"),
-        ([("jupiter", 4, True)], {"ceres": 0.0, "jupiter": 3.0}, "jupiter", "only"),  # the only one that takes it now
+        ([("ceres", 0), ("jupiter", 4)], None, "ceres", "tightest_fit"),  # no standings: ADR 0057's rule
+        ([("ceres", 0), ("jupiter", 4)], {"ceres": 0.9, "jupiter": 0.1}, "jupiter", "least_served"),
+        ([("ceres", 4), ("jupiter", 0)], {"ceres": 0.1, "jupiter": 0.9}, "ceres", "least_served"),
+        ([("ceres", 4), ("jupiter", 0)], {"ceres": 0.0, "jupiter": 0.0}, "jupiter", "tightest_fit"),  # a tie
+        ([("ceres", 2), ("jupiter", 2)], {"ceres": 0.5, "jupiter": 0.5}, "ceres", "tightest_fit"),  # then the name
+        ([("ceres", 0), ("jupiter", 4)], {"ceres": math.inf, "jupiter": 3.0}, "jupiter", "least_served"),
+        ([("jupiter", 4)], {"ceres": 0.0, "jupiter": 3.0}, "jupiter", "only"),  # the only one that takes it now
     ],
 )
 def test_the_choice_among_clusters_where_it_starts_now(
-    options: list[tuple[str, int, bool]], served: dict[str, float] | None, want: str, by: str
+    options: list[tuple[str, int]], served: dict[str, float] | None, want: str, by: str
 ) -> None:
     assert choose_cluster(options, served) == want
     assert chosen_by(options, served, want) == by
@@ -182,14 +177,6 @@ def test_a_job_goes_where_its_allocation_is_least_served_among_clusters_that_tak
     assert served["jupiter"] == 0.0 and served["ceres"] > 0
     assert r["reason"].startswith("placed on jupiter (H100): would wait 0 s there against it would also start now "
                                   "on ceres, where its allocation is more served (")
-
-
-def test_a_partly_used_node_goes_before_a_wholly_free_one_however_served() -> None:
-    # jupiter's node is wholly free: a's job fills ceres's last GPU although a is more served there
-    r = routed({"ceres": {"a": 50 * HOUR, "b": 7 * HOUR}, "jupiter": {}}, used_on_jupiter=0)
-    assert r["cluster"] == "ceres" and r["chosen_by"] == "packing"
-    assert "it would also start now on jupiter (on a wholly free node)" in r["reason"]
-    assert {c["cluster"]: c["whole_node"] for c in r["candidates"]} == {"ceres": False, "jupiter": True}
 
 
 def test_level_on_both_clusters_the_tightest_fit_decides() -> None:
