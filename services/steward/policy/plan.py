@@ -184,11 +184,16 @@ class CyclePlan:
 
     def weighted(self, nodes: tuple[tuple[int, int], ...] | list[tuple[int, int]], gpus: int) -> float:
         """ADR 0090: a job of `gpus` GPUs taking `nodes` ((position, GPUs) in the index) charged at each node's
-        model's weight (`contract.funding_charge`); GPUs not on a listed node (a room still being assembled) at
-        the first node's weight, 1 with none."""
+        model's weight (`contract.funding_charge`), never more than `gpus` of them; GPUs not on a listed node (a
+        room still being assembled) at the first node's weight, 1 with none."""
         ids = self.index.ids
-        on = [(ids[i], g) for i, g in nodes]
-        rest = gpus - sum(g for _, g in on)
+        on: list[tuple[str, int]] = []
+        rest = gpus
+        for i, g in nodes:
+            if rest <= 0:
+                break
+            on.append((ids[i], min(g, rest)))
+            rest -= on[-1][1]
         if rest > 0:
             on.append((on[0][0] if on else "", rest))
         return funding_charge(on, self.weight_of)
