@@ -28,7 +28,7 @@ weights = st.fixed_dictionaries({m: st.sampled_from((0.25, 0.55, 1.0, 2.0)) for 
 @settings(max_examples=150, deadline=None)
 @given(snapshots(), weights)
 def test_the_quota_and_the_charges_are_weighted_sums(snap: Snapshot, w: dict[str, float]) -> None:
-    snap = replace(snap, settings=replace(snap.settings, gpu_model_weights=w))
+    snap = replace(snap, settings=replace(snap.settings, gpu_model_weights=w, weighted_funding=True))
     result = schedule(snap)
     if result.preemptions or result.stops:
         return  # a room's or a stop's charge moves the tally between placements: checked by hand elsewhere

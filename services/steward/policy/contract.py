@@ -71,7 +71,7 @@ def funding_capacity(nodes: Iterable[tuple[int, str]], settings: PolicySettings)
     (ADR 0062). Every weight 1 (no weights set): the plain GPUs, to the digit."""
     total = 0.0
     for gpus, model in nodes:
-        total += gpus * settings.model_weight(model)
+        total += gpus * settings.funding_weight(model)
     return total
 
 

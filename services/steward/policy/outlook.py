@@ -131,7 +131,7 @@ def outlook(
     running = tuple(running)
     waiting = tuple(w for w in waiting if w.id != job.id)
     path = tree.path(job.project) if tree.is_leaf(job.project) else ()
-    weight_of = {n.id: settings.model_weight(n.model) for n in nodes}
+    weight_of = {n.id: settings.funding_weight(n.model) for n in nodes}
     in_use = funded_in_use(funded_by_project(running, weight_of) if funded_gpus is None else funded_gpus, tree)
     entitlement = tree_layout(tree).entitlement
     capacity_w = (funding_capacity(((n.gpus, n.model) for n in nodes if n.state == "ready"), settings) if nodes

@@ -131,7 +131,7 @@ class CyclePlan:
         self.funded_weighted_by_project: dict[str, float] = {}  # phase 1: `contract.funding_charge` of each
         # ADR 0090: per node id, the weight of its GPU model (what a funded GPU there is charged), and whether any
         # node's weighs other than 1 (the evidence and the words then say "weighted GPUs")
-        self.weight_of: dict[str, float] = {n.id: self.s.model_weight(n.model) for n in snapshot.nodes}
+        self.weight_of: dict[str, float] = {n.id: self.s.funding_weight(n.model) for n in snapshot.nodes}
         self.weights_set = any(w != 1.0 for w in self.weight_of.values())
         self.lane_seen: set[str] = set()
         self.lane_blocked: list[tuple[int, PendingJob]] = []

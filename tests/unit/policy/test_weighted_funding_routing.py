@@ -22,7 +22,7 @@ WEIGHTS = {"H100": 1.0, "A100": 0.55, "V100": 0.25}
 
 
 def weighted(**kw: Any) -> PolicySettings:
-    return PolicySettings(gpu_model_weights=WEIGHTS, **kw)
+    return PolicySettings(gpu_model_weights=WEIGHTS, weighted_funding=True, **kw)
 
 
 @pytest.mark.parametrize(
@@ -53,6 +53,8 @@ def test_a_funded_jobs_charge_is_its_gpus_times_its_nodes_weights(
 def test_the_capacity_a_quota_is_a_share_of_is_weighted(nodes: tuple[tuple[int, str], ...], want: float) -> None:
     assert funding_capacity(nodes, weighted()) == pytest.approx(want)
     assert funding_capacity(nodes, PolicySettings()) == sum(g for g, _ in nodes)  # no weights: plain GPUs
+    # weights set, `weighted_funding` off (every preset): the quota is a share of the plain GPUs
+    assert funding_capacity(nodes, PolicySettings(gpu_model_weights=WEIGHTS)) == sum(g for g, _ in nodes)
 
 
 def two_models() -> tuple[Node, ...]:
