@@ -16,6 +16,7 @@ from steward.domain.commands import SubmitJob
 from steward.domain.nodes import takes_new_work
 from steward.domain.policy_settings import PolicySettings
 from steward.domain.state import LedgerState
+from steward.policy.contract import funding_charge
 from steward.policy.debug_quota import debug_quota_gpus
 from steward.policy.model import JobClass, PendingJob
 from steward.policy.outlook import Outlook, outlook
@@ -88,7 +89,9 @@ def submit_outlook(state: LedgerState, settings: PolicySettings, command: Submit
                      gpu_models=tuple(command.gpu_models), clusters=pinned_clusters(tuple(command.clusters), pin),
                      pin=pin)
     project = command.project
-    funded: dict[str, float] = {}  # funded GPUs running per project: all the funding rule reads of others
+    # funded GPUs running per project, each at its nodes' weights (ADR 0090): all the funding rule reads of others
+    funded: dict[str, float] = {}
+    weight_of = {nid: settings.model_weight(n.gpu_model) for nid, n in state.nodes.items()}
     running = []  # the project's own: what its debug quota counts
     waiting = []
     for j in state.jobs.values():
@@ -96,7 +99,8 @@ def submit_outlook(state: LedgerState, settings: PolicySettings, command: Submit
             continue  # the job being previewed, once recorded (and perhaps already placed)
         if j.state in HOLDING_STATES:
             if j.funded:
-                funded[j.project] = funded.get(j.project, 0.0) + j.gpus
+                funded[j.project] = funded.get(j.project, 0.0) + funding_charge(
+                    ((n, len(g)) for n, g in j.assignments), weight_of)
             if j.project == project:
                 running.append(running_job(j, now, pin))
         elif j.state in WAITING_STATES and j.project == project:

@@ -293,8 +293,10 @@ class SubmitOutlook:
     project: str
     allocation: str | None = strawberry.field(description="The allocation the figures are of (for "
                                                           "entitlement_used: the one with no entitlement left).")
-    in_use_gpus: float = strawberry.field(description="Its funded GPUs in use.")
-    entitled_gpus: float = strawberry.field(description="Its entitlement × ready capacity, in GPUs.")
+    in_use_gpus: float = strawberry.field(
+        description="Its funded GPUs in use, weighted: GPUs × their model's weight (ADR 0090).")
+    entitled_gpus: float = strawberry.field(
+        description="Its entitlement × ready capacity, in weighted GPUs (GPUs × their model's weight; ADR 0090).")
     qualification: DebugQualification | None = strawberry.field(description="For debug jobs and sessions.")
     message: str = strawberry.field(description="The same in words, one line per point.")
 

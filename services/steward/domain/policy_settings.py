@@ -150,6 +150,19 @@ class PolicySettings:
     tree's and the cluster's, `cluster_share.ClusterOrder`), so the jobs of one cluster are in that cluster's
     own order. Off for every preset: measured on the two-cluster family it lowers the budget's worst
     owed/delivered and the occupancy (docs/results.md "The order per cluster"). False: the tree's order."""
+    route_by_standing: bool = False
+    """Several clusters, with `cluster_fair_share`: among the clusters where a job starts now, the one where its
+    allocation's standing is lowest, before the tightest fit (`routing.choose_cluster`, ADR 0090). Off for every
+    preset: measured on the two-cluster family it raises the budget's worst allocation and can cost occupancy
+    (docs/results.md "Weighted funding and routing by standing"). False: the tightest fit, then the name
+    (ADR 0057)."""
+    weighted_funding: bool = False
+    """The funding quota and its charge in weighted GPUs (ADR 0090: a funded job charged its GPUs × its nodes'
+    model weights against entitlement × the ready GPUs' weighted capacity; `funding_weight`). Off for every
+    preset: measured on the two-cluster family at 500 jobs it dropped the budget's worst allocation of one seed
+    from 0.98 to 0.59 (n8, below both routing baselines), for +/-0.003 at the suite's size (docs/results.md
+    "Weighted funding and routing by standing"). False: the quota and charge in plain GPUs (every weight 1 for
+    funding; the books stay weighted, ADR 0062). With no weights set both are the same."""
     cheap_victim_s: float | None = 150.0
     """A funded victim losing at most this many seconds of work per GPU may be preempted when the
     order's ranked reading (ADR 0016) alone shows strict improvement; a costlier one needs the in-full
@@ -247,6 +260,11 @@ class PolicySettings:
     def model_weight(self, model: str) -> float:
         """Weight of one GPU-second on `model` (DESIGN.md "Usage window": optionally weighted)."""
         return model_weight(self.gpu_model_weights, model)
+
+    def funding_weight(self, model: str) -> float:
+        """What a funded GPU of `model` counts against its allocation's quota (ADR 0090): its weight with
+        `weighted_funding`, else 1. The one home of the choice: the cycle and the submit preview read it."""
+        return model_weight(self.gpu_model_weights, model) if self.weighted_funding else 1.0
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-serialisable form (for evidence and event payloads)."""

@@ -4,7 +4,7 @@ protection from each start, lost work, grace and requeue.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, MutableMapping
+from collections.abc import Iterable, Mapping, MutableMapping
 
 from steward.domain import protection as times
 from steward.domain.policy_settings import PolicySettings
@@ -40,14 +40,39 @@ def has_entitlement_left(
 ) -> str | None:
     """DESIGN.md "Funded occupancy": a job is funded while its allocation has entitlement left:
     at every level of its path, funded GPUs in use (including this cycle's placements) are below
-    entitlement × capacity. Returns the first allocation on the path without entitlement left, or
-    None when the job can be funded. An empty path (no allocation) returns "" (never funded)."""
+    entitlement × capacity, both in weighted GPUs (ADR 0090: `funding_charge`, `funding_capacity`).
+    Returns the first allocation on the path without entitlement left, or None when the job can be
+    funded. An empty path (no allocation) returns "" (never funded)."""
     if not path:
         return ""
     for node in path:
         if funded_in_use.get(node, 0.0) >= quota.get(node, 0.0):
             return node
     return None
+
+
+def funding_charge(placement: Iterable[tuple[str, int]], weight_of: Mapping[str, float]) -> float:
+    """ADR 0090, what a funded job counts against its allocation's quota: its GPUs on each node × the weight of
+    that node's GPU model (`weight_of`: node id -> `PolicySettings.model_weight` of its model; a node not
+    there, gone from the snapshot, weighs 1, as a run with no known model does in the books, ADR 0062). The one
+    home of the charge: the cycle (phase 1's tally of running work, every placement and room it makes) and the
+    submit preview read it. A job not placed yet is charged nothing: the funding rule asks whether its
+    allocation is below its quota *before* it starts (`has_entitlement_left`), whatever it would cost, and
+    its charge is known once its nodes are (so where it is routed never decides whether it is funded)."""
+    total = 0.0
+    for nid, gpus in placement:
+        total += gpus * weight_of.get(nid, 1.0)
+    return total
+
+
+def funding_capacity(nodes: Iterable[tuple[int, str]], settings: PolicySettings) -> float:
+    """ADR 0090, the capacity a quota is a share of: Σ GPUs × the weight of their model over `nodes` ((GPUs,
+    model) of the ready nodes), so `entitlement × funding_capacity` is in weighted GPUs, the books' units
+    (ADR 0062). Every weight 1 (no weights set): the plain GPUs, to the digit."""
+    total = 0.0
+    for gpus, model in nodes:
+        total += gpus * settings.funding_weight(model)
+    return total
 
 
 def funding_path(path: tuple[str, ...], settings: PolicySettings) -> tuple[str, ...]:

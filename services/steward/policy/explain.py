@@ -138,6 +138,7 @@ class ExplainContext:
         "specials",
         "standing",
         "tree",
+        "weighted_units",
     )
 
     def __init__(
@@ -160,6 +161,7 @@ class ExplainContext:
         blocked_by_reservation: Mapping[str, str] | None = None,
         qualifications: Mapping[str, Qualification] | None = None,
         cluster_order: ClusterOrder | None = None,
+        weighted_units: bool = False,
     ) -> None:
         self.now = now
         self.jobs = jobs
@@ -174,7 +176,10 @@ class ExplainContext:
         the standing it was ordered by."""
         self.settings = settings
         self.funded_in_use = dict(funded_in_use)
+        """Funded GPUs in use per allocation, weighted (ADR 0090: what the funding rule reads, as `quota`)."""
         self.quota = quota
+        self.weighted_units = weighted_units
+        """ADR 0090: some GPU model weighs other than 1, so the funding figures are said in weighted GPUs."""
         self.capacity = capacity
         self.running = running
         self.free_after = list(index.free)
@@ -450,6 +455,8 @@ class ExplainContext:
                         "funded_gpus": self.funded_in_use.get(short, 0.0),
                         "quota_gpus": self.quota.get(short, 0.0),
                     }
+                    if self.weighted_units:
+                        evidence["funding"]["units"] = "weighted_gpus"
             elif (room := self._blocking_reservation(job)) is not None:
                 reason = BLOCKED_BY_RESERVATION
                 until = room.ready_at

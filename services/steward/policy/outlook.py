@@ -14,7 +14,7 @@ words the answer.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from steward.domain.clusters import admits
@@ -24,6 +24,8 @@ from steward.policy.contract import (
     ENTITLEMENT_USED,
     NO_ALLOCATION,
     UNFUNDED_BY_REQUEST,
+    funding_capacity,
+    funding_charge,
     funding_gap,
     funding_path,
     has_entitlement_left,
@@ -67,6 +69,8 @@ class Outlook:
     entitled_gpus: float
     qualification: Qualification | None
     message: str
+    weighted: bool = False
+    """ADR 0090: some GPU model weighs other than 1, so `in_use_gpus` and `entitled_gpus` are weighted GPUs."""
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -81,15 +85,17 @@ class Outlook:
             "entitled_gpus": self.entitled_gpus,
             "qualification": None if self.qualification is None else self.qualification.to_dict(),
             "message": self.message,
-        }
+        } | ({"units": "weighted_gpus"} if self.weighted else {})
 
 
-def funded_by_project(running: Iterable[RunningJob]) -> dict[str, float]:
-    """Funded GPUs of running jobs per project."""
+def funded_by_project(running: Iterable[RunningJob], weight_of: Mapping[str, float] | None = None) -> dict[str, float]:
+    """Funded GPUs of running jobs per project; with `weight_of` (node id -> its model's weight) each charged at
+    its nodes' weights (ADR 0090: `contract.funding_charge`, what the funding rule reads)."""
     out: dict[str, float] = {}
     for job in running:
         if job.funded:
-            out[job.project] = out.get(job.project, 0.0) + job.gpus
+            charge = job.gpus if weight_of is None else funding_charge(job.placement, weight_of)
+            out[job.project] = out.get(job.project, 0.0) + charge
     return out
 
 
@@ -119,13 +125,19 @@ def outlook(
     `funded_gpus`: the funded GPUs running per project, when the caller tallied them (then `running`
     need only hold the job's own project's work, which the debug quota counts); else from `running`.
     `nodes`: the registered nodes; when they form several clusters the debug quota is qualified per cluster,
-    as the cycle does (ADR 0073, `qualify_per_cluster`)."""
+    as the cycle does (ADR 0073, `qualify_per_cluster`).
+    ADR 0090: the funding figures are in weighted GPUs, as the cycle's: `funded_gpus` is then each project's
+    `contract.funding_charge`, and the quota is entitlement × the ready `nodes`' weighted capacity
+    (`contract.funding_capacity`; `capacity_gpus` when no node is given, i.e. every weight 1)."""
     running = tuple(running)
     waiting = tuple(w for w in waiting if w.id != job.id)
     path = tree.path(job.project) if tree.is_leaf(job.project) else ()
-    in_use = funded_in_use(funded_by_project(running) if funded_gpus is None else funded_gpus, tree)
+    weight_of = {n.id: settings.funding_weight(n.model) for n in nodes}
+    in_use = funded_in_use(funded_by_project(running, weight_of) if funded_gpus is None else funded_gpus, tree)
     entitlement = tree_layout(tree).entitlement
-    quota = {a: entitlement.get(a, 0.0) * capacity_gpus for a in path}
+    capacity_w = (funding_capacity(((n.gpus, n.model) for n in nodes if n.state == "ready"), settings) if nodes
+                  else float(capacity_gpus))
+    quota = {a: entitlement.get(a, 0.0) * capacity_w for a in path}
     gap = funding_gap(job, path, in_use, quota, settings)
     asked = protection_s(job.klass, job.min_runtime_s, settings)
     short: str | None = None
@@ -152,6 +164,7 @@ def outlook(
         entitled_gpus=quota.get(figures_of, 0.0) if figures_of else 0.0,
         qualification=qualification,
         message="",
+        weighted=any(w != 1.0 for w in weight_of.values()),
     )
     return _with_message(out, settings)
 
@@ -171,8 +184,9 @@ def _gpus(x: float) -> str:
 
 def funding_message(o: Outlook) -> str:
     """One line a researcher reads at submit: funded (and its protection) or unfunded, and why."""
+    units = "weighted GPUs" if o.weighted else "GPUs"  # ADR 0090
     if o.funded:
-        figures = f"'{o.allocation}' has {_gpus(o.in_use_gpus)} of {_gpus(o.entitled_gpus)} entitled GPUs in use"
+        figures = f"'{o.allocation}' has {_gpus(o.in_use_gpus)} of {_gpus(o.entitled_gpus)} entitled {units} in use"
         if o.funded_by_lane:
             return (f"funded by the debug lane: protected for {duration(o.protection_s)} from each start; {figures}, "
                     "and it is inside its debug quota")
@@ -186,8 +200,8 @@ def funding_message(o: Outlook) -> str:
         return f"{unfunded}: '{o.project}' has no allocation in the tree"
     if o.reason == ENTITLEMENT_USED:
         return (f"{unfunded}: no allocation left: '{o.allocation}' has {_gpus(o.in_use_gpus)} of its "
-                f"{_gpus(o.entitled_gpus)} entitled GPUs in use by funded work; the {duration(o.asked_protection_s)} "
-                "of protection asked for applies from a start once it has room")
+                f"{_gpus(o.entitled_gpus)} entitled {units} in use by funded work; the "
+                f"{duration(o.asked_protection_s)} of protection asked for applies from a start once it has room")
     return f"{unfunded}: {o.reason}"
 
 
@@ -214,8 +228,7 @@ def _with_message(o: Outlook, settings: PolicySettings) -> Outlook:
     lines = [funding_message(o)]
     if o.qualification is not None:
         lines.append(qualification_message(o.qualification, o.project, settings))
-    return Outlook(o.funded, o.reason, o.funded_by_lane, o.protection_s, o.asked_protection_s, o.project, o.allocation,
-                   o.in_use_gpus, o.entitled_gpus, o.qualification, "\n".join(lines))
+    return replace(o, message="\n".join(lines))
 
 
 def qualify_per_cluster(job: PendingJob, tree: AllocationTree, capacity_gpus: float, nodes: Sequence[Node],

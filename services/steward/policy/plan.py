@@ -16,6 +16,7 @@ from typing import Any
 from steward.policy.cluster_share import ClusterOrder, ClusterStanding
 from steward.policy.contract import (
     ENTITLEMENT_USED,
+    funding_charge,
     funding_gap,
     grace_ends_at,
     lane_funds,
@@ -48,6 +49,8 @@ from steward.policy.reservation import (
 )
 from steward.policy.routing import (
     Routes,
+    choose_cluster,
+    chosen_by,
     estimated_wait_s,
     hidden_except,
     left_free,
@@ -68,8 +71,9 @@ class CyclePlan:
     capacity: int  # phase 2
     stand: Standing  # phase 2
     order: Order  # phase 2
-    quota: dict[str, float]  # phase 2
-    funded_in_use: dict[str, float]  # phase 2
+    quota: dict[str, float]  # phase 2: entitlement × weighted capacity (ADR 0090)
+    funded_in_use: dict[str, float]  # phase 2: funded GPUs in use (what strict improvement projects)
+    funded_weighted: dict[str, float]  # phase 2: the same, weighted (what the funding rule reads; ADR 0090)
     branches: Branches  # phase 2
     gpus: list[int]  # phase 2
     suffix_min: list[int]  # phase 2
@@ -124,6 +128,11 @@ class CyclePlan:
         self.fund_ok: dict[str, bool] = {}  # per project: funded now? (cleared by every charge)
         self.used: dict[str, int] = {}
         self.funded_by_project: dict[str, int] = {}
+        self.funded_weighted_by_project: dict[str, float] = {}  # phase 1: `contract.funding_charge` of each
+        # ADR 0090: per node id, the weight of its GPU model (what a funded GPU there is charged), and whether any
+        # node's weighs other than 1 (the evidence and the words then say "weighted GPUs")
+        self.weight_of: dict[str, float] = {n.id: self.s.funding_weight(n.model) for n in snapshot.nodes}
+        self.weights_set = any(w != 1.0 for w in self.weight_of.values())
         self.lane_seen: set[str] = set()
         self.lane_blocked: list[tuple[int, PendingJob]] = []
         self.qual: dict[str, Qualification] = {}  # ADR 0029: waiting debug work of an allocation
@@ -171,15 +180,35 @@ class CyclePlan:
     def funding_gap(self, job: PendingJob, path: tuple[str, ...]) -> str | None:
         """None when the job would be funded now; else why not (contract.funding_gap). Funding moves
         only when something is charged, which clears the per-project memo `fund_ok`."""
-        return funding_gap(job, path, self.funded_in_use, self.quota, self.s, self.fund_ok)
+        return funding_gap(job, path, self.funded_weighted, self.quota, self.s, self.fund_ok)
 
-    def charge(self, path: tuple[str, ...], gpus: int, node: int = -1) -> None:
-        """Funded GPUs of `path`'s allocations now in use; `node` (a position in the index): on its cluster too
-        (ADR 0076, when the cycle reads standings per cluster)."""
+    def weighted(self, nodes: tuple[tuple[int, int], ...] | list[tuple[int, int]], gpus: int) -> float:
+        """ADR 0090: a job of `gpus` GPUs taking `nodes` ((position, GPUs) in the index) charged at each node's
+        model's weight (`contract.funding_charge`), never more than `gpus` of them; GPUs not on a listed node (a
+        room still being assembled) at the first node's weight, 1 with none."""
+        ids = self.index.ids
+        on: list[tuple[str, int]] = []
+        rest = gpus
+        for i, g in nodes:
+            if rest <= 0:
+                break
+            on.append((ids[i], min(g, rest)))
+            rest -= on[-1][1]
+        if rest > 0:
+            on.append((on[0][0] if on else "", rest))
+        return funding_charge(on, self.weight_of)
+
+    def charge(self, path: tuple[str, ...], gpus: int, node: int = -1, weighted: float | None = None) -> None:
+        """Funded GPUs of `path`'s allocations now in use (`weighted`: the same charged at their models' weights,
+        ADR 0090: `weighted()`; when not given, `gpus` at `node`'s weight); `node` (a position in the index): on
+        its cluster too (ADR 0076, when the cycle reads standings per cluster)."""
         if self.fund_ok:
             self.fund_ok.clear()
+        if weighted is None:
+            weighted = self.weighted(((node, gpus),) if node >= 0 else (), gpus)
         for a in path:
             self.funded_in_use[a] = self.funded_in_use.get(a, 0.0) + gpus
+            self.funded_weighted[a] = self.funded_weighted.get(a, 0.0) + weighted
         if self.cluster_stand is not None and node >= 0:
             on = self.cluster_running.setdefault(self.routes.clusters[node], {})
             for a in path:
@@ -198,6 +227,15 @@ class CyclePlan:
             got = branches_on(self.branches, stand, self.cluster_running.setdefault(cluster, {}))
             self.cluster_branches[cluster] = got
         return got
+
+    def served_on(self, project: str) -> dict[str, float] | None:
+        """ADR 0090: a project's standing on each cluster (ADR 0076's `ClusterStanding.ratio`: its usage there in
+        the window ÷ its part of the cluster; infinite where it has no part), what routing chooses by among the
+        clusters where a job fits now; None when the cycle reads no standings per cluster or the setting
+        `route_by_standing` is off."""
+        if self.cluster_stand is None or not self.s.route_by_standing:
+            return None
+        return {c: st.ratio.get(project, math.inf) for c, st in self.cluster_stand.items()}
 
     def cluster_of_job(self, job: RunningJob) -> str | None:
         """The cluster a running job's GPUs are in (gangs never span clusters); None when its nodes are gone."""
@@ -316,7 +354,8 @@ class CyclePlan:
     def try_place_routed(self, job: PendingJob, room: str | None = None, pos: int = -1,
                          ends_at: float | None = None, mask: int = -1) -> tuple[Fit | None, str]:
         """ADR 0057: a routed job fits cluster by cluster (gangs never span clusters; only nodes of models
-        and clusters it accepts); among the clusters where it fits now, the tightest fit, then the name;
+        and clusters it accepts); among the clusters where it fits now, `routing.choose_cluster` (ADR 0090: with
+        `route_by_standing`, its allocation's standing there first; the tightest fit; the name);
         the cluster of the room being made for it first when it fits there (`room`, ADR 0068:
         `stays_in_room`), and when it goes elsewhere the evidence says it moved from there.
         The choice and the other candidates (with an estimate of the wait there) are kept for the
@@ -344,14 +383,22 @@ class CyclePlan:
                     found.append((0, on, fit, "backfill_reserved"))
         if not found:
             return None, self.s.placement
-        _, chosen, fit, rule = min(found, key=lambda x: (x[0], x[1]))
+        served = self.served_on(job.project)
+        options = [(c, left) for left, c, _, _ in found]
+        chosen = choose_cluster(options, served)  # ADR 0090: least served, then tightest fit, then the name
+        decided_by = chosen_by(options, served, chosen)
         if room is not None:
-            chosen = stays_in_room(room, [c for _, c, _, _ in found], chosen)
-            _, _, fit, rule = next(x for x in found if x[1] == chosen)
+            kept = stays_in_room(room, [c for _, c, _, _ in found], chosen)
+            if kept != chosen:
+                chosen, decided_by = kept, "room"
+        _, _, fit, rule = next(x for x in found if x[1] == chosen)
         candidates: list[dict[str, Any]] = []
         for cluster, nodes, fits in tried:
             entry: dict[str, Any] = {"cluster": cluster, "models": sorted({index.nodes[i].model for i in nodes}),
                                      "fits_now": fits}
+            if served is not None:  # ADR 0090: its allocation's standing there, what the choice read
+                r = served.get(cluster, math.inf)
+                entry["served"] = None if r == math.inf else r
             if self.cluster_order is not None:  # ADR 0080: its allocation's rank there, as the order reads it
                 entry.update(self.cluster_order.candidate(job.project, cluster))
             if fits:
@@ -362,7 +409,8 @@ class CyclePlan:
                 entry["estimated_wait_s"] = estimated_wait_s(index, nodes, job.gpus, self.route_releases, self.now)
             candidates.append(entry)
         moved_from = room if room is not None and room != chosen else None
-        self.route_notes[job.id] = routing_evidence(job, chosen, fit, index, candidates, moved_from)
+        self.route_notes[job.id] = routing_evidence(job, chosen, fit, index, candidates, moved_from,
+                                                    decided_by if served is not None else None)
         return fit, rule
 
     def fit_reserved(self, g: int, mask: int, allowed: set[int] | None = None, maxcap: int = 0) -> Fit | None:
@@ -416,14 +464,14 @@ class CyclePlan:
         return None
 
     def place(self, job: PendingJob, fit: Fit, rule: str, funded: bool, path: tuple[str, ...], pos: int) -> None:
-        before = {a: self.funded_in_use.get(a, 0.0) for a in path[-1:]}
+        before = {a: self.funded_weighted.get(a, 0.0) for a in path[-1:]}
         fitting = self.index.nodes_fitting(job.gpus)  # the candidates it was chosen among
         assignments = self.index.commit(fit)
         if self.load is not None:
             self.load.add(fit.nodes, funded)
         self.reserved_room = self.reserved_shape = None
         if funded:
-            self.charge(path, job.gpus, fit.nodes[0][0] if fit.nodes else -1)
+            self.charge(path, job.gpus, fit.nodes[0][0] if fit.nodes else -1, self.weighted(fit.nodes, job.gpus))
         until = protected_until(job, self.now, funded, self.s)
         evidence: dict[str, Any] = {
             "rule": rule,
@@ -447,6 +495,9 @@ class CyclePlan:
                 "funded_gpus_before": before.get(leaf, 0.0),
                 "quota_gpus": self.quota.get(leaf, 0.0),
             }
+            if self.weights_set:  # ADR 0090: both in weighted GPUs (GPUs × the model's weight), and its own charge
+                evidence["funding"]["units"] = "weighted_gpus"
+                evidence["funding"]["charged"] = self.weighted(fit.nodes, job.gpus) if funded else 0.0
         if self.reserved and any(i in self.reserved for i, _ in fit.nodes):
             for r, nodes in enumerate(self.res_nodes):
                 if any(i in nodes for i, _ in fit.nodes):

@@ -137,9 +137,10 @@ def _reason_text(e: Explained) -> str:
         return f"asked for no protection (min_runtime 0): it runs unfunded, only on idle capacity; {need}"
     if e.reason == ENTITLEMENT_USED:
         f = ev.get("funding", {})
+        units = "weighted GPUs" if f.get("units") == "weighted_gpus" else "GPUs"  # ADR 0090
         return (
             f"allocation {f.get('allocation')} has no entitlement left ({f.get('funded_gpus', 0):g} of "
-            f"{f.get('quota_gpus', 0):.1f} GPUs funded): it runs unfunded, only on idle capacity; {need}"
+            f"{f.get('quota_gpus', 0):.1f} {units} funded): it runs unfunded, only on idle capacity; {need}"
         )
     if e.reason == WAITING_FOR_PROTECTION:
         return f"{need}; waiting for protections that end at {until}; {_rank_words(e)}"

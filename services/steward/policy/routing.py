@@ -13,10 +13,14 @@ A job of an allocation pinned to a cluster (ADR 0067) accepts that cluster only 
 pin, `domain.clusters.pinned_clusters`): it is the one exception to "never a cluster where it would start
 later when another would take it now": it waits for room on its pin's cluster, and the evidence says so.
 
-The choice: among the clusters where the job fits now (it would wait 0 s on each), the tightest fit
-(fewest free GPUs left on the nodes it takes: best fit across clusters, keeping room whole for gangs),
-then the cluster's name. The allocation's rank is one across the tree, so it does not tell clusters apart here
-(strict improvement reads the standing per cluster when making room, ADR 0076; the choice of cluster does not).
+The choice (`choose_cluster`, ADR 0090): among the clusters where the job fits now (it would wait 0 s on each),
+the one where its allocation is least served (its standing on the cluster, ADR 0076: its usage there ÷ its part
+of it), then the tightest fit (fewest free GPUs left on the nodes it takes: best fit across clusters, keeping
+room whole for gangs), then the cluster's name, with the setting `route_by_standing` (off by default: measured,
+ADR 0090).
+Without it, or without standings per cluster (one cluster, `cluster_fair_share` off, no usage per cluster), the
+tightest fit then the name (ADR 0057). Never a cluster where it does not fit now
+while one where it does is there: the standing chooses only among the clusters that take it now.
 For the clusters where it does not fit now, the evidence gives an
 estimate of its wait there: the soonest time enough of its admissible GPUs there could be free as the
 protections of the jobs on them end, or their grace for a job being preempted (a lower bound: a job may
@@ -32,7 +36,8 @@ room yet (strictly better: now, against the end of its victims' grace); the plac
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+import math
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any
 
@@ -202,6 +207,32 @@ def _duration(seconds: float) -> str:
     return f"{seconds / 3600:.1f} h"
 
 
+Option = tuple[str, int]
+"""A cluster where a job fits now: (cluster, GPUs its fit leaves free there)."""
+
+
+def choose_cluster(options: Sequence[Option], served: Mapping[str, float] | None) -> str:
+    """ADR 0090, the one home of the choice among the clusters where a job fits now (`options`); `served` = its
+    allocation's standing on each cluster (ADR 0076's `ClusterStanding.ratio`, infinite where it has no part), None
+    without standings per cluster (or `route_by_standing` off). The least served, then the tightest fit, then the
+    name; without `served`, the tightest fit then the name (ADR 0057)."""
+    if served is None:
+        return min(options, key=lambda o: (o[1], o[0]))[0]
+    return min(options, key=lambda o: (served.get(o[0], math.inf), o[1], o[0]))[0]
+
+
+def chosen_by(options: Sequence[Option], served: Mapping[str, float] | None, chosen: str) -> str:
+    """Which part of `choose_cluster` decided, for the evidence: "only" (one cluster took it now), "least_served"
+    (its allocation stood lower there than on every other cluster that took it now), else "tightest_fit"."""
+    if len(options) == 1:
+        return "only"
+    if served is not None:
+        mine = served.get(chosen, math.inf)
+        if all(served.get(c, math.inf) > mine for c, _ in options if c != chosen):
+            return "least_served"
+    return "tightest_fit"
+
+
 def room_cluster(victims: Sequence[RunningJob], pos: dict[str, int], clusters: Sequence[str]) -> str | None:
     """The cluster a waiting job's room is being made on (its victims' nodes: one cluster, since the victim
     search of a routed job sees one cluster at a time); None when its victims are gone or span clusters."""
@@ -240,18 +271,35 @@ def reservation_evidence(chosen: str, ready_at: float, considered: Sequence[dict
     return {"cluster": chosen, "candidates": list(considered), "reason": reason}
 
 
+def _served_words(ratio: float | None) -> str:
+    return "no part there" if ratio is None else f"{ratio:.2f} of its part"
+
+
 def routing_evidence(job: PendingJob, chosen: str, fit: Fit, index: CapacityIndex,
-                     candidates: list[dict[str, Any]], moved_from: str | None = None) -> dict[str, Any]:
+                     candidates: list[dict[str, Any]], moved_from: str | None = None,
+                     decided_by: str | None = None) -> dict[str, Any]:
     """The placement's `routing` evidence: the clusters (and models) it could use, which it fits now, the
     estimated wait elsewhere, the one chosen and why, in words; `moved_from`: the cluster whose room being
-    made for it the job leaves (ADR 0068)."""
+    made for it the job leaves (ADR 0068); `decided_by`: what chose among the clusters that took it now
+    (`chosen_by`, or "room" for ADR 0068's hysteresis; ADR 0090). A candidate's `served` is its allocation's
+    standing on that cluster (ADR 0076), present when routing reads standings (`route_by_standing`)."""
     models = sorted({index.nodes[i].model for i, _ in fit.nodes})
     others = [c for c in candidates if c["cluster"] != chosen]
+    mine = next((c for c in candidates if c["cluster"] == chosen), {})
     parts = []
     for c in others:
         wait = c.get("estimated_wait_s")
         if c["fits_now"]:
-            parts.append(f"it would also start now on {c['cluster']} (a looser fit)")
+            more_served = "served" in mine and "served" in c and (
+                math.inf if c["served"] is None else c["served"]) > (
+                math.inf if mine["served"] is None else mine["served"])
+            if decided_by == "room":
+                parts.append(f"it would also start now on {c['cluster']} (its room is being made on {chosen})")
+            elif more_served:
+                parts.append(f"it would also start now on {c['cluster']}, where its allocation is more served "
+                             f"({_served_words(c['served'])} against {_served_words(mine['served'])} on {chosen})")
+            else:
+                parts.append(f"it would also start now on {c['cluster']} (a looser fit)")
         elif wait is None:
             parts.append(f"no estimate of its wait on {c['cluster']}")
         else:
@@ -271,6 +319,8 @@ def routing_evidence(job: PendingJob, chosen: str, fit: Fit, index: CapacityInde
         "candidates": candidates,
         "reason": reason,
     }
+    if decided_by is not None:
+        evidence["chosen_by"] = decided_by
     if job.pin:
         evidence["pinned_to"] = job.pin
     if moved_from is not None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from steward.domain.nodes import takes_new_work
 from steward.policy.contract import (
+    funding_charge,
     grace_ends_at,
     grace_s,
 )
@@ -29,6 +30,8 @@ def expire_and_drain(cycle: CyclePlan) -> None:
     used = cycle.used
     used_get = used.get
     funded_by_project = cycle.funded_by_project
+    weighted_by_project = cycle.funded_weighted_by_project
+    weight_of = cycle.weight_of
     for job in cycle.snap.running:
         placement = job.placement
         if len(placement) == 1:
@@ -68,3 +71,5 @@ def expire_and_drain(cycle: CyclePlan) -> None:
             cycle.going.append(job)
         elif job.funded:
             funded_by_project[job.project] = funded_by_project.get(job.project, 0) + job.gpus
+            weighted_by_project[job.project] = (weighted_by_project.get(job.project, 0.0)
+                                                + funding_charge(placement, weight_of))  # ADR 0090

@@ -11,6 +11,7 @@ from itertools import compress
 
 from steward.policy.churn import claimed_rooms
 from steward.policy.cluster_share import ClusterOrder, cluster_standings, demand_clusters
+from steward.policy.contract import funding_capacity
 from steward.policy.debug_quota import (
     Qualification,
     cluster_quotas,
@@ -73,10 +74,17 @@ def order_and_fund(cycle: CyclePlan) -> None:
     cycle.order = order_pending(snap.pending, cycle.stand, snap.usage, s)
     tree = snap.tree
     entitlement = tree_layout(tree).entitlement
-    cycle.quota = {a: e * cycle.capacity for a, e in entitlement.items()}
+    # ADR 0090: the quota is a share of the weighted capacity, and each running funded job is charged its GPUs ×
+    # its nodes' weights (phase 1's tally), so the funding rule reads the books' units
+    index = cycle.index
+    capacity_w = funding_capacity(((index.cap[i], index.nodes[i].model) for i in range(len(index.cap))
+                                   if index.layout_ready[i]), s)
+    cycle.quota = {a: e * capacity_w for a, e in entitlement.items()}
     cycle.funded_in_use = {}
+    cycle.funded_weighted = {}
+    weighted = cycle.funded_weighted_by_project
     for project in sorted(funded_by_project):
-        cycle.charge(cycle.path(project), funded_by_project[project])
+        cycle.charge(cycle.path(project), funded_by_project[project], weighted=weighted.get(project, 0.0))
     cycle.branches = branches_of(cycle.stand, cycle.funded_in_use)
     if cycle.routes.multi and s.cluster_fair_share and snap.cluster_usage is not None:
         standings_per_cluster(cycle)

@@ -76,19 +76,25 @@ def claimed_rooms_held(cycle: CyclePlan) -> None:
                 if i is not None:
                     on[i] = on.get(i, 0) + g
         held = 0
+        taken: list[tuple[int, int]] = []  # where the job will run, for its charge (ADR 0090)
         if job.gpus <= index.maxcap:
             i = max(on, key=lambda n: (index.free[n] + on[n], -n))
             held = min(index.free[i], max(0, job.gpus - on[i]))
             if held:
                 index.take(i, held)
+            taken.append((i, job.gpus))
         else:
+            rest = job.gpus
             for i in gang_room(index, on, job.gpus, min(job.topology_depth or 0, index.depth)):
                 index.mask(i)
                 cycle.claimed.add(i)
                 on.setdefault(i, 0)
+                if rest > 0:
+                    taken.append((i, min(rest, index.cap[i])))
+                    rest -= taken[-1][1]
         cycle.reserved_room = cycle.reserved_shape = None
         if funded:
-            cycle.charge(path, job.gpus, min(on, default=-1))
+            cycle.charge(path, job.gpus, min(on, default=-1), cycle.weighted(taken, job.gpus))
         cycle.lane_seen.add(job.id)
         cycle.held_rooms.add(job.id)
         cycle.room_for.append(job.id)

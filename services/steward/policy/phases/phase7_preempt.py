@@ -292,7 +292,7 @@ def commit_preemption(
         cycle.index.mask(i)  # claimed: the job starts here once the victims stop
         cycle.claimed.add(i)
     cycle.reserved_room = cycle.reserved_shape = None
-    cycle.charge(path, job.gpus, plan.nodes[0][0] if plan.nodes else -1)
+    cycle.charge(path, job.gpus, plan.nodes[0][0] if plan.nodes else -1, cycle.weighted(plan.nodes, job.gpus))
     until = now
     nodes = [cycle.index.ids[i] for i, _ in plan.nodes]
     plan_evidence: dict[str, Any] = {
