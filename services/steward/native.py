@@ -43,6 +43,7 @@ COMPILED: tuple[str, ...] = (
     "steward.domain.periods",
     "steward.domain.pins",
     "steward.domain.protection",
+    "steward.domain.requests",
     "steward.domain.recorded",
     "steward.domain.sessions",
     "steward.domain.state",
