@@ -57,6 +57,7 @@ from steward.domain.ids import shown
 from steward.executor.attempts import AttemptRecord, AttemptStore, read_json, write_json
 from steward.executor.cluster import heartbeat_loop, runs_over, serve, watch_attempt
 from steward.executor.kubernetes_api import KubeClient, KubeError, credentials
+from steward.executor.kubernetes_binds import FastBinds, PlacementFeed, claimed
 from steward.executor.kubernetes_inventory import down_nodes, foreign_gpus, foreign_load, registrations
 from steward.executor.kubernetes_inventory import name as node_name
 from steward.executor.kubernetes_pods import (
@@ -151,6 +152,10 @@ class KubernetesSettings(BaseSettings):
     # bootstrap only, used while `api_url` is empty (a cluster not yet reading Steward's API, and tests):
     # namespace=project pairs, comma-separated; with the API the recorded mappings alone hold
     namespace_projects: str = ""
+    # ADR 0088: bind each placement as soon as it is read from Steward's API (`api_url`), every `placements_read_s`,
+    # rather than when the JobRun's start_job reaches the executor (the start then finds the pods bound)
+    bind_placements: bool = True
+    placements_read_s: float = 1.0
 
 
 def pid_of(job_id: str, attempt: int) -> int:
@@ -246,6 +251,7 @@ class KubernetesExecutor:
         self._rounds = False  # whether `heartbeats` lists the pods every `poll_s` (the view is kept fresh)
         self._loop: asyncio.AbstractEventLoop | None = None
         self._new_view = asyncio.Event()  # set (and replaced) when a round's list becomes the view
+        self.binds = FastBinds(self)  # ADR 0088: binds from the placements read (`binds.read` set to read them)
         for path in sorted(self.manifests.glob("*.json")):
             data = read_json(path) or {}
             if data.get("rejected") and data.get("job"):
@@ -694,13 +700,11 @@ class KubernetesExecutor:
             raise ApplicationError(f"job {shown(run.job_id)} attempt {run.attempt} not started: {err}",
                                    type=KUBE_FAILED, non_retryable=True) from None
         async with self._starting.setdefault((run.job_id, run.attempt), asyncio.Lock()):
-            rec = self.attempts.load(run.job_id, run.attempt)
-            if rec is None:
-                try:
-                    rec = await asyncio.to_thread(self._bind, run)
-                except (KubeError, PodProblem) as err:
-                    raise ApplicationError(f"job {shown(run.job_id)} attempt {run.attempt} not bound: {err}",
-                                           type=KUBE_FAILED) from None
+            try:  # ADR 0088: the record (bound by an earlier start, or from the placement: claimed), or bound now
+                rec = await asyncio.to_thread(self.binds.for_start, run)  # (refused for an attempt older than one here)
+            except (KubeError, PodProblem) as err:
+                raise ApplicationError(f"job {shown(run.job_id)} attempt {run.attempt} not bound: {err}",
+                                       type=KUBE_FAILED) from None
             if not rec.started_at:
                 rec = await self._until_running(rec)
         self._starting.pop((run.job_id, run.attempt), None)
@@ -888,7 +892,9 @@ class KubernetesExecutor:
     async def reconcile(self, client: Client) -> list[str]:
         """Delete the pods whose JobRun is over (they were left while this executor was down)."""
         stopped = []
-        for rec in await runs_over(client, await asyncio.to_thread(self.running)):
+        # ADR 0088: an attempt bound from its placement and not yet claimed by a start has no JobRun yet by design
+        claimed_only = [r for r in await asyncio.to_thread(self.running) if claimed(r)]
+        for rec in await runs_over(client, claimed_only):
             log.warning("deleting the orphan pods of job %s attempt %s (its run is over)", rec.job_id, rec.attempt)
             rec = self.attempts.update(rec, killed=True)
             await asyncio.to_thread(self.delete_pods, rec, 0, "its run in Steward is over")
@@ -931,7 +937,17 @@ async def run_kubernetes_executor(settings: Settings, stop: asyncio.Event | None
     log.info("Kubernetes executor %s serving %s as scheduler %r: %d node(s), %d GPU(s)", settings.executor_id,
              executor_task_queue(settings.executor_id), cluster.scheduler_name, len(nodes),
              sum(n.gpus for n in nodes))
-    await serve(client, settings, executor.activities(), executor.heartbeats(stop), stop, MAX_ACTIVITIES)
+    feed = None
+    if api is not None and cluster.bind_placements:  # ADR 0088: binds from the placements read
+        feed = PlacementFeed(cluster.api_url, cluster.api_token_file, settings.executor_id)
+        executor.binds.read = feed.read
+
+    async def loops() -> None:
+        await asyncio.gather(executor.heartbeats(stop), executor.binds.run(stop, cluster.placements_read_s))
+
+    await serve(client, settings, executor.activities(), loops(), stop, MAX_ACTIVITIES)
+    if feed is not None:
+        feed.close()
     publisher.close()
     kube.close()
     if api is not None:
