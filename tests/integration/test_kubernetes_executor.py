@@ -825,3 +825,24 @@ def test_an_old_attempt_is_never_bound_beside_a_new_one_and_a_bind_the_log_ended
     said.ended(job_id, "JobCancelled", 2)
     assert ex.binds.step()["swept"] == 1
     wait_for(lambda: pod(kube, "fenced") is None)
+
+
+def test_a_bind_from_the_log_whose_job_is_cancelled_after_a_restart_is_deleted(tmp_path: Path,
+                                                                               kube: KubeClient) -> None:
+    """ADR 0088: the executor restarts between its bind and the job's cancel (its book of the log starts empty, its
+    cursor on disk): the cancel it then reads still ends the bind no start claimed, and its pods go; `reconcile`
+    never asks Temporal about an unclaimed bind (its run may not have begun)."""
+    pub = RecordingPublisher()
+    ex, said = fast_executor(tmp_path, pub, kube)
+    apply(gpu_pod("restarted", 1))
+    (job,) = ex.submit_pods()
+    said.placed(job.command.job_id, 1, {"gpu-4": [7]})
+    assert ex.binds.step()["bound"] == 1
+    again = executor(tmp_path, pub, kube)
+    again.register_nodes()
+    again.binds.read = said
+    assert again.binds.cursor == "1"  # read on from where the last process was
+    said.ended(job.command.job_id, "JobCancelled", 1)
+    assert again.binds.step()["swept"] == 1
+    wait_for(lambda: pod(kube, "restarted") is None)
+    assert pub.of("ReportJobStarted") == []

@@ -7,7 +7,9 @@ of a cluster's GPU pods, behind the same activities as the node agent and the Sl
   them with the job and tells their users where they stand (the PodScheduled condition, an event).
 - `start_job`: binds the job's pods to the nodes Steward chose (the Binding API), after creating them again for
   a later attempt of a resumable job (from the pod the user submitted, with `STEWARD_RESUMED=1`), or, for a
-  job submitted to Steward directly, creating a pod that runs its command. Reported started once they run.
+  job submitted to Steward directly, creating a pod that runs its command. Reported started once they run. Since
+  ADR 0088 the executor binds its pods' placements as soon as it reads them from Steward's API
+  (steward.executor.kubernetes_binds), and the start finds them bound.
 - `watch_job`: the pods' phases: an exit code when they end, the preemption's end when Steward deleted them.
 - `signal_job`: the checkpoint request is a delete with the job's grace as the pod's termination grace period
   (the kubelet sends SIGTERM, then SIGKILL when the grace ends); the kill is a delete with no grace.

@@ -118,10 +118,15 @@ def follow(book: Book, events: Iterable[Mapping[str, Any]]) -> list[Placement]:
             book.current[job_id] = Current(attempt, True)
             book.placed[(job_id, attempt)] = placement
             new.append(placement)
-        elif kind in ENDS and job_id in book.current:
-            now = book.current[job_id]
-            attempt = int(p.get("attempt") or now.attempt)
-            if attempt >= now.attempt:
+        elif kind in ENDS:
+            now = book.current.get(job_id)
+            try:
+                attempt = int(p.get("attempt") or (now.attempt if now is not None else 0))
+            except (TypeError, ValueError):
+                continue
+            if now is None and attempt > 0:  # placed before this process read (a restart): ended all the same
+                book.current[job_id] = Current(attempt, False)
+            elif now is not None and attempt >= now.attempt:
                 book.current[job_id] = Current(now.attempt, False)
                 book.placed.pop((job_id, now.attempt), None)
     return [p for p in new if (p.job_id, p.attempt) in book.placed]
@@ -360,6 +365,9 @@ class FastBinds:
                                               "it started; its pods are deleted")
                 log.info("job %s attempt %s: ended in the log before its start; pods deleted", *ident)
                 gone.append(ident)
+        waiting = {job_id for job_id, _ in recs} - {job_id for job_id, _ in gone}
+        for job_id in [j for j, c in self.book.current.items() if not c.live and j not in waiting]:
+            del self.book.current[job_id]  # ended and nothing of it left to delete: the book stays small
         return gone
 
     def step(self, pool: ThreadPoolExecutor | None = None) -> dict[str, int]:
