@@ -89,7 +89,10 @@ def test_researcher_sees_why_a_job_waits_and_restores_a_session(world: dict[str,
     page.keyboard.press("Escape")
 
     page.get_by_role("link", name="Nodes", exact=True).click()
-    expect(page.get_by_test_id("fragmentation")).to_contain_text("unusable by the largest waiting gang (8 GPUs)")
+    expect(page.get_by_test_id("fragmentation")).to_contain_text(
+        "unusable by the largest waiting gang of their cluster")
+    expect(page.get_by_test_id("cluster-default-fragmentation")).to_contain_text(
+        "unusable by the largest waiting gang that may run here (8 GPUs)")  # ADR 0091: per cluster
     expect(page.get_by_test_id("fragmentation")).to_contain_text(re.compile(r"(\d+) of \1 free GPUs"))
     shot(page, "nodes")
 

@@ -176,7 +176,9 @@ def test_an_executor_cannot_report_a_job_on_another_executors_node(store: EventS
     # the operator (a super user) sets the scene: a node of executor "sim" and a job placed on it; the job
     # asks for all of that node's GPUs, more than any other node has, so it can go nowhere else
     admin = "steward-admin"
-    produce(admin, "steward.commands", command_envelope(RegisterNode(node, 64, "ADV", [node], "sim"),
+    # in a cluster of its own: on the shared stack the default cluster has other executors' nodes, and a cluster
+    # has one executor (ADR 0091)
+    produce(admin, "steward.commands", command_envelope(RegisterNode(node, 64, "ADV", [node], "sim", cluster=node),
                                                         actor="admin", role="admin"))
     wait_for(store, head, "NodeRegistered", "node_id", node)
     produce(admin, "steward.commands", command_envelope(SubmitJob(job, "ee9e8c", 64, 0.0, ["true"]),

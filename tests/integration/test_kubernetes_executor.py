@@ -13,10 +13,12 @@ and Steward's own drain (lifted by a resume) reach Steward; an executor restarte
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import shutil
 import subprocess
+import time
 from collections.abc import Awaitable, Iterator
 from dataclasses import replace
 from pathlib import Path
@@ -28,9 +30,10 @@ from temporalio.testing import ActivityEnvironment
 
 from steward.config import Settings
 from steward.executor.kubernetes import BIND_UNDONE, PREEMPTED_EXIT_CODE, KubernetesExecutor, KubernetesSettings
-from steward.executor.kubernetes_api import KubeClient, KubeError, load_kubeconfig
+from steward.executor.kubernetes_api import Credentials, KubeClient, KubeError, load_kubeconfig
 from steward.executor.kubernetes_pods import ATTEMPT_LABEL, JOB_LABEL
 from steward.executor.kubernetes_steward import Rejection, Standing, StewardUnreachable, Waiting
+from steward.executor.kubernetes_watch import Backoff, Watched, object_key
 from steward.executor.settings import ExecutorSettings
 from steward_workflows.payloads import ContractTimings, JobRunInput, NodeRef, SignalJob, WatchJob
 from tests.integration.conftest import KEEP, REPO, SLOT, TEST_RUN_DIR
@@ -846,3 +849,212 @@ def test_a_bind_from_the_log_whose_job_is_cancelled_after_a_restart_is_deleted(t
     assert again.binds.step()["swept"] == 1
     wait_for(lambda: pod(kube, "restarted") is None)
     assert pub.of("ReportJobStarted") == []
+
+
+# -- ADR 0089: a view kept by list+watch; the chart's RBAC is all the executor needs ----------------------------------
+
+
+def _own_client() -> KubeClient:
+    """A client of the executor's own, so that its requests are counted apart from the test's."""
+    return KubeClient(load_kubeconfig(KUBECONFIG))
+
+
+def _server_lists() -> int:
+    """LIST requests for pods and nodes the API server has answered (its own metrics: `apiserver_request_total`)."""
+    text = _own_client().http.get("/metrics").text
+    total = 0
+    for line in text.splitlines():
+        if line.startswith("apiserver_request_total{") and 'verb="LIST"' in line and (
+                'resource="pods"' in line or 'resource="nodes"' in line):
+            total += int(float(line.rsplit(" ", 1)[1]))
+    return total
+
+
+SAMPLES = 5
+
+
+@pytest.mark.parametrize("watching", [True, False], ids=["watch", "list-every-round"])
+def test_with_watches_a_steady_round_asks_the_api_server_nothing_and_sees_a_new_pod_at_once(
+        tmp_path: Path, kube: KubeClient, watching: bool) -> None:
+    """ADR 0089 (ADR 0074 listed Steward's pods, the bound pods and the nodes twice every round). With the watches, a
+    steady state (a pod running, nothing changing) costs no request at all between two watches (5 to 10 minutes
+    apart), and a new pod is submitted as soon as the watch delivers it, not at the next round; `list-every-round`
+    is the former path (STEWARD_K8S_WATCH=false), measured in the same run."""
+    own = _own_client()
+    pub = RecordingPublisher()
+    settings = Settings(run_dir=tmp_path, executor_id="k8s")
+    ex = KubernetesExecutor(settings, pub, own,  # type: ignore[arg-type]
+                            cluster=KubernetesSettings(kubeconfig=str(KUBECONFIG), poll_s=1.0, steward_read_s=0,
+                                                       watch=watching))
+    name = f"steady-{'w' if watching else 'l'}"
+    apply(gpu_pod(name, 1))
+    measured: dict[str, Any] = {}
+
+    async def scenario() -> None:
+        stop = asyncio.Event()
+        rounds = asyncio.create_task(ex.heartbeats(stop))
+        try:
+            while not pub.of("SubmitJob"):
+                await asyncio.sleep(0.05)
+            job_id = pub.of("SubmitJob")[0].payload["job_id"]
+            await ActivityEnvironment().run(ex.start_job, run_of(job_id, {"gpu-3": [5]}))
+            await asyncio.sleep(2.0)  # the start's own calls are over
+            before, server_before, began = dict(own.requests), _server_lists(), time.monotonic()
+            await asyncio.sleep(20.0)
+            window = time.monotonic() - began
+            after = {k: v - before.get(k, 0) for k, v in own.requests.items() if v - before.get(k, 0)}
+            measured.update(requests=after, per_minute=sum(after.values()) * 60 / window,
+                            server_lists_per_minute=(_server_lists() - server_before) * 60 / window)
+            # how soon a new pod is seen: created (kubectl's answer) -> its SubmitJob sent by the executor, 5 pods
+            seen = []
+            for i in range(1, SAMPLES + 1):
+                created = time.monotonic()
+                await asyncio.to_thread(apply, gpu_pod(f"{name}-{i}", 1))
+                while len(pub.of("SubmitJob")) < i + 1:
+                    await asyncio.sleep(0.01)
+                seen.append(round(time.monotonic() - created, 3))
+            measured["created_to_submitted_s"] = sorted(seen)
+        finally:
+            stop.set()
+            await rounds
+
+    try:
+        act(scenario())
+    finally:
+        for pod_name in (name, *(f"{name}-{i}" for i in range(1, SAMPLES + 1))):
+            kube.delete_pod("team", pod_name, 0)
+        own.close()
+    print(f"\nADR 0089 {'watch' if watching else 'list-every-round'}: {json.dumps(measured, sort_keys=True)}")
+    if watching:
+        assert measured["requests"] == {}  # not one request in 20 s of a steady state
+        assert ex.view is not None and (ex.view.steward.lists, ex.view.nodes.lists) == (1, 1)
+    else:
+        assert measured["requests"]["LIST pods"] >= 20 and measured["requests"]["LIST nodes"] >= 20
+
+
+def test_a_watch_follows_the_api_server_through_its_restart(kube: KubeClient) -> None:
+    """ADR 0089: the API server goes away (the stream breaks; each try to watch again is refused, with a growing
+    backoff) and comes back with a new watch cache (a watch from the old resourceVersion may be 410 Gone: listed
+    again): the view is live again and sees a change made after it."""
+    own = _own_client()
+    w = Watched(own, "/api/v1/nodes", name="nodes", backoff=Backoff(0.2, 2.0)).start()
+    try:
+        assert w.synced.wait(30) and {object_key(n) for n in w.items()} >= set(GPU_NODES)
+        k8s_script("stop")
+        wait_for(lambda: not w.live, timeout=30)
+        k8s_script("start")
+        stamp = str(time.time_ns())
+        kube.call("PATCH", "/api/v1/nodes/gpu-0", body={"metadata": {"labels": {"steward.io/touched": stamp}}},
+                  content_type="application/strategic-merge-patch+json")
+        wait_for(lambda: ((w.get("gpu-0") or {}).get("metadata", {}).get("labels") or {}).get(
+            "steward.io/touched") == stamp, timeout=60)
+        assert w.live
+        print(f"\nADR 0089 restart: {w.lists} list(s), {w.watches} watch request(s)")
+    finally:
+        w.stop()
+        own.close()
+    wait_for(lambda: all(ready(kube, n) for n in GPU_NODES))
+
+
+RBAC_KINDS = ("ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding")
+
+
+def _chart_rbac_token(kube: KubeClient) -> KubeClient:
+    """The chart's ServiceAccount, ClusterRole and Role for the governed namespace `team` (`helm template`, as an
+    operator installs it) created on the API server, and a client holding a token of that ServiceAccount
+    (TokenRequest): the executor's rights and nothing else."""
+    from tests.unit.test_deploy_manifests import NAMESPACE, render
+    docs = [d for d in render({"kubernetesExecutor": {"enabled": True, "namespaces": ["team"],
+                                                      "apiTokenSecret": "k8s-api-token"}})
+            if d["kind"] in RBAC_KINDS and d["metadata"]["name"].endswith("kubernetes-executor")]
+    for ns in (NAMESPACE, "other"):
+        with contextlib.suppress(KubeError):
+            kube.call("POST", "/api/v1/namespaces", body={"apiVersion": "v1", "kind": "Namespace",
+                                                           "metadata": {"name": ns}})
+    paths = {"ServiceAccount": "/api/v1/namespaces/{ns}/serviceaccounts",
+             "ClusterRole": "/apis/rbac.authorization.k8s.io/v1/clusterroles",
+             "ClusterRoleBinding": "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings",
+             "Role": "/apis/rbac.authorization.k8s.io/v1/namespaces/{ns}/roles",
+             "RoleBinding": "/apis/rbac.authorization.k8s.io/v1/namespaces/{ns}/rolebindings"}
+    for doc in docs:
+        ns = doc["metadata"].get("namespace", NAMESPACE)
+        with contextlib.suppress(KubeError):  # made by an earlier test of the module
+            kube.call("POST", paths[doc["kind"]].format(ns=ns), body=doc)
+    (account,) = [d["metadata"]["name"] for d in docs if d["kind"] == "ServiceAccount"]
+    answer = kube.call("POST", f"/api/v1/namespaces/{NAMESPACE}/serviceaccounts/{account}/token", body={
+        "apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": {"expirationSeconds": 3600}})
+    admin = load_kubeconfig(KUBECONFIG)
+    return KubeClient(Credentials(admin.server, admin.ca_file, answer["status"]["token"]))
+
+
+REFUSED = [
+    # (what the executor's token may not do, method, path)
+    ("delete a foreign pod outside the governed namespaces", "DELETE", "/api/v1/namespaces/other/pods/foreign"),
+    ("read a pod outside the governed namespaces", "GET", "/api/v1/namespaces/other/pods/foreign"),
+    ("create a pod outside them", "POST", "/api/v1/namespaces/other/pods"),
+    ("bind a pod outside them", "POST", "/api/v1/namespaces/other/pods/foreign/binding"),
+    ("delete a node", "DELETE", "/api/v1/nodes/gpu-0"),
+    ("read one node (list and watch only)", "GET", "/api/v1/nodes/gpu-0"),
+    ("read the cluster's secrets", "GET", "/api/v1/secrets"),
+    ("replace a pod (update)", "PUT", "/api/v1/namespaces/team/pods/foreign"),
+]
+
+
+def test_the_executor_s_flows_need_only_the_chart_s_rbac_and_a_foreign_pod_cannot_be_deleted(
+        tmp_path: Path, kube: KubeClient) -> None:
+    """ADR 0089, issue 26 "its RBAC (only what it uses)": the API server authorizes with RBAC (infra/k8s.sh), and the
+    executor runs with a ServiceAccount token bound to exactly the chart's roles: it registers the nodes (list+watch),
+    submits a pod (labels, the PodScheduled condition, an event), binds it, preempts it (a delete with its grace and an
+    event), cordons a node and lifts the cordon, with no request refused; whatever lies outside the roles is refused
+    (403), a foreign pod's deletion first."""
+    own = _chart_rbac_token(kube)
+    foreign = gpu_pod("foreign", 1, scheduler="default-scheduler", node="gpu-2")
+    foreign["metadata"]["namespace"] = "other"
+    kube.call("POST", "/api/v1/namespaces/other/pods", body=foreign)
+    pub = RecordingPublisher()
+    ex = KubernetesExecutor(Settings(run_dir=tmp_path, executor_id="k8s"), pub, own,  # type: ignore[arg-type]
+                            cluster=KubernetesSettings(kubeconfig=str(KUBECONFIG), poll_s=0.2, steward_read_s=0,
+                                                       namespaces="team"))
+    apply(gpu_pod("governed", 1))
+    env = ActivityEnvironment()
+
+    async def flows() -> None:
+        stop = asyncio.Event()
+        rounds = asyncio.create_task(ex.heartbeats(stop))
+        try:
+            job_id = "k8s.team.governed"  # (other tests' Steward pods may be submitted too)
+            while job_id not in {e.payload["job_id"] for e in pub.of("SubmitJob")}:
+                await asyncio.sleep(0.05)
+            assert ex.view is not None and ex.view.live  # list and watch allowed for pods and nodes
+            await env.run(ex.start_job, run_of(job_id, {"gpu-1": [7]}, grace_s=1))
+            bound = kube.call("GET", "/api/v1/namespaces/team/pods/governed")
+            assert bound["metadata"]["labels"][JOB_LABEL] == "k8s.team.governed"
+            assert bound["spec"]["nodeName"] == "gpu-1"
+            told = kube.call("GET", "/api/v1/namespaces/team/events",
+                             params={"fieldSelector": "involvedObject.name=governed"})["items"]
+            assert "StewardQueued" in {e["reason"] for e in told}  # the condition and the event were allowed
+            assert (await env.run(ex.signal_job, SignalJob(job_id, 1, reason="fair_share"))).delivered
+            await env.run(ex.drain_node, NodeRef("gpu-4", "rbac test"))
+            await env.run(ex.resume_node, NodeRef("gpu-4"))
+            await asyncio.sleep(0.5)  # a round or two with the changes
+        finally:
+            stop.set()
+            await rounds
+
+    try:
+        act(flows())
+        assert {n.payload["node_id"] for n in pub.of("RegisterNode")} >= set(GPU_NODES)
+        assert pub.of("ReportHeartbeat")[-1].payload["foreign"].get("gpu-2", 0) >= 1  # read, cluster-wide
+        assert kube.pod("team", "governed") is None or kube.pod("team", "governed")["metadata"].get(  # type: ignore[index]
+            "deletionTimestamp")  # preempted
+        assert kube.call("GET", "/api/v1/nodes/gpu-4")["spec"].get("unschedulable") is None
+        assert own.refused == {}, own.refused  # every call of the flows was allowed
+        for _case, method, path in REFUSED:
+            with pytest.raises(KubeError) as refused:
+                own.call(method, path, body={} if method in ("POST", "PUT") else None)
+            assert refused.value.status == 403, (_case, str(refused.value))
+        assert kube.call("GET", "/api/v1/namespaces/other/pods/foreign")["metadata"].get("deletionTimestamp") is None
+    finally:
+        for ns, name in (("other", "foreign"), ("team", "governed")):
+            kube.delete_pod(ns, name, 0)
+        own.close()

@@ -64,12 +64,12 @@ EXECUTOR_CAPS = {"CHOWN", "DAC_OVERRIDE", "FOWNER", "KILL", "SETGID", "SETUID"}
 # Processes that have no HTTP endpoint until /metrics is served (values: metrics.serving).
 NO_ENDPOINT_YET = {"ledger", "scheduler", "worker", "executor", "kubernetes-executor"}
 # The one Steward pod that calls the Kubernetes API (ADR 0051): the scheduler of GPU pods, with a ServiceAccount of
-# its own and exactly these rights (templates/kubernetes-executor.yaml). Cluster-wide it reads nodes and pods
-# (inventory, health, foreign load) and patches nodes (a drain's cordon); in each governed namespace it creates,
-# deletes and patches pods, binds them, patches their status (PodScheduled) and creates events.
+# its own and exactly these rights (templates/kubernetes-executor.yaml; ADR 0089). Cluster-wide it lists and watches
+# nodes and pods (inventory, health, foreign load) and patches nodes (a drain's cordon); in each governed namespace
+# it reads, creates, deletes and patches pods, binds them, patches their status (PodScheduled) and creates events.
 KUBE_API_CALLERS = {"kubernetes-executor"}
-K8S_CLUSTER_RULES = {("", "nodes"): {"get", "list", "patch"}, ("", "pods"): {"get", "list"}}
-K8S_NAMESPACE_RULES = {("", "pods"): {"create", "delete", "patch"}, ("", "pods/binding"): {"create"},
+K8S_CLUSTER_RULES = {("", "nodes"): {"list", "watch", "patch"}, ("", "pods"): {"list", "watch"}}
+K8S_NAMESPACE_RULES = {("", "pods"): {"get", "create", "delete", "patch"}, ("", "pods/binding"): {"create"},
                        ("", "pods/status"): {"patch"}, ("", "events"): {"create"}}
 WORKLOADS = {"Deployment", "StatefulSet", "DaemonSet", "Job"}
 DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")

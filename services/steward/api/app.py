@@ -133,16 +133,21 @@ class ResultCache:
             self._version = v
         return v
 
+    @staticmethod
+    def _view(principal: Principal) -> tuple[Any, ...]:
+        """What of a caller an answer that read nothing else of them depends on: their role and scopes."""
+        return (principal.role, principal.scopes)
+
     def who(self, principal: Principal, body: bytes) -> Any:
         """What an answer to `body` is kept under for `principal`: its view, unless that body was found to
         read who asks."""
-        view = (principal.role, principal.scopes)
+        view = self._view(principal)
         return principal if (view, body) in self._personal else view
 
     def found_personal(self, principal: Principal, body: bytes) -> None:
         if len(self._personal) >= self.size:
             self._personal.pop(next(iter(self._personal)))
-        self._personal[((principal.role, principal.scopes), body)] = None
+        self._personal[(self._view(principal), body)] = None
 
     def stale(self, key: tuple[Any, ...]) -> tuple[int, list[tuple[bytes, bytes]], bytes] | None:
         """The previous time bucket's answer at the same head, if there is one."""

@@ -12,9 +12,11 @@ import strawberry
 
 from steward.api.scalars import BigInt
 from steward.domain.clusters import cluster_name
-from steward.domain.nodes import RETIRING
+from steward.domain.nodes import takes_new_work, winding_down
 from steward.domain.policy_settings import PolicySettings
-from steward.domain.state import LedgerState
+from steward.domain.state import ClusterNode, LedgerState
+from steward.policy.placement import CapacityIndex, unusable_gpus
+from steward.scheduler.bridge import policy_node
 
 
 @strawberry.type(description="A GPU model of the registered nodes: its weight (budget units per GPU-hour, set by "
@@ -70,10 +72,20 @@ class ModelOccupancy(GpuCounts):
 
 
 @strawberry.type(description="A cluster's occupancy now (ADR 0057): its nodes and GPUs by what they do, in all and "
-                             "per GPU model (busy + free + draining + down = gpus).")
+                             "per GPU model (busy + free + draining + down = gpus), and its fragmentation (ADR 0091).")
 class ClusterOccupancy(GpuCounts):
     name: str
     gpu_models: list[ModelOccupancy] = strawberry.field(description="The same figures per GPU model, by name.")
+    largest_waiting_gang: BigInt | None = strawberry.field(
+        default=None, description="GPUs of the largest waiting job that may run on this cluster (the GPU models and "
+                                  "clusters it accepts, its allocation's pin, and this cluster's nodes it admits "
+                                  "hold it together); 0 when none waits. Null when the queue's order is not known "
+                                  "yet (the occupancy subscription pushes the last order computed).")
+    fragmented_gpus: BigInt | None = strawberry.field(
+        default=None, description="DESIGN.md \"Fragmentation\": this cluster's free GPUs that its largest waiting "
+                                  "gang cannot use (the scheduler's rule, steward.policy.placement.unusable_gpus, "
+                                  "on this cluster's nodes: gangs never span clusters); 0 when none waits. Null "
+                                  "with largestWaitingGang.")
 
 
 def node_gpus(node: Mapping[str, Any], used: Mapping[str, int]) -> tuple[int, int, int, int]:
@@ -81,32 +93,59 @@ def node_gpus(node: Mapping[str, Any], used: Mapping[str, int]) -> tuple[int, in
     API uses (`Node.freeGpus`, `Domain`, `Occupancy`, `clusterOccupancy`): held GPUs (Steward's jobs, `used`,
     and another scheduler's, `foreign_gpus`) are busy whatever the node's state; the rest are free on a ready
     node, draining on a draining or retiring one (offered to no new job, ADR 0081), down otherwise (the policy's
-    reading of a state it does not know: unhealthy)."""
+    reading of a state it does not know: unhealthy); the states read by `domain.nodes.takes_new_work` and
+    `winding_down`, as the ledger and the policy read them (ADR 0091)."""
     gpus = int(node["gpus"])
     busy = min(gpus, used.get(node["node_id"], 0) + int(node.get("foreign_gpus") or 0))
     rest = gpus - busy
-    state = node["state"]
-    winding_down = state in ("draining", RETIRING)
-    return busy, rest if state == "ready" else 0, rest if winding_down else 0, \
-        rest if state != "ready" and not winding_down else 0
+    state = str(node["state"])
+    if takes_new_work(state):
+        return busy, rest, 0, 0
+    return (busy, 0, rest, 0) if winding_down(state) else (busy, 0, 0, rest)
 
 
 def _counts(sums: list[int]) -> dict[str, int]:
     return dict(zip(("nodes", "gpus", "busy_gpus", "free_gpus", "draining_gpus", "down_gpus"), sums, strict=True))
 
 
-def cluster_occupancy(nodes: Iterable[Mapping[str, Any]], used: Mapping[str, int]) -> list[ClusterOccupancy]:
+def cluster_node(row: Mapping[str, Any]) -> ClusterNode:
+    """A read model's node row as the ledger's state holds the node."""
+    return ClusterNode(str(row["node_id"]), int(row["gpus"]), str(row["gpu_model"]), tuple(row["path"]),
+                       str(row["executor"]), str(row["state"]), int(row.get("foreign_gpus") or 0),
+                       cluster_name(str(row.get("cluster") or "")))
+
+
+def fragmented_gpus(rows: Iterable[Mapping[str, Any]], used: Mapping[str, int], largest_gang: int) -> int:
+    """ADR 0091: the free GPUs of these node rows (one cluster's) that a gang of `largest_gang` GPUs cannot use, by
+    the scheduler's own rule (`policy.placement.unusable_gpus`) on the nodes as the scheduler sees them
+    (`scheduler.bridge.policy_node`: foreign load taken off, a node's state read by `domain.nodes.takes_new_work`)."""
+    if largest_gang <= 0:
+        return 0
+    nodes = [policy_node(cluster_node(r)) for r in rows]
+    return unusable_gpus(CapacityIndex(nodes, {n.id: used[n.id] for n in nodes if n.id in used}, "best_fit"),
+                         largest_gang)
+
+
+def cluster_occupancy(nodes: Iterable[Mapping[str, Any]], used: Mapping[str, int],
+                      largest: Mapping[str, int] | None = None) -> list[ClusterOccupancy]:
     """Every cluster's occupancy (by name), from the read model's node rows and the GPUs Steward's jobs hold
-    on each (`ReadView.used_gpus`); a node's cluster is named as the domain names it (`cluster_name`)."""
+    on each (`ReadView.used_gpus`); a node's cluster is named as the domain names it (`cluster_name`). With
+    `largest` (the largest waiting gang that may run on each cluster, `PolicyOrder.largest_by_cluster`), each
+    cluster's fragmentation against it (ADR 0091); without, those two figures are null."""
     per: dict[str, dict[str, list[int]]] = {}
+    rows: dict[str, list[Mapping[str, Any]]] = {}
     for node in nodes:
-        models = per.setdefault(cluster_name(str(node.get("cluster") or "")), {})
+        name = cluster_name(str(node.get("cluster") or ""))
+        rows.setdefault(name, []).append(node)
+        models = per.setdefault(name, {})
         sums = models.setdefault(str(node["gpu_model"]), [0] * 6)
         for i, x in enumerate((1, int(node["gpus"]), *node_gpus(node, used))):
             sums[i] += x
     out = []
     for name, models in sorted(per.items()):
-        rows = [ModelOccupancy(**_counts(s), gpu_model=m) for m, s in sorted(models.items())]
+        by_model = [ModelOccupancy(**_counts(s), gpu_model=m) for m, s in sorted(models.items())]
         total = [sum(s[i] for s in models.values()) for i in range(6)]
-        out.append(ClusterOccupancy(**_counts(total), name=name, gpu_models=rows))
+        gang = None if largest is None else int(largest.get(name, 0))
+        out.append(ClusterOccupancy(**_counts(total), name=name, gpu_models=by_model, largest_waiting_gang=gang,
+                                    fragmented_gpus=None if gang is None else fragmented_gpus(rows[name], used, gang)))
     return out

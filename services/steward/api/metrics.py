@@ -27,6 +27,7 @@ from strawberry.extensions import SchemaExtension
 
 from steward.api.figures import DEFAULT_WINDOW_S, RUNNING, WAITING
 from steward.api.readmodel import ReadModel
+from steward.domain.nodes import winding_down
 from steward.metrics import build_info
 
 log = logging.getLogger("steward.api")
@@ -188,7 +189,7 @@ def cluster_gpus(nodes: Iterable[dict[str, Any]], jobs: Iterable[dict[str, Any]]
         gpus, state = int(node["gpus"]), str(node["state"])
         if state in DOWN_STATES:
             totals["down"] += gpus
-        elif state == "draining":
+        elif winding_down(state):  # draining or retiring (domain.nodes, ADR 0091)
             totals["draining"] += gpus
         else:
             per = held.get(str(node["node_id"]), {})

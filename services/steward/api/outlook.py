@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 from steward.domain.clusters import pinned_clusters
 from steward.domain.commands import SubmitJob
+from steward.domain.nodes import takes_new_work
 from steward.domain.policy_settings import PolicySettings
 from steward.domain.state import LedgerState
 from steward.policy.debug_quota import debug_quota_gpus
@@ -51,7 +52,7 @@ def ready_capacity(state: LedgerState) -> int:
     total = 0
     for node in state.nodes.values():
         n = policy_node(node)
-        if n.state == "ready":
+        if takes_new_work(n.state):
             total += n.gpus
     return total
 

@@ -20,10 +20,11 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from steward.api.outlook import QuotaFigures, quota_figures
+from steward.domain.nodes import takes_new_work
 from steward.domain.policy_settings import PolicySettings
 from steward.domain.state import LedgerState
 from steward.policy.ordering import demand_of, order_pending, standing
-from steward.policy.routing import clusters_of, positions_in_clusters
+from steward.policy.routing import clusters_of, largest_waiting_by_cluster, positions_in_clusters
 from steward.scheduler.bridge import HOLDING_STATES, policy_node, running_job, snapshot_of
 from steward.scheduler.service import SchedulerState
 from steward.store.eventstore import EventStore
@@ -49,6 +50,9 @@ class PolicyOrder:
     clusters: Mapping[str, frozenset[str]] = field(default_factory=dict)
     """The clusters each waiting job may run on (`policy.routing.clusters_of`: the models and clusters it
     accepts, its allocation's pin): a cluster's queue is the jobs that may run there."""
+    largest_by_cluster: Mapping[str, int] = field(default_factory=dict)
+    """ADR 0091: the GPUs of the largest waiting gang that may run on each cluster (0: none;
+    `policy.routing.largest_waiting_by_cluster`), the gang the cluster's fragmentation is measured against."""
 
 
 def order_now(view: SchedulerState, now: float) -> PolicyOrder:
@@ -58,7 +62,7 @@ def order_now(view: SchedulerState, now: float) -> PolicyOrder:
     nodes = {nid: policy_node(node) for nid, node in state.nodes.items()}
     usage = view.usage.usage(max(now, view.usage.now), running, nodes)
     snap = snapshot_of(state, usage, view.settings, now)
-    capacity = sum(n.gpus for n in snap.nodes if n.state == "ready")
+    capacity = sum(n.gpus for n in snap.nodes if takes_new_work(n.state))
     stand = standing(snap.tree, snap.usage, capacity, snap.settings, demand_of(snap))
     order = order_pending(snap.pending, stand, snap.usage, snap.settings)
     ids = tuple(j.id for j in order.jobs)
@@ -71,7 +75,8 @@ def order_now(view: SchedulerState, now: float) -> PolicyOrder:
         head=view.head, now=now, ordering=snap.settings.ordering, jobs=ids,
         position={j: i for i, j in enumerate(ids, 1)}, position_in_project=in_project,
         standing={p: stand.evidence(snap.tree, p) for p in order.by_project},
-        position_in_clusters=positions_in_clusters(order.jobs, snap.nodes, accepted), clusters=accepted)
+        position_in_clusters=positions_in_clusters(order.jobs, snap.nodes, accepted), clusters=accepted,
+        largest_by_cluster=largest_waiting_by_cluster(order.jobs, snap.nodes, accepted))
 
 
 class PolicyQueue:
@@ -90,6 +95,11 @@ class PolicyQueue:
     def _catch_up(self) -> None:
         self._view.catch_up(self.store)
         self._view.follow_policy(self.store)
+
+    def last(self) -> PolicyOrder | None:
+        """The last order computed, whatever its head and age (no IO): for a figure pushed at every head (the
+        occupancy subscription) that may lag the log by an order's computation."""
+        return self._last
 
     def cached(self, head: int) -> PolicyOrder | None:
         """The last order if `order(head)` would return it without recomputing (no IO), else None."""

@@ -19,6 +19,7 @@ from steward.api.live import Key, LiveModel
 from steward.api.queue import PolicyOrder, PolicyQueue
 from steward.audit.snapshots import events_for_fold, load_snapshot
 from steward.domain.clusters import cluster_name
+from steward.domain.nodes import takes_new_work
 from steward.store import schema
 from steward.store.eventstore import EventStore
 
@@ -118,7 +119,7 @@ class ReadView:
         """(largest ready node, most free GPUs on one ready node, ready GPUs, free ready GPUs)."""
         if self._capacity is None:
             used = self.used_gpus()
-            ready = [n for n in self.nodes if n["state"] == "ready"]
+            ready = [n for n in self.nodes if takes_new_work(str(n["state"]))]
             free = [int(n["gpus"]) - used.get(n["node_id"], 0) for n in ready]
             self._capacity = (max((int(n["gpus"]) for n in ready), default=0), max(free, default=0),
                               sum(int(n["gpus"]) for n in ready), sum(free))

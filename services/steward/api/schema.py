@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
-from collections.abc import AsyncGenerator, Iterator, Sequence
+from collections.abc import AsyncGenerator, Iterator, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -446,7 +446,8 @@ class Query(NotificationQueries):  # notifications' queries: steward.api.notific
         ctx = _ctx(info)
         await ctx.access("clusterOccupancy")
         snap = await ctx.view()
-        return cluster_occupancy(snap.nodes, snap.used_gpus())
+        order = await asyncio.to_thread(snap.policy_order)
+        return cluster_occupancy(snap.nodes, snap.used_gpus(), order.largest_by_cluster if order is not None else None)
 
     @fields.field("Topology domains (every prefix of the nodes' paths) with occupancy.")
     async def topology(self, info: Info[Context, None]) -> list[Domain]:
@@ -1099,7 +1100,14 @@ def _occupancy(snap: ReadView) -> Occupancy:
         running_jobs=sum(1 for j in snap.active_jobs if j["state"] in ("PLACED", "RUNNING")),
         waiting_jobs=sum(1 for j in snap.active_jobs if j["state"] in WAITING),
         nodes=[NodeOccupancy(id=n["node_id"], gpus=n["gpus"], used_gpus=used.get(n["node_id"], 0), state=n["state"])
-               for n in snap.nodes], clusters=cluster_occupancy(snap.nodes, used))
+               for n in snap.nodes], clusters=cluster_occupancy(snap.nodes, used, _last_largest(snap)))
+
+
+def _last_largest(snap: ReadView) -> Mapping[str, int] | None:
+    """The largest waiting gang per cluster of the last queue order computed (no IO: a push per head does not
+    order the queue; ADR 0091), None before the first."""
+    order = snap.policy.last() if snap.policy is not None else None
+    return order.largest_by_cluster if order is not None else None
 
 
 @strawberry.type
@@ -1150,7 +1158,7 @@ class Subscription:
             snap = await asyncio.to_thread(read.view)
             if snap.head != last:
                 last = snap.head
-                yield _occupancy(snap)
+                yield await asyncio.to_thread(_occupancy, snap)  # each cluster's fragmentation: an index of its nodes
             await ctx.services.heads.wait_beyond(last, timeout=30)
 
 

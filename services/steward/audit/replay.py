@@ -11,6 +11,10 @@ Each decision is decided again under the rules it was made under (`steward.domai
 the version its metadata records, or, for a decision recorded before versions were, the newest earlier
 version that reproduces it (those reproduced only under rules older than the last unrecorded ones are
 counted and listed as `under_earlier_rules`; `by_rules` counts the reproduced decisions per version).
+A reproduced decision made under rules older than today's is also decided under today's: those today's rules
+decide otherwise are counted and listed as `decided_otherwise_today` (position, command, the version it was made
+under, the rule changes since and the first difference), so an auditor sees every decision a rule change since
+would have made differently, whether or not it records its version.
 
 Every decision is counted as reproduced, different or unreplayable; the first `limit` of the last two are
 listed: a difference with its position, command, the recorded and the replayed events and the first field
@@ -33,6 +37,7 @@ from steward.domain.decide import decide_or_reject
 from steward.domain.errors import DomainError
 from steward.domain.events import Event
 from steward.domain.recorded import UnreadableCommand, command_from_events
+from steward.domain.state import LedgerState
 from steward.store.eventstore import EventStore, RecordedEvent
 from steward.store.projections import Projector
 from steward.store.verifier import canonical_text, parse_export, read_export
@@ -115,6 +120,25 @@ def _event_dict(e: Event) -> dict[str, Any]:
     return {"stream_id": e.stream, "type": e.type, "payload": e.payload}
 
 
+def _decided_otherwise_today(view: LedgerState, command: Command, at: float, recorded: list[Event],
+                             got: list[tuple[str, str, str]], rules: int) -> dict[str, Any] | None:
+    """How today's rules decide a decision reproduced under the earlier `rules`, when not as recorded: the version,
+    the rule changes since and the first difference (None when today's rules decide it the same)."""
+    try:
+        today = decide_or_reject(view, command, at, rules_version.CURRENT)
+    except (ValueError, DomainError, LookupError, TypeError, AttributeError) as err:
+        return {"rules": rules, "changes": _changes_since(rules), "first_difference": f"not decidable today: {err}"}
+    if [(e.stream, e.type, canonical_text(e.payload)) for e in today] == got:
+        return None
+    return {"rules": rules, "changes": _changes_since(rules), "first_difference": first_difference(recorded, today),
+            "today": [_event_dict(e) for e in today]}
+
+
+def _changes_since(rules: int) -> list[str]:
+    """The names of the rule changes after version `rules`, up to today's."""
+    return [c.name for c in rules_version.CHANGES if c.version > rules]
+
+
 def replay_records(records: Iterable[RecordedEvent], limit: int = LIMIT) -> dict[str, Any]:
     """Replay `records` (a log from its first event, in position order); see the module."""
     started = time.perf_counter()
@@ -126,6 +150,8 @@ def replay_records(records: Iterable[RecordedEvent], limit: int = LIMIT) -> dict
     by_rules: dict[int, int] = {}  # reproduced decisions per rules version they were replayed under
     earlier = 0  # decisions without a recorded version reproduced only under earlier rules
     earlier_list: list[dict[str, Any]] = []
+    otherwise = 0  # reproduced decisions of earlier rules that today's rules decide otherwise
+    otherwise_list: list[dict[str, Any]] = []
     for group in groups(records):
         head = group[0]
         try:
@@ -164,6 +190,11 @@ def replay_records(records: Iterable[RecordedEvent], limit: int = LIMIT) -> dict
                 if same:
                     reproduced += 1
                     by_rules[rules] = by_rules.get(rules, 0) + 1
+                    if rules < rules_version.CURRENT and (today := _decided_otherwise_today(
+                            view, command, head.recorded_at, recorded, got, rules)) is not None:
+                        otherwise += 1
+                        if len(otherwise_list) < limit:
+                            otherwise_list.append(where | today)
                     if recorded_rules is None and rules < rules_version.LAST_UNRECORDED:
                         earlier += 1
                         if len(earlier_list) < limit:
@@ -195,6 +226,7 @@ def replay_records(records: Iterable[RecordedEvent], limit: int = LIMIT) -> dict
             "unfolded_events": unfolded_list, "rules": rules_version.CURRENT,
             "by_rules": {str(v): n for v, n in sorted(by_rules.items())},
             "under_earlier_rules": earlier, "under_earlier_rules_decisions": earlier_list,
+            "decided_otherwise_today": otherwise, "decided_otherwise_today_decisions": otherwise_list,
             "listed_at_most": limit, "seconds": round(time.perf_counter() - started, 3)}
 
 

@@ -86,7 +86,9 @@ def setup(settings: Any, nodes: int, gpus: int, executor: str) -> list[str]:
     _execute(settings, SetAllocations("cluster", {PROJECT: 0.0}, "lease benchmark (unfunded, idle capacity)"))
     names = [f"{EXECUTOR}-n{i}" for i in range(nodes)]
     for i, name in enumerate(names):
-        _execute(settings, RegisterNode(name, gpus, "BENCH", [f"{EXECUTOR}-b{i // 8}", name], executor))
+        # a cluster of its own: a cluster has one executor (ADR 0091), and the store may hold others' nodes (the demo's)
+        _execute(settings, RegisterNode(name, gpus, "BENCH", [f"{EXECUTOR}-b{i // 8}", name], executor,
+                                        cluster=EXECUTOR))
         _execute(settings, ResumeNode(name, "lease benchmark"))  # rejected (harmless) unless draining
     return names
 

@@ -143,9 +143,12 @@ def setup(settings: Any, agents: int, nodes: int) -> list[str]:
         infra_script("kafka", "add-executor", f"{AGENT}-{k}", settings=settings)
         for i in range(nodes):
             name = f"{AGENT}-{k}-n{i}"
-            _execute(settings, RegisterNode(name, 8, "SOAK", [f"{AGENT}-{k}", name], f"{AGENT}-{k}"))
+            # a cluster of its own: a cluster has one executor (ADR 0091), and the store may hold others' nodes
+            _execute(settings, RegisterNode(name, 8, "SOAK", [f"{AGENT}-{k}", name], f"{AGENT}-{k}",
+                                            cluster=f"{AGENT}-{k}"))
             names.append(name)
-    _execute(settings, RegisterNode(LOCAL_NODE, 4, "SOAK", [LOCAL_NODE, LOCAL_NODE], settings.executor_id))
+    _execute(settings, RegisterNode(LOCAL_NODE, 4, "SOAK", [LOCAL_NODE, LOCAL_NODE], settings.executor_id,
+                                    cluster=LOCAL_NODE))
     names.append(LOCAL_NODE)
     for name in names:
         _execute(settings, ResumeNode(name, "soak benchmark"))  # rejected (harmless) unless draining

@@ -238,6 +238,10 @@ def replay_cmd(output: OutputFormat = OutputOption,
     rows += [[f"earlier rules at {e['position']}", f"{e['command']}: reproduced under rules v{e['rules']} (before "
               + ", ".join(e["changes"]) + "; the decision records no version)"]
              for e in report["under_earlier_rules_decisions"]]
+    rows += [["decided otherwise today", report["decided_otherwise_today"]]]
+    rows += [[f"otherwise today at {e['position']}", f"{e['command']}: made under rules v{e['rules']}; since: "
+              + ", ".join(e["changes"]) + f"; {e['first_difference']}"]
+             for e in report["decided_otherwise_today_decisions"]]
     unlisted = (report["different"] + report["unreplayable"] + report["unfolded"] - len(report["differences"])
                 - len(report["unreplayable_decisions"]) - len(report["unfolded_events"]))
     if unlisted:

@@ -120,16 +120,18 @@ def set_up(settings: Settings, options: DemoOptions, scenario: Path, log: Callab
         raise DemoError(str(err)) from None
     log(f"stack up in {time.monotonic() - t:.0f} s; applying {scenario.name}")
     steward("tree", "apply", str(scenario), "--reason", "demo setup")
+    # the local node first: a cluster has one executor (ADR 0091), so on a store where it was in the default cluster
+    # (with the simulated executor's nodes) it moves to its own before the simulated nodes are registered again
+    steward("node", "register", LOCAL_NODE, "--gpus", str(settings.executor_gpus), "--path",
+            f"{LOCAL_CLUSTER}/{LOCAL_NODE}", "--executor", settings.executor_id, "--cluster", LOCAL_CLUSTER,
+            "--gpu-model", LOCAL_MODEL)
+    ready_local_node(log)
     try:  # --prune: a store registered before the one scenario parser (node-19 beside node019) sheds the old names
         steward("cluster", "apply", str(scenario), "--executor", SIM_EXECUTOR, "--prune", "--yes")
     except DemoError as err:  # registered and weighted; only busy old nodes were kept (ADR 0078)
         if "not retired" not in str(err):
             raise
         log(f"{err}; drain them (`steward node drain`), then `steward cluster apply {scenario.name} --prune`")
-    steward("node", "register", LOCAL_NODE, "--gpus", str(settings.executor_gpus), "--path",
-            f"{LOCAL_CLUSTER}/{LOCAL_NODE}", "--executor", settings.executor_id, "--cluster", LOCAL_CLUSTER,
-            "--gpu-model", LOCAL_MODEL)
-    ready_local_node(log)
     steward("gpu-models", "set", *(f"{m}={w:g}" for m, w in DEMO_WEIGHTS.items()), "--reason",
             "demo: an A100 hour costs 2.2 V100 hours")
     local_agent_serves(paths, LOCAL_NODE)

@@ -172,17 +172,67 @@ def require_node_gpus(cmd: RegisterNode) -> None:
         raise InvalidCommand(problem)
 
 
-def registered_payload(cmd: RegisterNode, kept: str | None = None) -> dict[str, Any]:
+def registered_payload(cmd: RegisterNode, kept: str | None = None, foreign: int = 0) -> dict[str, Any]:
     """The `NodeRegistered` payload: `cluster` only when the node names one (the default cluster otherwise,
     the shape recorded before clusters); `state` only when a registration of a node already registered keeps
     the state an operator gave it (draining, retiring: ADR 0082), so that every other registration records
-    the shape it always had and the fold needs no rules version (a payload without `state` is a ready node)."""
+    the shape it always had and the fold needs no rules version (a payload without `state` is a ready node);
+    `foreign_gpus` only when it keeps foreign load (ADR 0091; none: the fold's 0, as before)."""
     payload = command_to_dict(cmd)
     if not payload["cluster"]:
         del payload["cluster"]
     if kept is not None:
         payload["state"] = kept
+    if foreign > 0:
+        payload["foreign_gpus"] = foreign
     return payload
+
+
+class _ServedNode(Protocol):
+    @property
+    def node_id(self) -> str: ...
+    @property
+    def executor(self) -> str: ...
+    @property
+    def cluster(self) -> str: ...
+
+
+SHOWN_NODES = 5
+"""How many of the nodes in the way a refusal names (then how many in all)."""
+
+
+def executor_conflict(nodes: Mapping[str, _ServedNode], cmd: RegisterNode) -> str | None:
+    """ADR 0091: why `cmd` may not put its node into its cluster (None when it may). A cluster's nodes are served
+    by one executor: a placement goes to the executor of its nodes (`JobPlaced.executor`), and a gang never spans
+    clusters (`admits`, the policy's routing), so with one executor a cluster a gang never spans executors
+    either. Refused: a node joining a cluster (a new node, or one from another cluster) where a node of another
+    executor is registered, the default cluster as any other. Not refused: a node of the cluster registered again
+    in it, with its executor or another: moving a cluster to another executor is an operator's act (an executor
+    may not register another's node, `bus.identity`), done one registration at a time (`cluster apply --executor`
+    of the whole file), the cluster mixed while it lasts; and a cluster mixed before this rule keeps taking its
+    nodes' new GPU counts and paths. One executor may serve several clusters."""
+    name = cluster_name(cmd.cluster)
+    before = nodes.get(cmd.node_id)
+    if before is not None and cluster_name(before.cluster) == name:
+        return None
+    others = sorted(n.node_id for n in nodes.values()
+                    if n.executor != cmd.executor and n.node_id != cmd.node_id and cluster_name(n.cluster) == name)
+    if not others:
+        return None
+    serving = sorted({nodes[n].executor for n in others})
+    shown = ", ".join(others[:SHOWN_NODES]) + (f", ... ({len(others)} in all)" if len(others) > SHOWN_NODES else "")
+    return (f"node '{cmd.node_id}' cannot join cluster '{name}' with executor '{cmd.executor}': executor"
+            f"{'s' if len(serving) > 1 else ''} {', '.join(repr(e) for e in serving)} serve"
+            f"{'' if len(serving) > 1 else 's'} its nodes ({shown}). A cluster has one executor, so that a gang, "
+            f"which never spans clusters, never spans executors: register the node in a cluster of its own "
+            f"(--cluster, STEWARD_EXECUTOR_CLUSTER, a `clusters:` section of the file), or with executor "
+            f"'{serving[0]}', or retire those nodes first")
+
+
+def require_one_executor(nodes: Mapping[str, _ServedNode], cmd: RegisterNode) -> None:
+    """ADR 0091: `executor_conflict` as a refusal."""
+    if (problem := executor_conflict(nodes, cmd)) is not None:
+        raise InvalidCommand(problem)
 
 
 def require_valid_weights(weights: Mapping[str, Any], models: Iterable[str]) -> None:

@@ -72,13 +72,15 @@ from steward.domain.errors import (
 )
 from steward.domain.events import Event
 from steward.domain.guards import require_active, require_current_attempt, require_job, require_non_negative
-from steward.domain.pins import require_no_pin_conflict, require_valid_pins
+from steward.domain.pins import require_valid_pins
 from steward.domain.policy_settings import RETIRED_SETTINGS, PolicySettings
 from steward.domain.protection import DEFAULT_SESSION_CAP_S, MAX_MIN_RUNTIME_S, protection_s, session_cap_s
+from steward.domain.requests import largest_placement, require_admissible_request, require_placeable
 from steward.domain.rules_version import CURRENT, old_setting_problem, patched, setting_retired
 from steward.domain.state import TERMINAL_STATES, Job, LedgerState
 
-__all__ = ["MAX_MIN_RUNTIME_S", "decide", "decide_or_reject", "require_current_attempt", "require_job"]
+__all__ = ["MAX_MIN_RUNTIME_S", "decide", "decide_or_reject", "largest_placement", "require_current_attempt",
+           "require_job", "require_placeable"]
 
 
 def require_known_parent(state: LedgerState, parent: str) -> None:
@@ -161,31 +163,6 @@ def require_valid_job_shape(cmd: SubmitJob) -> None:
         raise InvalidCommand("job_id must not be empty")
 
 
-def largest_placement(state: LedgerState, gpu_models: list[str] | None = None,
-                      cluster_names: list[str] | None = None) -> tuple[int, int, str]:
-    """The most GPUs any placement could ever give a job (with this request of models and clusters) on the
-    registered nodes, over how many nodes, in which cluster: every registered node it admits, whatever its
-    state now (a drained or unhealthy node may come back), inside one cluster (gangs never span clusters)."""
-    return clusters.largest_in(clusters.registered_catalogue(state.nodes), gpu_models or (), cluster_names or ())
-
-
-def require_placeable(state: LedgerState, gpus: int, gpu_models: list[str] | None = None,
-                      cluster_names: list[str] | None = None) -> None:
-    """DESIGN.md "Placement": gang jobs are all-or-nothing, so a job asking more GPUs than all registered
-    nodes it admits hold together in one cluster could never start; it is refused at submit, naming the
-    largest placement. A cluster with no node registered yet refuses nothing (it is being set up)."""
-    if not state.nodes:
-        return
-    largest, nodes, name = largest_placement(state, gpu_models, cluster_names)
-    if gpus > largest:
-        several = len(clusters.registered_catalogue(state.nodes).clusters) > 1 or gpu_models or cluster_names
-        where = f"cluster {name!r}, " if several and name else ""
-        asked = " it accepts" if gpu_models or cluster_names else ""
-        raise InvalidCommand(
-            f"the job asks for {gpus} GPUs, but the largest placement this cluster could ever give is "
-            f"{largest} GPUs ({where}all {nodes} registered node{'s' if nodes != 1 else ''}{asked})")
-
-
 def require_known_project(state: LedgerState, project: str) -> None:
     """Contract: a job names the allocation (a project, a leaf of the tree) that funds it."""
     if not state.is_project(project):
@@ -212,7 +189,7 @@ def require_nodes_take_work(state: LedgerState, cmd: PlaceJob) -> None:
     """Issue 3 "Draining": a node marked draining (or otherwise not ready) takes no new work."""
     for node_id in cmd.assignments:
         node = state.nodes.get(node_id)
-        if node is not None and node.state != "ready":
+        if node is not None and not nodes.takes_new_work(node.state):
             raise InvalidTransition(f"node '{node_id}' is {node.state} and takes no new work")
 
 
@@ -325,17 +302,16 @@ def _decide_command(state: LedgerState, command: Command, now: float, rules: int
             clusters.require_node_gpus(command)
         if not command.node_id or not command.path:
             raise InvalidCommand("a node needs an id and a topology path")
+        if patched("one_executor_a_cluster", rules):
+            clusters.require_one_executor(state.nodes, command)
         kept = nodes.state_kept(state, command.node_id) if patched("registration_keeps_state", rules) else None
-        return [Event(command.aggregate, "NodeRegistered", clusters.registered_payload(command, kept))]
+        foreign = nodes.foreign_kept(state, command) if patched("registration_keeps_foreign", rules) else 0
+        return [Event(command.aggregate, "NodeRegistered", clusters.registered_payload(command, kept, foreign))]
     if isinstance(command, SubmitJob):
         require_valid_job_shape(command)
         namespaces.require_mapped_namespace(state, command)
         require_known_project(state, command.project)
-        registered = clusters.registered_catalogue(state.nodes)
-        clusters.require_known_request(command, registered.models, registered.clusters)
-        pin = require_no_pin_conflict(state, command.project, command.clusters)
-        if patched("placeable", rules):
-            require_placeable(state, command.gpus, command.gpu_models, command.clusters or ([pin] if pin else []))
+        require_admissible_request(state, command, rules)
         if command.job_id in state.jobs:
             raise InvalidCommand(f"job '{command.job_id}' already exists")
         return [Event(command.aggregate, "JobSubmitted", clusters.submitted_payload(command, now))]

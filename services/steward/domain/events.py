@@ -12,7 +12,7 @@ EVENT_TYPES: dict[str, int] = {
     # v2: optional `debug_quotas` (per child: GPUs, or null for the default); v3: optional `display_names`
     # (per child: a name, or null for its id); v4: optional `pins` (per child: a cluster, or null: unpinned)
     "AllocationsSet": 4,
-    "NodeRegistered": 2,
+    "NodeRegistered": 3,
     "JobSubmitted": 1,
     "JobPlaced": 1,
     "JobStarted": 1,

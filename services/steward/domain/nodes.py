@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from steward.domain.commands import DrainNode, ReportNodeDrained, ResumeNode, RetireNode
+from steward.domain.commands import DrainNode, RegisterNode, ReportNodeDrained, ResumeNode, RetireNode
 from steward.domain.errors import InvalidCommand, InvalidTransition
 from steward.domain.events import Event
 from steward.domain.guards import require_node
@@ -16,14 +16,36 @@ def jobs_on(state: LedgerState, node_id: str) -> list[str]:
     return sorted(j.job_id for j in state.jobs.values() if j.state in ACTIVE_STATES and node_id in j.nodes)
 
 
+READY = "ready"
+DRAINING = "draining"
+RETIRING = "retiring"  # a node's state between a retirement asked while it was busy and its last attempt's end
+
+WINDING_DOWN = frozenset({DRAINING, RETIRING})
+"""The states an operator gives a node to empty it (a drain for repair, a retirement when empty): it takes no new
+work and its attempts run on. Any other state but `ready` is the executor's view (`unhealthy`): down."""
+
+
+def takes_new_work(state: str) -> bool:
+    """Issue 3 "Draining", ADR 0081: only a ready node takes new work; draining, retiring and unhealthy nodes take
+    none. The one reading of a node's state that every reader asks (the ledger's placement check, the policy's
+    ready layout and placement, the API's free GPUs, the metrics), so they cannot disagree (ADR 0091)."""
+    return state == READY
+
+
+def winding_down(state: str) -> bool:
+    """Whether a node in `state` is being emptied by an operator (draining or retiring, `WINDING_DOWN`): its idle
+    GPUs are "draining" in the API's figures, not down, and a registration keeps the state (ADR 0082)."""
+    return state in WINDING_DOWN
+
+
 def require_ready(node: ClusterNode) -> None:
     """Issue 3 "Draining": only a ready node is drained (a draining one already is)."""
-    if node.state != "ready":
+    if not takes_new_work(node.state):
         raise InvalidTransition(f"node '{node.node_id}' is {node.state}, not ready")
 
 
 def require_draining(node: ClusterNode) -> None:
-    if node.state != "draining":
+    if node.state != DRAINING:
         raise InvalidTransition(f"node '{node.node_id}' is {node.state}, not draining")
 
 
@@ -58,9 +80,7 @@ def decide_resume(state: LedgerState, cmd: ResumeNode, now: float) -> list[Event
     return [Event(cmd.aggregate, "NodeResumed", {"node_id": node.node_id, "reason": cmd.reason})]
 
 
-RETIRING = "retiring"  # a node's state between a retirement asked while it was busy and its last attempt's end
-
-KEPT_ON_REGISTRATION = frozenset({"draining", RETIRING})
+KEPT_ON_REGISTRATION = WINDING_DOWN
 """The states an operator gives a node that registering it again keeps (ADR 0082): only `ResumeNode` makes a
 draining node ready, and a retiring one is retired when its last attempt ends. `unhealthy` is the executor's
 view of the node, not an operator's: a registration makes it ready as before."""
@@ -71,7 +91,18 @@ def state_kept(state: LedgerState, node_id: str) -> str | None:
     when the registration changes its GPUs, model, path, executor or cluster; None for a new node (or one retired,
     which comes back new and ready, ADR 0078) and for a ready or unhealthy one."""
     node = state.nodes.get(node_id)
-    return node.state if node is not None and node.state in KEPT_ON_REGISTRATION else None
+    return node.state if node is not None and winding_down(node.state) else None
+
+
+def foreign_kept(state: LedgerState, cmd: RegisterNode) -> int:
+    """ADR 0091: the foreign load (GPUs another scheduler's work holds, as the executor's last heartbeat said) that a
+    registration of a registered node keeps, at most its new GPU count; 0 for a new node and for one whose
+    executor changes (the load was the old executor's report; the new one's heartbeat names its own). Before,
+    every registration reset it to 0 until the executor's next heartbeat: Steward could place on GPUs in use."""
+    node = state.nodes.get(cmd.node_id)
+    if node is None or node.executor != cmd.executor:
+        return 0
+    return min(node.foreign_gpus, cmd.gpus)
 
 
 def decide_retire(state: LedgerState, cmd: RetireNode, now: float) -> list[Event]:

@@ -36,6 +36,7 @@ from steward.domain.commands import ROOT, RecordDeliveryFailed, SetNotifications
 from steward.domain.errors import InvalidCommand, UnknownProject
 from steward.domain.events import Event
 from steward.domain.identity import person
+from steward.domain.nodes import takes_new_work
 from steward.domain.state import ACTIVE_STATES, LedgerState
 
 # Each kind a subscriber can choose, with the words the CLI and the UI show for it.
@@ -280,7 +281,7 @@ def burns(state: LedgerState) -> dict[str, tuple[float | None, int, float]]:
     figure): what runs in its subtree now over its entitlement × the ready capacity."""
     parents = {n: a.parent for n, a in state.allocations.items()}
     ents = budget.entitlements({n: (a.parent, a.share) for n, a in state.allocations.items()})
-    capacity = sum(n.gpus for n in state.nodes.values() if n.state == "ready")
+    capacity = sum(n.gpus for n in state.nodes.values() if takes_new_work(n.state))
     running: dict[str, int] = {}
     for job in state.jobs.values():
         if job.state in ACTIVE_STATES:

@@ -50,6 +50,18 @@ CHANGES: Final[tuple[RuleChange, ...]] = (
     RuleChange("restore_keeps_request", 4, "0086",
                "a restored session accepts the GPU models and clusters the session it restores accepted (before: "
                "any)"),
+    RuleChange("one_executor_a_cluster", 5, "0091",
+               "a cluster's nodes are served by one executor: a RegisterNode putting a node into a cluster whose "
+               "nodes another executor serves is refused (a gang never spans clusters, so it never spans "
+               "executors); a node of the cluster registered again in it (its executor changed or not) is not"),
+    RuleChange("registration_keeps_foreign", 5, "0091",
+               "registering a node again keeps the foreign load its executor's last heartbeat reported (the "
+               "NodeRegistered records it as `foreign_gpus`); before, a registration reset it to 0 until the "
+               "executor's next heartbeat"),
+    RuleChange("restore_checks_request", 5, "0091",
+               "a restored session's request is checked as a submission's is, against today's nodes and pins: "
+               "a model or cluster no node has any more, a cluster outside the project's pin, or more GPUs than "
+               "the nodes it admits hold, is refused"),
 )
 """Every named change of a ledger rule, oldest first."""
 

@@ -34,6 +34,7 @@ from steward.domain.guards import (
     require_running,
     require_session,
 )
+from steward.domain.requests import require_admissible_request
 from steward.domain.rules_version import CURRENT, patched
 from steward.domain.state import Job, LedgerState
 
@@ -198,8 +199,11 @@ def previous_node(job: Job) -> str | None:
 
 def decide_restore(state: LedgerState, cmd: RestoreSession, now: float, rules: int = CURRENT) -> list[Event]:
     """The restored session is a new interactive job with the old one's request: its GPUs, command, cap and
-    (rules version 4 on, ADR 0086) the GPU models and clusters it accepted, as accepted then (no node need
-    offer them now: like a waiting job's, the request stands while the cluster changes)."""
+    (rules version 4 on, ADR 0086) the GPU models and clusters it accepted. Rules version 5 on (ADR 0091), that
+    request is checked as a submission's is, against today's nodes and pins (`requests.require_admissible_request`):
+    a model or cluster no node has any more, a cluster outside a pin set since, or more GPUs than the nodes it
+    admits hold, is refused with the reason (the restore would otherwise wait for good); under rules 4 the request
+    stood as it was accepted."""
     old = require_job(state, cmd.job_id)
     require_session(old)
     require_restorable(old)
@@ -216,6 +220,12 @@ def decide_restore(state: LedgerState, cmd: RestoreSession, now: float, rules: i
     )
     if patched("restore_keeps_request", rules):  # recorded as `submitted_fields` always was: both lists
         submit = replace(submit, gpu_models=list(old.gpu_models), clusters=list(old.clusters))
+    if patched("restore_checks_request", rules):
+        try:
+            require_admissible_request(state, submit, rules)
+        except InvalidCommand as err:
+            raise InvalidCommand(f"session '{old.job_id}' cannot be restored with what it asked for: {err.message}. "
+                                 f"Open a new session asking for what the nodes offer now") from None
     link: dict[str, Any] = {"restored_from": old.job_id, "resume_from": old.checkpoint_path,
                             "preferred_node": node}
     return [

@@ -499,9 +499,10 @@ def evolve(state: LedgerState, event: Event, at: float) -> LedgerState:
         return replace(state, policy=dict(p["settings"]))
     if event.type == "NamespaceMapped":
         return replace(state, namespaces=apply_namespace_mapped(state.namespaces, p))
-    if event.type == "NodeRegistered":  # `state`: the operator's state a registration kept (ADR 0082)
+    if event.type == "NodeRegistered":  # `state`, `foreign_gpus`: what a registration kept (ADR 0082, 0091)
         node = ClusterNode(p["node_id"], p["gpus"], p["gpu_model"], tuple(p["path"]), p["executor"],
-                           state=str(p.get("state") or "ready"), cluster=p.get("cluster") or DEFAULT_CLUSTER)
+                           state=str(p.get("state") or "ready"), foreign_gpus=int(p.get("foreign_gpus") or 0),
+                           cluster=p.get("cluster") or DEFAULT_CLUSTER)
         return replace(state, nodes={**state.nodes, node.node_id: node})
     if event.type in ("NodeDrainRequested", "NodeDrained", "NodeResumed", "NodeRetirementPending"):
         return _evolve_node(state, event, at)

@@ -90,6 +90,8 @@ from steward.executor.kubernetes_pods import (
     waiting_pods,
 )
 from steward.executor.kubernetes_steward import Rejection, Standing, StewardApi, StewardUnreachable
+from steward.executor.kubernetes_watch import ClusterView, Obj
+from steward.executor.node_clusters import NodeClusters
 from steward.executor.retirement import Retirements, warn_if_refused
 from steward.executor.session_address import message_id as address_message_id
 from steward.executor.settings import ClusterSettingError, ExecutorSettings
@@ -126,6 +128,17 @@ KUBE_FAILED = "KubernetesFailed"
 # a gang's bind failed and the pods bound for the attempt were deleted: the start fails, the job is requeued
 BIND_UNDONE = "StewardBindUndone"
 QUEUED_REASON = "StewardQueued"
+# ADR 0089: a start whose binds keep failing is tried this many times (the JobRun's retry policy spaces the tries 1, 2,
+# 4, 5, 5 s apart: about 17 s), then fails for good with the API server's last answer: the attempt is reported lost
+# and the job queued again
+BIND_TRIES = 6
+BIND_FAILED = "StewardBindFailed"
+# ADR 0089: a submitted pod deleted in Kubernetes before Steward ever bound or deleted any of its job's pods: its user
+# ended it; the job is cancelled with that reason, not started with a pod made again
+POD_DELETED = "StewardPodDeleted"
+# the previous attempt's pod, which this attempt's replaces, is still within its grace: retried (not a failing bind,
+# not counted against BIND_TRIES: a grace may be minutes)
+POD_ENDING = "StewardPodEnding"
 REJECTED_REASON = "StewardRejected"
 
 
@@ -158,6 +171,8 @@ class KubernetesSettings(BaseSettings):
     # rather than when the JobRun's start_job reaches the executor (the start then finds the pods bound)
     bind_placements: bool = True
     placements_read_s: float = 1.0
+    # ADR 0089: the rounds read a view the API server's watches keep current (false: list every round, ADR 0074)
+    watch: bool = True
 
 
 def pid_of(job_id: str, attempt: int) -> int:
@@ -225,6 +240,7 @@ class KubernetesExecutor:
         self.manifests = self.root / "pods"
         self.manifests.mkdir(parents=True, exist_ok=True)
         self.registered: dict[str, RegisterNode] = {}
+        self.node_clusters = NodeClusters(self.root)  # the cluster of each node's last registration (ADR 0085)
         self.retirements = Retirements(self.root / "retired.json")  # nodes deleted from the cluster (ADR 0078)
         self.busy: set[str] = set()  # the nodes of the attempts whose pods ran at the last heartbeat
         self.present: set[str] = set()  # every node the API server listed at the last inventory
@@ -254,6 +270,10 @@ class KubernetesExecutor:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._new_view = asyncio.Event()  # set (and replaced) when a round's list becomes the view
         self.binds = FastBinds(self)  # ADR 0088: binds from the placements read (`binds.read` set to read them)
+        # ADR 0089: the watches that keep Steward's pods, the foreign load and the nodes current (while the rounds run)
+        self.view: ClusterView | None = None
+        self._view_changed_at = float("-inf")  # when the watch last changed a Steward pod (monotonic, the loop's)
+        self._wake_pending = False
         for path in sorted(self.manifests.glob("*.json")):
             data = read_json(path) or {}
             if data.get("rejected") and data.get("job"):
@@ -276,19 +296,27 @@ class KubernetesExecutor:
     # -- inventory --------------------------------------------------------------------------------
 
     def _foreign(self) -> dict[str, int]:
+        if self.view is not None and self.view.foreign.live:
+            return foreign_gpus(self.view.foreign.items(), self.cluster.scheduler_name)
         return foreign_gpus(self.kube.pods(field_selector="spec.nodeName!="), self.cluster.scheduler_name)
+
+    def _nodes(self) -> list[dict[str, Any]]:
+        """Every node: the watched view while it is live (ADR 0089), else a list."""
+        if self.view is not None and self.view.nodes.live:
+            return self.view.nodes.items()
+        return self.kube.nodes()
 
     def inventory(self) -> list[RegisterNode]:
         """The cluster's GPU nodes with their allocatable GPUs, in Topograph's tree (and, in `present`, the name of
         every node the API server lists: only a node deleted from it is retired, not one whose GPUs went to 0
         for a while, a device plugin restarting)."""
-        nodes = self.kube.nodes()
+        nodes = self._nodes()
         self.present = {node_name(n) for n in nodes}
         listed = registrations(nodes, self.settings.executor_id, cluster=self.cluster_setting)
         # ADR 0085: without a setting, each node in the cluster the ledger records (as last read through the API),
         # else the one its last registration named
         recorded = self.standing.clusters if self.standing is not None else None
-        return self.retirements.placed(listed, self.cluster_setting, recorded)
+        return self.node_clusters.placed(listed, self.cluster_setting, recorded)
 
     def register_nodes(self) -> list[RegisterNode]:
         """Register the nodes whose registration changed (all of them the first time)."""
@@ -300,7 +328,7 @@ class KubernetesExecutor:
                 self._report_now(node, self.retirements.register_id(node))
                 self.registered[node.node_id] = node
                 sent.append(node)
-        self.retirements.sent(sent)
+        self.node_clusters.sent(sent)
         self.retirements.registered(n.node_id for n in nodes)
         return nodes
 
@@ -333,15 +361,25 @@ class KubernetesExecutor:
     def steward_pods(self) -> list[dict[str, Any]]:
         """Every pod that names Steward's scheduler in the governed namespaces (one list call); every one of them,
         governed or not, becomes the view the watches read (ADR 0074)."""
-        asked_at = time.monotonic()
-        pods = self.kube.pods(field_selector=f"spec.schedulerName={self.cluster.scheduler_name}")
-        self._view = {key(p): p for p in pods}
-        self._view_at = asked_at  # after the view: a reader that sees the time sees that view or a newer one
-        if self._loop is not None:  # wake the readers waiting for it (this runs in a thread of the loop's)
-            self._loop.call_soon_threadsafe(self._viewed)
+        if self.view is not None and self.view.steward.live:  # ADR 0089: kept current by the watch
+            pods = self.view.steward.items()
+        else:
+            asked_at = time.monotonic()
+            pods = self.kube.pods(field_selector=f"spec.schedulerName={self.cluster.scheduler_name}")
+            self._view = {key(p): p for p in pods}
+            self._view_at = asked_at  # after the view: a reader that sees the time sees that view or a newer one
+            if self._loop is not None:  # wake the readers waiting for it (this runs in a thread of the loop's)
+                self._loop.call_soon_threadsafe(self._viewed)
         if not self.governed:
             return pods
         return [p for p in pods if p.get("metadata", {}).get("namespace", "default") in self.governed]
+
+    def pods_viewed(self) -> dict[str, dict[str, Any]]:
+        """Steward's pods as last seen, by `key` (ADR 0088's binds read it): the watch's view, else the last round's
+        list."""
+        if self.view is not None and self.view.steward.live:
+            return {key(p): p for p in self.view.steward.items()}
+        return self._view
 
     def submit_pods(self, pods: Sequence[Mapping[str, Any]] | None = None) -> list[PodJob]:
         """Submit Steward's new pods as jobs (a gang once all its pods exist); a pod that makes no job is told
@@ -558,10 +596,12 @@ class KubernetesExecutor:
             submitted = {key(p) for p in manifest.get("pods") or []}
             if pods and all(current(p) for p in pods) and submitted <= {key(p) for p in pods}:
                 return sorted(pods, key=key), gpus
+            self._cancel_if_deleted_by_user(run, manifest, submitted - {key(p) for p in pods})
             for old in self.kube.pods(label_selector=f"{JOB_LABEL}={run.job_id}"):
                 # an earlier attempt's pods (finished, or still bound though Steward ended that attempt): their
                 # names are the new pods'
                 if not current(old):
+                    self._steward_deleted(run.job_id, key(old))
                     self.kube.delete_pod(*split(key(old)), 0)
             made = [p for p in pods if current(p)]
             kept = {key(p) for p in made}
@@ -580,6 +620,33 @@ class KubernetesExecutor:
                           self.cluster.scheduler_name, run.env)
         self._add_env(pod, run, resumed=bool(run.resume_from))
         return [self._create(self.cluster.namespace, pod)], [sum(len(g) for g in run.assignments.values())]
+
+    def _steward_deleted(self, job_id: str, pod_key: str) -> None:
+        """The manifest remembers a pod Steward deletes before it binds the job's next attempt (ADR 0089): its absence
+        is then Steward's doing, not its user's."""
+        manifest = self.manifest(job_id)
+        if manifest is not None and pod_key not in (manifest.get("deleted_by_steward") or []):
+            write_json(self._manifest_path(job_id),
+                       manifest | {"deleted_by_steward": [*(manifest.get("deleted_by_steward") or []), pod_key]})
+
+    def _cancel_if_deleted_by_user(self, run: JobRunInput, manifest: Mapping[str, Any], missing: set[str]) -> None:
+        """ADR 0089: submitted pods gone before Steward ever bound or deleted any pod of the job (no attempt of it
+        recorded here, no gang bind undone, no pod deleted by Steward) were deleted by their user (or whoever may
+        delete pods in the namespace): the job is cancelled with that reason and the start fails for good
+        (`POD_DELETED`), instead of making the pods again. A pod Steward deleted (a preemption, an undone gang) is made
+        again for the next attempt, as before."""
+        if not missing or manifest.get("bind_undone") or manifest.get("deleted_by_steward"):
+            return
+        if any(self.attempts.load(run.job_id, a) is not None for a in range(1, run.attempt + 1)):
+            return
+        why = (f"pod{'s' if len(missing) > 1 else ''} {', '.join(sorted(missing))} deleted in Kubernetes before "
+               f"Steward bound {'them' if len(missing) > 1 else 'it'}")
+        self._report_now(CancelJob(run.job_id, why), f"cancel-{run.job_id}")  # the round's cancel has the same id
+        write_json(self._manifest_path(run.job_id), dict(manifest) | {"closed": True, "cancelled": why})
+        self._open_manifests.discard(run.job_id)
+        log.info("job %s cancelled: %s", run.job_id, why)
+        raise ApplicationError(f"job {shown(run.job_id)} attempt {run.attempt} not started: {why}; the job is "
+                               f"cancelled", type=POD_DELETED, non_retryable=True)
 
     def _not_yet_labelled(self, manifest: Mapping[str, Any], job_id: str, found: set[str]) -> list[dict[str, Any]]:
         """The submitted pods of a first attempt that its label does not find yet: the round labels a batch's pods
@@ -605,7 +672,7 @@ class KubernetesExecutor:
         except KubeError as err:
             if err.status == 409:  # the previous attempt's pod is still ending: a retry creates it
                 raise ApplicationError(f"pod {namespace}/{pod['metadata'].get('name')} still exists: {err}",
-                                       type=KUBE_FAILED) from None
+                                       type=POD_ENDING) from None
             raise
 
     @staticmethod
@@ -704,9 +771,8 @@ class KubernetesExecutor:
         async with self._starting.setdefault((run.job_id, run.attempt), asyncio.Lock()):
             try:  # ADR 0088: the record (bound by an earlier start, or from the placement: claimed), or bound now
                 rec = await asyncio.to_thread(self.binds.for_start, run)  # (refused for an attempt older than one here)
-            except (KubeError, PodProblem) as err:
-                raise ApplicationError(f"job {shown(run.job_id)} attempt {run.attempt} not bound: {err}",
-                                       type=KUBE_FAILED) from None
+            except (KubeError, PodProblem, ApplicationError) as err:
+                raise self._bind_failure(run, err, activity.info().attempt) from None
             if not rec.started_at:
                 rec = await self._until_running(rec)
         self._starting.pop((run.job_id, run.attempt), None)
@@ -715,6 +781,24 @@ class KubernetesExecutor:
         self._changed.set()
         return ProcessStarted(run.job_id, run.attempt, rec.pid, rec.started_at, rec.checkpoint_dir, rec.resumed_from)
 
+    def _bind_failure(self, run: JobRunInput, err: Exception, tries: int) -> ApplicationError:
+        """ADR 0089: what a start that could not bind says: retried (`KUBE_FAILED`) until its `BIND_TRIES`th try, then
+        not (`BIND_FAILED`, with the API server's answer): the JobRun reports the attempt lost with it. A failure that
+        is final already (a gang undone, a pod deleted by its user) stays as it is, and so does the wait for an
+        earlier attempt's pod to end (`POD_ENDING`: retried as long as its grace lasts)."""
+        if isinstance(err, ApplicationError):
+            if err.non_retryable or err.type == POD_ENDING:
+                return err
+            why = err.message
+        else:
+            why = str(err)
+        if tries < BIND_TRIES:
+            return ApplicationError(f"job {shown(run.job_id)} attempt {run.attempt} not bound: {why}",
+                                    type=KUBE_FAILED)
+        log.warning("job %s attempt %s: not bound after %d tries: %s", run.job_id, run.attempt, tries, why)
+        return ApplicationError(f"job {shown(run.job_id)} attempt {run.attempt} not bound after {tries} tries: {why}",
+                                type=BIND_FAILED, non_retryable=True)
+
     def pods_of(self, rec: AttemptRecord) -> list[dict[str, Any] | None]:
         return [self.kube.pod(*split(k)) for k in rec.extra.get("pods") or []]
 
@@ -722,18 +806,45 @@ class KubernetesExecutor:
         self._new_view.set()
         self._new_view = asyncio.Event()
 
+    def _watched(self, kind: str, pod: Obj) -> None:
+        """A change of Steward's pods from the watch (in its thread): the readers waiting for one are woken (once for
+        a burst of changes), and the round at once for a pod added or deleted (a new job, a cancel)."""
+        loop = self._loop
+        if loop is None:
+            return
+        if kind in ("ADDED", "DELETED"):
+            loop.call_soon_threadsafe(self._changed.set)
+        if not self._wake_pending:
+            self._wake_pending = True
+            loop.call_soon_threadsafe(self._woken)
+
+    def _woken(self) -> None:
+        self._wake_pending = False
+        self._view_changed_at = time.monotonic()
+        self._viewed()
+
     async def pods_seen(self, rec: AttemptRecord, after: float) -> list[dict[str, Any] | None]:
         """The attempt's pods as the first round's list asked for after `after` (monotonic) shows them (None: not
         there), waiting for that round; from the API server itself (a GET a pod) when no such list came within
         `VIEW_WAIT_S` or three polls (ADR 0074: thousands of watches read one list a round, not a GET each a second)."""
         if not self._rounds:  # no rounds (an executor driven by hand, as in its tests): ask the API server
             return await asyncio.to_thread(self.pods_of, rec)
+        watched = self.view is not None and self.view.steward.live
+        if watched and self._view_changed_at <= after:
+            # ADR 0089: the watch keeps the view current; a reader that saw it after `after` waits for its next
+            # change, a poll at most (a start waiting for its pods to run, a watch between two looks)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._new_view.wait(), timeout=self.cluster.poll_s)
         deadline = time.monotonic() + max(VIEW_WAIT_S, 3 * self.cluster.poll_s)
-        while self._view_at <= after:
+        while True:
+            if self.view is not None and self.view.steward.live:  # (or live since: its first list came meanwhile)
+                return [self.view.steward.get(k) for k in rec.extra.get("pods") or []]
+            if self._view_at > after:
+                break
             left = deadline - time.monotonic()
             if left <= 0:
                 return await asyncio.to_thread(self.pods_of, rec)
-            with contextlib.suppress(TimeoutError):  # woken by the next round's list (not a timer a watch)
+            with contextlib.suppress(TimeoutError):  # woken by the next round's list or the watch's (not a timer)
                 await asyncio.wait_for(self._new_view.wait(), timeout=left)
         view = self._view
         return [view.get(k) for k in rec.extra.get("pods") or []]
@@ -824,7 +935,7 @@ class KubernetesExecutor:
     async def resume_node(self, node: NodeRef) -> None:
         """The node was resumed in Steward: uncordoned if the cordon was Steward's (one an operator made with
         `kubectl cordon` stays theirs)."""
-        current = next((n for n in await asyncio.to_thread(self.kube.nodes) if node_name(n) == node.node_id), None)
+        current = next((n for n in await asyncio.to_thread(self._nodes) if node_name(n) == node.node_id), None)
         notes = (current or {}).get("metadata", {}).get("annotations") or {}
         if current is not None and DRAIN_REASON in notes:
             await asyncio.to_thread(self.kube.patch_node, node.node_id, {
@@ -864,7 +975,7 @@ class KubernetesExecutor:
         down: list[str] = []
         foreign: dict[str, int] = {}
         if self.registered:
-            nodes_now = self.kube.nodes()
+            nodes_now = self._nodes()
             down = down_nodes(nodes_now, set(self.registered))
             foreign = foreign_load(nodes_now, self._foreign(), {n: r.gpus for n, r in self.registered.items()})
         nodes = sorted(busy | self.attempts.drained())
@@ -888,8 +999,16 @@ class KubernetesExecutor:
         """Every `poll_s`: new pods become jobs, and `ReportHeartbeat` goes out on every change (and at a low
         rate otherwise)."""
         self._rounds, self._loop = True, asyncio.get_running_loop()
-        await heartbeat_loop(stop, self._changed, self.round, self._report, self.settings.executor_id,
-                             self.cluster.poll_s, self.options.heartbeat_report_s)
+        if self.cluster.watch:  # ADR 0089: list once, then watch; the rounds read the view
+            self.view = ClusterView.of(self.kube, self.cluster.scheduler_name, on_steward=self._watched).start()
+            if not await asyncio.to_thread(self.view.synced, VIEW_WAIT_S):
+                log.warning("the API server's watches are not synced yet: the rounds list until they are")
+        try:
+            await heartbeat_loop(stop, self._changed, self.round, self._report, self.settings.executor_id,
+                                 self.cluster.poll_s, self.options.heartbeat_report_s)
+        finally:
+            if self.view is not None:
+                await asyncio.to_thread(self.view.stop)
 
     async def reconcile(self, client: Client) -> list[str]:
         """Delete the pods whose JobRun is over (they were left while this executor was down)."""

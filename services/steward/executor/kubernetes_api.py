@@ -8,11 +8,14 @@ or, inside a cluster, from the pod's service account."""
 from __future__ import annotations
 
 import base64
+import json
 import logging
 import os
 import ssl
 import tempfile
-from collections.abc import Mapping
+import threading
+from collections import Counter
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -120,18 +123,44 @@ class KubeClient:
                 verify.load_cert_chain(creds.cert_file, creds.key_file or None)
         headers = {"Authorization": f"Bearer {creds.token}"} if creds.token else {}
         self.http = httpx.Client(base_url=creds.server, verify=verify, headers=headers, timeout=timeout)
+        # ADR 0089: the requests made, by `VERB path-kind` (LIST pods, WATCH nodes, POST binding...): what a round
+        # costs the API server, read by the tests and benchmarks
+        self.requests: Counter[str] = Counter()
+        self.refused: Counter[str] = Counter()  # the calls answered 4xx or 5xx, by `VERB resource status`
+        self._counting = threading.Lock()
+
+    def _count(self, kind: str) -> None:
+        with self._counting:
+            self.requests[kind] += 1
+
+    @staticmethod
+    def kind_of(method: str, path: str, params: Mapping[str, str] | None = None) -> str:
+        """`VERB resource` of a call: `LIST pods`, `WATCH nodes`, `GET pods`, `POST pods/binding`, `PATCH nodes`."""
+        parts = [p for p in path.split("?")[0].split("/") if p][2:]  # after /api/v1
+        if parts[:1] == ["namespaces"] and len(parts) >= 3:
+            parts = parts[2:]
+        resource = parts[0] if parts else ""
+        if len(parts) >= 3:
+            resource = f"{parts[0]}/{parts[2]}"
+        verb = method
+        if method == "GET":
+            verb = "WATCH" if (params or {}).get("watch") else ("LIST" if len(parts) == 1 else "GET")
+        return f"{verb} {resource}"
 
     def close(self) -> None:
         self.http.close()
 
     def call(self, method: str, path: str, *, params: Mapping[str, str] | None = None,
              body: Mapping[str, Any] | None = None, content_type: str = "application/json") -> dict[str, Any]:
+        self._count(self.kind_of(method, path, params))
         try:
             resp = self.http.request(method, path, params=params, json=body,
                                      headers={"Content-Type": content_type} if body is not None else None)
         except httpx.HTTPError as err:
             raise KubeError(f"{method} {path}: {err}") from None
         if resp.status_code >= 400:
+            with self._counting:
+                self.refused[f"{self.kind_of(method, path, params)} {resp.status_code}"] += 1
             try:
                 message = resp.json().get("message", resp.text)
             except ValueError:
@@ -139,6 +168,28 @@ class KubeClient:
             raise KubeError(f"{method} {path}: {resp.status_code} {message}", resp.status_code)
         data = resp.json() if resp.content else {}
         return data if isinstance(data, dict) else {}
+
+    def stream(self, path: str, params: Mapping[str, str], read_timeout_s: float,
+               opened: Callable[[httpx.Response], None] | None = None) -> Iterator[dict[str, Any]]:
+        """A watch: the events the API server streams (one JSON object a line) until it ends the stream; `KubeError`
+        when it refuses (410 included: `status` says which), `httpx.HTTPError` when the stream breaks."""
+        self._count(self.kind_of("GET", path, params))
+        timeout = httpx.Timeout(10.0, read=read_timeout_s)
+        with self.http.stream("GET", path, params=params, timeout=timeout) as resp:
+            if resp.status_code >= 400:
+                with self._counting:
+                    self.refused[f"{self.kind_of('GET', path, params)} {resp.status_code}"] += 1
+                resp.read()
+                try:
+                    message = resp.json().get("message", resp.text)
+                except ValueError:
+                    message = resp.text
+                raise KubeError(f"GET {path} (watch): {resp.status_code} {message}", resp.status_code)
+            if opened is not None:
+                opened(resp)
+            for line in resp.iter_lines():
+                if line.strip():
+                    yield json.loads(line)
 
     # -- reads ------------------------------------------------------------------------------------
 

@@ -219,7 +219,6 @@ class Binder(Protocol):
     root: Path
     attempts: AttemptStore
     _open_attempts: set[tuple[str, int]]
-    _view: dict[str, dict[str, Any]]
     _changed: asyncio.Event
 
     @property
@@ -230,6 +229,8 @@ class Binder(Protocol):
     def _bind(self, run: JobRunInput) -> AttemptRecord: ...
 
     def pods_of(self, rec: AttemptRecord) -> list[dict[str, Any] | None]: ...
+
+    def pods_viewed(self) -> Mapping[str, Mapping[str, Any]]: ...
 
     def delete_pods(self, rec: AttemptRecord, grace_s: int, reason: str) -> bool: ...
 
@@ -383,7 +384,7 @@ class FastBinds:
         if cursor != self.cursor:
             self.cursor = cursor
             self._save()
-        marked = self.mark_running(self.executor._view, time.time())
+        marked = self.mark_running(self.executor.pods_viewed(), time.time())
         swept = self.sweep()
         return {"read": len(events), "bound": outcomes.count("bound"), "failed": outcomes.count("failed"),
                 "started": marked, "swept": len(swept)}

@@ -12,9 +12,8 @@ the node stayed unhealthy until an operator retired it. A retired node that come
 is registered again under a new message id (the first one's is deduplicated), counted in the executor's folder
 so a restart agrees.
 
-The same file keeps the cluster each node was last registered in (ADR 0085): an executor without a cluster
-setting registers a node again in that cluster (`cluster_for`), never back into the default one, and a
-registration's message id names its cluster, so a changed setting is a new registration (not deduplicated).
+The cluster each node was last registered in is `executor/node_clusters.py`'s (ADR 0085, ADR 0089); a registration's
+message id names its cluster (`register_id`), so a changed setting is a new registration (not deduplicated).
 """
 
 from __future__ import annotations
@@ -22,26 +21,14 @@ from __future__ import annotations
 import json
 import logging
 import uuid
-from collections.abc import Iterable, Mapping
-from dataclasses import replace
+from collections.abc import Iterable
 from pathlib import Path
+from typing import Any
 
 from steward.domain.clusters import node_gpus_problem
 from steward.domain.commands import RegisterNode, RetireNode
 
 RETIRE_AFTER_S = 30.0  # how long a node must be missing (and idle) before its executor retires it
-
-
-def cluster_for(setting: str, recorded: str | None, remembered: str) -> str:
-    """ADR 0085: the cluster of a node's registration by a Slurm or Kubernetes executor: its cluster setting when
-    it has one; else the cluster the ledger records for the node (`recorded`, as the API names it, None when the
-    executor could not read it or the ledger has no such node), else the one its last registration named
-    (`remembered`); "" (the default cluster) for a node never placed in one. The default cluster's name reads
-    as "" so a node in it is registered as it always was (the same payload and message id)."""
-    if setting:
-        return setting
-    chosen = recorded if recorded is not None else remembered
-    return "" if chosen == "default" else chosen
 
 
 def warn_if_refused(node: RegisterNode, log: logging.Logger) -> None:
@@ -68,32 +55,16 @@ class Retirements:
         loaded = loaded if isinstance(loaded, dict) else {}
         self.counts: dict[str, int] = {str(k): int(v) for k, v in (loaded.get("counts") or {}).items()}
         self.known: set[str] = {str(n) for n in loaded.get("known") or ()}
-        self.clusters: dict[str, str] = {str(k): str(v) for k, v in (loaded.get("clusters") or {}).items()}
+        # what else the file holds (the nodes' clusters before ADR 0089 moved them to `node_clusters`): written back
+        # as read, so an older executor started on this folder still finds them
+        self._other: dict[str, Any] = {k: v for k, v in loaded.items() if k not in ("counts", "known")}
 
     def _save(self) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         tmp = self.path.with_suffix(".tmp")
-        tmp.write_text(json.dumps({"counts": self.counts, "known": sorted(self.known),
-                                   "clusters": dict(sorted(self.clusters.items()))}, sort_keys=True))
+        tmp.write_text(json.dumps(self._other | {"counts": self.counts, "known": sorted(self.known)},
+                                  sort_keys=True))
         tmp.replace(self.path)
-
-    def placed(self, nodes: Iterable[RegisterNode], setting: str,
-               recorded: Mapping[str, str] | None = None) -> list[RegisterNode]:
-        """`nodes` (an inventory's registrations) each in its cluster by `cluster_for`: the setting, else the
-        ledger's record of the node (`recorded`: node -> cluster, None when not read), else the cluster its last
-        registration named."""
-        return [replace(n, cluster=cluster_for(setting, None if recorded is None else recorded.get(n.node_id),
-                                               self.clusters.get(n.node_id, "")))
-                for n in nodes]
-
-    def sent(self, nodes: Iterable[RegisterNode]) -> None:
-        """The executor sent the registrations of `nodes`: each is known, in the cluster it named."""
-        nodes = list(nodes)
-        clusters = {n.node_id: n.cluster for n in nodes if n.cluster or n.node_id in self.clusters}
-        if any(self.clusters.get(k) != v for k, v in clusters.items()):
-            self.clusters.update(clusters)
-            self._save()
-        self.registered(n.node_id for n in nodes)
 
     def registered(self, node_ids: Iterable[str]) -> None:
         """The executor sent the registrations of `node_ids`."""

@@ -57,6 +57,7 @@ from steward.executor.isolation import (
     prepare_executor_folders,
     private_folder,
 )
+from steward.executor.node_clusters import NodeClusters
 from steward.executor.retirement import Retirements, warn_if_refused
 from steward.executor.session_address import prepare as prepare_address
 from steward.executor.session_address import report_new_address
@@ -201,6 +202,7 @@ class SlurmExecutor:
         self.work_root = Path(work) if work else self.root / "work"
         self.conf = self.cluster.conf or os.environ.get("SLURM_CONF", "")
         self.registered: set[str] = set()
+        self.node_clusters = NodeClusters(self.root)  # the cluster of each node's last registration (ADR 0085)
         self.retirements = Retirements(self.root / "retired.json")  # nodes gone from Slurm (ADR 0078)
         self.attempts_running = 0  # Slurm jobs of Steward's at the last heartbeat (`steward_executor_jobs`)
         self._starting: dict[tuple[str, int], asyncio.Lock] = {}
@@ -253,7 +255,7 @@ class SlurmExecutor:
         in (ADR 0085: a restart without the setting never moves a node back to the default cluster)."""
         listed = registrations(nodes, read_topology(self.conf), self.settings.executor_id,
                                cluster=self.cluster_setting)
-        return self.retirements.placed(listed, self.cluster_setting)
+        return self.node_clusters.placed(listed, self.cluster_setting)
 
     # -- reporting --------------------------------------------------------------------------------
 
@@ -268,7 +270,8 @@ class SlurmExecutor:
             warn_if_refused(node, log)
             await self._report(node, self.retirements.register_id(node))
         self.registered |= {n.node_id for n in nodes}
-        self.retirements.sent(nodes)
+        self.node_clusters.sent(nodes)
+        self.retirements.registered(n.node_id for n in nodes)
         return nodes
 
     def _publish(self, command: Command, mid: str) -> None:
@@ -284,7 +287,8 @@ class SlurmExecutor:
             warn_if_refused(node, log)
             self._publish(node, self.retirements.register_id(node))
             self.registered.add(node.node_id)
-        self.retirements.sent(new)
+        self.node_clusters.sent(new)
+        self.retirements.registered(n.node_id for n in new)
         # only a node Slurm no longer lists at all is retired, not one whose GPUs Slurm stopped showing for a while
         due = self.retirements.due((n.name for n in nodes), busy, time.monotonic(), "Slurm")
         for command, mid in due:

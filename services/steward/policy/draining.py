@@ -13,13 +13,14 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from steward.domain.nodes import takes_new_work as node_takes_new_work
 from steward.policy.contract import in_grace, is_protected
 from steward.policy.model import Node, RunningJob, Stop
 
 
 def takes_new_work(node: Node) -> bool:
-    """Issue 3 "Draining": only a `ready` node takes new work."""
-    return node.state == "ready"
+    """Issue 3 "Draining": only a `ready` node takes new work (`domain.nodes.takes_new_work`, ADR 0091)."""
+    return node_takes_new_work(node.state)
 
 
 def on_drained_node(job: RunningJob, nodes: Mapping[str, Node]) -> str | None:

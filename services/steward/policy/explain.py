@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from steward.domain.clusters import admits, largest_gang
+from steward.domain.nodes import takes_new_work
 from steward.domain.policy_settings import PolicySettings
 from steward.policy.cluster_share import ClusterOrder
 from steward.policy.contract import (
@@ -177,7 +178,7 @@ class ExplainContext:
         self.capacity = capacity
         self.running = running
         self.free_after = list(index.free)
-        self.nodes_ok = [n.state == "ready" for n in index.nodes]
+        self.nodes_ok = [takes_new_work(n.state) for n in index.nodes]
         self.paths: dict[str, tuple[str, ...]] = {}
         self.rank_cache: dict[str, dict[str, Any]] = {}
         self._pos: dict[str, int] | None = None

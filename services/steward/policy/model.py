@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Literal
 
+from steward.domain.nodes import takes_new_work
 from steward.domain.policy_settings import PolicySettings
 from steward.policy.errors import InvalidJob, InvalidNode
 from steward.policy.reasons import explanation_text
@@ -76,7 +77,7 @@ class Node:
     @property
     def schedulable(self) -> bool:
         """DESIGN.md / issue 3 "Draining": a draining or unhealthy node takes no new work."""
-        return self.state == "ready"
+        return takes_new_work(self.state)
 
 
 @dataclass(frozen=True, slots=True)

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from steward.domain.clusters import admits
+from steward.domain.nodes import takes_new_work
 from steward.domain.policy_settings import PolicySettings
 from steward.policy.contract import (
     ENTITLEMENT_USED,
@@ -227,7 +228,7 @@ def qualify_per_cluster(job: PendingJob, tree: AllocationTree, capacity_gpus: fl
     cluster_of_node: dict[str, str] = {}
     for n in nodes:
         cluster_of_node[n.id] = n.cluster
-        if n.state == "ready":
+        if takes_new_work(n.state):
             capacity[n.cluster] = capacity.get(n.cluster, 0.0) + n.gpus
     parts = cluster_quotas(debug_quota_gpus(tree, job.project, capacity_gpus, settings), capacity, settings, job.pin)
 

@@ -14,6 +14,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from itertools import compress
 
+from steward.domain.nodes import takes_new_work
 from steward.domain.policy_settings import PlacementMode
 from steward.policy.model import Node
 
@@ -57,7 +58,7 @@ class NodeLayout:
         self.ids: list[str] = [n.id for n in ordered]
         self.pos: dict[str, int] = {n.id: i for i, n in enumerate(ordered)}
         self.cap: list[int] = [n.gpus for n in ordered]
-        self.ready: tuple[bool, ...] = tuple(n.state == "ready" for n in ordered)
+        self.ready: tuple[bool, ...] = tuple(takes_new_work(n.state) for n in ordered)
         n = len(ordered)
         self.maxcap = max((c for c, o in zip(self.cap, self.ready, strict=True) if o), default=0)
         self.maxcap_all = max(self.cap, default=0)
@@ -221,7 +222,7 @@ class CapacityIndex:
             self._seg_set(i)
 
     def unmask(self, i: int) -> None:
-        if not self.ok[i] and self.nodes[i].state == "ready":
+        if not self.ok[i] and takes_new_work(self.nodes[i].state):
             self.ok[i] = True
             self._add(i)
             if self.free[i] > 0:
@@ -376,15 +377,23 @@ def level_name(levels: Sequence[str], depth: int) -> str:
 
 def fragmentation(index: CapacityIndex, largest_gang: int, topology_depth: int | None = None) -> float:
     """DESIGN.md "Fragmentation is a measured figure (free GPUs that the largest waiting gang cannot
-    use)", ÷ capacity. A one-node gang cannot use free GPUs on nodes with fewer free than it needs;
-    a multi-node gang cannot use GPUs on partly busy nodes, nor any when no domain it may use holds
-    enough whole free nodes."""
+    use)", ÷ capacity (`unusable_gpus`)."""
     capacity = sum(compress(index.cap, index.layout_ready))
     if capacity == 0 or largest_gang <= 0:
         return 0.0
+    return unusable_gpus(index, largest_gang, topology_depth) / capacity
+
+
+def unusable_gpus(index: CapacityIndex, largest_gang: int, topology_depth: int | None = None) -> int:
+    """DESIGN.md "Fragmentation is a measured figure": the free GPUs (on nodes that take new work) that a gang of
+    `largest_gang` GPUs cannot use. A one-node gang cannot use free GPUs on nodes with fewer free than it needs;
+    a multi-node gang cannot use GPUs on partly busy nodes, nor any when no domain it may use holds enough whole
+    free nodes. No waiting gang: none. The one home of the rule: the scheduler's figure (lab-wide, `fragmentation`)
+    and the API's per cluster (an index of that cluster's nodes, ADR 0091) both read it."""
+    if largest_gang <= 0:
+        return 0
     if largest_gang <= index.maxcap:
-        unusable = sum(f for f in compress(index.free, index.layout_ready) if f < largest_gang)
-        return unusable / capacity
+        return sum(f for f in compress(index.free, index.layout_ready) if f < largest_gang)
     frees = index.physical_free()
     total = sum(f for _, f in frees)
     whole_by_dom: dict[tuple[str, ...], int] = {}
@@ -394,4 +403,4 @@ def fragmentation(index: CapacityIndex, largest_gang: int, topology_depth: int |
             key = index.nodes[i].path[:depth]
             whole_by_dom[key] = whole_by_dom.get(key, 0) + f
     usable = sum(w for w in whole_by_dom.values() if w >= largest_gang)
-    return (total - usable) / capacity
+    return total - usable

@@ -36,7 +36,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
-from steward.domain.clusters import admits
+from steward.domain.clusters import admits, catalogue, largest_in
 from steward.domain.policy_settings import PolicySettings
 from steward.policy.contract import grace_ends_at
 from steward.policy.model import Node, PendingJob, RunningJob
@@ -108,6 +108,30 @@ def clusters_of(jobs: Sequence[PendingJob], nodes: Sequence[Node]) -> dict[str, 
             mine = sets[key] = frozenset(n.cluster for n in nodes
                                          if admits(job.gpu_models, job.clusters, n.model, n.cluster))
         out[job.id] = mine
+    return out
+
+
+def largest_waiting_by_cluster(jobs: Sequence[PendingJob], nodes: Sequence[Node],
+                               accepted: dict[str, frozenset[str]] | None = None) -> dict[str, int]:
+    """The GPUs of the largest waiting gang that may run on each cluster of `nodes` (0: none), the gang its
+    fragmentation is measured against (ADR 0091: gangs never span clusters, so a lab-wide figure measured one
+    cluster's free GPUs against a gang that can never run there). A job may run on a cluster it accepts
+    (`clusters_of`: its models, its clusters, its allocation's pin) whose nodes it admits hold its GPUs together
+    (`domain.clusters.largest_in`, as a submission is checked: whatever their state now)."""
+    cat = catalogue((n.gpus, n.model, n.cluster) for n in nodes)
+    sets = accepted if accepted is not None else clusters_of(jobs, nodes)
+    out = dict.fromkeys(cat.clusters, 0)
+    room: dict[tuple[tuple[str, ...], str], int] = {}
+    for job in jobs:
+        for cluster in sets.get(job.id, frozenset()):
+            if job.gpus <= out.get(cluster, 0):
+                continue
+            key = (job.gpu_models, cluster)
+            cap = room.get(key)
+            if cap is None:
+                cap = room[key] = largest_in(cat, job.gpu_models, (cluster,))[0]
+            if job.gpus <= cap:
+                out[cluster] = job.gpus
     return out
 
 

@@ -7,6 +7,7 @@ from typing import Any
 
 from prometheus_client import REGISTRY, CollectorRegistry, Gauge, Histogram
 
+from steward.domain.nodes import takes_new_work
 from steward.metrics import serve
 
 CYCLE_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10)
@@ -26,7 +27,7 @@ class SchedulerMetrics:
         """`result` is the last `CycleResult` (None before the first), `nodes` the folded cluster nodes."""
         self.cycle_seconds.observe(seconds)
         if result is not None:
-            capacity = sum(n.gpus for n in nodes.values() if n.state == "ready")
+            capacity = sum(n.gpus for n in nodes.values() if takes_new_work(n.state))
             self.fragmented.set(round(result.fragmentation * capacity))
 
 

@@ -63,6 +63,13 @@ def _node_registered_v2(payload: dict[str, Any]) -> dict[str, Any]:
     return payload
 
 
+@upcaster("NodeRegistered", 2)
+def _node_registered_v3(payload: dict[str, Any]) -> dict[str, Any]:
+    """v3 adds the optional `foreign_gpus` (ADR 0091: the foreign load a registration kept): a v2 payload kept none
+    (the node had none after it until its executor's next heartbeat), and is a v3 payload as is."""
+    return payload
+
+
 def current_version(event_type: str) -> int:
     return EVENT_TYPES.get(event_type, 1)
 

@@ -191,3 +191,46 @@ def test_the_occupancy_subscription_carries_the_clusters(server: Server) -> None
     assert occ["clusters"] == [{"name": "default", "gpus": 16}, {"name": "jupiter", "gpus": 8}]
     assert occ["totalGpus"] == 24
 
+
+
+FRAGMENTATION = "{ clusterOccupancy { name freeGpus largestWaitingGang fragmentedGpus } }"
+
+
+def test_each_cluster_has_its_fragmentation_against_the_largest_gang_that_may_run_there(server: Server) -> None:
+    """ADR 0091: gangs never span clusters, so each cluster's free GPUs are measured against the largest waiting job
+    that may run there. default: b1-wait (16 GPUs, any cluster) fits its 16 GPUs; its 4 free GPUs (on n1, half busy)
+    are no whole node: all unusable. jupiter: b1-wait can never run there (8 GPUs registered), a1-wait (8) can; its
+    3 free GPUs (j1, one busy; j2 draining) are no whole node: unusable. Lab-wide, both were measured against 16."""
+    answer = server.gql(FRAGMENTATION, token=server.tokens["researcher"])["data"]["clusterOccupancy"]
+    found = {c["name"]: c for c in answer}
+    assert found == {
+        "default": {"name": "default", "freeGpus": 4, "largestWaitingGang": 16, "fragmentedGpus": 4},
+        "jupiter": {"name": "jupiter", "freeGpus": 3, "largestWaitingGang": 8, "fragmentedGpus": 3},
+    }
+
+
+# one cluster's nodes (gpus, state, GPUs used, foreign GPUs) and its largest waiting gang -> fragmented GPUs
+FRAGMENTED: list[tuple[str, list[tuple[int, str, int, int]], int, int]] = [
+    ("no waiting gang", [(8, "ready", 2, 0)], 0, 0),
+    ("a one-node gang fits the free GPUs", [(8, "ready", 2, 0)], 6, 0),
+    ("a one-node gang larger than a node's free GPUs", [(8, "ready", 2, 0), (8, "ready", 7, 0)], 4, 1),
+    ("foreign load is not free", [(8, "ready", 2, 3)], 4, 3),
+    ("a draining node's idle GPUs are not free", [(8, "draining", 0, 0), (8, "ready", 6, 0)], 4, 2),
+    ("a two-node gang uses whole free nodes only", [(8, "ready", 0, 0), (8, "ready", 0, 0), (8, "ready", 1, 0)],
+     16, 7),
+    ("too few whole free nodes: nothing usable", [(8, "ready", 0, 0), (8, "ready", 1, 0)], 16, 15),
+]
+
+
+@pytest.mark.parametrize(("case", "nodes", "gang", "want"), FRAGMENTED, ids=[f[0] for f in FRAGMENTED])
+def test_a_clusters_fragmented_gpus(case: str, nodes: list[tuple[int, str, int, int]], gang: int, want: int) -> None:
+    from steward.api.clusters import fragmented_gpus
+
+    rows = [{"node_id": f"x{i}", "gpus": g, "gpu_model": "m", "path": ["b", f"x{i}"], "executor": "e", "state": s,
+             "foreign_gpus": f, "cluster": "c"} for i, (g, s, _u, f) in enumerate(nodes)]
+    used = {f"x{i}": u for i, (_g, _s, u, _f) in enumerate(nodes) if u}
+    assert fragmented_gpus(rows, used, gang) == want, case
+    (occ,) = cluster_occupancy(rows, used, {"c": gang})
+    assert (occ.largest_waiting_gang, occ.fragmented_gpus) == (gang, want)
+    (unknown,) = cluster_occupancy(rows, used)
+    assert (unknown.largest_waiting_gang, unknown.fragmented_gpus) == (None, None)

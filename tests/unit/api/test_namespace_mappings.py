@@ -134,7 +134,10 @@ def test_the_cli_maps_lists_and_unmaps(server: Server) -> None:
 def test_the_executors_read_gives_each_node_s_recorded_cluster(server: Server) -> None:
     """ADR 0085: the same request gives the cluster the ledger records for each node (`default` for a node
     registered without one), which a Kubernetes executor without a cluster setting registers its nodes in."""
-    server.record([RegisterNode("k8s-g0", 8, "A100", ["k8s-cluster", "k8s-g0"], "k8s", "ceres"),
-                   RegisterNode("k8s-g1", 8, "A100", ["k8s-cluster", "k8s-g1"], "k8s")], actor="executor:k8s")
+    server.record([RegisterNode("k8s-g0", 8, "A100", ["k8s-cluster", "k8s-g0"], "k8s", "ceres")], actor="executor:k8s")
+    # in `default` beside the seeded nodes of executor `local`: recorded under rules 4, before a cluster had one
+    # executor (ADR 0091), as a store of then holds it
+    server.record([RegisterNode("k8s-g1", 8, "A100", ["k8s-cluster", "k8s-g1"], "k8s")], actor="executor:k8s",
+                  rules=4)
     clusters = read_as_executor(server).clusters
     assert clusters is not None and (clusters["k8s-g0"], clusters["k8s-g1"]) == ("ceres", "default")

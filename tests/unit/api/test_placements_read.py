@@ -31,8 +31,8 @@ def feed(server: Server, tmp_path: Path, role: str = "auditor", executor: str = 
 
 def test_the_executor_reads_its_placements_and_their_ends_once_each(server: Server, tmp_path: Path) -> None:
     server.record([SetAllocations("cluster", {"a1": 0.5}, "test"),
-                   RegisterNode("kx-n1", 8, "A100", ["kx", "kx-n1"], "kx"),
-                   RegisterNode("ky-n1", 8, "A100", ["ky", "ky-n1"], "ky")], actor="setup")
+                   RegisterNode("kx-n1", 8, "A100", ["kx", "kx-n1"], "kx", "kx-cluster"),
+                   RegisterNode("ky-n1", 8, "A100", ["ky", "ky-n1"], "ky", "ky-cluster")], actor="setup")
     jobs = [SubmitJob("kx.team.a", "a1", 2, 0.0, ["train"]), SubmitJob("kx.team.b", "a1", 1, 0.0, ["train"]),
             SubmitJob("kx.team.c", "a1", 1, 0.0, ["train"]), SubmitJob("ky.team.a", "a1", 1, 0.0, ["train"])]
     server.record(jobs, actor="setup")

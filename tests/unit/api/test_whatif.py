@@ -278,7 +278,8 @@ def test_a_requeued_job_is_replayed_with_both_of_its_runs(tmp_path: Path) -> Non
         ledger.process([("t", command_envelope(c, actor="t", role="admin").encode()) for c in cmds], {})
 
     at(0, SetAllocations("cluster", {"a": 1.0}, "setup"), RegisterNode("n1", 8, "h100", ["blk", "n1"]),
-       RegisterNode("n2", 8, "h100", ["blk", "n2"], "other"))  # another executor: healthy after n1 is lost
+       RegisterNode("n2", 8, "h100", ["blk", "n2"], "other", cluster="other"))  # another executor (and so its own
+    # cluster, ADR 0091): healthy after n1 is lost
     at(10, SubmitJob("rq", "a", 4, 0, ["true"]), SubmitJob("once", "a", 4, 0, ["true"]),
        SubmitJob("open", "a", 4, 0, ["true"]))
     at(20, PlaceJob("rq", {"n1": [0, 1, 2, 3]}, True), PlaceJob("once", {"n1": [4, 5, 6, 7]}, True))

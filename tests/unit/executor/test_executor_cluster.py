@@ -21,7 +21,8 @@ from steward.domain.commands import RegisterNode
 from steward.executor import kubernetes_inventory, slurm_inventory
 from steward.executor.kubernetes import KubernetesExecutor, run_kubernetes_executor
 from steward.executor.kubernetes_steward import Standing, StewardUnreachable, standing_of
-from steward.executor.retirement import Retirements, cluster_for
+from steward.executor.node_clusters import cluster_for
+from steward.executor.retirement import Retirements
 from steward.executor.settings import ClusterSettingError, ExecutorSettings
 from steward.executor.slurm import SlurmExecutor, drain_argv, run_slurm_executor
 from steward.executor.slurm_commands import STEWARD_REASON, SlurmNode, drain_reason, parse_nodes

@@ -53,7 +53,7 @@ def ledger(tmp_path: Path) -> Ledger:
     recorded, dead = led.process([
         msg(API, SetAllocations("cluster", {"a": 1.0}, "setup"), "admin", "admin"),
         msg(LOCAL, RegisterNode("n-local", 4, "H100", ["n-local"], "local"), "executor:local"),
-        msg(SIM, RegisterNode("n-sim", 4, "H100", ["n-sim"], "sim"), "executor:sim"),
+        msg(SIM, RegisterNode("n-sim", 4, "H100", ["n-sim"], "sim", cluster="sim"), "executor:sim"),  # ADR 0091
         msg(API, SubmitJob("on-local", "a", 1, 0.0, ["true"]), "alice", "researcher"),
         msg(API, SubmitJob("on-sim", "a", 1, 0.0, ["true"]), "alice", "researcher"),
         msg(SCHED, PlaceJob("on-local", {"n-local": [0]}, True), "scheduler"),

@@ -47,3 +47,28 @@ def test_one_cluster_and_no_request_is_placed_as_before() -> None:
     nodes = (Node("n0", 8, "H100", ("b0",)), Node("n1", 8, "A100", ("b0",)))
     result = schedule(snapshot(nodes, pending=[pending("p", "a", 2)]))
     assert "routing" not in result.placements[0].evidence
+
+
+def test_the_largest_waiting_gang_of_each_cluster() -> None:
+    """ADR 0091: per cluster, the largest waiting job that may run there: one it accepts (models, clusters, pin), whose
+    GPUs the cluster's nodes it admits hold together; a cluster no waiting job may use has 0."""
+    from steward.policy.model import PendingJob
+    from steward.policy.routing import largest_waiting_by_cluster
+
+    nodes = (Node("c0", 8, "H100", ("ceres",), cluster="ceres"), Node("c1", 8, "H100", ("ceres",), cluster="ceres"),
+             Node("j0", 4, "A100", ("jupiter",), cluster="jupiter"),
+             Node("j1", 4, "V100", ("jupiter",), "draining", cluster="jupiter"),
+             Node("o0", 2, "V100", ("old",), cluster="old"))
+    table: list[tuple[list[PendingJob], dict[str, int]]] = [
+        ([], {"ceres": 0, "jupiter": 0, "old": 0}),
+        ([PendingJob("any", "p", 16, 0.0)], {"ceres": 16, "jupiter": 0, "old": 0}),  # too big for the others
+        ([PendingJob("any", "p", 8, 0.0)], {"ceres": 8, "jupiter": 8, "old": 0}),  # a draining node may come back
+        ([PendingJob("a100", "p", 8, 0.0, gpu_models=("A100",))], {"ceres": 0, "jupiter": 0, "old": 0}),
+        ([PendingJob("a100", "p", 4, 0.0, gpu_models=("A100",)), PendingJob("v", "p", 2, 0.0, gpu_models=("V100",))],
+         {"ceres": 0, "jupiter": 4, "old": 2}),
+        ([PendingJob("pinned", "p", 2, 0.0, clusters=("old",), pin="old"), PendingJob("c", "p", 1, 0.0,
+                                                                                      clusters=("ceres",))],
+         {"ceres": 1, "jupiter": 0, "old": 2}),
+    ]
+    for jobs, want in table:
+        assert largest_waiting_by_cluster(jobs, nodes) == want, [j.id for j in jobs]

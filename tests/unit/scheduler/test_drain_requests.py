@@ -38,8 +38,9 @@ NOW = 10_000.0
 
 def two_nodes() -> LedgerState:
     state = tree(cluster={"a": 0.5, "b": 0.5}, a={"a1": 1.0}, b={"b1": 1.0})
-    return apply(state, RegisterNode("n0", 4, "V100", ["blk0", "n0"], executor="e0"),
-                 RegisterNode("n1", 4, "V100", ["blk0", "n1"], executor="e1"))
+    # a cluster has one executor (ADR 0091): the two agents' nodes, one block of each's cluster
+    return apply(state, RegisterNode("n0", 4, "V100", ["blk0", "n0"], executor="e0", cluster="c0"),
+                 RegisterNode("n1", 4, "V100", ["blk0", "n1"], executor="e1", cluster="c1"))
 
 
 def unhealthy(state: LedgerState, node_id: str) -> LedgerState:

@@ -112,3 +112,25 @@ def test_old_versions_are_upcast_one_step_at_a_time(monkeypatch: pytest.MonkeyPa
     monkeypatch.delitem(upcasting.UPCASTERS, ("Demo", 2))
     with pytest.raises(SchemaError, match="no upcaster for Demo v2"):
         upcast("Demo", 1, {"a": 1})
+
+
+def test_an_event_written_against_its_schema_fails_the_test_that_writes_it(tmp_path: Path) -> None:
+    """tests/conftest.py checks every event the ledger's batch transaction writes: a payload its schema does not
+    allow is refused at the write (and kept, so the run fails even if the code under test swallowed the error)."""
+    from steward.store.encoding import PendingAppend, encode_events
+    from steward.store.hashing import GENESIS
+    from steward.store.recorder import EventRecorder, SQLiteTransaction
+    from tests import conftest
+
+    url = f"sqlite:///{tmp_path / 's.db'}"
+    upgrade(url)
+    store = EventStore.from_url(url)
+    bad = Event("job-j", "JobSubmitted", {"job_id": "j", "project": "p", "gpus": "two", "min_runtime_s": 0,
+                                         "command": ["true"]})
+    records, texts = encode_events([PendingAppend([bad], {}, "m-1")], 0, GENESIS, {}, 0.0)
+    before = len(conftest.SCHEMA_VIOLATIONS)
+    with store.engine.begin() as conn, pytest.raises(SchemaError, match="JobSubmitted"):
+        SQLiteTransaction(EventRecorder(store), conn).append(records, texts, [])
+    assert len(conftest.SCHEMA_VIOLATIONS) == before + 1
+    del conftest.SCHEMA_VIOLATIONS[before:]  # this test's violation is the point, not a failure of the run
+    assert list(store.read()) == []

@@ -36,7 +36,7 @@ def test_the_last_heartbeat_and_the_placements_waiting_at_the_executor(tmp_path:
     facts = StoreFacts(store)
     assert facts.executor_liveness("k8s").heard_at is None  # never heard: silent
     record(SetAllocations("cluster", {"a": 1.0}, "setup"),
-           RegisterNode("k0", 4, "A100", ["z", "k0"], executor="k8s"),
+           RegisterNode("k0", 4, "A100", ["z", "k0"], executor="k8s", cluster="kube"),  # one executor a cluster
            RegisterNode("l0", 4, "A100", ["z", "l0"], executor="local"),
            *(SubmitJob(f"j{i}", "a", 1, 0, ["true"]) for i in range(4)),
            PlaceJob("j0", {"k0": [0]}, funded=True), PlaceJob("j1", {"k0": [1]}, funded=True),

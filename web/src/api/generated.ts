@@ -136,7 +136,7 @@ export type ActingJobOwnerQuery = { __typename: 'Query', job: { __typename: 'Job
 export type ClusterOccupancyQueryVariables = Exact<{ [key: string]: never; }>;
 
 
-export type ClusterOccupancyQuery = { __typename: 'Query', clusterOccupancy: Array<{ __typename: 'ClusterOccupancy', name: string, nodes: number, gpus: number, busyGpus: number, freeGpus: number, drainingGpus: number, downGpus: number, gpuModels: Array<{ __typename: 'ModelOccupancy', gpuModel: string, nodes: number, gpus: number, busyGpus: number, freeGpus: number, drainingGpus: number, downGpus: number }> }> };
+export type ClusterOccupancyQuery = { __typename: 'Query', clusterOccupancy: Array<{ __typename: 'ClusterOccupancy', name: string, nodes: number, gpus: number, busyGpus: number, freeGpus: number, drainingGpus: number, downGpus: number, largestWaitingGang: number | null, fragmentedGpus: number | null, gpuModels: Array<{ __typename: 'ModelOccupancy', gpuModel: string, nodes: number, gpus: number, busyGpus: number, freeGpus: number, drainingGpus: number, downGpus: number }> }> };
 
 export type GpuModelsQueryVariables = Exact<{ [key: string]: never; }>;
 
@@ -753,6 +753,8 @@ export const ClusterOccupancyDocument = new TypedDocumentString(`
     freeGpus
     drainingGpus
     downGpus
+    largestWaitingGang
+    fragmentedGpus
     gpuModels {
       gpuModel
       nodes

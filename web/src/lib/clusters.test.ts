@@ -1,10 +1,10 @@
 import { describe, expect, it } from "vitest";
-import { acceptsText, byCluster, clusterChoices, countsText, mayWeigh, parseWeightChange, submitChoices, toggled, type ClusterFigures } from "./clusters";
+import { acceptsText, byCluster, clusterChoices, countsText, fragmentationText, labFragmentation, mayWeigh, parseWeightChange, submitChoices, toggled, type ClusterFigures } from "./clusters";
 
 const node = (id: string, cluster: string, path: string[], usedGpus = 0, state = "ready") =>
   ({ id, gpus: 8, path, state, usedGpus, freeGpus: state === "ready" ? 8 - usedGpus : 0, foreignGpus: 0, cluster });
 const figures = (name: string, over: Partial<ClusterFigures> = {}): ClusterFigures => ({
-  __typename: "ClusterOccupancy", name, nodes: 1, gpus: 8, busyGpus: 0, freeGpus: 8, drainingGpus: 0, downGpus: 0, gpuModels: [], ...over,
+  __typename: "ClusterOccupancy", name, nodes: 1, gpus: 8, busyGpus: 0, freeGpus: 8, drainingGpus: 0, downGpus: 0, largestWaitingGang: 0, fragmentedGpus: 0, gpuModels: [], ...over,
 });
 
 describe("the nodes by cluster", () => {
@@ -79,5 +79,23 @@ describe("the weights form", () => {
   });
   it("reads a weight and a reason as the mutation's arguments", () => {
     expect(parseWeightChange("a100", " 0.55 ", " older hardware ")).toEqual({ ok: true, weights: [{ model: "a100", weight: 0.55 }], reason: "older hardware" });
+  });
+});
+
+describe("each cluster's fragmentation (ADR 0091)", () => {
+  it.each([
+    ["against the largest gang that may run there", { freeGpus: 3, largestWaitingGang: 8, fragmentedGpus: 3 }, "3 of 3 free GPUs unusable by the largest waiting gang that may run here (8 GPUs)"],
+    ["no waiting gang", { freeGpus: 8, largestWaitingGang: 0, fragmentedGpus: 0 }, "0 of 8 free GPUs unusable by the largest waiting gang that may run here (none waits)"],
+    ["not known yet", { freeGpus: 8, largestWaitingGang: null, fragmentedGpus: null }, null],
+  ])("%s", (_what, f, text) => {
+    expect(fragmentationText(f)).toBe(text);
+  });
+  it("sums the clusters' own figures for the lab, or says nothing while one is not known", () => {
+    const jupiter = { freeGpus: 3, largestWaitingGang: 8, fragmentedGpus: 3 };
+    const ceres = { freeGpus: 16, largestWaitingGang: 16, fragmentedGpus: 0 };
+    // lab-wide, jupiter's 3 GPUs and ceres' 16 were measured against one 16-GPU gang that cannot run on jupiter
+    expect(labFragmentation([jupiter, ceres])).toEqual({ unusable: 3, free: 19 });
+    expect(labFragmentation([jupiter, { ...ceres, fragmentedGpus: null }])).toBeNull();
+    expect(labFragmentation([])).toEqual({ unusable: 0, free: 0 });
   });
 });

@@ -1,6 +1,6 @@
 // Clusters and GPU models (issue 25, ADR 0057) as the screens show them: the nodes grouped by cluster with each
 // cluster's occupancy as the API counts it (Query.clusterOccupancy: busy, free, draining and down GPUs, in all and
-// per GPU model), the queue's cluster choices, what a job accepts in words, and the weights' form. The rules live
+// per GPU model, and its fragmentation), the queue's cluster choices, what a job accepts in words, and the weights' form. The rules live
 // in the server (steward.api.clusters, steward.domain.clusters); this only groups and words them.
 
 import type { ClusterOccupancyQuery, GpuModelsQuery } from "../api/generated";
@@ -36,6 +36,24 @@ export function countsText(c: Counts): string {
   if (c.drainingGpus) parts.push(`${c.drainingGpus} draining`);
   if (c.downGpus) parts.push(`${c.downGpus} down`);
   return parts.join(" · ");
+}
+
+type Fragmentation = Pick<ClusterFigures, "freeGpus" | "largestWaitingGang" | "fragmentedGpus">;
+
+/** A cluster's fragmentation as the API measures it (ADR 0091: against the largest waiting gang that may run on that
+ * cluster; gangs never span clusters): "2 of 3 free GPUs unusable by the largest waiting gang that may run here (8
+ * GPUs)"; null while the server has not ordered the queue yet. */
+export function fragmentationText(f: Fragmentation): string | null {
+  if (f.largestWaitingGang == null || f.fragmentedGpus == null) return null;
+  const gang = f.largestWaitingGang ? `${f.largestWaitingGang} GPUs` : "none waits";
+  return `${f.fragmentedGpus} of ${f.freeGpus} free GPUs unusable by the largest waiting gang that may run here (${gang})`;
+}
+
+/** The lab's fragmentation: each cluster's unusable free GPUs (against its own largest waiting gang), summed, of all
+ * free GPUs; null while any cluster's is not known. */
+export function labFragmentation(clusters: Fragmentation[]): { unusable: number; free: number } | null {
+  if (clusters.some((c) => c.fragmentedGpus == null)) return null;
+  return { unusable: clusters.reduce((s, c) => s + (c.fragmentedGpus ?? 0), 0), free: clusters.reduce((s, c) => s + c.freeGpus, 0) };
 }
 
 /** The cluster choices of the queue: "" (all clusters) then each cluster by name. */

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { blockOf, blocks, fragmentation } from "./topology";
+import { blockOf, blocks } from "./topology";
 
 // a ready node as the server reads it (Node.freeGpus: not held, on a ready node)
 const node = (id: string, path: string[], gpus: number, usedGpus: number, foreignGpus = 0) =>
@@ -19,15 +19,6 @@ describe("topology", () => {
     ]);
   });
 
-  it.each([
-    ["no waiting gang", 0, 0],
-    ["a gang of 4 fits the free nodes and n1's 6", 4, 0],
-    ["a gang of 8 can use only the whole free node", 8, 10],
-    ["a gang of 16 finds no block with 16 whole free GPUs", 16, 18],
-  ])("fragmentation: %s", (_what, gang, unusable) => {
-    expect(fragmentation(blocks(nodes), gang)).toEqual({ unusable, free: 18 });
-  });
-
   it("never counts more used than the node has as negative free", () => {
     expect(blocks([node("x", ["b", "x"], 4, 6)])[0].free).toBe(0);
   });
@@ -37,15 +28,11 @@ describe("topology", () => {
     const [b] = blocks(withForeign);
     expect(b.nodes.map((n) => [n.id, n.used, n.foreign, n.free])).toEqual([["s0", 2, 3, 3], ["s1", 6, 2, 0]]);
     expect([b.used, b.foreign, b.free]).toEqual([8, 5, 3]);
-    // a node with foreign load is not a whole free node for a gang
-    expect(fragmentation(blocks([node("f", ["r", "f"], 8, 0, 1), node("g", ["r", "g"], 8, 0)]), 16))
-      .toEqual({ unusable: 15, free: 15 });
   });
 
-  it("shows the server's free GPUs: none on a draining node, in its block and in the fragmentation", () => {
+  it("shows the server's free GPUs: none on a draining node, in its block", () => {
     const draining = { ...node("d", ["r", "d"], 4, 0), state: "draining", freeGpus: 0 };
     const [b] = blocks([draining, node("g", ["r", "g"], 4, 1)]);
     expect([b.free, b.nodes.map((n) => n.free)]).toEqual([3, [0, 3]]);
-    expect(fragmentation([b], 0).free).toBe(3);
   });
 });

@@ -1,7 +1,7 @@
 // Blocks and nodes from the nodes' topology paths, with their occupancy (Node.usedGpus: Steward's jobs;
 // Node.foreignGpus: work another scheduler placed, under Slurm or Kubernetes; Node.freeGpus: what a job could
-// be placed on now, as the server reads a node: 0 on a draining, retiring or unhealthy node), and the
-// fragmentation figure: free GPUs that the largest waiting gang cannot use.
+// be placed on now, as the server reads a node: 0 on a draining, retiring or unhealthy node). The fragmentation
+// figure is the server's, per cluster (ClusterOccupancy.fragmentedGpus, ADR 0091; lib/clusters.ts words it).
 
 export interface NodeRow {
   id: string;
@@ -55,25 +55,4 @@ export function blocks<N extends NodeRow>(nodes: N[]): BlockView<N>[] {
       const sum = (f: (n: NodeView<N>) => number) => list.reduce((s, n) => s + f(n), 0);
       return { name, nodes: list, gpus: sum((n) => n.gpus), used: sum((n) => n.used), foreign: sum((n) => n.foreign), free: sum((n) => n.free) };
     });
-}
-
-/**
- * Free GPUs the largest waiting gang cannot use. A gang that fits one node can use a node's free GPUs
- * only where the node has at least that many free; a larger gang needs whole free nodes inside one block
- * adding up to its size. No waiting gang: nothing is fragmented.
- */
-export function fragmentation(bl: BlockView[], largestWaitingGang: number): { unusable: number; free: number } {
-  const free = bl.reduce((s, b) => s + b.free, 0);
-  if (largestWaitingGang <= 0) return { unusable: 0, free };
-  const maxNode = Math.max(0, ...bl.flatMap((b) => b.nodes.map((n) => n.gpus)));
-  let usable = 0;
-  if (largestWaitingGang <= maxNode) {
-    for (const b of bl) for (const n of b.nodes) if (n.free >= largestWaitingGang) usable += n.free;
-  } else {
-    for (const b of bl) {
-      const whole = b.nodes.filter((n) => n.free === n.gpus && n.gpus > 0).reduce((s, n) => s + n.gpus, 0);
-      if (whole >= largestWaitingGang) usable += whole;
-    }
-  }
-  return { unusable: free - usable, free };
 }

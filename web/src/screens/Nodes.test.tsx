@@ -12,6 +12,7 @@ const node = (id: string, cluster: string, gpuModel: string, path: string[], use
 const counts = { nodes: 1, gpus: 4, busyGpus: 1, freeGpus: 3, drainingGpus: 0, downGpus: 0 };
 const jupiter: ClusterFigures = {
   __typename: "ClusterOccupancy", name: "jupiter", nodes: 2, gpus: 8, busyGpus: 1, freeGpus: 3, drainingGpus: 4, downGpus: 0,
+  largestWaitingGang: 8, fragmentedGpus: 3,
   gpuModels: [
     { __typename: "ModelOccupancy", gpuModel: "a100", ...counts },
     { __typename: "ModelOccupancy", gpuModel: "v100", ...counts, busyGpus: 0, freeGpus: 0, drainingGpus: 4 },
@@ -35,6 +36,7 @@ describe("the Nodes screen by cluster (issue 25)", () => {
     expect(html).toContain("jupiter/r1");
     expect(html).toContain("jupiter/r2");
     expect(html).not.toContain("zone-a"); // the default cluster's blocks are its own section's
+    expect(html).toMatch(/data-testid="cluster-jupiter-fragmentation"[^>]*>3 of 3 free GPUs unusable by the largest waiting gang that may run here \(8 GPUs\)</);
   });
   it("says how many nodes a cluster has before its figures arrive", () => {
     const [cluster] = byCluster([node("n1", "default", "h100", ["n1"], 0)], []);

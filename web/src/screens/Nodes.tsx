@@ -1,9 +1,9 @@
 import { useApp, useData } from "../context";
-import { fetchClusterOccupancy, fetchNodes, fetchQueue, type NodeRow } from "../api/queries";
+import { fetchClusterOccupancy, fetchNodes, type NodeRow } from "../api/queries";
 import { ErrorNote, Meter, Panel } from "../components/common";
 import { GpuModelWeights } from "../components/GpuModelWeights";
-import { type BlockView, blocks, fragmentation } from "../lib/topology";
-import { type ClusterView, byCluster, countsText, mayWeigh } from "../lib/clusters";
+import { type BlockView, blocks } from "../lib/topology";
+import { type ClusterView, byCluster, countsText, fragmentationText, labFragmentation, mayWeigh } from "../lib/clusters";
 import { formatPercent } from "../lib/format";
 
 /** One block of nodes: its occupancy and a meter per node. */
@@ -25,14 +25,17 @@ function Block({ b, prefix }: { b: BlockView<NodeRow>; prefix: string }) {
   );
 }
 
-/** One cluster (issue 25): its totals and GPU models as the API counts them (Query.clusterOccupancy), then its
- * blocks. Gangs never span clusters, so each cluster is its own pool. */
+/** One cluster (issue 25): its totals, fragmentation and GPU models as the API counts them (Query.clusterOccupancy),
+ * then its blocks. Gangs never span clusters, so each cluster is its own pool, fragmented against its own largest
+ * waiting gang (ADR 0091). */
 export function ClusterSection({ cluster }: { cluster: ClusterView<NodeRow> }) {
   const f = cluster.figures;
   const id = `cl-${cluster.name}`;
+  const frag = f ? fragmentationText(f) : null;
   return (
     <section className="cluster" aria-labelledby={id} data-testid={`cluster-${cluster.name}`}>
       <h2 id={id}>Cluster {cluster.name} <span className="muted" data-testid={`cluster-${cluster.name}-totals`}>{f ? `${cluster.nodes} nodes · ${countsText(f)} (${formatPercent(f.gpus ? f.busyGpus / f.gpus : null, 0)})` : `${cluster.nodes} nodes`}</span></h2>
+      {frag && <p className="muted" data-testid={`cluster-${cluster.name}-fragmentation`}>{frag}</p>}
       {f && f.gpuModels.length > 0 && (
         <ul className="cluster-models" aria-label={`GPU models in ${cluster.name}`}>
           {f.gpuModels.map((m) => (
@@ -50,15 +53,14 @@ export function ClusterSection({ cluster }: { cluster: ClusterView<NodeRow> }) {
 export function NodesScreen() {
   const { identity } = useApp();
   const { data, error } = useData(async () => {
-    const [nodes, queue, occupancy] = await Promise.all([fetchNodes(), fetchQueue(), fetchClusterOccupancy()]);
-    return { nodes, queue, occupancy };
+    const [nodes, occupancy] = await Promise.all([fetchNodes(), fetchClusterOccupancy()]);
+    return { nodes, occupancy };
   }, []);
   if (!data) return <><ErrorNote error={error} /><p aria-busy="true">Loading nodes…</p></>;
   const bl = blocks(data.nodes);
   const clusters = byCluster(data.nodes, data.occupancy);
-  // the largest gang among the waiting jobs one may see (other tenants' sizes are not shown)
-  const largest = Math.max(0, ...data.queue.rows.map((r) => r.job?.gpus ?? 0));
-  const frag = fragmentation(bl, largest);
+  // per cluster, against the largest waiting gang that may run there (ADR 0091), as the server measures it
+  const frag = labFragmentation(data.occupancy);
   const total = bl.reduce((s, b) => s + b.gpus, 0);
   const used = bl.reduce((s, b) => s + b.used, 0);
   const foreign = bl.reduce((s, b) => s + b.foreign, 0);
@@ -70,7 +72,7 @@ export function NodesScreen() {
           <span><strong>{data.nodes.length}</strong> nodes in <strong>{clusters.length}</strong> cluster{clusters.length === 1 ? "" : "s"}, <strong>{bl.length}</strong> blocks</span>
           <span><strong>{used}</strong>/{total} GPUs busy ({formatPercent(total ? used / total : null, 0)})</span>
           {foreign > 0 && <span data-testid="foreign"><strong>{foreign}</strong> held by other schedulers</span>}
-          <span data-testid="fragmentation"><strong>{frag.unusable}</strong> of {frag.free} free GPUs unusable by the largest waiting gang ({largest || "none"} GPUs)</span>
+          {frag && <span data-testid="fragmentation"><strong>{frag.unusable}</strong> of {frag.free} free GPUs unusable by the largest waiting gang of their cluster</span>}
         </p>
         <p className="legend"><span className="sw funded" /> busy <span className="sw foreign" /> other schedulers' work <span className="sw idle" /> free</p>
       </Panel>

@@ -4,6 +4,7 @@ unhealthy nodes whose protection ended: stops (DESIGN.md "Interactive sessions";
 
 from __future__ import annotations
 
+from steward.domain.nodes import takes_new_work
 from steward.policy.contract import (
     grace_ends_at,
     grace_s,
@@ -21,7 +22,7 @@ def expire_and_drain(cycle: CyclePlan) -> None:
     out of protection → checkpoint, stop, requeue (an unhealthy node's jobs keep running:
     policy/draining.py)."""
     now, s = cycle.now, cycle.s
-    ready = {nid for nid, node in cycle.nodes_by_id.items() if node.state == "ready"}
+    ready = {nid for nid, node in cycle.nodes_by_id.items() if takes_new_work(node.state)}
     # the order phase's tallies ride along (one pass over the running jobs): GPUs used per node,
     # funded GPUs per project of the jobs that keep running, and the jobs going (in their grace or
     # stopped now: what ADR 0028's held rooms and release times read)
