@@ -707,6 +707,150 @@ def test_a_round_reads_the_attempts_that_may_still_run_not_the_history(tmp_path:
     kube.delete_pod("team", "brief", grace_s=0)
 
 
+class LogSays:
+    """What the API's `auditEvents` answers the executor's placements read (ADR 0088), set by the test: the events
+    appended since the last read; the Kubernetes side stays real."""
+
+    def __init__(self) -> None:
+        self.events: list[dict[str, Any]] = []
+        self.read_to = 0
+
+    def placed(self, job_id: str, attempt: int, assignments: dict[str, list[int]]) -> None:
+        self.events.append({"streamId": f"job-{job_id}", "type": "JobPlaced", "payload": {
+            "job_id": job_id, "attempt": attempt, "executor": "k8s", "assignments": assignments}})
+
+    def ended(self, job_id: str, kind: str, attempt: int) -> None:
+        self.events.append({"streamId": f"job-{job_id}", "type": kind, "payload": {"job_id": job_id,
+                                                                                   "attempt": attempt}})
+
+    def __call__(self, after: str | None) -> tuple[list[dict[str, Any]], str | None]:
+        new, self.read_to = self.events[self.read_to:], len(self.events)
+        return new, str(self.read_to)
+
+
+def fast_executor(tmp_path: Path, pub: RecordingPublisher, kube: KubeClient) -> tuple[KubernetesExecutor, LogSays]:
+    ex = executor(tmp_path, pub, kube)
+    ex.register_nodes()
+    said = LogSays()
+    ex.binds.read = said
+    return ex, said
+
+
+def test_a_placement_read_from_the_log_is_bound_at_once_and_its_start_finds_it_bound(tmp_path: Path,
+                                                                                     kube: KubeClient) -> None:
+    """ADR 0088: the executor binds a placement it reads (no Temporal on the bind path); a pod seen running is
+    started from then; the JobRun's start_job later claims the attempt (its grace), returns at once with that
+    start and reports it; nothing is bound twice and a restarted executor's start finds the same."""
+    pub = RecordingPublisher()
+    ex, said = fast_executor(tmp_path, pub, kube)
+    apply(gpu_pod("fast", 2))
+    (job,) = ex.submit_pods()
+    job_id = job.command.job_id
+    said.placed(job_id, 1, {"gpu-1": [6, 7]})
+    assert ex.binds.step()["bound"] == 1
+    assert (pod(kube, "fast") or {})["spec"]["nodeName"] == "gpu-1"
+    assert pub.of("ReportJobStarted") == []  # the JobRun's start reports it, not the bind
+    wait_for(lambda: phase(kube, "fast") == "Running")
+    ex.steward_pods()  # a round's list
+    assert ex.binds.step() == {"read": 0, "bound": 0, "failed": 0, "started": 1, "swept": 0}
+    rec = ex.attempts.load(job_id, 1)
+    assert rec is not None and rec.started_at > 0 and rec.extra.get("fast") and "grace_s" not in rec.extra
+    said.placed(job_id, 1, {"gpu-1": [6, 7]})  # read again (a cursor lost): bound already
+    assert ex.binds.step()["bound"] == 0
+    restarted = executor(tmp_path, pub, kube)  # the start lands on a restarted executor: its records on disk
+    started = act(ActivityEnvironment().run(restarted.start_job, run_of(job_id, {"gpu-1": [6, 7]}, grace_s=45.0)))
+    assert (started.pid, started.started_at) == (rec.pid, rec.started_at)
+    claimed = restarted.attempts.load(job_id, 1)
+    assert claimed is not None and claimed.extra["claimed"] and claimed.extra["grace_s"] == 45.0
+    assert claimed.command == ["python", "train.py"]
+    (report,) = pub.of("ReportJobStarted")
+    assert report.payload["started_at"] == rec.started_at
+    act(ActivityEnvironment().run(restarted.signal_job, SignalJob(job_id, 1, kill=True)))
+    wait_for(lambda: pod(kube, "fast") is None)
+
+
+def test_a_gang_bound_from_the_log_is_all_or_none_and_its_start_fails_with_the_reason(tmp_path: Path,
+                                                                                      kube: KubeClient) -> None:
+    """ADR 0088 with ADR 0083: a gang's bind from its placement that fails midway deletes the pods bound for it;
+    the attempt's start_job then fails for good with that reason (the JobRun reports the attempt lost), binding
+    nothing."""
+    pub = RecordingPublisher()
+    ex, said = fast_executor(tmp_path, pub, kube)
+    for i in range(2):
+        apply(gpu_pod(f"fastgang-{i}", 4, gang="fastgang", size=2))
+    (job,) = ex.submit_pods()
+    job_id = job.command.job_id
+    ex.kube = BindRace(kube, "fastgang-1", "deleted")  # type: ignore[assignment]
+    said.placed(job_id, 1, {"gpu-0": [4, 5, 6, 7], "gpu-1": [0, 1, 2, 3]})
+    assert ex.binds.step()["failed"] == 1
+    wait_for(lambda: pod(kube, "fastgang-0") is None)
+    assert ex.attempts.load(job_id, 1) is None
+    ex.kube = kube
+    with pytest.raises(ApplicationError) as failed:
+        act(ActivityEnvironment().run(ex.start_job, run_of(job_id, {"gpu-0": [4, 5, 6, 7],
+                                                                    "gpu-1": [0, 1, 2, 3]})))
+    assert failed.value.type == BIND_UNDONE and failed.value.non_retryable
+    assert "undone: team/fastgang-0 deleted" in failed.value.message
+    assert pod(kube, "fastgang-0") is None and pub.of("ReportJobStarted") == []
+
+
+def test_an_old_attempt_is_never_bound_beside_a_new_one_and_a_bind_the_log_ended_is_deleted(
+        tmp_path: Path, kube: KubeClient) -> None:
+    """ADR 0088: attempt 1 bound from the log, then lost and placed again: attempt 2's bind replaces attempt 1's pod;
+    a stale read of attempt 1 binds nothing and attempt 1's start is refused for good; a bind the log ends before
+    any start claims it (the job cancelled) has its pods deleted."""
+    pub = RecordingPublisher()
+    ex, said = fast_executor(tmp_path, pub, kube)
+    kube.create_pod("team", gpu_pod("fenced", 1, notes={"steward.io/resumable": "true"}))
+    (job,) = ex.submit_pods()
+    job_id = job.command.job_id
+    said.placed(job_id, 1, {"gpu-2": [5]})
+    assert ex.binds.step()["bound"] == 1
+    first_uid = (pod(kube, "fenced") or {})["metadata"]["uid"]
+    said.ended(job_id, "JobLost", 1)
+    said.placed(job_id, 2, {"gpu-3": [4]})
+    done = ex.binds.step()
+    assert done["bound"] == 1 and done["swept"] == 1  # attempt 1's unclaimed bind ended by the log: gone
+    seen: list[Any] = []
+    try:
+        wait_for(lambda: (seen.append(pod(kube, "fenced")) or seen[-1] or {}).get("metadata", {}).get("uid")
+                 not in (None, first_uid))
+    except AssertionError:
+        raise AssertionError(f"{done} {json.dumps(seen[-1])[:3000]}") from None
+    wait_for(lambda: (pod(kube, "fenced") or {}).get("spec", {}).get("nodeName") == "gpu-3")
+    assert (pod(kube, "fenced") or {})["metadata"]["labels"][ATTEMPT_LABEL] == "2"
+    said.placed(job_id, 1, {"gpu-2": [5]})  # a stale placement of attempt 1
+    assert ex.binds.step()["bound"] == 0
+    with pytest.raises(ApplicationError) as refused:
+        act(ActivityEnvironment().run(ex.start_job, run_of(job_id, {"gpu-2": [5]})))
+    assert refused.value.non_retryable and "attempt 2 is newer" in refused.value.message
+    assert (pod(kube, "fenced") or {})["spec"]["nodeName"] == "gpu-3"  # attempt 2's pod untouched
+    said.ended(job_id, "JobCancelled", 2)
+    assert ex.binds.step()["swept"] == 1
+    wait_for(lambda: pod(kube, "fenced") is None)
+
+
+def test_a_bind_from_the_log_whose_job_is_cancelled_after_a_restart_is_deleted(tmp_path: Path,
+                                                                               kube: KubeClient) -> None:
+    """ADR 0088: the executor restarts between its bind and the job's cancel (its book of the log starts empty, its
+    cursor on disk): the cancel it then reads still ends the bind no start claimed, and its pods go; `reconcile`
+    never asks Temporal about an unclaimed bind (its run may not have begun)."""
+    pub = RecordingPublisher()
+    ex, said = fast_executor(tmp_path, pub, kube)
+    apply(gpu_pod("restarted", 1))
+    (job,) = ex.submit_pods()
+    said.placed(job.command.job_id, 1, {"gpu-4": [7]})
+    assert ex.binds.step()["bound"] == 1
+    again = executor(tmp_path, pub, kube)
+    again.register_nodes()
+    again.binds.read = said
+    assert again.binds.cursor == "1"  # read on from where the last process was
+    said.ended(job.command.job_id, "JobCancelled", 1)
+    assert again.binds.step()["swept"] == 1
+    wait_for(lambda: pod(kube, "restarted") is None)
+    assert pub.of("ReportJobStarted") == []
+
+
 # -- ADR 0089: a view kept by list+watch; the chart's RBAC is all the executor needs ----------------------------------
 
 

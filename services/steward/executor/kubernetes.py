@@ -7,7 +7,9 @@ of a cluster's GPU pods, behind the same activities as the node agent and the Sl
   them with the job and tells their users where they stand (the PodScheduled condition, an event).
 - `start_job`: binds the job's pods to the nodes Steward chose (the Binding API), after creating them again for
   a later attempt of a resumable job (from the pod the user submitted, with `STEWARD_RESUMED=1`), or, for a
-  job submitted to Steward directly, creating a pod that runs its command. Reported started once they run.
+  job submitted to Steward directly, creating a pod that runs its command. Reported started once they run. Since
+  ADR 0088 the executor binds its pods' placements as soon as it reads them from Steward's API
+  (steward.executor.kubernetes_binds), and the start finds them bound.
 - `watch_job`: the pods' phases: an exit code when they end, the preemption's end when Steward deleted them.
 - `signal_job`: the checkpoint request is a delete with the job's grace as the pod's termination grace period
   (the kubelet sends SIGTERM, then SIGKILL when the grace ends); the kill is a delete with no grace.
@@ -57,6 +59,7 @@ from steward.domain.ids import shown
 from steward.executor.attempts import AttemptRecord, AttemptStore, read_json, write_json
 from steward.executor.cluster import heartbeat_loop, runs_over, serve, watch_attempt
 from steward.executor.kubernetes_api import KubeClient, KubeError, credentials
+from steward.executor.kubernetes_binds import FastBinds, PlacementFeed, claimed
 from steward.executor.kubernetes_inventory import down_nodes, foreign_gpus, foreign_load, registrations
 from steward.executor.kubernetes_inventory import name as node_name
 from steward.executor.kubernetes_pods import (
@@ -164,6 +167,10 @@ class KubernetesSettings(BaseSettings):
     # bootstrap only, used while `api_url` is empty (a cluster not yet reading Steward's API, and tests):
     # namespace=project pairs, comma-separated; with the API the recorded mappings alone hold
     namespace_projects: str = ""
+    # ADR 0088: bind each placement as soon as it is read from Steward's API (`api_url`), every `placements_read_s`,
+    # rather than when the JobRun's start_job reaches the executor (the start then finds the pods bound)
+    bind_placements: bool = True
+    placements_read_s: float = 1.0
     # ADR 0089: the rounds read a view the API server's watches keep current (false: list every round, ADR 0074)
     watch: bool = True
 
@@ -262,6 +269,7 @@ class KubernetesExecutor:
         self._rounds = False  # whether `heartbeats` lists the pods every `poll_s` (the view is kept fresh)
         self._loop: asyncio.AbstractEventLoop | None = None
         self._new_view = asyncio.Event()  # set (and replaced) when a round's list becomes the view
+        self.binds = FastBinds(self)  # ADR 0088: binds from the placements read (`binds.read` set to read them)
         # ADR 0089: the watches that keep Steward's pods, the foreign load and the nodes current (while the rounds run)
         self.view: ClusterView | None = None
         self._view_changed_at = float("-inf")  # when the watch last changed a Steward pod (monotonic, the loop's)
@@ -365,6 +373,13 @@ class KubernetesExecutor:
         if not self.governed:
             return pods
         return [p for p in pods if p.get("metadata", {}).get("namespace", "default") in self.governed]
+
+    def pods_viewed(self) -> dict[str, dict[str, Any]]:
+        """Steward's pods as last seen, by `key` (ADR 0088's binds read it): the watch's view, else the last round's
+        list."""
+        if self.view is not None and self.view.steward.live:
+            return {key(p): p for p in self.view.steward.items()}
+        return self._view
 
     def submit_pods(self, pods: Sequence[Mapping[str, Any]] | None = None) -> list[PodJob]:
         """Submit Steward's new pods as jobs (a gang once all its pods exist); a pod that makes no job is told
@@ -754,12 +769,10 @@ class KubernetesExecutor:
             raise ApplicationError(f"job {shown(run.job_id)} attempt {run.attempt} not started: {err}",
                                    type=KUBE_FAILED, non_retryable=True) from None
         async with self._starting.setdefault((run.job_id, run.attempt), asyncio.Lock()):
-            rec = self.attempts.load(run.job_id, run.attempt)
-            if rec is None:
-                try:
-                    rec = await asyncio.to_thread(self._bind, run)
-                except (KubeError, PodProblem, ApplicationError) as err:
-                    raise self._bind_failure(run, err, activity.info().attempt) from None
+            try:  # ADR 0088: the record (bound by an earlier start, or from the placement: claimed), or bound now
+                rec = await asyncio.to_thread(self.binds.for_start, run)  # (refused for an attempt older than one here)
+            except (KubeError, PodProblem, ApplicationError) as err:
+                raise self._bind_failure(run, err, activity.info().attempt) from None
             if not rec.started_at:
                 rec = await self._until_running(rec)
         self._starting.pop((run.job_id, run.attempt), None)
@@ -1000,7 +1013,9 @@ class KubernetesExecutor:
     async def reconcile(self, client: Client) -> list[str]:
         """Delete the pods whose JobRun is over (they were left while this executor was down)."""
         stopped = []
-        for rec in await runs_over(client, await asyncio.to_thread(self.running)):
+        # ADR 0088: an attempt bound from its placement and not yet claimed by a start has no JobRun yet by design
+        claimed_only = [r for r in await asyncio.to_thread(self.running) if claimed(r)]
+        for rec in await runs_over(client, claimed_only):
             log.warning("deleting the orphan pods of job %s attempt %s (its run is over)", rec.job_id, rec.attempt)
             rec = self.attempts.update(rec, killed=True)
             await asyncio.to_thread(self.delete_pods, rec, 0, "its run in Steward is over")
@@ -1043,7 +1058,17 @@ async def run_kubernetes_executor(settings: Settings, stop: asyncio.Event | None
     log.info("Kubernetes executor %s serving %s as scheduler %r: %d node(s), %d GPU(s)", settings.executor_id,
              executor_task_queue(settings.executor_id), cluster.scheduler_name, len(nodes),
              sum(n.gpus for n in nodes))
-    await serve(client, settings, executor.activities(), executor.heartbeats(stop), stop, MAX_ACTIVITIES)
+    feed = None
+    if api is not None and cluster.bind_placements:  # ADR 0088: binds from the placements read
+        feed = PlacementFeed(cluster.api_url, cluster.api_token_file, settings.executor_id)
+        executor.binds.read = feed.read
+
+    async def loops() -> None:
+        await asyncio.gather(executor.heartbeats(stop), executor.binds.run(stop, cluster.placements_read_s))
+
+    await serve(client, settings, executor.activities(), loops(), stop, MAX_ACTIVITIES)
+    if feed is not None:
+        feed.close()
     publisher.close()
     kube.close()
     if api is not None:

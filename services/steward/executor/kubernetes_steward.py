@@ -104,6 +104,23 @@ def standing_of(data: Mapping[str, Any], actor: str = "") -> Standing:
     return Standing(mappings, waiting, rejected, cursor, clusters)
 
 
+def ask(client: httpx.Client, url: str, token_file: Path, query: str, variables: Mapping[str, Any]) -> dict[str, Any]:
+    """One GraphQL request to the API with the bearer token in `token_file` (read at every call, so a rotated Secret
+    takes effect without a restart): the answer's `data`, or `StewardUnreachable` saying why not."""
+    try:
+        token = token_file.read_text().strip()
+        resp = client.post(url, json={"query": query, "variables": dict(variables)},
+                           headers={"Authorization": f"Bearer {token}"})
+        body = resp.json()
+    except (OSError, httpx.HTTPError, ValueError) as err:
+        raise StewardUnreachable(f"{url}: {err.__class__.__name__}: {err}") from None
+    if resp.status_code != 200 or body.get("errors") or not isinstance(body.get("data"), dict):
+        errors = "; ".join(str(e.get("message")) for e in body.get("errors") or [])
+        raise StewardUnreachable(f"{url}: HTTP {resp.status_code} {errors}".strip())
+    data: dict[str, Any] = body["data"]
+    return data
+
+
 class StewardApi:
     """The API at `url`, with the bearer token in `token_file` (read again at every call, so a rotated
     Secret takes effect without a restart)."""
@@ -122,18 +139,9 @@ class StewardApi:
         self.client.close()
 
     def read(self) -> Standing:
-        try:
-            token = self.token_file.read_text().strip()
-            variables = {"e": self.executor_id, "n": self.first, "r": self.rejections, "after": self.after,
-                         "jobs": f"{JOB_STREAM}{self.executor_id}."}
-            resp = self.client.post(self.url, json={"query": QUERY, "variables": variables},
-                                    headers={"Authorization": f"Bearer {token}"})
-            body = resp.json()
-        except (OSError, httpx.HTTPError, ValueError) as err:
-            raise StewardUnreachable(f"{self.url}: {err.__class__.__name__}: {err}") from None
-        if resp.status_code != 200 or body.get("errors") or not isinstance(body.get("data"), dict):
-            errors = "; ".join(str(e.get("message")) for e in body.get("errors") or [])
-            raise StewardUnreachable(f"{self.url}: HTTP {resp.status_code} {errors}".strip())
-        standing = standing_of(body["data"], f"executor:{self.executor_id}")
+        variables = {"e": self.executor_id, "n": self.first, "r": self.rejections, "after": self.after,
+                     "jobs": f"{JOB_STREAM}{self.executor_id}."}
+        data = ask(self.client, self.url, self.token_file, QUERY, variables)
+        standing = standing_of(data, f"executor:{self.executor_id}")
         self.after = standing.cursor or self.after
         return standing
