@@ -10,11 +10,6 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, settings
 
-from steward.ledger.recording.writer import WriterTransaction
-from steward.store.encoding import RecordedEvent
-from steward.store.recorder import PostgresTransaction, SQLiteTransaction
-from steward.store.upcasting import SchemaError, validate
-
 settings.register_profile("fast", max_examples=60, deadline=None,
                           suppress_health_check=[HealthCheck.too_slow])
 settings.register_profile("ci", max_examples=200, deadline=None,
@@ -33,7 +28,9 @@ settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "fast"))
 SCHEMA_VIOLATIONS: list[str] = []
 
 
-def _check_schemas(records: Sequence[RecordedEvent]) -> None:
+def _check_schemas(records: Sequence[Any]) -> None:
+    from steward.store.upcasting import SchemaError, validate
+
     for rec in records:
         try:
             validate(rec.type, rec.schema_version, rec.payload)
@@ -53,6 +50,11 @@ def _checked(write: Callable[..., Any], records_at: int) -> Callable[..., Any]:
 
 @pytest.fixture(autouse=True, scope="session")
 def _events_match_their_schemas() -> Iterator[None]:
+    # imported here, not at the top: this file is read before tests/integration/conftest.py sets the test
+    # stack's environment, and steward.config reads where its settings files are when it is first imported
+    from steward.ledger.recording.writer import WriterTransaction
+    from steward.store.recorder import PostgresTransaction, SQLiteTransaction
+
     patch = pytest.MonkeyPatch()
     patch.setattr(SQLiteTransaction, "append", _checked(SQLiteTransaction.append, 1))
     patch.setattr(PostgresTransaction, "append", _checked(PostgresTransaction.append, 1))
