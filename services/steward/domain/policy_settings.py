@@ -127,6 +127,14 @@ class PolicySettings:
     cost rule and the held room apply as to any preemption; ADR 0034): this many such waiting jobs
     are looked at per cycle. Needs `claim_hold_s` (the gathered room is held for the job). 0: off
     (the baselines: scattered idle GPUs stay idle until their nodes drain)."""
+    consolidation_min_idle_fraction: float = 0.04
+    """Consolidation gathers idle GPUs only while at least this fraction of the cluster's ready GPUs is idle
+    (churn.idle_to_gather, ADR 0095). Below it the idle GPUs are the cluster's turnover, taken within minutes
+    by arriving and lane work: gathering them gained no occupancy on the suite's large clusters and nearly
+    doubled their preemptions (the moves, then the lane's preemption of the moved work). 0.04: just under
+    the smallest idle fraction at which the drain consolidation is for gathered (ADR 0034: 2 idle GPUs of
+    48, 4.2 %), so that drain still gathers; 5 idle GPUs of 128 or 20 of 512 are turnover and do not.
+    0: gather at any idle GPU (ADR 0034 as it was)."""
 
     # Baseline switches (issue 4): the same cycle runs every policy
     ordering: OrderingMode = "fair_share"
@@ -368,6 +376,8 @@ def _check_settings(s: PolicySettings) -> None:
         raise InvalidSettings("preemption_attempts_per_cycle", "must be >= 0")
     if s.consolidation_searches_per_cycle < 0:
         raise InvalidSettings("consolidation_searches_per_cycle", "must be >= 0 (0: no consolidation)")
+    if not 0.0 <= s.consolidation_min_idle_fraction <= 1.0:
+        raise InvalidSettings("consolidation_min_idle_fraction", "must be in [0, 1] (0: gather at any idle GPU)")
     if not 1 <= s.max_tree_depth <= 8:
         raise InvalidSettings("max_tree_depth", "must be in [1, 8] (DESIGN.md: any depth up to 8)")
 

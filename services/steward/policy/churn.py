@@ -15,7 +15,8 @@ Four rules, each a small function the cycle calls:
 - `defers_to_backfill` / `needed_soon`: unfunded work is not started ahead of the order, nor on GPUs
   that a blocked funded job will take within the restart overhead.
 - `relocatable` / `relocation_fits`: idle GPUs scattered over nodes are gathered for waiting work
-  that fits nowhere by moving settled unfunded work to idle GPUs elsewhere (consolidation, ADR 0034).
+  that fits nowhere by moving settled unfunded work to idle GPUs elsewhere (consolidation, ADR 0034),
+  `idle_to_gather`: only where enough of the cluster is idle for the gathering to gain (ADR 0095).
 
 Pure: time is an argument.
 """
@@ -191,6 +192,17 @@ def relocatable(job: RunningJob, now: float, settings: PolicySettings) -> bool:
         and len(job.placement) == 1
         and settled(job, now, settings)
     )
+
+
+def idle_to_gather(idle_gpus: int, capacity_gpus: int, settings: PolicySettings) -> bool:
+    """DESIGN.md "Churn is bounded" ("the policy preempts only where the beneficiary's gain outweighs that
+    cost") and "Unfunded occupancy ... runs only on idle capacity" (ADR 0095): consolidation gathers idle GPUs
+    only while they are at least `consolidation_min_idle_fraction` of the cluster's ready GPUs. Fewer are the
+    turnover of a full cluster that keeps receiving work, not idle capacity: arriving and lane work takes them
+    within minutes, so a move's gain (its beneficiary's GPUs for up to the gain horizon) is not there, and it
+    costs twice: the moved jobs' preemptions, then the lane's preemption of the moved work when the next
+    qualified debug job finds no idle GPU."""
+    return idle_gpus > 0 and idle_gpus >= settings.consolidation_min_idle_fraction * capacity_gpus
 
 
 def relocation_fits(victims: Sequence[int], nodes_by_free: Sequence[int]) -> list[int] | None:

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from steward.domain.policy_settings import PolicySettings
-from steward.policy.churn import CONSOLIDATE_RULE, WORTH_RULE, relocatable, relocation_fits
+from steward.policy.churn import CONSOLIDATE_RULE, WORTH_RULE, idle_to_gather, relocatable, relocation_fits
 from steward.policy.cycle import schedule
 from steward.policy.model import PendingJob, RunningJob
 from steward.policy.reasons import PREEMPTING
@@ -173,3 +173,43 @@ def test_protected_funded_work_is_never_a_move(hours: float) -> None:
                     running=(running("p", "a", on="n0", started_at=NOW - hours * HOUR), f("k", "n1", 6)),
                     pending=WAITING)
     assert preempted(schedule(snap)) == {}
+
+
+# --- turnover is not idle capacity (ADR 0095) -------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("idle", "capacity", "s", "expected"),
+    [
+        (2, 48, S, True),  # the unfunded-debug drain (ADR 0034): 2 of 48 idle is 4.2 %
+        (1, 48, S, False),
+        (6, 128, S, True),
+        (5, 128, S, False),  # 3.9 %: a 16-node cluster's turnover
+        (20, 512, S, False),
+        (21, 512, S, True),
+        (1, 16, S, True),  # a small cluster: any idle GPU
+        (0, 16, S, False),  # nothing idle, nothing to gather
+        (1, 512, S.with_(consolidation_min_idle_fraction=0.0), True),  # ADR 0034 as it was
+        (0, 512, S.with_(consolidation_min_idle_fraction=0.0), False),
+    ],
+)
+def test_idle_to_gather(idle: int, capacity: int, s: PolicySettings, expected: bool) -> None:
+    assert idle_to_gather(idle, capacity, s) is expected
+
+
+@pytest.mark.parametrize(
+    ("n1_funded", "s", "moved"),
+    [
+        (3, S, {}),  # 12 idle GPUs of 320 (3.75 %): the turnover of a full cluster, not gathered
+        (2, S, {"u": "w"}),  # 13 of 320 (4.1 %): gathered as before
+        (3, S.with_(consolidation_min_idle_fraction=0.0), {"u": "w"}),
+    ],
+)
+def test_a_large_full_cluster_does_not_gather_its_turnover(n1_funded: int, s: PolicySettings,
+                                                           moved: dict[str, str]) -> None:
+    """The first case of `CASES` (n0: 7 idle GPUs and one unfunded job, n1: idle GPUs beside funded work) on a
+    cluster of 40 nodes whose other 38 are full of protected funded work."""
+    full = [f(f"k{i}", f"m{i}", 8) for i in range(38)]
+    snap = snapshot(nodes=(node("n0"), node("n1"), *(node(f"m{i}") for i in range(38))), tree=tree(a=1.0),
+                    running=[u("u", "n0"), f("k", "n1", n1_funded), *full], pending=WAITING, settings=s)
+    assert preempted(schedule(snap)) == moved

@@ -10,6 +10,7 @@ import math
 
 from steward.policy.churn import (
     CONSOLIDATE_RULE,
+    idle_to_gather,
     lost_per_gpu_s,
     needed_soon,
     relocatable,
@@ -103,13 +104,14 @@ def consolidate(cycle: CyclePlan) -> None:
     (short grace) for the waiting job, whose room is then held (phase 3); they requeue with their
     submit time and the backfill starts them on the idle GPUs they were counted on. At most
     `consolidation_searches_per_cycle` waiting jobs are looked at, in order; a size that found no
-    room is not looked at again this cycle."""
+    room is not looked at again this cycle. Only while enough of the cluster is idle
+    (`churn.idle_to_gather`, ADR 0095): a few idle GPUs on a large cluster are its turnover."""
     s = cycle.s
     budget = s.consolidation_searches_per_cycle
     if budget == 0 or s.claim_hold_s is None or not cycle.unfunded or not cycle.snap.running:
         return
     index = cycle.index
-    if index.total_free == 0 or funded_waits(cycle):
+    if not idle_to_gather(index.total_free, cycle.capacity, s) or funded_waits(cycle):
         return
     movable: _Movable | None = None
     placed: set[str] | None = None
