@@ -183,10 +183,11 @@ def test_protected_funded_work_is_never_a_move(hours: float) -> None:
     [
         (2, 48, S, True),  # the unfunded-debug drain (ADR 0034): 2 of 48 idle is 4.2 %
         (1, 48, S, False),
-        (6, 128, S, True),
-        (5, 128, S, False),  # 3.9 %: a 16-node cluster's turnover
-        (20, 512, S, False),
-        (21, 512, S, True),
+        (2, 64, S, True),  # 3.1 %: short-1gpu-n8-l3 gathers here (ADR 0095)
+        (4, 128, S, True),
+        (3, 128, S, False),  # 2.3 %: a 16-node cluster's turnover
+        (15, 512, S, False),
+        (16, 512, S, True),
         (1, 16, S, True),  # a small cluster: any idle GPU
         (0, 16, S, False),  # nothing idle, nothing to gather
         (1, 512, S.with_(consolidation_min_idle_fraction=0.0), True),  # ADR 0034 as it was
@@ -200,9 +201,9 @@ def test_idle_to_gather(idle: int, capacity: int, s: PolicySettings, expected: b
 @pytest.mark.parametrize(
     ("n1_funded", "s", "moved"),
     [
-        (3, S, {}),  # 12 idle GPUs of 320 (3.75 %): the turnover of a full cluster, not gathered
-        (2, S, {"u": "w"}),  # 13 of 320 (4.1 %): gathered as before
-        (3, S.with_(consolidation_min_idle_fraction=0.0), {"u": "w"}),
+        (6, S, {}),  # 9 idle GPUs of 320 (2.8 %): the turnover of a full cluster, not gathered
+        (5, S, {"u": "w"}),  # 10 of 320 (3.1 %): gathered as before
+        (6, S.with_(consolidation_min_idle_fraction=0.0), {"u": "w"}),
     ],
 )
 def test_a_large_full_cluster_does_not_gather_its_turnover(n1_funded: int, s: PolicySettings,
