@@ -3,7 +3,8 @@
 Run it with the simulator you take as the reference on the path. The `steward@6` figures come from branch
 `churn18` (ADR 0095: consolidation only while 3 % of the cluster is idle; `steward@6` occupancy 0.975063 ->
 0.975062, preemptions 3,939 -> 3,934; `steward` and `ai2` did not move, checked to the last digit). Before
-that the `steward` figures came from branch `occupancy` (ADR 0034, consolidation: the slice's occupancy 0.894 -> 0.924, preemptions 338
+that the `steward` figures came from branch `occupancy` (ADR 0034, consolidation: the slice's occupancy
+0.894 -> 0.924, preemptions 338
 -> 344, lost 0.078 % -> 0.080 %, owed min unchanged; `steward@6` occupancy 0.970 -> 0.975; `ai2` did
 not move, checked to the last digit). Before that from branch `churn2` (issue 18, ADR 0028 amended:
 a held gang's room spans the whole free nodes it counted on; `ai2` did not move, checked to the last
