@@ -1058,17 +1058,13 @@ async def run_kubernetes_executor(settings: Settings, stop: asyncio.Event | None
     log.info("Kubernetes executor %s serving %s as scheduler %r: %d node(s), %d GPU(s)", settings.executor_id,
              executor_task_queue(settings.executor_id), cluster.scheduler_name, len(nodes),
              sum(n.gpus for n in nodes))
-    feed = None
     if api is not None and cluster.bind_placements:  # ADR 0088: binds from the placements read
-        feed = PlacementFeed(cluster.api_url, cluster.api_token_file, settings.executor_id)
-        executor.binds.read = feed.read
+        executor.binds.read = PlacementFeed(api).read  # the same connection to the API as the standing's
 
     async def loops() -> None:
         await asyncio.gather(executor.heartbeats(stop), executor.binds.run(stop, cluster.placements_read_s))
 
     await serve(client, settings, executor.activities(), loops(), stop, MAX_ACTIVITIES)
-    if feed is not None:
-        feed.close()
     publisher.close()
     kube.close()
     if api is not None:
