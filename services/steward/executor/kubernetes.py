@@ -934,8 +934,9 @@ class KubernetesExecutor:
     @activity.defn(name="resume_node")
     async def resume_node(self, node: NodeRef) -> None:
         """The node was resumed in Steward: uncordoned if the cordon was Steward's (one an operator made with
-        `kubectl cordon` stays theirs)."""
-        current = next((n for n in await asyncio.to_thread(self._nodes) if node_name(n) == node.node_id), None)
+        `kubectl cordon` stays theirs). Read from the API server, not the watched view: a resume right after a
+        drain came before the watch delivered the drain's cordon, and the node stayed cordoned for good."""
+        current = await asyncio.to_thread(self.kube.node, node.node_id)
         notes = (current or {}).get("metadata", {}).get("annotations") or {}
         if current is not None and DRAIN_REASON in notes:
             await asyncio.to_thread(self.kube.patch_node, node.node_id, {
