@@ -47,6 +47,7 @@ COMPILED: tuple[str, ...] = (
     "steward.domain.recorded",
     "steward.domain.sessions",
     "steward.domain.state",
+    "steward.domain.todict",
     "steward.ledger.deciding.steps",
     "steward.ledger.intake.recordbatch",
     "steward.policy.churn",

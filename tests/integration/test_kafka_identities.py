@@ -25,6 +25,7 @@ from steward.domain.commands import (
     RegisterNode,
     ReportHeartbeat,
     ReportJobStarted,
+    RetireNode,
     SetAllocations,
     SubmitJob,
 )
@@ -198,6 +199,15 @@ def test_an_executor_cannot_report_a_job_on_another_executors_node(store: EventS
     for done in {mine, job}:  # what this test put on that node
         produce(admin, "steward.commands", command_envelope(CancelJob(done, "adversarial test done"),
                                                             actor="admin", role="admin"))
+    # and the node goes: no executor "sim" runs on the shared stack, so a later module's job open to any cluster
+    # routed there would be lost at its start
+    produce(admin, "steward.commands", command_envelope(RetireNode(node, "adversarial test done", when_empty=True),
+                                                        actor="admin", role="admin"))
+    deadline = time.monotonic() + 60  # retired, or retiring (no new work) while another test's job still holds it
+    while not any(r.type in ("NodeRetired", "NodeRetirementPending") and r.payload.get("node_id") == node
+                  for r in store.iterate(head)):
+        assert time.monotonic() < deadline, f"{node} was not retired"
+        time.sleep(0.3)
 
 
 def test_a_new_executors_commands_reach_the_running_ledger(store: EventStore, stack: dict[str, object]) -> None:

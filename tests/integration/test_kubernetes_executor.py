@@ -419,6 +419,25 @@ def test_a_cordon_and_a_notready_node_reach_steward_and_a_drain_cordons_with_a_r
         kubectl("uncordon", "gpu-0", "gpu-1")
 
 
+def test_a_resume_right_after_a_drain_uncordons_though_the_watched_view_has_not_seen_the_cordon(
+        tmp_path: Path, kube: KubeClient) -> None:
+    """The chart's RBAC test drained and resumed a node back to back: the resume read the node from the watched
+    view (ADR 0089), which had not yet delivered the drain's cordon, found no Steward cordon to lift and left the
+    node cordoned for good (CI, a loaded machine). Here the view is held at its state before the drain."""
+    ex = executor(tmp_path, RecordingPublisher(), kube)
+    before = kube.nodes()
+    try:
+        act(ActivityEnvironment().run(ex.drain_node, NodeRef("gpu-0", "firmware")))
+        ex._nodes = lambda: before  # type: ignore[method-assign]  # a watch that has not delivered the drain
+        act(ActivityEnvironment().run(ex.resume_node, NodeRef("gpu-0")))
+        resumed = kube.call("GET", "/api/v1/nodes/gpu-0")
+        assert not resumed["spec"].get("unschedulable")
+        assert "steward.io/drain-reason" not in (resumed["metadata"].get("annotations") or {})
+        assert kube.node("no-such-node") is None
+    finally:
+        kubectl("uncordon", "gpu-0")
+
+
 def test_the_nodes_are_registered_in_the_configured_cluster_and_stay_there_after_a_restart_without_it(
         tmp_path: Path, kube: KubeClient) -> None:
     """ADR 0085: STEWARD_EXECUTOR_CLUSTER names the cluster of every node the executor registers; restarted

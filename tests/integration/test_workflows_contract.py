@@ -37,6 +37,10 @@ SAMPLE = REPO / "examples" / "resumable_train.py"
 # run (the virtual environment's lies under /root here)
 PYTHON = shutil.which("python3", path=BASIC_PATH) or "python3"
 PROJECT = "ee9e8c"
+# The scenario's nodes, which this module's executor serves. Modules before this one register other clusters in
+# the session's store with executors that do not run (test_node_retirement's): a job open to any cluster could be
+# routed there and lost at its start (CI: "executor killed" saw two losses, the second on such a node).
+CLUSTER = ("--cluster", "default")
 TIMINGS = {
     "STEWARD_CONTRACT_HEARTBEAT_TIMEOUT_S": "2",
     "STEWARD_CONTRACT_LOST_AFTER_S": "5",
@@ -147,7 +151,7 @@ def wait_log(job_id: str, text: str, attempt: int = 1, timeout: float = 60) -> N
 
 
 def submit(*args: str, sample: tuple[str, ...] = ()) -> str:
-    out = steward("submit", "-p", PROJECT, "-g", "1", "-o", "json", *args, "--",
+    out = steward("submit", "-p", PROJECT, "-g", "1", *CLUSTER, "-o", "json", *args, "--",
                   PYTHON, str(SAMPLE), "--step-s", "0.05", *sample)
     return str(json.loads(out.stdout)["id"])
 
@@ -313,7 +317,7 @@ def test_executor_killed_while_jobs_are_placed_each_is_requeued_once_and_never_a
 
 
 def test_session_reaches_its_cap_is_checkpointed_and_restored_with_its_state(contract: Log) -> None:
-    out = steward("session", "open", "-p", PROJECT, "-g", "1", "--cap", "8", "-o", "json", "--",
+    out = steward("session", "open", "-p", PROJECT, "-g", "1", *CLUSTER, "--cap", "8", "-o", "json", "--",
                   PYTHON, str(SAMPLE), "--step-s", "0.05")
     sid = str(json.loads(out.stdout)["id"])
     contract.wait_count(sid, "JobPreempted", timeout=90)
@@ -341,7 +345,7 @@ def test_session_reaches_its_cap_is_checkpointed_and_restored_with_its_state(con
 
 
 def test_an_idle_session_is_warned_then_loses_its_protection(contract: Log) -> None:
-    out = steward("session", "open", "-p", PROJECT, "-g", "1", "--cap", "600", "-o", "json", "--",
+    out = steward("session", "open", "-p", PROJECT, "-g", "1", *CLUSTER, "--cap", "600", "-o", "json", "--",
                   PYTHON, str(SAMPLE), "--step-s", "0.05", "--idle-after", "10")
     sid = str(json.loads(out.stdout)["id"])
     contract.wait_count(sid, "ProtectionRevoked", timeout=90)

@@ -295,8 +295,9 @@ def fragmented(draw: st.DrawFn) -> Snapshot:
 @given(st.one_of(snapshots(), fragmented()))
 def test_consolidation_moves_only_settled_unfunded_work_that_fits_elsewhere(snap: Snapshot) -> None:
     """ADR 0034: a consolidation's victims are unfunded, settled, one-node, not sessions, not leaving;
-    its beneficiary is waiting work of one node that fit on no node's idle GPUs; all its victims are
-    on one node, and the idle GPUs of the other ready nodes, after the cycle's placements, hold them."""
+    its beneficiary is waiting work of one node that fits on no node's idle GPUs after the cycle's placements;
+    all its victims are on one node, and the idle GPUs of the other ready nodes, after the cycle's placements,
+    hold them."""
     result = schedule(snap)
     moves = [p for p in result.preemptions if p.evidence["rule"] == CONSOLIDATE_RULE]
     if not moves:
@@ -310,7 +311,6 @@ def test_consolidation_moves_only_settled_unfunded_work_that_fits_elsewhere(snap
         for node, g in r.placement:
             if node in free:
                 free[node] -= g
-    before = dict(free)
     for p in result.placements:
         for node, g in p.assignments:
             free[node] -= g
@@ -324,7 +324,9 @@ def test_consolidation_moves_only_settled_unfunded_work_that_fits_elsewhere(snap
     for for_id, victims in groups.items():
         w = jobs[for_id]
         assert w.gpus <= max(caps.values())
-        assert w.gpus > max(before.values())  # it fit on no node as the cycle began
+        # it fit on no node once the cycle's own placements took their GPUs (phase 8 looks after them); on the
+        # nodes as the cycle began it may have fit (Hypothesis: n2 had 6 free, j0 took 4 of them, j1 needs 4)
+        assert w.gpus > max(free.values())
         (node,) = {v.placement[0][0] for v in victims}
         assert free[node] + sum(v.gpus for v in victims) >= w.gpus
         assert sum(v.gpus for v in victims) <= sum(f for n, f in free.items() if n != node)

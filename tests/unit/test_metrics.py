@@ -248,20 +248,34 @@ def test_request_outcomes(errors: list[Err] | None, refusal: str | None, want: s
     assert outcome_of(errors, None, refusal) == want
 
 
-def test_scheduler_fragmentation_in_gpus_of_ready_nodes() -> None:
-    from steward.domain.state import ClusterNode
+def test_scheduler_fragmentation_per_cluster_after_the_last_cycle() -> None:
+    """ADR 0091: `steward_fragmented_gpus{cluster}` measures each cluster's free GPUs against the largest waiting gang
+    that may run there (the API's rule). default: d0 half busy, d1 free; the 16-GPU gang (too big for jupiter) finds
+    no 16 whole free GPUs: all 12 unusable. jupiter: the 4-GPU job needs an A100 (j0, 1 busy); j0's 3 free GPUs are
+    too few for it, j1's 4 are not: 3. Lab-wide against the 16-GPU gang, as before, all 19 free GPUs were counted."""
+    from steward.policy.cycle import schedule
+    from steward.policy.model import AllocationTree, Node, PendingJob, RunningJob, Snapshot
+
+    now = 100_000.0
+    nodes = (Node("d0", 8, "H100", ("b0",)), Node("d1", 8, "H100", ("b0",)),
+             Node("j0", 4, "A100", ("j",), cluster="jupiter"), Node("j1", 4, "V100", ("j",), cluster="jupiter"))
+    running = (RunningJob("r0", "a", 4, (("d0", 4),), now - 60, now + 36_000, True),
+               RunningJob("r1", "a", 1, (("j0", 1),), now - 60, now + 36_000, True))
+    pending = (PendingJob("big", "b", 16, now - 30), PendingJob("mid", "b", 4, now - 30, gpu_models=("A100",)))
+    snap = Snapshot(now, nodes, AllocationTree.flat({"a": 0.5, "b": 0.5}), {}, running, pending)
+    result = schedule(snap)
+    assert result.placements == () and result.preemptions == ()
+    assert round(result.fragmentation * 24) == 19  # the cycle's own figure stays lab-wide
 
     registry = CollectorRegistry()
     metrics = SchedulerMetrics(registry)
-
-    class Result:
-        fragmentation = 0.25
-
-    nodes = {"a": ClusterNode("a", 8, "m", (), "local"), "b": ClusterNode("b", 8, "m", (), "local"),
-             "c": ClusterNode("c", 8, "m", (), "local", state="draining")}
-    metrics.observe(0.02, Result(), nodes)
+    assert not any(name == "steward_fragmented_gpus" for name, _ in samples(registry))  # no cycle yet
+    metrics.observe(0.02, result, snap)
     got = samples(registry)
-    assert got[("steward_fragmented_gpus", ())] == 4
+    assert {k: v for k, v in got.items() if k[0] == "steward_fragmented_gpus"} == {
+        ("steward_fragmented_gpus", (("cluster", "default"),)): 12,
+        ("steward_fragmented_gpus", (("cluster", "jupiter"),)): 3,
+    }
     assert got[("steward_scheduler_cycle_seconds_count", ())] == 1
 
 

@@ -15,7 +15,7 @@ from steward.domain.clusters import cluster_name
 from steward.domain.nodes import takes_new_work, winding_down
 from steward.domain.policy_settings import PolicySettings
 from steward.domain.state import ClusterNode, LedgerState
-from steward.policy.placement import CapacityIndex, unusable_gpus
+from steward.policy.placement import unusable_by_cluster
 from steward.scheduler.bridge import policy_node
 
 
@@ -115,15 +115,12 @@ def cluster_node(row: Mapping[str, Any]) -> ClusterNode:
                        cluster_name(str(row.get("cluster") or "")))
 
 
-def fragmented_gpus(rows: Iterable[Mapping[str, Any]], used: Mapping[str, int], largest_gang: int) -> int:
-    """ADR 0091: the free GPUs of these node rows (one cluster's) that a gang of `largest_gang` GPUs cannot use, by
-    the scheduler's own rule (`policy.placement.unusable_gpus`) on the nodes as the scheduler sees them
+def fragmented_gpus(rows: Iterable[Mapping[str, Any]], used: Mapping[str, int],
+                    largest: Mapping[str, int]) -> dict[str, int]:
+    """ADR 0091: each cluster's free GPUs (of these node rows) that its largest waiting gang (`largest`) cannot use, by
+    the policy's one rule of it (`policy.placement.unusable_by_cluster`) on the nodes as the scheduler sees them
     (`scheduler.bridge.policy_node`: foreign load taken off, a node's state read by `domain.nodes.takes_new_work`)."""
-    if largest_gang <= 0:
-        return 0
-    nodes = [policy_node(cluster_node(r)) for r in rows]
-    return unusable_gpus(CapacityIndex(nodes, {n.id: used[n.id] for n in nodes if n.id in used}, "best_fit"),
-                         largest_gang)
+    return unusable_by_cluster([policy_node(cluster_node(r)) for r in rows], used, largest)
 
 
 def cluster_occupancy(nodes: Iterable[Mapping[str, Any]], used: Mapping[str, int],
@@ -133,19 +130,20 @@ def cluster_occupancy(nodes: Iterable[Mapping[str, Any]], used: Mapping[str, int
     `largest` (the largest waiting gang that may run on each cluster, `PolicyOrder.largest_by_cluster`), each
     cluster's fragmentation against it (ADR 0091); without, those two figures are null."""
     per: dict[str, dict[str, list[int]]] = {}
-    rows: dict[str, list[Mapping[str, Any]]] = {}
+    rows: list[Mapping[str, Any]] = []
     for node in nodes:
         name = cluster_name(str(node.get("cluster") or ""))
-        rows.setdefault(name, []).append(node)
+        rows.append(node)
         models = per.setdefault(name, {})
         sums = models.setdefault(str(node["gpu_model"]), [0] * 6)
         for i, x in enumerate((1, int(node["gpus"]), *node_gpus(node, used))):
             sums[i] += x
+    frag = None if largest is None else fragmented_gpus(rows, used, largest)
     out = []
     for name, models in sorted(per.items()):
         by_model = [ModelOccupancy(**_counts(s), gpu_model=m) for m, s in sorted(models.items())]
         total = [sum(s[i] for s in models.values()) for i in range(6)]
         gang = None if largest is None else int(largest.get(name, 0))
         out.append(ClusterOccupancy(**_counts(total), name=name, gpu_models=by_model, largest_waiting_gang=gang,
-                                    fragmented_gpus=None if gang is None else fragmented_gpus(rows[name], used, gang)))
+                                    fragmented_gpus=None if frag is None else frag.get(name, 0)))
     return out

@@ -3,6 +3,8 @@ caller measures the time and sleeps; this only says how long, or that it is time
 
 from __future__ import annotations
 
+from steward.backoff import doubling_delay
+
 FIRST_DELAY_S = 0.5  # the first wait; it doubles with each failed try ...
 MAX_DELAY_S = 2.0  # ... up to this, so a broker that is back is reached within 2 s (plus one try)
 FIRST_TRY_S = 5.0  # how long the first try may take to bootstrap; each later one 5 s more ...
@@ -18,8 +20,7 @@ def bootstrap_delay(failures: int, waited_s: float, limit_s: float) -> float | N
         raise ValueError(f"failures counts failed tries, from 1; got {failures}")
     if limit_s <= 0 or waited_s >= limit_s:
         return None
-    delay = min(MAX_DELAY_S, FIRST_DELAY_S * 2.0 ** min(failures - 1, 16))
-    return min(delay, limit_s - waited_s)
+    return min(doubling_delay(failures - 1, FIRST_DELAY_S, MAX_DELAY_S), limit_s - waited_s)
 
 
 def try_timeout_s(failures: int) -> float:

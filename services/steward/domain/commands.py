@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar, get_args, get_origin, get_type_hints
 
 from steward.domain.errors import InvalidCommand
+from steward.domain.todict import command_to_dict as command_to_dict  # its home: compiled (see there)
 
 JOB_CLASSES = ("batch", "debug", "interactive")
 ROOT = "cluster"
@@ -679,58 +680,6 @@ def command_from_dict(kind: str, payload: Mapping[str, Any]) -> Command:
         fast = _fast_decoder(kind)
     cmd: Command | None = fast(payload) if type(payload) is dict else None
     return command_from_dict_reference(kind, payload) if cmd is None else cmd
-
-
-_SCALARS = frozenset({str, int, float, bool, type(None)})
-
-
-class _NotPlain(Exception):
-    pass
-
-
-def _plain(value: Any) -> Any:
-    """A copy of `value` as `asdict` makes it, for scalars and lists, tuples and dicts of them."""
-    kind = type(value)
-    if kind in _SCALARS:
-        return value
-    if kind is list:  # a scalar item kept without a call (a command's list is of strings)
-        return [v if type(v) in _SCALARS else _plain(v) for v in value]
-    if kind is dict:
-        return {_plain(k): _plain(v) for k, v in value.items()}
-    if kind is tuple:
-        return tuple(_plain(v) for v in value)
-    raise _NotPlain
-
-
-_TO_DICT: dict[type[Any], Callable[[Any], dict[str, Any]]] = {}
-
-
-def _to_dict_function(cls: type[Any]) -> Callable[[Any], dict[str, Any]]:
-    """`command_to_dict`'s dict for one command class, generated once: each field read once, a scalar
-    kept as is and anything else through `_plain` (which raises `_NotPlain` for what only `asdict` copies)."""
-    names = tuple(f.name for f in dataclasses.fields(cls))
-    for name in names:
-        if not name.isidentifier():
-            raise TypeError(f"{cls.__name__}: field {name!r} is not an identifier")
-    env: dict[str, Any] = {"_plain": _plain, "_scalars": _SCALARS, "_type": type}
-    reads = "".join(f"    v{i} = c.{name}\n" for i, name in enumerate(names))
-    items = ", ".join(f"{name!r}: v{i} if _type(v{i}) in _scalars else _plain(v{i})" for i, name in enumerate(names))
-    exec(f"def to_dict_{cls.__name__}(c):\n{reads}    return {{{items}}}\n", env)  # field names checked above
-    fn: Callable[[Any], dict[str, Any]] = env[f"to_dict_{cls.__name__}"]
-    _TO_DICT[cls] = fn
-    return fn
-
-
-def command_to_dict(command: Command) -> dict[str, Any]:
-    """`dataclasses.asdict(command)`, without its generic deep copy when every value is a scalar or a
-    list, tuple or dict of them (every command the ledger decodes); anything else goes through `asdict`
-    itself. Equal to `asdict` (tests/unit/domain/test_command_codec.py)."""
-    cls = type(command)
-    fn = _TO_DICT.get(cls) or _to_dict_function(cls)
-    try:
-        return fn(command)
-    except _NotPlain:
-        return dataclasses.asdict(command)
 
 
 # SubmitJob's fields that `JobSubmitted` does not record (JobSubmitted v1): where a Kubernetes cluster's pods

@@ -934,8 +934,9 @@ class KubernetesExecutor:
     @activity.defn(name="resume_node")
     async def resume_node(self, node: NodeRef) -> None:
         """The node was resumed in Steward: uncordoned if the cordon was Steward's (one an operator made with
-        `kubectl cordon` stays theirs)."""
-        current = next((n for n in await asyncio.to_thread(self._nodes) if node_name(n) == node.node_id), None)
+        `kubectl cordon` stays theirs). Read from the API server, not the watched view: a resume right after a
+        drain came before the watch delivered the drain's cordon, and the node stayed cordoned for good."""
+        current = await asyncio.to_thread(self.kube.node, node.node_id)
         notes = (current or {}).get("metadata", {}).get("annotations") or {}
         if current is not None and DRAIN_REASON in notes:
             await asyncio.to_thread(self.kube.patch_node, node.node_id, {
@@ -1058,17 +1059,13 @@ async def run_kubernetes_executor(settings: Settings, stop: asyncio.Event | None
     log.info("Kubernetes executor %s serving %s as scheduler %r: %d node(s), %d GPU(s)", settings.executor_id,
              executor_task_queue(settings.executor_id), cluster.scheduler_name, len(nodes),
              sum(n.gpus for n in nodes))
-    feed = None
     if api is not None and cluster.bind_placements:  # ADR 0088: binds from the placements read
-        feed = PlacementFeed(cluster.api_url, cluster.api_token_file, settings.executor_id)
-        executor.binds.read = feed.read
+        executor.binds.read = PlacementFeed(api).read  # the same connection to the API as the standing's
 
     async def loops() -> None:
         await asyncio.gather(executor.heartbeats(stop), executor.binds.run(stop, cluster.placements_read_s))
 
     await serve(client, settings, executor.activities(), loops(), stop, MAX_ACTIVITIES)
-    if feed is not None:
-        feed.close()
     publisher.close()
     kube.close()
     if api is not None:

@@ -208,6 +208,12 @@ class KubeClient:
     def nodes(self) -> list[dict[str, Any]]:
         return list(self.call("GET", "/api/v1/nodes").get("items") or [])
 
+    def node(self, name: str) -> dict[str, Any] | None:
+        """One node as the API server has it now (a list by name: the executor's role lists nodes, it does not
+        get them), None when there is none."""
+        items = self.call("GET", "/api/v1/nodes", params={"fieldSelector": f"metadata.name={name}"}).get("items")
+        return dict(items[0]) if items else None
+
     # -- writes -----------------------------------------------------------------------------------
 
     def bind(self, namespace: str, name: str, node: str) -> None:

@@ -38,14 +38,13 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Protocol
 
-import httpx
 from temporalio.exceptions import ApplicationError
 
 from steward.config import Settings
 from steward.executor.attempts import AttemptRecord, AttemptStore, read_json, write_json
 from steward.executor.kubernetes_api import KubeError
 from steward.executor.kubernetes_pods import ATTEMPT_LABEL, PodProblem, pod_labels
-from steward.executor.kubernetes_steward import StewardUnreachable, ask
+from steward.executor.kubernetes_steward import StewardApi, StewardUnreachable
 from steward_workflows.payloads import ContractTimings, JobRunInput
 
 log = logging.getLogger("steward.executor.kubernetes_binds")
@@ -181,28 +180,22 @@ FeedUnreachable = StewardUnreachable  # the API did not answer the placements re
 
 
 class PlacementFeed:
-    """This executor's jobs' placements and ends from the API (`auditEvents`), after a cursor, page by page, with
-    the bearer token in `token_file` (read again at every call)."""
+    """This executor's jobs' placements and ends from the API (`auditEvents`), after a cursor, `first` events a page,
+    up to `pages` pages a read, through the executor's one connection to the API (`StewardApi`: its URL, token file,
+    executor id and HTTP client)."""
 
-    def __init__(self, url: str, token_file: str, executor_id: str, first: int = 500, timeout: float = 10.0,
-                 pages: int = 20) -> None:
-        self.url = url
-        self.token_file = Path(token_file)
-        self.executor_id = executor_id
+    def __init__(self, api: StewardApi, first: int = 500, pages: int = 20) -> None:
+        self.api = api
         self.first = first
         self.pages = pages
-        self.client = httpx.Client(timeout=timeout)
-
-    def close(self) -> None:
-        self.client.close()
 
     def read(self, after: str | None) -> tuple[list[dict[str, Any]], str | None]:
         """The events after `after` (up to `pages` pages) and the cursor to read on from."""
         events: list[dict[str, Any]] = []
         for _ in range(self.pages):
-            variables = {"first": self.first, "after": after, "jobs": f"{JOB_STREAM}{self.executor_id}.",
+            variables = {"first": self.first, "after": after, "jobs": f"{JOB_STREAM}{self.api.executor_id}.",
                          "types": list(TYPES)}
-            data = ask(self.client, self.url, self.token_file, QUERY, variables)
+            data = self.api.ask(QUERY, variables)
             page = data.get("auditEvents") or {}
             events += [e["node"] for e in page.get("edges") or [] if e.get("node")]
             info = page.get("pageInfo") or {}

@@ -122,8 +122,10 @@ def ask(client: httpx.Client, url: str, token_file: Path, query: str, variables:
 
 
 class StewardApi:
-    """The API at `url`, with the bearer token in `token_file` (read again at every call, so a rotated
-    Secret takes effect without a restart)."""
+    """The executor's one connection to Steward's API: the API at `url`, with the bearer token in `token_file` (read
+    again at every call, so a rotated Secret takes effect without a restart), as `executor_id`, over one HTTP client
+    (httpx's client is safe to share between threads). `read` is the standing (ADR 0054); the placements feed
+    (`kubernetes_binds.PlacementFeed`, ADR 0088) asks its own query through `ask`."""
 
     def __init__(self, url: str, token_file: str, executor_id: str, first: int = 500, timeout: float = 10.0,
                  rejections: int = 200) -> None:
@@ -138,10 +140,14 @@ class StewardApi:
     def close(self) -> None:
         self.client.close()
 
+    def ask(self, query: str, variables: Mapping[str, Any]) -> dict[str, Any]:
+        """One GraphQL request (`ask`): the answer's `data`, or `StewardUnreachable` saying why not."""
+        return ask(self.client, self.url, self.token_file, query, variables)
+
     def read(self) -> Standing:
         variables = {"e": self.executor_id, "n": self.first, "r": self.rejections, "after": self.after,
                      "jobs": f"{JOB_STREAM}{self.executor_id}."}
-        data = ask(self.client, self.url, self.token_file, QUERY, variables)
+        data = self.ask(QUERY, variables)
         standing = standing_of(data, f"executor:{self.executor_id}")
         self.after = standing.cursor or self.after
         return standing

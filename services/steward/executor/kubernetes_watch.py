@@ -6,7 +6,8 @@ from there with `allowWatchBookmarks` (the server's bookmarks move the resourceV
 re-watch after a quiet spell does not fall out of the server's window). A watch the server ends (`timeoutSeconds`,
 5 to 10 minutes, as client-go's reflector) is opened again from the last resourceVersion; a broken stream likewise
 after a backoff; a `410 Gone` (the resourceVersion is older than the server keeps) or any other refusal lists again.
-Backoff doubles from `BACKOFF_S` up to `BACKOFF_MAX_S`, with jitter, and resets once a list or watch succeeds.
+Backoff doubles from `BACKOFF_S` up to `BACKOFF_MAX_S` (`steward.backoff.doubling_delay`), with jitter, and resets
+once a list or watch succeeds.
 
 Each collection keeps only what the executor reads (`keep`): Steward's pods whole, of the other bound pods only the
 GPUs each holds on its node (foreign load), the nodes whole. Readers take copies under a lock; the watch runs in a
@@ -26,6 +27,7 @@ from typing import Any
 
 import httpx
 
+from steward.backoff import doubling_delay
 from steward.executor.kubernetes_api import KubeClient, KubeError
 from steward.executor.kubernetes_pods import PodProblem, is_steward_pod, is_terminal, pod_gpus
 
@@ -101,14 +103,16 @@ class Backoff:
     first_s: float = BACKOFF_S
     max_s: float = BACKOFF_MAX_S
     rand: Callable[[], float] = random.random
-    next_s: float = field(default=0.0, init=False)
+    waits: int = field(default=0, init=False)  # waits since the last success
 
     def wait_s(self) -> float:
-        self.next_s = min(self.max_s, self.next_s * 2 if self.next_s else self.first_s)
-        return self.next_s * (0.5 + self.rand() / 2)
+        """The next wait (`steward.backoff.doubling_delay`), half to all of it at random."""
+        wait = doubling_delay(self.waits, self.first_s, self.max_s, 0.5 + self.rand() / 2)
+        self.waits += 1
+        return wait
 
     def reset(self) -> None:
-        self.next_s = 0.0
+        self.waits = 0
 
 
 def _close(response: httpx.Response) -> None:

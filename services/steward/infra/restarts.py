@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from steward.backoff import doubling_delay
+
 
 @dataclass(frozen=True)
 class Backoff:
@@ -34,7 +36,7 @@ class Watched:
 def died(w: Watched, now: float, policy: Backoff) -> Watched:
     """It was seen dead at `now`: its restart is due after the backoff."""
     streak = 0 if now - w.started_at >= policy.stable_s else w.quick_deaths
-    delay = min(policy.first_s * 2.0 ** streak, policy.max_s)
+    delay = doubling_delay(streak, policy.first_s, policy.max_s)
     return Watched(w.started_at, streak + 1, now + delay, w.restarts)
 
 

@@ -388,8 +388,8 @@ def unusable_gpus(index: CapacityIndex, largest_gang: int, topology_depth: int |
     """DESIGN.md "Fragmentation is a measured figure": the free GPUs (on nodes that take new work) that a gang of
     `largest_gang` GPUs cannot use. A one-node gang cannot use free GPUs on nodes with fewer free than it needs;
     a multi-node gang cannot use GPUs on partly busy nodes, nor any when no domain it may use holds enough whole
-    free nodes. No waiting gang: none. The one home of the rule: the scheduler's figure (lab-wide, `fragmentation`)
-    and the API's per cluster (an index of that cluster's nodes, ADR 0091) both read it."""
+    free nodes. No waiting gang: none. The one home of the rule: the cycle's figure (lab-wide, `fragmentation`) and
+    each cluster's (`unusable_by_cluster`: the API's and the scheduler's metric, ADR 0091) read it."""
     if largest_gang <= 0:
         return 0
     if largest_gang <= index.maxcap:
@@ -404,3 +404,20 @@ def unusable_gpus(index: CapacityIndex, largest_gang: int, topology_depth: int |
             whole_by_dom[key] = whole_by_dom.get(key, 0) + f
     usable = sum(w for w in whole_by_dom.values() if w >= largest_gang)
     return total - usable
+
+
+def unusable_by_cluster(nodes: Sequence[Node], used: Mapping[str, int], largest: Mapping[str, int]) -> dict[str, int]:
+    """ADR 0091, fragmentation per cluster: for each cluster of `nodes`, its free GPUs that its largest waiting gang
+    (`largest`: `policy.routing.largest_waiting_by_cluster`; 0 or absent: none waits) cannot use, by `unusable_gpus` on
+    an index of that cluster's nodes alone (gangs never span clusters); `used`: the GPUs Steward's jobs hold per node.
+    The one home of the per-cluster figure: the API's `ClusterOccupancy.fragmentedGpus` and the scheduler's
+    `steward_fragmented_gpus{cluster}` both read it."""
+    members: dict[str, list[Node]] = {}
+    for n in nodes:
+        members.setdefault(n.cluster, []).append(n)
+    out: dict[str, int] = {}
+    for cluster, group in members.items():
+        gang = largest.get(cluster, 0)
+        out[cluster] = 0 if gang <= 0 else unusable_gpus(
+            CapacityIndex(group, {n.id: used[n.id] for n in group if n.id in used}, "best_fit"), gang)
+    return out

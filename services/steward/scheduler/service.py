@@ -33,7 +33,7 @@ from steward.domain.state import JOB_LOCAL_EVENTS, TERMINAL_STATES, LedgerState,
 from steward.logs import JobCorrelations
 from steward.policy.cycle import schedule
 from steward.policy.explain import Explanations
-from steward.policy.model import CycleResult, Node, RunningJob
+from steward.policy.model import CycleResult, Node, RunningJob, Snapshot
 from steward.policy.usage import Interval, UsageWindow
 from steward.scheduler.bridge import (
     HOLDING_STATES,
@@ -63,6 +63,7 @@ class SchedulerState:
     # ADR 0076: the same usage per cluster (each attempt runs on one cluster: gangs never span two)
     cluster_usage: dict[str, UsageWindow] = field(default_factory=dict)
     last_result: CycleResult | None = None
+    last_snapshot: Snapshot | None = None  # what the last cycle read (its result's input: the metrics' fragmentation)
     explained: dict[str, tuple[str, int, str]] = field(default_factory=dict)
     explained_at: float = 0.0
     policy: dict[str, Any] = field(default_factory=dict)
@@ -182,7 +183,7 @@ class SchedulerState:
         if by_cluster is not None:
             snap = replace(snap, cluster_usage=by_cluster)
         result = schedule(snap)
-        self.last_result = result
+        self.last_result, self.last_snapshot = result, snap
         return result
 
 
@@ -338,7 +339,7 @@ def run_scheduler(settings: Settings, stop: threading.Event | None = None,
             try:
                 started = time.perf_counter()
                 decided = run_cycle(view, store, publisher, fence, epoch, stop)
-                metrics.observe(time.perf_counter() - started, view.last_result, view.state.nodes)
+                metrics.observe(time.perf_counter() - started, view.last_result, view.last_snapshot)
             except (DBAPIError, KafkaError, OSError) as err:
                 # the store or the broker restarts: keep the folded view, retry after a pause
                 log.warning("cycle failed (%s: %s); retrying", err.__class__.__name__, str(err).splitlines()[0])

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import csv
 import dataclasses
+import hashlib
 import io
 import math
 import random
@@ -26,7 +27,6 @@ import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass, field
-from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -144,9 +144,36 @@ def jitter(scenario: Scenario, seed: int, spread_s: float = PHILLY_JITTER_S) -> 
     return dataclasses.replace(scenario, jobs=tuple(jobs))
 
 
-@lru_cache(maxsize=4)
+def _contents(*paths: str | Path) -> str:
+    """A digest of the files' bytes (a missing file: its name only, the load then says what is wrong)."""
+    h = hashlib.sha256()
+    for p in paths:
+        h.update(str(p).encode() + b"\0")
+        try:
+            h.update(Path(p).read_bytes())
+        except OSError:
+            h.update(b"\0missing")
+    return h.hexdigest()
+
+
+_LOADED: dict[tuple[str, int | None], tuple[str, Scenario]] = {}
+_LOADED_MAX = 4
+
+
 def _load(path: str, max_jobs: int | None) -> Scenario:
-    return load_scenario(path, {"max_jobs": str(max_jobs)} if max_jobs else {})
+    """The scenario at `path`, loaded once per process for every policy run on it while its YAML and trace
+    keep their contents: a file rewritten since (the same name, another scenario) is read again. Keyed by path
+    alone, a process that ran the suite or a task on a path before ran every later one on the earlier file."""
+    key = (path, max_jobs)
+    hit = _LOADED.get(key)
+    if hit is not None and hit[0] == _contents(path, hit[1].trace_path):
+        return hit[1]
+    scenario = load_scenario(path, {"max_jobs": str(max_jobs)} if max_jobs else {})
+    _LOADED.pop(key, None)
+    while len(_LOADED) >= _LOADED_MAX:
+        del _LOADED[next(iter(_LOADED))]
+    _LOADED[key] = (_contents(path, scenario.trace_path), scenario)
+    return scenario
 
 
 def run_task(task: Task) -> Outcome:

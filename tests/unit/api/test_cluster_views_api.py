@@ -229,7 +229,7 @@ def test_a_clusters_fragmented_gpus(case: str, nodes: list[tuple[int, str, int, 
     rows = [{"node_id": f"x{i}", "gpus": g, "gpu_model": "m", "path": ["b", f"x{i}"], "executor": "e", "state": s,
              "foreign_gpus": f, "cluster": "c"} for i, (g, s, _u, f) in enumerate(nodes)]
     used = {f"x{i}": u for i, (_g, _s, u, _f) in enumerate(nodes) if u}
-    assert fragmented_gpus(rows, used, gang) == want, case
+    assert fragmented_gpus(rows, used, {"c": gang}) == {"c": want}, case
     (occ,) = cluster_occupancy(rows, used, {"c": gang})
     assert (occ.largest_waiting_gang, occ.fragmented_gpus) == (gang, want)
     (unknown,) = cluster_occupancy(rows, used)

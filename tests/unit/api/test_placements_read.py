@@ -12,6 +12,7 @@ import pytest
 from steward.api.settings import ApiSettings
 from steward.domain.commands import CancelJob, PlaceJob, RegisterNode, SetAllocations, SubmitJob
 from steward.executor.kubernetes_binds import Book, Current, FeedUnreachable, Placement, PlacementFeed, follow
+from steward.executor.kubernetes_steward import StewardApi
 from tests.unit.api.harness import Server, serve
 
 
@@ -26,7 +27,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
 def feed(server: Server, tmp_path: Path, role: str = "auditor", executor: str = "kx") -> PlacementFeed:
     token = tmp_path / "token"
     token.write_text(server.tokens[role])
-    return PlacementFeed(server.url, str(token), executor, first=2)  # small pages: the read pages on
+    return PlacementFeed(StewardApi(server.url, str(token), executor), first=2)  # small pages: the read pages on
 
 
 def test_the_executor_reads_its_placements_and_their_ends_once_each(server: Server, tmp_path: Path) -> None:
@@ -52,7 +53,7 @@ def test_the_executor_reads_its_placements_and_their_ends_once_each(server: Serv
     events, cursor = reader.read(cursor)
     assert follow(book, events) == []
     assert book.current["kx.team.b"] == Current(1, False) and book.current["kx.team.a"] == Current(1, True)
-    reader.close()
+    reader.api.close()
 
 
 def test_a_token_that_may_not_read_the_log_is_a_failed_read(server: Server, tmp_path: Path) -> None:
@@ -60,4 +61,19 @@ def test_a_token_that_may_not_read_the_log_is_a_failed_read(server: Server, tmp_
     with pytest.raises(FeedUnreachable) as refused:
         reader.read(None)
     assert "auditEvents" in str(refused.value), refused.value
-    reader.close()
+    reader.api.close()
+
+
+def test_the_feed_and_the_standing_read_through_one_connection(server: Server, tmp_path: Path) -> None:
+    """One holder of the executor's connection to the API (its URL, token file, executor id, HTTP client): the feed
+    reads through the `StewardApi` the standing reads through, and a token rotated in the file reaches both."""
+    reader = feed(server, tmp_path, role="researcher")
+    api = reader.api
+    with pytest.raises(FeedUnreachable):
+        reader.read(None)
+    (tmp_path / "token").write_text(server.tokens["auditor"])  # the Secret rotated: read again at the next call
+    events, cursor = reader.read(None)
+    assert cursor is not None and all(e["streamId"].startswith("job-kx.") for e in events)
+    assert api.read().clusters is not None  # the standing's read, on the same client
+    assert reader.api.client is api.client
+    api.close()

@@ -97,6 +97,12 @@ CASES: list[tuple[str, list[RunningJob], tuple[PendingJob, ...], PolicySettings,
      S.with_(preemption_attempts_per_cycle=0), {}),
     ("the same, nothing funded waiting", [u("u", "n0"), f("k", "n1", 6)], WAITING,
      S.with_(preemption_attempts_per_cycle=0), {"u": "w"}),
+    # n0: 6 idle GPUs, n1: 3. As the cycle begins `w` (4) fits on n0, but `v` (4, submitted first) takes them:
+    # after the cycle's placements `w` fits nowhere, and the two guests' jobs left on n0 move to n1 (Hypothesis
+    # found the property test asking "fit on no node as the cycle began", stricter than the rule)
+    ("fits nowhere once the cycle placed another", [u("u0", "n0"), u("u1", "n0"), f("k", "n1", 5)],
+     (pending("v", "x", 4, min_runtime_s=0.0), pending("w", "x", 4, min_runtime_s=0.0, submitted_at=1.0)),
+     S, {"u0": "w", "u1": "w"}),
     # the waiting job fits as it is: no move
     ("it fits already", [u("u", "n0")], WAITING, S, {}),
     # a funded job waiting fits on no node either: phase 7 preempts for it (unfunded work is
