@@ -369,6 +369,29 @@ def test_a_preemption_deletes_the_pod_with_the_grace_and_the_next_attempt_is_a_n
     assert (outcome.exit_code, outcome.killed) == (-9, True)
 
 
+def test_a_pod_deleted_with_no_grace_is_left_to_the_api_server_and_its_successor_of_the_same_name_lives(
+        kube: KubeClient) -> None:
+    """The test cluster's fake kubelets (kwok, infra/k8s/kwok-stages.yaml) end a pod at its grace's end, and only a
+    pod deleted with a grace: the API server removes one deleted with none itself (an update that sets the
+    deletion time, then the deletion), and kwok deletes by name with no UID precondition, so playing the stage on
+    that update deleted the pod made next under the same name (a new attempt's: the fenced-attempt test below
+    failed 1 run in 6 so)."""
+    log = TEST_RUN_DIR / "logs" / "kwok.log"
+    kube.create_pod("team", gpu_pod("nograce", 1, node="gpu-0"))
+    wait_for(lambda: phase(kube, "nograce") == "Running")
+    first = (pod(kube, "nograce") or {})["metadata"]["uid"]
+    kube.delete_pod("team", "nograce", 0)
+    assert pod(kube, "nograce") is None  # gone at once: nothing is left for a kubelet to do
+    kube.create_pod("team", gpu_pod("nograce", 1, node="gpu-1"))
+    wait_for(lambda: phase(kube, "nograce") == "Running")  # kwok has read the events after the deletion
+    time.sleep(1.0)  # (a stage played on the deletion's update would have deleted it by now: within milliseconds)
+    after = pod(kube, "nograce")
+    assert after is not None and after["metadata"]["uid"] != first
+    played = [line for line in log.read_text().splitlines() if '"team/nograce"' in line and "elete" in line]
+    assert played == []
+    kube.delete_pod("team", "nograce", 0)
+
+
 def test_foreign_pods_gpus_are_unavailable_and_their_pods_left_alone(tmp_path: Path, kube: KubeClient) -> None:
     pub = RecordingPublisher()
     ex = executor(tmp_path, pub, kube)
