@@ -75,6 +75,7 @@ COMPILED: tuple[str, ...] = (
     "steward.policy.preemption",
     "steward.policy.reasons",
     "steward.policy.reservation",
+    "steward.policy.routing",
     "steward.policy.sessions",
     "steward.policy.topology",
     "steward.policy.tree",

@@ -51,14 +51,16 @@ def has_entitlement_left(
     return None
 
 
-def funding_charge(placement: Iterable[tuple[str, int]], weight_of: Mapping[str, float]) -> float:
+def funding_charge(placement: Iterable[tuple[str, int]], weight_of: dict[str, float]) -> float:
     """ADR 0090, what a funded job counts against its allocation's quota: its GPUs on each node × the weight of
     that node's GPU model (`weight_of`: node id -> `PolicySettings.model_weight` of its model; a node not
     there, gone from the snapshot, weighs 1, as a run with no known model does in the books, ADR 0062). The one
     home of the charge: the cycle (phase 1's tally of running work, every placement and room it makes) and the
     submit preview read it. A job not placed yet is charged nothing: the funding rule asks whether its
     allocation is below its quota *before* it starts (`has_entitlement_left`), whatever it would cost, and
-    its charge is known once its nodes are (so where it is routed never decides whether it is funded)."""
+    its charge is known once its nodes are (so where it is routed never decides whether it is funded).
+    `weight_of` is a dict, not any mapping: compiled, its lookups are then native (phase 1 charges every running
+    funded job every cycle)."""
     total = 0.0
     for nid, gpus in placement:
         total += gpus * weight_of.get(nid, 1.0)
@@ -68,10 +70,15 @@ def funding_charge(placement: Iterable[tuple[str, int]], weight_of: Mapping[str,
 def funding_capacity(nodes: Iterable[tuple[int, str]], settings: PolicySettings) -> float:
     """ADR 0090, the capacity a quota is a share of: Σ GPUs × the weight of their model over `nodes` ((GPUs,
     model) of the ready nodes), so `entitlement × funding_capacity` is in weighted GPUs, the books' units
-    (ADR 0062). Every weight 1 (no weights set): the plain GPUs, to the digit."""
+    (ADR 0062). Every weight 1 (no weights set): the plain GPUs, to the digit. The weight is asked once per model
+    (the cycle reads this for every ready node every cycle; nodes share a few models)."""
     total = 0.0
+    weights: dict[str, float] = {}
     for gpus, model in nodes:
-        total += gpus * settings.funding_weight(model)
+        w = weights.get(model)
+        if w is None:
+            w = weights[model] = settings.funding_weight(model)
+        total += gpus * w
     return total
 
 

@@ -88,7 +88,7 @@ class Outlook:
         } | ({"units": "weighted_gpus"} if self.weighted else {})
 
 
-def funded_by_project(running: Iterable[RunningJob], weight_of: Mapping[str, float] | None = None) -> dict[str, float]:
+def funded_by_project(running: Iterable[RunningJob], weight_of: dict[str, float] | None = None) -> dict[str, float]:
     """Funded GPUs of running jobs per project; with `weight_of` (node id -> its model's weight) each charged at
     its nodes' weights (ADR 0090: `contract.funding_charge`, what the funding rule reads)."""
     out: dict[str, float] = {}

@@ -128,11 +128,15 @@ class CyclePlan:
         self.fund_ok: dict[str, bool] = {}  # per project: funded now? (cleared by every charge)
         self.used: dict[str, int] = {}
         self.funded_by_project: dict[str, int] = {}
-        self.funded_weighted_by_project: dict[str, float] = {}  # phase 1: `contract.funding_charge` of each
+        self.funded_weighted_by_project: dict[str, float] = {}  # phase 1 (a weight set): `funding_charge` of each
         # ADR 0090: per node id, the weight of its GPU model (what a funded GPU there is charged), and whether any
         # node's weighs other than 1 (the evidence and the words then say "weighted GPUs")
-        self.weight_of: dict[str, float] = {n.id: self.s.funding_weight(n.model) for n in snapshot.nodes}
-        self.weights_set = any(w != 1.0 for w in self.weight_of.values())
+        # (`funding_weight` asked once per model, and the map left empty when every weight is 1: a node not in it
+        # weighs 1, `contract.funding_charge`; this is built every cycle)
+        by_model = {m: self.s.funding_weight(m) for m in {n.model for n in snapshot.nodes}}
+        self.weights_set = any(w != 1.0 for w in by_model.values())
+        self.weight_of: dict[str, float] = (
+            {n.id: by_model[n.model] for n in snapshot.nodes} if self.weights_set else {})
         self.lane_seen: set[str] = set()
         self.lane_blocked: list[tuple[int, PendingJob]] = []
         self.qual: dict[str, Qualification] = {}  # ADR 0029: waiting debug work of an allocation

@@ -5,7 +5,7 @@ where a job starts now by its allocation's standing on each (least served, then 
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
 
@@ -14,6 +14,7 @@ from steward.policy.contract import funding_capacity, funding_charge
 from steward.policy.cycle import schedule
 from steward.policy.model import Node, PendingJob, RunningJob, Snapshot
 from steward.policy.outlook import outlook
+from steward.policy.plan import CyclePlan
 from steward.policy.reasons import explanation_text
 from steward.policy.routing import choose_cluster, chosen_by
 from tests.unit.policy.builders import HOUR, NOW, pending, running, snapshot, tree
@@ -55,6 +56,42 @@ def test_the_capacity_a_quota_is_a_share_of_is_weighted(nodes: tuple[tuple[int, 
     assert funding_capacity(nodes, PolicySettings()) == sum(g for g, _ in nodes)  # no weights: plain GPUs
     # weights set, `weighted_funding` off (every preset): the quota is a share of the plain GPUs
     assert funding_capacity(nodes, PolicySettings(gpu_model_weights=WEIGHTS)) == sum(g for g, _ in nodes)
+
+
+class AskedWeights(PolicySettings):
+    """Settings that record every model whose funding weight is asked."""
+
+    asked: ClassVar[list[str]] = []
+
+    def funding_weight(self, model: str) -> float:
+        AskedWeights.asked.append(model)
+        return super().funding_weight(model)
+
+
+@pytest.mark.parametrize(
+    ("case", "settings", "weight_of", "weights_set"),
+    [
+        ("weights set", {"gpu_model_weights": WEIGHTS, "weighted_funding": True},
+         {"h1": 1.0, "h2": 1.0, "v1": 0.25, "v2": 0.25, "v3": 0.25}, True),
+        # every weight 1: the map is left empty, every node weighing 1 as one not in it does
+        ("weights set, weighted_funding off", {"gpu_model_weights": WEIGHTS}, {}, False),
+        ("no weights", {}, {}, False),
+    ],
+)
+def test_the_cycle_asks_each_models_funding_weight_once(
+    case: str, settings: dict[str, Any], weight_of: dict[str, float], weights_set: bool
+) -> None:
+    """The weights are read every cycle, over every node: once per model, not once per node (issue 20's pairs)."""
+    nodes = tuple(Node(n, 8, "H100" if n[0] == "h" else "V100", ("b0",), "ready")
+                  for n in ("h1", "h2", "v1", "v2", "v3"))
+    s = AskedWeights(**settings)
+    AskedWeights.asked.clear()
+    plan = CyclePlan(snapshot(nodes=nodes, settings=s))
+    assert sorted(AskedWeights.asked) == ["H100", "V100"], case
+    assert (plan.weight_of, plan.weights_set) == (weight_of, weights_set), case
+    AskedWeights.asked.clear()
+    assert funding_capacity([(n.gpus, n.model) for n in nodes], s) == (16 + 24 * 0.25 if weights_set else 40), case
+    assert sorted(AskedWeights.asked) == ["H100", "V100"], case
 
 
 def two_models() -> tuple[Node, ...]:

@@ -32,6 +32,7 @@ def expire_and_drain(cycle: CyclePlan) -> None:
     funded_by_project = cycle.funded_by_project
     weighted_by_project = cycle.funded_weighted_by_project
     weight_of = cycle.weight_of
+    weights_set = cycle.weights_set  # every weight 1: phase 2 charges each project's GPUs (`CyclePlan.weighted`)
     for job in cycle.snap.running:
         placement = job.placement
         if len(placement) == 1:
@@ -71,5 +72,6 @@ def expire_and_drain(cycle: CyclePlan) -> None:
             cycle.going.append(job)
         elif job.funded:
             funded_by_project[job.project] = funded_by_project.get(job.project, 0) + job.gpus
-            weighted_by_project[job.project] = (weighted_by_project.get(job.project, 0.0)
-                                                + funding_charge(placement, weight_of))  # ADR 0090
+            if weights_set:
+                weighted_by_project[job.project] = (weighted_by_project.get(job.project, 0.0)
+                                                    + funding_charge(placement, weight_of))  # ADR 0090
