@@ -156,6 +156,11 @@ def submit(*args: str, steps: int, resumable: bool = False, project: str = PROJE
     return str(json.loads(out.stdout)["id"])
 
 
+def queue_on(cluster: str) -> list[dict[str, Any]]:
+    """`steward queue --cluster CLUSTER`: the jobs waiting that may run there, with their position there."""
+    return list(json.loads(steward("queue", "--cluster", cluster, "--output", "json").stdout)["entries"])
+
+
 def attempt_log(agent: str, job_id: str, attempt: int) -> str:
     from steward.config import Settings
 
@@ -197,7 +202,7 @@ def test_a_job_preempted_by_the_policy_for_funded_work_resumes_on_the_other_clus
     # the other cluster busy (unfunded work, not charged, pinned there) until the job has started `here`
     blocker = submit("--cluster", there, steps=0, gpus=GPUS[there])
     log.wait(blocker, "JobStarted")
-    victim = submit("--cluster", f"jupiter,{SECOND}", steps=0, resumable=True, min_runtime=20)
+    victim = submit("--cluster", f"jupiter,{SECOND}", steps=0, resumable=True, min_runtime=30)
     (first,) = log.wait(victim, "JobPlaced")
     assert cluster_of(first) == here and first["funded"], first
     routing = first["evidence"]["routing"]
@@ -209,8 +214,13 @@ def test_a_job_preempted_by_the_policy_for_funded_work_resumes_on_the_other_clus
 
     # funded work of another allocation pinned to the victim's cluster, too big for the GPUs left there
     beneficiary = submit("--cluster", here, steps=20, project=OTHER, gpus=GPUS[here], min_runtime=5)
+    # while the victim is protected it waits in `here`'s queue, and only there (`steward queue --cluster`)
+    wait_for(lambda: [(e["job"] or {}).get("id") for e in queue_on(here)] == [beneficiary], 25,
+             f"{beneficiary} alone in {here}'s queue")
+    assert beneficiary not in [(e["job"] or {}).get("id") for e in queue_on(there)]
+    assert queue_on(here)[0]["positionInCluster"] == 1
     try:
-        (asked,) = log.wait(victim, "JobPreemptionRequested", timeout=300)  # after the victim's 20 s protection
+        (asked,) = log.wait(victim, "JobPreemptionRequested", timeout=300)  # after the victim's 30 s protection
     except AssertionError as e:  # say why the beneficiary waits, as the scheduler explains it
         raise AssertionError(f"{e}; {steward('why', beneficiary, check=False).stdout}") from None
     assert (asked["reason"], asked["attempt"], asked["for_job_id"]) == ("fair_share", 1, beneficiary), asked
