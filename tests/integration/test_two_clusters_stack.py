@@ -11,7 +11,9 @@ node agent, each agent serving its own cluster only (STEWARD_EXECUTOR_NODES):
 Asserted from the event log: a job asking for H100 is placed on ceres with the routing reason as evidence; a
 resumable job accepting A100 or H100 is preempted when its first cluster is drained (the drain's preemption:
 checkpoint request, grace, requeue), and its next attempt is routed to the other cluster, run by the other
-agent, and resumes from the checkpoint the first attempt saved; no GPU is ever held by two attempts at once.
+agent, and resumes from the checkpoint the first attempt saved; the same move made by the policy itself, each
+way (a funded job of a less served allocation pinned to the first cluster: a fair-share preemption with its
+strict-improvement evidence, then the resume on the other cluster); no GPU is ever held by two attempts at once.
 
 It registers its own clusters and needs a store with no other nodes (routing sees every registered cluster):
 `make test` runs it alone, in a slot of its own, like the Slurm and Kubernetes whole-stack tests.
@@ -59,6 +61,8 @@ gpu_models:
   A100: 0.55
 """
 NODE = {"jupiter": "jupiter-node000", SECOND: f"{SECOND}-node000"}
+GPUS = {"jupiter": 4, SECOND: 2}
+OTHER = "7f04ca"  # an allocation beside PROJECT's under `research` (philly.yaml), with nothing delivered
 AGENT = {"jupiter": "local", SECOND: SECOND}
 AGENT_ENV = {"STEWARD_EXECUTOR_TICK_S": "0.5"}
 ENDS = {"JobPreempted", "JobCompleted", "JobFailed", "JobCancelled", "JobLost", "JobRequeued"}
@@ -143,12 +147,18 @@ def two_clusters(real_services: None, tmp_path_factory: pytest.TempPathFactory) 
                 os.environ[k] = v
 
 
-def submit(*args: str, steps: int, resumable: bool = False) -> str:
-    out = steward("submit", "-p", PROJECT, "-g", "1", "--min-runtime", "0", "-o", "json",
+def submit(*args: str, steps: int, resumable: bool = False, project: str = PROJECT, gpus: int = 1,
+           min_runtime: float = 0) -> str:
+    out = steward("submit", "-p", project, "-g", str(gpus), "--min-runtime", str(min_runtime), "-o", "json",
                   *(["--resumable"] if resumable else []), *args, "--",
                   PYTHON, str(SAMPLE), "--steps", str(steps), "--step-s", "0.05", "--work-fraction", "0.1",
                   "--checkpoint-every", "10")
     return str(json.loads(out.stdout)["id"])
+
+
+def queue_on(cluster: str) -> list[dict[str, Any]]:
+    """`steward queue --cluster CLUSTER`: the jobs waiting that may run there, with their position there."""
+    return list(json.loads(steward("queue", "--cluster", cluster, "--output", "json").stdout)["entries"])
 
 
 def attempt_log(agent: str, job_id: str, attempt: int) -> str:
@@ -175,6 +185,76 @@ def test_a_job_asking_for_a_model_only_one_cluster_has_is_routed_there_with_the_
     assert routing["reason"].startswith(f"placed on {SECOND} (H100): would wait 0 s there"), routing
     two_clusters.wait(job, "JobCompleted", timeout=120)
     assert "done at step 20" in attempt_log(SECOND, job, 1)  # the second agent ran it, as a real process
+
+
+@pytest.mark.parametrize("here", ["jupiter", SECOND])
+def test_a_job_preempted_by_the_policy_for_funded_work_resumes_on_the_other_cluster_from_its_checkpoint(
+        two_clusters: Log, here: str) -> None:
+    """The issue's "a job routed, preempted and resumed on the other cluster from its checkpoint", by the policy
+    itself, each way: a funded resumable job open to both clusters is routed to `here` (the other cluster is
+    busy until it starts there); a funded job of a less served allocation (7f04ca, under the same parent)
+    pinned to `here` and needing all its GPUs waits out the first one's protection, then the scheduler preempts
+    it for fair share (strict improvement on that cluster, ADR 0071/0076): checkpoint request, the job saves
+    and stops, requeue with its checkpoint; its next attempt can only go to the other cluster (the room is its
+    beneficiary's, ADR 0028), where the other agent resumes it from the step it saved."""
+    log = two_clusters
+    there = next(c for c in NODE if c != here)
+    # the other cluster busy (unfunded work, not charged, pinned there) until the job has started `here`
+    blocker = submit("--cluster", there, steps=0, gpus=GPUS[there])
+    log.wait(blocker, "JobStarted")
+    victim = submit("--cluster", f"jupiter,{SECOND}", steps=0, resumable=True, min_runtime=30)
+    (first,) = log.wait(victim, "JobPlaced")
+    assert cluster_of(first) == here and first["funded"], first
+    routing = first["evidence"]["routing"]
+    assert routing["cluster"] == here and set(routing["accepts"]["clusters"]) == set(NODE), routing
+    log.wait(victim, "JobStarted")
+    steward("cancel", blocker, "--reason", "the other cluster is free again")
+    log.wait(blocker, "JobCancelled", timeout=120)
+    log.wait(victim, "CheckpointSaved", timeout=120)  # every 10 steps; seen by the agent's watch
+
+    # funded work of another allocation pinned to the victim's cluster, too big for the GPUs left there
+    beneficiary = submit("--cluster", here, steps=20, project=OTHER, gpus=GPUS[here], min_runtime=5)
+    # while the victim is protected it waits in `here`'s queue, and only there (`steward queue --cluster`)
+    wait_for(lambda: [(e["job"] or {}).get("id") for e in queue_on(here)] == [beneficiary], 25,
+             f"{beneficiary} alone in {here}'s queue")
+    assert beneficiary not in [(e["job"] or {}).get("id") for e in queue_on(there)]
+    assert queue_on(here)[0]["positionInCluster"] == 1
+    try:
+        (asked,) = log.wait(victim, "JobPreemptionRequested", timeout=300)  # after the victim's 30 s protection
+    except AssertionError as e:  # say why the beneficiary waits, as the scheduler explains it
+        raise AssertionError(f"{e}; {steward('why', beneficiary, check=False).stdout}") from None
+    assert (asked["reason"], asked["attempt"], asked["for_job_id"]) == ("fair_share", 1, beneficiary), asked
+    evidence = asked["evidence"]
+    assert evidence["rule"] == "strict_improvement" and evidence["funded"], evidence
+    assert evidence["waiting"]["job_id"] == beneficiary and evidence["waiting"]["project"] == OTHER, evidence
+    assert evidence["plan"]["nodes"] == [NODE[here]], evidence["plan"]
+    assert asked["requested_at"] >= evidence["protected_until"], asked  # never inside its protection
+    (stopped,) = log.wait(victim, "JobPreempted", timeout=240)  # it saves when asked and exits (grace 120 s)
+    assert stopped["requeue"] and stopped["reason"] == "fair_share", stopped
+
+    second = log.wait(victim, "JobPlaced", count=2, timeout=240)[1]
+    (taken,) = log.wait(beneficiary, "JobPlaced", timeout=240)
+    assert cluster_of(taken) == here and len(taken["assignments"][NODE[here]]) == GPUS[here], taken
+    # routed to the other cluster, run by the other agent, from the checkpoint the first attempt saved
+    assert cluster_of(second) == there and second["executor"] == AGENT[there] != first["executor"], second
+    assert second["attempt"] == 2 and second["evidence"]["routing"]["cluster"] == there, second
+    (requeued,) = log.of(victim, "JobRequeued")
+    saved = [c["path"] for c in log.of(victim, "CheckpointSaved")]
+    assert requeued["resume"] and requeued["resume_from"] == saved[-1] == second["resume_from"], (requeued, saved)
+    assert stopped["checkpoint_path"] == second["resume_from"], (stopped, second)
+    log.wait(victim, "JobStarted", count=2, timeout=240)
+    step = int(wait_for(lambda: "checkpointed at step " in (t := attempt_log(AGENT[here], victim, 1)) and t,
+                        60, "the first attempt's last checkpoint in its log")
+               .rsplit("checkpointed at step ", 1)[1].split()[0])
+    text = wait_for(lambda: f"step {step + 10}\n" in (t := attempt_log(AGENT[there], victim, 2)) and t, 120,
+                    "the second attempt's progress past its resume point")
+    assert text.splitlines()[0] == f"resumed from step {step}" and step >= 10, text[:300]
+    log.wait(beneficiary, "JobCompleted", timeout=240)
+    assert "done at step 20" in attempt_log(AGENT[here], beneficiary, 1)
+
+    steward("cancel", victim, "--reason", "the test is over")  # it runs for ever: its move is what was tested
+    log.wait(victim, "JobCancelled", timeout=120)
+    assert [e.type for e in log.events(victim)].count("JobPreemptionRequested") == 1
 
 
 def test_a_resumable_job_is_preempted_and_resumes_on_the_other_cluster_from_its_checkpoint(two_clusters: Log) -> None:

@@ -58,9 +58,10 @@ WHY_FIELDS = ("jobId reason text source blockingGpus blockingScope blockingUntil
 WHY = f"""query($id: ID!) {{ job(id: $id) {{ id state owner {{ subject name }} }}
   whyPending(job: $id) {{ {WHY_FIELDS} }} whyPreempted(job: $id) {{ {WHY_FIELDS} }} }}"""
 
-QUEUE = f"""query($first: Int!, $project: String) {{ queue(first: $first, project: $project) {{
-  waiting waitingGpus entries {{ position mine positionInProject positionInClusters reason text blockingGpus
-    job {{ {JOB_FIELDS} }} }} }} }}"""
+QUEUE = f"""query($first: Int!, $project: String, $cluster: String) {{
+  queue(first: $first, project: $project, cluster: $cluster) {{
+  waiting waitingGpus entries {{ position mine positionInProject positionInClusters positionInCluster reason text
+    blockingGpus job {{ {JOB_FIELDS} }} }} }} }}"""
 
 
 def refusal(res: dict[str, Any]) -> str | None:
@@ -248,16 +249,22 @@ def register(app: typer.Typer) -> None:
         emit(job, output, [_job_row(job)], ["id", "project", "state", "gpus", "class"])
 
     @app.command("queue")
-    def queue(project: str = typer.Option(None), limit: int = typer.Option(100),
-              output: OutputFormat = OutputOption) -> None:
+    def queue(project: str = typer.Option(None),
+              cluster: str = typer.Option(None, help="only the jobs that may run on this cluster, with their "
+                                                     "position there (column `in cluster`)"),
+              limit: int = typer.Option(100), output: OutputFormat = OutputOption) -> None:
         """The queue in scheduling order: your jobs in full, others' as positions only."""
         if not 1 <= limit <= 500:
             fail(f"--limit must be between 1 and 500, got {limit}", 2)
-        q = GraphQLClient(get_settings()).execute(QUEUE, {"first": limit, "project": project})["queue"]
+        q = GraphQLClient(get_settings()).execute(QUEUE, {"first": limit, "project": project,
+                                                          "cluster": cluster})["queue"]
         rows = [[e["position"], e["positionInProject"] or "", e.get("positionInClusters") or "",
+                 *([e.get("positionInCluster") or ""] if cluster else []),
                  e["job"]["id"] if e["job"] else "(another tenant)",
                  e["job"]["project"] if e["job"] else "", e["job"]["gpus"] if e["job"] else "", e["reason"] or ""]
                 for e in q["entries"]]
-        # "in clusters": the position among the jobs waiting for a cluster it accepts (ADR 0073)
-        emit(q, output, rows, ["position", "in project", "in clusters", "job", "project", "gpus", "reason"])
+        # "in clusters": the position among the jobs waiting for a cluster it accepts (ADR 0073); "in cluster":
+        # among the jobs that may run on --cluster (GraphQL `queue(cluster:)`, as the UI's Queue screen shows it)
+        emit(q, output, rows, ["position", "in project", "in clusters", *(["in cluster"] if cluster else []), "job",
+                               "project", "gpus", "reason"])
 

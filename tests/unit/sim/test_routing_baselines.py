@@ -129,7 +129,7 @@ TINY: dict[str, Any] = {
     "tree": {"p": 0.5, "q": 0.5},
 }
 ROWS = ("job_id,submit_s,duration_s,gpus,tenant,class,min_runtime_s,resumable,gpu_models,clusters\n"
-        "big,0,1000,8,p,batch,60,1,,ceres\n"  # fills ceres until 1000
+        "big,0,1000,8,p,batch,1000,1,,ceres\n"  # fills ceres until 1000, protected throughout
         "small,10,100,4,q,batch,60,1,,\n")  # could run on either
 
 
@@ -140,7 +140,8 @@ def pinned(cluster: str) -> Router:
 @pytest.mark.parametrize(("router", "earliest", "occupancy"), [
     # steward's own routing: small goes to jupiter at 10, where there was room (ceres had none before 1000)
     (None, 1.0, {"ceres": 1.0, "jupiter": 1.0}),
-    # pinned to ceres at submit: it waits until 1000 while jupiter had room from 10. Occupancy is hour by hour
+    # pinned to ceres at submit: it waits until 1000 while jupiter had room from 10 (big is protected until then;
+    # q, less served, would preempt it once out of its protection: test_routed_churn.py). Occupancy is hour by hour
     # (as the cluster-wide figure): ceres busy 8 x 1000 + 4 x 100 against the GPU-s of work it could run in
     # that hour, 8 x 1000 + 4 x 990 waiting + 4 x 100; jupiter idle while 4 x 990 it could run waited
     (pinned("ceres"), 0.0, {"ceres": 8400 / 12360, "jupiter": 0.0}),

@@ -230,13 +230,13 @@ def churn_check(cycle: CyclePlan, job: PendingJob, plan: VictimPlan, k: int) -> 
             cost += victim_cost_gpu_s(v.job, now, s)
         if end > start_by:
             start_by = end
-    if s.preemption_gain_horizon_s is None:
+    if s.preemption_gain_horizon_s is None or job.gpus > cycle.index.maxcap:
         without = math.inf
-    elif job.gpus <= cycle.index.maxcap:
-        index = cycle.index
-        without = soonest_release(job.gpus, index.free, index.ok, cycle.release_times(), now, index.max_free())
+    elif routed(cycle, job):  # ADR 0057: only where it may run; another cluster's or model's free GPUs are none
+        with hidden_except(cycle.index, [i for _, nodes in cycle.routes.candidates(job) for i in nodes]):
+            without = soonest_release_now(cycle, job)
     else:
-        without = math.inf
+        without = soonest_release_now(cycle, job)
     check = worth_preempting(job.gpus, now, start_by, without, cost, s)
     if not check.allowed:
         ev = check.evidence()
@@ -245,6 +245,12 @@ def churn_check(cycle: CyclePlan, job: PendingJob, plan: VictimPlan, k: int) -> 
         if job.id not in cycle.specials:
             cycle.specials[job.id] = Special(PREEMPTION_COSTS_MORE, job.gpus, "one node", None, {"churn": ev})
     return check
+
+
+def soonest_release_now(cycle: CyclePlan, job: PendingJob) -> float:
+    """When `job` would start without a new preemption (`churn.soonest_release`) over the nodes visible now."""
+    index = cycle.index
+    return soonest_release(job.gpus, index.free, index.ok, cycle.release_times(), cycle.now, index.max_free())
 
 
 def waiting_evidence(cycle: CyclePlan, job: PendingJob, k: int) -> dict[str, object]:
