@@ -752,9 +752,7 @@ class Engine:
             job = self.jobs[idx]
             if job.epoch != epoch or job.state != RUNNING or job.running is None:
                 continue
-            base = job.run_start + job.overhead
-            k = math.floor((now - base) / interval)
-            last = base + k * interval
+            last = last_checkpoint(job.run_start + job.overhead, interval, now)
             job.running = running_with(job.running, last, job.running.preemption_requested_at)
             self.running[job.spec.job_id] = job.running
             heapq.heappush(heap, (last + interval, idx, epoch))
@@ -906,6 +904,20 @@ class Engine:
             return any(f >= gpus for f in self.free.values())
         whole = math.ceil(gpus / per)
         return sum(1 for f in self.free.values() if f >= per) >= whole
+
+
+def last_checkpoint(base: float, interval: float, now: float) -> float:
+    """The last checkpoint at or before `now` of a run whose work began at `base`, one every `interval`:
+    always one whose next (`last + interval`, the one the checkpoint heap waits for) is after `now`.
+    The quotient alone may round down by one where `now` is a checkpoint instant reached by adding
+    `interval` (`(261185.264 + 1800 + 1800 - 261185.264) / 1800` is just below 2): the next checkpoint was
+    then due already, and `_refresh_checkpoints` pushed and popped it at the same instant forever, inside
+    one cycle, where the storm cut-off (it counts cycles) never looks (a jittered gang-heavy scenario hung;
+    tests/unit/sim/test_engine.py)."""
+    last = base + math.floor((now - base) / interval) * interval
+    while last + interval <= now:
+        last += interval
+    return last
 
 
 def running_with(rj: RunningJob, last_checkpoint_at: float | None,

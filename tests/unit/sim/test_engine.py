@@ -7,6 +7,7 @@ grace 120 s; lost work = work since the last checkpoint + restart overhead paid.
 from __future__ import annotations
 
 import dataclasses
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -14,7 +15,7 @@ from typing import Any
 import pytest
 
 from steward.policy.model import CycleResult, PendingJob, Placement, Preemption, RunningJob, Snapshot
-from steward.sim.engine import MIN_CYCLE_LIMIT, Engine, running_with, with_room_freed
+from steward.sim.engine import MIN_CYCLE_LIMIT, Engine, last_checkpoint, running_with, with_room_freed
 from steward.sim.errors import ScenarioError
 from steward.sim.policies import settings_for, tree_for
 from steward.sim.run import run_scenario
@@ -285,3 +286,46 @@ def test_a_run_that_ends_reports_no_cut_off(tmp_path: Path) -> None:
 def test_a_bad_cut_off_is_one_clear_error(tmp_path: Path, value: object, message: str) -> None:
     with pytest.raises(ScenarioError, match=message):
         load_scenario(write_scenario(tmp_path, [job("j1", duration=3600, gpus=1)]), {"sim.max_cycles_per_job": value})
+
+
+# ---- the checkpoint refresh at an instant reached by adding the interval ------------------------
+
+# 261185.264 + 1800 + 1800 is 264785.26399999997, and (that - 261185.264) / 1800 is just below 2: the quotient
+# alone names the checkpoint at base + 1800, whose next one (base + 1800 + 1800) is the very instant
+BASE, LATE = 261185.264, 261185.264 + 1800.0 + 1800.0
+
+
+@pytest.mark.parametrize(("base", "interval", "now", "expected"), [
+    (0.0, 1800.0, 0.0, 0.0),
+    (0.0, 1800.0, 1799.0, 0.0),
+    (0.0, 1800.0, 1800.0, 1800.0),
+    (60.0, 1800.0, 5000.0, 3660.0),
+    (BASE, 1800.0, LATE - 1.0, BASE + 1800.0),
+    (BASE, 1800.0, LATE, LATE),  # the quotient rounds down past it: the checkpoint due now is the last
+    (0.1, 0.2, 0.1 + 0.2 + 0.2, 0.1 + 0.2 + 0.2),
+])
+def test_the_last_checkpoint_leaves_the_next_one_ahead(base: float, interval: float, now: float,
+                                                       expected: float) -> None:
+    last = last_checkpoint(base, interval, now)
+    assert last == pytest.approx(expected, abs=1e-6)
+    assert last + interval > now  # what the heap waits for next is ahead: the refresh ends
+    assert last <= now
+
+
+def test_the_last_checkpoint_is_the_quotients_wherever_that_one_ends() -> None:
+    """Where the quotient's checkpoint already leaves the next one ahead, the value is unchanged (so
+    every run that ended before the fix decides the same)."""
+    for base in (0.0, 60.0, 1234.567, BASE):
+        for now in (base + d for d in (0.0, 1.0, 1799.999, 1800.0, 5400.5, 86400.0 * 3 + 0.001)):
+            k_last = base + math.floor((now - base) / 1800.0) * 1800.0
+            if k_last + 1800.0 > now:
+                assert last_checkpoint(base, 1800.0, now) == k_last
+
+
+@pytest.mark.timeout(30)
+def test_a_cycle_at_a_checkpoint_reached_by_adding_the_interval_ends(tmp_path: Path) -> None:
+    """A resumable job runs from BASE; another arrives at BASE + 1800 + 1800 (the float a jittered
+    gang-heavy-n32-l2-s0 reached): before the fix the cycle there refreshed the checkpoint forever."""
+    specs = [job("a1", submit=BASE, duration=7200, gpus=1), job("b1", submit=repr(LATE), duration=600, gpus=1)]
+    result = run_scenario(write_scenario(tmp_path, specs), "steward")
+    assert result.recorder.unfinished == 0 and "cut_off" not in result.figures
