@@ -128,13 +128,13 @@ class PolicySettings:
     are looked at per cycle. Needs `claim_hold_s` (the gathered room is held for the job). 0: off
     (the baselines: scattered idle GPUs stay idle until their nodes drain)."""
     consolidation_min_idle_fraction: float = 0.03
-    """Consolidation gathers idle GPUs only while at least this fraction of the cluster's ready GPUs is idle
-    (churn.idle_to_gather, ADR 0095). Below it the idle GPUs are the cluster's turnover, taken within minutes
-    by arriving and lane work: gathering them gained no occupancy on the suite's large clusters and nearly
-    doubled their preemptions (the moves, then the lane's preemption of the moved work). 0.03: clusters of
-    up to 66 GPUs still gather at 2 idle GPUs, as the drains consolidation is for do (ADR 0034: 2 of 48;
-    short-1gpu-n8-l3, 2 of 64, lost 0.028 of occupancy at 0.04); 3 idle GPUs of 128 or 15 of 512 do not.
-    0: gather at any idle GPU (ADR 0034 as it was)."""
+    """Consolidation gathers idle GPUs only while at least this fraction of the ready GPUs (every cluster's, the
+    cycle's capacity) is idle (churn.idle_to_gather, ADR 0095). Below it the idle GPUs are the cluster's
+    turnover, taken within minutes by arriving and lane work: gathering them gained no occupancy on the suite's
+    large clusters and nearly doubled their preemptions (the moves, then the lane's preemption of the moved
+    work). 0.03: clusters of up to 66 GPUs still gather at 2 idle GPUs, as the drains consolidation is for do
+    (ADR 0034: 2 of 48; short-1gpu-n8-l3, 2 of 64, lost 0.028 of occupancy at 0.04); 3 idle GPUs of 128 or 15
+    of 512 do not. 0: gather at any idle GPU (ADR 0034 as it was)."""
 
     # Baseline switches (issue 4): the same cycle runs every policy
     ordering: OrderingMode = "fair_share"

@@ -197,7 +197,8 @@ def relocatable(job: RunningJob, now: float, settings: PolicySettings) -> bool:
 def idle_to_gather(idle_gpus: int, capacity_gpus: int, settings: PolicySettings) -> bool:
     """DESIGN.md "Churn is bounded" ("the policy preempts only where the beneficiary's gain outweighs that
     cost") and "Unfunded occupancy ... runs only on idle capacity" (ADR 0095): consolidation gathers idle GPUs
-    only while they are at least `consolidation_min_idle_fraction` of the cluster's ready GPUs. Fewer are the
+    only while they are at least `consolidation_min_idle_fraction` of the ready GPUs (`capacity_gpus`: the
+    cycle's, every cluster's; the fraction per cluster is left to an issue of its own). Fewer are the
     turnover of a full cluster that keeps receiving work, not idle capacity: arriving and lane work takes them
     within minutes, so a move's gain (its beneficiary's GPUs for up to the gain horizon) is not there, and it
     costs twice: the moved jobs' preemptions, then the lane's preemption of the moved work when the next

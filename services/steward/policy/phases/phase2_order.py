@@ -84,10 +84,10 @@ def order_and_fund(cycle: CyclePlan) -> None:
     cycle.funded_weighted = {}
     # phase 1 tallied the weighted charge only when a weight is set; else `charge` asks the charge's home of the
     # project's GPUs (`CyclePlan.weighted`, every weight 1)
-    weighted = cycle.funded_weighted_by_project if cycle.weights_set else None
+    weighted = cycle.funded_weighted_by_project
     for project in sorted(funded_by_project):
         cycle.charge(cycle.path(project), funded_by_project[project],
-                     weighted=None if weighted is None else weighted.get(project, 0.0))
+                     weighted=weighted.get(project, 0.0) if cycle.weights_set else None)
     cycle.branches = branches_of(cycle.stand, cycle.funded_in_use)
     if cycle.routes.multi and s.cluster_fair_share and snap.cluster_usage is not None:
         standings_per_cluster(cycle)
