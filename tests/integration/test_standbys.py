@@ -20,15 +20,21 @@ from pathlib import Path
 
 import httpx
 import pytest
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from sqlalchemy import text
 from sqlalchemy.exc import OperationalError
 
+from steward.audit.checkpoints import SigningKey, make_checkpoint
+from steward.audit.snapshots import take_snapshots
+from steward.config import Settings
 from steward.domain.commands import SetAllocations, SubmitJob
 from steward.domain.leadership import LEASE_TTL_S
 from steward.ledger.ledger import Ledger
 from steward.ledger.recording.writer import WriterStage
+from steward.ledger.service import OutboxRelay
+from steward.store import schema
 from steward.store.eventstore import POSITION_LOCK_KEY, EventStore
-from steward.store.leases import HEAD_LOCK_WAIT_S, Fenced, LeaseStore
+from steward.store.leases import HEAD_LOCK_WAIT_S, Fenced, LeaseStore, fenced_transaction
 from tests.integration.conftest import REPO, TEST_RUN_DIR
 from tests.integration.pg import pg_owner, pg_store, store_test_urls
 from tests.integration.test_ledger_reliability import (
@@ -194,6 +200,51 @@ def test_a_takeover_ends_a_paused_active_s_batch_that_holds_the_head_lock(pg_sto
         paused.commit()
     paused.invalidate()
     paused.close()
+    leases.close()
+
+
+def test_a_takeover_ends_a_paused_active_s_side_write_and_the_old_epoch_s_side_writes_are_refused(
+        pg_store: EventStore) -> None:
+    """ADR 0097. CI once saw a standby's outbox relay stuck for good after the takeover from a paused (SIGSTOP)
+    active: the old relay had been paused inside the transaction saving its position, holding that row, which
+    the takeover did not end. Every side write of the ledger (the relay's position, checkpoints, snapshots) is
+    now a fenced transaction under the side-write lock: the takeover ends the paused one after HEAD_LOCK_WAIT_S,
+    the new active's relay saves at once, and the old epoch's side writes, resumed, are refused and move nothing
+    back."""
+    leases = LeaseStore(pg_store.engine, "ledger")
+    assert leases.take("a", None, 3.0, head_lock=True) == 1
+    ledger = Ledger(pg_store, keep_connections=True, fence=("ledger", 1))
+    ledger.process([msg(SetAllocations("cluster", {"a": 1.0}, "setup"), "side-1")], {("t", 0): 1})
+    ledger.close()
+    old, new = OutboxRelay(Settings(), pg_store), OutboxRelay(Settings(), pg_store)
+    old.fence, new.fence = ("ledger", 1), ("ledger", 2)
+    old.save(1)
+    paused = fenced_transaction(pg_store.engine, ("ledger", 1))  # the old relay, paused inside its save
+    conn = paused.__enter__()
+    conn.execute(schema.relay_positions.update().values(position=2))
+    seen, _ = leases.read()
+    started = time.monotonic()
+    assert leases.take("b", seen, 3.0, head_lock=True) == 2
+    took_s = time.monotonic() - started
+    assert HEAD_LOCK_WAIT_S <= took_s < HEAD_LOCK_WAIT_S + 5
+    saving = threading.Thread(target=new.save, args=(5,), daemon=True)
+    saving.start()
+    saving.join(10)
+    assert not saving.is_alive(), "the new active's relay waits on the paused one's transaction"
+    with pytest.raises(OperationalError):  # the paused save's backend was ended: it never commits
+        paused.__exit__(None, None, None)
+    key = SigningKey(Ed25519PrivateKey.generate())
+    with pytest.raises(Fenced):
+        old.save(3)
+    with pytest.raises(Fenced):
+        make_checkpoint(pg_store, key, fence=("ledger", 1))
+    with pytest.raises(Fenced):
+        take_snapshots(pg_store, every=1, fence=("ledger", 1))
+    assert new.position() == 5
+    assert make_checkpoint(pg_store, key, fence=("ledger", 2)) is not None
+    assert take_snapshots(pg_store, every=1, fence=("ledger", 2)) == 1
+    for relay in (old, new):
+        relay.producer.close(timeout=5)
     leases.close()
 
 

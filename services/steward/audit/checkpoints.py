@@ -27,6 +27,7 @@ from sqlalchemy.exc import IntegrityError
 
 from steward.store import schema
 from steward.store.eventstore import EventStore
+from steward.store.leases import Fence, fenced_transaction
 from steward.store.verifier import (
     Frontier,
     checkpoint_message,
@@ -91,7 +92,7 @@ def latest_checkpoint(store: EventStore) -> dict[str, Any] | None:
 
 
 def make_checkpoint(store: EventStore, key: SigningKey, upto: int | None = None,
-                    now: float | None = None) -> dict[str, Any] | None:
+                    now: float | None = None, fence: Fence | None = None) -> dict[str, Any] | None:
     """Extend the latest checkpoint's tree with the events after it (to `upto`, default the head) and
     record a signed checkpoint; None when there is nothing new."""
     last = latest_checkpoint(store)
@@ -110,7 +111,7 @@ def make_checkpoint(store: EventStore, key: SigningKey, upto: int | None = None,
     cp["public_key"] = base64.b64encode(key.public_raw).decode()
     cp["frontier"] = frontier.to_json()
     try:
-        with store.engine.begin() as conn:
+        with fenced_transaction(store.engine, fence) as conn:  # the active ledger's (ADR 0097)
             conn.execute(schema.checkpoints.insert().values(**cp))
     except IntegrityError:
         return None  # another checkpointer recorded this size first

@@ -30,6 +30,7 @@ from steward.audit.timetravel import StateAt
 from steward.domain.events import EVENT_TYPES, Event
 from steward.store import schema
 from steward.store.eventstore import EventStore, gc_paused
+from steward.store.leases import Fence, fenced_transaction
 from steward.store.projections import JOB_LOCAL_EVENTS, Projector
 from steward.store.snapshotparts import (
     BASE_FORMAT,
@@ -217,9 +218,9 @@ def load_snapshot(store: EventStore, at_or_before: int | None = None) -> Project
 
 
 def save_snapshot(store: EventStore, position: int, recorded_at: float, head_hash: str, blob: bytes,
-                  base: bool) -> Ref:
+                  base: bool, fence: Fence | None = None) -> Ref:
     digest = digest_of(blob)
-    with store.engine.begin() as conn:
+    with fenced_transaction(store.engine, fence) as conn:  # the active ledger's (ADR 0097)
         conn.execute(delete(schema.snapshots).where(schema.snapshots.c.position == position))
         conn.execute(schema.snapshots.insert().values(
             position=position, recorded_at=recorded_at, head_hash=head_hash,
@@ -287,26 +288,32 @@ class Snapshotter:
             self.changed.update(jobs)
             self.counts = Counter(j.state for j in proj.jobs.values())
 
-    def _save(self, proj: Projector) -> None:
+    def _save(self, proj: Projector, fence: Fence | None) -> None:
         counts = {s: n for s, n in sorted(self.counts.items()) if n}
         if self.base is None or self.last is None or proj.position - self.base[0] >= self.base_every:
             self.last = self.base = save_snapshot(self.store, proj.position, proj.recorded_at, proj.head_hash,
-                                                  encode_base(proj, counts), True)
+                                                  encode_base(proj, counts), True, fence)
         else:
             blob = encode_delta(proj, counts, self.changed, self.base, self.last)
-            self.last = save_snapshot(self.store, proj.position, proj.recorded_at, proj.head_hash, blob, False)
+            self.last = save_snapshot(self.store, proj.position, proj.recorded_at, proj.head_hash, blob, False,
+                                      fence)
         self.changed = set()
 
-    def run(self, upto: int | None = None) -> int:
-        """Fold up to `upto` (default the head), saving the snapshots due; returns how many were saved."""
+    def run(self, upto: int | None = None, fence: Fence | None = None) -> int:
+        """Fold up to `upto` (default the head), saving the snapshots due (fenced with `fence`, ADR 0097);
+        returns how many were saved."""
         proj = self._sync()
         head = self.store.head() if upto is None else upto
         saved = 0
-        for position, ev, at, h in events_for_fold(self.store, proj.position, head):
-            self._apply(proj, ev, at, position, h)
-            if position % self.every == 0:
-                self._save(proj)
-                saved += 1
+        try:
+            for position, ev, at, h in events_for_fold(self.store, proj.position, head):
+                self._apply(proj, ev, at, position, h)
+                if position % self.every == 0:
+                    self._save(proj, fence)
+                    saved += 1
+        except BaseException:  # a save refused or failed: the folded state is past what is stored; read it again
+            self.proj = None
+            raise
         return saved
 
 
@@ -314,13 +321,13 @@ _writers: weakref.WeakKeyDictionary[EventStore, Snapshotter] = weakref.WeakKeyDi
 
 
 def take_snapshots(store: EventStore, every: int = SNAPSHOT_EVERY, upto: int | None = None,
-                   base_every: int = BASE_EVERY) -> int:
+                   base_every: int = BASE_EVERY, fence: Fence | None = None) -> int:
     """Save the snapshots due up to `upto` (default the head); returns how many were saved. Repeated calls
     on one store (the ledger's background thread) reuse the writer's folded state."""
     writer = _writers.get(store)
     if writer is None or (writer.every, writer.base_every) != (every, base_every):
         writer = _writers[store] = Snapshotter(store, every, base_every)
-    return writer.run(upto)
+    return writer.run(upto, fence)
 
 
 # ------------------------------------------------------------------------------------------ time travel

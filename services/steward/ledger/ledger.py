@@ -44,10 +44,10 @@ from steward.ledger.recording.writer import WriterStage
 from steward.store import projections
 from steward.store.encoding import PendingAppend
 from steward.store.eventstore import EventStore, RecordedEvent, encode_events
-from steward.store.leases import lease_epochs
+from steward.store.leases import Fence, lease_epochs
 from steward.store.projections import Projector
 from steward.store.projector import Key
-from steward.store.recorder import EventRecorder, Fence, RecordBatch, record_batch
+from steward.store.recorder import EventRecorder, RecordBatch, record_batch
 from steward.store.recorder import LogMoved as LogMoved  # re-exported: the service settles batches on it
 
 log = logging.getLogger(__name__)

@@ -35,15 +35,16 @@ from steward.logs import log_recorded
 from steward.metrics import serve
 from steward.store import schema
 from steward.store.eventstore import EventStore, RecordedEvent
-from steward.store.leases import Active, Fenced, lead
-from steward.store.recorder import Fence
+from steward.store.leases import Active, Fence, Fenced, fenced_transaction, lead
 
 log = logging.getLogger("steward.ledger")
 commands_log = logging.getLogger("steward.ledger.commands")  # one line per decided command
 
 
 class OutboxRelay:
-    """Publishes recorded events to the `events` topic in log order, resuming from its stored position."""
+    """Publishes recorded events to the `events` topic in log order, resuming from its stored position. With a
+    `fence` (the active ledger's) its position is saved in a fenced transaction (ADR 0097): a paused old active's
+    relay cannot hold the position's row for ever, nor move the position back when it resumes."""
 
     name = "events-topic"
 
@@ -52,6 +53,7 @@ class OutboxRelay:
         self.store = store
         self.topic = settings.topic("events")
         self.producer = make_producer(settings, max_in_flight_requests_per_connection=1)
+        self.fence: Fence | None = None
 
     def position(self) -> int:
         with self.store.engine.connect() as conn:
@@ -62,7 +64,7 @@ class OutboxRelay:
         return int(value or 0)
 
     def save(self, position: int) -> None:
-        with self.store.engine.begin() as conn:
+        with fenced_transaction(self.store.engine, self.fence) as conn:
             table = schema.relay_positions
             updated = conn.execute(
                 table.update().where(table.c.relay == self.name).values(position=position)
@@ -81,11 +83,15 @@ class OutboxRelay:
             self.save(chunk[-1].position)
         return len(chunk)
 
-    def run(self, stop: threading.Event) -> None:
+    def run(self, stop: threading.Event, fence: Fence | None = None) -> None:
+        self.fence = fence
         while not stop.is_set():
             try:
                 if self.pump() == 0:
                     stop.wait(0.05)
+            except Fenced as refused:
+                log.warning("outbox relay stops: %s", refused)
+                return
             except Exception:
                 log.exception("outbox relay failed; retrying")
                 stop.wait(1.0)
@@ -94,11 +100,13 @@ class OutboxRelay:
 class Auditor:
     """Signs a Merkle checkpoint every `checkpoint_every` events (or `checkpoint_s` seconds when events
     came meanwhile) and saves a projection snapshot every `snapshot_every` events. Both are derived from
-    the committed log, in their own transactions: a crash here loses nothing."""
+    the committed log, in their own transactions (fenced with the active ledger's `fence`, ADR 0097): a crash
+    here loses nothing."""
 
-    def __init__(self, settings: Settings, store: EventStore) -> None:
+    def __init__(self, settings: Settings, store: EventStore, fence: Fence | None = None) -> None:
         self.settings = settings
         self.store = store
+        self.fence = fence
         self.checkpoint_every = int(os.environ.get("STEWARD_CHECKPOINT_EVERY", "1000"))
         self.checkpoint_s = float(os.environ.get("STEWARD_CHECKPOINT_SECONDS", "30"))
         self.snapshot_every = int(os.environ.get("STEWARD_SNAPSHOT_EVERY", str(SNAPSHOT_EVERY)))
@@ -112,14 +120,17 @@ class Auditor:
         due = head - size >= self.checkpoint_every or (
             head > size and time.monotonic() - self.last_checkpoint_at >= self.checkpoint_s)
         if due:
-            make_checkpoint(self.store, self.key, upto=head)
+            make_checkpoint(self.store, self.key, upto=head, fence=self.fence)
             self.last_checkpoint_at = time.monotonic()
-        take_snapshots(self.store, self.snapshot_every, upto=head)
+        take_snapshots(self.store, self.snapshot_every, upto=head, fence=self.fence)
 
     def run(self, stop: threading.Event) -> None:
         while not stop.wait(1.0):
             try:
                 self.tick()
+            except Fenced as refused:
+                log.warning("checkpoints and snapshots stop: %s", refused)
+                return
             except Exception:
                 log.exception("checkpoint/snapshot failed; retrying")
                 stop.wait(5.0)
@@ -235,9 +246,9 @@ def _run_warm(warm: _Warm, settings: Settings, store: EventStore, stop: threadin
     sys.setswitchinterval(LEDGER_SWITCH_INTERVAL_S)
     relay_thread: threading.Thread | None = None
     if relay is not None:
-        relay_thread = threading.Thread(target=relay.run, args=(stop,), name="outbox-relay", daemon=True)
+        relay_thread = threading.Thread(target=relay.run, args=(stop, fence), name="outbox-relay", daemon=True)
         relay_thread.start()
-        auditor = Auditor(settings, store)
+        auditor = Auditor(settings, store, fence)
         threading.Thread(target=auditor.run, args=(stop,), name="auditor", daemon=True).start()
     writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ledger-writer")
     in_flight: tuple[Future[None], Prepared, float] | None = None

@@ -31,6 +31,7 @@ from steward.store.verifier import Row
 # Positions are allocated under this lock so that they follow commit order (readers never skip a
 # late-committing event).
 POSITION_LOCK_KEY = 7_730_001
+SIDE_WRITE_LOCK_KEY = 7_730_002  # the log writer's side writes, fenced (steward.store.leases.fenced_transaction)
 _HEAD_SQL = "SELECT position, hash FROM events ORDER BY position DESC LIMIT 1"
 
 # `= ANY(...)` of a list of strings sent as one JSON text parameter (`json_texts`): psycopg dumps a list

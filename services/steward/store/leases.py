@@ -4,9 +4,11 @@ The rule of who takes, renews or steps down is `steward.domain.leadership` (pure
 lease with the store's clock and whether its holder's connection is open, and applies a change as a compare and
 set on the epoch the candidate read. Taking a role that writes the log (`head_lock`) also takes the head lock,
 so it waits for the old active's open batch (which checks its epoch under that lock) to end: once a takeover
-commits, no batch of the old epoch can commit. An old active paused in the middle of a batch would hold the head
-lock for ever: after `HEAD_LOCK_WAIT_S` the new holder ends the transaction that holds it (its backend), which
-the lease's expiry entitles it to.
+commits, no batch of the old epoch can commit. What the log's writer derives beside the log (the outbox relay's
+position, checkpoints, snapshots) is written in a `fenced_transaction`, under the side-write lock taken shared;
+a takeover takes it exclusively too (ADR 0097), so no side write of the old epoch commits after it either. An old
+active paused in the middle of a batch or a side write would hold its lock for ever: after `HEAD_LOCK_WAIT_S`
+the new holder ends the transactions that hold them (their backends), which the lease's expiry entitles it to.
 """
 
 from __future__ import annotations
@@ -18,8 +20,8 @@ import secrets
 import socket
 import threading
 import time
-from collections.abc import Callable, Iterable
-from contextlib import AbstractContextManager
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import AbstractContextManager, contextmanager
 from typing import Any
 
 from prometheus_client import REGISTRY, CollectorRegistry, Counter, Gauge
@@ -27,7 +29,7 @@ from sqlalchemy import Connection, Engine, bindparam, text
 from sqlalchemy.exc import OperationalError
 
 from steward.domain.leadership import LEASE_TTL_S, POLL_EVERY_S, RENEW_EVERY_S, Lease, Step, fenced, step
-from steward.store.eventstore import POSITION_LOCK_KEY
+from steward.store.eventstore import POSITION_LOCK_KEY, SIDE_WRITE_LOCK_KEY
 
 log = logging.getLogger("steward.store.leases")
 
@@ -43,6 +45,37 @@ class Fenced(RuntimeError):
         self.role = role
         self.epoch = epoch
         self.lease_epoch = lease_epoch
+
+
+# a writer's fence: the role whose lease it holds and the epoch it holds it with (ADR 0060)
+Fence = tuple[str, int]
+
+
+def fence_sql(fence: Fence) -> str:
+    """The lease's epoch of the fence's role, read under the writer's lock (its own snapshot, after the lock)."""
+    role = fence[0].replace("'", "''")
+    return f"SELECT epoch FROM leader_leases WHERE role = '{role}'"
+
+
+def check_fence(fence: Fence, lease_epoch: int | None) -> None:
+    """Raise `Fenced` when the store's lease epoch refuses a write with `fence`."""
+    if fenced(fence[1], lease_epoch):
+        raise Fenced(fence[0], fence[1], lease_epoch)
+
+
+@contextmanager
+def fenced_transaction(engine: Engine, fence: Fence | None) -> Iterator[Connection]:
+    """A transaction of a side write of the log's writer (ADR 0097): with a `fence`, on PostgreSQL it takes the
+    side-write lock shared (side writes wait neither for each other nor for a batch) and checks the lease's epoch
+    before the caller writes anything (`Fenced`); a takeover takes that lock exclusively. Without a fence (no
+    standbys: benchmarks, tools) a plain transaction."""
+    with engine.begin() as conn:
+        if fence is not None:
+            if engine.dialect.name == "postgresql":
+                conn.execute(text(f"SELECT pg_advisory_xact_lock_shared({int(SIDE_WRITE_LOCK_KEY)})"))
+            value = conn.execute(text(fence_sql(fence))).scalar()
+            check_fence(fence, None if value is None else int(value))
+        yield conn
 
 
 _NOW_PG = "extract(epoch from clock_timestamp())::float8"
@@ -120,6 +153,7 @@ class LeaseStore:
                 with conn.begin():
                     conn.execute(text(f"SET LOCAL lock_timeout = '{int(HEAD_LOCK_WAIT_S * 1000)}ms'"))
                     conn.execute(text(f"SELECT pg_advisory_xact_lock({int(POSITION_LOCK_KEY)})"))
+                    conn.execute(text(f"SELECT pg_advisory_xact_lock({int(SIDE_WRITE_LOCK_KEY)})"))
                     row = conn.execute(text(change), params).first()
                     return int(row[0]) if row else None
             except OperationalError as err:
@@ -127,16 +161,18 @@ class LeaseStore:
                     conn.invalidate()
                     self._conn = None
                     raise
-                ended = self._end_head_lock_holder()
-                log.warning("%s takeover: the head lock was held by an open transaction of the old active; "
-                            "ended backend(s) %s", self.role, ended or "none")
+                ended = self._end_lock_holders()
+                log.warning("%s takeover: the head or side-write lock was held by an open transaction of the old "
+                            "active; ended backend(s) %s", self.role, ended or "none")
         return None
 
-    def _end_head_lock_holder(self) -> list[int]:
-        """End the backends holding the head lock (a paused old active's open batch)."""
+    def _end_lock_holders(self) -> list[int]:
+        """End the backends holding the head lock or the side-write lock (a paused old active's open batch or side
+        write)."""
+        keys = f"{int(POSITION_LOCK_KEY)}, {int(SIDE_WRITE_LOCK_KEY)}"
         row = self._run(
-            "SELECT coalesce(array_agg(pid), '{}') FROM (SELECT pid, pg_terminate_backend(pid) FROM pg_locks "
-            f"WHERE locktype = 'advisory' AND classid = 0 AND objid = {int(POSITION_LOCK_KEY)} AND granted "
+            "SELECT coalesce(array_agg(DISTINCT pid), '{}') FROM (SELECT pid, pg_terminate_backend(pid) FROM pg_locks "
+            f"WHERE locktype = 'advisory' AND classid = 0 AND objid IN ({keys}) AND granted "
             "AND pid <> pg_backend_pid()) AS ended", {})
         return list(row[0]) if row else []
 

@@ -35,7 +35,6 @@ from typing import Protocol
 from sqlalchemy import Connection, select, text
 from sqlalchemy.dialects import sqlite
 
-from steward.domain.leadership import fenced
 from steward.store import copytext, projections, schema
 from steward.store.encoding import PendingAppend, RecordedEvent, encode_events
 from steward.store.eventstore import (
@@ -55,7 +54,7 @@ from steward.store.eventstore import (
     sql_literal,
 )
 from steward.store.hashing import GENESIS, canonical_text
-from steward.store.leases import Fenced
+from steward.store.leases import Fence, check_fence, fence_sql
 from steward.store.projector import ChangedRows
 
 Offsets = dict[tuple[str, int], int]
@@ -70,22 +69,6 @@ class LogMoved(RuntimeError):
                          "(is a second ledger running?)")
         self.head = head
         self.expected = expected
-
-
-# a writer's fence: the role whose lease it holds and the epoch it holds it with (ADR 0060)
-Fence = tuple[str, int]
-
-
-def fence_sql(fence: Fence) -> str:
-    """The lease's epoch of the fence's role, read under the head lock (its own snapshot, after the lock)."""
-    role = fence[0].replace("'", "''")
-    return f"SELECT epoch FROM leader_leases WHERE role = '{role}'"
-
-
-def check_fence(fence: Fence, lease_epoch: int | None) -> None:
-    """Raise `Fenced` when the store's lease epoch refuses a write with `fence`."""
-    if fenced(fence[1], lease_epoch):
-        raise Fenced(fence[0], fence[1], lease_epoch)
 
 
 @dataclass(slots=True)

@@ -14,6 +14,7 @@ from steward.domain.commands import MapNamespace
 from steward.ledger.ledger import Ledger
 from steward.store import snapshotparts
 from steward.store.eventstore import EventStore
+from steward.store.leases import Fenced, LeaseStore
 from steward.store.migrate import upgrade
 from steward.store.projections import Projector
 from steward.store.snapshotparts import encode_delta
@@ -118,3 +119,22 @@ def test_snapshots_keep_the_namespace_mappings_the_ledger_decides_with(tmp_path:
     assert view is not None and view.position == ledger.head and view.chain[-1].kind == "delta"
     assert view.projector().namespaces == want == ledger.state.namespaces
     assert Ledger(store).state.namespaces == want
+
+
+def test_a_writer_whose_save_was_refused_saves_that_snapshot_at_its_next_run(tmp_path: Path) -> None:
+    """A save refused by the fence (ADR 0097) or failed left the writer's folded state past what was stored, and
+    its next run found nothing new to fold: the snapshot due there was never saved. A failed run now reads the
+    stored state again."""
+    store = fresh(tmp_path, "refused.db")
+    run_history(store, jobs=5, batch=5)
+    leases = LeaseStore(store.engine, "ledger")
+    assert leases.take("a", None, 3.0) == 1
+    seen, _ = leases.read()
+    assert leases.take("b", seen, 3.0) == 2
+    leases.close()
+    every = max(1, store.head() // 2)
+    with pytest.raises(Fenced):
+        take_snapshots(store, every=every, fence=("ledger", 1))
+    assert stored(store) == []
+    assert take_snapshots(store, every=every, fence=("ledger", 2)) == store.head() // every
+    assert [p for p, _, _ in stored(store)] == [every * k for k in range(1, store.head() // every + 1)]

@@ -12,9 +12,11 @@ from pathlib import Path
 
 import pytest
 from prometheus_client import CollectorRegistry
+from sqlalchemy import select
 
+from steward.store import schema
 from steward.store.eventstore import EventStore
-from steward.store.leases import Active, Fenced, LeaseStore, lead
+from steward.store.leases import Active, Fenced, LeaseStore, fenced_transaction, lead
 from steward.store.migrate import upgrade
 
 
@@ -100,3 +102,34 @@ def test_without_a_warm_up_the_active_part_runs_as_before(store: EventStore) -> 
 def test_lead_takes_one_active_part(store: EventStore, kwargs: dict[str, object]) -> None:
     with pytest.raises(TypeError, match="run_active or warm_up"):
         lead(store.engine, "ledger", threading.Event(), registry=CollectorRegistry(), **kwargs)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(("fence", "refused"), [
+    (None, False),              # no standbys (benchmarks, tools): a plain transaction
+    (("ledger", 2), False),     # the lease's epoch: written
+    (("ledger", 1), True),      # an old active's side write, after a standby took over: refused
+    (("scheduler", 1), True),   # a role whose lease was never taken
+])
+def test_a_side_write_is_fenced_like_a_batch(store: EventStore, fence: tuple[str, int] | None,
+                                             refused: bool) -> None:
+    """ADR 0097: the outbox relay's position, checkpoints and snapshots are written in `fenced_transaction`, which
+    checks the lease's epoch before the caller writes; a refused side write leaves nothing behind."""
+    leases = LeaseStore(store.engine, "ledger")
+    assert leases.take("a", None, 3.0) == 1
+    seen, _ = leases.read()
+    assert leases.take("b", seen, 3.0) == 2
+    leases.close()
+    table = schema.relay_positions
+
+    def save() -> None:
+        with fenced_transaction(store.engine, fence) as conn:
+            conn.execute(table.insert().values(relay="events-topic", position=7))
+
+    if refused:
+        with pytest.raises(Fenced):
+            save()
+    else:
+        save()
+    with store.engine.connect() as conn:
+        saved = conn.execute(select(table.c.position)).scalars().all()
+    assert saved == ([] if refused else [7])

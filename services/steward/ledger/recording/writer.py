@@ -47,9 +47,9 @@ from steward.ledger.processes import Wire, die_with_parent, start_child, stop_ch
 from steward.store import copytext, projections
 from steward.store.encoding import RecordedEvent
 from steward.store.eventstore import MessageRecordedTwice, events_pieces, processed_pieces
-from steward.store.leases import Fenced
+from steward.store.leases import Fence, Fenced
 from steward.store.projector import ChangedRows
-from steward.store.recorder import EventRecorder, Fence, LogMoved, PostgresTransaction, RecordBatch
+from steward.store.recorder import EventRecorder, LogMoved, PostgresTransaction, RecordBatch
 
 log = logging.getLogger("steward.ledger.writer")
 
