@@ -47,13 +47,13 @@ class OutboxRelay:
     relay cannot hold the position's row for ever, nor move the position back when it resumes."""
 
     name = "events-topic"
+    fence: Fence | None = None  # set by `run` (the active's); None: no standbys (benchmarks, tests)
 
     def __init__(self, settings: Settings, store: EventStore) -> None:
         self.settings = settings
         self.store = store
         self.topic = settings.topic("events")
         self.producer = make_producer(settings, max_in_flight_requests_per_connection=1)
-        self.fence: Fence | None = None
 
     def position(self) -> int:
         with self.store.engine.connect() as conn:
