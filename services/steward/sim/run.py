@@ -10,7 +10,7 @@ from typing import Any
 from steward.policy.cycle import schedule
 from steward.policy.model import CycleResult, Snapshot
 from steward.sim.engine import Engine, EngineError, EngineStats, QueueListener, Router, Scheduler
-from steward.sim.errors import SimError, SimulationFailed
+from steward.sim.errors import SimError, SimulationFailed, worker_count
 from steward.sim.history import load_history
 from steward.sim.metrics import Recorder
 from steward.sim.policies import ROUTING, canonical, settings_for, tree_for
@@ -94,6 +94,7 @@ def compare(
     names = [canonical(p) for p in policies]
     if not names:
         raise SimError("compare needs at least one policy")
+    workers = worker_count(workers)
     scenario = path if isinstance(path, Scenario) else load_scenario(path, overrides or {})
     if workers > 1 and len(names) > 1:
         from concurrent.futures import ProcessPoolExecutor

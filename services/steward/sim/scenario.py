@@ -13,7 +13,7 @@ from __future__ import annotations
 import csv
 import itertools
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -23,7 +23,7 @@ import yaml
 from steward.domain import budget, org_tree
 from steward.domain.clusters import MAX_NODE_GPUS, effective_pin, largest_gang, pin_conflict, pinned_clusters
 from steward.domain.ids import id_problem
-from steward.sim.errors import OverrideError, ScenarioError
+from steward.sim.errors import OverrideError, ScenarioError, not_utf8
 
 JOB_CLASSES = ("debug", "batch", "interactive")
 REQUIRED_COLUMNS = (
@@ -44,6 +44,10 @@ TREE_NODE_KEYS = frozenset({"share", "children", "debug_quota", "pin", "name"})
 METRICS_KEYS = frozenset({"large_job_gpus", "owed_period_days"})
 SIM_KEYS = frozenset({"max_jobs", "cycle_interval_s", "exact", "priority_by_class", "max_cycles_per_job"})
 DEFAULT_MAX_CYCLES_PER_JOB = 200.0
+# What a scenario may ask of the simulator, which builds every node and keeps hourly books over the whole trace:
+# a cluster of at most this many nodes, and trace times (submit, duration, protection) of at most ten years
+MAX_SCENARIO_NODES = 100_000
+MAX_TRACE_S = 10 * 365 * 86_400.0
 """The storm cut-off (`SimOptions.max_cycles_per_job`): a run needs 1-5 cycles per job on every shape measured
 (docs/results.md), so 200 is a policy that preempts in a loop, not a busy trace."""
 
@@ -190,6 +194,8 @@ def read_yaml(path: Path) -> dict[str, Any]:
         text = path.read_text(encoding="utf-8")
     except OSError as exc:
         raise ScenarioError(f"{path}: cannot read ({exc.strerror or exc})") from None
+    except UnicodeDecodeError as exc:
+        raise not_utf8(path.name, exc) from None
     try:
         data = yaml.load(text, Loader=_StringKeyLoader)
     except ScenarioError as exc:
@@ -254,6 +260,8 @@ def _parse_cluster(fname: str, raw: Any, label: str = "cluster") -> tuple[NodeSp
     if isinstance(nodes_raw, list):
         return tuple(replace(n, executor=executor) for n in _explicit_nodes(where, nodes_raw, model))
     count = int(_number(f"{where}.nodes", nodes_raw, minimum=1, integer=True))
+    if count > MAX_SCENARIO_NODES:
+        raise ScenarioError(f"{where}.nodes: a cluster has at most {MAX_SCENARIO_NODES:,} nodes, got {count:,}")
     per_node = _node_gpus(f"{where}.gpus_per_node", cluster.get("gpus_per_node"))
     topo = _mapping(f"{where}.topology", cluster.get("topology"))
     # `nodes_per_block` alone: blocks of nodes (the short form `steward cluster apply` has always read)
@@ -524,7 +532,7 @@ def read_trace(
     """Read and validate a generic trace CSV; jobs come back sorted by (submit_s, line)."""
     fname = path.name
     try:
-        handle = path.open(newline="", encoding="utf-8")
+        handle = path.open("rb")
     except OSError as exc:
         raise ScenarioError(f"{path}: cannot read trace ({exc.strerror or exc})") from None
     capacity = sum(n.gpus for n in nodes)
@@ -532,7 +540,7 @@ def read_trace(
     jobs: list[TraceJob] = []
     seen: set[str] = set()
     with handle:
-        reader = csv.reader(handle)
+        reader = csv.reader(utf8_lines(fname, handle))
         header = next(reader, None)
         if header is None:
             raise ScenarioError(f"{fname} line 1: empty trace, expected a header row")
@@ -620,6 +628,16 @@ def read_trace(
     return tuple(jobs)
 
 
+def utf8_lines(fname: str, handle: Iterable[bytes]) -> Iterator[str]:
+    """The lines of a file opened in binary, each decoded as UTF-8: a line that is not UTF-8 is named by its number
+    (a ScenarioError), not a UnicodeDecodeError out of the reader."""
+    for line, raw in enumerate(handle, start=1):
+        try:
+            yield raw.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise not_utf8(f"{fname} line {line}", exc) from None
+
+
 def _names_cell(fname: str, line: int, column: str, row: list[str], i: int | None,
                 known: set[str]) -> tuple[str, ...]:
     """A "|"-separated list of GPU models or clusters a job accepts (ADR 0057); an unknown one is named."""
@@ -642,6 +660,9 @@ def _float_cell(fname: str, line: int, column: str, value: str, allow_negative: 
         raise ScenarioError(f"{fname} line {line}: {column} must be finite, got {value!r}")
     if x < 0 and not allow_negative:
         raise ScenarioError(f"{fname} line {line}: {column} is negative ({value})")
+    if column.endswith("_s") and x > MAX_TRACE_S:
+        raise ScenarioError(f"{fname} line {line}: {column} is past the simulator's bound of ten years "
+                            f"({MAX_TRACE_S:,.0f} s), got {value}")
     return x
 
 

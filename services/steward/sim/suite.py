@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from steward.sim.errors import SimError
+from steward.sim.errors import SimError, out_folder, worker_count
 from steward.sim.generate import DAY_S, MULTI_CLUSTER_FAMILIES, generate, offered_load
 from steward.sim.policies import ROUTING
 from steward.sim.scenario import Scenario, load_scenario
@@ -500,13 +500,14 @@ def run_suite(
     """Generate, simulate and tabulate the suite (see the module docstring). `scenarios` None: Philly
     and `GENERATED`; `philly` None: leave Philly out. Writes the tables into `out_dir` when given."""
     names = tuple(policies) if policies else resolve_policies(None)
+    workers = worker_count(workers)
     t0 = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="steward-suite-") as tmp:
-        work = Path(out_dir) if out_dir is not None else Path(tmp)
+        work = out_folder(out_dir) if out_dir is not None else Path(tmp)
         tasks, info, notes = plan(work, names, seeds, quick, scenarios, philly)
         if not tasks:
             raise SimError("the suite has no scenario to run")
-        meta = {"policies": list(names), "seeds": seeds, "quick": quick, "workers": max(1, workers),
+        meta = {"policies": list(names), "seeds": seeds, "quick": quick, "workers": workers,
                 "runs": len(tasks), "scenarios": info, "notes": notes}
         done: list[Outcome] = []
 
@@ -518,7 +519,7 @@ def run_suite(
             if progress:
                 progress(outcome[0], k, n)
 
-        results = execute(tasks, max(1, workers), step)
+        results = execute(tasks, workers, step)
     result = tabulate(results, {**meta, "runs_done": len(results), "wall_s": round(time.perf_counter() - t0, 1)},
                       names, info)
     if out_dir is not None:

@@ -1,0 +1,113 @@
+"""Bad input to the commands that run without the stack gets one line naming the problem and exit code 2, never
+a traceback, an "internal error" or a silent pass (the project's rule for outside users): a file that is not
+UTF-8, a folder that cannot be made, numbers past what the simulator can hold, options out of range, a store
+that is not one."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+import yaml
+
+from steward.cli.main import main
+from tests.unit.sim.builders import job, write_scenario
+
+Files = Callable[[Path], list[str]]
+
+
+def steward(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str]:
+    """`steward ARGS` through the console entry point: its exit code and its standard error."""
+    monkeypatch.setattr(sys, "argv", ["steward", *args])
+    with pytest.raises(SystemExit) as done:
+        main()
+    code = done.value.code
+    return (code if isinstance(code, int) else 1), capsys.readouterr().err
+
+
+def scenario(tmp_path: Path, **doc: object) -> Path:
+    path = write_scenario(tmp_path, [job("j1"), job("j2", submit=10, tenant="b")])
+    if doc:
+        path.write_text(yaml.safe_dump({**yaml.safe_load(path.read_text()), **doc}))
+    return path
+
+
+def not_utf8_yaml(tmp_path: Path) -> list[str]:
+    path = tmp_path / "latin1.yaml"
+    path.write_bytes("name: caf\xe9\n".encode("latin-1"))
+    return ["sim", "--scenario", str(path), "--policy", "steward"]
+
+
+def not_utf8_trace(tmp_path: Path) -> list[str]:
+    path = scenario(tmp_path)
+    trace = path.with_suffix(".csv")
+    trace.write_bytes(trace.read_bytes() + "j3,20,60,1,caf\xe9,batch,60,1\n".encode("latin-1"))
+    return ["sim", "--scenario", str(path), "--policy", "steward"]
+
+
+def not_utf8_history(tmp_path: Path) -> list[str]:
+    path = tmp_path / "log.ndjson"
+    path.write_bytes(b'\xff\xfe\n')
+    return ["sim", "--from-events", str(path), "--policy", "steward"]
+
+
+def not_utf8_cluster(tmp_path: Path) -> list[str]:
+    path = tmp_path / "c.yaml"
+    path.write_bytes(b"cluster: {nodes: 1, gpus_per_node: 4, gpu_model: \xff}\n")
+    return ["cluster", "apply", str(path)]
+
+
+def huge_cluster(tmp_path: Path) -> list[str]:
+    path = scenario(tmp_path, cluster={"nodes": 10**12, "gpus_per_node": 8})
+    return ["sim", "--scenario", str(path), "--policy", "steward"]
+
+
+def huge_submit_time(tmp_path: Path) -> list[str]:
+    path = scenario(tmp_path)
+    trace = path.with_suffix(".csv")
+    trace.write_text(trace.read_text() + "j3,1e300,60,1,a,batch,60,1\n")
+    return ["sim", "--scenario", str(path), "--policy", "steward"]
+
+
+def out_is_a_file(tmp_path: Path) -> list[str]:
+    (tmp_path / "taken").write_text("")
+    return ["sim", "generate", "--family", "short-1gpu", "--out", str(tmp_path / "taken")]
+
+
+def suite_out_is_a_file(tmp_path: Path) -> list[str]:
+    (tmp_path / "taken").write_text("")
+    return ["sim", "suite", "--quick", "--no-philly", "--policies", "steward", "--scenarios", "short-1gpu-n4-l1.5",
+            "--out", str(tmp_path / "taken")]
+
+
+def compare_workers(n: int) -> Files:
+    def files(tmp_path: Path) -> list[str]:
+        return ["sim", "--scenario", str(scenario(tmp_path)), "--compare", "steward,ai2", "--out",
+                str(tmp_path / "out"), "--no-plots", "--workers", str(n)]
+    return files
+
+
+SIM_CASES: list[tuple[str, Files, str]] = [
+    ("scenario YAML not UTF-8", not_utf8_yaml, "latin1.yaml: not UTF-8 text (byte 0xe9)"),
+    ("trace CSV not UTF-8", not_utf8_trace, "small.csv line 4: not UTF-8 text (byte 0xe9)"),
+    ("event log not UTF-8", not_utf8_history, "log.ndjson line 1: not UTF-8 text (byte 0xff)"),
+    ("cluster file not UTF-8", not_utf8_cluster, "c.yaml: not UTF-8 text (byte 0xff)"),
+    ("a trillion nodes", huge_cluster, "cluster.nodes: a cluster has at most 100,000 nodes"),
+    ("a submit time of 1e300 s", huge_submit_time, "line 4: submit_s is past the simulator's bound of ten years"),
+    ("generate --out a file", out_is_a_file, "taken: a file, not a folder"),
+    ("suite --out a file", suite_out_is_a_file, "taken: a file, not a folder"),
+    ("compare --workers 0", compare_workers(0), "--workers must be >= 1, got 0"),
+    ("compare --workers -1", compare_workers(-1), "--workers must be >= 1, got -1"),
+]
+
+
+@pytest.mark.parametrize(("what", "args", "problem"), SIM_CASES, ids=[c[0] for c in SIM_CASES])
+def test_bad_sim_input_is_one_line_naming_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                             capsys: pytest.CaptureFixture[str], what: str, args: Files,
+                                             problem: str) -> None:
+    code, err = steward(monkeypatch, capsys, *args(tmp_path))
+    assert problem in err, err
+    assert code == 2 and "Traceback" not in err and "internal error" not in err, err
+    assert len(err.strip().splitlines()) == 1, err
