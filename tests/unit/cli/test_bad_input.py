@@ -5,8 +5,9 @@ that is not one."""
 
 from __future__ import annotations
 
+import sqlite3
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -111,3 +112,96 @@ def test_bad_sim_input_is_one_line_naming_it(tmp_path: Path, monkeypatch: pytest
     assert problem in err, err
     assert code == 2 and "Traceback" not in err and "internal error" not in err, err
     assert len(err.strip().splitlines()) == 1, err
+
+
+# ------------------------------------------------------------------------------------------ audit, on a store file
+
+
+@pytest.fixture()
+def store_at(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Callable[[str], None]]:
+    """Point the audit commands at a store URL (and the signing key into tmp_path)."""
+    from steward.config import get_settings
+
+    def point(url: str) -> None:
+        monkeypatch.setenv("STEWARD_STORE_URL", url)
+        monkeypatch.setenv("STEWARD_RUN_DIR", str(tmp_path / "run"))
+        monkeypatch.setenv("STEWARD_CHECKPOINT_KEY", str(tmp_path / "run" / "cp.pem"))
+        get_settings.cache_clear()
+
+    yield point
+    get_settings.cache_clear()
+
+
+def good_store(tmp_path: Path) -> str:
+    from steward.store.eventstore import EventStore
+    from steward.store.migrate import upgrade
+    from tests.unit.store.contract import run_history
+
+    url = f"sqlite:///{tmp_path / 'good.db'}"
+    upgrade(url)
+    run_history(EventStore.from_url(url), jobs=2)
+    return url
+
+
+def older_store(tmp_path: Path) -> str:
+    from alembic import command
+
+    from steward.store.migrate import alembic_config
+
+    url = f"sqlite:///{tmp_path / 'old.db'}"
+    command.upgrade(alembic_config(url), "0003_audit")
+    return url
+
+
+def not_a_store(tmp_path: Path) -> str:
+    con = sqlite3.connect(tmp_path / "other.db")
+    con.execute("CREATE TABLE t (x)")
+    con.close()
+    return f"sqlite:///{tmp_path / 'other.db'}"
+
+
+def not_a_database(tmp_path: Path) -> str:
+    (tmp_path / "notes.db").write_text("not a database\n")
+    return f"sqlite:///{tmp_path / 'notes.db'}"
+
+
+AUDIT_CASES: list[tuple[str, Callable[[Path], str], list[str], str]] = [
+    ("no file there", lambda p: f"sqlite:///{p / 'none.db'}", ["verify"], "none.db (no such file): `steward migrate`"),
+    ("a folder", lambda p: f"sqlite:///{p}", ["replay"], "(a folder): `steward migrate` creates one"),
+    ("not a URL", lambda p: "not a url", ["checkpoint"], "the store URL (STEWARD_STORE_URL) is not a database URL"),
+    ("not a database", not_a_database, ["verify"], "notes.db is not a database (file is not a database)"),
+    ("not a store", not_a_store, ["replay"], "other.db is not a Steward store (no migration applied)"),
+    ("an older migration", older_store, ["checkpoint"], "old.db is at migration 0003_audit, this steward reads"),
+    ("--to before --from", good_store, ["verify", "--from", "10", "--to", "3"], "--to 3 is before --from 10"),
+    ("--from 0", good_store, ["export", "--from", "0"], "--from must be 1 or more (the first position), got 0"),
+    ("--at inf", good_store, ["state", "--at", "1e400"], "--at '1e400' is not a time"),
+    ("export --out a folder", good_store, ["export", "--out", "."], "--out .: cannot write (Is a directory)"),
+]
+
+
+@pytest.mark.parametrize(("what", "url", "args", "problem"), AUDIT_CASES, ids=[c[0] for c in AUDIT_CASES])
+def test_bad_audit_input_is_one_line_naming_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                               capsys: pytest.CaptureFixture[str],
+                                               store_at: Callable[[str], None], what: str,
+                                               url: Callable[[Path], str], args: list[str], problem: str) -> None:
+    store_at(url(tmp_path))
+    before = files(tmp_path)
+    code, err = steward(monkeypatch, capsys, "audit", *args)
+    assert problem in err, err
+    assert code == 2 and "Traceback" not in err and "internal error" not in err, err
+    assert files(tmp_path) == before  # nothing created where the URL pointed (a reader made an empty SQLite file)
+
+
+def files(folder: Path) -> set[str]:
+    """The files of `folder` (SQLite's -wal and -shm files and the key folder aside)."""
+    return {p.name for p in folder.iterdir() if p.is_file() and not p.name.endswith(("-wal", "-shm"))}
+
+
+def test_a_proof_that_is_no_object_or_misses_a_field_does_not_verify_and_says_why(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    for text, why in [("[1, 2]", "not a proof: a JSON list, expected an object with a 'kind'"),
+                      ('{"kind": "inclusion"}', "a malformed inclusion proof: no field 'event'")]:
+        (tmp_path / "proof.json").write_text(text)
+        code, err = steward(monkeypatch, capsys, "audit", "check-proof", str(tmp_path / "proof.json"))
+        assert code == 1 and f"the proof does not verify: {why}" in err, err
+        assert "internal error" not in err
