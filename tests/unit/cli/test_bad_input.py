@@ -205,3 +205,35 @@ def test_a_proof_that_is_no_object_or_misses_a_field_does_not_verify_and_says_wh
         code, err = steward(monkeypatch, capsys, "audit", "check-proof", str(tmp_path / "proof.json"))
         assert code == 1 and f"the proof does not verify: {why}" in err, err
         assert "internal error" not in err
+
+
+# ------------------------------------------------------------------------------------- bench options, submit
+
+
+OPTION_CASES: list[tuple[list[str], str]] = [
+    (["bench", "cycle", "--nodes", "0"], "argument --nodes: must be 1 or more, got 0"),
+    (["bench", "cycle", "--pending", "-5"], "argument --pending: must be 0 or more, got -5"),
+    (["bench", "cycle", "--projects", "0"], "argument --projects: must be 1 or more, got 0"),
+    (["bench", "cycle", "--repeat", "-1"], "argument --repeat: must be 1 or more, got -1"),
+    (["bench", "cycle", "--policy", "nope"], "--policy: setting 'preset': unknown preset 'nope'"),
+    (["bench", "outlook", "--jobs", "0"], "argument --jobs: must be 1 or more, got 0"),
+    (["bench", "outlook", "--repeat", "0"], "argument --repeat: must be 1 or more, got 0"),
+    (["bench", "suite", "--workers", "-1", "--quick"], "--workers must be >= 1, got -1"),
+    (["submit", "-p", "p", "-g", "1", "--min-runtime", "nan", "--", "x"], "--min-runtime must be 0 or more seconds "
+                                                                          "(a finite number), got nan"),
+    (["submit", "-p", "p", "-g", "1", "--min-runtime", "inf", "--", "x"], "(a finite number), got inf"),
+]
+
+
+@pytest.mark.parametrize(("args", "problem"), OPTION_CASES, ids=[" ".join(c[0][:3]) for c in OPTION_CASES])
+def test_an_option_out_of_range_is_refused_by_name_before_anything_runs(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], args: list[str], problem: str) -> None:
+    code, err = steward(monkeypatch, capsys, *args)
+    assert problem in err, err
+    assert code == 2 and "Traceback" not in err and "internal error" not in err, err
+
+
+def test_bench_sim_max_jobs_0_is_refused_not_read_as_every_job(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                capsys: pytest.CaptureFixture[str]) -> None:
+    code, err = steward(monkeypatch, capsys, "bench", "sim", "--scenario", str(scenario(tmp_path)), "--max-jobs", "0")
+    assert code == 2 and "sim.max_jobs: must be >= 1, got 0" in err, err
