@@ -50,10 +50,3 @@ def out_folder(out: str | Path) -> Path:
         raise SimError(f"--out {folder}: cannot create ({exc.strerror or exc})") from None
     return folder
 
-
-def worker_count(workers: int) -> int:
-    """`--workers N` of a comparison or the suite: at least one process; 0 or less is refused by name (it was run
-    as 1, silently)."""
-    if workers < 1:
-        raise SimError(f"--workers must be >= 1, got {workers}")
-    return workers

@@ -10,13 +10,14 @@ from typing import Any
 from steward.policy.cycle import schedule
 from steward.policy.model import CycleResult, Snapshot
 from steward.sim.engine import Engine, EngineError, EngineStats, QueueListener, Router, Scheduler
-from steward.sim.errors import SimError, SimulationFailed, worker_count
+from steward.sim.errors import SimError, SimulationFailed
 from steward.sim.history import load_history
 from steward.sim.metrics import Recorder
 from steward.sim.policies import ROUTING, canonical, settings_for, tree_for
 from steward.sim.result import SimResult
 from steward.sim.routing import router_for
 from steward.sim.scenario import Scenario, load_scenario
+from steward.sim.workers import process_pool, worker_count
 
 
 def default_scheduler() -> Scheduler:
@@ -97,9 +98,7 @@ def compare(
     workers = worker_count(workers)
     scenario = path if isinstance(path, Scenario) else load_scenario(path, overrides or {})
     if workers > 1 and len(names) > 1:
-        from concurrent.futures import ProcessPoolExecutor
-
-        with ProcessPoolExecutor(max_workers=min(workers, len(names))) as pool:
+        with process_pool(min(workers, len(names))) as pool:
             futures = [pool.submit(_simulate_in_worker, scenario, name) for name in names]
             parts = [f.result() for f in futures]
         results = [

@@ -25,15 +25,16 @@ import statistics
 import tempfile
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from concurrent.futures import ProcessPoolExecutor, as_completed
+from concurrent.futures import as_completed
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from steward.sim.errors import SimError, out_folder, worker_count
+from steward.sim.errors import SimError, out_folder
 from steward.sim.generate import DAY_S, MULTI_CLUSTER_FAMILIES, generate, offered_load
 from steward.sim.policies import ROUTING
 from steward.sim.scenario import Scenario, load_scenario
+from steward.sim.workers import process_pool, worker_count
 
 PHILLY = Path(__file__).resolve().parents[3].parent / "shared" / "data" / "scenarios" / "philly.yaml"
 PHILLY_JITTER_S = 5.0
@@ -288,7 +289,7 @@ def execute(tasks: Sequence[Task], workers: int,
             if progress:
                 progress(out[-1], len(out), len(order))
         return out
-    with ProcessPoolExecutor(max_workers=workers) as pool:
+    with process_pool(workers) as pool:
         futures = [pool.submit(run_task, t) for t in order]
         for fut in as_completed(futures):
             out.append(fut.result())

@@ -5,8 +5,11 @@ that is not one."""
 
 from __future__ import annotations
 
+import os
+import signal
 import sqlite3
 import sys
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -237,3 +240,40 @@ def test_bench_sim_max_jobs_0_is_refused_not_read_as_every_job(tmp_path: Path, m
                                                                 capsys: pytest.CaptureFixture[str]) -> None:
     code, err = steward(monkeypatch, capsys, "bench", "sim", "--scenario", str(scenario(tmp_path)), "--max-jobs", "0")
     assert code == 2 and "sim.max_jobs: must be >= 1, got 0" in err, err
+
+
+# ------------------------------------------------------------------------------------------------------ Ctrl-C
+
+
+def _interrupted_run(argv: list[str]) -> int:
+    os.kill(os.getpid(), signal.SIGINT)  # Ctrl-C while the command runs
+    time.sleep(10)
+    return 0
+
+
+@pytest.mark.parametrize("args", [["bench", "cycle"], ["sim", "--scenario", "s.yaml", "--policy", "steward"]])
+def test_ctrl_c_is_one_line_and_exit_130(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
+                                         args: list[str]) -> None:
+    monkeypatch.setattr("steward.bench.cycle.main", _interrupted_run)
+    monkeypatch.setattr("steward.sim.cli._run", lambda _args: _interrupted_run([]))
+    handler = signal.getsignal(signal.SIGINT)
+    code, err = steward(monkeypatch, capsys, *args)
+    assert (code, err) == (130, "steward: interrupted\n")  # typer made it exit 130 without a word
+    assert signal.getsignal(signal.SIGINT) is handler
+
+
+def _interrupt_self() -> None:
+    os.kill(os.getpid(), signal.SIGINT)
+    time.sleep(10)
+
+
+def test_a_worker_process_ends_quietly_on_ctrl_c(capfd: pytest.CaptureFixture[str]) -> None:
+    """Ctrl-C reaches the workers of `sim --compare --workers N` and of the suite too: each ends without a
+    traceback of its own (a worker waiting on its queue printed one), the parent says it once."""
+    from concurrent.futures.process import BrokenProcessPool
+
+    from steward.sim.workers import process_pool
+
+    with process_pool(1) as pool, pytest.raises(BrokenProcessPool):
+        pool.submit(_interrupt_self).result(timeout=60)
+    assert "Traceback" not in capfd.readouterr().err
