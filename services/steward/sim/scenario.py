@@ -237,6 +237,20 @@ def _node_gpus(where: str, value: Any) -> int:
     return gpus
 
 
+def _model_name(where: str, value: Any) -> str:
+    """A GPU model's name is text (`H100`): a list or a mapping written there is refused, not registered as its
+    Python spelling."""
+    if isinstance(value, bool) or not isinstance(value, str | int | float) or not str(value).strip():
+        raise ScenarioError(f"{where}: expected a GPU model name, got {value!r}")
+    return str(value).strip()
+
+
+def check_top_level(fname: str, raw: Mapping[str, Any], known: Iterable[str] = TOP_LEVEL_KEYS) -> None:
+    """The sections of a scenario file (`name`, `cluster`, `tree`, ...): one misspelt is named, never skipped, by
+    the simulator and by `steward tree apply` / `cluster apply` alike."""
+    _unknown_keys(fname, raw, known)
+
+
 def _mapping(where: str, value: Any) -> dict[str, Any]:
     if value is None:
         return {}
@@ -251,7 +265,7 @@ def _parse_cluster(fname: str, raw: Any, label: str = "cluster") -> tuple[NodeSp
     if not cluster:
         raise ScenarioError(f"{where}: missing (nodes, gpus_per_node)")
     _unknown_keys(where, cluster, CLUSTER_KEYS)
-    model = str(cluster.get("gpu_model", DEFAULT_GPU_MODEL))
+    model = _model_name(f"{where}.gpu_model", cluster.get("gpu_model", DEFAULT_GPU_MODEL))
     executor = cluster.get("executor", "")
     if not isinstance(executor, str) or (not executor and "executor" in cluster):
         raise ScenarioError(f"{where}.executor: expected the id of the executor that runs its nodes' jobs, "
@@ -347,7 +361,8 @@ def _explicit_nodes(where: str, raw: list[Any], model: str) -> tuple[NodeSpec, .
         path = tuple(str(p) for p in path_raw)
         if not path or path[-1] != name:
             path = (*path, name)
-        nodes.append(NodeSpec(name=name, gpus=gpus, gpu_model=str(entry.get("gpu_model", model)), path=path))
+        gpu_model = _model_name(f"{w}.gpu_model", entry.get("gpu_model", model))
+        nodes.append(NodeSpec(name=name, gpus=gpus, gpu_model=gpu_model, path=path))
     if not nodes:
         raise ScenarioError(f"{where}.nodes: the cluster has no nodes")
     return tuple(nodes)
@@ -765,7 +780,7 @@ def scenario_from_mapping(
     trace: Path | None = None,
 ) -> Scenario:
     fname = source.name
-    _unknown_keys(fname, raw, TOP_LEVEL_KEYS)
+    check_top_level(fname, raw)
     name = str(raw.get("name") or source.stem)
     nodes = parse_clusters(fname, raw)
     settings_overrides = _with_weights(fname, raw, nodes, settings_overrides)
@@ -776,7 +791,9 @@ def scenario_from_mapping(
     sim = _parse_sim(fname, raw.get("sim"))
     if trace is None:
         trace_rel = raw.get("trace")
-        if not isinstance(trace_rel, str) or not trace_rel.strip():
+        if trace_rel is not None and not isinstance(trace_rel, str):
+            raise ScenarioError(f"{fname}: trace: expected the path of the trace CSV, got {trace_rel!r}")
+        if not trace_rel or not trace_rel.strip():
             raise ScenarioError(f"{fname}: trace: missing (path of the trace CSV, relative to the YAML)")
         trace = (source.parent / trace_rel.strip()).resolve()
     jobs = read_trace(trace, allocations, nodes, sim.max_jobs)
@@ -803,7 +820,7 @@ def scenario_from_jobs(
     """A scenario whose jobs come from somewhere other than a trace CSV (an exported event log,
     history.py); `job.line` is the source line each job came from, named in errors."""
     fname = source.name
-    _unknown_keys(fname, raw, TOP_LEVEL_KEYS - {"trace"})
+    check_top_level(fname, raw, TOP_LEVEL_KEYS - {"trace"})
     name = str(raw.get("name") or source.stem)
     nodes = parse_clusters(fname, raw)
     settings_overrides = _with_weights(fname, raw, nodes, settings_overrides)

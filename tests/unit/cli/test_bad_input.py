@@ -93,7 +93,25 @@ def compare_workers(n: int) -> Files:
     return files
 
 
-SIM_CASES: list[tuple[str, Files, str]] = [
+def cluster_file(text: str) -> Files:
+    def files(tmp_path: Path) -> list[str]:
+        (tmp_path / "c.yaml").write_text(text)
+        return ["cluster", "apply", str(tmp_path / "c.yaml")]
+    return files
+
+
+def trace_not_a_path(tmp_path: Path) -> list[str]:
+    return ["sim", "--scenario", str(scenario(tmp_path, trace=5)), "--policy", "steward"]
+
+
+FILE_CASES: list[tuple[str, Files, str]] = [
+    ("a misspelt section of a cluster file", cluster_file("cluster: {nodes: 1, gpus_per_node: 4}\nclustre: {}\n"),
+     "c.yaml: unknown field 'clustre' (known: cluster, clusters,"),
+    ("a list as a GPU model", cluster_file("cluster: {nodes: 1, gpus_per_node: 4, gpu_model: [H100]}\n"),
+     "c.yaml: cluster.gpu_model: expected a GPU model name, got ['H100']"),
+    ("a mapping as a node's GPU model", cluster_file("cluster: {nodes: [{name: a, gpus: 4, gpu_model: {x: 1}}]}\n"),
+     "c.yaml: cluster.nodes[0].gpu_model: expected a GPU model name, got {'x': 1}"),
+    ("a number as the trace", trace_not_a_path, "small.yaml: trace: expected the path of the trace CSV, got 5"),
     ("scenario YAML not UTF-8", not_utf8_yaml, "latin1.yaml: not UTF-8 text (byte 0xe9)"),
     ("trace CSV not UTF-8", not_utf8_trace, "small.csv line 4: not UTF-8 text (byte 0xe9)"),
     ("event log not UTF-8", not_utf8_history, "log.ndjson line 1: not UTF-8 text (byte 0xff)"),
@@ -107,10 +125,10 @@ SIM_CASES: list[tuple[str, Files, str]] = [
 ]
 
 
-@pytest.mark.parametrize(("what", "args", "problem"), SIM_CASES, ids=[c[0] for c in SIM_CASES])
-def test_bad_sim_input_is_one_line_naming_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                             capsys: pytest.CaptureFixture[str], what: str, args: Files,
-                                             problem: str) -> None:
+@pytest.mark.parametrize(("what", "args", "problem"), FILE_CASES, ids=[c[0] for c in FILE_CASES])
+def test_a_bad_file_or_option_of_sim_or_cluster_apply_is_one_line_naming_it(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], what: str, args: Files,
+        problem: str) -> None:
     code, err = steward(monkeypatch, capsys, *args(tmp_path))
     assert problem in err, err
     assert code == 2 and "Traceback" not in err and "internal error" not in err, err
