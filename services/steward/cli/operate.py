@@ -9,7 +9,7 @@ import typer
 
 from steward.cli.client import GraphQLClient
 from steward.cli.jobs import refusal
-from steward.cli.output import OutputFormat, OutputOption, emit, fail
+from steward.cli.output import OutputFormat, OutputOption, emit, fail, read_text
 from steward.config import get_settings
 from steward.domain.clusters import require_node_gpus
 from steward.domain.commands import RegisterNode
@@ -171,9 +171,7 @@ def register(app: typer.Typer) -> None:
                    reason: str = typer.Option(..., "--reason"), output: OutputFormat = OutputOption) -> None:
         """Set the scheduling policy from a JSON file."""
         try:
-            settings = json.loads(file.read_text())
-        except OSError as err:
-            fail(f"cannot read {file}: {err.strerror}", 2)
+            settings = json.loads(read_text(file, "the policy file"))
         except json.JSONDecodeError as err:
             fail(f"{file} is not valid JSON at line {err.lineno}, column {err.colno}: {err.msg}", 2)
         if not isinstance(settings, dict):

@@ -295,3 +295,32 @@ def test_a_worker_process_ends_quietly_on_ctrl_c(capfd: pytest.CaptureFixture[st
     with process_pool(1) as pool, pytest.raises(BrokenProcessPool):
         pool.submit(_interrupt_self).result(timeout=60)
     assert "Traceback" not in capfd.readouterr().err
+
+
+# ------------------------------------------------------------------------- files read before anything is sent
+
+
+@pytest.mark.parametrize(("args", "problem"), [
+    (["policy", "set", "{file}", "--reason", "r"], "the policy file {file} is not UTF-8 text (byte 0xff at offset 0)"),
+    (["policy", "set", "{dir}", "--reason", "r"], "cannot read the policy file {dir}: Is a directory"),
+    (["token", "enroll", "--role", "admin", "--subject", "s", "--token-file", "{file}"],
+     "the token file {file} is not UTF-8 text"),
+    (["whoami"], "the token file {file} is not UTF-8 text"),
+], ids=["policy set latin-1", "policy set a folder", "token enroll latin-1", "a latin-1 token file"])
+def test_a_file_that_is_no_utf8_text_is_named_before_anything_is_sent(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], args: list[str],
+        problem: str) -> None:
+    from steward.config import get_settings
+
+    bad = tmp_path / "latin1"
+    bad.write_bytes(b"\xff{}")
+    monkeypatch.delenv("STEWARD_TOKEN", raising=False)
+    monkeypatch.setenv("STEWARD_TOKEN_FILE", str(bad))
+    monkeypatch.setenv("STEWARD_API_URL", "http://127.0.0.1:9/graphql")  # nothing is sent: nothing listens
+    get_settings.cache_clear()
+    try:
+        code, err = steward(monkeypatch, capsys, *[a.format(file=bad, dir=tmp_path) for a in args])
+    finally:
+        get_settings.cache_clear()
+    assert problem.format(file=bad, dir=tmp_path) in err, err
+    assert code == 2 and "internal error" not in err, err
