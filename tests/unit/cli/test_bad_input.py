@@ -243,10 +243,12 @@ OPTION_CASES: list[tuple[list[str], str]] = [
     (["submit", "-p", "p", "-g", "1", "--min-runtime", "nan", "--", "x"], "--min-runtime must be 0 or more seconds "
                                                                           "(a finite number), got nan"),
     (["submit", "-p", "p", "-g", "1", "--min-runtime", "inf", "--", "x"], "(a finite number), got inf"),
+    (["gpu-models", "set", "H100=nan", "--reason", "r"], "the weight of 'H100' must be a finite number, got nan"),
+    (["gpu-models", "set", "H100=0", "--reason", "r"], "the weight of 'H100' must be > 0 (budget units per GPU-hour)"),
 ]
 
 
-@pytest.mark.parametrize(("args", "problem"), OPTION_CASES, ids=[" ".join(c[0][:3]) for c in OPTION_CASES])
+@pytest.mark.parametrize(("args", "problem"), OPTION_CASES, ids=[" ".join(c[0][:4]) for c in OPTION_CASES])
 def test_an_option_out_of_range_is_refused_by_name_before_anything_runs(
         monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], args: list[str], problem: str) -> None:
     code, err = steward(monkeypatch, capsys, *args)
