@@ -225,7 +225,7 @@ def check_proof_cmd(
     """Check an inclusion or consistency proof (no database needed)."""
     try:
         data = json.loads(proof.read_text())
-    except (OSError, ValueError) as err:
+    except (OSError, ValueError, RecursionError) as err:  # RecursionError: JSON nested too deeply
         fail(f"cannot read the proof {proof}: {err}", 2)
     ok, why = verify_proof(data, _key(public_key))
     emit({"ok": ok, "detail": why}, output)
@@ -247,7 +247,7 @@ def replay_cmd(output: OutputFormat = OutputOption,
     if export is not None:
         try:
             records = records_from_export(export)
-        except (OSError, ValueError) as err:
+        except (OSError, ValueError, RecursionError) as err:  # RecursionError: JSON nested too deeply
             fail(f"cannot replay {export}: {err}", 2)
         report = _guard(replay_records, records, limit)
     else:

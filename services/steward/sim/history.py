@@ -242,6 +242,8 @@ def _load_event_log(path: Path, overrides: Mapping[str, Any]) -> Scenario:
                 item = json.loads(text)
             except json.JSONDecodeError as exc:
                 raise ScenarioError(f"{path.name} line {n}: not JSON ({exc.msg})") from None
+            except RecursionError:
+                raise ScenarioError(f"{path.name} line {n}: JSON nested too deeply to read") from None
             fold.line(n, item)
     raw, knobs, jobs = fold.scenario_parts()
     raw["name"] = path.stem

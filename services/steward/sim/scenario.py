@@ -200,6 +200,9 @@ def read_yaml(path: Path) -> dict[str, Any]:
         data = yaml.load(text, Loader=_StringKeyLoader)
     except ScenarioError as exc:
         raise ScenarioError(f"{path.name}: {exc.message}") from None
+    except RecursionError:
+        raise ScenarioError(f"{path.name}: nested too deeply to read (an allocation tree is at most 8 levels "
+                            "deep)") from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" line {mark.line + 1}" if mark is not None else ""

@@ -104,7 +104,25 @@ def trace_not_a_path(tmp_path: Path) -> list[str]:
     return ["sim", "--scenario", str(scenario(tmp_path, trace=5)), "--policy", "steward"]
 
 
+def deep(name: str, args: list[str]) -> Files:
+    """A file nested 100,000 levels deep (the readers recursed past Python's limit)."""
+    def files(tmp_path: Path) -> list[str]:
+        (tmp_path / name).write_text("[" * 100_000 + "]" * 100_000 + "\n")
+        return [a.format(file=tmp_path / name) for a in args]
+    return files
+
+
 FILE_CASES: list[tuple[str, Files, str]] = [
+    ("a scenario nested too deeply", deep("deep.yaml", ["sim", "--scenario", "{file}", "--policy", "steward"]),
+     "deep.yaml: nested too deeply to read"),
+    ("a tree file nested too deeply", deep("deep.yaml", ["tree", "apply", "{file}"]),
+     "deep.yaml: nested too deeply to read"),
+    ("an event log nested too deeply", deep("deep.ndjson", ["sim", "--from-events", "{file}", "--policy", "steward"]),
+     "deep.ndjson line 1: JSON nested too deeply to read"),
+    ("an export nested too deeply", deep("deep.ndjson", ["audit", "replay", "--export", "{file}"]),
+     "deep.ndjson: maximum recursion depth exceeded"),
+    ("a proof nested too deeply", deep("deep.json", ["audit", "check-proof", "{file}"]),
+     "cannot read the proof"),
     ("a misspelt section of a cluster file", cluster_file("cluster: {nodes: 1, gpus_per_node: 4}\nclustre: {}\n"),
      "c.yaml: unknown field 'clustre' (known: cluster, clusters,"),
     ("a list as a GPU model", cluster_file("cluster: {nodes: 1, gpus_per_node: 4, gpu_model: [H100]}\n"),
@@ -126,7 +144,7 @@ FILE_CASES: list[tuple[str, Files, str]] = [
 
 
 @pytest.mark.parametrize(("what", "args", "problem"), FILE_CASES, ids=[c[0] for c in FILE_CASES])
-def test_a_bad_file_or_option_of_sim_or_cluster_apply_is_one_line_naming_it(
+def test_a_bad_file_or_option_is_one_line_naming_it(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], what: str, args: Files,
         problem: str) -> None:
     code, err = steward(monkeypatch, capsys, *args(tmp_path))
