@@ -784,7 +784,7 @@ def scenario_from_mapping(
 ) -> Scenario:
     fname = source.name
     check_top_level(fname, raw)
-    name = str(raw.get("name") or source.stem)
+    name = _scenario_name(fname, raw.get("name"), source)
     nodes = parse_clusters(fname, raw)
     settings_overrides = _with_weights(fname, raw, nodes, settings_overrides)
     allocations = parse_tree(fname, raw.get("tree"))
@@ -806,6 +806,15 @@ def scenario_from_mapping(
     )
 
 
+def _scenario_name(fname: str, value: Any, source: Path) -> str:
+    """The scenario's `name:` (text; the file's stem when absent), shown in every table and file it writes."""
+    if value is None or value == "":
+        return source.stem
+    if isinstance(value, bool) or not isinstance(value, str | int | float):
+        raise ScenarioError(f"{fname}: name: expected text, got {value!r}")
+    return str(value)
+
+
 def _with_weights(fname: str, raw: Mapping[str, Any], nodes: tuple[NodeSpec, ...],
                   settings: Mapping[str, Any] | None) -> dict[str, Any]:
     """The scenario's GPU model weights as the policy setting `gpu_model_weights` (an override of the
@@ -824,7 +833,7 @@ def scenario_from_jobs(
     history.py); `job.line` is the source line each job came from, named in errors."""
     fname = source.name
     check_top_level(fname, raw, TOP_LEVEL_KEYS - {"trace"})
-    name = str(raw.get("name") or source.stem)
+    name = _scenario_name(fname, raw.get("name"), source)
     nodes = parse_clusters(fname, raw)
     settings_overrides = _with_weights(fname, raw, nodes, settings_overrides)
     allocations = parse_tree(fname, raw.get("tree"))

@@ -130,6 +130,8 @@ FILE_CASES: list[tuple[str, Files, str]] = [
     ("a mapping as a node's GPU model", cluster_file("cluster: {nodes: [{name: a, gpus: 4, gpu_model: {x: 1}}]}\n"),
      "c.yaml: cluster.nodes[0].gpu_model: expected a GPU model name, got {'x': 1}"),
     ("a number as the trace", trace_not_a_path, "small.yaml: trace: expected the path of the trace CSV, got 5"),
+    ("a list as the name", lambda p: ["sim", "--scenario", str(scenario(p, name=[1])), "--policy", "steward"],
+     "small.yaml: name: expected text, got [1]"),
     ("scenario YAML not UTF-8", not_utf8_yaml, "latin1.yaml: not UTF-8 text (byte 0xe9)"),
     ("trace CSV not UTF-8", not_utf8_trace, "small.csv line 4: not UTF-8 text (byte 0xe9)"),
     ("event log not UTF-8", not_utf8_history, "log.ndjson line 1: not UTF-8 text (byte 0xff)"),
