@@ -144,6 +144,16 @@ def _anchored(store: EventStore, start: int) -> bool:
     return len(rows) == 2 and rows[0].position == start - 1 and rows[1].prev_hash == rows[0].hash
 
 
+def range_problem(start: int, to: int | None) -> str | None:
+    """Why `--from START --to TO` names no positions of the log to check or export (None: it names some); an empty
+    range is refused, not reported as a log that verifies."""
+    if start < 1:
+        return f"--from must be 1 or more (the first position), got {start}"
+    if to is not None and to < start:
+        return f"--to {to} is before --from {start}: no position to check"
+    return None
+
+
 def verify(store: EventStore, start: int = 1, to: int | None = None, public_key: Any | None = None,
            checkpoints: bool = True, independent: bool = False) -> dict[str, Any]:
     """Check the chain from `start` to `to` (default: all of it); over the whole log, also the signed

@@ -28,7 +28,8 @@ import sys
 import time
 from typing import Any
 
-from steward.domain.policy_settings import PolicySettings
+from steward.bench import at_least
+from steward.domain.policy_settings import InvalidSettings, PolicySettings
 from steward.policy.cycle import schedule
 from steward.policy.explain import Explanations
 from steward.policy.model import AllocationTree, JobClass, Node, PendingJob, RunningJob, Snapshot
@@ -264,15 +265,19 @@ def run(
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="steward bench cycle", description=__doc__.split("\n")[0])
-    parser.add_argument("--nodes", type=int, default=1000)
-    parser.add_argument("--pending", type=int, default=15000)
-    parser.add_argument("--running", type=int, default=5000)
-    parser.add_argument("--projects", type=int, default=200)
-    parser.add_argument("--repeat", type=int, default=7)
+    parser.add_argument("--nodes", type=at_least(1), default=1000)
+    parser.add_argument("--pending", type=at_least(0), default=15000)
+    parser.add_argument("--running", type=at_least(0), default=5000)
+    parser.add_argument("--projects", type=at_least(1), default=200)
+    parser.add_argument("--repeat", type=at_least(1), default=7)
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--policy", default="steward", help="steward, ai2, fair-tree, fifo-priority")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     args = parser.parse_args(argv)
+    try:
+        PolicySettings.preset(args.policy)
+    except InvalidSettings as err:
+        parser.error(f"--policy: {err}")
     figures = run(args.nodes, args.pending, args.running, args.projects, args.repeat, args.seed, args.policy)
     if args.json:
         print(json.dumps(figures))

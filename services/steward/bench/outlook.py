@@ -18,6 +18,7 @@ import time
 from typing import Any
 
 from steward.api.outlook import submit_outlook
+from steward.bench import at_least
 from steward.domain.commands import ROOT, SubmitJob
 from steward.domain.policy_settings import PolicySettings
 from steward.domain.state import AllocationNode, ClusterNode, Job, LedgerState
@@ -62,8 +63,8 @@ def _time(fn: Any, repeat: int) -> list[float]:
 
 def main(argv: list[str]) -> int:
     ap = argparse.ArgumentParser(prog="steward bench outlook", description=__doc__.split("\n\n")[0])
-    ap.add_argument("--jobs", type=int, nargs="+", default=[1_000, 10_000, 100_000])
-    ap.add_argument("--repeat", type=int, default=15)
+    ap.add_argument("--jobs", type=at_least(1), nargs="+", default=[1_000, 10_000, 100_000])
+    ap.add_argument("--repeat", type=at_least(1), default=15)
     ap.add_argument("--json", action="store_true", help="print only the JSON result")
     args = ap.parse_args(argv)
     settings = PolicySettings.steward()

@@ -26,7 +26,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--policy", default="steward")
     p.add_argument("--max-jobs", type=int, default=None)
     args = p.parse_args(list(sys.argv[1:] if argv is None else argv))
-    overrides = {"max_jobs": str(args.max_jobs)} if args.max_jobs else {}
+    overrides = {"max_jobs": str(args.max_jobs)} if args.max_jobs is not None else {}  # 0: refused, not "all"
     try:
         result = run_scenario(args.scenario, args.policy, overrides)
     except SimError as exc:

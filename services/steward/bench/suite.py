@@ -30,7 +30,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     seeds = args.seeds if args.seeds is not None else (1 if args.quick else 3)
     try:
         result = run_suite(resolve_policies(args.policies), seeds=seeds, quick=args.quick,
-                           workers=max(1, args.workers), out_dir=args.out, scenarios=select(args.scenarios),
+                           workers=args.workers, out_dir=args.out, scenarios=select(args.scenarios),
                            philly=None if args.no_philly else PHILLY,
                            progress=lambda t, k, n: print(f"[{k}/{n}] {t.scenario} seed {t.seed} {t.policy}",
                                                           file=sys.stderr, flush=True))

@@ -7,6 +7,7 @@ and `stateAt`)."""
 from __future__ import annotations
 
 import json
+import math
 import sys
 from datetime import UTC, datetime
 from pathlib import Path
@@ -26,7 +27,7 @@ from steward.audit.export import as_document, write_ndjson
 from steward.audit.rebuild import rebuild
 from steward.audit.replay import records_from_export, replay, replay_records
 from steward.audit.snapshots import state_at, state_at_position, take_snapshots
-from steward.audit.verify import verify
+from steward.audit.verify import range_problem, verify
 from steward.cli.output import OutputFormat, OutputOption, emit, fail
 from steward.config import get_settings
 from steward.store.eventstore import EventStore
@@ -40,10 +41,24 @@ audit_app = typer.Typer(no_args_is_help=True,
 
 
 def _store() -> EventStore:
+    from sqlalchemy.exc import ArgumentError, SQLAlchemyError
+
+    from steward.store.migrate import store_problem
+
+    url = get_settings().resolved_store_url
     try:
-        return EventStore.from_url(get_settings().resolved_store_url)
+        problem = store_problem(url)
+        store = EventStore.from_url(url)
+    except ArgumentError:  # not echoed: a URL may hold a password
+        fail("the store URL (STEWARD_STORE_URL) is not a database URL: sqlite:///PATH or "
+             "postgresql://USER@HOST:PORT/DB", 2)
+    except SQLAlchemyError as err:  # a server that cannot be reached
+        fail(f"cannot open the store: {type(err).__name__}: {str(err).splitlines()[0]}")
     except Exception as err:  # a bad URL or a missing driver: one line
         fail(f"cannot open the store: {err}")
+    if problem is not None:
+        fail(problem, 2)
+    return store
 
 
 def _fmt(output: OutputFormat, json_flag: bool) -> OutputFormat:
@@ -65,9 +80,13 @@ def _guard(fn: Any, *args: Any, **kwargs: Any) -> Any:
 def parse_time(value: str) -> float:
     """Epoch seconds, or an ISO 8601 time (UTC when it names no zone)."""
     try:
-        return float(value)
+        seconds = float(value)
     except ValueError:
         pass
+    else:
+        if not math.isfinite(seconds):
+            fail(f"--at '{value}' is not a time (epoch seconds are a finite number)", 2)
+        return seconds
     try:
         dt = datetime.fromisoformat(value.replace("Z", "+00:00"))
     except ValueError:
@@ -99,6 +118,8 @@ def verify_cmd(
     output: OutputFormat = OutputOption,
 ) -> None:
     """Recompute every hash and link; report ok, events, head, or the first bad position and what is wrong."""
+    if (problem := range_problem(start, to)) is not None:
+        fail(problem, 2)
     if api:
         if public_key is not None or independent:
             fail(f"{'--public-key' if public_key is not None else '--independent'} reads the store; "
@@ -129,8 +150,13 @@ def export_cmd(
     """Export events and signed checkpoints for the standalone verifier (`python -m steward.store.verifier`)."""
     if ndjson and json_flag:
         fail("choose one of --json and --ndjson", 2)
+    if (problem := range_problem(start, to)) is not None:
+        fail(problem, 2)
     store = _store()
-    target = out.open("w", encoding="utf-8") if out else sys.stdout
+    try:
+        target = out.open("w", encoding="utf-8") if out else sys.stdout
+    except OSError as err:
+        fail(f"--out {out}: cannot write ({err.strerror or err})", 2)
     try:
         if ndjson:
             _guard(write_ndjson, store, target, start, to)
@@ -199,7 +225,7 @@ def check_proof_cmd(
     """Check an inclusion or consistency proof (no database needed)."""
     try:
         data = json.loads(proof.read_text())
-    except (OSError, ValueError) as err:
+    except (OSError, ValueError, RecursionError) as err:  # RecursionError: JSON nested too deeply
         fail(f"cannot read the proof {proof}: {err}", 2)
     ok, why = verify_proof(data, _key(public_key))
     emit({"ok": ok, "detail": why}, output)
@@ -221,7 +247,7 @@ def replay_cmd(output: OutputFormat = OutputOption,
     if export is not None:
         try:
             records = records_from_export(export)
-        except (OSError, ValueError) as err:
+        except (OSError, ValueError, RecursionError) as err:  # RecursionError: JSON nested too deeply
             fail(f"cannot replay {export}: {err}", 2)
         report = _guard(replay_records, records, limit)
     else:

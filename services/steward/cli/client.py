@@ -9,7 +9,7 @@ from typing import Any
 import httpx
 
 from steward.api.settings import ApiSettings
-from steward.cli.output import fail
+from steward.cli.output import fail, read_text
 from steward.config import Settings
 
 
@@ -18,10 +18,9 @@ def default_token() -> str | None:
     if token:
         return token
     path = ApiSettings().resolved_token_file
-    try:
-        return path.read_text().strip() or None
-    except OSError:
+    if not path.is_file():
         return None
+    return read_text(path, "the token file").strip() or None
 
 
 def _refusal(resp: httpx.Response) -> str:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import typer
@@ -158,8 +159,8 @@ def register(app: typer.Typer) -> None:
         it is inside its allocation's debug quota."""
         if gpus < 1:
             fail(f"--gpus must be at least 1, got {gpus}", 2)
-        if min_runtime < 0:
-            fail(f"--min-runtime must be 0 or more seconds, got {min_runtime:g}", 2)
+        if not min_runtime >= 0 or math.isinf(min_runtime):  # nan fails the comparison
+            fail(f"--min-runtime must be 0 or more seconds (a finite number), got {min_runtime:g}", 2)
         variables: dict[str, Any] = {"input": {
             "project": project, "gpus": gpus, "minRuntimeS": min_runtime, "command": command, "resumable": resumable,
             "jobClass": job_class, "priority": priority} | accepts_input(gpu_model, cluster)}

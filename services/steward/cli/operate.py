@@ -9,9 +9,9 @@ import typer
 
 from steward.cli.client import GraphQLClient
 from steward.cli.jobs import refusal
-from steward.cli.output import OutputFormat, OutputOption, emit, fail
+from steward.cli.output import OutputFormat, OutputOption, emit, fail, read_text
 from steward.config import get_settings
-from steward.domain.clusters import require_node_gpus
+from steward.domain.clusters import require_node_gpus, weight_problem
 from steward.domain.commands import RegisterNode
 from steward.domain.errors import InvalidCommand
 
@@ -59,6 +59,8 @@ def parse_weights(pairs: list[str]) -> dict[str, float]:
             raise ValueError(f"the weight of {model.strip()!r} is not a number: {value!r}") from None
         if model.strip() in out:
             raise ValueError(f"the GPU model {model.strip()!r} is named twice")
+        if (problem := weight_problem(model.strip(), weight)) is not None:
+            raise ValueError(problem)
         out[model.strip()] = weight
     return out
 
@@ -171,9 +173,7 @@ def register(app: typer.Typer) -> None:
                    reason: str = typer.Option(..., "--reason"), output: OutputFormat = OutputOption) -> None:
         """Set the scheduling policy from a JSON file."""
         try:
-            settings = json.loads(file.read_text())
-        except OSError as err:
-            fail(f"cannot read {file}: {err.strerror}", 2)
+            settings = json.loads(read_text(file, "the policy file"))
         except json.JSONDecodeError as err:
             fail(f"{file} is not valid JSON at line {err.lineno}, column {err.colno}: {err.msg}", 2)
         if not isinstance(settings, dict):

@@ -6,6 +6,7 @@ import json
 import sys
 from collections.abc import Sequence
 from enum import StrEnum
+from pathlib import Path
 from typing import Any, NoReturn
 
 import typer
@@ -30,6 +31,18 @@ class CliError(Exception):
 
 def fail(message: str, code: int = 1) -> NoReturn:
     raise CliError(message, code)
+
+
+def read_text(path: Path, what: str) -> str:
+    """A file the user named, as UTF-8 text; a file that cannot be read or is not UTF-8 is one line naming it
+    (exit 2), not an internal error."""
+    try:
+        return path.read_text(encoding="utf-8")
+    except OSError as err:
+        fail(f"cannot read {what} {path}: {err.strerror or err}", 2)
+    except UnicodeDecodeError as err:
+        fail(f"{what} {path} is not UTF-8 text (byte 0x{err.object[err.start:err.start + 1].hex()} at offset "
+             f"{err.start})", 2)
 
 
 def emit(data: Any, fmt: OutputFormat, table: Sequence[Sequence[Any]] | None = None,

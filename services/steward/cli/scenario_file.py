@@ -15,7 +15,7 @@ from steward.domain.errors import DomainError
 from steward.domain.ids import shown
 from steward.domain.state import LedgerState, evolve
 from steward.sim.errors import ScenarioError
-from steward.sim.scenario import NodeSpec, parse_clusters, parse_tree, parse_weights, read_yaml
+from steward.sim.scenario import NodeSpec, check_top_level, parse_clusters, parse_tree, parse_weights, read_yaml
 
 
 class ScenarioFileError(ValueError):
@@ -24,7 +24,9 @@ class ScenarioFileError(ValueError):
 
 def load_yaml(path: Path) -> dict[str, Any]:
     try:
-        return read_yaml(path)
+        data = read_yaml(path)
+        check_top_level(path.name, data)
+        return data
     except ScenarioError as err:
         raise ScenarioFileError(err.message) from None
 

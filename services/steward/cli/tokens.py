@@ -18,7 +18,7 @@ import typer
 from steward.api.settings import ApiSettings
 from steward.auth.tokens import InvalidTokenRequest, TokenStore, check_request, looks_like_api_token
 from steward.cli.client import GraphQLClient, default_token
-from steward.cli.output import OutputFormat, OutputOption, emit, fail
+from steward.cli.output import OutputFormat, OutputOption, emit, fail, read_text
 from steward.config import Settings, get_settings
 from steward.store.eventstore import EventStore
 
@@ -137,10 +137,7 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Record a token made elsewhere (the Helm chart's, kept in a Secret), straight in the store: idempotent,
         so a hook may run it at every install and upgrade."""
-        try:
-            token = token_file.read_text().strip()
-        except OSError as err:
-            fail(f"cannot read the token file {token_file}: {err.strerror}", 2)
+        token = read_text(token_file, "the token file").strip()
         settings = get_settings()
         try:
             info, new = _store(settings).enroll(token, role=role, subject=subject, created_by=created_by,

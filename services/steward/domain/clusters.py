@@ -238,6 +238,17 @@ def require_one_executor(nodes: Mapping[str, _ServedNode], cmd: RegisterNode) ->
         raise InvalidCommand(problem)
 
 
+def weight_problem(model: str, weight: Any) -> str | None:
+    """Why `weight` is no weight of a GPU model (None: it is one): a finite number > 0 (a weight of 0 would make a
+    model's hours free, so fair share could not see them). Also checked by the CLI before it sends (a NaN cannot
+    even be sent as JSON)."""
+    if isinstance(weight, bool) or not isinstance(weight, int | float) or not math.isfinite(weight):
+        return f"the weight of {model!r} must be a finite number, got {weight!r}"
+    if weight <= 0:
+        return f"the weight of {model!r} must be > 0 (budget units per GPU-hour), got {weight}"
+    return None
+
+
 def require_valid_weights(weights: Mapping[str, Any], models: Iterable[str]) -> None:
     """A weight is budget units per GPU-hour of one registered GPU model: a finite number > 0 (a weight of 0
     would make a model's hours free, so fair share could not see them)."""
@@ -245,10 +256,8 @@ def require_valid_weights(weights: Mapping[str, Any], models: Iterable[str]) -> 
         raise InvalidCommand("name at least one GPU model and its weight")
     known = sorted(set(models))
     for model, weight in sorted(weights.items()):
-        if isinstance(weight, bool) or not isinstance(weight, int | float) or not math.isfinite(weight):
-            raise InvalidCommand(f"the weight of {model!r} must be a finite number, got {weight!r}")
-        if weight <= 0:
-            raise InvalidCommand(f"the weight of {model!r} must be > 0 (budget units per GPU-hour), got {weight}")
+        if (problem := weight_problem(model, weight)) is not None:
+            raise InvalidCommand(problem)
         if known and model not in known:
             raise InvalidCommand(f"unknown GPU model {model!r}: the registered GPU models are {', '.join(known)}")
         if not known:

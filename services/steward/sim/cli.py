@@ -139,7 +139,7 @@ def _run(args: argparse.Namespace) -> int:
             raise SimError("--compare needs --out DIR for its table and plots")
         names = [n for n in args.compare.split(",") if n.strip()]
         results = compare(args.scenario, names, args.out, overrides, plots=not args.no_plots,
-                          workers=max(1, args.workers))
+                          workers=args.workers)
         if args.json:
             print(json.dumps([r.to_json() for r in results], indent=2))
         else:
@@ -211,8 +211,6 @@ def _suite(args: argparse.Namespace) -> int:
     from steward.sim.suite import PHILLY, markdown, resolve_policies, run_suite, select
 
     seeds = args.seeds if args.seeds is not None else (1 if args.quick else 3)
-    if args.workers < 1:
-        raise SimError(f"--workers must be >= 1, got {args.workers}")
 
     def progress(task: Any, done: int, total: int) -> None:
         if not args.json:

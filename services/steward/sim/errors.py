@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 
 class SimError(Exception):
     """Base of every error the simulator reports to a person (bad input, unknown policy, bad override)."""
@@ -28,3 +30,23 @@ class OverrideError(SimError):
 
 class SimulationFailed(SimError):
     """The policy returned a decision the simulated cluster cannot carry out (a policy bug)."""
+
+
+def not_utf8(where: str, err: UnicodeDecodeError) -> ScenarioError:
+    """A file of the simulator's (scenario YAML, trace CSV, event log) that is not UTF-8 text: named, with the
+    first byte that is not, instead of a UnicodeDecodeError."""
+    bad = err.object[err.start:err.start + 1]
+    return ScenarioError(f"{where}: not UTF-8 text (byte 0x{bad.hex() or '??'}); save it as UTF-8")
+
+
+def out_folder(out: str | Path) -> Path:
+    """`--out DIR` made (with its parents), or the reason it cannot be, as one line naming the folder."""
+    folder = Path(out)
+    if folder.exists() and not folder.is_dir():
+        raise SimError(f"--out {folder}: a file, not a folder")
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise SimError(f"--out {folder}: cannot create ({exc.strerror or exc})") from None
+    return folder
+

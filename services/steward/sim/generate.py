@@ -35,7 +35,7 @@ from typing import Any
 import yaml
 
 from steward.domain.clusters import largest_gang
-from steward.sim.errors import SimError
+from steward.sim.errors import SimError, out_folder
 from steward.sim.scenario import Scenario
 
 DAY_S = 86400.0
@@ -603,8 +603,7 @@ class Generated:
 
     def write(self, out_dir: str | Path) -> Path:
         """Write `<name>.yaml` and `<name>.csv` into `out_dir`; returns the YAML's path."""
-        out = Path(out_dir)
-        out.mkdir(parents=True, exist_ok=True)
+        out = out_folder(out_dir)
         (out / f"{self.name}.csv").write_text(self.csv_text, encoding="utf-8")
         path = out / f"{self.name}.yaml"
         path.write_text(self.yaml_text, encoding="utf-8")

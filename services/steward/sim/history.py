@@ -30,7 +30,14 @@ from pathlib import Path
 from typing import Any
 
 from steward.sim.errors import ScenarioError
-from steward.sim.scenario import Scenario, TraceJob, apply_overrides, load_scenario, scenario_from_jobs
+from steward.sim.scenario import (
+    Scenario,
+    TraceJob,
+    apply_overrides,
+    load_scenario,
+    scenario_from_jobs,
+    utf8_lines,
+)
 
 Loader = Callable[[Path, Mapping[str, Any]], Scenario]
 
@@ -224,17 +231,19 @@ class _Fold:
 def _load_event_log(path: Path, overrides: Mapping[str, Any]) -> Scenario:
     fold = _Fold(path.name)
     try:
-        handle = path.open(encoding="utf-8")
+        handle = path.open("rb")
     except OSError as exc:
         raise ScenarioError(f"{path}: cannot read ({exc.strerror or exc})") from None
     with handle:
-        for n, text in enumerate(handle, start=1):
+        for n, text in enumerate(utf8_lines(path.name, handle), start=1):
             if not text.strip():
                 continue
             try:
                 item = json.loads(text)
             except json.JSONDecodeError as exc:
                 raise ScenarioError(f"{path.name} line {n}: not JSON ({exc.msg})") from None
+            except RecursionError:
+                raise ScenarioError(f"{path.name} line {n}: JSON nested too deeply to read") from None
             fold.line(n, item)
     raw, knobs, jobs = fold.scenario_parts()
     raw["name"] = path.stem

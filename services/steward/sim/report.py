@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from steward.domain import budget
-from steward.sim.errors import SimError
+from steward.sim.errors import SimError, out_folder
 from steward.sim.metrics import HOUR_S, WAIT_CLASSES, cdf_points
 
 if TYPE_CHECKING:
@@ -116,10 +116,7 @@ def markdown_table(figs: Sequence[dict[str, Any]]) -> str:
 
 
 def write_outputs(results: Sequence[SimResult], out: Path, plots: bool = True) -> list[Path]:
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise SimError(f"--out {out}: cannot create ({exc.strerror or exc})") from None
+    out_folder(out)
     figs = [r.to_json() for r in results]
     written: list[Path] = []
 

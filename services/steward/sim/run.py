@@ -17,6 +17,7 @@ from steward.sim.policies import ROUTING, canonical, settings_for, tree_for
 from steward.sim.result import SimResult
 from steward.sim.routing import router_for
 from steward.sim.scenario import Scenario, load_scenario
+from steward.sim.workers import process_pool, worker_count
 
 
 def default_scheduler() -> Scheduler:
@@ -94,11 +95,10 @@ def compare(
     names = [canonical(p) for p in policies]
     if not names:
         raise SimError("compare needs at least one policy")
+    workers = worker_count(workers)
     scenario = path if isinstance(path, Scenario) else load_scenario(path, overrides or {})
     if workers > 1 and len(names) > 1:
-        from concurrent.futures import ProcessPoolExecutor
-
-        with ProcessPoolExecutor(max_workers=min(workers, len(names))) as pool:
+        with process_pool(min(workers, len(names))) as pool:
             futures = [pool.submit(_simulate_in_worker, scenario, name) for name in names]
             parts = [f.result() for f in futures]
         results = [

@@ -13,7 +13,7 @@ from __future__ import annotations
 import csv
 import itertools
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -23,7 +23,7 @@ import yaml
 from steward.domain import budget, org_tree
 from steward.domain.clusters import MAX_NODE_GPUS, effective_pin, largest_gang, pin_conflict, pinned_clusters
 from steward.domain.ids import id_problem
-from steward.sim.errors import OverrideError, ScenarioError
+from steward.sim.errors import OverrideError, ScenarioError, not_utf8
 
 JOB_CLASSES = ("debug", "batch", "interactive")
 REQUIRED_COLUMNS = (
@@ -44,6 +44,10 @@ TREE_NODE_KEYS = frozenset({"share", "children", "debug_quota", "pin", "name"})
 METRICS_KEYS = frozenset({"large_job_gpus", "owed_period_days"})
 SIM_KEYS = frozenset({"max_jobs", "cycle_interval_s", "exact", "priority_by_class", "max_cycles_per_job"})
 DEFAULT_MAX_CYCLES_PER_JOB = 200.0
+# What a scenario may ask of the simulator, which builds every node and keeps hourly books over the whole trace:
+# a cluster of at most this many nodes, and trace times (submit, duration, protection) of at most ten years
+MAX_SCENARIO_NODES = 100_000
+MAX_TRACE_S = 10 * 365 * 86_400.0
 """The storm cut-off (`SimOptions.max_cycles_per_job`): a run needs 1-5 cycles per job on every shape measured
 (docs/results.md), so 200 is a policy that preempts in a loop, not a busy trace."""
 
@@ -190,10 +194,15 @@ def read_yaml(path: Path) -> dict[str, Any]:
         text = path.read_text(encoding="utf-8")
     except OSError as exc:
         raise ScenarioError(f"{path}: cannot read ({exc.strerror or exc})") from None
+    except UnicodeDecodeError as exc:
+        raise not_utf8(path.name, exc) from None
     try:
         data = yaml.load(text, Loader=_StringKeyLoader)
     except ScenarioError as exc:
         raise ScenarioError(f"{path.name}: {exc.message}") from None
+    except RecursionError:
+        raise ScenarioError(f"{path.name}: nested too deeply to read (an allocation tree is at most 8 levels "
+                            "deep)") from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" line {mark.line + 1}" if mark is not None else ""
@@ -231,6 +240,20 @@ def _node_gpus(where: str, value: Any) -> int:
     return gpus
 
 
+def _model_name(where: str, value: Any) -> str:
+    """A GPU model's name is text (`H100`): a list or a mapping written there is refused, not registered as its
+    Python spelling."""
+    if isinstance(value, bool) or not isinstance(value, str | int | float) or not str(value).strip():
+        raise ScenarioError(f"{where}: expected a GPU model name, got {value!r}")
+    return str(value).strip()
+
+
+def check_top_level(fname: str, raw: Mapping[str, Any], known: Iterable[str] = TOP_LEVEL_KEYS) -> None:
+    """The sections of a scenario file (`name`, `cluster`, `tree`, ...): one misspelt is named, never skipped, by
+    the simulator and by `steward tree apply` / `cluster apply` alike."""
+    _unknown_keys(fname, raw, known)
+
+
 def _mapping(where: str, value: Any) -> dict[str, Any]:
     if value is None:
         return {}
@@ -245,7 +268,7 @@ def _parse_cluster(fname: str, raw: Any, label: str = "cluster") -> tuple[NodeSp
     if not cluster:
         raise ScenarioError(f"{where}: missing (nodes, gpus_per_node)")
     _unknown_keys(where, cluster, CLUSTER_KEYS)
-    model = str(cluster.get("gpu_model", DEFAULT_GPU_MODEL))
+    model = _model_name(f"{where}.gpu_model", cluster.get("gpu_model", DEFAULT_GPU_MODEL))
     executor = cluster.get("executor", "")
     if not isinstance(executor, str) or (not executor and "executor" in cluster):
         raise ScenarioError(f"{where}.executor: expected the id of the executor that runs its nodes' jobs, "
@@ -254,6 +277,8 @@ def _parse_cluster(fname: str, raw: Any, label: str = "cluster") -> tuple[NodeSp
     if isinstance(nodes_raw, list):
         return tuple(replace(n, executor=executor) for n in _explicit_nodes(where, nodes_raw, model))
     count = int(_number(f"{where}.nodes", nodes_raw, minimum=1, integer=True))
+    if count > MAX_SCENARIO_NODES:
+        raise ScenarioError(f"{where}.nodes: a cluster has at most {MAX_SCENARIO_NODES:,} nodes, got {count:,}")
     per_node = _node_gpus(f"{where}.gpus_per_node", cluster.get("gpus_per_node"))
     topo = _mapping(f"{where}.topology", cluster.get("topology"))
     # `nodes_per_block` alone: blocks of nodes (the short form `steward cluster apply` has always read)
@@ -339,7 +364,8 @@ def _explicit_nodes(where: str, raw: list[Any], model: str) -> tuple[NodeSpec, .
         path = tuple(str(p) for p in path_raw)
         if not path or path[-1] != name:
             path = (*path, name)
-        nodes.append(NodeSpec(name=name, gpus=gpus, gpu_model=str(entry.get("gpu_model", model)), path=path))
+        gpu_model = _model_name(f"{w}.gpu_model", entry.get("gpu_model", model))
+        nodes.append(NodeSpec(name=name, gpus=gpus, gpu_model=gpu_model, path=path))
     if not nodes:
         raise ScenarioError(f"{where}.nodes: the cluster has no nodes")
     return tuple(nodes)
@@ -524,7 +550,7 @@ def read_trace(
     """Read and validate a generic trace CSV; jobs come back sorted by (submit_s, line)."""
     fname = path.name
     try:
-        handle = path.open(newline="", encoding="utf-8")
+        handle = path.open("rb")
     except OSError as exc:
         raise ScenarioError(f"{path}: cannot read trace ({exc.strerror or exc})") from None
     capacity = sum(n.gpus for n in nodes)
@@ -532,7 +558,7 @@ def read_trace(
     jobs: list[TraceJob] = []
     seen: set[str] = set()
     with handle:
-        reader = csv.reader(handle)
+        reader = csv.reader(utf8_lines(fname, handle))
         header = next(reader, None)
         if header is None:
             raise ScenarioError(f"{fname} line 1: empty trace, expected a header row")
@@ -620,6 +646,16 @@ def read_trace(
     return tuple(jobs)
 
 
+def utf8_lines(fname: str, handle: Iterable[bytes]) -> Iterator[str]:
+    """The lines of a file opened in binary, each decoded as UTF-8: a line that is not UTF-8 is named by its number
+    (a ScenarioError), not a UnicodeDecodeError out of the reader."""
+    for line, raw in enumerate(handle, start=1):
+        try:
+            yield raw.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise not_utf8(f"{fname} line {line}", exc) from None
+
+
 def _names_cell(fname: str, line: int, column: str, row: list[str], i: int | None,
                 known: set[str]) -> tuple[str, ...]:
     """A "|"-separated list of GPU models or clusters a job accepts (ADR 0057); an unknown one is named."""
@@ -642,6 +678,9 @@ def _float_cell(fname: str, line: int, column: str, value: str, allow_negative: 
         raise ScenarioError(f"{fname} line {line}: {column} must be finite, got {value!r}")
     if x < 0 and not allow_negative:
         raise ScenarioError(f"{fname} line {line}: {column} is negative ({value})")
+    if column.endswith("_s") and x > MAX_TRACE_S:
+        raise ScenarioError(f"{fname} line {line}: {column} is past the simulator's bound of ten years "
+                            f"({MAX_TRACE_S:,.0f} s), got {value}")
     return x
 
 
@@ -744,8 +783,8 @@ def scenario_from_mapping(
     trace: Path | None = None,
 ) -> Scenario:
     fname = source.name
-    _unknown_keys(fname, raw, TOP_LEVEL_KEYS)
-    name = str(raw.get("name") or source.stem)
+    check_top_level(fname, raw)
+    name = _scenario_name(fname, raw.get("name"), source)
     nodes = parse_clusters(fname, raw)
     settings_overrides = _with_weights(fname, raw, nodes, settings_overrides)
     allocations = parse_tree(fname, raw.get("tree"))
@@ -755,7 +794,9 @@ def scenario_from_mapping(
     sim = _parse_sim(fname, raw.get("sim"))
     if trace is None:
         trace_rel = raw.get("trace")
-        if not isinstance(trace_rel, str) or not trace_rel.strip():
+        if trace_rel is not None and not isinstance(trace_rel, str):
+            raise ScenarioError(f"{fname}: trace: expected the path of the trace CSV, got {trace_rel!r}")
+        if not trace_rel or not trace_rel.strip():
             raise ScenarioError(f"{fname}: trace: missing (path of the trace CSV, relative to the YAML)")
         trace = (source.parent / trace_rel.strip()).resolve()
     jobs = read_trace(trace, allocations, nodes, sim.max_jobs)
@@ -763,6 +804,15 @@ def scenario_from_mapping(
         name=name, source=str(source), trace_path=str(trace), nodes=nodes, allocations=allocations,
         policy=policy, metrics=metrics, sim=sim, jobs=jobs, settings_overrides=dict(settings_overrides or {}),
     )
+
+
+def _scenario_name(fname: str, value: Any, source: Path) -> str:
+    """The scenario's `name:` (text; the file's stem when absent), shown in every table and file it writes."""
+    if value is None or value == "":
+        return source.stem
+    if isinstance(value, bool) or not isinstance(value, str | int | float):
+        raise ScenarioError(f"{fname}: name: expected text, got {value!r}")
+    return str(value)
 
 
 def _with_weights(fname: str, raw: Mapping[str, Any], nodes: tuple[NodeSpec, ...],
@@ -782,8 +832,8 @@ def scenario_from_jobs(
     """A scenario whose jobs come from somewhere other than a trace CSV (an exported event log,
     history.py); `job.line` is the source line each job came from, named in errors."""
     fname = source.name
-    _unknown_keys(fname, raw, TOP_LEVEL_KEYS - {"trace"})
-    name = str(raw.get("name") or source.stem)
+    check_top_level(fname, raw, TOP_LEVEL_KEYS - {"trace"})
+    name = _scenario_name(fname, raw.get("name"), source)
     nodes = parse_clusters(fname, raw)
     settings_overrides = _with_weights(fname, raw, nodes, settings_overrides)
     allocations = parse_tree(fname, raw.get("tree"))

@@ -25,15 +25,16 @@ import statistics
 import tempfile
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from concurrent.futures import ProcessPoolExecutor, as_completed
+from concurrent.futures import as_completed
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from steward.sim.errors import SimError
+from steward.sim.errors import SimError, out_folder
 from steward.sim.generate import DAY_S, MULTI_CLUSTER_FAMILIES, generate, offered_load
 from steward.sim.policies import ROUTING
 from steward.sim.scenario import Scenario, load_scenario
+from steward.sim.workers import process_pool, worker_count
 
 PHILLY = Path(__file__).resolve().parents[3].parent / "shared" / "data" / "scenarios" / "philly.yaml"
 PHILLY_JITTER_S = 5.0
@@ -288,7 +289,7 @@ def execute(tasks: Sequence[Task], workers: int,
             if progress:
                 progress(out[-1], len(out), len(order))
         return out
-    with ProcessPoolExecutor(max_workers=workers) as pool:
+    with process_pool(workers) as pool:
         futures = [pool.submit(run_task, t) for t in order]
         for fut in as_completed(futures):
             out.append(fut.result())
@@ -500,13 +501,14 @@ def run_suite(
     """Generate, simulate and tabulate the suite (see the module docstring). `scenarios` None: Philly
     and `GENERATED`; `philly` None: leave Philly out. Writes the tables into `out_dir` when given."""
     names = tuple(policies) if policies else resolve_policies(None)
+    workers = worker_count(workers)
     t0 = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="steward-suite-") as tmp:
-        work = Path(out_dir) if out_dir is not None else Path(tmp)
+        work = out_folder(out_dir) if out_dir is not None else Path(tmp)
         tasks, info, notes = plan(work, names, seeds, quick, scenarios, philly)
         if not tasks:
             raise SimError("the suite has no scenario to run")
-        meta = {"policies": list(names), "seeds": seeds, "quick": quick, "workers": max(1, workers),
+        meta = {"policies": list(names), "seeds": seeds, "quick": quick, "workers": workers,
                 "runs": len(tasks), "scenarios": info, "notes": notes}
         done: list[Outcome] = []
 
@@ -518,7 +520,7 @@ def run_suite(
             if progress:
                 progress(outcome[0], k, n)
 
-        results = execute(tasks, max(1, workers), step)
+        results = execute(tasks, workers, step)
     result = tabulate(results, {**meta, "runs_done": len(results), "wall_s": round(time.perf_counter() - t0, 1)},
                       names, info)
     if out_dir is not None:

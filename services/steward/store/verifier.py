@@ -622,8 +622,21 @@ def parse_export(text: str) -> tuple[dict[str, Any], list[dict[str, Any]], list[
     return header, events, checkpoints
 
 
-def verify_proof(proof: dict[str, Any], public_key: Any | None = None) -> tuple[bool, str]:
-    """Check an inclusion proof (event + path + signed checkpoint) or a consistency proof."""
+def verify_proof(proof: Any, public_key: Any | None = None) -> tuple[bool, str]:
+    """Check an inclusion proof (event + path + signed checkpoint) or a consistency proof. A file that is no
+    proof, or a proof missing a field or holding one of the wrong type, does not verify, and the answer says
+    which (it was a KeyError or an AttributeError out of the checker)."""
+    if not isinstance(proof, dict):
+        return False, f"not a proof: a JSON {type(proof).__name__}, expected an object with a 'kind'"
+    try:
+        return _verify_proof(proof, public_key)
+    except KeyError as err:
+        return False, f"a malformed {proof.get('kind')} proof: no field {err.args[0]!r}"
+    except (TypeError, ValueError, AttributeError, IndexError) as err:
+        return False, f"a malformed {proof.get('kind')} proof: {err}"
+
+
+def _verify_proof(proof: dict[str, Any], public_key: Any | None) -> tuple[bool, str]:
     if proof.get("kind") == "inclusion":
         ev, cp = proof["event"], proof["checkpoint"]
         if not checkpoint_signature_ok(cp, public_key):
