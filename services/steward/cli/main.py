@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
-import signal
 import sys
 from pathlib import Path
 from typing import Any
@@ -500,25 +499,7 @@ def sim(ctx: typer.Context) -> None:
     raise typer.Exit(sim_main(list(ctx.args)) or 0)
 
 
-class Interrupted(BaseException):
-    """Ctrl-C while a command runs. Not a KeyboardInterrupt: typer turns that into exit code 130 without a word
-    (and `steward sim` printed its own line), so Ctrl-C reaches `main` as this and is said once."""
-
-
-def _interrupt(_signum: int, _frame: Any) -> None:
-    raise Interrupted
-
-
 def main() -> None:
-    previous = signal.signal(signal.SIGINT, _interrupt) if signal.getsignal(signal.SIGINT) is not signal.SIG_IGN \
-        else signal.SIG_IGN
-    try:
-        _main()
-    finally:
-        signal.signal(signal.SIGINT, previous)
-
-
-def _main() -> None:
     try:
         code = app(standalone_mode=False)
         sys.exit(code if isinstance(code, int) else 0)
@@ -527,9 +508,6 @@ def _main() -> None:
         sys.exit(err.code)
     except typer.Exit as done:
         sys.exit(done.exit_code)
-    except Interrupted:
-        sys.stderr.write("steward: interrupted\n")
-        sys.exit(130)
     except (typer.Abort, KeyboardInterrupt):
         sys.stderr.write("steward: aborted\n")
         sys.exit(130)

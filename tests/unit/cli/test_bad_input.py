@@ -285,23 +285,6 @@ def test_bench_sim_max_jobs_0_is_refused_not_read_as_every_job(tmp_path: Path, m
 # ------------------------------------------------------------------------------------------------------ Ctrl-C
 
 
-def _interrupted_run(argv: list[str]) -> int:
-    os.kill(os.getpid(), signal.SIGINT)  # Ctrl-C while the command runs
-    time.sleep(10)
-    return 0
-
-
-@pytest.mark.parametrize("args", [["bench", "cycle"], ["sim", "--scenario", "s.yaml", "--policy", "steward"]])
-def test_ctrl_c_is_one_line_and_exit_130(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
-                                         args: list[str]) -> None:
-    monkeypatch.setattr("steward.bench.cycle.main", _interrupted_run)
-    monkeypatch.setattr("steward.sim.cli._run", lambda _args: _interrupted_run([]))
-    handler = signal.getsignal(signal.SIGINT)
-    code, err = steward(monkeypatch, capsys, *args)
-    assert (code, err) == (130, "steward: interrupted\n")  # typer made it exit 130 without a word
-    assert signal.getsignal(signal.SIGINT) is handler
-
-
 def _interrupt_self() -> None:
     os.kill(os.getpid(), signal.SIGINT)
     time.sleep(10)
