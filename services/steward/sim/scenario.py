@@ -650,8 +650,8 @@ def utf8_lines(fname: str, handle: Iterable[bytes]) -> Iterator[str]:
     """The lines of a file opened in binary, each decoded as UTF-8: a line that is not UTF-8 is named by its number
     (a ScenarioError), not a UnicodeDecodeError out of the reader."""
     for line, raw in enumerate(handle, start=1):
-        try:
-            yield raw.decode("utf-8")
+        try:  # a spreadsheet's export starts with a BOM ("utf-8-sig" drops it): it was read into the first header
+            yield raw.decode("utf-8-sig" if line == 1 else "utf-8")
         except UnicodeDecodeError as exc:
             raise not_utf8(f"{fname} line {line}", exc) from None
 

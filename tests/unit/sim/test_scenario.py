@@ -239,3 +239,11 @@ def test_the_ledger_the_policy_tree_and_the_file_parser_agree_on_a_tree(
     except TreeError:
         policy_ok = False
     assert (ledger_ok, parser_ok, policy_ok) == (ok, ok, ok)
+
+
+def test_a_trace_saved_with_a_byte_order_mark_loads(tmp_path: Path) -> None:
+    """A CSV exported by a spreadsheet begins with a UTF-8 BOM: it was refused as "missing column(s) job_id"."""
+    path = write_scenario(tmp_path, [job("j1", duration=60), job("j2", submit=5, duration=60)])
+    trace = tmp_path / "small.csv"
+    trace.write_bytes(b"\xef\xbb\xbf" + trace.read_bytes())
+    assert [j.job_id for j in load_scenario(path).jobs] == ["j1", "j2"]
