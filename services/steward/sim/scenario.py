@@ -13,6 +13,7 @@ from __future__ import annotations
 import csv
 import itertools
 import math
+import re
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -187,6 +188,10 @@ def _construct_mapping(loader: yaml.SafeLoader, node: yaml.MappingNode) -> dict[
 
 
 _StringKeyLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
+# PyYAML reads YAML 1.1, where a float needs a dot: `checkpoint_interval_s: 1e-6` or `--set window_days=1e3` was the
+# text '1e-6' and refused as "expected a number"; YAML 1.2 (and JSON, and every other tool) reads a number there
+_EXPONENT_FLOAT = re.compile(r"^[-+]?[0-9][0-9_]*(?:\.[0-9_]*)?[eE][-+]?[0-9]+$")
+_StringKeyLoader.add_implicit_resolver("tag:yaml.org,2002:float", _EXPONENT_FLOAT, list("-+0123456789"))
 
 
 def read_yaml(path: Path) -> dict[str, Any]:
@@ -700,7 +705,7 @@ def parse_set_args(items: Iterable[str]) -> dict[str, str]:
 
 def _yaml_value(text: str) -> Any:
     try:
-        return yaml.safe_load(text) if text != "" else None
+        return yaml.load(text, Loader=_StringKeyLoader) if text != "" else None
     except yaml.YAMLError:
         return text
 
