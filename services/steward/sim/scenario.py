@@ -855,6 +855,10 @@ def scenario_from_jobs(
         if alloc is not None and not alloc.is_project:
             raise ScenarioError(f"{where}: tenant {job.tenant!r} is an inner node of the tree; "
                                 "jobs are submitted by projects (leaves)")
+        if job.gpus < 1:  # the trace CSV's rules (read_trace); here InvalidJob escaped as an internal error
+            raise ScenarioError(f"{where}: job {job.job_id}: gpus must be a whole number >= 1, got {job.gpus}")
+        if job.min_runtime_s < 0:
+            raise ScenarioError(f"{where}: job {job.job_id}: min_runtime_s is negative ({job.min_runtime_s:g})")
         if (job.gpus > per_node and math.ceil(job.gpus / per_node) > len(nodes)) or job.gpus > capacity:
             raise ScenarioError(f"{where}: job {job.job_id} needs {job.gpus} GPUs, the cluster has {capacity}")
     if not out:
