@@ -363,11 +363,13 @@ def test_the_next_checkpoint_is_last_plus_the_interval_wherever_that_is_ahead() 
 
 
 @pytest.mark.timeout(60)
-def test_a_trace_in_epoch_milliseconds_with_a_tiny_checkpoint_interval_ends(tmp_path: Path) -> None:
-    """Submit times near 1.7e12 and a checkpoint every microsecond: the refresh of a running job's checkpoint hung
-    the run (and before that the hourly figures, counted from time 0, ran out of memory)."""
-    specs = [job("a1", submit=EPOCH_MS, duration=7200, gpus=2), job("a2", submit=EPOCH_MS + 60, duration=600, gpus=2),
-             job("b1", submit=EPOCH_MS + 120, duration=3600, gpus=2, tenant="b")]
-    result = run_scenario(write_scenario(tmp_path, specs), "steward", {"checkpoint_interval_s": 1e-6})
+def test_a_late_trace_with_a_checkpoint_interval_below_the_clocks_resolution_ends(tmp_path: Path) -> None:
+    """Submit times near 3e8 s (9.5 years, inside the trace's bound) and a checkpoint every 1e-8 s, below the float
+    spacing there (6e-8 s): the refresh of a running job's checkpoint hung the run (and the hourly figures, counted
+    from time 0, held 83,000 empty hours per level)."""
+    late = 3e8
+    specs = [job("a1", submit=late, duration=7200, gpus=2), job("a2", submit=late + 60, duration=600, gpus=2),
+             job("b1", submit=late + 120, duration=3600, gpus=2, tenant="b")]
+    result = run_scenario(write_scenario(tmp_path, specs), "steward", {"checkpoint_interval_s": 1e-8})
     assert result.recorder.unfinished == 0 and "cut_off" not in result.figures
     assert result.recorder.hours < 24 * 31  # one owed period at most, not every hour since time 0
