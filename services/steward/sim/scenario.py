@@ -13,6 +13,7 @@ from __future__ import annotations
 import csv
 import itertools
 import math
+import re
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -187,6 +188,10 @@ def _construct_mapping(loader: yaml.SafeLoader, node: yaml.MappingNode) -> dict[
 
 
 _StringKeyLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
+# PyYAML reads YAML 1.1, where a float needs a dot: `checkpoint_interval_s: 1e-6` or `--set window_days=1e3` was the
+# text '1e-6' and refused as "expected a number"; YAML 1.2 (and JSON, and every other tool) reads a number there
+_EXPONENT_FLOAT = re.compile(r"^[-+]?[0-9][0-9_]*(?:\.[0-9_]*)?[eE][-+]?[0-9]+$")
+_StringKeyLoader.add_implicit_resolver("tag:yaml.org,2002:float", _EXPONENT_FLOAT, list("-+0123456789"))
 
 
 def read_yaml(path: Path) -> dict[str, Any]:
@@ -650,8 +655,8 @@ def utf8_lines(fname: str, handle: Iterable[bytes]) -> Iterator[str]:
     """The lines of a file opened in binary, each decoded as UTF-8: a line that is not UTF-8 is named by its number
     (a ScenarioError), not a UnicodeDecodeError out of the reader."""
     for line, raw in enumerate(handle, start=1):
-        try:
-            yield raw.decode("utf-8")
+        try:  # a spreadsheet's export starts with a BOM ("utf-8-sig" drops it): it was read into the first header
+            yield raw.decode("utf-8-sig" if line == 1 else "utf-8")
         except UnicodeDecodeError as exc:
             raise not_utf8(f"{fname} line {line}", exc) from None
 
@@ -700,7 +705,7 @@ def parse_set_args(items: Iterable[str]) -> dict[str, str]:
 
 def _yaml_value(text: str) -> Any:
     try:
-        return yaml.safe_load(text) if text != "" else None
+        return yaml.load(text, Loader=_StringKeyLoader) if text != "" else None
     except yaml.YAMLError:
         return text
 
@@ -850,6 +855,10 @@ def scenario_from_jobs(
         if alloc is not None and not alloc.is_project:
             raise ScenarioError(f"{where}: tenant {job.tenant!r} is an inner node of the tree; "
                                 "jobs are submitted by projects (leaves)")
+        if job.gpus < 1:  # the trace CSV's rules (read_trace); here InvalidJob escaped as an internal error
+            raise ScenarioError(f"{where}: job {job.job_id}: gpus must be a whole number >= 1, got {job.gpus}")
+        if job.min_runtime_s < 0:
+            raise ScenarioError(f"{where}: job {job.job_id}: min_runtime_s is negative ({job.min_runtime_s:g})")
         if (job.gpus > per_node and math.ceil(job.gpus / per_node) > len(nodes)) or job.gpus > capacity:
             raise ScenarioError(f"{where}: job {job.job_id} needs {job.gpus} GPUs, the cluster has {capacity}")
     if not out:

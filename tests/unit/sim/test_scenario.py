@@ -239,3 +239,26 @@ def test_the_ledger_the_policy_tree_and_the_file_parser_agree_on_a_tree(
     except TreeError:
         policy_ok = False
     assert (ledger_ok, parser_ok, policy_ok) == (ok, ok, ok)
+
+
+def test_a_trace_saved_with_a_byte_order_mark_loads(tmp_path: Path) -> None:
+    """A CSV exported by a spreadsheet begins with a UTF-8 BOM: it was refused as "missing column(s) job_id"."""
+    path = write_scenario(tmp_path, [job("j1", duration=60), job("j2", submit=5, duration=60)])
+    trace = tmp_path / "small.csv"
+    trace.write_bytes(b"\xef\xbb\xbf" + trace.read_bytes())
+    assert [j.job_id for j in load_scenario(path).jobs] == ["j1", "j2"]
+
+
+@pytest.mark.parametrize(("written", "value"), [("1e-6", 1e-6), ("1E4", 1e4), ("-0.5e+1", None), ("2.5e3", 2500.0),
+                                                ("1_000e0", 1000.0), ("1800", 1800.0), ("1.5", 1.5)])
+def test_a_number_in_exponent_form_is_a_number(tmp_path: Path, written: str, value: float | None) -> None:
+    """YAML 1.1 wants a dot in a float: `1e-6` was the text '1e-6', refused as "expected a number, got '1e-6'"."""
+    path = write_scenario(tmp_path, [job("j1", duration=60)], policy={"checkpoint_interval_s": 12345})
+    path.write_text(path.read_text().replace("checkpoint_interval_s: 12345", f"checkpoint_interval_s: {written}"))
+    if value is None:  # a negative interval: the rule's own message, not "expected a number"
+        with pytest.raises(ScenarioError, match=r"checkpoint_interval_s: must be >= 0, got -5\.0"):
+            load_scenario(path)
+        return
+    assert load_scenario(path).policy.checkpoint_interval_s == value
+    assert load_scenario(write_scenario(tmp_path, [job("j1", duration=60)]),
+                         parse_set_args([f"window_days={written}"])).policy.window_days == value
