@@ -45,10 +45,13 @@ TREE_NODE_KEYS = frozenset({"share", "children", "debug_quota", "pin", "name"})
 METRICS_KEYS = frozenset({"large_job_gpus", "owed_period_days"})
 SIM_KEYS = frozenset({"max_jobs", "cycle_interval_s", "exact", "priority_by_class", "max_cycles_per_job"})
 DEFAULT_MAX_CYCLES_PER_JOB = 200.0
-# What a scenario may ask of the simulator, which builds every node and keeps hourly books over the whole trace:
-# a cluster of at most this many nodes, and trace times (submit, duration, protection) of at most ten years
+# What a scenario may ask of the simulator, which builds every node and keeps hourly books over the trace's span:
+# a cluster of at most this many nodes; a duration or protection, and the span from the first submit to the last,
+# of at most ten years; a submit time of at most 1e13 s (an outside trace keeps its epoch: seconds are ~1.7e9,
+# milliseconds read as seconds ~1.7e12, and the books begin at the first submit's owed period)
 MAX_SCENARIO_NODES = 100_000
 MAX_TRACE_S = 10 * 365 * 86_400.0
+MAX_SUBMIT_S = 1e13
 """The storm cut-off (`SimOptions.max_cycles_per_job`): a run needs 1-5 cycles per job on every shape measured
 (docs/results.md), so 200 is a policy that preempts in a loop, not a busy trace."""
 
@@ -646,6 +649,11 @@ def read_trace(
     if not jobs:
         raise ScenarioError(f"{fname}: the trace has no jobs")
     jobs.sort(key=lambda j: (j.submit_s, j.line))
+    first, last = jobs[0], jobs[-1]
+    if last.submit_s - first.submit_s > MAX_TRACE_S:
+        raise ScenarioError(f"{fname}: the trace spans {(last.submit_s - first.submit_s) / 86_400:,.0f} days (line "
+                            f"{first.line} submits at {first.submit_s:g} s, line {last.line} at {last.submit_s:g} "
+                            "s), past the simulator's bound of ten years")
     if max_jobs is not None:
         jobs = jobs[:max_jobs]
     return tuple(jobs)
@@ -683,9 +691,10 @@ def _float_cell(fname: str, line: int, column: str, value: str, allow_negative: 
         raise ScenarioError(f"{fname} line {line}: {column} must be finite, got {value!r}")
     if x < 0 and not allow_negative:
         raise ScenarioError(f"{fname} line {line}: {column} is negative ({value})")
-    if column.endswith("_s") and x > MAX_TRACE_S:
-        raise ScenarioError(f"{fname} line {line}: {column} is past the simulator's bound of ten years "
-                            f"({MAX_TRACE_S:,.0f} s), got {value}")
+    bound, words = (MAX_SUBMIT_S, "1e13 s") if column == "submit_s" else (MAX_TRACE_S, "ten years")
+    if column.endswith("_s") and x > bound:
+        raise ScenarioError(f"{fname} line {line}: {column} is past the simulator's bound of {words} "
+                            f"({bound:,.0f} s), got {value}")
     return x
 
 
