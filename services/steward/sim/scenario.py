@@ -52,6 +52,7 @@ DEFAULT_MAX_CYCLES_PER_JOB = 200.0
 MAX_SCENARIO_NODES = 100_000
 MAX_TRACE_S = 10 * 365 * 86_400.0
 MAX_SUBMIT_S = 1e13
+MAX_CYCLE_INTERVAL_S = 86_400.0  # a scheduler that decides less than once a day is not one the simulator models
 """The storm cut-off (`SimOptions.max_cycles_per_job`): a run needs 1-5 cycles per job on every shape measured
 (docs/results.md), so 200 is a policy that preempts in a loop, not a busy trace."""
 
@@ -522,6 +523,10 @@ def _parse_sim(fname: str, raw: Any) -> SimOptions:
     max_jobs = None if max_jobs_raw is None else int(
         _number(f"{where}.max_jobs", max_jobs_raw, minimum=1, integer=True))
     interval = _number(f"{where}.cycle_interval_s", section.get("cycle_interval_s", 0.0), minimum=0.0)
+    if interval > MAX_CYCLE_INTERVAL_S:  # the run's span, and its hourly books, grow with it (one cycle in 31 years
+        # ran out of memory)
+        raise ScenarioError(f"{where}.cycle_interval_s: at most {MAX_CYCLE_INTERVAL_S:,.0f} s (a day), got "
+                            f"{interval:g}")
     exact = section.get("exact", False)
     if not isinstance(exact, bool):
         raise ScenarioError(f"{where}.exact: expected true or false, got {exact!r}")

@@ -145,6 +145,9 @@ FILE_CASES: list[tuple[str, Files, str]] = [
     ("cluster file not UTF-8", not_utf8_cluster, "c.yaml: not UTF-8 text (byte 0xff)"),
     ("a trillion nodes", huge_cluster, "cluster.nodes: a cluster has at most 100,000 nodes"),
     ("a submit time of 1e300 s", huge_submit_time, "line 4: submit_s is past the simulator's bound of 1e13 s"),
+    ("one cycle in 31 years", lambda p: ["sim", "--scenario", str(scenario(p, sim={"cycle_interval_s": 1e9})),
+                                         "--policy", "steward"],
+     "small.yaml: sim.cycle_interval_s: at most 86,400 s (a day), got 1e+09"),
     ("a trace spanning eleven years", long_trace, "small.csv: the trace spans 4,015 days (line 2 submits at 0 s, "
      "line 4 at 3.46896e+08 s), past the simulator's bound of ten years"),
     ("generate --out a file", out_is_a_file, "taken: a file, not a folder"),
