@@ -259,7 +259,7 @@ class Engine:
         self.rec = Recorder(
             capacity=self.capacity, entitlement=entitlement, parents=parents, projects=tuple(sorted(projects)),
             large_job_gpus=scenario.metrics.large_job_gpus,
-            owed_period_days=scenario.metrics.owed_period_days, start=0.0,
+            owed_period_days=scenario.metrics.owed_period_days, start=self.now,
             nodes=tuple((n.id, n.gpus, n.model, n.cluster) for n in self.nodes),
             weights=dict(settings.gpu_model_weights), pins=self.pins,
         )
@@ -755,7 +755,7 @@ class Engine:
             last = last_checkpoint(job.run_start + job.overhead, interval, now)
             job.running = running_with(job.running, last, job.running.preemption_requested_at)
             self.running[job.spec.job_id] = job.running
-            heapq.heappush(heap, (last + interval, idx, epoch))
+            heapq.heappush(heap, (next_checkpoint(last, interval, now), idx, epoch))
 
     def _cycle(self) -> bool:
         """Run one cycle and apply its decisions; True when another cycle at this instant may help
@@ -913,11 +913,22 @@ def last_checkpoint(base: float, interval: float, now: float) -> float:
     `interval` (`(261185.264 + 1800 + 1800 - 261185.264) / 1800` is just below 2): the next checkpoint was
     then due already, and `_refresh_checkpoints` pushed and popped it at the same instant forever, inside
     one cycle, where the storm cut-off (it counts cycles) never looks (a jittered gang-heavy scenario hung;
-    tests/unit/sim/test_engine.py)."""
+    tests/unit/sim/test_engine.py). An interval below the clock's resolution at `now` (1e-6 s at 1e12 s, a trace
+    in epoch milliseconds) adds nothing to `last`: the loop stops there (it looped forever) and the job counts as
+    checkpointed at `now`, which is what so short an interval means."""
     last = base + math.floor((now - base) / interval) * interval
     while last + interval <= now:
+        if last + interval <= last:
+            return now
         last += interval
     return last
+
+
+def next_checkpoint(last: float, interval: float, now: float) -> float:
+    """What the checkpoint heap waits for after a refresh at `now`: `last + interval`, or the next float after `now`
+    when the interval is below the clock's resolution (`last_checkpoint`), so the refresh at `now` ends."""
+    nxt = last + interval
+    return nxt if nxt > now else math.nextafter(now, math.inf)
 
 
 def running_with(rj: RunningJob, last_checkpoint_at: float | None,

@@ -24,6 +24,7 @@ Overrides (`--set`) are applied the same way for every format: before validation
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -87,6 +88,14 @@ def _field(where: str, payload: Mapping[str, Any], key: str, kind: type | tuple[
     return value
 
 
+def _finite(where: str, payload: Mapping[str, Any], key: str) -> float:
+    """A number field that must be finite (JSON's NaN and Infinity parse: a NaN submit time made every job's 0)."""
+    value = float(_field(where, payload, key, (int, float)))
+    if not math.isfinite(value):
+        raise ScenarioError(f"{where}: payload field {key!r} is not a finite number ({value!r})")
+    return value
+
+
 class _Fold:
     """The export folded into the parts of a scenario."""
 
@@ -124,8 +133,8 @@ class _Fold:
         at = item.get("recorded_at")
         if not isinstance(etype, str) or not isinstance(payload, dict):
             raise ScenarioError(f"{where}: an event needs a type and a payload object")
-        if isinstance(at, bool) or not isinstance(at, int | float):
-            raise ScenarioError(f"{where}: {etype} has no numeric recorded_at")
+        if isinstance(at, bool) or not isinstance(at, int | float) or not math.isfinite(at):
+            raise ScenarioError(f"{where}: {etype} has no finite numeric recorded_at")
         self.events += 1
         self.last_at = max(self.last_at, float(at))
         self.event(f"{where} ({etype})", n, etype, payload, float(at))
@@ -156,10 +165,10 @@ class _Fold:
                 project=_field(where, p, "project", str),
                 gpus=_field(where, p, "gpus", int),
                 klass=_field(where, p, "job_class", str),
-                min_runtime_s=float(_field(where, p, "min_runtime_s", (int, float))),
+                min_runtime_s=_finite(where, p, "min_runtime_s"),
                 resumable=_field(where, p, "resumable", bool),
                 priority=_field(where, p, "priority", int),
-                submitted_at=float(_field(where, p, "submitted_at", (int, float))),
+                submitted_at=_finite(where, p, "submitted_at"),
             )
         elif etype == "JobStarted":
             job = self.jobs.get(_field(where, p, "job_id", str))

@@ -60,12 +60,14 @@ allocation, no protection asked, not small or short) are in neither, only in `de
 
 
 class Hourly:
-    """Hourly buckets of an integral (GPU-seconds per hour)."""
+    """Hourly buckets of an integral (GPU-seconds per hour): bucket i is the hour `origin + i` since time 0
+    (hours stay aligned to time 0; `origin` only skips the hours before a trace's first period, `Recorder`)."""
 
-    __slots__ = ("buckets",)
+    __slots__ = ("buckets", "origin")
 
-    def __init__(self) -> None:
+    def __init__(self, origin: int = 0) -> None:
         self.buckets: list[float] = []
+        self.origin = origin
 
     def add(self, t0: float, t1: float, level: float) -> None:
         """Add `level` over [t0, t1) split at hour boundaries."""
@@ -76,15 +78,16 @@ class Hourly:
         h1 = int(t1 // HOUR_S)
         if h1 * HOUR_S == t1:  # [t0, t1) ends on a boundary: nothing falls in hour h1
             h1 -= 1
-        if h1 >= len(b):
-            b.extend([0.0] * (h1 + 1 - len(b)))
+        o = self.origin
+        if h1 - o >= len(b):
+            b.extend([0.0] * (h1 - o + 1 - len(b)))
         if h0 == h1:
-            b[h0] += level * (t1 - t0)
+            b[h0 - o] += level * (t1 - t0)
             return
-        b[h0] += level * ((h0 + 1) * HOUR_S - t0)
-        for h in range(h0 + 1, h1):
+        b[h0 - o] += level * ((h0 + 1) * HOUR_S - t0)
+        for h in range(h0 + 1 - o, h1 - o):
             b[h] += level * HOUR_S
-        b[h1] += level * (t1 - h1 * HOUR_S)
+        b[h1 - o] += level * (t1 - h1 * HOUR_S)
 
     def padded(self, hours: int) -> list[float]:
         return self.buckets + [0.0] * (hours - len(self.buckets))
@@ -95,10 +98,10 @@ class Level:
 
     __slots__ = ("hourly", "since", "value")
 
-    def __init__(self, start: float = 0.0) -> None:
+    def __init__(self, start: float = 0.0, origin: int = 0) -> None:
         self.value = 0.0
         self.since = start
-        self.hourly = Hourly()
+        self.hourly = Hourly(origin)
 
     def add(self, now: float, delta: float) -> None:
         if delta == 0.0:
@@ -140,6 +143,9 @@ class Recorder:
     large_job_gpus: int
     owed_period_days: float
     start: float = 0.0
+    """The run's first instant (the engine's: its first submit). The hourly figures begin at the start of the owed
+    period holding it (`first_hour`; 0 for every trace that starts within its first period), so a trace written
+    in epoch seconds or milliseconds costs its own span, not every hour since 1970 (it ran out of memory)."""
     nodes: Sequence[tuple[str, int, str, str]] = ()
     """(id, GPUs, model, cluster) of every node: where a run is and what it costs (`budget.Prices`)."""
     weights: Mapping[str, float] = field(default_factory=dict)
@@ -188,12 +194,16 @@ class Recorder:
     first_submit: float = math.inf
     debug_jobs: int = 0
     debug_qualified: int = 0
+    first_hour: int = field(init=False)
+    """The hour (since time 0) of the first hourly bucket: a whole number of owed periods (`start`)."""
 
     def __post_init__(self) -> None:
-        self.demand = Level(self.start)
-        self.busy_funded = Level(self.start)
-        self.busy_unfunded = Level(self.start)
-        self.alloc_demand = {p: Level(self.start) for p in self.projects}
+        per = self.period_hours
+        self.first_hour = int(self.start // (per * HOUR_S)) * per if self.start > 0 else 0
+        self.demand = self._level()
+        self.busy_funded = self._level()
+        self.busy_unfunded = self._level()
+        self.alloc_demand = {p: self._level() for p in self.projects}
         self.books = {}
         self.prices = budget.Prices()
         for node, gpus, model, cluster in self.nodes:
@@ -213,13 +223,21 @@ class Recorder:
             self.cluster_capacity[name] = self.cluster_capacity.get(name, 0) + g
             self.cluster_weighted[name] = self.cluster_weighted.get(name, 0.0) + g * budget.weight(self.weights, m)
         multi = len(self.cluster_capacity) > 1
-        self.cluster_busy = {c: Level(self.start) for c in self.cluster_capacity} if multi else {}
-        self.cluster_want = {c: Level(self.start) for c in self.cluster_capacity} if multi else {}
-        self.gang_wait = Level(self.start)
-        self.frag = Level(self.start)
+        self.cluster_busy = {c: self._level() for c in self.cluster_capacity} if multi else {}
+        self.cluster_want = {c: self._level() for c in self.cluster_capacity} if multi else {}
+        self.gang_wait = self._level()
+        self.frag = self._level()
         self.waits = {c: [] for c in (*WAIT_CLASSES, *DEBUG_CLASSES)}
         self.done = []
         self.present = {}
+
+    def _level(self) -> Level:
+        return Level(self.start, self.first_hour)
+
+    @property
+    def period_hours(self) -> int:
+        """Hours of one owed period (`owed_period_days`)."""
+        return max(1, round(self.owed_period_days * 24))
 
     # --- feeding -------------------------------------------------------------------------------
 
@@ -303,7 +321,8 @@ class Recorder:
 
     @property
     def hours(self) -> int:
-        return max(1, math.ceil(self.end / HOUR_S))
+        """Hourly buckets of the run, from `first_hour`."""
+        return max(1, math.ceil(self.end / HOUR_S) - self.first_hour)
 
     def occupancy(self) -> float:
         hours = self.hours
@@ -344,10 +363,10 @@ class Recorder:
         hours = self.hours
         out = HourlyBooks({}, {}, {})
         for project, (d, r) in changes.items():
-            out.demand[project] = _integrate(d, self.start, end, hours)
-            out.delivered[project] = _integrate(r, self.start, end, hours)
+            out.demand[project] = _integrate(d, self._level(), end, hours)
+            out.delivered[project] = _integrate(r, self._level(), end, hours)
         for key, (d, r) in at.items():
-            out.at[key] = (_integrate(d, self.start, end, hours), _integrate(r, self.start, end, hours))
+            out.at[key] = (_integrate(d, self._level(), end, hours), _integrate(r, self._level(), end, hours))
         self._hourly = out
         return out
 
@@ -391,7 +410,7 @@ class Recorder:
             return self._rows
         books = self.project_hourly()
         hours = self.hours
-        per = max(1, round(self.owed_period_days * 24))
+        per = self.period_hours
         periods = math.ceil(hours / per)
         shares = {a: (p if p is not None else ROOT, 0.0) for a, p in self.parents.items()}
         entitled = {a: self.entitled_hourly(a) for a in self.entitlement}
@@ -423,7 +442,7 @@ class Recorder:
                 owed, got = f["owed_gpu_s"], f["delivered_gpu_s"]
                 row: dict[str, Any] = {
                     "allocation": alloc, "project": alloc in self.projects, "period": k,
-                    "start_day": lo / 24.0, "end_day": hi / 24.0,
+                    "start_day": (self.first_hour + lo) / 24.0, "end_day": (self.first_hour + hi) / 24.0,
                     "entitlement": ent, "owed_gpu_h": owed / HOUR_S, "delivered_gpu_h": got / HOUR_S,
                     "demand_gpu_h": f["demand_gpu_s"] / HOUR_S, "ratio": budget.ratio(got, owed),
                     "credited": budget.credited_fraction(got, owed),
@@ -564,9 +583,9 @@ class HourlyBooks:
     at: dict[tuple[str, budget.Place], tuple[list[float], list[float]]]
 
 
-def _integrate(changes: list[tuple[float, float]], start: float, end: float, hours: int) -> list[float]:
-    """Hourly integral of a level given as (instant, change) pairs (sorted here, stable at one instant)."""
-    lvl = Level(start)
+def _integrate(changes: list[tuple[float, float]], lvl: Level, end: float, hours: int) -> list[float]:
+    """Hourly integral of a level given as (instant, change) pairs (sorted here, stable at one instant), into
+    `lvl` (a new one, the recorder's `_level`)."""
     for t, dv in sorted(changes, key=lambda c: c[0]):
         lvl.add(t, dv)
     lvl.close(end)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import csv
 import itertools
 import math
+import re
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -44,10 +45,14 @@ TREE_NODE_KEYS = frozenset({"share", "children", "debug_quota", "pin", "name"})
 METRICS_KEYS = frozenset({"large_job_gpus", "owed_period_days"})
 SIM_KEYS = frozenset({"max_jobs", "cycle_interval_s", "exact", "priority_by_class", "max_cycles_per_job"})
 DEFAULT_MAX_CYCLES_PER_JOB = 200.0
-# What a scenario may ask of the simulator, which builds every node and keeps hourly books over the whole trace:
-# a cluster of at most this many nodes, and trace times (submit, duration, protection) of at most ten years
+# What a scenario may ask of the simulator, which builds every node and keeps hourly books over the trace's span:
+# a cluster of at most this many nodes; a duration or protection, and the span from the first submit to the last,
+# of at most ten years; a submit time of at most 1e13 s (an outside trace keeps its epoch: seconds are ~1.7e9,
+# milliseconds read as seconds ~1.7e12, and the books begin at the first submit's owed period)
 MAX_SCENARIO_NODES = 100_000
 MAX_TRACE_S = 10 * 365 * 86_400.0
+MAX_SUBMIT_S = 1e13
+MAX_CYCLE_INTERVAL_S = 86_400.0  # a scheduler that decides less than once a day is not one the simulator models
 """The storm cut-off (`SimOptions.max_cycles_per_job`): a run needs 1-5 cycles per job on every shape measured
 (docs/results.md), so 200 is a policy that preempts in a loop, not a busy trace."""
 
@@ -187,6 +192,10 @@ def _construct_mapping(loader: yaml.SafeLoader, node: yaml.MappingNode) -> dict[
 
 
 _StringKeyLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
+# PyYAML reads YAML 1.1, where a float needs a dot: `checkpoint_interval_s: 1e-6` or `--set window_days=1e3` was the
+# text '1e-6' and refused as "expected a number"; YAML 1.2 (and JSON, and every other tool) reads a number there
+_EXPONENT_FLOAT = re.compile(r"^[-+]?[0-9][0-9_]*(?:\.[0-9_]*)?[eE][-+]?[0-9]+$")
+_StringKeyLoader.add_implicit_resolver("tag:yaml.org,2002:float", _EXPONENT_FLOAT, list("-+0123456789"))
 
 
 def read_yaml(path: Path) -> dict[str, Any]:
@@ -514,6 +523,10 @@ def _parse_sim(fname: str, raw: Any) -> SimOptions:
     max_jobs = None if max_jobs_raw is None else int(
         _number(f"{where}.max_jobs", max_jobs_raw, minimum=1, integer=True))
     interval = _number(f"{where}.cycle_interval_s", section.get("cycle_interval_s", 0.0), minimum=0.0)
+    if interval > MAX_CYCLE_INTERVAL_S:  # the run's span, and its hourly books, grow with it (one cycle in 31 years
+        # ran out of memory)
+        raise ScenarioError(f"{where}.cycle_interval_s: at most {MAX_CYCLE_INTERVAL_S:,.0f} s (a day), got "
+                            f"{interval:g}")
     exact = section.get("exact", False)
     if not isinstance(exact, bool):
         raise ScenarioError(f"{where}.exact: expected true or false, got {exact!r}")
@@ -641,6 +654,11 @@ def read_trace(
     if not jobs:
         raise ScenarioError(f"{fname}: the trace has no jobs")
     jobs.sort(key=lambda j: (j.submit_s, j.line))
+    first, last = jobs[0], jobs[-1]
+    if last.submit_s - first.submit_s > MAX_TRACE_S:
+        raise ScenarioError(f"{fname}: the trace spans {(last.submit_s - first.submit_s) / 86_400:,.0f} days (line "
+                            f"{first.line} submits at {first.submit_s:g} s, line {last.line} at {last.submit_s:g} "
+                            "s), past the simulator's bound of ten years")
     if max_jobs is not None:
         jobs = jobs[:max_jobs]
     return tuple(jobs)
@@ -650,8 +668,8 @@ def utf8_lines(fname: str, handle: Iterable[bytes]) -> Iterator[str]:
     """The lines of a file opened in binary, each decoded as UTF-8: a line that is not UTF-8 is named by its number
     (a ScenarioError), not a UnicodeDecodeError out of the reader."""
     for line, raw in enumerate(handle, start=1):
-        try:
-            yield raw.decode("utf-8")
+        try:  # a spreadsheet's export starts with a BOM ("utf-8-sig" drops it): it was read into the first header
+            yield raw.decode("utf-8-sig" if line == 1 else "utf-8")
         except UnicodeDecodeError as exc:
             raise not_utf8(f"{fname} line {line}", exc) from None
 
@@ -678,9 +696,10 @@ def _float_cell(fname: str, line: int, column: str, value: str, allow_negative: 
         raise ScenarioError(f"{fname} line {line}: {column} must be finite, got {value!r}")
     if x < 0 and not allow_negative:
         raise ScenarioError(f"{fname} line {line}: {column} is negative ({value})")
-    if column.endswith("_s") and x > MAX_TRACE_S:
-        raise ScenarioError(f"{fname} line {line}: {column} is past the simulator's bound of ten years "
-                            f"({MAX_TRACE_S:,.0f} s), got {value}")
+    bound, words = (MAX_SUBMIT_S, "1e13 s") if column == "submit_s" else (MAX_TRACE_S, "ten years")
+    if column.endswith("_s") and x > bound:
+        raise ScenarioError(f"{fname} line {line}: {column} is past the simulator's bound of {words} "
+                            f"({bound:,.0f} s), got {value}")
     return x
 
 
@@ -700,7 +719,7 @@ def parse_set_args(items: Iterable[str]) -> dict[str, str]:
 
 def _yaml_value(text: str) -> Any:
     try:
-        return yaml.safe_load(text) if text != "" else None
+        return yaml.load(text, Loader=_StringKeyLoader) if text != "" else None
     except yaml.YAMLError:
         return text
 
@@ -850,6 +869,10 @@ def scenario_from_jobs(
         if alloc is not None and not alloc.is_project:
             raise ScenarioError(f"{where}: tenant {job.tenant!r} is an inner node of the tree; "
                                 "jobs are submitted by projects (leaves)")
+        if job.gpus < 1:  # the trace CSV's rules (read_trace); here InvalidJob escaped as an internal error
+            raise ScenarioError(f"{where}: job {job.job_id}: gpus must be a whole number >= 1, got {job.gpus}")
+        if job.min_runtime_s < 0:
+            raise ScenarioError(f"{where}: job {job.job_id}: min_runtime_s is negative ({job.min_runtime_s:g})")
         if (job.gpus > per_node and math.ceil(job.gpus / per_node) > len(nodes)) or job.gpus > capacity:
             raise ScenarioError(f"{where}: job {job.job_id} needs {job.gpus} GPUs, the cluster has {capacity}")
     if not out:

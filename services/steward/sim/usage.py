@@ -8,8 +8,10 @@ cycle, are kept here as per-project sums so a cycle's usage costs O(projects), n
   Σ = G_recent·now − S_recent + G_old·W, where "recent" runs started inside the window (G: weighted
   GPUs, S: Σ weighted GPUs × start) and "old" ones before it; runs move from recent to old as the
   window's left edge passes their start.
-- decay: a run contributes w·(1 − e^(−k(now − s)))/k, so Σ = (G − e^(−k·now)·E)/k with
-  E = Σ w·e^(k·s).
+- decay: a run contributes w·(1 − e^(−k(now − s)))/k, so Σ = (G − e^(−k(now − r))·E)/k with
+  E = Σ w·e^(k(s − r)) against a reference time r: 0 until k(t − r) passes `REBASE` (e^709.8 is the float
+  range: a trace in epoch seconds under a 7-day half-life, or a tiny half-life, overflowed), then E is
+  scaled to r = t. Runs that never pass it (every trace measured, docs/results.md) compute what they did.
 
 The figures equal `UsageWindow.usage(now, running)` (a unit test checks it to 1e-9 relative).
 """
@@ -21,6 +23,10 @@ import math
 
 from steward.domain.policy_settings import PolicySettings
 from steward.policy.usage import LN2, Interval, UsageWindow
+
+REBASE = 512.0
+"""Decay mode: k·(t − r) past which E is moved to a later reference time r (e^512 ≈ 1e222 leaves room for
+Σ w over any trace below the float range, e^709.8)."""
 
 
 class SimUsage:
@@ -34,6 +40,7 @@ class SimUsage:
         self.s_recent: dict[str, float] = {}
         self.g_old: dict[str, float] = {}
         self.e_sum: dict[str, float] = {}
+        self.ref = 0.0  # decay: the reference time r of E (module docstring)
         self.old: set[str] = set()  # run keys already past the window's left edge
         self.heap: list[tuple[float, str, str, float]] = []  # (start, run key, project, weighted gpus)
         self.open_runs: dict[str, tuple[str, float, float, int, str]] = {}  # key -> project, start, wg, ...
@@ -43,8 +50,9 @@ class SimUsage:
         wg = gpus * self.settings.model_weight(model)
         self.open_runs[key] = (project, start, wg, gpus, model)
         if self.decay:
+            self._rebase(start)
             self.g_recent[project] = self.g_recent.get(project, 0.0) + wg
-            self.e_sum[project] = self.e_sum.get(project, 0.0) + wg * math.exp(self.k * start)
+            self.e_sum[project] = self.e_sum.get(project, 0.0) + wg * math.exp(self.k * (start - self.ref))
             return
         self.g_recent[project] = self.g_recent.get(project, 0.0) + wg
         self.s_recent[project] = self.s_recent.get(project, 0.0) + wg * start
@@ -55,7 +63,7 @@ class SimUsage:
         project, start, wg, gpus, model = self.open_runs.pop(key)
         if self.decay:
             self.g_recent[project] -= wg
-            self.e_sum[project] -= wg * math.exp(self.k * start)
+            self.e_sum[project] -= wg * math.exp(self.k * (start - self.ref))
         elif key in self.old:
             self.old.discard(key)
             self.g_old[project] -= wg
@@ -68,7 +76,8 @@ class SimUsage:
     def usage(self, now: float) -> dict[str, float]:
         out = self.closed.usage(now)
         if self.decay:
-            scale = math.exp(-self.k * now)
+            self._rebase(now)
+            scale = math.exp(-self.k * (now - self.ref))
             for project, g in self.g_recent.items():
                 if g:
                     out[project] = out.get(project, 0.0) + max(0.0, (g - scale * self.e_sum[project]) / self.k)
@@ -91,3 +100,12 @@ class SimUsage:
             if g and project not in self.g_recent:
                 out[project] = out.get(project, 0.0) + g * self.window
         return out
+
+    def _rebase(self, t: float) -> None:
+        """Decay: move E's reference time to `t` once k·(t − r) passes `REBASE` (module docstring)."""
+        if self.k * (t - self.ref) <= REBASE:
+            return
+        scale = math.exp(-self.k * (t - self.ref))
+        for project in self.e_sum:
+            self.e_sum[project] *= scale
+        self.ref = t

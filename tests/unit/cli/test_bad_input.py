@@ -75,6 +75,13 @@ def huge_submit_time(tmp_path: Path) -> list[str]:
     return ["sim", "--scenario", str(path), "--policy", "steward"]
 
 
+def long_trace(tmp_path: Path) -> list[str]:
+    path = scenario(tmp_path)
+    trace = path.with_suffix(".csv")
+    trace.write_text(trace.read_text() + f"j3,{11 * 365 * 86_400},60,1,a,batch,60,1\n")
+    return ["sim", "--scenario", str(path), "--policy", "steward"]
+
+
 def out_is_a_file(tmp_path: Path) -> list[str]:
     (tmp_path / "taken").write_text("")
     return ["sim", "generate", "--family", "short-1gpu", "--out", str(tmp_path / "taken")]
@@ -137,7 +144,12 @@ FILE_CASES: list[tuple[str, Files, str]] = [
     ("event log not UTF-8", not_utf8_history, "log.ndjson line 1: not UTF-8 text (byte 0xff)"),
     ("cluster file not UTF-8", not_utf8_cluster, "c.yaml: not UTF-8 text (byte 0xff)"),
     ("a trillion nodes", huge_cluster, "cluster.nodes: a cluster has at most 100,000 nodes"),
-    ("a submit time of 1e300 s", huge_submit_time, "line 4: submit_s is past the simulator's bound of ten years"),
+    ("a submit time of 1e300 s", huge_submit_time, "line 4: submit_s is past the simulator's bound of 1e13 s"),
+    ("one cycle in 31 years", lambda p: ["sim", "--scenario", str(scenario(p, sim={"cycle_interval_s": 1e9})),
+                                         "--policy", "steward"],
+     "small.yaml: sim.cycle_interval_s: at most 86,400 s (a day), got 1e+09"),
+    ("a trace spanning eleven years", long_trace, "small.csv: the trace spans 4,015 days (line 2 submits at 0 s, "
+     "line 4 at 3.46896e+08 s), past the simulator's bound of ten years"),
     ("generate --out a file", out_is_a_file, "taken: a file, not a folder"),
     ("suite --out a file", suite_out_is_a_file, "taken: a file, not a folder"),
     ("compare --workers 0", compare_workers(0), "--workers must be >= 1, got 0"),

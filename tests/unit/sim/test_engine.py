@@ -15,7 +15,14 @@ from typing import Any
 import pytest
 
 from steward.policy.model import CycleResult, PendingJob, Placement, Preemption, RunningJob, Snapshot
-from steward.sim.engine import MIN_CYCLE_LIMIT, Engine, last_checkpoint, running_with, with_room_freed
+from steward.sim.engine import (
+    MIN_CYCLE_LIMIT,
+    Engine,
+    last_checkpoint,
+    next_checkpoint,
+    running_with,
+    with_room_freed,
+)
 from steward.sim.errors import ScenarioError
 from steward.sim.policies import settings_for, tree_for
 from steward.sim.run import run_scenario
@@ -329,3 +336,40 @@ def test_a_cycle_at_a_checkpoint_reached_by_adding_the_interval_ends(tmp_path: P
     specs = [job("a1", submit=BASE, duration=7200, gpus=1), job("b1", submit=repr(LATE), duration=600, gpus=1)]
     result = run_scenario(write_scenario(tmp_path, specs), "steward")
     assert result.recorder.unfinished == 0 and "cut_off" not in result.figures
+
+
+# ---- an interval below the clock's resolution (robustness sweep, session 25) -------------------------------------
+
+EPOCH_MS = 1.7e12  # a trace written in epoch milliseconds: the spacing of floats there is 2.4e-4 s
+
+
+@pytest.mark.parametrize(("base", "interval", "now"), [
+    (EPOCH_MS, 1e-6, EPOCH_MS + 100.0),
+    (EPOCH_MS, 1e-6, EPOCH_MS),
+    (1e15, 0.01, 1e15 + 3600.0),
+    (0.0, 1e-300, 5.0),
+])
+def test_an_interval_below_the_clocks_resolution_ends_the_refresh(base: float, interval: float, now: float) -> None:
+    """`last + interval == last`: the loop looked for a checkpoint whose next is after `now` forever."""
+    last = last_checkpoint(base, interval, now)
+    assert base <= last <= now
+    assert next_checkpoint(last, interval, now) > now  # what the heap waits for next is ahead
+
+
+def test_the_next_checkpoint_is_last_plus_the_interval_wherever_that_is_ahead() -> None:
+    for base, now in ((0.0, 0.0), (BASE, LATE), (BASE, LATE - 1.0), (60.0, 5000.0)):
+        last = last_checkpoint(base, 1800.0, now)
+        assert next_checkpoint(last, 1800.0, now) == last + 1800.0
+
+
+@pytest.mark.timeout(60)
+def test_a_late_trace_with_a_checkpoint_interval_below_the_clocks_resolution_ends(tmp_path: Path) -> None:
+    """Submit times near 3e8 s (9.5 years, inside the trace's bound) and a checkpoint every 1e-8 s, below the float
+    spacing there (6e-8 s): the refresh of a running job's checkpoint hung the run (and the hourly figures, counted
+    from time 0, held 83,000 empty hours per level)."""
+    late = 3e8
+    specs = [job("a1", submit=late, duration=7200, gpus=2), job("a2", submit=late + 60, duration=600, gpus=2),
+             job("b1", submit=late + 120, duration=3600, gpus=2, tenant="b")]
+    result = run_scenario(write_scenario(tmp_path, specs), "steward", {"checkpoint_interval_s": 1e-8})
+    assert result.recorder.unfinished == 0 and "cut_off" not in result.figures
+    assert result.recorder.hours < 24 * 31  # one owed period at most, not every hour since time 0

@@ -109,6 +109,17 @@ def _lines(export: Path) -> list[dict[str, Any]]:
                           if x.get("payload", {}).get("parent") == "lab" else x for x in ls[1:]]], "sum to 1.3"),
     (lambda ls: [ls[0], *[{**x, "payload": {**x["payload"], "gpus": 99}} if x.get("type") == "JobSubmitted"
                           else x for x in ls[1:]]], "needs 99 GPUs"),
+    # robustness sweep, session 25: these escaped as `internal error: InvalidJob`, or ran silently (a NaN submit
+    # time made every submit 0; an infinite one left the job waiting for ever)
+    *[(lambda ls, k=key, v=value: [ls[0], *[{**x, "payload": {**x["payload"], k: v}} if x.get("type") == "JobSubmitted"
+                                            else x for x in ls[1:]]], message)
+      for key, value, message in [
+          ("gpus", 0, "gpus must be a whole number >= 1, got 0"), ("gpus", -2, "got -2"),
+          ("min_runtime_s", -5, "min_runtime_s is negative (-5)"),
+          ("min_runtime_s", float("nan"), "'min_runtime_s' is not a finite number"),
+          ("submitted_at", float("nan"), "'submitted_at' is not a finite number"),
+          ("submitted_at", float("inf"), "'submitted_at' is not a finite number")]],
+    (lambda ls: [ls[0], {**ls[1], "recorded_at": float("nan")}, *ls[2:]], "no finite numeric recorded_at"),
 ])
 def test_a_bad_export_is_refused_naming_the_line(export: Path, tmp_path: Path, edit: Any, message: str) -> None:
     bad = tmp_path / "bad.ndjson"

@@ -229,3 +229,34 @@ def test_jct_makespan_and_rho_by_hand() -> None:
     assert figs["rho_max"] == pytest.approx(8.0)
     assert figs["rho_gt1_fraction"] == pytest.approx(0.5)
     assert [(d - s) / t for s, d, t in rec.done] == pytest.approx(rho)
+
+
+PERIOD_S = 30 * 86400.0
+
+
+def shifted_run(periods: int) -> Recorder:
+    shift = periods * PERIOD_S
+    rec = Recorder(capacity=4, entitlement={"a": 0.5, "b": 0.5}, parents={"a": None, "b": None},
+                   projects=("a", "b"), large_job_gpus=4, owed_period_days=30, start=shift + 1800.0)
+    rec.demand.add(shift + 1800.0, 8)
+    rec.busy_funded.add(shift + 1800.0, 3)
+    rec.book_submit(0, "a", 3, ((), ()), shift + 1800.0)
+    rec.book_start(0, shift + 1800.0, ())
+    rec.book_stop(0, shift + 5 * HOUR_S, True)
+    rec.close(shift + 5 * HOUR_S)
+    return rec
+
+
+@pytest.mark.parametrize("periods", [1, 1000])
+def test_the_hourly_figures_begin_at_the_first_submits_period(periods: int) -> None:
+    """A trace far from time 0 (epoch seconds: ~20,000 periods of 30 days) kept a bucket for every hour since 0 in
+    every level (epoch milliseconds ran out of memory); its buckets begin at its first period, and a run shifted by
+    whole periods reports the same figures."""
+    rec, ref = shifted_run(periods), shifted_run(0)
+    assert len(rec.demand.hourly.buckets) == len(ref.demand.hourly.buckets) == 5 and rec.hours == ref.hours == 5
+    assert rec.occupancy() == ref.occupancy() == pytest.approx(0.675)  # 48,600 busy of 72,000 wanted GPU-s
+    (row,) = [r for r in rec.owed_delivered_table() if r["allocation"] == "a"]
+    (row0,) = [r for r in ref.owed_delivered_table() if r["allocation"] == "a"]
+    assert (row["period"], row["start_day"], row0["start_day"]) == (0, periods * 30.0, 0.0)
+    assert (row["owed_gpu_h"], row["delivered_gpu_h"]) == (row0["owed_gpu_h"], row0["delivered_gpu_h"]) == (9.5, 13.5)
+    assert rec.figures("steward", "t", 1, 0.0) == ref.figures("steward", "t", 1, 0.0)

@@ -15,6 +15,7 @@ from steward.policy.errors import TreeError
 from steward.policy.tree import AllocationTree
 from steward.sim.errors import OverrideError, ScenarioError
 from steward.sim.policies import settings_for, tree_for
+from steward.sim.run import simulate
 from steward.sim.scenario import load_scenario, parse_set_args, parse_tree
 from tests.unit.sim.builders import HEADER, job, write_scenario
 
@@ -239,3 +240,46 @@ def test_the_ledger_the_policy_tree_and_the_file_parser_agree_on_a_tree(
     except TreeError:
         policy_ok = False
     assert (ledger_ok, parser_ok, policy_ok) == (ok, ok, ok)
+
+
+def test_a_trace_saved_with_a_byte_order_mark_loads(tmp_path: Path) -> None:
+    """A CSV exported by a spreadsheet begins with a UTF-8 BOM: it was refused as "missing column(s) job_id"."""
+    path = write_scenario(tmp_path, [job("j1", duration=60), job("j2", submit=5, duration=60)])
+    trace = tmp_path / "small.csv"
+    trace.write_bytes(b"\xef\xbb\xbf" + trace.read_bytes())
+    assert [j.job_id for j in load_scenario(path).jobs] == ["j1", "j2"]
+
+
+@pytest.mark.parametrize(("written", "value"), [("1e-6", 1e-6), ("1E4", 1e4), ("-0.5e+1", None), ("2.5e3", 2500.0),
+                                                ("1_000e0", 1000.0), ("1800", 1800.0), ("1.5", 1.5)])
+def test_a_number_in_exponent_form_is_a_number(tmp_path: Path, written: str, value: float | None) -> None:
+    """YAML 1.1 wants a dot in a float: `1e-6` was the text '1e-6', refused as "expected a number, got '1e-6'"."""
+    path = write_scenario(tmp_path, [job("j1", duration=60)], policy={"checkpoint_interval_s": 12345})
+    path.write_text(path.read_text().replace("checkpoint_interval_s: 12345", f"checkpoint_interval_s: {written}"))
+    if value is None:  # a negative interval: the rule's own message, not "expected a number"
+        with pytest.raises(ScenarioError, match=r"checkpoint_interval_s: must be >= 0, got -5\.0"):
+            load_scenario(path)
+        return
+    assert load_scenario(path).policy.checkpoint_interval_s == value
+    assert load_scenario(write_scenario(tmp_path, [job("j1", duration=60)]),
+                         parse_set_args([f"window_days={written}"])).policy.window_days == value
+
+
+@pytest.mark.parametrize("policy", ["steward", "fair-tree", "ai2"])
+def test_a_trace_in_epoch_seconds_runs_and_reports_what_it_reports_at_time_zero(tmp_path: Path, policy: str) -> None:
+    """An outside trace keeps its epoch (submit times ~1.7e9 s). The bound on trace times is on durations and on the
+    span from the first submit to the last (ten years), not on the epoch: shifted by a whole number of owed periods
+    (30 days here), the same trace reports the same figures."""
+    shift = 656 * 30 * 86_400  # 1.70e9 s: the trace's own epoch, a whole number of owed periods
+    rows = [job("j1", submit=0, duration=7200, gpus=2), job("j2", submit=60, tenant="b", duration=3600, gpus=4),
+            job("j3", submit=600, tenant="a", duration=1800, gpus=1, klass="debug", min_runtime=600),
+            job("j4", submit=4000, tenant="b", duration=9000, gpus=3, min_runtime=0)]
+    here, there = tmp_path / "zero", tmp_path / "epoch"
+    here.mkdir(), there.mkdir()
+    at_zero = simulate(load_scenario(write_scenario(here, rows, nodes=2)), policy).figures
+    late = [(r[0], r[1] + shift, *r[2:]) for r in rows]
+    at_epoch = simulate(load_scenario(write_scenario(there, late, nodes=2)), policy).figures
+    keep = ("occupancy", "owed_delivered_min", "owed_delivered_mean", "preemptions", "lost_gpu_hours_fraction",
+            "wait_p90_s")
+    assert {k: at_epoch.get(k) for k in keep} == {k: at_zero.get(k) for k in keep}
+    assert at_zero.get("occupancy") is not None
