@@ -41,9 +41,9 @@ audit_app = typer.Typer(no_args_is_help=True,
 
 
 def _store() -> EventStore:
+    # lazy: start-up: alembic (the migrations' check) loads only for the audit commands that open a store
     from sqlalchemy.exc import ArgumentError, SQLAlchemyError
 
-    # lazy: start-up: alembic (the migrations' check) loads only for the audit commands that open a store
     from steward.store.migrate import store_problem
 
     url = get_settings().resolved_store_url
