@@ -236,6 +236,8 @@ def test_a_takeover_ends_a_paused_active_s_side_write_and_the_old_epoch_s_side_w
     key = SigningKey(Ed25519PrivateKey.generate())
     with pytest.raises(Fenced):
         old.save(3)
+    with pytest.raises(Fenced):  # refused before it publishes anything again
+        old.pump()
     with pytest.raises(Fenced):
         make_checkpoint(pg_store, key, fence=("ledger", 1))
     with pytest.raises(Fenced):

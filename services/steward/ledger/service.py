@@ -43,8 +43,9 @@ commands_log = logging.getLogger("steward.ledger.commands")  # one line per deci
 
 class OutboxRelay:
     """Publishes recorded events to the `events` topic in log order, resuming from its stored position. With a
-    `fence` (the active ledger's) its position is saved in a fenced transaction (ADR 0097): a paused old active's
-    relay cannot hold the position's row for ever, nor move the position back when it resumes."""
+    `fence` (the active ledger's) its position is read and saved in fenced transactions (ADR 0097): a paused old
+    active's relay cannot hold the position's row for ever, move the position back, or publish again when it
+    resumes."""
 
     name = "events-topic"
     fence: Fence | None = None  # set by `run` (the active's); None: no standbys (benchmarks, tests)
@@ -56,11 +57,12 @@ class OutboxRelay:
         self.producer = make_producer(settings, max_in_flight_requests_per_connection=1)
 
     def position(self) -> int:
-        with self.store.engine.connect() as conn:
+        """The stored position, read fenced like the save: a resumed old active's relay is refused here, before it
+        publishes a chunk again."""
+        with fenced_transaction(self.store.engine, self.fence) as conn:
             value = conn.execute(
                 select(schema.relay_positions.c.position).where(schema.relay_positions.c.relay == self.name)
             ).scalar()
-            conn.rollback()
         return int(value or 0)
 
     def save(self, position: int) -> None:
