@@ -8,14 +8,16 @@ or, inside a cluster, from the pod's service account."""
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 import logging
 import os
+import socket
 import ssl
 import tempfile
 import threading
 from collections import Counter
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Generator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -113,6 +115,44 @@ def credentials(kubeconfig: str = "") -> Credentials:
     return load_kubeconfig(path)
 
 
+class Hangup:
+    """How another thread ends a watch stream: it shuts the connection's socket down (the reading thread's blocked
+    read returns at once, and that thread closes the connection), it never closes it. Closing a socket another
+    thread is reading frees the descriptor while that thread's OpenSSL read still holds its number: the next
+    connection the process opens can get the number, and the old read then consumes that connection's TLS records
+    (seen in CI: `DECRYPTION_FAILED_OR_BAD_RECORD_MAC` on an unrelated GET). The lock keeps `hang_up` off a socket
+    the reader has already let go of (its number may belong to another connection by then)."""
+
+    def __init__(self, on_open: Callable[[], None] | None = None) -> None:
+        self._lock = threading.Lock()
+        self._sock: socket.socket | None = None
+        self.hung_up = False
+        self.on_open = on_open  # called once the server has accepted the watch
+
+    def attach(self, sock: socket.socket | None) -> bool:
+        """The reader's stream is open on `sock`; False when it was hung up already (the reader stops)."""
+        with self._lock:
+            if self.hung_up:
+                return False
+            self._sock = sock
+        if self.on_open is not None:
+            self.on_open()
+        return True
+
+    def detach(self) -> None:
+        """The reader lets go of the socket (before it closes it)."""
+        with self._lock:
+            self._sock = None
+
+    def hang_up(self) -> None:
+        with self._lock:
+            self.hung_up = True
+            if self._sock is not None:
+                with contextlib.suppress(OSError):  # the peer may have ended it already
+                    # the plain socket's shutdown: `SSLSocket.shutdown` also drops its SSL object under the reader
+                    socket.socket.shutdown(self._sock, socket.SHUT_RDWR)
+
+
 class KubeClient:
     def __init__(self, creds: Credentials, timeout: float = 30.0) -> None:
         if creds.insecure:
@@ -170,9 +210,10 @@ class KubeClient:
         return data if isinstance(data, dict) else {}
 
     def stream(self, path: str, params: Mapping[str, str], read_timeout_s: float,
-               opened: Callable[[httpx.Response], None] | None = None) -> Iterator[dict[str, Any]]:
-        """A watch: the events the API server streams (one JSON object a line) until it ends the stream; `KubeError`
-        when it refuses (410 included: `status` says which), `httpx.HTTPError` when the stream breaks."""
+               hangup: Hangup | None = None) -> Generator[dict[str, Any], None, None]:
+        """A watch: the events the API server streams (one JSON object a line) until it ends the stream, or until
+        another thread calls `hangup.hang_up()`; `KubeError` when it refuses (410 included: `status` says which),
+        `httpx.HTTPError` when the stream breaks (a hang-up included)."""
         self._count(self.kind_of("GET", path, params))
         timeout = httpx.Timeout(10.0, read=read_timeout_s)
         with self.http.stream("GET", path, params=params, timeout=timeout) as resp:
@@ -185,11 +226,17 @@ class KubeClient:
                 except ValueError:
                     message = resp.text
                 raise KubeError(f"GET {path} (watch): {resp.status_code} {message}", resp.status_code)
-            if opened is not None:
-                opened(resp)
-            for line in resp.iter_lines():
-                if line.strip():
-                    yield json.loads(line)
+            if hangup is not None:
+                network = resp.extensions.get("network_stream")
+                if not hangup.attach(network.get_extra_info("socket") if network is not None else None):
+                    return
+            try:
+                for line in resp.iter_lines():
+                    if line.strip():
+                        yield json.loads(line)
+            finally:
+                if hangup is not None:
+                    hangup.detach()
 
     # -- reads ------------------------------------------------------------------------------------
 

@@ -28,7 +28,7 @@ from typing import Any
 import httpx
 
 from steward.backoff import doubling_delay
-from steward.executor.kubernetes_api import KubeClient, KubeError
+from steward.executor.kubernetes_api import Hangup, KubeClient, KubeError
 from steward.executor.kubernetes_pods import PodProblem, is_steward_pod, is_terminal, pod_gpus
 
 log = logging.getLogger("steward.executor.kubernetes_watch")
@@ -115,11 +115,6 @@ class Backoff:
         self.waits = 0
 
 
-def _close(response: httpx.Response) -> None:
-    with contextlib.suppress(Exception):  # a stream another thread reads: whatever closing says, it ends
-        response.close()
-
-
 class Watched:
     """One collection (`path` with `params`: a field selector), listed then watched in a thread of its own: `items`
     (key -> what `keep` made of the object) is current as long as `live`; `on_change(kind)` is called (in the watch's
@@ -143,7 +138,7 @@ class Watched:
         self.lists = 0  # how many lists (the first and every relist)
         self.watches = 0  # how many watch requests
         self._stop = threading.Event()
-        self._response: httpx.Response | None = None
+        self._hangup: Hangup | None = None  # the open watch's, which `stop` hangs up
         self._thread: threading.Thread | None = None
 
     # -- reading ----------------------------------------------------------------------------------
@@ -164,13 +159,13 @@ class Watched:
         return self
 
     def stop(self) -> None:
-        """Stop watching, without waiting long: the open stream is closed from a thread of its own (closing a response
-        another thread reads may wait for that read), and the watch's thread is given 2 s to end (a daemon: a stream
-        that does not notice ends when the server ends the watch, or with the process)."""
+        """Stop watching, without waiting long: the open stream is hung up (`Hangup`: its socket shut down, so the
+        watch's blocked read returns and its own thread closes the connection), and the watch's thread is given 2 s
+        to end (a daemon)."""
         self._stop.set()
-        response = self._response
-        if response is not None:
-            threading.Thread(target=_close, args=(response,), name=f"k8s-unwatch-{self.name}", daemon=True).start()
+        hangup = self._hangup
+        if hangup is not None:
+            hangup.hang_up()
         if self._thread is not None:
             self._thread.join(timeout=2)
 
@@ -228,19 +223,22 @@ class Watched:
         params = self.params | {"watch": "1", "resourceVersion": self.version, "allowWatchBookmarks": "true",
                                 "timeoutSeconds": str(timeout_s)}
         self.watches += 1
-        for event in self.kube.stream(self.path, params, timeout_s + 30, self._opened):
-            with self._lock:
-                version = apply_event(self._items, event, self.keep)
-            if version:
-                self.version = version
-            self.live = True
-            if self.on_change is not None and event.get("type") != "BOOKMARK":
-                self.on_change(str(event.get("type")), event.get("object") or {})
-            if self._stop.is_set():
-                return
+        self._hangup = hangup = Hangup(on_open=self._opened)
+        if self._stop.is_set():  # `stop` came before this watch's hang-up existed
+            return
+        with contextlib.closing(self.kube.stream(self.path, params, timeout_s + 30, hangup)) as events:
+            for event in events:
+                with self._lock:
+                    version = apply_event(self._items, event, self.keep)
+                if version:
+                    self.version = version
+                self.live = True
+                if self.on_change is not None and event.get("type") != "BOOKMARK":
+                    self.on_change(str(event.get("type")), event.get("object") or {})
+                if self._stop.is_set():
+                    return
 
-    def _opened(self, response: httpx.Response) -> None:
-        self._response = response
+    def _opened(self) -> None:
         self.live = True
 
 

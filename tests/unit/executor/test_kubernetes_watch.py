@@ -6,8 +6,12 @@ API server for nothing."""
 from __future__ import annotations
 
 import asyncio
+import json
+import socket
+import socketserver
+import threading
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Generator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +20,7 @@ import pytest
 
 from steward.config import Settings
 from steward.executor.kubernetes import KubernetesExecutor, KubernetesSettings
-from steward.executor.kubernetes_api import KubeClient, KubeError
+from steward.executor.kubernetes_api import Credentials, Hangup, KubeClient, KubeError
 from steward.executor.kubernetes_watch import (
     Backoff,
     ClusterView,
@@ -120,7 +124,7 @@ class ScriptedKube(KubeClient):
         return dict(answer)
 
     def stream(self, path: str, params: Mapping[str, str], read_timeout_s: float,
-               opened: Callable[[httpx.Response], None] | None = None) -> Iterator[dict[str, Any]]:
+               hangup: Hangup | None = None) -> Generator[dict[str, Any], None, None]:
         self.asked.append(f"watch@{params['resourceVersion']}")
         assert params["allowWatchBookmarks"] == "true" and 300 <= int(params["timeoutSeconds"]) <= 600
         if not self.watches:
@@ -259,23 +263,89 @@ def test_a_reader_waiting_while_the_watch_makes_its_first_list_reads_the_view_no
     assert seen is not None and object_key(seen) == "team/s"
 
 
-def test_stopping_does_not_wait_for_a_stream_that_will_not_close() -> None:
-    """Closing a response another thread is reading may wait for that read (httpcore's connection lock): the
-    executor's shutdown must not wait on it. `stop` hands the close to a thread of its own."""
-    import threading
+# -- stopping a watch another thread reads --------------------------------------------------------------------------
 
-    class Stuck:
-        def __init__(self) -> None:
-            self.release, self.closed = threading.Event(), threading.Event()
 
-        def close(self) -> None:
-            self.release.wait()
-            self.closed.set()
+class SilentWatchServer(socketserver.ThreadingTCPServer):
+    """A plain HTTP API server on 127.0.0.1: lists answer an empty list at resourceVersion 1; a watch sends its
+    headers and one bookmark, then says nothing (holding the connection) until the client hangs up."""
 
-    w = Watched(Refusing(), "/api/v1/pods")
-    stuck = Stuck()
-    w._response = stuck  # type: ignore[assignment]
-    w.stop()  # returns while the close still waits
-    assert not stuck.closed.is_set()
-    stuck.release.set()
-    assert stuck.closed.wait(5)
+    daemon_threads = True
+    allow_reuse_address = True
+
+    def __init__(self) -> None:
+        self.hung_up = threading.Event()  # a watch connection saw the client end it
+        super().__init__(("127.0.0.1", 0), self.Handler)
+
+    class Handler(socketserver.StreamRequestHandler):
+        def handle(self) -> None:
+            server = self.server
+            assert isinstance(server, SilentWatchServer)
+            while True:
+                request = self.rfile.readline()
+                if not request:
+                    return
+                while self.rfile.readline() not in (b"\r\n", b""):
+                    pass
+                if b"watch=1" not in request:
+                    body = json.dumps({"items": [], "metadata": {"resourceVersion": "1"}}).encode()
+                    self.wfile.write(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: "
+                                     + str(len(body)).encode() + b"\r\n\r\n" + body)
+                    continue
+                line = json.dumps({"type": "BOOKMARK", "object": {"metadata": {"resourceVersion": "2"}}}) + "\n"
+                self.wfile.write(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+                                 b"Transfer-Encoding: chunked\r\n\r\n"
+                                 + f"{len(line):x}\r\n{line}\r\n".encode())
+                self.wfile.flush()
+                if self.rfile.read(1) == b"":  # silent until the client's side ends
+                    server.hung_up.set()
+                return
+
+
+def test_stopping_ends_a_watch_blocked_on_a_silent_stream_and_its_own_thread_closes_the_connection() -> None:
+    """Closing a socket another thread reads frees its descriptor under that thread's read (over TLS the old read
+    then consumes whichever connection gets the number next: CI's `DECRYPTION_FAILED_OR_BAD_RECORD_MAC`), and does
+    not even wake the read. `stop` hangs up instead: the socket is shut down, the blocked read returns, the watch's
+    thread ends and closes the connection itself."""
+    server = SilentWatchServer()
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    kube = KubeClient(Credentials(server=f"http://127.0.0.1:{server.server_address[1]}"))
+    try:
+        w = Watched(kube, "/api/v1/pods", name="pods").start()
+        deadline = time.monotonic() + 10
+        while w.version != "2" and time.monotonic() < deadline:  # the bookmark read: the watch is blocked now
+            time.sleep(0.01)
+        assert w.version == "2" and w.live
+        w.stop()
+        assert w._thread is not None and not w._thread.is_alive()  # ended within stop's 2 s
+        assert server.hung_up.wait(5)
+        assert not w.live and w.watches == 1
+    finally:
+        kube.close()
+        server.shutdown()
+        server.server_close()
+
+
+def test_a_hang_up_shuts_down_only_a_socket_the_reader_still_holds() -> None:
+    """Before the stream opened, a hang-up makes the reader stop at once; while it is open, the socket is shut down;
+    after the reader let go (its descriptor may be another connection's by then), nothing is touched."""
+    opened: list[bool] = []
+    early = Hangup(on_open=lambda: opened.append(True))
+    early.hang_up()
+    a, b = socket.socketpair()
+    with a, b:
+        assert not early.attach(a) and opened == []
+
+        held = Hangup(on_open=lambda: opened.append(True))
+        assert held.attach(a) and opened == [True]
+        held.hang_up()
+        assert b.recv(1) == b""  # the reader's side was shut down: the peer sees the end
+
+    c, d = socket.socketpair()
+    with c, d:
+        let_go = Hangup()
+        assert let_go.attach(c)
+        let_go.detach()
+        let_go.hang_up()
+        c.sendall(b"x")
+        assert d.recv(1) == b"x"  # untouched
