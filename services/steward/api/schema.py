@@ -122,6 +122,7 @@ from steward.api.types import (
     decode_cursor,
     encode_cursor,
 )
+from steward.audit.verify import range_problem
 from steward.auth.access import ROOT, Access, Capability, subtree
 from steward.auth.principal import Role
 from steward.auth.tokens import InvalidTokenRequest, TokenInfo
@@ -542,10 +543,11 @@ class Query(NotificationQueries):  # notifications' queries: steward.api.notific
         ctx.no_cache()
         await ctx.require(Capability.read_audit, "verify")
         store = ctx.services.store
-        to = to_position if to_position is not None else await asyncio.to_thread(store.head)
-        if from_position < 1 or to < from_position - 1:
-            raise BadInput("need 1 <= fromPosition <= toPosition + 1")
-        r = await asyncio.to_thread(audit.verify_range, store, from_position, to)
+        head = await asyncio.to_thread(store.head)
+        if (problem := range_problem(from_position, to_position, head, ("fromPosition", "toPosition"))) is not None:
+            raise BadInput(problem)
+        r = await asyncio.to_thread(audit.verify_range, store, from_position,
+                                    to_position if to_position is not None else head)
         return Verification(from_position=r.from_position, to_position=r.to_position, checked=r.checked, ok=r.ok,
                             first_bad_position=r.first_bad_position, problem=r.problem, truncated=r.truncated,
                             asked_to_position=r.asked_to, head=r.head)

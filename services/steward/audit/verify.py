@@ -144,13 +144,20 @@ def _anchored(store: EventStore, start: int) -> bool:
     return len(rows) == 2 and rows[0].position == start - 1 and rows[1].prev_hash == rows[0].hash
 
 
-def range_problem(start: int, to: int | None) -> str | None:
-    """Why `--from START --to TO` names no positions of the log to check or export (None: it names some); an empty
-    range is refused, not reported as a log that verifies."""
+def range_problem(start: int, to: int | None, head: int | None = None,
+                  names: tuple[str, str] = ("--from", "--to")) -> str | None:
+    """Why positions `start` to `to` (None: the head) name nothing of the log to check or export (None: they name
+    some, or start just past the head, where a log with nothing new since is checked empty and says so). An empty
+    range is refused, not reported as a log that verifies. `head` is the log's, when the caller has read it; `names`
+    are the caller's words for the two bounds. The one home of the rule: the CLI's `verify` and `export` and the
+    API's `verify` ask it."""
+    first, last = names
     if start < 1:
-        return f"--from must be 1 or more (the first position), got {start}"
+        return f"{first} must be 1 or more (the first position), got {start}"
     if to is not None and to < start:
-        return f"--to {to} is before --from {start}: no position to check"
+        return f"{last} {to} is before {first} {start}: no position to check"
+    if head is not None and start > head + 1:
+        return f"{first} {start} is past the log's head ({head}): no position to check"
     return None
 
 

@@ -127,7 +127,10 @@ def verify_cmd(
                  "without --api", 2)
         report = _verify_via_api(start, to)
     else:
-        report = _guard(verify, _store(), start, to, _key(public_key), independent=independent)
+        store = _store()
+        if (problem := range_problem(start, to, _guard(store.head))) is not None:
+            fail(problem, 2)
+        report = _guard(verify, store, start, to, _key(public_key), independent=independent)
     rows = [["ok", report["ok"]], ["events", report["events"]], ["head", report["head"]],
             ["checkpoints checked", report["checkpoints_checked"]]]
     if not report["ok"]:
@@ -154,6 +157,8 @@ def export_cmd(
     if (problem := range_problem(start, to)) is not None:
         fail(problem, 2)
     store = _store()
+    if (problem := range_problem(start, to, _guard(store.head))) is not None:
+        fail(problem, 2)
     try:
         target = out.open("w", encoding="utf-8") if out else sys.stdout
     except OSError as err:

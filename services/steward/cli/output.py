@@ -11,6 +11,8 @@ from typing import Any, NoReturn
 
 import typer
 
+from steward import text
+
 
 class OutputFormat(StrEnum):
     table = "table"
@@ -41,8 +43,7 @@ def read_text(path: Path, what: str) -> str:
     except OSError as err:
         fail(f"cannot read {what} {path}: {err.strerror or err}", 2)
     except UnicodeDecodeError as err:
-        fail(f"{what} {path} is not UTF-8 text (byte 0x{err.object[err.start:err.start + 1].hex()} at offset "
-             f"{err.start})", 2)
+        fail(f"{what} {path} is {text.not_utf8(err)}", 2)
 
 
 def emit(data: Any, fmt: OutputFormat, table: Sequence[Sequence[Any]] | None = None,

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from steward import text
+
 
 class SimError(Exception):
     """Base of every error the simulator reports to a person (bad input, unknown policy, bad override)."""
@@ -35,8 +37,7 @@ class SimulationFailed(SimError):
 def not_utf8(where: str, err: UnicodeDecodeError) -> ScenarioError:
     """A file of the simulator's (scenario YAML, trace CSV, event log) that is not UTF-8 text: named, with the
     first byte that is not, instead of a UnicodeDecodeError."""
-    bad = err.object[err.start:err.start + 1]
-    return ScenarioError(f"{where}: not UTF-8 text (byte 0x{bad.hex() or '??'}); save it as UTF-8")
+    return ScenarioError(f"{where}: {text.not_utf8(err)}; save it as UTF-8")
 
 
 def out_folder(out: str | Path) -> Path:

@@ -51,7 +51,11 @@ def store_problem(url: str) -> str | None:
         return f"{where} is not a database ({str(err.orig).splitlines()[0] if err.orig else err})"
     finally:
         engine.dispose()
-    head = ScriptDirectory.from_config(alembic_config(url)).get_current_head()
-    if rev != head:
-        return f"{where} is at migration {rev}, this steward reads {head}: run `steward migrate`"
-    return None
+    scripts = ScriptDirectory.from_config(alembic_config(url))
+    head = scripts.get_current_head()
+    if rev == head:
+        return None
+    if rev not in {script.revision for script in scripts.walk_revisions()}:  # a newer steward migrated it
+        return (f"{where} is at migration {rev}, which this steward does not know (it reads {head}): a newer "
+                "steward migrated it; use that version (`steward migrate` cannot take a store back)")
+    return f"{where} is at migration {rev}, this steward reads {head}: run `steward migrate`"

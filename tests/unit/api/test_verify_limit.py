@@ -68,3 +68,24 @@ def test_the_cli_walks_the_whole_range_through_the_api(server: Server, monkeypat
     report = json.loads(proc.stdout)
     assert (report["ok"], report["events"], report["head"]) == (True, head, head)
     assert report["requests"] == -(-head // 4)
+
+
+@pytest.mark.parametrize(("case", "start", "to", "problem"), [
+    ("toPosition before fromPosition", 10, 3, "toPosition 3 is before fromPosition 10: no position to check"),
+    ("fromPosition 0", 0, None, "fromPosition must be 1 or more (the first position), got 0"),
+    ("fromPosition past the head", 10_000, None, "fromPosition 10000 is past the log's head ({head}): no position"),
+])
+def test_a_range_that_names_no_position_is_refused_by_the_rule_the_cli_asks(server: Server, case: str, start: int,
+                                                                             to: int | None, problem: str) -> None:
+    """One rule for the API and the CLI (`steward.audit.verify.range_problem`): before it, the API took
+    `toPosition = fromPosition - 1` and the CLI refused it, and a `--from` past the head answered ok."""
+    body = server.gql(QUERY, {"from": start, "to": to}, token=server.tokens["auditor"])
+    (error,) = body["errors"]
+    assert problem.format(head=server.store.head()) in error["message"], body
+
+
+def test_a_range_starting_just_past_the_head_is_checked_empty(server: Server) -> None:
+    """An auditor asking what is new since its last check, with nothing new: checked, empty, ok."""
+    head = server.store.head()
+    v = verify(server, head + 1, None)
+    assert (v["ok"], v["checked"], v["toPosition"], v["head"]) == (True, 0, head, head)

@@ -139,10 +139,10 @@ FILE_CASES: list[tuple[str, Files, str]] = [
     ("a number as the trace", trace_not_a_path, "small.yaml: trace: expected the path of the trace CSV, got 5"),
     ("a list as the name", lambda p: ["sim", "--scenario", str(scenario(p, name=[1])), "--policy", "steward"],
      "small.yaml: name: expected text, got [1]"),
-    ("scenario YAML not UTF-8", not_utf8_yaml, "latin1.yaml: not UTF-8 text (byte 0xe9)"),
-    ("trace CSV not UTF-8", not_utf8_trace, "small.csv line 4: not UTF-8 text (byte 0xe9)"),
-    ("event log not UTF-8", not_utf8_history, "log.ndjson line 1: not UTF-8 text (byte 0xff)"),
-    ("cluster file not UTF-8", not_utf8_cluster, "c.yaml: not UTF-8 text (byte 0xff)"),
+    ("scenario YAML not UTF-8", not_utf8_yaml, "latin1.yaml: not UTF-8 text (byte 0xe9 at offset"),
+    ("trace CSV not UTF-8", not_utf8_trace, "small.csv line 4: not UTF-8 text (byte 0xe9 at offset"),
+    ("event log not UTF-8", not_utf8_history, "log.ndjson line 1: not UTF-8 text (byte 0xff at offset"),
+    ("cluster file not UTF-8", not_utf8_cluster, "c.yaml: not UTF-8 text (byte 0xff at offset"),
     ("a trillion nodes", huge_cluster, "cluster.nodes: a cluster has at most 100,000 nodes"),
     ("a submit time of 1e300 s", huge_submit_time, "line 4: submit_s is past the simulator's bound of 1e13 s"),
     ("one cycle in 31 years", lambda p: ["sim", "--scenario", str(scenario(p, sim={"cycle_interval_s": 1e9})),
@@ -206,6 +206,16 @@ def older_store(tmp_path: Path) -> str:
     return url
 
 
+def newer_store(tmp_path: Path) -> str:
+    """A store a newer steward migrated: at a migration this one's scripts do not hold."""
+    url = good_store(tmp_path)
+    con = sqlite3.connect(tmp_path / "good.db")
+    con.execute("UPDATE alembic_version SET version_num = '0099_from_the_future'")
+    con.commit()
+    con.close()
+    return url
+
+
 def not_a_store(tmp_path: Path) -> str:
     con = sqlite3.connect(tmp_path / "other.db")
     con.execute("CREATE TABLE t (x)")
@@ -225,7 +235,13 @@ AUDIT_CASES: list[tuple[str, Callable[[Path], str], list[str], str]] = [
     ("not a database", not_a_database, ["verify"], "notes.db is not a database (file is not a database)"),
     ("not a store", not_a_store, ["replay"], "other.db is not a Steward store (no migration applied)"),
     ("an older migration", older_store, ["checkpoint"], "old.db is at migration 0003_audit, this steward reads"),
+    ("a newer migration", newer_store, ["verify"], "good.db is at migration 0099_from_the_future, which this "
+     "steward does not know (it reads"),
     ("--to before --from", good_store, ["verify", "--from", "10", "--to", "3"], "--to 3 is before --from 10"),
+    ("verify --from past the head", good_store, ["verify", "--from", "99"],
+     "--from 99 is past the log's head (13): no position to check"),
+    ("export --from past the head", good_store, ["export", "--from", "15", "--to", "20"],
+     "--from 15 is past the log's head (13)"),
     ("--from 0", good_store, ["export", "--from", "0"], "--from must be 1 or more (the first position), got 0"),
     ("--at inf", good_store, ["state", "--at", "1e400"], "--at '1e400' is not a time"),
     ("export --out a folder", good_store, ["export", "--out", "."], "--out .: cannot write (Is a directory)"),
