@@ -130,6 +130,10 @@ def test_todays_rules_are_the_default_of_decide() -> None:
     (3, {"lane_hold_s": 30.0}, "retired policy setting(s): lane_hold_s"),
     (1, {"lane_project_gpus": 4}, "retired policy setting(s): lane_project_gpus"),  # retired before version 1
     (3, {"settle_s": 10.0}, "PolicySet"),
+    (5, {"gpu_model_weights": {"V100": 0}}, "PolicySet"),  # ADR 0098: a model's hours were made free
+    (6, {"gpu_model_weights": {"V100": 0}}, "the weight of 'V100' must be > 0 (budget units per GPU-hour), got 0"),
+    (6, {"gpu_model_weights": {"V100": float("nan")}}, "the weight of 'V100' must be a finite number, got nan"),
+    (6, {"gpu_model_weights": {"V100": 0.25}}, "PolicySet"),
 ])
 def test_a_policy_change_is_checked_under_the_rules_of_its_version(rules: int, settings: dict[str, object],
                                                                     outcome: str) -> None:
@@ -241,6 +245,8 @@ def test_a_restore_recorded_under_rules_3_replays_as_identical_and_differs_under
     ("before-rules-v5.ndjson.gz", {3: "RegisterNode", 5: "RegisterNode", 6: "RegisterNode", 8: "RegisterNode",
                                    16: "RestoreSession", 23: "RestoreSession"},
      {"one_executor_a_cluster", "registration_keeps_foreign", "restore_checks_request"}),
+    # recorded under 5 (ADR 0098): a policy change that made the V100's hours free
+    ("before-rules-v6.ndjson.gz", {4: "SetPolicy"}, {"model_weights_positive"}),
 ])
 def test_the_decisions_todays_rules_decide_otherwise_are_listed(log: str, otherwise: dict[int, str],
                                                                changes: set[str]) -> None:
@@ -318,3 +324,26 @@ def test_the_cli_replays_the_log_from_before_adr_0091() -> None:
     proc = subprocess.run([str(REPO / ".venv" / "bin" / "steward"), "audit", "replay", "--export", str(BEFORE_V5)],
                           capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+BEFORE_V6 = LOGS / "before-rules-v6.ndjson.gz"  # tests/replay/record_before_rules_v6.py, with c71363a's code
+
+
+def test_a_log_from_before_adr_0098_replays_as_it_was_decided() -> None:
+    """Recorded under rules 5: a `SetPolicy` weighing the V100 at 0, a job run on the V100 meanwhile, a `SetPolicy`
+    weighing it at 0.25. Each decision records version 5 and is replayed under it alone: all reproduce."""
+    records = records_from_export(BEFORE_V6)
+    assert {r.metadata.get("rules") for r in records if r.message_id} == {5}
+    report = replay_records(records)
+    assert report["ok"] and report["different"] == report["unreplayable"] == 0, report
+    assert report["by_rules"] == {"5": report["decisions"]} and report["under_earlier_rules"] == 0
+
+
+def test_rules_6_refuse_the_free_weight_of_that_log() -> None:
+    """Stamped with version 6: the weight of 0 is refused with the rule `SetGpuModelWeights` applies; the rest (the
+    job on the V100, the weight of 0.25) reproduces."""
+    report = replay_records(stamped(records_from_export(BEFORE_V6), 6))
+    (difference,) = report["differences"]
+    assert difference["position"] == 4 and report["reproduced"] == report["decisions"] - 1
+    (ev,) = difference["replayed"]
+    assert ev["type"] == "CommandRejected" and "the weight of 'V100' must be > 0" in ev["payload"]["reason"], ev

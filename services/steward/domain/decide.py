@@ -6,7 +6,7 @@ raises a `DomainError`; `decide_or_reject` turns it into a `CommandRejected` eve
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import fields
 from typing import Any
 
@@ -249,6 +249,11 @@ def require_valid_policy(state: LedgerState, settings: dict[str, Any], rules: in
     unknown = sorted(set(settings) - known)
     if unknown:
         raise InvalidCommand(f"unknown policy setting(s) {', '.join(unknown)}")
+    weights = settings.get(clusters.WEIGHTS_SETTING)
+    if patched("model_weights_positive", rules) and isinstance(weights, Mapping):
+        for model, weight in sorted(weights.items(), key=lambda kv: str(kv[0])):
+            if (problem := clusters.weight_problem(str(model), weight)) is not None:
+                raise InvalidCommand(f"invalid policy settings: setting {clusters.WEIGHTS_SETTING!r}: {problem}")
     merged = {k: v for k, v in state.policy.items() if k not in gone} | settings
     try:
         PolicySettings.steward(**{k: v for k, v in merged.items() if k not in still})

@@ -62,6 +62,10 @@ CHANGES: Final[tuple[RuleChange, ...]] = (
                "a restored session's request is checked as a submission's is, against today's nodes and pins: "
                "a model or cluster no node has any more, a cluster outside the project's pin, or more GPUs than "
                "the nodes it admits hold, is refused"),
+    RuleChange("model_weights_positive", 6, "0098",
+               "a SetPolicy's gpu_model_weights are each a finite number > 0, the rule SetGpuModelWeights applies "
+               "(domain.clusters.weight_problem); before, a weight of 0 (a model's hours free to every budget) or "
+               "NaN was accepted"),
 )
 """Every named change of a ledger rule, oldest first."""
 

@@ -15,6 +15,7 @@ import typing
 from collections.abc import Mapping
 from typing import Any
 
+from steward.domain.clusters import WEIGHTS_SETTING, weight_problem
 from steward.domain.policy_settings import PRESETS, RETIRED_SETTINGS, InvalidSettings, PolicySettings
 from steward.policy.errors import PolicyError, TreeError
 from steward.policy.tree import AllocationTree
@@ -108,6 +109,9 @@ def settings_for(policy: str, scenario: Scenario, extra: Mapping[str, Any] | Non
             raise OverrideError(
                 f"--set {key}: not a scenario key nor a policy setting (settings: {', '.join(sorted(declared))})")
         base[key] = _coerce(key, value, declared[key])
+    for model, weight in sorted((base.get(WEIGHTS_SETTING) or {}).items(), key=lambda kv: str(kv[0])):
+        if (problem := weight_problem(str(model), weight)) is not None:  # the ledger's rule (ADR 0098)
+            raise OverrideError(f"--set {WEIGHTS_SETTING}: {problem}")
     try:
         return PolicySettings.preset(preset, **base)
     except (PolicyError, InvalidSettings) as exc:

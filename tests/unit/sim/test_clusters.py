@@ -50,6 +50,25 @@ def test_a_scenario_declares_clusters_models_and_weights(tmp_path: Path) -> None
     assert load_scenario(write(tmp_path, TWO, "j,0,60,12,p,batch,60,1,A100|V100,\n")).jobs[0].gpus == 12
 
 
+@pytest.mark.parametrize(("weights", "problem"), [
+    ({"V100": 0}, "--set gpu_model_weights: the weight of 'V100' must be > 0 (budget units per GPU-hour), got 0"),
+    ({"V100": float("nan")}, "--set gpu_model_weights: the weight of 'V100' must be a finite number, got nan"),
+    ({"V100": "cheap"}, "--set gpu_model_weights: the weight of 'V100' must be a finite number, got 'cheap'"),
+])
+def test_a_weight_set_on_the_command_line_follows_the_ledgers_rule(tmp_path: Path, weights: dict[str, Any],
+                                                                   problem: str) -> None:
+    """ADR 0098: `gpu_models:` refused a weight of 0 and `--set gpu_model_weights=...` took it (the V100's hours
+    free in the simulated budgets); both follow `domain.clusters.weight_problem` now, as the ledger does."""
+    from steward.sim.errors import OverrideError
+    from steward.sim.policies import settings_for
+
+    sc = load_scenario(write(tmp_path, TWO, "j1,0,60,1,p,batch,60,1,,\n"))
+    with pytest.raises(OverrideError) as err:
+        settings_for("steward", sc, {"gpu_model_weights": weights})
+    assert str(err.value) == problem
+    assert settings_for("steward", sc, {"gpu_model_weights": {"V100": 0.25}}).gpu_model_weights["V100"] == 0.25
+
+
 def test_a_clusters_executor_is_the_live_stacks_and_the_simulator_ignores_it(tmp_path: Path) -> None:
     """ADR 0068: the file `steward cluster apply` registers two clusters with their own executors from
     simulates as it is."""
