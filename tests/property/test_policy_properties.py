@@ -17,7 +17,7 @@ from steward.policy.debug_quota import counts_as_debug_use, debug_quota_gpus, is
 from steward.policy.lane import lane_pending
 from steward.policy.model import AllocationTree, Node, PendingJob, RunningJob, Snapshot
 from steward.policy.ordering import demand_of, order_pending, standing
-from steward.policy.preemption import branches_of, strictly_improves
+from steward.policy.preemption import CLAIM_RULE, branches_of, strictly_improves
 from steward.policy.reasons import REASONS
 
 NOW = 100_000.0
@@ -228,8 +228,9 @@ def test_strict_improvement_on_every_preemption(snap: Snapshot) -> None:
     by_id = {r.id: r for r in snap.running}
     groups: dict[str, list[RunningJob]] = {}
     for p in result.preemptions:
-        if p.evidence["rule"] == CONSOLIDATE_RULE:
-            continue  # ADR 0034: a move, not a preemption for fairness (its own property below)
+        if p.evidence["rule"] in (CONSOLIDATE_RULE, CLAIM_RULE):
+            continue  # ADR 0034: a move, not a preemption for fairness (its own property below); ADR 0099: a
+            # claim within a debug quota (test_lane_claim_properties.py)
         groups.setdefault(p.for_job_id, []).append(by_id[p.victim_id])
     for for_id, victims in groups.items():
         w = jobs[for_id]

@@ -100,6 +100,14 @@ class PolicySettings:
     """A trade may take the allocation's own funded work out of protection too, not only unfunded."""
     lane_trade_max_lost_s: float | None = None
     """A traded victim loses at most this many seconds of work per GPU (None: any)."""
+    lane_claim: bool = False
+    """The debug quota read as a claim (ADR 0099): a qualified lane job that does not fit may take funded work
+    out of protection of an allocation standing above its entitlement (by strict improvement's figures, after
+    the move) without strict improvement on its own side, and is placed funded (preemption.py
+    `claim_within_debug_quota`). False: the lane's funded victims need strict improvement (ADR 0007, 0029)."""
+    lane_claim_grace_s: float | None = None
+    """The grace of a claim's funded victims (ADR 0099; a checkpoint request and this many seconds before it
+    stops). None: the contract's `preemption_grace_s`."""
 
     # Bounded churn (DESIGN.md "The time-slicing contract": "Churn is bounded"; churn.py, ADR 0028)
     settle_s: float | None = 300.0
@@ -344,6 +352,8 @@ def _check_settings(s: PolicySettings) -> None:
             raise InvalidSettings(name, "must be >= 0 (or null: the rule is off)")
     if s.lane_trade_max_lost_s is not None and not s.lane_trade_max_lost_s >= 0:
         raise InvalidSettings("lane_trade_max_lost_s", "must be >= 0 (or null: any victim)")
+    if s.lane_claim_grace_s is not None and not s.lane_claim_grace_s >= 0:
+        raise InvalidSettings("lane_claim_grace_s", "must be >= 0 (or null: the same as preemption_grace_s)")
     if s.lane_max_gpus < 1:
         raise InvalidSettings("lane_max_gpus", "must be >= 1")
     if s.lane_victim_max_gpus < 1:

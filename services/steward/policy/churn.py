@@ -44,29 +44,29 @@ def settled(job: RunningJob, now: float, settings: PolicySettings) -> bool:
     return settle is None or now - job.started_at >= settle
 
 
-def lost_per_gpu_s(job: RunningJob, now: float, settings: PolicySettings) -> float:
+def lost_per_gpu_s(job: RunningJob, now: float, settings: PolicySettings, grace: float | None = None) -> float:
     """The work per GPU a victim asked to stop now loses when it stops at the end of its grace
     (`preemption.work_lost_by_stop_s`: the work since its last checkpoint plus the grace it runs,
     less what a periodic checkpoint inside the grace keeps). A job already leaving loses nothing
-    more."""
+    more. `grace`: the grace it would get, when not the contract's (a claim's victim, ADR 0099)."""
     if job.preemption_requested_at is not None:
         return 0.0
     since = job.started_at
     ckpt = job.last_checkpoint_at
     if job.resumable and ckpt is not None and ckpt > since:
         since = ckpt
-    return work_lost_by_stop_s(now - since, grace_s(job.funded, settings), job.resumable,
-                               settings.checkpoint_interval_s)
+    return work_lost_by_stop_s(now - since, grace_s(job.funded, settings) if grace is None else grace,
+                               job.resumable, settings.checkpoint_interval_s)
 
 
-def victim_cost_gpu_s(job: RunningJob, now: float, settings: PolicySettings) -> float:
+def victim_cost_gpu_s(job: RunningJob, now: float, settings: PolicySettings, grace: float | None = None) -> float:
     """DESIGN.md "A preemption costs the victim's work since its last checkpoint, its restart overhead
     and the grace it occupies": the work it loses when it stops at the end of its grace
     (`lost_per_gpu_s`), plus the restart overhead, in GPU-seconds. A job already leaving costs
-    nothing more."""
+    nothing more. `grace`: as `lost_per_gpu_s`'s."""
     if job.preemption_requested_at is not None:
         return 0.0
-    return job.gpus * (lost_per_gpu_s(job, now, settings) + settings.restart_overhead_s)
+    return job.gpus * (lost_per_gpu_s(job, now, settings, grace) + settings.restart_overhead_s)
 
 
 def soonest_release(gpus: int, free: Sequence[int], visible: Sequence[bool],

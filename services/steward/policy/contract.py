@@ -155,6 +155,15 @@ def grace_s(funded: bool, settings: PolicySettings) -> float:
     return times.grace_s(funded, settings.preemption_grace_s, settings.unfunded_grace_s)
 
 
+def victim_grace_s(funded: bool, claim: bool, settings: PolicySettings) -> float:
+    """The grace a new victim gets: `grace_s`, except a funded victim of a claim within a debug quota
+    (ADR 0099, `preemption.claim_within_debug_quota`), which gets `lane_claim_grace_s` when the policy sets one.
+    Unfunded victims keep theirs ("preemptible at once")."""
+    if claim and funded and settings.lane_claim_grace_s is not None:
+        return settings.lane_claim_grace_s
+    return grace_s(funded, settings)
+
+
 def grace_ends_at(job: RunningJob, settings: PolicySettings) -> float:
     requested = job.preemption_requested_at
     assert requested is not None

@@ -10,6 +10,8 @@
   policy/cluster_share.py; `Branches.worst`, `branches_on`).
 - Victims are chosen to free the fewest GPU-seconds of lost work (time since the last checkpoint
   plus restart overhead, so a recent checkpoint is preferred), then the fewest jobs.
+- With `lane_claim` (ADR 0099), a qualified debug job's search may also take funded work out of protection
+  of an allocation standing above its entitlement, without strict improvement (`claim_within_debug_quota`).
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from steward.policy.contract import grace_s, in_grace, is_protected, protection_
 from steward.policy.model import PendingJob, RunningJob
 from steward.policy.ordering import Standing
 from steward.policy.placement import CapacityIndex
+from steward.policy.usage import entitled_horizon_s
 
 
 def projected_ratio(delivered: float, running_gpus: float, entitled: float, horizon_s: float) -> float:
@@ -168,6 +171,70 @@ def strictly_improves(
     return ok, evidence
 
 
+CLAIM_RULE = "claim_within_debug_quota"
+
+
+def _flat(b: Branches) -> Branches:
+    return Branches(b.delivered, b.entitled, b.running)
+
+
+def over_readings(branches: Branches) -> tuple[Branches, ...]:
+    """ADR 0099, the figures `over_entitlement` reads: each of strict improvement's readings (`Branches.readings`);
+    on one cluster of several (ADR 0076) both the cluster's and the tree's of each (above on both)."""
+    out: list[Branches] = []
+    for b in branches.readings():
+        out.append(_flat(b) if b.worst is not None else b)
+        if b.worst is not None:
+            out.append(_flat(b.worst))
+    return tuple(out)
+
+
+def entitled_gpus(b: Branches, allocation: str, window_s: float) -> float:
+    """An allocation's entitlement in GPUs under one reading: its entitled-in-window ÷ the window (`window_s`,
+    `usage.entitled_horizon_s`): entitlement × capacity (on one cluster of several, its part of that cluster's)."""
+    return b.entitled.get(allocation, 0.0) / window_s if window_s > 0.0 else 0.0
+
+
+def over_entitlement(branches: Branches, allocation: str, freed_gpus: float, window_s: float) -> bool:
+    """ADR 0099: `allocation` runs above its entitlement by at least `freed_gpus`: its funded GPUs running now
+    (`Branches.running`, this cycle's placements counted) less `freed_gpus` are still at least its entitlement in
+    GPUs (`entitled_gpus`), under every reading strict improvement reads (`over_readings`). A claim takes back
+    only GPUs an allocation runs beyond its entitlement (as Kueue reclaims only from a queue borrowing beyond its
+    nominal quota), and never leaves it below."""
+    for b in over_readings(branches):
+        if not b.running.get(allocation, 0.0) - freed_gpus >= entitled_gpus(b, allocation, window_s):
+            return False
+    return True
+
+
+def claim_within_debug_quota(
+    waiting_path: tuple[str, ...],
+    victim_path: tuple[str, ...],
+    freed_from_branch: float,
+    branches: Branches,
+    window_s: float,
+) -> tuple[bool, dict[str, Any]]:
+    """DESIGN.md "Debug quota and the time-to-first-GPU SLO": the quota's GPUs "may run debug jobs and sessions
+    ahead of the fair-share order". ADR 0099 reads them as a claim (as Kueue reclaims within nominal quota): a
+    qualified job may take funded work out of protection (the caller's candidates are never protected: DESIGN.md
+    "nothing preempts it for fairness during that time" stands) of an allocation that runs above its entitlement
+    (`over_entitlement`: at the level where the two paths part, by at least the `freed_from_branch` GPUs the plan
+    takes from it), without strict improvement on the waiting side. Never its own allocation (that is a trade,
+    ADR 0021), never one at or below its entitlement (strict improvement still may take that one)."""
+    if not victim_path:
+        return True, {"rule": CLAIM_RULE, "victim_allocation": None}
+    k = divergence(waiting_path, victim_path)
+    if k < 0 or k >= len(waiting_path) or k >= len(victim_path):
+        return False, {"rule": CLAIM_RULE, "victim_allocation": None, "above_entitlement": False,
+                       "why": "same allocation"}
+    a_v = victim_path[k]
+    ok = over_entitlement(branches, a_v, freed_from_branch, window_s)
+    readings = [{"running_gpus": b.running.get(a_v, 0.0), "entitled_gpus": entitled_gpus(b, a_v, window_s),
+                 "freed_gpus": freed_from_branch} for b in over_readings(branches)]
+    return ok, {"rule": CLAIM_RULE, "level": k + 1, "victim_allocation": a_v, "above_entitlement": ok,
+                "readings": readings}
+
+
 @dataclass(slots=True)
 class Victim:
     """A running job that could give up its GPUs this cycle."""
@@ -279,18 +346,26 @@ class VictimPlan:
     checks: dict[str, dict[str, Any]] = field(default_factory=dict)
     considered: int = 0
     """Nodes whose victims were examined (the candidates of the search)."""
+    claim: bool = False
+    """Made by a claim within a debug quota (ADR 0099): its funded victims get `lane_claim_grace_s`."""
 
 
 class _Attempt:
     """Strict improvement for one waiting job, with the per-level figures of its side computed once
     and each victim allocation's comparison memoised (the same rule as `strictly_improves`)."""
 
-    __slots__ = ("branches", "cheap_s", "div", "gpus", "horizon", "job", "level", "path", "readings", "w_after")
+    __slots__ = ("branches", "cheap_s", "claim", "div", "gpus", "horizon", "job", "level", "path", "readings",
+                 "w_after", "window")
 
     def __init__(
-        self, job: PendingJob, path: tuple[str, ...], horizon: float, branches: Branches, cheap_s: float | None = None
+        self, job: PendingJob, path: tuple[str, ...], horizon: float, branches: Branches, cheap_s: float | None = None,
+        claim: bool = False, window_s: float = 0.0,
     ) -> None:
+        """`claim` (ADR 0099): a victim allocation running above its entitlement is eligible without strict
+        improvement (`claim_within_debug_quota`; `window_s`: the usage window entitled-in-window is counted over)."""
         self.job = job
+        self.claim = claim
+        self.window = window_s
         self.cheap_s = cheap_s
         self.path = path
         self.gpus = job.gpus
@@ -322,7 +397,7 @@ class _Attempt:
             k = divergence(self.path, vpath)
             if 0 <= k < len(self.path) and k < len(vpath):
                 a_v = vpath[k]
-                if self._holds(0, k, a_v, 0.0):
+                if self._holds(0, k, a_v, 0.0) or (self.claim and self._over(a_v, 0.0)):
                     out = a_v
                 self.level[a_v] = k
         self.div[project] = out
@@ -340,6 +415,10 @@ class _Attempt:
         )
         return self.w_after[reading][k] < v_after
 
+    def _over(self, a_v: str, freed: float) -> bool:
+        """ADR 0099, `claim_within_debug_quota`'s test: `a_v` runs above its entitlement by at least `freed`."""
+        return over_entitlement(self.branches, a_v, freed, self.window)
+
     def eligible(self, v: Victim, freed: dict[str, float]) -> bool:
         """Rules in order: already leaving → free; unfunded → preemptible at once by funded work;
         funded → strict improvement with every GPU this plan takes from the same branch. Records
@@ -355,15 +434,23 @@ class _Attempt:
             return True
         total = freed.get(a_v, 0.0) + v.job.gpus
         k = self.level[a_v]
-        if not self._holds(0, k, a_v, total):
-            return False
-        if len(self.readings) > 1 and not cheap_victim(v, self.cheap_s) and not self._holds(1, k, a_v, total):
+        if not self._strict(v, k, a_v, total) and not (self.claim and self._over(a_v, total)):
             return False
         freed[a_v] = total
         return True
 
+    def _strict(self, v: Victim, k: int, a_v: str, total: float) -> bool:
+        """Strict improvement against `a_v` with `total` GPUs freed from it (the in-full reading too, unless the
+        victim is cheap: ADR 0016)."""
+        if not self._holds(0, k, a_v, total):
+            return False
+        return len(self.readings) == 1 or cheap_victim(v, self.cheap_s) or self._holds(1, k, a_v, total)
+
     def evidence(self, v: Victim, freed: float) -> dict[str, Any]:
-        _ok, ev = strictly_improves(self.path, self.gpus, v.path, freed, self.horizon, self.branches)
+        ok, ev = strictly_improves(self.path, self.gpus, v.path, freed, self.horizon, self.branches)
+        if self.claim:  # ADR 0099: the claim's figures, whether or not strict improvement held as well
+            _c, claim = claim_within_debug_quota(self.path, v.path, freed, self.branches, self.window)
+            ev = {**ev, "strict_improvement": ok, "claim": claim}
         return ev
 
 
@@ -520,6 +607,7 @@ class VictimSearch:
         max_victim_gpus: int | None = None,
         trade: Trade | None = None,
         settle: bool = False,
+        claim: bool = False,
     ) -> VictimPlan | None:
         """The cheapest plan for `job`, or None. `allowed` adds masked nodes the job may use (its
         reservation). `unfunded_only`: take only unfunded work and jobs already leaving;
@@ -527,9 +615,11 @@ class VictimSearch:
         0007: a 1-GPU debug job does not stop an 8-GPU job whose other GPUs nothing waiting can use);
         `trade`: take only the job's own allocation's work (ADR 0021, `trade_victim`); `settle`: a
         lane search, which takes no job that has not run its settle time (churn.settled; unfunded
-        work never is a candidate before it)."""
+        work never is a candidate before it); `claim`: a qualified lane job's claim within its debug quota
+        (ADR 0099, `claim_within_debug_quota`)."""
         horizon = protection_s(job.klass, job.min_runtime_s, self.settings)
-        attempt = _Attempt(job, wpath, horizon, self.branches, self.settings.cheap_victim_s)
+        attempt = _Attempt(job, wpath, horizon, self.branches, self.settings.cheap_victim_s, claim,
+                           entitled_horizon_s(self.settings))
         if unfunded_only:
             attempt.div.update(dict.fromkeys(self._funded_projects(), None))
         young = self.now - self.settle if settle and self.settle is not None else math.inf
@@ -540,6 +630,7 @@ class VictimSearch:
         else:
             plan = self._search_gang(attempt, allowed or set())
         if plan is not None:
+            plan.claim = claim
             freed: dict[str, float] = {}
             for v in plan.victims:
                 if v.job.funded and not v.leaving and (trade is None or v.job.project != trade.project):

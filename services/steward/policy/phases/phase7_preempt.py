@@ -20,6 +20,7 @@ from steward.policy.contract import (
     grace_ends_at,
     grace_s,
     lane_funds,
+    victim_grace_s,
 )
 from steward.policy.explain import Special
 from steward.policy.model import (
@@ -28,7 +29,7 @@ from steward.policy.model import (
     PreemptionReason,
 )
 from steward.policy.plan import CyclePlan
-from steward.policy.preemption import Trade, Victim, VictimPlan, VictimSearch
+from steward.policy.preemption import CLAIM_RULE, Trade, Victim, VictimPlan, VictimSearch
 from steward.policy.reasons import PREEMPTING, PREEMPTION_COSTS_MORE, RESERVED
 from steward.policy.routing import hidden_except
 
@@ -142,7 +143,8 @@ def preempt(cycle: CyclePlan) -> None:
 def lane_preempt(cycle: CyclePlan) -> VictimSearch | None:
     """ADR 0007, 0029: a blocked qualified lane job that would be funded takes the GPUs of
     unfunded work first (preemptible at once, short grace), else of funded work out of
-    protection under strict improvement, else (`lane_trade`) its own allocation's work. Every
+    protection under strict improvement (with `lane_claim`, ADR 0099: or of an allocation standing above its
+    entitlement, a claim within its debug quota), else (`lane_trade`) its own allocation's work. Every
     job in `lane_blocked` is inside its quota, the GPUs being freed for it counted (they are
     its own, "ahead" of the jobs behind it)."""
     if not cycle.lane_blocked:
@@ -165,7 +167,7 @@ def lane_preempt(cycle: CyclePlan) -> VictimSearch | None:
             if job.gpus < failed:
                 searches += 1
                 trade = trade_of(cycle, job, False)
-                plan = search_for(cycle, search, job, path, None, False, small, trade, True)
+                plan = search_for(cycle, search, job, path, None, False, small, trade, True, s.lane_claim)
                 if plan is None:
                     if not routed(cycle, job):
                         failed = float(job.gpus)
@@ -175,7 +177,7 @@ def lane_preempt(cycle: CyclePlan) -> VictimSearch | None:
             if job.gpus < failed:
                 searches += 1
                 plan = (search_for(cycle, search, job, path, None, True, small, None, True)
-                        or search_for(cycle, search, job, path, None, False, small, None, True))
+                        or search_for(cycle, search, job, path, None, False, small, None, True, s.lane_claim))
                 if plan is None and not routed(cycle, job):
                     failed = float(job.gpus)
             traded = plan is None
@@ -226,8 +228,9 @@ def churn_check(cycle: CyclePlan, job: PendingJob, plan: VictimPlan, k: int) -> 
         if v.leaving:
             end = now if rq is None else grace_ends_at(v.job, s)
         else:
-            end = now + grace_s(v.job.funded, s)
-            cost += victim_cost_gpu_s(v.job, now, s)
+            grace = victim_grace_s(v.job.funded, claim_victim(plan, job, v), s)
+            end = now + grace
+            cost += victim_cost_gpu_s(v.job, now, s, grace)
         if end > start_by:
             start_by = end
     if s.preemption_gain_horizon_s is None or job.gpus > cycle.index.maxcap:
@@ -245,6 +248,12 @@ def churn_check(cycle: CyclePlan, job: PendingJob, plan: VictimPlan, k: int) -> 
         if job.id not in cycle.specials:
             cycle.specials[job.id] = Special(PREEMPTION_COSTS_MORE, job.gpus, "one node", None, {"churn": ev})
     return check
+
+
+def claim_victim(plan: VictimPlan, job: PendingJob, v: Victim) -> bool:
+    """ADR 0099: a funded victim of another allocation in a plan made by a claim within a debug quota (its own
+    allocation's work in such a plan is a trade, ADR 0021)."""
+    return plan.claim and v.job.funded and not v.leaving and v.job.project != job.project
 
 
 def soonest_release_now(cycle: CyclePlan, job: PendingJob) -> float:
@@ -317,7 +326,8 @@ def commit_preemption(
             until = max(until, now if rq is None else grace_ends_at(v.job, s))
             continue
         fresh += 1
-        grace = grace_s(v.job.funded, s)
+        claimed = claim_victim(plan, job, v)
+        grace = victim_grace_s(v.job.funded, claimed, s)
         until = max(until, now + grace)
         reason: PreemptionReason = "fair_share" if v.job.funded else "unfunded"
         cycle.preemptions.append(
@@ -328,7 +338,7 @@ def commit_preemption(
                 grace_ends_at=now + grace,
                 lost_gpu_s=v.cost,
                 evidence={
-                    "rule": "lane_trade_own_work" if trade
+                    "rule": CLAIM_RULE if claimed else "lane_trade_own_work" if trade
                     else "strict_improvement" if v.job.funded else "unfunded_preemptible_at_once",
                     "waiting": waiting_evidence(cycle, job, k),
                     "victim": victim_evidence(cycle, v),
