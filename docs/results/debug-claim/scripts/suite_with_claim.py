@@ -1,0 +1,21 @@
+"""`steward sim suite` with the `steward` preset's lane_claim on (ADR 0099 measurement): CLAIM_GRACE (seconds)
+is lane_claim_grace_s. Workers fork, so they inherit the patch."""
+import os
+import sys
+
+from steward.domain.policy_settings import PolicySettings
+
+grace = os.environ.get("CLAIM_GRACE")
+if grace is not None:
+    extra = {"lane_claim": True, "lane_claim_grace_s": float(grace)}
+    orig = PolicySettings.steward.__func__  # type: ignore[attr-defined]
+
+    def steward(cls, **overrides):  # type: ignore[no-untyped-def]
+        return orig(cls, **{**extra, **overrides})
+
+    PolicySettings.steward = classmethod(steward)  # type: ignore[method-assign,assignment]
+
+from steward.cli.main import main  # noqa: E402
+
+sys.argv = ["steward", "sim", "suite", *sys.argv[1:]]
+sys.exit(main())
