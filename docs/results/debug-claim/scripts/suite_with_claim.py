@@ -1,5 +1,5 @@
 """`steward sim suite` with the `steward` preset's lane_claim on (ADR 0099 measurement): CLAIM_GRACE (seconds)
-is lane_claim_grace_s. Workers fork, so they inherit the patch."""
+is lane_claim_grace_s, CLAIM_VMAX (optional) lane_victim_max_gpus. Workers fork, so they inherit the patch."""
 import os
 import sys
 
@@ -8,6 +8,8 @@ from steward.domain.policy_settings import PolicySettings
 grace = os.environ.get("CLAIM_GRACE")
 if grace is not None:
     extra = {"lane_claim": True, "lane_claim_grace_s": float(grace)}
+    if os.environ.get("CLAIM_VMAX"):  # lane_victim_max_gpus too
+        extra["lane_victim_max_gpus"] = int(os.environ["CLAIM_VMAX"])
     orig = PolicySettings.steward.__func__  # type: ignore[attr-defined]
 
     def steward(cls, **overrides):  # type: ignore[no-untyped-def]
