@@ -102,9 +102,10 @@ class PolicySettings:
     """A traded victim loses at most this many seconds of work per GPU (None: any)."""
     lane_claim: bool = False
     """The debug quota read as a claim (ADR 0099): a qualified lane job that does not fit may take funded work
-    out of protection of an allocation standing above its entitlement (by strict improvement's figures, after
-    the move) without strict improvement on its own side, and is placed funded (preemption.py
-    `claim_within_debug_quota`). False: the lane's funded victims need strict improvement (ADR 0007, 0029)."""
+    out of protection of an allocation running more funded GPUs than its entitlement (only those above it)
+    without strict improvement on its own side, and is placed funded (preemption.py `claim_within_debug_quota`).
+    False: the lane's funded victims need strict improvement (ADR 0007, 0029). Measured, not the default
+    (docs/results/debug-claim/)."""
     lane_claim_grace_s: float | None = None
     """The grace of a claim's funded victims (ADR 0099; a checkpoint request and this many seconds before it
     stops). None: the contract's `preemption_grace_s`."""

@@ -11,7 +11,7 @@
 - Victims are chosen to free the fewest GPU-seconds of lost work (time since the last checkpoint
   plus restart overhead, so a recent checkpoint is preferred), then the fewest jobs.
 - With `lane_claim` (ADR 0099), a qualified debug job's search may also take funded work out of protection
-  of an allocation standing above its entitlement, without strict improvement (`claim_within_debug_quota`).
+  of an allocation running above its entitlement, without strict improvement (`claim_within_debug_quota`).
 """
 
 from __future__ import annotations

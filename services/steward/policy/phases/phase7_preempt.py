@@ -143,7 +143,7 @@ def preempt(cycle: CyclePlan) -> None:
 def lane_preempt(cycle: CyclePlan) -> VictimSearch | None:
     """ADR 0007, 0029: a blocked qualified lane job that would be funded takes the GPUs of
     unfunded work first (preemptible at once, short grace), else of funded work out of
-    protection under strict improvement (with `lane_claim`, ADR 0099: or of an allocation standing above its
+    protection under strict improvement (with `lane_claim`, ADR 0099: or of an allocation running above its
     entitlement, a claim within its debug quota), else (`lane_trade`) its own allocation's work. Every
     job in `lane_blocked` is inside its quota, the GPUs being freed for it counted (they are
     its own, "ahead" of the jobs behind it)."""
