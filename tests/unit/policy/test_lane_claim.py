@@ -165,8 +165,12 @@ def test_the_claimed_job_is_placed_funded_once_its_room_is_free() -> None:
 
 
 def test_the_setting() -> None:
-    assert not PolicySettings.steward().lane_claim
-    assert PolicySettings.steward().lane_claim_grace_s is None
+    """On in the `steward` preset with a 20 s grace (measured: docs/results/debug-claim/); the baselines have
+    no lane, so no claim."""
+    assert PolicySettings.steward().lane_claim and PolicySettings.steward().lane_claim_grace_s == 20.0
+    for preset in ("ai2", "fair-tree", "fifo-priority"):
+        s = PolicySettings.preset(preset)
+        assert not s.lane and not s.lane_claim
     with pytest.raises(InvalidSettings):
         PolicySettings.steward(lane_claim_grace_s=-1.0)
     with pytest.raises(InvalidSettings):
